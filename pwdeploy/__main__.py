@@ -1,0 +1,3 @@
+from pwdeploy.cli import main
+
+main()

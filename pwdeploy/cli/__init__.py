@@ -1,0 +1,107 @@
+"""The `pwdeploy` command. Subcommands load lazily so `pwdeploy --help` stays fast.
+
+This is the one place where errors become messages and exit codes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from pwdeploy import __version__
+from pwdeploy.errors import PwdeployError
+
+# name -> "module:attribute"; each module imports its heavy dependencies inside its functions.
+COMMANDS = {
+    "render": "pwdeploy.cli.render:render",
+    "validate": "pwdeploy.cli.render:validate",
+    "schema": "pwdeploy.cli.render:schema",
+    "local": "pwdeploy.cli.local:local",
+    "sidecar": "pwdeploy.cli.sidecar:sidecar",
+    "preflight": "pwdeploy.cli.preflight:preflight",
+    "submit": "pwdeploy.cli.cluster:submit",
+    "list": "pwdeploy.cli.cluster:list_jobs",
+    "status": "pwdeploy.cli.cluster:status",
+    "logs": "pwdeploy.cli.cluster:logs",
+    "delete": "pwdeploy.cli.cluster:delete",
+}
+
+SHORT_HELP = {
+    "render": "Render the Kubernetes manifests of a job.",
+    "validate": "Check manifests against the Kubernetes and JobSet schemas.",
+    "schema": "Print the JSON Schema of the job config.",
+    "local": "Run a job locally on emulated CPU devices.",
+    "sidecar": "Build and push the colocated-Python sidecar image.",
+    "preflight": "Check the job's GCS locations and permissions.",
+    "submit": "Submit a job to a GKE cluster.",
+    "list": "List pwdeploy-managed JobSets.",
+    "status": "Show a job's state, pods and events.",
+    "logs": "Print a job's container logs.",
+    "delete": "Delete a job.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            return None  # a command whose module is not part of this build
+        command: click.Command = getattr(module, attr)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help from the table, so `--help` imports no command module.
+        with formatter.section("Commands"):
+            formatter.write_dl(list(SHORT_HELP.items()))
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(__version__, prog_name="pwdeploy")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """pwdeploy: render, check, run locally and submit JAX jobs for Pathways on GKE."""
+    ctx.obj = {"debug": debug}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        result: Any = cli.main(args=args, prog_name="pwdeploy", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except PwdeployError as exc:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except Exception:  # noqa: BLE001 - last resort: no traceback for users unless asked
+        if debug:
+            raise
+        exc_type, exc_value, _ = sys.exc_info()
+        name = exc_type.__name__ if exc_type else "Error"
+        click.echo(f"internal error: {name}: {exc_value}\n  rerun with --debug for the traceback", err=True)
+        sys.exit(1)
+    sys.exit(result if isinstance(result, int) else 0)

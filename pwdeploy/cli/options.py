@@ -1,0 +1,76 @@
+"""The job flags, shared by every command that works on a job, built from the field table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from pwdeploy.config import JobConfig, load_job
+from pwdeploy.errors import ConfigError
+from pwdeploy.fields import FIELDS, Field, Kind
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_PARAM_PREFIX = "job__"
+
+
+def _param_name(field: Field) -> str:
+    return _PARAM_PREFIX + field.path.replace(".", "__")
+
+
+def _option(field: Field) -> Callable[[F], F]:
+    assert field.flag is not None
+    decls = [field.flag, _param_name(field)]
+    help_text = field.help + (f" [env {field.env_name}]" if field.env_name else "")
+    if field.kind is Kind.BOOL:
+        if "/" not in field.flag:
+            return click.option(*decls, is_flag=True, default=None, envvar=field.env_name, help=help_text)
+        return click.option(*decls, default=None, envvar=field.env_name, help=help_text)
+    multiple = field.kind in (Kind.FLAG_LIST, Kind.ENV)
+    metavar = "KEY=VALUE" if field.kind is Kind.ENV else None
+    return click.option(
+        *decls, multiple=multiple, envvar=field.env_name, help=help_text, metavar=metavar, show_envvar=False
+    )
+
+
+def job_options(func: F) -> F:
+    """Add ``-f/--file`` and every job flag; the command receives them in ``**job_args``."""
+    for field in reversed([f for f in FIELDS if f.flag]):
+        func = _option(field)(func)
+    return click.option(
+        "-f", "--file", "job__file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        envvar="PWDEPLOY_FILE", help="Job config YAML file [env PWDEPLOY_FILE]",
+    )(func)  # fmt: skip
+
+
+def overrides_from(params: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for field in FIELDS:
+        if not field.flag:
+            continue
+        value = params.get(_param_name(field))
+        if value is None or value == ():
+            continue
+        found[field.path] = list(value) if isinstance(value, tuple) else value
+    return found
+
+
+def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Take the job parameters out of a command's kwargs (so the rest can be used plainly)."""
+    return {key: params.pop(key) for key in list(params) if key.startswith(_PARAM_PREFIX)}
+
+
+def job_from_params(params: dict[str, Any]) -> JobConfig:
+    """The validated job from ``-f`` and the flags; errors name the flag that set a bad value."""
+    overrides = overrides_from(params)
+    try:
+        return load_job(params.get("job__file"), overrides)
+    except ConfigError as exc:
+        field = exc.field
+        flag = next((f.flag for f in FIELDS if f.path == field and f.path in overrides), None)
+        if flag is not None:
+            exc.message += f" (from {flag.split('/')[0]})"
+        raise

@@ -1,0 +1,46 @@
+"""The environment a job's program gets: one source of truth for the cluster and for `local run`.
+
+``job_env`` is what pwdeploy promises the user's program on both sides (data-loader worker count, slice
+shape, storage locations, user env). ``proxy_env`` is what makes JAX talk to Pathways; local runs leave it out.
+"""
+
+from __future__ import annotations
+
+from pwdeploy.config import JobConfig
+
+DATA_WORKERS = "PWDEPLOY_DATA_WORKERS"
+PROXY_PORT = 29000
+
+
+def job_env(job: JobConfig, *, hlo_dump: str | None = None) -> dict[str, str]:
+    """pwdeploy's env contract, in a stable order. ``hlo_dump`` replaces the GCS HLO location (local runs)."""
+    tpu = job.tpu
+    env = {
+        "PWDEPLOY_JOB_NAME": job.name,
+        DATA_WORKERS: str(job.main.data_workers),
+        "PWDEPLOY_TPU_TYPE": tpu.slice.type_name,
+        "PWDEPLOY_TPU_TOPOLOGY": tpu.slice.topology,
+        "PWDEPLOY_NUM_SLICES": str(tpu.slices),
+        "PWDEPLOY_CHIPS_PER_SLICE": str(tpu.slice.chips),
+        "PWDEPLOY_NUM_DEVICES": str(tpu.total_chips),
+        "PWDEPLOY_PATHWAYS_VERSION": job.pathways_version,
+    }
+    storage = job.storage
+    optional = {
+        "PWDEPLOY_HLO_DUMP_DIR": hlo_dump or (storage.hlo_dump.uri if storage.hlo_dump else None),
+        "PWDEPLOY_PROFILE_DIR": storage.profiles.uri if storage.profiles else None,
+        "PWDEPLOY_CHECKPOINT_DIR": storage.checkpoints.uri if storage.checkpoints else None,
+    }
+    env.update({k: v for k, v in optional.items() if v is not None})
+    env.update(dict(job.main.env))
+    return env
+
+
+def proxy_env(head_address: str = "$(PATHWAYS_HEAD)") -> dict[str, str]:
+    """What points JAX at the IFRT proxy (cluster only)."""
+    return {
+        "JAX_PLATFORMS": "proxy",
+        "JAX_BACKEND_TARGET": f"grpc://{head_address}:{PROXY_PORT}",
+        "XCLOUD_ENVIRONMENT": "GCP",
+        "ENABLE_PATHWAYS_PERSISTENCE": "1",
+    }

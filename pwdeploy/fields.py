@@ -1,0 +1,144 @@
+"""The job config's fields: one table that drives parsing, the CLI flags, env defaults and the JSON Schema.
+
+Each row names a dotted path in the YAML file (``tpu.slices``), the kind of value, its default, the flag that
+sets it and its help text. Flags beat environment defaults (``PWDEPLOY_<FLAG>``), which beat the file, which
+beats the defaults here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(Enum):
+    STR = "string"
+    INT = "integer"
+    BOOL = "boolean"
+    QUANTITY = "quantity"  # a Kubernetes quantity: 8, 500m, 16Gi
+    GCS = "gcs"  # gs://bucket[/prefix]
+    PATH = "path"  # a local path, relative to the config file
+    COMMAND = "command"  # a string (split like a shell) or a list of strings
+    STR_LIST = "string list"
+    FLAG_LIST = "flag list"  # --name=value items
+    ENV = "env"  # a mapping of NAME: value
+
+
+@dataclass(frozen=True)
+class Field:
+    path: str
+    kind: Kind
+    default: object
+    help: str
+    flag: str | None = None
+    minimum: int | None = None
+    envvar: bool = True  # whether PWDEPLOY_<FLAG> sets it
+
+    @property
+    def section(self) -> str:
+        return self.path.split(".")[0] if "." in self.path else ""
+
+    @property
+    def key(self) -> str:
+        return self.path.split(".")[-1]
+
+    @property
+    def env_name(self) -> str | None:
+        if self.flag is None or not self.envvar:
+            return None
+        return "PWDEPLOY_" + self.flag.lstrip("-").replace("-", "_").upper()
+
+
+_ = Field
+FIELDS: tuple[Field, ...] = (
+    _("name", Kind.STR, None, "JobSet name (DNS-1035 label; the bound depends on slices and VMs)", "--name"),
+    _("namespace", Kind.STR, "default", "Kubernetes namespace", "--namespace"),
+    _("pathways_version", Kind.STR, None,
+      "JAX version the Pathways images are pinned to (jax-<V> tags); default: the installed jax",
+      "--pathways-version"),
+    _("allow_version_mismatch", Kind.BOOL, False,
+      "Allow a pathways_version other than the installed jax (experts only)", "--allow-version-mismatch"),
+    _("image_registry", Kind.STR, "us-docker.pkg.dev/cloud-tpu-v2-images/pathways",
+      "Registry holding the Pathways proxy_server and server images", "--image-registry"),
+    _("headless", Kind.BOOL, False,
+      "Interactive mode: proxy and resource manager only, connect a notebook through the proxy", "--headless"),
+    _("xla_flags", Kind.FLAG_LIST, (), "XLA flags for the IFRT proxy, each --name=value", "--xla-flag",
+      envvar=False),
+    _("tpu.type", Kind.STR, None, "TPU slice type such as v5p-8, v6e-16, v5litepod-32", "--tpu-type"),
+    _("tpu.family", Kind.STR, None, "TPU family (v4, v5e, v5p, v6e, tpu7x), with tpu.topology", "--tpu-family"),
+    _("tpu.topology", Kind.STR, None, "TPU topology such as 4x4 or 2x2x4, with tpu.family", "--tpu-topology"),
+    _("tpu.slices", Kind.INT, 1, "Number of TPU slices (worker replicas)", "--num-slices", minimum=1),
+    _("tpu.elastic_slices", Kind.INT, 0,
+      "Slices the job may lose and keep training (proxy --num_elastic_slices); 0 disables elasticity",
+      "--elastic-slices", minimum=0),
+    _("tpu.max_slice_restarts", Kind.INT, 1,
+      "With elastic slices: restarts allowed per slice (worker Job backoffLimit = this x VMs per slice)",
+      "--max-slice-restarts", minimum=0),
+    _("tpu.worker_memory", Kind.QUANTITY, None, "Memory limit of each TPU worker container (optional)",
+      "--worker-memory"),
+    _("main.image", Kind.STR, None, "Image of the user's JAX container (tag or digest; not :latest)", "--image"),
+    _("main.command", Kind.COMMAND, None, "Command of the user's container: a string or a list", "--command"),
+    _("main.env", Kind.ENV, {}, "Extra environment of the user's container", "--env", envvar=False),
+    _("main.cpu", Kind.QUANTITY, "24", "CPU limit of the user's container", "--main-cpu"),
+    _("main.memory", Kind.QUANTITY, "100Gi", "Memory limit of the user's container", "--main-memory"),
+    _("main.shm_size", Kind.QUANTITY, "16Gi", "Size of the memory-backed /dev/shm (within the memory limit)",
+      "--shm-size"),
+    _("main.data_workers", Kind.INT, None,
+      "Data-loader worker processes (PWDEPLOY_DATA_WORKERS); default: CPU limit - 1; at most the CPU limit",
+      "--data-workers", minimum=0),
+    _("main.privileged", Kind.BOOL, False, "Run the user's container privileged (off by default)", "--privileged"),
+    _("head.node_pool", Kind.STR, "cpu-np", "CPU node pool of the Pathways head pod", "--head-node-pool"),
+    _("head.proxy_cpu", Kind.QUANTITY, "16", "CPU limit of pathways-proxy", "--proxy-cpu"),
+    _("head.proxy_memory", Kind.QUANTITY, "100Gi", "Memory limit of pathways-proxy", "--proxy-memory"),
+    _("head.rm_cpu", Kind.QUANTITY, "8", "CPU limit of pathways-rm", "--rm-cpu"),
+    _("head.rm_memory", Kind.QUANTITY, "32Gi", "Memory limit of pathways-rm", "--rm-memory"),
+    _("storage.scratch", Kind.GCS, None,
+      "GCS compile-cache (scratch) location, gs://bucket[/prefix]; required unless in_memory_cache",
+      "--gcs-scratch"),
+    _("storage.in_memory_cache", Kind.BOOL, False,
+      "Run without a GCS scratch location: Pathways keeps a non-persistent in-memory cache",
+      "--in-memory-cache"),
+    _("storage.enable_olm", Kind.BOOL, True,
+      "Let Pathways set a lifecycle rule on the scratch bucket (false: --enable_gcs_olm=false)",
+      "--gcs-olm/--no-gcs-olm"),
+    _("storage.hlo_dump", Kind.GCS, None, "HLO dump location (proxy --xla_dump_to)", "--hlo-dump"),
+    _("storage.profiles", Kind.GCS, None, "Profile directory (PWDEPLOY_PROFILE_DIR in the user's container)",
+      "--profile-dir"),
+    _("storage.checkpoints", Kind.GCS, None,
+      "Checkpoint directory (PWDEPLOY_CHECKPOINT_DIR in the user's container)", "--checkpoint-dir"),
+    _("scheduling.max_restarts", Kind.INT, 0, "JobSet failurePolicy.maxRestarts", "--max-restarts", minimum=0),
+    _("scheduling.queue", Kind.STR, None, "Kueue LocalQueue (label kueue.x-k8s.io/queue-name)", "--queue"),
+    _("scheduling.priority_class", Kind.STR, None, "PriorityClass of the pods", "--priority-class"),
+    _("scheduling.service_account", Kind.STR, None, "Kubernetes service account (Workload Identity)",
+      "--service-account"),
+    _("scheduling.termination_grace_seconds", Kind.INT, None, "Pods' terminationGracePeriodSeconds",
+      "--termination-grace-seconds", minimum=0),
+    _("sidecar.image", Kind.STR, None,
+      "Colocated-Python sidecar image for the workers (tag or digest); enables the sidecar", "--sidecar-image"),
+    _("sidecar.repository", Kind.STR, None,
+      "Where `pwdeploy sidecar build` tags and pushes the sidecar (registry/repo); enables the sidecar",
+      "--sidecar-repository"),
+    _("sidecar.base_image", Kind.STR, None,
+      "Colocated-Python base image; default: the Pathways sidecar base for this JAX and Python version",
+      "--sidecar-base-image"),
+    _("sidecar.source_dir", Kind.PATH, None, "Directory of user code copied into the sidecar image",
+      "--sidecar-source-dir"),
+    _("sidecar.requirements", Kind.PATH, None, "requirements.txt installed into the sidecar image",
+      "--sidecar-requirements"),
+    _("sidecar.pip_args", Kind.STR_LIST, (), "Extra pip install arguments for the sidecar build", None),
+    _("sidecar.shm_size", Kind.QUANTITY, "8Gi", "Shared-memory directory between sidecar and worker",
+      "--sidecar-shm-size"),
+    _("local.devices", Kind.INT, None, "Emulated CPU devices for `local run`; default: the target's chips",
+      "--devices", minimum=1),
+    _("local.compile_cache", Kind.STR, ".pwdeploy/jax-cache",
+      "Persistent JAX compilation cache of `local run` (a directory or gs:// URI; empty disables)",
+      "--compile-cache"),
+    _("local.hlo_dir", Kind.PATH, ".pwdeploy/hlo",
+      "Local directory that replaces storage.hlo_dump in `local run`", "--local-hlo-dir"),
+)  # fmt: skip
+
+BY_PATH: dict[str, Field] = {f.path: f for f in FIELDS}
+SECTIONS: dict[str, tuple[Field, ...]] = {}
+for _field in FIELDS:
+    SECTIONS.setdefault(_field.section, ())
+    SECTIONS[_field.section] += (_field,)

@@ -1,0 +1,50 @@
+"""Kubernetes resource quantities (``500m``, ``16Gi``, ``1e3``), parsed exactly."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+from pwdeploy.errors import ConfigError
+
+_SUFFIXES = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_PATTERN = re.compile(r"([+]?[0-9]+(?:\.[0-9]*)?|[+]?\.[0-9]+)(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?)")
+
+
+def parse_quantity(value: object, field: str) -> Decimal:
+    """The value of a quantity; a ConfigError naming ``field`` when it is not one or is not positive."""
+    text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    match = _PATTERN.fullmatch(text) if text else None
+    if text is None or match is None:
+        raise ConfigError(
+            field, f"{value!r} is not a Kubernetes quantity; use e.g. 8, 500m, 16Gi, 100G"
+        )
+    number, exponent, suffix = match.groups()
+    try:
+        result = Decimal(number) * (Decimal(10) ** int(exponent[1:]) if exponent else _SUFFIXES[suffix or ""])
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid decimals
+        raise ConfigError(field, f"{value!r} is not a Kubernetes quantity") from exc
+    if result <= 0:
+        raise ConfigError(field, f"{value!r} must be greater than zero")
+    return result
+
+
+def canonical(value: object, field: str) -> str:
+    """The quantity as the user wrote it, once checked (ints become strings)."""
+    parse_quantity(value, field)
+    return str(value).strip()
