@@ -59,6 +59,7 @@ class TpuConfig:
     elastic_slices: int
     max_slice_restarts: int
     worker_memory: str | None
+    shm_size: str
     slice: catalog.TpuSlice
 
     @property
@@ -541,7 +542,7 @@ def _check_cross_fields(job: JobConfig) -> None:
             raise ConfigError("main.command", "is required (unless headless); e.g. --command 'python3 train.py'")
         _check_fits(main.shm_size, "main.shm_size", main.memory, "main.memory")
     if job.tpu.worker_memory is not None:
-        _check_fits(main.shm_size, "main.shm_size", job.tpu.worker_memory, "tpu.worker_memory")
+        _check_fits(job.tpu.shm_size, "tpu.shm_size", job.tpu.worker_memory, "tpu.worker_memory")
     if job.storage.scratch is None and not job.storage.in_memory_cache:
         raise ConfigError(
             "storage.scratch",

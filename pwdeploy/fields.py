@@ -76,6 +76,7 @@ FIELDS: tuple[Field, ...] = (
       "--max-slice-restarts", minimum=0),
     _("tpu.worker_memory", Kind.QUANTITY, None, "Memory limit of each TPU worker container (optional)",
       "--worker-memory"),
+    _("tpu.shm_size", Kind.QUANTITY, "16Gi", "Size of the workers' memory-backed /dev/shm", "--worker-shm-size"),
     _("main.image", Kind.STR, None, "Image of the user's JAX container (tag or digest; not :latest)", "--image"),
     _("main.command", Kind.COMMAND, None, "Command of the user's container: a string or a list", "--command"),
     _("main.env", Kind.ENV, {}, "Extra environment of the user's container", "--env", envvar=False),
