@@ -1,0 +1,49 @@
+"""`pwdeploy render` and `pwdeploy schema`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.errors import ValidationError
+
+
+@click.command()
+@job_options
+@click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="Output format.")
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write one file per object here instead of printing.")
+@click.option("--no-validate", is_flag=True, help="Skip the schema and webhook-rule checks.")
+def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) -> None:
+    """Render the job's Kubernetes manifests (for `kubectl apply -f -` or review).
+
+    Output is deterministic: the same config always gives byte-identical manifests.
+    """
+    from pwdeploy import manifests
+
+    job = job_from_params(pop_job_params(params))
+    objects = manifests.build(job)
+    if not no_validate:
+        from pwdeploy.validate import validate_objects
+
+        problems = validate_objects(objects)
+        if problems:
+            raise ValidationError(problems)
+    if output_dir is not None:
+        for path in manifests.write_dir(objects, output_dir, fmt):
+            click.echo(f"wrote {path}", err=True)
+        return
+    click.echo(manifests.to_json(objects) if fmt == "json" else manifests.to_yaml(objects), nl=False)
+
+
+@click.command()
+def schema() -> None:
+    """Print the JSON Schema of the job config (for editors: yaml-language-server, VS Code)."""
+    from pwdeploy.schema import job_schema
+
+    click.echo(json.dumps(job_schema(), indent=2))

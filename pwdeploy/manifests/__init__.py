@@ -1,0 +1,75 @@
+"""Manifests rendered from a JobConfig: pure builders returning dicts, serialised once, here."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pwdeploy.config import JobConfig
+from pwdeploy.manifests.common import Manifest
+from pwdeploy.manifests.jobset import jobset
+from pwdeploy.manifests.names import check_name_length
+
+__all__ = ["Manifest", "build", "file_name", "to_json", "to_yaml", "write_dir"]
+
+
+def build(job: JobConfig) -> list[Manifest]:
+    """Every object the job needs, in the order to apply them."""
+    check_name_length(job)
+    return [jobset(job)]
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, insertion order, and multi-line strings as literal blocks."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def to_yaml(objects: list[Manifest]) -> str:
+    docs = [yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000) for obj in objects]
+    return "---\n" + "---\n".join(docs)
+
+
+def to_json(objects: list[Manifest]) -> str:
+    """One object as itself; several as a v1 List, as kubectl prints them."""
+    payload: Any = objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List", "items": objects}
+    return json.dumps(payload, indent=2) + "\n"
+
+
+def file_name(obj: Manifest, suffix: str) -> str:
+    return f"{obj['kind'].lower()}-{obj['metadata']['name']}.{suffix}"
+
+
+def write_dir(objects: list[Manifest], directory: Path, fmt: str) -> list[Path]:
+    """One file per object; each written to a temporary file first so no half-written file is left."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for obj in objects:
+        target = directory / file_name(obj, fmt)
+        text = to_json([obj]) if fmt == "json" else to_yaml([obj])
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        written.append(target)
+    return written
+
+
+def render(job: JobConfig) -> list[Manifest]:
+    """Alias of build, for readers who look for the verb the CLI uses."""
+    return build(job)

@@ -1,0 +1,150 @@
+"""The Pathways head pod: IFRT proxy, resource manager and (unless headless) the user's JAX container."""
+
+from __future__ import annotations
+
+from pwdeploy import envcontract
+from pwdeploy.config import JobConfig
+from pwdeploy.manifests import common as c
+from pwdeploy.manifests.common import Manifest
+
+
+def scratch_args(job: JobConfig) -> list[str]:
+    """``--gcs_scratch_location``, or nothing where the user chose the in-memory cache."""
+    scratch = job.storage.scratch
+    return [f"--gcs_scratch_location={scratch.uri}"] if scratch is not None else []
+
+
+def proxy_args(job: JobConfig) -> list[str]:
+    args = [
+        f"--server_port={c.PROXY_PORT}",
+        f"--resource_manager_address=$(PATHWAYS_HEAD):{c.RM_PORT}",
+        *scratch_args(job),
+    ]
+    if job.tpu.elastic_slices:
+        args.append(f"--num_elastic_slices={job.tpu.elastic_slices}")
+    if job.sidecar.enabled:
+        args.append("--sidecar_name=external")
+    if job.storage.hlo_dump is not None:
+        args.append(f"--xla_dump_to={job.storage.hlo_dump.uri}/")
+    return args + list(job.xla_flags)
+
+
+def proxy_container(job: JobConfig) -> Manifest:
+    return {
+        "name": c.PROXY_CONTAINER,
+        "image": job.proxy_image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": proxy_args(job),
+        "env": [c.env_label("PATHWAYS_HEAD", c.COORDINATOR_LABEL)],
+        "ports": c.ports(c.PROXY_PORT),
+        "resources": c.limits({"cpu": job.head.proxy_cpu, "memory": job.head.proxy_memory}),
+        "securityContext": c.hardened(),
+    }
+
+
+def rm_args(job: JobConfig) -> list[str]:
+    args = [
+        f"--server_port={c.RM_PORT}",
+        *scratch_args(job),
+        "--node_type=resource_manager",
+        f"--instance_count={job.tpu.slices}",
+        f"--instance_type={job.tpu.slice.instance_type}",
+    ]
+    if not job.storage.enable_olm:
+        args.append("--enable_gcs_olm=false")
+    return args
+
+
+def rm_container(job: JobConfig) -> Manifest:
+    return {
+        "name": c.RM_CONTAINER,
+        "image": job.server_image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": rm_args(job),
+        "env": [
+            c.env_value("TPU_SKIP_MDS_QUERY", "true"),
+            c.env_label("HOST_ADDRESS", c.COORDINATOR_LABEL),
+        ],
+        "ports": c.ports(c.RM_PORT, c.RM_PORT + 1),
+        "resources": c.limits({"cpu": job.head.rm_cpu, "memory": job.head.rm_memory}),
+        "securityContext": c.hardened(),
+    }
+
+
+def main_env(job: JobConfig) -> dict[str, str]:
+    """The user container's env: the proxy connection (same pod, so localhost) and pwdeploy's contract."""
+    return {**envcontract.proxy_env("localhost"), **envcontract.job_env(job)}
+
+
+def main_container(job: JobConfig) -> Manifest:
+    main = job.main
+    return {
+        "name": c.MAIN_CONTAINER,
+        "image": main.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(main.command),
+        "env": c.env_list(main_env(job)),
+        "resources": c.limits({"cpu": main.cpu, "memory": main.memory}),
+        "volumeMounts": [c.mount(c.SHM_VOLUME, "/dev/shm")],
+        "securityContext": c.hardened(main.privileged),
+    }
+
+
+def as_native_sidecar(container: Manifest) -> Manifest:
+    """A container that starts before, and runs beside, the main one (Kubernetes >= 1.28)."""
+    return {**container, "restartPolicy": "Always"}
+
+
+def head_pod_spec(job: JobConfig) -> Manifest:
+    servers = [proxy_container(job), rm_container(job)]
+    if job.headless:
+        placement: Manifest = {"containers": servers}
+    else:
+        placement = {
+            "initContainers": [as_native_sidecar(s) for s in servers],
+            "containers": [main_container(job)],
+            "volumes": [c.memory_volume(c.SHM_VOLUME, job.main.shm_size)],
+        }
+    return c.drop_none(
+        hostNetwork=True,
+        dnsPolicy="ClusterFirstWithHostNet",
+        restartPolicy="Never",
+        nodeSelector={"cloud.google.com/gke-nodepool": job.head.node_pool},
+        serviceAccountName=job.scheduling.service_account,
+        priorityClassName=job.scheduling.priority_class,
+        terminationGracePeriodSeconds=job.scheduling.termination_grace_seconds,
+        **placement,
+    )
+
+
+def head_failure_policy(job: JobConfig) -> Manifest | None:
+    """Fail fast when the user's program exits non-zero; node disruptions do not count as failures."""
+    if job.headless:
+        return None
+    return {
+        "rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": c.MAIN_CONTAINER, "operator": "NotIn", "values": [0]},
+            },
+        ]
+    }
+
+
+def head_replicated_job(job: JobConfig) -> Manifest:
+    return {
+        "name": c.HEAD,
+        "replicas": 1,
+        "template": {
+            "metadata": {"annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"}},
+            "spec": c.drop_none(
+                backoffLimit=0,
+                completionMode="Indexed",
+                completions=1,
+                parallelism=1,
+                podFailurePolicy=head_failure_policy(job),
+                template={"spec": head_pod_spec(job)},
+            ),
+        },
+    }
