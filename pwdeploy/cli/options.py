@@ -69,8 +69,18 @@ def job_from_params(params: dict[str, Any]) -> JobConfig:
     try:
         return load_job(params.get("job__file"), overrides)
     except ConfigError as exc:
-        field = exc.field
-        flag = next((f.flag for f in FIELDS if f.path == field and f.path in overrides), None)
-        if flag is not None:
-            exc.message += f" (from {flag.split('/')[0]})"
+        source = _source_of(exc.field, overrides)
+        if source is not None:
+            exc.message += f" (from {source})"
         raise
+
+
+def _source_of(path: str | None, overrides: dict[str, Any]) -> str | None:
+    """Which flag or environment variable set the field ``path``, for error messages."""
+    field = next((f for f in FIELDS if f.path == path and f.path in overrides), None)
+    if field is None or field.flag is None:
+        return None
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.get_parameter_source(_param_name(field)) is click.core.ParameterSource.ENVIRONMENT:
+        return field.env_name
+    return field.flag.split("/")[0]
