@@ -126,6 +126,8 @@ class SidecarConfig:
     requirements: Path | None
     pip_args: tuple[str, ...]
     shm_size: str
+    base_release: str | None = None  # only `pwdeploy sidecar` reads these two
+    python_version: str | None = None
 
     @property
     def enabled(self) -> bool:
