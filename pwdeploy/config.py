@@ -427,8 +427,8 @@ def parse_gcs(value: Any, path: str) -> GcsPath:
         raise ConfigError(
             path, f"{value!r} is not a GCS location; use gs://bucket[/prefix] (bucket: 3-222 of a-z 0-9 . _ -)"
         )
-    prefix = (match.group(2) or "").strip("/")
-    if "//" in prefix:
+    prefix = (match.group(2) or "")[1:].rstrip("/")
+    if "//" in (match.group(2) or ""):
         raise ConfigError(path, f"{value!r} has an empty path segment ('//')")
     return GcsPath(match.group(1), prefix)
 

@@ -1,0 +1,134 @@
+"""Loading, merging and validating the job config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pwdeploy.config import JobConfig, load_job, merge
+from pwdeploy.errors import ConfigError
+
+BASE: dict[str, Any] = {
+    "name": "demo",
+    "tpu.type": "v5p-8",
+    "main.image": "img/train:1",
+    "main.command": "python3 train.py",
+    "storage.scratch": "gs://bucket/scratch",
+}
+
+
+def job(**overrides: Any) -> JobConfig:
+    values = {**BASE, **{k.replace("__", "."): v for k, v in overrides.items()}}
+    return load_job(None, values, installed_jax=lambda: "0.10.2")
+
+
+def test_defaults() -> None:
+    j = job()
+    assert j.pathways_version == "0.10.2"
+    assert j.main.data_workers == 23  # CPU limit 24 minus the main process
+    assert j.main.command == ("python3", "train.py")
+    assert j.storage.scratch is not None and j.storage.scratch.uri == "gs://bucket/scratch"
+    assert j.proxy_image.endswith("/proxy_server:jax-0.10.2")
+
+
+def test_config_is_immutable() -> None:
+    with pytest.raises(AttributeError):
+        job().name = "other"  # type: ignore[misc]
+
+
+def test_file_then_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "name: fromfile\ntpu: {type: v6e-16, slices: 2}\nmain: {image: a/b:1, command: [x], env: {A: '1', B: '2'}}\n"
+        "storage: {scratch: gs://bkt/x}\nxla_flags: [--xla_a=1, --xla_b=2]\n"
+    )
+    j = load_job(
+        path, {"tpu.slices": "3", "main.env": ["B=3"], "xla_flags": ["--xla_b=5"]}, installed_jax=lambda: "0.10.2"
+    )
+    assert j.name == "fromfile" and j.tpu.slices == 3
+    assert dict(j.main.env) == {"A": "1", "B": "3"}
+    assert j.xla_flags == ("--xla_a=1", "--xla_b=5")
+    assert j.base_dir == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"name": "Bad_Name"}, "name", "DNS-1035"),
+        ({"tpu__slices": 0}, "tpu.slices", ">= 1"),
+        ({"tpu__slices": "two"}, "tpu.slices", "integer"),
+        ({"tpu__slices": 1.5}, "tpu.slices", "integer"),
+        ({"main__cpu": "lots"}, "main.cpu", "not a Kubernetes quantity"),
+        ({"main__memory": "-1Gi"}, "main.memory", "not a Kubernetes quantity"),
+        ({"main__shm_size": "200Gi"}, "main.shm_size", "does not fit inside main.memory"),
+        ({"main__data_workers": 64}, "main.data_workers", "exceeds the user container's CPU limit"),
+        ({"main__image": "img/train"}, "main.image", "not pinned"),
+        ({"main__image": "img/train:latest"}, "main.image", "not pinned"),
+        ({"main__command": ""}, "main.command", "must not be empty"),
+        ({"main__command": "python3 'unclosed"}, "main.command", "cannot split"),
+        ({"main__env": {"JAX_PLATFORMS": "cpu"}}, "main.env.JAX_PLATFORMS", "set by pwdeploy"),
+        ({"main__env": {"1BAD": "x"}}, "main.env.1BAD", "not a valid environment variable name"),
+        ({"storage__scratch": "s3://bucket/x"}, "storage.scratch", "gs://bucket"),
+        ({"storage__scratch": None}, "storage.scratch", "is required"),
+        ({"storage__hlo_dump": "gs://bucket//x"}, "storage.hlo_dump", "empty path segment"),
+        ({"xla_flags": ["--xla_ok=1", "-xla_bad=1"]}, "xla_flags", "is not a flag"),
+        ({"xla_flags": ["--xla_a=1 --xla_b=2"]}, "xla_flags", "is not a flag"),
+        ({"pathways_version": "0.9.0"}, "pathways_version", "does not match the installed jax"),
+        ({"pathways_version": "latest"}, "pathways_version", "is not a JAX version"),
+        ({"tpu__type": None}, "tpu.type", "is required"),
+        ({"tpu__family": "v5p"}, "tpu.type", "not both"),
+        ({"tpu__elastic_slices": 1}, "tpu.elastic_slices", "less than tpu.slices"),
+        ({"headless": "maybe"}, "headless", "true or false"),
+        ({"scheduling__queue": "Bad Queue"}, "scheduling.queue", "not a valid Kubernetes object name"),
+        ({"sidecar__image": "img/sidecar"}, "sidecar.image", "not pinned"),
+    ],
+)
+def test_bad_values_name_the_field(overrides: dict[str, Any], field: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        job(**overrides)
+    assert err.value.field == field
+    assert err.value.exit_code == 2
+
+
+def test_version_mismatch_can_be_forced() -> None:
+    assert job(pathways_version="0.9.0", allow_version_mismatch=True).pathways_version == "0.9.0"
+
+
+def test_version_required_without_jax() -> None:
+    with pytest.raises(ConfigError, match="required when jax is not installed"):
+        load_job(None, BASE, installed_jax=lambda: None)
+
+
+def test_headless_needs_no_user_container() -> None:
+    j = job(headless=True, main__image=None, main__command=None)
+    assert j.headless and j.main.image is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: [unclosed", "invalid YAML at line 1"),
+        ("- a\n- b\n", "top level must be a mapping"),
+        ("tpu: [v5p-8]\n", "tpu: must be a mapping of fields, not a list"),
+        ("tpu: {typo: v5p-8}\n", "tpu.typo: unknown field (did you mean 'type'?)"),
+        ("nmae: x\n", "nmae: unknown field (did you mean 'name'?)"),
+    ],
+)
+def test_bad_files(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_job(path, {}, installed_jax=lambda: "0.10.2")
+    assert message in str(err.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_job(tmp_path / "nope.yaml", {}, installed_jax=lambda: "0.10.2")
+
+
+def test_merge_rejects_unknown_override() -> None:
+    with pytest.raises(ConfigError, match="unknown field"):
+        merge({}, {"tpu.nonsense": 1})
