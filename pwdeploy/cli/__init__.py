@@ -69,7 +69,44 @@ class LazyGroup(click.Group):
             formatter.write_dl(list(SHORT_HELP.items()))
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class PwdeployGroup(LazyGroup):
+    """Runs the command and turns every error into a message and an exit code, in this one place."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: list[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> None:
+        argv = list(sys.argv[1:] if args is None else args)
+        debug = "--debug" in argv
+        try:
+            result = super().main(argv, prog_name or "pwdeploy", complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(130)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except PwdeployError as exc:
+            if debug:
+                traceback.print_exc()
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
+        except Exception as exc:  # last resort: no traceback for users unless asked
+            if debug:
+                raise
+            click.echo(f"internal error: {type(exc).__name__}: {exc}\n  rerun with --debug for the traceback", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=PwdeployGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.version_option(__version__, prog_name="pwdeploy")
 @click.pass_context
@@ -79,29 +116,4 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
-    try:
-        result: Any = cli.main(args=args, prog_name="pwdeploy", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except PwdeployError as exc:
-        if debug:
-            traceback.print_exc()
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        sys.exit(130)
-    except Exception:  # noqa: BLE001 - last resort: no traceback for users unless asked
-        if debug:
-            raise
-        exc_type, exc_value, _ = sys.exc_info()
-        name = exc_type.__name__ if exc_type else "Error"
-        click.echo(f"internal error: {name}: {exc_value}\n  rerun with --debug for the traceback", err=True)
-        sys.exit(1)
-    sys.exit(result if isinstance(result, int) else 0)
+    cli.main(argv)

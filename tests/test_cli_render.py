@@ -1,0 +1,151 @@
+"""`pwdeploy render` and `pwdeploy schema` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from tests.conftest import REPO
+
+EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
+FLAGS = [
+    "--name", "demo", "--tpu-type", "v5p-8", "--num-slices", "2", "--image", "us-docker.pkg.dev/p/r/train:1",
+    "--command", "python3 train.py", "--gcs-scratch", "gs://my-bucket/pathways",
+]  # fmt: skip
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_render_from_flags(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["render", *FLAGS, "--no-validate"])
+    assert result.exit_code == 0, result.output
+    (obj,) = yaml.safe_load_all(result.stdout)
+    assert obj["kind"] == "JobSet" and obj["metadata"]["name"] == "demo"
+    worker = obj["spec"]["replicatedJobs"][1]
+    assert worker["replicas"] == 2
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_render_json_and_flags_over_file(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE, "-o", "json", "--num-slices", "3", "--no-validate"])
+    assert result.exit_code == 0, result.output
+    obj = json.loads(result.stdout)
+    assert obj["spec"]["replicatedJobs"][1]["replicas"] == 3
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_env_defaults(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--no-validate"], env={"PWDEPLOY_NAMESPACE": "team-a"})
+    assert yaml.safe_load(result.stdout)["metadata"]["namespace"] == "team-a"
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_output_dir(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--output-dir", str(tmp_path / "out"), "--no-validate"])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["jobset-dp-example.yaml"]
+
+
+@pytest.mark.usefixtures("jax_version")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--num-slices", "0"], "tpu.slices: must be an integer >= 1, not '0' (from --num-slices)"),
+        (["--num-slices", "-2"], "tpu.slices"),
+        (["--tpu-type", "v6e-12"], "v6e-12 is not a v6e size; valid: v6e-1"),
+        (["--shm-size", "64Gi", "--main-memory", "32Gi"], "main.shm_size: 64Gi does not fit inside main.memory"),
+        (["--shm-size", "lots"], "main.shm_size: 'lots' is not a Kubernetes quantity"),
+        (["--data-workers", "99", "--main-cpu", "8"], "main.data_workers: 99 exceeds"),
+        (["--xla-flag", "xla_foo=1"], "xla_flags: 'xla_foo=1' is not a flag"),
+        (["--gcs-scratch", "gs:/bucket"], "storage.scratch: 'gs:/bucket' is not a GCS location"),
+        (["--hlo-dump", "/tmp/hlo"], "storage.hlo_dump"),
+        (["--image", "train:latest"], "main.image: 'train:latest' is not pinned"),
+        (["--env", "NOEQUALS"], "main.env: 'NOEQUALS' is not KEY=VALUE"),
+        (["--pathways-version", "0.9.1"], "does not match the installed jax 0.10.2"),
+        (["--name", "x" * 40], "can be at most 39 characters"),
+        (["--name", "Demo"], "name: 'Demo' is not a DNS-1035 label"),
+    ],
+)
+def test_bad_flags_exit_2_with_the_field(runner: CliRunner, args: list[str], message: str) -> None:
+    result = runner.invoke(cli, ["render", *FLAGS, *args, "--no-validate"])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+@pytest.mark.usefixtures("jax_version")
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: [x\n", "invalid YAML"),
+        ("[1, 2]\n", "top level must be a mapping"),
+        ("name: demo\ntpu: v5p-8\n", "tpu: must be a mapping of fields, not a string"),
+        ("name: demo\nmain: {imgae: x:1}\n", "main.imgae: unknown field (did you mean 'image'?)"),
+        ("name: demo\ntpu: {type: v5p-8, slices: -1}\n", "tpu.slices: must be an integer >= 1"),
+        ("name: demo\nmain: {cpu: 0}\n", "main.cpu: 0 must be greater than zero"),
+    ],
+)
+def test_bad_files_exit_2(runner: CliRunner, tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    result = runner.invoke(cli, ["render", "-f", str(path), "--no-validate"])
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_missing_file_and_debug(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["render", "-f", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "does not exist" in result.stderr and "Traceback" not in result.stderr
+    result = runner.invoke(cli, ["--debug", "render", "-f", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "Traceback" in result.stderr
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_output_dir_not_written_on_error(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(cli, ["render", *FLAGS, "--num-slices", "0", "--output-dir", str(out)])
+    assert result.exit_code == 2 and not out.exists()
+
+
+def test_schema_describes_every_field(runner: CliRunner) -> None:
+    from pwdeploy.fields import FIELDS
+
+    schema = json.loads(runner.invoke(cli, ["schema"]).stdout)
+    for field in FIELDS:
+        node = schema["properties"]
+        for part in field.path.split("."):
+            node = node[part]["properties"] if "properties" in node.get(part, {}) else node
+        assert field.key in node, field.path
+
+
+def test_schema_accepts_the_example() -> None:
+    import jsonschema
+
+    from pwdeploy.schema import job_schema
+
+    jsonschema.validate(yaml.safe_load(Path(EXAMPLE).read_text()), job_schema())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "x", "tpu": {"typo": 1}}, job_schema())
+
+
+def test_help_and_render_do_not_import_heavy_modules() -> None:
+    code = (
+        "import sys\n"
+        "from pwdeploy.cli import cli\n"
+        "for argv in (['--help'], ['render', '--help'], ['render', '-f', %r, '--no-validate']):\n"
+        "    try:\n"
+        "        cli.main(argv)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, (argv, e.code)\n"
+        "heavy = [m for m in ('jax', 'kubernetes', 'google.cloud.storage', 'pathwaysutils', 'docker') if m in sys.modules]\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    ) % EXAMPLE  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "HEAVY []" in result.stderr, result.stderr
