@@ -1,0 +1,182 @@
+"""From what a bucket told us (``BucketFacts``) to report rows. Pure: no I/O, so every verdict is unit-testable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pwdeploy.config import GcsPath
+from pwdeploy.gcs import permissions as perms
+from pwdeploy.gcs.client import GcsFailure
+from pwdeploy.gcs.facts import BucketFacts, ProbeOutcome
+from pwdeploy.gcs.report import CheckResult, Status
+
+LIFECYCLE_RULE_CAP = 50  # GCS allows at most 50 lifecycle rules per bucket
+OLM_ESCAPE = (
+    "or set storage.enable_olm: false (--no-gcs-olm; Pathways --enable_gcs_olm=false) so the cache sets no rule"
+)
+
+
+@dataclass(frozen=True)
+class Context:
+    enable_olm: bool
+    region: str | None  # the cluster's region, lower case, when known
+    member: str  # IAM member for fix commands, e.g. serviceAccount:x@y or MEMBER
+
+
+def evaluate(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> list[CheckResult]:
+    """The rows for one bucket; ``uses`` are the config fields located in it, in config order."""
+    bucket_uri = f"gs://{facts.name}"
+    fields = tuple(uses)
+    first = _bucket_row(facts, bucket_uri, fields, ctx)
+    if facts.meta is None and facts.meta_error is not None and facts.iam is None:
+        return [first]  # missing or unreachable: nothing else can be asked
+    rows = [first, *_permission_rows(facts, bucket_uri, uses, ctx)]
+    if perms.SCRATCH_FIELD in uses:
+        rows.append(_lifecycle_row(facts, bucket_uri, ctx))
+    rows.append(_region_row(facts, bucket_uri, fields, ctx))
+    rows.extend(_probe_rows(facts, uses, ctx))
+    return rows
+
+
+def _bucket_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> CheckResult:
+    def row(status: Status, detail: str, fix: str | None = None) -> CheckResult:
+        return CheckResult(uri, fields, "bucket", status, detail, fix)
+
+    if facts.meta is not None:
+        kind = f", {facts.meta.location_type}" if facts.meta.location_type else ""
+        return row(Status.OK, f"exists ({facts.meta.location}{kind})")
+    error = facts.meta_error
+    assert error is not None
+    if error.kind == "not_found":
+        where = ctx.region or "REGION"
+        return row(
+            Status.FAILED,
+            "does not exist",
+            f"create it in the cluster's region: gcloud storage buckets create {uri} --location={where}",
+        )
+    if error.kind in ("unreachable", "credentials"):
+        return row(Status.FAILED, str(error), _connection_fix(error))
+    if error.kind == "denied":
+        if perms.SCRATCH_FIELD in fields:
+            return row(
+                Status.FAILED,
+                f"exists, but its metadata is not readable ({error}); the compile cache needs {perms.BUCKETS_GET}",
+                _grant_fix(uri, {perms.BUCKETS_GET}, ctx),
+            )
+        return row(Status.OK, f"exists (metadata not readable with these credentials: {error})")
+    return row(Status.NOT_VERIFIED, f"bucket metadata could not be read: {error}")
+
+
+def _permission_rows(facts: BucketFacts, uri: str, uses: Mapping[str, GcsPath], ctx: Context) -> list[CheckResult]:
+    # Locations with the same needs share one row.
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for field in uses:
+        groups.setdefault(perms.needed(field, enable_olm=ctx.enable_olm), []).append(field)
+    rows = []
+    for needed, fields in groups.items():
+        iam = facts.iam
+        if iam is None or iam.granted is None:
+            note = iam.note if iam is not None and iam.note else "not asked"
+            rows.append(CheckResult(uri, tuple(fields), "permissions", Status.NOT_VERIFIED, note))
+            continue
+        missing = [p for p in needed if p not in iam.granted]
+        if not missing:
+            detail = "has " + ", ".join(needed)
+            rows.append(CheckResult(uri, tuple(fields), "permissions", Status.OK, detail))
+            continue
+        fix = _grant_fix(uri, set(missing), ctx)
+        if perms.BUCKETS_UPDATE in missing:
+            fix += f"; {OLM_ESCAPE}"
+        detail = "missing " + ", ".join(missing)
+        rows.append(CheckResult(uri, tuple(fields), "permissions", Status.FAILED, detail, fix))
+    return rows
+
+
+def _lifecycle_row(facts: BucketFacts, uri: str, ctx: Context) -> CheckResult:
+    fields = (perms.SCRATCH_FIELD,)
+    if facts.meta is None:
+        why = f": {facts.meta_error}" if facts.meta_error else ""
+        return CheckResult(uri, fields, "lifecycle", Status.NOT_VERIFIED, f"lifecycle rules not readable{why}")
+    used = facts.meta.lifecycle_rules
+    if not ctx.enable_olm:
+        detail = f"{used} of {LIFECYCLE_RULE_CAP} rules used; the cache adds none (storage.enable_olm is false)"
+        return CheckResult(uri, fields, "lifecycle", Status.OK, detail)
+    if used >= LIFECYCLE_RULE_CAP:
+        return CheckResult(
+            uri, fields, "lifecycle", Status.FAILED,
+            f"{used} of {LIFECYCLE_RULE_CAP} lifecycle rules used; the compile cache needs one free to set its TTL",
+            f"delete unused rules or share a bucket that has room, {OLM_ESCAPE}",
+        )  # fmt: skip
+    detail = f"{used} of {LIFECYCLE_RULE_CAP} rules used; room for the compile cache's TTL rule"
+    return CheckResult(uri, fields, "lifecycle", Status.OK, detail)
+
+
+def _region_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> CheckResult:
+    if facts.meta is None:
+        return CheckResult(uri, fields, "region", Status.NOT_VERIFIED, "bucket location not readable")
+    location = facts.meta.location
+    if ctx.region is None:
+        detail = f"bucket in {location}; the cluster's region is unknown (pass --region to compare)"
+        return CheckResult(uri, fields, "region", Status.NOT_VERIFIED, detail)
+    if location.lower() == ctx.region:
+        return CheckResult(uri, fields, "region", Status.OK, f"bucket in {ctx.region}, the cluster's region")
+    kind = f" ({facts.meta.location_type})" if facts.meta.location_type else ""
+    return CheckResult(
+        uri, fields, "region", Status.WARN,
+        f"bucket in {location}{kind}, cluster in {ctx.region}: cross-region traffic adds latency and cost",
+        f"use a bucket in {ctx.region}",
+    )  # fmt: skip
+
+
+def _probe_rows(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> list[CheckResult]:
+    by_uri: dict[str, list[str]] = {}
+    for field, path in uses.items():
+        by_uri.setdefault(path.uri, []).append(field)
+    rows = []
+    for uri, fields in by_uri.items():
+        outcome = facts.probes.get(uri)
+        if outcome is None:
+            rows.append(CheckResult(uri, tuple(fields), "probe", Status.NOT_VERIFIED, "no probe was run"))
+            continue
+        rows.append(_probe_row(outcome, uri, tuple(fields), f"gs://{facts.name}", ctx))
+    return rows
+
+
+def _probe_row(outcome: ProbeOutcome, uri: str, fields: tuple[str, ...], bucket: str, ctx: Context) -> CheckResult:
+    left = f"; the probe object {outcome.uri} may be left behind" if outcome.delete_error else ""
+    cleanup = f"remove it: gcloud storage rm {outcome.uri}" if outcome.delete_error else None
+    error = outcome.error
+    if outcome.failed_step is None:
+        if outcome.delete_error is None:
+            return CheckResult(uri, fields, "probe", Status.OK, "wrote, read back and deleted a probe object")
+        detail = f"wrote and read back a probe object, but could not delete it ({outcome.delete_error})"
+        return CheckResult(uri, fields, "probe", Status.WARN, detail, cleanup)
+    assert error is not None
+    if outcome.failed_step == "write":
+        detail = f"cannot write under this prefix: {error}{left}"
+        fix: str = _connection_fix(error) or _grant_fix(bucket, {perms.OBJECTS_CREATE}, ctx)
+    elif outcome.failed_step == "read":
+        detail = f"wrote a probe object but cannot read it back: {error}{left}"
+        fix = _connection_fix(error) or _grant_fix(bucket, {perms.OBJECTS_GET}, ctx)
+    else:
+        detail = f"wrote a probe object but {error}{left}"
+        fix = cleanup or "check the bucket's object settings (retention, encryption) and rerun"
+    return CheckResult(uri, fields, "probe", Status.FAILED, detail, fix)
+
+
+def _grant_fix(bucket_uri: str, missing: set[str], ctx: Context) -> str:
+    roles = perms.roles_for(missing)
+    commands = "; ".join(
+        f"gcloud storage buckets add-iam-policy-binding {bucket_uri} --member={ctx.member} --role={role}"
+        for role in roles
+    )
+    return f"grant {' and '.join(roles)}: {commands}"
+
+
+def _connection_fix(error: GcsFailure) -> str | None:
+    if error.kind == "credentials":
+        return "refresh Application Default Credentials: gcloud auth application-default login"
+    if error.kind == "unreachable":
+        return "check network access to storage.googleapis.com (or STORAGE_EMULATOR_HOST)"
+    return None

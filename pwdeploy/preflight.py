@@ -1,0 +1,86 @@
+"""GCS preflight: check every GCS location of a job before anything is submitted.
+
+Per bucket (once, however many locations share it): it exists and answers; testIamPermissions for what each
+location needs; lifecycle rules against the cap when the compile cache lives there; its location against the
+cluster's region. Per location: a probe object is written, read back and deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pwdeploy.config import GcsPath, JobConfig
+from pwdeploy.errors import ConfigError
+from pwdeploy.gcs import client as gcs_client
+from pwdeploy.gcs import permissions as perms
+from pwdeploy.gcs.evaluate import Context, evaluate
+from pwdeploy.gcs.facts import gather
+from pwdeploy.gcs.report import CheckResult, PreflightReport, Status
+
+__all__ = ["CheckResult", "PreflightReport", "Status", "check_region", "run_preflight"]
+
+REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
+WORKLOAD_NOTE = (
+    "The job's pods use their own identity (scheduling.service_account / the node pool's service account): "
+    "grant it the same roles."
+)
+
+
+def run_preflight(
+    job: JobConfig,
+    *,
+    client_factory: Callable[[], Any] = gcs_client.default_client,
+    region: str | None = None,
+) -> PreflightReport:
+    """Check the job's GCS locations. ``client_factory`` builds the google.cloud.storage client (the seam)."""
+    region = check_region(region)
+    locations = job.storage.locations()
+    if not locations:
+        return PreflightReport((), notes=("storage.in_memory_cache is on and no other location is set.",))
+    try:
+        client = client_factory()
+    except gcs_client.MissingCredentials as exc:
+        return PreflightReport((_credentials_row(locations, str(exc)),))
+    principal = gcs_client.principal(client)
+    email = getattr(getattr(client, "_credentials", None), "service_account_email", None)
+    member = f"serviceAccount:{email}" if email and email != "default" else "MEMBER"
+    ctx = Context(enable_olm=job.storage.enable_olm, region=region, member=member)
+    results: list[CheckResult] = []
+    for bucket, uses in by_bucket(locations).items():
+        needed = {p for field in uses for p in perms.needed(field, enable_olm=ctx.enable_olm)}
+        facts = gather(client, bucket, needed, [path.prefix for path in uses.values()])
+        results.extend(evaluate(facts, uses, ctx))
+    return PreflightReport(tuple(results), principal=principal, notes=(WORKLOAD_NOTE,))
+
+
+def by_bucket(locations: dict[str, GcsPath]) -> dict[str, dict[str, GcsPath]]:
+    """Locations grouped by bucket, buckets and fields in config order."""
+    grouped: dict[str, dict[str, GcsPath]] = {}
+    for field, path in locations.items():
+        grouped.setdefault(path.bucket, {})[field] = path
+    return grouped
+
+
+def check_region(region: str | None) -> str | None:
+    """A GCP region such as us-central1 (lower-cased), or ConfigError naming --region."""
+    if region is None or not region.strip():
+        return None
+    value = region.strip().lower()
+    if REGION.fullmatch(value):
+        return value
+    zone = re.fullmatch(r"([a-z]+-[a-z]+[0-9]+)-[a-z]", value)
+    hint = f"pass the region {zone.group(1)}, not the zone" if zone else "e.g. --region us-central1"
+    raise ConfigError("--region", f"{region!r} is not a GCP region", hint=hint)
+
+
+def _credentials_row(locations: dict[str, GcsPath], message: str) -> CheckResult:
+    return CheckResult(
+        "-",
+        tuple(locations),
+        "credentials",
+        Status.FAILED,
+        f"no Application Default Credentials found ({message})",
+        "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file",
+    )
