@@ -27,11 +27,12 @@ def _time_process(argv: list[str]) -> float:
 
 
 def process_times(runs: int) -> dict[str, float]:
+    render = [sys.executable, "-m", "pwdeploy", "render", "-f", str(EXAMPLE)]
     variants = {
         "import click, yaml": [sys.executable, "-c", "import click, yaml"],
-        "pwdeploy render": [sys.executable, "-m", "pwdeploy", "render", "-f", str(EXAMPLE)],
-        "pwdeploy render --no-validate": [sys.executable, "-m", "pwdeploy", "render", "-f", str(EXAMPLE), "--no-validate"],
-    }  # fmt: skip
+        "pwdeploy render": render,
+        "pwdeploy render --no-validate": [*render, "--no-validate"],
+    }
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for argv in variants.values():  # warm the file cache once
         _time_process(argv)
@@ -42,9 +43,10 @@ def process_times(runs: int) -> dict[str, float]:
 
 
 def slice_times(runs: int) -> dict[int, float]:
+    from pwdeploy.validate import validate_objects
+
     from pwdeploy import manifests
     from pwdeploy.config import load_job
-    from pwdeploy.validate import validate_objects
 
     jobs = {n: load_job(EXAMPLE, {"tpu.slices": n}) for n in (1, 256)}
     samples: dict[int, list[float]] = {n: [] for n in jobs}

@@ -78,9 +78,7 @@ def _chips(topology: str) -> int:
 
 
 def _valid_names(family: TpuFamily) -> str:
-    return ", ".join(
-        f"{family.prefix}-{_chips(t) * family.cores_per_chip_in_name}" for t in family.topologies
-    )
+    return ", ".join(f"{family.prefix}-{_chips(t) * family.cores_per_chip_in_name}" for t in family.topologies)
 
 
 def _check_topology(family: TpuFamily, topology: str, field: str) -> str:

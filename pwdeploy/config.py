@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -20,6 +20,8 @@ from pwdeploy import catalog
 from pwdeploy.errors import ConfigError
 from pwdeploy.fields import BY_PATH, FIELDS, SECTIONS, Field, Kind
 from pwdeploy.quantity import canonical, parse_quantity
+
+_T = TypeVar("_T")
 
 DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -284,8 +286,8 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
     return job
 
 
-def _section(cls: Any, parsed: Mapping[str, Any], section: str, **extra: Any) -> Any:
-    names = {f.name for f in fields(cls)}
+def _section(cls: type[_T], parsed: Mapping[str, Any], section: str, **extra: Any) -> _T:
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
     values = {f.key: parsed[f.path] for f in SECTIONS[section] if f.key in names}
     return cls(**values, **extra)
 

@@ -31,9 +31,7 @@ def parse_quantity(value: object, field: str) -> Decimal:
     text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
     match = _PATTERN.fullmatch(text) if text else None
     if text is None or match is None:
-        raise ConfigError(
-            field, f"{value!r} is not a Kubernetes quantity; use e.g. 8, 500m, 16Gi, 100G"
-        )
+        raise ConfigError(field, f"{value!r} is not a Kubernetes quantity; use e.g. 8, 500m, 16Gi, 100G")
     number, exponent, suffix = match.groups()
     try:
         result = Decimal(number) * (Decimal(10) ** int(exponent[1:]) if exponent else _SUFFIXES[suffix or ""])

@@ -63,7 +63,11 @@ def test_bad_topologies(family: str, topology: str, message: str) -> None:
         catalog.from_topology(family, topology)
 
 
-@given(st.sampled_from(list(catalog.FAMILIES.values())).flatmap(lambda f: st.tuples(st.just(f), st.sampled_from(f.topologies))))
+@given(
+    st.sampled_from(list(catalog.FAMILIES.values())).flatmap(
+        lambda f: st.tuples(st.just(f), st.sampled_from(f.topologies))
+    )
+)
 def test_every_named_size_round_trips(pair: tuple[catalog.TpuFamily, str]) -> None:
     family, topology = pair
     by_topology = catalog.from_topology(family.name, topology)

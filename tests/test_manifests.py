@@ -10,7 +10,6 @@ import yaml
 
 from pwdeploy import manifests
 from pwdeploy.config import JobConfig, load_job
-
 from tests.conftest import REPO
 
 GOLDEN = REPO / "tests" / "golden"

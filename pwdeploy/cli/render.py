@@ -14,10 +14,21 @@ from pwdeploy.errors import ValidationError
 
 @click.command()
 @job_options
-@click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
-              help="Output format.")
-@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write one file per object here instead of printing.")
+@click.option(
+    "-o",
+    "--output",
+    "fmt",
+    type=click.Choice(["yaml", "json"]),
+    default="yaml",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write one file per object here instead of printing.",
+)
 @click.option("--no-validate", is_flag=True, help="Skip the schema and webhook-rule checks.")
 def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) -> None:
     """Render the job's Kubernetes manifests (for `kubectl apply -f -` or review).
