@@ -1,0 +1,24 @@
+"""The README stays true: its config reference covers every field, and CI runs its test command."""
+
+from __future__ import annotations
+
+import re
+
+from pwdeploy.fields import FIELDS
+from tests.conftest import REPO
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_config_reference_lists_every_field_and_flag() -> None:
+    for field in FIELDS:
+        assert f"| `{field.path}` |" in README, f"README config table lacks {field.path}"
+        if field.flag:
+            assert f"`{field.flag}`" in README, f"README config table lacks {field.flag}"
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+    assert "bash scripts/test.sh" in blocks[1]
+    assert "scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "pwdeploy local run -f examples/data_parallel/job.yaml" in blocks[0]
