@@ -1,0 +1,88 @@
+"""The colocated-Python base image: its default name and the version coupling check.
+
+The base image fixes the sidecar's Python and jax/jaxlib. pathwaysutils refuses to connect a client whose Python
+minor version or jax differs from the sidecar's, so pwdeploy reads both from the base tag
+(``<date>-python_<X.Y>-jax_<V>``) and compares them with the job before building anything.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from pwdeploy.config import JobConfig, check_image_pinned
+from pwdeploy.errors import ConfigError
+
+DEFAULT_BASE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
+_RELEASE = re.compile(r"[0-9]{8}")
+_PYTHON = re.compile(r"[0-9]+\.[0-9]+")
+_BASE_TAG = re.compile(r"(?:.*[-_])?python_(?P<python>[0-9]+\.[0-9]+)-jax_(?P<jax>[0-9]+\.[0-9]+\.[0-9]+)(?:[-_].*)?")
+
+
+def client_python(job: JobConfig) -> str:
+    """Python X.Y of the job's client: ``sidecar.python_version``, else the Python running pwdeploy."""
+    version = job.sidecar.python_version
+    if version is None:
+        return f"{sys.version_info.major}.{sys.version_info.minor}"
+    if not _PYTHON.fullmatch(version):
+        raise ConfigError(
+            "sidecar.python_version",
+            f"{version!r} is not a Python minor version such as 3.11",
+            hint='quote it in YAML (python_version: "3.10"), or 3.10 reads as the number 3.1',
+        )
+    return version
+
+
+def base_image(job: JobConfig) -> str:
+    """``sidecar.base_image``, else the Pathways base for this JAX version, client Python and base_release."""
+    if job.sidecar.base_image is not None:
+        check_image_pinned(job.sidecar.base_image, "sidecar.base_image")
+        return job.sidecar.base_image
+    release = job.sidecar.base_release
+    if release is None:
+        raise ConfigError(
+            "sidecar.base_release",
+            "is required unless sidecar.base_image is set: it is the date part of the base tag "
+            f"{DEFAULT_BASE_REPOSITORY}:<date>-python_{client_python(job)}-jax_{job.pathways_version}",
+            hint=f"list the released tags with `gcloud artifacts docker tags list {DEFAULT_BASE_REPOSITORY}` "
+            'and set e.g. sidecar.base_release: "20260423" (or --sidecar-base-release)',
+        )
+    if not _RELEASE.fullmatch(release):
+        raise ConfigError("sidecar.base_release", f"{release!r} is not a release date such as 20260423 (YYYYMMDD)")
+    return f"{DEFAULT_BASE_REPOSITORY}:{release}-python_{client_python(job)}-jax_{job.pathways_version}"
+
+
+def base_versions(image: str) -> tuple[str, str] | None:
+    """(python X.Y, jax V) named by the image's tag, or None when the tag does not say."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    match = _BASE_TAG.fullmatch(last.split(":", 1)[1])
+    return (match.group("python"), match.group("jax")) if match else None
+
+
+def check_base(job: JobConfig, image: str) -> None:
+    """ConfigError when the base image's Python or JAX differs from the job's (or its tag does not say)."""
+    versions = base_versions(image)
+    override = "pass --allow-base-mismatch to build anyway (experts: the client will refuse to connect)"
+    if versions is None:
+        raise ConfigError(
+            "sidecar.base_image",
+            f"{image!r}: cannot tell its Python and JAX versions; its tag must end in python_X.Y-jax_V "
+            "like the Pathways base images",
+            hint=f"tag it e.g. :custom-python_{client_python(job)}-jax_{job.pathways_version}, or {override}",
+        )
+    python, jax = versions
+    problems = []
+    if jax != job.pathways_version:
+        problems.append(f"jax {jax} differs from pathways_version {job.pathways_version}")
+    if python != client_python(job):
+        problems.append(f"python {python} differs from the client's Python {client_python(job)}")
+    if problems:
+        field = "sidecar.base_image" if job.sidecar.base_image else "sidecar.base_release"
+        raise ConfigError(
+            field,
+            f"base image {image}: " + "; ".join(problems),
+            hint="the client, the Pathways images and the sidecar must run the same Python and JAX; " + override,
+        )
