@@ -65,9 +65,11 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
 
 def job_from_params(params: dict[str, Any]) -> JobConfig:
     """The validated job from ``-f`` and the flags; errors name the flag that set a bad value."""
+    from pwdeploy.sidecar.lock import apply_lock  # pins a pushed sidecar digest from pwdeploy-sidecar.lock
+
     overrides = overrides_from(params)
     try:
-        return load_job(params.get("job__file"), overrides)
+        return apply_lock(load_job(params.get("job__file"), overrides))
     except ConfigError as exc:
         source = _source_of(exc.field, overrides)
         if source is not None:
