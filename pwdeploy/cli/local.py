@@ -1,0 +1,80 @@
+"""`pwdeploy local run` and `pwdeploy local env`: the job on emulated CPU devices, without Pathways."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.local.env import LocalPlan, plan
+
+_COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
+_NO_INTERSPERSED = {"allow_interspersed_args": False}
+
+
+@click.group()
+def local() -> None:
+    """Run a job locally on emulated CPU devices (no Pathways, no TPU)."""
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def _plan(params: dict[str, Any], command: tuple[str, ...]) -> LocalPlan:
+    job = job_from_params(pop_job_params(params))
+    return plan(job, command, cwd=Path.cwd(), cores=_cores())
+
+
+@local.command("run", context_settings=_NO_INTERSPERSED)
+@job_options
+@_COMMAND
+def run(command: tuple[str, ...], **params: Any) -> int:
+    """Run the job's command with JAX on CPU, emulating the target's devices.
+
+    The config's main.command runs in the config file's directory; a COMMAND after -- runs in the current
+    directory instead. A leading python/python3 runs with the interpreter pwdeploy runs under. The job's
+    exit status, stdout and stderr pass through.
+    """
+    from pwdeploy.local.runner import run_child
+
+    local_plan = _plan(params, command)
+    for line in local_plan.warnings:
+        click.echo(f"warning: {line}", err=True)
+    _prepare_dirs(local_plan)
+    click.echo(
+        f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
+        err=True,
+    )
+    status = run_child(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})
+    if status == 130:
+        click.echo("pwdeploy local: the job was interrupted", err=True)
+    elif status != 0:
+        click.echo(f"pwdeploy local: the job exited with status {status}", err=True)
+    return status
+
+
+@local.command("env", context_settings=_NO_INTERSPERSED)
+@job_options
+@_COMMAND
+def env(command: tuple[str, ...], **params: Any) -> None:
+    """Print the variables a local run sets, as shell `export` lines, and the command it runs."""
+    local_plan = _plan(params, command)
+    for line in local_plan.warnings:
+        click.echo(f"warning: {line}", err=True)
+    for key, value in local_plan.env.items():
+        click.echo(f"export {key}={shlex.quote(value)}")
+    click.echo(f"# cd {shlex.quote(str(local_plan.cwd))} && {shlex.join(local_plan.command)}")
+
+
+def _prepare_dirs(local_plan: LocalPlan) -> None:
+    if local_plan.hlo_dir is not None:
+        local_plan.hlo_dir.mkdir(parents=True, exist_ok=True)
+        click.echo(f"pwdeploy local: HLO dumps go to {local_plan.hlo_dir}", err=True)
+    cache = local_plan.compile_cache
+    if cache is not None and not cache.startswith("gs://"):
+        Path(cache).mkdir(parents=True, exist_ok=True)

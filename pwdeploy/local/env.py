@@ -1,0 +1,151 @@
+"""The environment of a local run: pwdeploy's env contract plus what makes JAX emulate the target on CPU.
+
+Pure functions over the JobConfig; ``plan`` gathers everything ``local run`` and ``local env`` need.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pwdeploy.config import JobConfig
+from pwdeploy.envcontract import job_env
+from pwdeploy.errors import ConfigError
+from pwdeploy.local.flags import flag_name, split_cpu_flags
+
+# XLA's CPU client runs collectives on a thread pool of this size. Below ~2 threads per emulated device, a
+# sharded loop dispatched back-to-back dead-locks in an all-reduce and XLA aborts after ~60 s.
+THREADS_PER_DEVICE = 2
+MAX_DEVICES = 1024
+# Emulating more devices than this many per core still works, only slowly; say so.
+DEVICES_PER_CORE_WARNING = 8
+PYTHON_NAMES = frozenset({"python", "python3", f"python3.{sys.version_info.minor}"})
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """What a local run starts: the command, where, and the variables set on top of the caller's env."""
+
+    command: tuple[str, ...]
+    cwd: Path
+    devices: int
+    env: dict[str, str]
+    hlo_dir: Path | None  # where HLO dumps go locally (None: the job dumps none)
+    compile_cache: str | None  # a directory or gs:// URI (None: disabled)
+    dropped_flags: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def device_count(job: JobConfig, cores: int) -> tuple[int, list[str]]:
+    """Emulated devices (``local.devices``, else every chip of the target) and warnings about them."""
+    explicit = job.local.devices is not None
+    devices = job.local.devices if job.local.devices is not None else job.tpu.total_chips
+    if devices > MAX_DEVICES:
+        source = "" if explicit else f" (the {job.tpu.slices} x {job.tpu.slice.type_name} target's chips)"
+        raise ConfigError(
+            "local.devices",
+            f"{devices} emulated devices{source} is more than a local run can emulate (at most {MAX_DEVICES})",
+            hint="pass --devices N with a smaller N, e.g. --devices 8",
+        )
+    warnings = []
+    if devices > DEVICES_PER_CORE_WARNING * cores:
+        warnings.append(
+            f"{devices} emulated devices on {cores} CPU core(s): expect a slow run (each device is a CPU "
+            "thread pool); --devices N lowers it"
+        )
+    return devices, warnings
+
+
+def compile_cache_location(job: JobConfig) -> str | None:
+    """The persistent compilation cache: a gs:// URI as given; a local path relative to the current directory.
+
+    The current directory, like the default ``.pwdeploy/`` state of ``local.hlo_dir``: one cache per project
+    checkout, whichever config file is run.
+    """
+    value = job.local.compile_cache
+    if not value:
+        return None
+    if value.startswith("gs://"):
+        return value
+    path = Path(value).expanduser()
+    return str(path.resolve())
+
+
+def xla_flags(job: JobConfig, devices: int, hlo_dir: Path | None) -> tuple[str, list[str]]:
+    """(XLA_FLAGS for the CPU backend, TPU-only flags left out)."""
+    kept, dropped = split_cpu_flags(job.xla_flags)
+    flags = [f"--xla_force_host_platform_device_count={devices}"]
+    # The cluster passes the HLO location to the proxy; locally the job's process compiles, so it dumps.
+    flags += [f for f in kept if not (hlo_dir is not None and flag_name(f) == "xla_dump_to")]
+    if hlo_dir is not None:
+        flags.append(f"--xla_dump_to={hlo_dir}")
+    return " ".join(flags), dropped
+
+
+def local_env(job: JobConfig, devices: int, *, hlo_dir: Path | None, compile_cache: str | None) -> dict[str, str]:
+    """The variables a local run sets: the cluster's env contract without the proxy, plus the CPU emulation."""
+    env = job_env(job, hlo_dump=str(hlo_dir) if hlo_dir is not None else None)
+    flags, _ = xla_flags(job, devices, hlo_dir)
+    env.update(
+        {
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": flags,
+            "PJRT_NPROC": str(THREADS_PER_DEVICE * devices),
+            "PWDEPLOY_LOCAL_DEVICES": str(devices),
+        }
+    )
+    if compile_cache is not None:
+        env.update(
+            {
+                "JAX_COMPILATION_CACHE_DIR": compile_cache,
+                # Cache every compiled step, however small or fast to compile: local jobs are small.
+                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+            }
+        )
+    return env
+
+
+def local_hlo_dir(job: JobConfig) -> Path | None:
+    """The local stand-in for ``storage.hlo_dump`` (or a gs:// ``--xla_dump_to`` flag); None when neither is set."""
+    wants_dump = job.storage.hlo_dump is not None or any(
+        flag_name(f) == "xla_dump_to" and f.split("=", 1)[-1].startswith("gs://") for f in job.xla_flags
+    )
+    return job.local.hlo_dir.resolve() if wants_dump else None
+
+
+def job_command(job: JobConfig, override: tuple[str, ...], cwd: Path) -> tuple[tuple[str, ...], Path]:
+    """(command, working directory): an override runs in ``cwd``, the config's command beside the config file.
+
+    A leading ``python``/``python3`` becomes the interpreter pwdeploy runs under, where jax is installed.
+    """
+    if override:
+        command, where = override, cwd
+    elif job.main.command:
+        command, where = job.main.command, job.base_dir
+    else:
+        raise ConfigError("main.command", "is not set; set it in the config or pass a command after --")
+    if command[0] in PYTHON_NAMES:
+        command = (sys.executable, *command[1:])
+    return command, where.resolve()
+
+
+def plan(job: JobConfig, override: tuple[str, ...] = (), *, cwd: Path, cores: int) -> LocalPlan:
+    devices, warnings = device_count(job, cores)
+    hlo_dir = local_hlo_dir(job)
+    cache = compile_cache_location(job)
+    _, dropped = xla_flags(job, devices, hlo_dir)
+    if dropped:
+        warnings.append(f"left out TPU-only XLA flags (the CPU backend rejects them): {' '.join(dropped)}")
+    command, where = job_command(job, override, cwd)
+    return LocalPlan(
+        command=command,
+        cwd=where,
+        devices=devices,
+        env=local_env(job, devices, hlo_dir=hlo_dir, compile_cache=cache),
+        hlo_dir=hlo_dir,
+        compile_cache=cache,
+        dropped_flags=tuple(dropped),
+        warnings=tuple(warnings),
+    )
