@@ -1,0 +1,95 @@
+"""The Kubernetes name rules (k8s.io/apimachinery/pkg/util/validation) used by the API server and the JobSet webhook."""
+
+from __future__ import annotations
+
+import re
+
+from pwdeploy.validation.problems import short
+
+MAX_LABEL = 63
+MAX_SUBDOMAIN = 253
+
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+_PORT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def dns1035_label(value: str) -> str | None:
+    """Why ``value`` is not a DNS-1035 label (Service, JobSet and generated Job/Pod names), or None."""
+    if len(value) > MAX_LABEL:
+        return f"{short(value)} is {len(value)} characters; a DNS-1035 label has at most {MAX_LABEL}"
+    if not _DNS1035.fullmatch(value):
+        return (
+            f"{value!r} is not a DNS-1035 label: use lower-case letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit"
+        )
+    return None
+
+
+def dns1123_label(value: str) -> str | None:
+    """Why ``value`` is not a DNS-1123 label (container, volume, namespace names), or None."""
+    if len(value) > MAX_LABEL:
+        return f"{short(value)} is {len(value)} characters; a DNS-1123 label has at most {MAX_LABEL}"
+    if not _DNS1123_LABEL.fullmatch(value):
+        return (
+            f"{value!r} is not a DNS-1123 label: use lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return None
+
+
+def dns1123_subdomain(value: str) -> str | None:
+    """Why ``value`` is not a DNS-1123 subdomain (most object names), or None."""
+    if len(value) > MAX_SUBDOMAIN:
+        return f"{short(value)} is {len(value)} characters; a DNS-1123 subdomain has at most {MAX_SUBDOMAIN}"
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        return (
+            f"{value!r} is not a DNS-1123 subdomain: use lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit"
+        )
+    return None
+
+
+def label_key(value: str) -> str | None:
+    """Why ``value`` is not a label or annotation key (``[prefix/]name``), or None."""
+    prefix, _, name = value.rpartition("/")
+    if prefix and (reason := dns1123_subdomain(prefix)):
+        return f"key {value!r}: prefix {reason}"
+    if len(name) > MAX_LABEL or not _QUALIFIED_NAME.fullmatch(name):
+        return (
+            f"key {value!r}: the name part must be at most {MAX_LABEL} characters of letters, digits, "
+            "'-', '_' and '.', starting and ending with a letter or digit"
+        )
+    return None
+
+
+def label_value(value: str) -> str | None:
+    if len(value) > MAX_LABEL or not _LABEL_VALUE.fullmatch(value):
+        return (
+            f"{short(value)} is not a label value: at most {MAX_LABEL} characters of letters, digits, "
+            "'-', '_' and '.', starting and ending with a letter or digit"
+        )
+    return None
+
+
+def env_var_name(value: str) -> str | None:
+    if not _ENV_VAR_NAME.fullmatch(value):
+        return (
+            f"{value!r} is not a valid environment variable name: use letters, digits, '_', '-' and '.', "
+            "not starting with a digit"
+        )
+    return None
+
+
+def port_name(value: str) -> str | None:
+    """Why ``value`` is not an IANA service name (named container ports), or None."""
+    if len(value) > 15 or not _PORT_NAME.fullmatch(value) or "--" in value or not re.search("[a-z]", value):
+        return (
+            f"{value!r} is not a port name: at most 15 lower-case letters, digits and single '-', "
+            "with at least one letter"
+        )
+    return None

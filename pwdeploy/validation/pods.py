@@ -1,0 +1,217 @@
+"""Pod-spec rules of the Kubernetes API server that its OpenAPI schema does not carry: unique container names,
+native sidecars, ports, volumes and their mounts, memory-backed /dev/shm, node selectors and tolerations."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from pwdeploy.validation.containers import env_problems, memory_limit, quantity, resource_problems
+from pwdeploy.validation.names import dns1123_label, dns1123_subdomain, label_key, label_value, port_name
+from pwdeploy.validation.problems import Problem, integer, items, mapping, short
+
+_PROBES = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+Container = tuple[str, Mapping[str, Any]]  # (path, container)
+
+
+def containers_of(pod: Mapping[str, Any], path: str) -> list[Container]:
+    """Init containers first, then containers, each with its path."""
+    return [
+        (f"{path}.{section}[{i}]", container)
+        for section in ("initContainers", "containers")
+        for i, container in items(pod.get(section))
+    ]
+
+
+def pod_spec_problems(pod: Mapping[str, Any], path: str) -> list[Problem]:
+    containers = containers_of(pod, path)
+    problems: list[Problem] = []
+    if not items(pod.get("containers")):
+        problems.append(Problem(f"{path}.containers", "a pod needs at least one container"))
+    problems += _name_problems(containers)
+    for container_path, container in containers:
+        problems += _container_problems(container, container_path)
+        problems += env_problems(container, container_path)
+        problems += resource_problems(container, container_path)
+    problems += _port_problems(containers, bool(pod.get("hostNetwork")))
+    problems += _volume_problems(pod, path, containers)
+    problems += _scheduling_problems(pod, path)
+    return problems
+
+
+def _name_problems(containers: list[Container]) -> list[Problem]:
+    counts = Counter(container.get("name") for _, container in containers)
+    problems: list[Problem] = []
+    for container_path, container in containers:
+        name = container.get("name")
+        if isinstance(name, str) and (reason := dns1123_label(name)):
+            problems.append(Problem(f"{container_path}.name", reason))
+        if counts[name] > 1:
+            problems.append(
+                Problem(
+                    f"{container_path}.name",
+                    f"{name!r} is used by {counts[name]} containers; names must be unique across "
+                    "containers and initContainers",
+                )
+            )
+    return problems
+
+
+def _container_problems(container: Mapping[str, Any], path: str) -> list[Problem]:
+    problems: list[Problem] = []
+    is_init = ".initContainers[" in path
+    policy = container.get("restartPolicy")
+    if not container.get("image"):
+        problems.append(Problem(f"{path}.image", "required field is missing"))
+    if not is_init and policy is not None:
+        problems.append(
+            Problem(
+                f"{path}.restartPolicy",
+                "only initContainers may set restartPolicy (Always makes a native sidecar); remove it here",
+            )
+        )
+    if is_init and policy is not None and policy != "Always":
+        problems.append(Problem(f"{path}.restartPolicy", f"{policy!r} is not allowed; the only value is Always"))
+    if is_init and policy is None:
+        problems += [
+            Problem(f"{path}.{probe}", "only native sidecars (restartPolicy Always) may set this on an initContainer")
+            for probe in _PROBES
+            if container.get(probe) is not None
+        ]
+    return problems
+
+
+def _port_problems(containers: list[Container], host_network: bool) -> list[Problem]:
+    problems: list[Problem] = []
+    seen_host: dict[tuple[int, str], str] = {}
+    seen_names: dict[str, str] = {}
+    for container_path, container in containers:
+        seen_here: set[tuple[int, str]] = set()
+        for k, port in items(container.get("ports")):
+            at = f"{container_path}.ports[{k}]"
+            number = integer(port.get("containerPort"))
+            host = integer(port.get("hostPort"))
+            protocol = str(port.get("protocol") or "TCP")
+            for key, value in (("containerPort", number), ("hostPort", host)):
+                if value is not None and not 1 <= value <= 65535:
+                    problems.append(Problem(f"{at}.{key}", f"{value} is not a port number: use 1..65535"))
+            if protocol not in _PROTOCOLS:
+                problems.append(Problem(f"{at}.protocol", f"{protocol!r} is not one of {', '.join(_PROTOCOLS)}"))
+            if host_network and host is not None and host != number:
+                problems.append(Problem(f"{at}.hostPort", f"{host} must equal containerPort {number} with hostNetwork"))
+            name = port.get("name")
+            if isinstance(name, str):
+                if reason := port_name(name):
+                    problems.append(Problem(f"{at}.name", reason))
+                elif name in seen_names:
+                    problems.append(Problem(f"{at}.name", f"{name!r} is already used by {seen_names[name]}"))
+                seen_names.setdefault(name, at)
+            if number is None:
+                continue
+            if (number, protocol) in seen_here:
+                problems.append(
+                    Problem(f"{at}.containerPort", f"{number}/{protocol} is listed twice in this container")
+                )
+            seen_here.add((number, protocol))
+            on_host = number if host_network else host
+            if (
+                on_host is not None
+                and (on_host, protocol) in seen_host
+                and seen_host[(on_host, protocol)] != container_path
+            ):
+                problems.append(
+                    Problem(
+                        f"{at}.containerPort",
+                        f"host port {on_host}/{protocol} is also used by {seen_host[(on_host, protocol)]}",
+                    )
+                )
+            if on_host is not None:
+                seen_host.setdefault((on_host, protocol), container_path)
+    return problems
+
+
+def _volume_problems(pod: Mapping[str, Any], path: str, containers: list[Container]) -> list[Problem]:
+    problems: list[Problem] = []
+    volumes = items(pod.get("volumes"))
+    counts = Counter(volume.get("name") for _, volume in volumes)
+    by_name: dict[object, tuple[str, Mapping[str, Any]]] = {}
+    for k, volume in volumes:
+        at = f"{path}.volumes[{k}]"
+        name = volume.get("name")
+        if isinstance(name, str) and (reason := dns1123_label(name)):
+            problems.append(Problem(f"{at}.name", reason))
+        if counts[name] > 1 and name in by_name:
+            problems.append(Problem(f"{at}.name", f"{name!r} is used by {counts[name]} volumes; names must be unique"))
+        by_name.setdefault(name, (at, volume))
+        size = mapping(volume.get("emptyDir")).get("sizeLimit")
+        if size is not None and quantity(size) is None:
+            problems.append(Problem(f"{at}.emptyDir.sizeLimit", f"{short(size)} is not a quantity; use e.g. 16Gi"))
+    valid = ", ".join(str(name) for name in by_name) or "none defined"
+    for container_path, container in containers:
+        mount_paths: set[object] = set()
+        for k, mount in items(container.get("volumeMounts")):
+            at = f"{container_path}.volumeMounts[{k}]"
+            target = by_name.get(mount.get("name"))
+            if target is None:
+                problems.append(
+                    Problem(f"{at}.name", f"{mount.get('name')!r} is not a volume of this pod; valid: {valid}")
+                )
+            else:
+                problems += _shm_fits(target, container, container_path, at)
+            if mount.get("mountPath") in mount_paths:
+                problems.append(Problem(f"{at}.mountPath", f"{mount.get('mountPath')!r} is mounted twice"))
+            mount_paths.add(mount.get("mountPath"))
+    return problems
+
+
+def _shm_fits(
+    volume: tuple[str, Mapping[str, Any]], container: Mapping[str, Any], container_path: str, at: str
+) -> list[Problem]:
+    """A memory-backed emptyDir is charged to the memory limit of the containers that write it."""
+    volume_path, spec = volume
+    empty_dir = mapping(spec.get("emptyDir"))
+    if empty_dir.get("medium") != "Memory":
+        return []
+    size, limit = quantity(empty_dir.get("sizeLimit")), memory_limit(container)
+    if size is None or limit is None or size <= limit:
+        return []
+    memory = mapping(mapping(container.get("resources")).get("limits")).get("memory")
+    return [
+        Problem(
+            f"{volume_path}.emptyDir.sizeLimit",
+            f"{empty_dir.get('sizeLimit')} exceeds the memory limit {memory} of {container_path} that mounts it "
+            f"({at}); lower sizeLimit or raise the memory limit",
+        )
+    ]
+
+
+def _scheduling_problems(pod: Mapping[str, Any], path: str) -> list[Problem]:
+    problems: list[Problem] = []
+    for selector, value in mapping(pod.get("nodeSelector")).items():
+        reason = label_key(str(selector)) or (label_value(value) if isinstance(value, str) else None)
+        if reason:
+            problems.append(Problem(f"{path}.nodeSelector[{selector}]", reason))
+    for k, toleration in items(pod.get("tolerations")):
+        at = f"{path}.tolerations[{k}]"
+        operator = toleration.get("operator", "Equal")
+        key = toleration.get("key")
+        if operator not in ("Exists", "Equal"):
+            problems.append(Problem(f"{at}.operator", f"{operator!r} is not one of Exists, Equal"))
+        if operator == "Exists" and toleration.get("value"):
+            problems.append(Problem(f"{at}.value", "must be empty when operator is Exists"))
+        if not key and operator != "Exists":
+            problems.append(Problem(f"{at}.operator", "must be Exists when key is empty"))
+        if isinstance(key, str) and key and (reason := label_key(key)):
+            problems.append(Problem(f"{at}.key", reason))
+        effect = toleration.get("effect")
+        if effect and effect not in _EFFECTS:
+            problems.append(Problem(f"{at}.effect", f"{effect!r} is not one of {', '.join(_EFFECTS)}"))
+    for field in ("serviceAccountName", "priorityClassName"):
+        value = pod.get(field)
+        if isinstance(value, str) and value and (reason := dns1123_subdomain(value)):
+            problems.append(Problem(f"{path}.{field}", reason))
+    return problems

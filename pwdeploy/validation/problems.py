@@ -1,0 +1,57 @@
+"""One problem found in a manifest, and the field-path notation problems are written in."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """``path`` is where in the object (``spec.replicatedJobs[0].name``); empty for the object itself."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+def child(path: str, key: str | int) -> str:
+    """``path`` extended by a mapping key or a list index: ``a.b``, ``a[0]``, ``labels[app.kubernetes.io/name]``."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if not _PLAIN_KEY.fullmatch(key):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def join(path: str, parts: Iterable[str | int]) -> str:
+    for part in parts:
+        path = child(path, part)
+    return path
+
+
+def mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else empty: rules read malformed input that the schemas already reported."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def items(value: object) -> list[tuple[int, Mapping[str, Any]]]:
+    """The (index, mapping) entries of ``value`` when it is a list; entries that are not mappings are skipped."""
+    if not isinstance(value, list):
+        return []
+    return [(i, entry) for i, entry in enumerate(value) if isinstance(entry, Mapping)]
+
+
+def integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
