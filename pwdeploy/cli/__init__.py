@@ -18,7 +18,7 @@ from pwdeploy.errors import PwdeployError
 # name -> "module:attribute"; each module imports its heavy dependencies inside its functions.
 COMMANDS = {
     "render": "pwdeploy.cli.render:render",
-    "validate": "pwdeploy.cli.render:validate",
+    "validate": "pwdeploy.cli.validate_cmd:validate",
     "schema": "pwdeploy.cli.render:schema",
     "local": "pwdeploy.cli.local:local",
     "sidecar": "pwdeploy.cli.sidecar:sidecar",

@@ -193,8 +193,8 @@ def _failure_rule_problems(policy: Mapping[str, Any]) -> list[Problem]:
             problems.append(
                 Problem(
                     f"{path}.name",
-                    f"{name!r} must be 1-128 characters: a letter, then letters, digits or '_,:', "
-                    "ending in a letter, digit or '_'",
+                    f"{name!r} is not a rule name: 1-128 letters, digits and '_,:' (no '-'), "
+                    "starting with a letter and ending with a letter, digit or '_'",
                 )
             )
         if counts[name] > 1:
