@@ -2,7 +2,10 @@
 
 Use the fixtures from a test module::
 
-    from tests.gcs_emulator import gcs_emulator, emulator_env  # noqa: F401  (pytest fixtures)
+    from tests import gcs_emulator as emulator
+
+    gcs_emulator = emulator.gcs_emulator  # pytest finds fixtures by module attribute
+    emulator_env = emulator.emulator_env
 
 ``gcs_emulator`` (session) starts one in-memory emulator and stops it at the end; ``emulator_env`` points
 STORAGE_EMULATOR_HOST at it for one test. Without the emulator the tests skip with the reason, except in CI
@@ -33,7 +36,7 @@ class GcsEmulator:
     """One emulator process. ``url`` is what STORAGE_EMULATOR_HOST takes."""
 
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._workdir = tempfile.TemporaryDirectory(prefix="gcs-emulator-")
         self._log = open(os.path.join(self._workdir.name, "emulator.log"), "wb")  # noqa: SIM115
@@ -99,7 +102,7 @@ class GcsEmulator:
         return dict(json.loads(text)) if text else {}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

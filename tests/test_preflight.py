@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from pwdeploy.config import GcsPath, parse_gcs
+from pwdeploy.config import GcsPath, load_job, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.client import GcsFailure
 from pwdeploy.gcs.evaluate import Context, evaluate
 from pwdeploy.gcs.facts import BucketFacts, BucketMeta, IamAnswer, ProbeOutcome
 from pwdeploy.gcs.report import CheckResult, PreflightReport, Status
-from pwdeploy.preflight import by_bucket, check_region
+from pwdeploy.preflight import by_bucket, check_region, run_preflight
+from tests.gcs_emulator import free_port
 
 SCRATCH = GcsPath("bkt", "pw/scratch")
 HLO = GcsPath("bkt", "pw/hlo")
@@ -247,3 +249,43 @@ def test_parse_gcs_rejects(uri: object) -> None:
         parse_gcs(uri, "storage.hlo_dump")
     assert caught.value.field == "storage.hlo_dump" and caught.value.exit_code == 2
     assert repr(uri) in str(caught.value)
+
+
+def test_no_application_default_credentials_is_a_failed_row(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, jax_version: str
+) -> None:
+    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud ADC file here
+    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{free_port()}")  # and no metadata server
+    monkeypatch.setenv("GCE_METADATA_IP", f"127.0.0.1:{free_port()}")
+    from google.auth.compute_engine import _metadata
+
+    monkeypatch.setattr(_metadata, "_NO_GCE_CHECK", True, raising=False)  # skip ~3 s of metadata-server pings
+    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
+              "storage.scratch": "gs://bkt/s", "storage.profiles": "gs://other/p"}  # fmt: skip
+    report = run_preflight(load_job(None, values))
+    (row,) = report.results
+    assert (row.check, row.status, row.fields) == (
+        "credentials",
+        Status.FAILED,
+        ("storage.scratch", "storage.profiles"),
+    )
+    assert "no Application Default Credentials" in row.detail
+    assert row.fix is not None and "gcloud auth application-default login" in row.fix
+    assert report.failed
+
+
+def test_in_memory_cache_without_locations_needs_no_credentials(jax_version: str) -> None:
+    def no_client() -> None:
+        raise AssertionError("no GCS location: no client may be built")
+
+    values = {
+        "name": "pf",
+        "tpu.type": "v5p-8",
+        "main.image": "r/i:1",
+        "main.command": "x",
+        "storage.in_memory_cache": True,
+    }
+    report = run_preflight(load_job(None, values), client_factory=no_client)
+    assert report.results == () and not report.failed
