@@ -1,0 +1,123 @@
+"""The environment of a local run, built from the same config and the same env contract as the cluster."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pwdeploy import manifests
+from pwdeploy.config import JobConfig, load_job
+from pwdeploy.envcontract import proxy_env
+from pwdeploy.errors import ConfigError
+from pwdeploy.local.env import MAX_DEVICES, compile_cache_location, device_count, local_env, plan
+from tests.conftest import REPO
+
+EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
+BASE = {
+    "name": "demo", "tpu.type": "v6e-16", "tpu.slices": 2, "main.image": "r.example/p/img:1",
+    "main.command": "python3 train.py --steps 5", "storage.scratch": "gs://bucket/scratch",
+}  # fmt: skip
+LOCAL_ONLY = {
+    "JAX_PLATFORMS", "XLA_FLAGS", "PJRT_NPROC", "PWDEPLOY_LOCAL_DEVICES", "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+}  # fmt: skip
+
+
+def job(path: Path | None = None, **overrides: Any) -> JobConfig:
+    values = {} if path is not None else dict(BASE)
+    values.update({k.replace("__", "."): v for k, v in overrides.items()})
+    return load_job(path, values, installed_jax=lambda: "0.10.2")
+
+
+def flags_of(env: dict[str, str]) -> list[str]:
+    return env["XLA_FLAGS"].split()
+
+
+def test_devices_default_to_the_targets_chips() -> None:
+    assert device_count(job(), cores=64) == (32, [])  # 2 x v6e-16
+    assert device_count(job(EXAMPLE), cores=64) == (8, [])  # 2 x v5p-8: 4 chips each
+
+
+def test_devices_flag_wins_and_sets_xla_and_thread_pool() -> None:
+    local_plan = plan(job(local__devices=4), cwd=Path.cwd(), cores=2)
+    assert local_plan.devices == 4
+    assert flags_of(local_plan.env)[0] == "--xla_force_host_platform_device_count=4"
+    assert local_plan.env["JAX_PLATFORMS"] == "cpu"
+    assert int(local_plan.env["PJRT_NPROC"]) >= 2 * 4
+
+
+def test_absurd_device_count_is_refused_with_the_fix() -> None:
+    with pytest.raises(ConfigError) as err:
+        device_count(job(local__devices=MAX_DEVICES + 1), cores=2)
+    assert err.value.field == "local.devices" and "--devices" in str(err.value)
+    with pytest.raises(ConfigError, match=r"2048 emulated devices \(the 8 x v6e-256 target.s chips\)"):
+        device_count(job(tpu__type="v6e-256", tpu__slices=8), cores=2)
+
+
+def test_many_devices_per_core_warn() -> None:
+    _, warnings = device_count(job(local__devices=64), cores=2)
+    assert len(warnings) == 1 and "64 emulated devices on 2 CPU core(s)" in warnings[0]
+    assert device_count(job(local__devices=16), cores=2)[1] == []
+
+
+def test_tpu_flags_are_dropped_with_a_warning_and_cpu_flags_kept() -> None:
+    local_plan = plan(job(EXAMPLE), cwd=Path.cwd(), cores=2)
+    assert local_plan.dropped_flags == ("--xla_tpu_enable_async_collective_fusion=true",)
+    assert [w for w in local_plan.warnings if "--xla_tpu_enable_async_collective_fusion" in w]
+    flags = flags_of(local_plan.env)
+    assert "--xla_dump_hlo_as_text=true" in flags
+    assert not [f for f in flags if f.startswith("--xla_tpu")]
+
+
+def test_gcs_hlo_location_maps_to_the_local_directory(tmp_path: Path) -> None:
+    config = job(storage__hlo_dump="gs://bkt/hlo", local__hlo_dir=str(tmp_path / "hlo"))
+    local_plan = plan(config, cwd=tmp_path, cores=2)
+    assert local_plan.hlo_dir == tmp_path / "hlo"
+    assert local_plan.env["PWDEPLOY_HLO_DUMP_DIR"] == str(tmp_path / "hlo")
+    assert flags_of(local_plan.env)[-1] == f"--xla_dump_to={tmp_path / 'hlo'}"
+    no_dump = plan(job(), cwd=tmp_path, cores=2)
+    assert no_dump.hlo_dir is None and "PWDEPLOY_HLO_DUMP_DIR" not in no_dump.env
+    assert not [f for f in flags_of(no_dump.env) if f.startswith("--xla_dump_to")]
+
+
+def test_compile_cache_local_gcs_and_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert compile_cache_location(job()) == str(tmp_path / ".pwdeploy" / "jax-cache")
+    assert compile_cache_location(job(local__compile_cache="gs://bkt/cache")) == "gs://bkt/cache"
+    env = local_env(job(), 1, hlo_dir=None, compile_cache="gs://bkt/cache")
+    assert env["JAX_COMPILATION_CACHE_DIR"] == "gs://bkt/cache"
+    assert env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+    assert "JAX_COMPILATION_CACHE_DIR" not in local_env(job(), 1, hlo_dir=None, compile_cache=None)
+
+
+def test_config_command_runs_beside_the_config_and_an_override_in_cwd(tmp_path: Path) -> None:
+    from_file = plan(job(EXAMPLE), cwd=tmp_path, cores=2)
+    assert from_file.cwd == EXAMPLE.parent.resolve()
+    assert from_file.command == (sys.executable, "train.py", "--steps", "200")  # python3 -> this interpreter
+    override = plan(job(EXAMPLE), ("./my_train", "--x"), cwd=tmp_path, cores=2)
+    assert (override.command, override.cwd) == (("./my_train", "--x"), tmp_path)
+
+
+def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -> None:
+    """One source of truth: the user container `main` in the rendered JobSet and the local run agree."""
+    config = job(
+        storage__hlo_dump="gs://bkt/hlo", storage__profiles="gs://bkt/prof", storage__checkpoints="gs://bkt/ckpt",
+        main__env=["TRAIN_SEED=3", "EXTRA=x y"], main__data_workers=5, local__hlo_dir=str(tmp_path),
+    )  # fmt: skip
+    (jobset,) = manifests.build(config)
+    head = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == "pathways-head")
+    containers = head["template"]["spec"]["template"]["spec"]["containers"]
+    main = next(c for c in containers if c["name"] == "main")
+    cluster = {e["name"]: e["value"] for e in main["env"] if "value" in e}
+    for name in proxy_env():
+        assert cluster.pop(name, None) is not None, f"the manifest lacks the proxy variable {name}"
+    assert cluster.pop("PWDEPLOY_HLO_DUMP_DIR") == "gs://bkt/hlo"
+
+    local = plan(config, cwd=tmp_path, cores=2).env
+    assert local.pop("PWDEPLOY_HLO_DUMP_DIR") == str(tmp_path)
+    assert {k: v for k, v in local.items() if k not in LOCAL_ONLY} == cluster
+    assert not set(proxy_env()) - LOCAL_ONLY & set(local)
+    assert cluster["PWDEPLOY_DATA_WORKERS"] == "5" and cluster["EXTRA"] == "x y"
