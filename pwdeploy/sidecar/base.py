@@ -15,7 +15,7 @@ from pwdeploy.errors import ConfigError
 
 DEFAULT_BASE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
 _RELEASE = re.compile(r"[0-9]{8}")
-_PYTHON = re.compile(r"[0-9]+\.[0-9]+")
+_PYTHON = re.compile(r"([0-9]+)\.([0-9]+)")
 _BASE_TAG = re.compile(r"(?:.*[-_])?python_(?P<python>[0-9]+\.[0-9]+)-jax_(?P<jax>[0-9]+\.[0-9]+\.[0-9]+)(?:[-_].*)?")
 
 
@@ -24,10 +24,11 @@ def client_python(job: JobConfig) -> str:
     version = job.sidecar.python_version
     if version is None:
         return f"{sys.version_info.major}.{sys.version_info.minor}"
-    if not _PYTHON.fullmatch(version):
+    match = _PYTHON.fullmatch(version)
+    if match is None or int(match.group(1)) != 3 or int(match.group(2)) < 8:
         raise ConfigError(
             "sidecar.python_version",
-            f"{version!r} is not a Python minor version such as 3.11",
+            f"{version!r} is not a Python 3 minor version such as 3.11",
             hint='quote it in YAML (python_version: "3.10"), or 3.10 reads as the number 3.1',
         )
     return version

@@ -1,0 +1,380 @@
+"""Sidecar images without an engine: the Dockerfile for several configs (parsed into instructions), the
+version coupling check, the inputs hash and tag, the build context, the lock file and `apply_lock`, build-log
+step tracking, and the errors for a missing docker CLI or engine."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from pwdeploy.config import JobConfig, load_job
+from pwdeploy.errors import BuildError, ConfigError
+from pwdeploy.sidecar import build, dockerfile, engine, inputs, lock
+from tests.conftest import REPO
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+BASE = f"registry.example/team/sidecar-base:20260101-python_{PY}-jax_0.10.2"
+
+
+def write_job(tmp_path: Path, sidecar: dict[str, Any], **top: Any) -> Path:
+    """A headless job with the given sidecar section, plus a code dir and requirements beside it."""
+    (tmp_path / "src" / "mypkg").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "src" / "mypkg" / "__init__.py").write_text("def answer():\n    return 42\n")
+    (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
+    data = {
+        "name": "sc-test", "pathways_version": "0.10.2", "headless": True, "tpu": {"type": "v5p-8"},
+        "storage": {"in_memory_cache": True}, "sidecar": sidecar, **top,
+    }  # fmt: skip
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def job_at(path: Path) -> JobConfig:
+    return load_job(path, installed_jax=lambda: "0.10.2")
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """The Dockerfile as (INSTRUCTION, arguments), comments dropped and continuation lines joined."""
+    logical, pending = [], ""
+    for line in text.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    result = []
+    for line in logical:
+        word, _, rest = line.strip().partition(" ")
+        result.append((word.upper(), " ".join(rest.split())))
+    return result
+
+
+# ------------------------------------------------------------------------------------------ Dockerfile
+
+
+def test_packaged_template_is_the_reviewed_docker_dockerfile() -> None:
+    assert dockerfile.template_text() == (REPO / "docker" / "Dockerfile.sidecar").read_text(encoding="utf-8")
+
+
+def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
+    sidecar = {
+        "repository": "registry.example/team/sidecar", "base_image": BASE, "source_dir": "src",
+        "requirements": "requirements.txt", "pip_args": ["--no-index", "--find-links", "/wheels dir"],
+    }  # fmt: skip
+    found = inputs.collect(job_at(write_job(tmp_path, sidecar)))
+    steps = instructions(found.dockerfile)
+    assert steps[0] == ("FROM", BASE)
+    assert steps[1][0] == "LABEL"
+    labels = dict(item.split("=", 1) for item in steps[1][1].split())
+    assert labels == {
+        'dev.pwdeploy.version': '"0.1.0"', 'dev.pwdeploy.jax-version': '"0.10.2"',
+        'dev.pwdeploy.python-version': f'"{PY}"', 'dev.pwdeploy.inputs-hash': f'"{found.inputs_hash}"',
+    }  # fmt: skip
+    assert steps[2:] == [
+        ("COPY", "requirements.txt /opt/pwdeploy/requirements.txt"),
+        ("RUN", "/opt/venv/bin/pip install --no-cache-dir -c /opt/venv/server_constraints.txt --no-index "
+                "--find-links '/wheels dir' -r /opt/pwdeploy/requirements.txt"),
+        ("COPY", "code/ /app/"),
+        ("ENV", "PYTHONPATH=/app${PYTHONPATH:+:$PYTHONPATH}"),
+    ]  # fmt: skip
+    assert not any(word in ("ENTRYPOINT", "CMD") for word, _ in steps), "the base entrypoint must be kept"
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "expected"),
+    [
+        ({"source_dir": "src"}, ["FROM", "LABEL", "COPY", "ENV"]),
+        ({"requirements": "requirements.txt"}, ["FROM", "LABEL", "COPY", "RUN"]),
+        ({}, ["FROM", "LABEL"]),
+    ],
+)
+def test_dockerfile_keeps_only_configured_steps(tmp_path: Path, sidecar: dict[str, Any], expected: list[str]) -> None:
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, **sidecar}))
+    assert [word for word, _ in instructions(inputs.collect(job).dockerfile)] == expected
+
+
+def test_default_base_comes_from_release_python_and_jax(tmp_path: Path) -> None:
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_release": 20260423, "python_version": "3.12"}))
+    steps = instructions(inputs.collect(job).dockerfile)
+    default_repository = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
+    assert steps[0] == ("FROM", f"{default_repository}:20260423-python_3.12-jax_0.10.2")
+    build.prepare(job)  # the default base matches by construction
+
+
+def test_template_language_errors() -> None:
+    assert dockerfile.render("A {{x}}\n#if b\nB\n#endif\nC\n", {"x": "1"}, {"b": False}) == "A 1\nC\n"
+    with pytest.raises(KeyError):
+        dockerfile.render("{{missing}}\n", {}, {})
+    with pytest.raises(ValueError, match="not closed"):
+        dockerfile.render("#if b\n", {}, {"b": True})
+    with pytest.raises(ValueError, match="without #if"):
+        dockerfile.render("#endif\n", {}, {})
+
+
+# ------------------------------------------------------------------------------------------ version coupling
+
+
+@pytest.mark.parametrize(
+    ("base_image", "message"),
+    [
+        (f"r.example/b:20260101-python_{PY}-jax_0.9.0", "jax 0.9.0 differs from pathways_version 0.10.2"),
+        ("r.example/b:20260101-python_3.9-jax_0.10.2", f"python 3.9 differs from the client's Python {PY}"),
+        ("r.example/b:custom", "cannot tell its Python and JAX versions"),
+        ("r.example/b@sha256:" + "0" * 64, "cannot tell its Python and JAX versions"),
+    ],
+)
+def test_base_version_mismatch_is_a_config_error(tmp_path: Path, base_image: str, message: str) -> None:
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": base_image}))
+    with pytest.raises(ConfigError, match=r"sidecar\.base_image") as info:
+        build.prepare(job)
+    assert message in str(info.value) and "--allow-base-mismatch" in str(info.value)
+    build.prepare(job, allow_base_mismatch=True)  # the expert override
+
+
+def test_base_mismatch_through_the_cli(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+    path = write_job(tmp_path, {"repository": "r.example/x", "base_image": f"r.example/b:1-python_{PY}-jax_0.9.0"})
+    result = runner.invoke(cli, ["sidecar", "dockerfile", "-f", str(path)])
+    assert result.exit_code == 2 and "jax 0.9.0 differs" in result.stderr and result.stdout == ""
+    result = runner.invoke(cli, ["sidecar", "dockerfile", "-f", str(path), "--allow-base-mismatch"])
+    assert result.exit_code == 0 and result.stdout.startswith("# Colocated-Python sidecar")
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "field", "message"),
+    [
+        ({"repository": "r.example/x"}, "sidecar.base_release", "is required unless sidecar.base_image is set"),
+        ({"base_release": "2026-04-23"}, "sidecar.base_release", "is not a release date"),
+        ({"base_release": "20260423", "python_version": 3.10}, "sidecar.python_version", "quote it in YAML"),
+        ({"base_release": "20260423", "python_version": "three"}, "sidecar.python_version", "not a Python 3"),
+        ({"base_image": "r.example/b"}, "sidecar.base_image", "is not pinned"),
+        ({"base_image": BASE, "source_dir": "nope"}, "sidecar.source_dir", "is not a directory"),
+        ({"base_image": BASE, "requirements": "src"}, "sidecar.requirements", "is not a file"),
+    ],
+)
+def test_bad_sidecar_inputs(tmp_path: Path, sidecar: dict[str, Any], field: str, message: str) -> None:
+    job = job_at(write_job(tmp_path, sidecar))
+    with pytest.raises(ConfigError) as info:
+        inputs.collect(job)
+    assert info.value.field == field and message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("repository", "message"),
+    [
+        (None, "is required to build"),
+        ("r.example/team/sidecar:v1", "has a tag or digest"),
+        ("r.example/team/sidecar@sha256:" + "0" * 64, "has a tag or digest"),
+        ("r.example/Team/Sidecar", "is not a Docker repository"),
+    ],
+)
+def test_bad_repository(repository: str | None, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        inputs.check_repository(repository)
+
+
+def test_good_repositories() -> None:
+    for repository in ("127.0.0.1:5000/pwdeploy/sidecar", "us-docker.pkg.dev/p/r/side_car", "sidecar"):
+        assert inputs.check_repository(repository) == repository
+
+
+# ------------------------------------------------------------------------------------------ hash and context
+
+
+def test_inputs_hash_is_stable_and_covers_every_input(tmp_path: Path) -> None:
+    sidecar = {"repository": "r.example/x", "base_image": BASE, "source_dir": "src", "requirements": "requirements.txt"}
+    path = write_job(tmp_path, sidecar)
+    first = inputs.collect(job_at(path))
+    assert inputs.collect(job_at(path)) == first
+    assert first.tag("r.example/x") == f"r.example/x:{first.inputs_hash[:16]}"
+    # Caches, version control and the lock file are not inputs.
+    for junk in (
+        "src/mypkg/__pycache__/m.cpython-311.pyc",
+        "src/.git/HEAD",
+        "src/mypkg/x.pyc",
+        "src/pwdeploy-sidecar.lock",
+    ):
+        (tmp_path / junk).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / junk).write_text("noise")
+    assert inputs.collect(job_at(path)).inputs_hash == first.inputs_hash
+    hashes = {first.inputs_hash}
+    changes = [
+        lambda: (tmp_path / "src/mypkg/__init__.py").write_text("def answer():\n    return 43\n"),
+        lambda: (tmp_path / "src/mypkg/new.py").write_text(""),
+        lambda: (tmp_path / "src/mypkg/new.py").chmod(0o755),
+        lambda: (tmp_path / "requirements.txt").write_text("grain==0.2.11\n"),
+        lambda: write_job(tmp_path, {**sidecar, "pip_args": ["--pre"]}),
+        lambda: write_job(tmp_path, {**sidecar, "base_image": BASE.replace("20260101", "20260102")}),
+    ]
+    for change in changes:
+        change()
+        hashes.add(inputs.collect(job_at(path)).inputs_hash)
+    assert len(hashes) == len(changes) + 1
+
+
+def test_build_context_tar_holds_exactly_the_inputs(tmp_path: Path) -> None:
+    sidecar = {"repository": "r.example/x", "base_image": BASE, "source_dir": "src", "requirements": "requirements.txt"}
+    (tmp_path / "src" / "run.sh").parent.mkdir(parents=True)
+    (tmp_path / "src" / "run.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "src" / "run.sh").chmod(0o755)
+    found = inputs.collect(job_at(write_job(tmp_path, sidecar)))
+    blobs = []
+    for _ in range(2):
+        out = io.BytesIO()
+        inputs.write_context(found, out)
+        blobs.append(out.getvalue())
+    assert blobs[0] == blobs[1], "same inputs, same context bytes"
+    with tarfile.open(fileobj=io.BytesIO(blobs[0])) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert sorted(members) == ["Dockerfile", "code/mypkg/__init__.py", "code/run.sh", "requirements.txt"]
+        assert members["code/run.sh"].mode == 0o755 and members["requirements.txt"].mode == 0o644
+        assert {m.mtime for m in members.values()} == {0}
+        assert tar.extractfile("Dockerfile").read().decode() == found.dockerfile  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------------------------------ lock file
+
+
+def _entry(found: inputs.SidecarInputs, repository: str = "r.example/x") -> lock.LockEntry:
+    return lock.LockEntry(
+        repository=repository, tag=found.tag(repository), digest="sha256:" + "a" * 64,
+        inputs_hash=found.inputs_hash, base_image=found.base_image, jax_version="0.10.2", python_version=PY,
+    )  # fmt: skip
+
+
+def test_apply_lock_pins_the_digest_for_unchanged_inputs(tmp_path: Path) -> None:
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
+    assert lock.apply_lock(job) is job, "no lock file: nothing to pin"
+    lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job)))
+    lock.record(lock.lock_path(job), "other-job", _entry(inputs.collect(job)))
+    assert set(json.loads((tmp_path / "pwdeploy-sidecar.lock").read_text())["jobs"]) == {"sc-test", "other-job"}
+    pinned = lock.apply_lock(job)
+    assert pinned.sidecar.image == "r.example/x@sha256:" + "a" * 64
+    assert pinned.sidecar.repository == job.sidecar.repository and pinned.tpu == job.tpu
+
+
+def test_apply_lock_warns_and_pins_nothing_when_inputs_changed(tmp_path: Path) -> None:
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
+    lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job)))
+    (tmp_path / "src" / "mypkg" / "__init__.py").write_text("changed = True\n")
+    warnings: list[str] = []
+    assert lock.apply_lock(job, warnings.append) is job
+    assert len(warnings) == 1 and "changed since r.example/x@sha256:" in warnings[0]
+
+
+def test_apply_lock_leaves_explicit_images_and_other_repositories(tmp_path: Path) -> None:
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE}))
+    lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job), repository="r.example/elsewhere"))
+    assert lock.apply_lock(job) is job
+    explicit = job_at(write_job(tmp_path, {"image": "r.example/pre:1", "repository": "r.example/elsewhere"}))
+    assert lock.apply_lock(explicit).sidecar.image == "r.example/pre:1"
+
+
+def test_render_pins_locked_digest_and_stale_lock_is_explained(
+    runner: CliRunner, tmp_path: Path, jax_version: str
+) -> None:
+    pytest.importorskip("pwdeploy.manifests")
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
+    lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job)))
+    result = runner.invoke(cli, ["render", "-f", str(tmp_path / "job.yaml"), "--no-validate"])
+    assert result.exit_code == 0, result.output
+    (jobset,) = yaml.safe_load_all(result.stdout)
+    worker = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == "worker")
+    (sidecar,) = worker["template"]["spec"]["template"]["spec"]["initContainers"]
+    assert sidecar["name"] == "colocated-python-sidecar" and sidecar["image"] == "r.example/x@sha256:" + "a" * 64
+    (tmp_path / "src" / "mypkg" / "__init__.py").write_text("changed = True\n")
+    result = runner.invoke(cli, ["render", "-f", str(tmp_path / "job.yaml"), "--no-validate"])
+    assert result.exit_code == 2 and "inputs of sc-test changed since" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "text", ["{not json", '{"version": 99, "jobs": {}}', '{"version": 1, "jobs": {"a": {"x": 1}}}']
+)
+def test_unreadable_lock_file_is_a_clear_error(tmp_path: Path, text: str) -> None:
+    (tmp_path / "pwdeploy-sidecar.lock").write_text(text)
+    with pytest.raises(ConfigError, match=r"pwdeploy-sidecar\.lock"):
+        lock.read_lock(tmp_path / "pwdeploy-sidecar.lock")
+
+
+# ------------------------------------------------------------------------------------------ build log, engine seam
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def step(self, step: engine.BuildStep) -> None:
+        self.events.append(f"STEP {step}")
+
+    def line(self, text: str) -> None:
+        self.events.append(text)
+
+
+def test_build_log_follows_classic_builder_steps() -> None:
+    progress = Recorder()
+    log = engine.BuildLog(progress)
+    output = [
+        "DEPRECATED: The legacy builder is deprecated and will be removed in a future release.",
+        "            BuildKit is currently disabled; enable it by removing the DOCKER_BUILDKIT=0",
+        "",
+        "Sending build context to Docker daemon  10.24kB",
+        "Step 1/2 : FROM base:1",
+        " ---> f8118ee213db",
+        "Step 2/2 : RUN pip install -r r.txt",
+        " ---> Running in 383bc8cbe777",
+        "ERROR: no matching distribution",
+        "The command '/bin/sh -c pip install -r r.txt' returned a non-zero code: 1",
+    ]
+    for line in output:
+        log.feed(line + "\n")
+    assert progress.events[0] == "Sending build context to Docker daemon  10.24kB"
+    assert "STEP step 2/2: RUN pip install -r r.txt" in progress.events
+    message = log.failure("docker build of x:1")
+    assert message.startswith("docker build of x:1 failed at step 2/2: RUN pip install -r r.txt; last output:")
+    assert "ERROR: no matching distribution" in message and "f8118ee213db" not in message
+
+
+def test_build_log_follows_buildkit_plain_steps() -> None:
+    """BuildKit's --progress=plain step lines, written here by hand in its documented shape."""
+    progress = Recorder()
+    log = engine.BuildLog(progress)
+    for line in ["#5 [2/3] COPY code/ /app/", "#5 DONE 0.1s", "#6 [stage-0 3/3] RUN pip install x", "#6 0.3 boom"]:
+        log.feed(line)
+    assert [e for e in progress.events if e.startswith("STEP")] == [
+        "STEP step 2/3: COPY code/ /app/", "STEP step 3/3: RUN pip install x"
+    ]  # fmt: skip
+    assert log.failure("b").endswith("    #6 0.3 boom")
+
+
+def test_missing_docker_cli_is_a_build_error() -> None:
+    with pytest.raises(BuildError, match=r"docker CLI .* is not installed"):
+        engine.DockerCli(binary="pwdeploy-no-such-docker").check()
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI (apt-get install docker.io)")
+def test_no_engine_reachable_exits_5_and_writes_nothing(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+    path = write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"})
+    env = {"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    result = runner.invoke(cli, ["sidecar", "build", "--push", "-f", str(path)], env=env)
+    assert result.exit_code == 5, result.output
+    assert f"no Docker engine reachable at DOCKER_HOST=unix://{tmp_path}/no-engine.sock" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert not (tmp_path / "pwdeploy-sidecar.lock").exists()
+
+
+def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+    path = write_job(tmp_path, {"image": "r.example/pre:1", "base_image": BASE})
+    result = runner.invoke(cli, ["sidecar", "build", "-f", str(path)])
+    assert result.exit_code == 2 and "sidecar.repository: is required to build" in result.stderr
