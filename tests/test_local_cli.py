@@ -1,0 +1,160 @@
+"""`pwdeploy local run` and `pwdeploy local env` as users call them (real child processes, no jax needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from tests.conftest import REPO
+
+EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
+PRINT_ENV = "import json, os; print(json.dumps({'cwd': os.getcwd(), 'env': dict(os.environ)}))"
+
+
+@pytest.fixture
+def job_file(tmp_path: Path) -> Path:
+    """A job with a placeholder image and no bucket: enough for a local run."""
+    (tmp_path / "show.py").write_text(f"{PRINT_ENV}\n", encoding="utf-8")
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            name: cli-test
+            pathways_version: 0.10.2
+            tpu: {type: v5p-8}
+            main: {image: "registry.example/none:0", command: python3 show.py}
+            storage: {in_memory_cache: true}
+            xla_flags: [--xla_tpu_enable_async_collective_fusion=true, --xla_dump_hlo_as_text=true]
+            """
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+def pwdeploy(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pwdeploy", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_run_passes_stdout_stderr_and_exit_status_through(job_file: Path, tmp_path: Path) -> None:
+    code = "import sys; print('to stdout'); print('to stderr', file=sys.stderr); sys.exit(3)"
+    done = pwdeploy("local", "run", "-f", str(job_file), "--", "python3", "-c", code, cwd=tmp_path)
+    assert done.returncode == 3
+    assert done.stdout == "to stdout\n"
+    assert "to stderr" in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "pwdeploy local: the job exited with status 3"
+
+
+def test_config_command_runs_beside_the_config_with_the_env_that_local_env_prints(
+    job_file: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = pwdeploy("local", "run", "-f", str(job_file), "--devices", "2", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["cwd"] == str(tmp_path)
+    printed = pwdeploy("local", "env", "-f", str(job_file), "--devices", "2", cwd=elsewhere)
+    exports = dict(
+        shlex.split(line)[1].split("=", 1) for line in printed.stdout.splitlines() if line.startswith("export ")
+    )
+    assert exports["JAX_PLATFORMS"] == "cpu" and exports["PJRT_NPROC"] == "4"
+    assert {k: seen["env"][k] for k in exports} == exports
+    assert "JAX_BACKEND_TARGET" not in seen["env"]
+    assert "--xla_tpu_enable_async_collective_fusion=true" in done.stderr  # named in the warning
+    assert printed.stdout.splitlines()[-1] == f"# cd {tmp_path} && {sys.executable} show.py"
+
+
+def test_override_runs_in_the_current_directory(job_file: Path, tmp_path: Path) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    done = pwdeploy("local", "run", "-f", str(job_file), "--", "python3", "-c", PRINT_ENV, cwd=here)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["cwd"] == str(here)
+
+
+def test_env_output_is_shell_exportable(job_file: Path, tmp_path: Path) -> None:
+    printed = pwdeploy("local", "env", "-f", str(job_file), "--env", "ODD=a 'b' $c", cwd=tmp_path)
+    script = printed.stdout + "\nprintf '%s' \"$ODD|$XLA_FLAGS\"\n"
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert shell.stdout == "a 'b' $c|--xla_force_host_platform_device_count=4 --xla_dump_hlo_as_text=true"
+
+
+def test_missing_command_is_a_clear_error(job_file: Path, tmp_path: Path) -> None:
+    done = pwdeploy("local", "run", "-f", str(job_file), "--", "no-such-program-xyz", "--flag", cwd=tmp_path)
+    assert done.returncode == 7
+    assert done.stderr.splitlines()[-2:] == [
+        f"error: cannot start the job: 'no-such-program-xyz' not found on PATH (working directory {tmp_path})",
+        "  hint: check main.command in the config, or the command after --",
+    ]
+    assert "Traceback" not in done.stderr
+
+
+def test_absurd_device_count_and_bad_flag(runner: CliRunner, job_file: Path) -> None:
+    result = runner.invoke(cli, ["local", "run", "-f", str(job_file), "--devices", "100000"])
+    assert result.exit_code == 2
+    assert "local.devices: 100000 emulated devices is more than a local run can emulate" in result.stderr
+    result = runner.invoke(cli, ["local", "env", "-f", str(job_file), "--devices", "0"])
+    assert result.exit_code == 2
+    assert "local.devices: must be an integer >= 1, not '0' (from --devices)" in result.stderr
+
+
+def test_many_devices_warn(runner: CliRunner, job_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pwdeploy.cli.local._cores", lambda: 2)
+    result = runner.invoke(cli, ["local", "env", "-f", str(job_file), "--devices", "64"])
+    assert result.exit_code == 0
+    assert "warning: 64 emulated devices on 2 CPU core(s)" in result.stderr
+
+
+def test_example_needs_no_real_image_or_bucket(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["local", "env", "-f", EXAMPLE])
+    assert result.exit_code == 0, result.output
+    assert "export XLA_FLAGS='--xla_force_host_platform_device_count=8 " in result.stdout
+
+
+LOOP = """
+import sys, time
+print("ready", flush=True)
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    print("stopped cleanly", flush=True)
+    sys.exit(130)
+"""
+
+
+def start_loop(job_file: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job_file), "--", "python3", "-c", LOOP],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def test_ctrl_c_stops_the_job_cleanly(job_file: Path, tmp_path: Path) -> None:
+    proc = start_loop(job_file, tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the whole foreground process group
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert out == "stopped cleanly\n"
+    assert "pwdeploy local: the job was interrupted" in err and "Traceback" not in err
+
+
+def test_sigterm_to_pwdeploy_reaches_the_job(job_file: Path, tmp_path: Path) -> None:
+    proc = start_loop(job_file, tmp_path)
+    proc.send_signal(signal.SIGTERM)  # pwdeploy alone, as a process supervisor would
+    proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
