@@ -4,7 +4,6 @@ resource quantities."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from pwdeploy.errors import ConfigError
 from pwdeploy.quantity import parse_quantity
 from pwdeploy.validation.names import env_var_name, label_key
-from pwdeploy.validation.problems import Problem, items, mapping, short
+from pwdeploy.validation.problems import Problem, child, duplicates, items, mapping, short
 
 _ZERO = re.compile(r"\+?(0+\.?0*|\.0+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?")
 _VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
@@ -39,14 +38,12 @@ def quantity(value: object) -> Decimal | None:
 def env_problems(container: Mapping[str, Any], path: str) -> list[Problem]:
     problems: list[Problem] = []
     env = items(container.get("env"))
-    counts = Counter(var.get("name") for _, var in env)
+    problems += duplicates([(f"{path}.env[{k}].name", var.get("name")) for k, var in env], "env names must be unique")
     for k, var in env:
         var_path = f"{path}.env[{k}]"
         name = var.get("name")
         if isinstance(name, str) and (reason := env_var_name(name)):
             problems.append(Problem(f"{var_path}.name", reason))
-        if counts[name] > 1:
-            problems.append(Problem(f"{var_path}.name", f"{name!r} is set {counts[name]} times in this container"))
         problems += _env_source_problems(var, var_path)
     return problems
 
@@ -84,7 +81,7 @@ def resource_problems(container: Mapping[str, Any], path: str) -> list[Problem]:
     problems: list[Problem] = []
     for section in ("limits", "requests"):
         for resource, value in mapping(resources.get(section)).items():
-            at = f"{path}.resources.{section}[{resource}]"
+            at = child(f"{path}.resources.{section}", str(resource))
             if (reason := _resource_name(str(resource))) is not None:
                 problems.append(Problem(at, reason))
             amount = quantity(value)
@@ -96,7 +93,7 @@ def resource_problems(container: Mapping[str, Any], path: str) -> list[Problem]:
             parsed[section][str(resource)] = amount
     for resource, request in parsed["requests"].items():
         limit = parsed["limits"].get(resource)
-        at = f"{path}.resources.requests[{resource}]"
+        at = child(f"{path}.resources.requests", resource)
         if limit is not None and request > limit:
             problems.append(
                 Problem(

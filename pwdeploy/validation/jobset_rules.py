@@ -5,12 +5,11 @@ cannot express: generated Job and Pod names, references between fields, indices 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from pwdeploy.validation.names import MAX_LABEL, dns1035_label, dns1123_subdomain
-from pwdeploy.validation.problems import Problem, integer, items, mapping
+from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping
 
 MAX_INT32 = 2**31 - 1
 POD_SUFFIX = "-xxxxx"  # the 5 random characters Kubernetes appends to a Job's pod names
@@ -52,20 +51,14 @@ def jobset_problems(jobset: Mapping[str, Any]) -> list[Problem]:
 
 
 def _replicated_job_problems(jobset_name: str | None, replicated: list[tuple[int, Mapping[str, Any]]]) -> list[Problem]:
-    problems: list[Problem] = []
-    counts = Counter(rj.get("name") for _, rj in replicated)
+    names = [(f"spec.replicatedJobs[{i}].name", rj.get("name")) for i, rj in replicated]
+    problems = duplicates(names, "replicatedJob names must be unique")
     seen: set[object] = set()
     for i, rj in replicated:
         path = f"spec.replicatedJobs[{i}]"
         rj_name = rj.get("name")
         if isinstance(rj_name, str) and (reason := dns1035_label(rj_name)):
             problems.append(Problem(f"{path}.name", reason))
-        if counts[rj_name] > 1 and rj_name not in seen:
-            problems.append(
-                Problem(
-                    f"{path}.name", f"{rj_name!r} is used by {counts[rj_name]} replicatedJobs; names must be unique"
-                )
-            )
         seen.add(rj_name)
         group = rj.get("groupName")
         if isinstance(group, str) and (reason := dns1035_label(group)):
@@ -183,9 +176,10 @@ def _coordinator_problems(coordinator: Mapping[str, Any], by_name: dict[str, Map
 
 
 def _failure_rule_problems(policy: Mapping[str, Any]) -> list[Problem]:
-    problems: list[Problem] = []
     rules = items(policy.get("rules"))
-    counts = Counter(rule.get("name") for _, rule in rules)
+    problems = duplicates(
+        [(f"spec.failurePolicy.rules[{r}].name", rule.get("name")) for r, rule in rules], "rule names must be unique"
+    )
     for r, rule in rules:
         path = f"spec.failurePolicy.rules[{r}]"
         name = rule.get("name")
@@ -196,10 +190,6 @@ def _failure_rule_problems(policy: Mapping[str, Any]) -> list[Problem]:
                     f"{name!r} is not a rule name: 1-128 letters, digits and '_,:' (no '-'), "
                     "starting with a letter and ending with a letter, digit or '_'",
                 )
-            )
-        if counts[name] > 1:
-            problems.append(
-                Problem(f"{path}.name", f"{name!r} is used by {counts[name]} rules; rule names must be unique")
             )
         reasons = rule.get("onJobFailureReasons")
         for k, reason in enumerate(reasons if isinstance(reasons, list) else []):

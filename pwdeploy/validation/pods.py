@@ -3,13 +3,12 @@ native sidecars, ports, volumes and their mounts, memory-backed /dev/shm, node s
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from pwdeploy.validation.containers import env_problems, memory_limit, quantity, resource_problems
 from pwdeploy.validation.names import dns1123_label, dns1123_subdomain, label_key, label_value, port_name
-from pwdeploy.validation.problems import Problem, integer, items, mapping, short
+from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping, short
 
 _PROBES = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -44,20 +43,11 @@ def pod_spec_problems(pod: Mapping[str, Any], path: str) -> list[Problem]:
 
 
 def _name_problems(containers: list[Container]) -> list[Problem]:
-    counts = Counter(container.get("name") for _, container in containers)
-    problems: list[Problem] = []
-    for container_path, container in containers:
-        name = container.get("name")
+    names = [(f"{path}.name", container.get("name")) for path, container in containers]
+    problems = duplicates(names, "container names must be unique across containers and initContainers")
+    for at, name in names:
         if isinstance(name, str) and (reason := dns1123_label(name)):
-            problems.append(Problem(f"{container_path}.name", reason))
-        if counts[name] > 1:
-            problems.append(
-                Problem(
-                    f"{container_path}.name",
-                    f"{name!r} is used by {counts[name]} containers; names must be unique across "
-                    "containers and initContainers",
-                )
-            )
+            problems.append(Problem(at, reason))
     return problems
 
 
@@ -137,15 +127,15 @@ def _port_problems(containers: list[Container], host_network: bool) -> list[Prob
 def _volume_problems(pod: Mapping[str, Any], path: str, containers: list[Container]) -> list[Problem]:
     problems: list[Problem] = []
     volumes = items(pod.get("volumes"))
-    counts = Counter(volume.get("name") for _, volume in volumes)
+    problems += duplicates(
+        [(f"{path}.volumes[{k}].name", v.get("name")) for k, v in volumes], "volume names must be unique"
+    )
     by_name: dict[object, tuple[str, Mapping[str, Any]]] = {}
     for k, volume in volumes:
         at = f"{path}.volumes[{k}]"
         name = volume.get("name")
         if isinstance(name, str) and (reason := dns1123_label(name)):
             problems.append(Problem(f"{at}.name", reason))
-        if counts[name] > 1 and name in by_name:
-            problems.append(Problem(f"{at}.name", f"{name!r} is used by {counts[name]} volumes; names must be unique"))
         by_name.setdefault(name, (at, volume))
         size = mapping(volume.get("emptyDir")).get("sizeLimit")
         if size is not None and quantity(size) is None:

@@ -55,3 +55,17 @@ def integer(value: object) -> int | None:
 def short(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def duplicates(entries: list[tuple[str, object]], rule: str) -> list[Problem]:
+    """A problem at each ``(path, value)`` entry whose value an earlier entry already has; ``rule`` says why."""
+    first: dict[object, str] = {}
+    problems: list[Problem] = []
+    for path, value in entries:
+        if value is None or not isinstance(value, str | int):
+            continue
+        if value in first:
+            problems.append(Problem(path, f"{value!r} is already used by {first[value]}; {rule}"))
+        else:
+            first[value] = path
+    return problems

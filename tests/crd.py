@@ -1,0 +1,80 @@
+"""Validate an object against a JobSet CRD's openAPIV3Schema, as the API server's structural checks would.
+
+For tests only: the CRDs live in the `shared` folder beside the checkout, which the package never reads.
+Mirrors what the API server adds to plain JSON Schema: unknown fields are errors (kubectl's default strict
+field validation; the CRDs set no x-kubernetes-preserve-unknown-fields), and x-kubernetes-list-type map/set
+lists must not repeat a key. CEL rules (x-kubernetes-validations) are not evaluated.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CRD_VERSIONS = ("0.10.1", "0.12.0")
+
+
+def crd_path(version: str) -> Path:
+    return SHARED / "schemas" / f"jobset-v{version.removeprefix('v')}-crd.yaml"
+
+
+def _strict(schema: Any) -> Any:
+    """``schema`` with additionalProperties false wherever properties are listed and nothing else is allowed."""
+    if isinstance(schema, dict):
+        schema = {key: _strict(value) for key, value in schema.items()}
+        if "properties" in schema and "additionalProperties" not in schema:
+            if not schema.get("x-kubernetes-preserve-unknown-fields"):
+                schema["additionalProperties"] = False
+        return schema
+    if isinstance(schema, list):
+        return [_strict(entry) for entry in schema]
+    return schema
+
+
+def _list_keys(validator: Any, keys: list[str], instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+    if schema.get("x-kubernetes-list-type") != "map" or not isinstance(instance, list):
+        return
+    defaults = {key: schema.get("items", {}).get("properties", {}).get(key, {}).get("default") for key in keys}
+    seen = set()
+    for entry in instance:
+        if not isinstance(entry, dict):
+            continue
+        key = tuple(repr(entry.get(k, defaults[k])) for k in keys)
+        if key in seen:
+            yield jsonschema.ValidationError(f"duplicate entry with {', '.join(keys)} = {', '.join(key)}")
+        seen.add(key)
+
+
+def _list_set(validator: Any, list_type: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+    if list_type == "set" and isinstance(instance, list) and len({repr(v) for v in instance}) != len(instance):
+        yield jsonschema.ValidationError("duplicate entries in a set")
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft7Validator,
+    {"x-kubernetes-list-map-keys": _list_keys, "x-kubernetes-list-type": _list_set},
+)
+
+
+@functools.cache
+def crd_validator(version: str) -> Any:
+    path = crd_path(version)
+    crd = yaml.safe_load(path.read_text())
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha2"]
+    schema = copy.deepcopy(served["schema"]["openAPIV3Schema"])
+    schema["properties"]["apiVersion"] = {"const": "jobset.x-k8s.io/v1alpha2"}
+    schema["properties"]["kind"] = {"const": "JobSet"}
+    return _Validator(_strict(schema))
+
+
+def validate_against_crd(obj: dict[str, Any], version: str) -> list[str]:
+    """Every error the JobSet CRD ``version`` (``0.10.1``, ``v0.12.0``) finds in ``obj``, as ``path: message``."""
+    errors = crd_validator(version.removeprefix("v")).iter_errors(obj)
+    return sorted(f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in errors)
