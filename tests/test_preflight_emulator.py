@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
@@ -60,7 +62,7 @@ def test_emulator_iam_is_measured_as_not_verified(emulator_env: GcsEmulator) -> 
     permission_rows = [r for r in report.results if r.check == "permissions"]
     assert len(permission_rows) == 2
     assert all(r.status is Status.NOT_VERIFIED for r in permission_rows)
-    assert "does not evaluate IAM" in permission_rows[0].detail
+    assert "made-up permission: it does not evaluate IAM" in permission_rows[0].detail
 
 
 def test_missing_bucket_fails(emulator_env: GcsEmulator) -> None:
@@ -197,3 +199,18 @@ def test_emulator_fixture_starts_answers_and_stops() -> None:
         emulator.stop()
     assert emulator.process is not None and emulator.process.poll() is not None
     assert not emulator.answers()
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_missing_emulator_fails_in_ci_and_skips_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
+) -> None:
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="GCS emulator unavailable"):
+        emulator._unavailable("it did not start")
+
+
+def test_preflight_modules_do_not_import_the_gcs_client() -> None:
+    code = "import sys, pwdeploy.preflight, pwdeploy.cli.preflight; print('google.cloud.storage' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import click
@@ -28,7 +29,7 @@ def preflight(output: str, region: str | None, **kwargs: Any) -> None:
     if output == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        click.echo(report.format_table())
+        click.echo(report.format_table(width=max(80, shutil.get_terminal_size((120, 24)).columns)))
     if report.failed:
         failed = report.counts()["failed"]
-        raise PreflightError(f"{failed} preflight check(s) failed; see the fixes above")
+        raise PreflightError(f"{failed} preflight check(s) failed; see the fixes in the report")

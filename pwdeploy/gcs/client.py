@@ -48,7 +48,7 @@ def default_client() -> Any:
     try:
         credentials, project = google.auth.default()
     except DefaultCredentialsError as exc:
-        raise MissingCredentials(str(exc).splitlines()[0]) from None
+        raise MissingCredentials(str(exc).split(". ")[0].rstrip(".")) from None
     return storage.Client(project=project, credentials=credentials)
 
 
