@@ -1,0 +1,234 @@
+"""Sidecar builds against a real Docker engine and the local registry on 127.0.0.1:5000.
+
+The engine is the one DOCKER_HOST names, or one this module starts with scripts/docker-services.sh. Without
+docker installed (or without root) the tests skip with the reason; with CI=true they fail instead.
+
+No image can be pulled here, so the base is a busybox-static rootfs imported with `docker import` that imitates
+the colocated-Python base: /opt/venv/server_constraints.txt, an entrypoint, and a stand-in /opt/venv/bin/pip (a
+busybox sh script that records its arguments and requirements, and fails on a requirement named FAIL-INSTALL).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from pwdeploy.config import installed_jax_version, load_job
+from pwdeploy.sidecar import inputs, lock
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.docker
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+REGISTRY = "127.0.0.1:5000"
+SCRIPT = REPO / "scripts" / "docker-services.sh"
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+
+FAKE_PIP = """#!/bin/sh
+# Stand-in for pip in the test base image: records its arguments and the requirements it is given.
+echo "pip $*" >> /opt/venv/pip-calls.log
+while [ $# -gt 0 ]; do
+  if [ "$1" = "-r" ]; then
+    cat "$2" >> /opt/venv/pip-calls.log
+    if grep -q FAIL-INSTALL "$2"; then
+      echo "ERROR: Could not find a version that satisfies the requirement FAIL-INSTALL"
+      exit 1
+    fi
+  fi
+  shift
+done
+"""
+ENTRYPOINT = '#!/bin/sh\necho "stand-in colocated-python server: $*"\n'
+
+
+def _unavailable(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+def _docker(env: dict[str, str], *args: str, stdin: bytes | None = None) -> str:
+    result = subprocess.run(["docker", *args], env=env, input=stdin, capture_output=True, check=False)
+    assert result.returncode == 0, f"docker {' '.join(args)}: {result.stderr.decode()}"
+    return result.stdout.decode()
+
+
+def _registry_up() -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def docker_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The environment for docker commands: DOCKER_HOST of a running engine; the registry is up."""
+    env = dict(os.environ)
+    started: Path | None = None
+    if shutil.which("docker") is None:
+        _unavailable("the docker CLI is not installed (apt-get install docker.io)")
+    if not env.get("DOCKER_HOST"):
+        missing = [tool for tool in ("dockerd", "docker-registry") if shutil.which(tool) is None]
+        if missing:
+            _unavailable(f"{', '.join(missing)} not installed (apt-get install docker.io docker-registry)")
+        if os.geteuid() != 0:
+            _unavailable("starting dockerd needs root; or set DOCKER_HOST to a running engine")
+        started = tmp_path_factory.mktemp("docker")
+        result = subprocess.run(["bash", str(SCRIPT), "start", str(started)], capture_output=True, text=True)
+        assert result.returncode == 0, f"{SCRIPT} start failed:\n{result.stderr}"
+        env["DOCKER_HOST"] = result.stdout.strip().rsplit("=", 1)[1]
+    check = subprocess.run(["docker", "version"], env=env, capture_output=True, text=True)
+    assert check.returncode == 0, f"no engine at DOCKER_HOST={env['DOCKER_HOST']}: {check.stderr}"
+    assert _registry_up(), f"no registry on {REGISTRY} (scripts/docker-services.sh start runs one)"
+    yield env
+    if started is not None:
+        subprocess.run(["bash", str(SCRIPT), "stop", str(started)], capture_output=True, check=False)
+
+
+def _is_static_elf(path: Path) -> bool:
+    """True for a 64-bit ELF without an interpreter (PT_INTERP), i.e. one that runs in an empty rootfs."""
+    data = path.read_bytes()
+    if data[:5] != b"\x7fELF\x02":
+        return False
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    return all(struct.unpack_from("<I", data, phoff + i * phentsize)[0] != 3 for i in range(phnum))
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_env: dict[str, str]) -> str:
+    """A tiny stand-in for the colocated-Python base, tagged like the real one for this Python and JAX."""
+    busybox = Path(shutil.which("busybox") or "/bin/busybox")
+    if not busybox.exists() or not _is_static_elf(busybox):
+        _unavailable("a static busybox is needed for the test base image (apt-get install busybox-static)")
+    tag = f"pwdeploy-test/sidecar-base:20260101-python_{PY}-jax_{installed_jax_version() or '0.10.2'}"
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+
+        def add(name: str, data: bytes, mode: int = 0o644) -> None:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+
+        for directory in ("bin", "tmp", "opt", "opt/venv", "opt/venv/bin"):
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
+            tar.addfile(info)
+        add("bin/busybox", busybox.read_bytes(), 0o755)
+        for applet in ("sh", "cat", "echo", "grep", "ls"):
+            link = tarfile.TarInfo(f"bin/{applet}")
+            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+            tar.addfile(link)
+        add("opt/venv/bin/pip", FAKE_PIP.encode(), 0o755)
+        add("opt/venv/server_constraints.txt", b"jax==0.10.2\njaxlib==0.10.2\n")
+        add("opt/entrypoint.sh", ENTRYPOINT.encode(), 0o755)
+    _docker(
+        docker_env, "import", "--change", 'ENTRYPOINT ["/opt/entrypoint.sh"]', "--change", "CMD [\"--serve\"]",
+        "--change", "ENV PATH=/opt/venv/bin:/bin", "-", tag, stdin=out.getvalue(),
+    )  # fmt: skip
+    return tag
+
+
+@pytest.fixture
+def project(tmp_path: Path, base_image: str) -> Path:
+    """A job whose sidecar has code (with a unique marker, so no earlier image matches) and requirements."""
+    marker = uuid.uuid4().hex
+    (tmp_path / "src" / "mypkg").mkdir(parents=True)
+    (tmp_path / "src" / "mypkg" / "__init__.py").write_text(f"MARKER = {marker!r}\n")
+    (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
+    data: dict[str, Any] = {
+        "name": "sc-engine", "headless": True, "tpu": {"type": "v5p-8"}, "storage": {"in_memory_cache": True},
+        "sidecar": {
+            "repository": f"{REGISTRY}/pwdeploy-test/sidecar-{marker[:8]}", "base_image": base_image,
+            "source_dir": "src", "requirements": "requirements.txt", "pip_args": ["--no-index"],
+        },
+    }  # fmt: skip
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
+    return tmp_path
+
+
+def _sidecar(runner: CliRunner, env: dict[str, str], project: Path, *args: str) -> Any:
+    return runner.invoke(cli, ["sidecar", "build", "-f", str(project / "job.yaml"), *args], env=env)
+
+
+def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[str, str], project: Path) -> None:
+    result = _sidecar(runner, docker_env, project, "--push")
+    assert result.exit_code == 0, result.output
+    image = result.stdout.strip()
+    repository = image.split("@")[0]
+    assert image.startswith(f"{REGISTRY}/pwdeploy-test/sidecar-") and "@sha256:" in image
+    assert "[4/6] RUN /opt/venv/bin/pip install" in result.stderr and f"as {image}" in result.stderr
+    # The lock names this digest, and the job now resolves its sidecar to it.
+    job = load_job(project / "job.yaml")
+    assert lock.apply_lock(job).sidecar.image == image
+    found = inputs.collect(job)
+    # Pull by digest from the registry (after dropping the local copies), then inspect and run it.
+    _docker(docker_env, "image", "rm", found.tag(repository))
+    _docker(docker_env, "pull", image)
+    labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
+    assert labels == {
+        "dev.pwdeploy.version": "0.1.0", "dev.pwdeploy.jax-version": job.pathways_version,
+        "dev.pwdeploy.python-version": PY, "dev.pwdeploy.inputs-hash": found.inputs_hash,
+    }  # fmt: skip
+    served = _docker(docker_env, "run", "--rm", "--network", "none", image)
+    assert served.strip() == "stand-in colocated-python server: --serve", "the base entrypoint and cmd are kept"
+    script = "cat /app/mypkg/__init__.py; cat /opt/venv/pip-calls.log; echo PYTHONPATH=$PYTHONPATH"
+    inside = _docker(docker_env, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image, "-c", script)
+    marker = (project / "src" / "mypkg" / "__init__.py").read_text()
+    assert inside.splitlines() == [
+        marker.strip(),
+        "pip install --no-cache-dir -c /opt/venv/server_constraints.txt --no-index -r /opt/pwdeploy/requirements.txt",
+        "grain==0.2.10",
+        "PYTHONPATH=/app",
+    ]
+
+
+def test_unchanged_inputs_are_up_to_date_and_changes_rebuild(
+    runner: CliRunner, docker_env: dict[str, str], project: Path
+) -> None:
+    first = _sidecar(runner, docker_env, project)
+    assert first.exit_code == 0 and "built " in first.stderr, first.output
+    again = _sidecar(runner, docker_env, project)
+    assert again.exit_code == 0 and again.stdout == first.stdout
+    assert "up to date" in again.stderr and "[1/" not in again.stderr
+    (project / "src" / "mypkg" / "extra.py").write_text("X = 1\n")
+    changed = _sidecar(runner, docker_env, project)
+    assert changed.exit_code == 0 and "built " in changed.stderr and changed.stdout != first.stdout
+    pushed = _sidecar(runner, docker_env, project, "--push")
+    assert pushed.exit_code == 0 and "pushed " in pushed.stderr and "[1/" not in pushed.stderr, pushed.output
+    repeat = _sidecar(runner, docker_env, project, "--push")
+    assert repeat.exit_code == 0 and repeat.stdout == pushed.stdout and "up to date" in repeat.stderr
+
+
+def test_failed_build_names_the_step_and_writes_no_lock(
+    runner: CliRunner, docker_env: dict[str, str], project: Path
+) -> None:
+    (project / "requirements.txt").write_text("FAIL-INSTALL==1\n")
+    result = _sidecar(runner, docker_env, project, "--push")
+    assert result.exit_code == 5, result.output
+    message = result.stderr.split("error: ", 1)[1]
+    assert (
+        message.startswith("docker build of 127.0.0.1:5000/pwdeploy-test/sidecar-")
+        and "failed at step 4/6: RUN /opt/venv/bin/pip install" in message
+    )
+    assert "ERROR: Could not find a version that satisfies the requirement FAIL-INSTALL" in message
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert not (project / "pwdeploy-sidecar.lock").exists()
+    assert [p.name for p in project.iterdir() if p.name.startswith(".pwdeploy-sidecar.lock")] == []
