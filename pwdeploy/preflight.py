@@ -48,10 +48,17 @@ def run_preflight(
     member = f"serviceAccount:{email}" if email and email != "default" else "MEMBER"
     ctx = Context(enable_olm=job.storage.enable_olm, region=region, member=member)
     results: list[CheckResult] = []
+    unreachable: str | None = None
     for bucket, uses in by_bucket(locations).items():
+        if unreachable is not None:  # the same endpoint and credentials: do not wait for them again
+            detail = f"not checked: GCS did not answer for {unreachable}"
+            results.append(CheckResult(f"gs://{bucket}", tuple(uses), "bucket", Status.NOT_VERIFIED, detail))
+            continue
         needed = {p for field in uses for p in perms.needed(field, enable_olm=ctx.enable_olm)}
         facts = gather(client, bucket, needed, [path.prefix for path in uses.values()])
         results.extend(evaluate(facts, uses, ctx))
+        if facts.meta_error is not None and facts.meta_error.kind in ("unreachable", "credentials"):
+            unreachable = f"gs://{bucket}"
     return PreflightReport(tuple(results), principal=principal, notes=(WORKLOAD_NOTE,))
 
 

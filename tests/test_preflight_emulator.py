@@ -161,10 +161,11 @@ def test_probe_object_deleted_when_read_back_is_refused_by_wrapper(emulator_env:
 def test_unreachable_endpoint_fails_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setattr(gcs_client, "RETRY_SECONDS", 0.5)
-    report = run_preflight(job(scratch="gs://pwd-test-bucket/s"))
-    (row,) = report.results
-    assert (row.check, row.status) == ("bucket", Status.FAILED)
-    assert "cannot reach GCS" in row.detail
+    report = run_preflight(job(scratch="gs://pwd-test-bucket/s", profiles="gs://pwd-test-other/p"))
+    first, second = report.results
+    assert (first.check, first.status) == ("bucket", Status.FAILED)
+    assert "cannot reach GCS" in first.detail
+    assert (second.location, second.status) == ("gs://pwd-test-other", Status.NOT_VERIFIED)  # not waited for again
 
 
 def test_cli_json_and_exit_codes(emulator_env: GcsEmulator) -> None:

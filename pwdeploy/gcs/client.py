@@ -15,6 +15,7 @@ EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 # (connect, read) seconds per request; a preflight must never hang on a dead endpoint.
 TIMEOUT = (5.0, 15.0)
 RETRY_SECONDS = 10.0
+MESSAGE_CHARS = 240
 
 ClientFactory = Callable[[], Any]  # returns a google.cloud.storage.Client
 
@@ -96,4 +97,5 @@ def _short(exc: Any) -> str:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 3] + "..."
