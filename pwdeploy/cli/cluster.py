@@ -1,0 +1,298 @@
+"""`pwdeploy submit`, `list`, `status`, `logs` and `delete`: a job's lifecycle on a cluster."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.errors import ConfigError, PreflightError, ValidationError
+
+if TYPE_CHECKING:
+    from pwdeploy.cluster.api import Clock, Kube
+    from pwdeploy.config import JobConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CLOCK: Clock | None = None  # None: the system clock; tests put a fake one here
+
+
+def cluster_options(func: F) -> F:
+    func = click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).",
+    )(func)
+    return click.option("--context", default=None, help="Kubeconfig context (default: its current-context).")(func)
+
+
+def namespace_option(func: F) -> F:
+    return click.option("-n", "--namespace", default=None,
+                        help="Namespace (default: the context's namespace).")(func)  # fmt: skip
+
+
+def _connect(kubeconfig: Path | None, context: str | None) -> Kube:
+    from pwdeploy.cluster.connect import connect
+
+    return connect(kubeconfig, context, clock=CLOCK)
+
+
+# ---------------------------------------------------------------------------------------------- submit
+
+
+@click.command()
+@job_options
+@click.option("-n", "namespace_alias", default=None, help="Same as --namespace.")
+@cluster_options
+@click.option(
+    "--dry-run",
+    type=click.Choice(["none", "client", "server"]),
+    default="none",
+    show_default=True,
+    help="server: the API server validates and admits the job, nothing is persisted; "
+    "client: check and compare only, nothing is sent that could change the cluster.",
+)
+@click.option(
+    "--wait",
+    type=click.Choice(["running", "done"]),
+    is_flag=False,
+    flag_value="running",
+    default=None,
+    help="Show progress until every pod runs (--wait or --wait=running) or the job ends (--wait=done).",
+)
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Give up waiting after SECONDS.")
+@click.option("--replace", is_flag=True, help="Delete a different job of the same name and create this one.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
+@click.option("--skip-preflight", is_flag=True, help="Skip the GCS preflight checks.")
+def submit(
+    namespace_alias: str | None, kubeconfig: Path | None, context: str | None, dry_run: str, wait: str | None,
+    timeout: float | None, replace: bool, yes: bool, skip_preflight: bool, **params: Any,
+) -> None:  # fmt: skip
+    """Render, check and submit a job as a JobSet (server-side apply, field manager pwdeploy).
+
+    Submitting the same config again changes nothing; a different config under the same name needs --replace.
+    """
+    from pwdeploy import manifests
+    from pwdeploy.cluster import submit as sub
+
+    job_params = pop_job_params(params)
+    if namespace_alias is not None:
+        if job_params.get("job__namespace") not in (None, namespace_alias):
+            raise ConfigError("-n", f"{namespace_alias!r} contradicts --namespace {job_params['job__namespace']!r}")
+        job_params["job__namespace"] = namespace_alias
+    job = job_from_params(job_params)
+    objects = manifests.build(job)
+    _validate(objects)
+    marked = sub.mark_managed(objects, job.namespace)
+    mode = sub.DryRun(dry_run)
+    kube = _connect(kubeconfig, context)
+    sub.check_cluster(kube, job.namespace, job.scheduling.queue)
+    if not skip_preflight:
+        _preflight(job)
+    outcome = sub.submit(
+        kube, marked, dry_run=mode, replace=replace, confirm=lambda q: yes or click.confirm(q, default=False, err=True),
+        on_progress=lambda line: click.echo(line, err=True),
+    )  # fmt: skip
+    click.echo(outcome.describe(mode))
+    if mode is not sub.DryRun.NONE:
+        return
+    ns_flag = f" -n {job.namespace}"
+    if wait is not None:
+        _wait(kube, job, wait, timeout)
+    if job.headless:
+        click.echo(_connect_recipe(kube, job))
+    click.echo(f"follow: pwdeploy status {job.name}{ns_flag}  |  pwdeploy logs {job.name}{ns_flag} -f")
+
+
+def _validate(objects: list[dict[str, Any]]) -> None:
+    from pwdeploy.validate import validate_objects
+
+    problems = validate_objects(objects)
+    if problems:
+        raise ValidationError(problems)
+
+
+def _preflight(job: JobConfig) -> None:
+    try:
+        from pwdeploy.preflight import run_preflight
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("pwdeploy.preflight", "pwdeploy.gcs"):
+            raise
+        click.echo("note: GCS preflight is not part of this build; skipped", err=True)
+        return
+    report = run_preflight(job)
+    if report.failed:
+        raise PreflightError(
+            "GCS preflight failed; nothing was submitted:\n" + report.format_table(),
+            hint="fix the locations above, or pass --skip-preflight to submit anyway",
+        )
+
+
+def _wait(kube: Kube, job: JobConfig, until: str, timeout: float | None) -> None:
+    from pwdeploy.cluster.wait import Display, wait_for
+
+    display = Display(sys.stderr, tty=sys.stderr.isatty())
+    try:
+        state = wait_for(kube, job.namespace, job.name, until=until, display=display, timeout=timeout)
+    except KeyboardInterrupt:
+        ns = f" -n {job.namespace}"
+        click.echo(
+            f"\nStopped waiting; job {job.name} keeps running.\n"
+            f"  follow it: pwdeploy status {job.name}{ns}  /  pwdeploy logs {job.name}{ns} -f\n"
+            f"  stop it:   pwdeploy delete {job.name}{ns}",
+            err=True,
+        )
+        raise click.exceptions.Exit(130) from None
+    click.echo(f"job {job.name} is {state.phase}")
+
+
+def _connect_recipe(kube: Kube, job: JobConfig) -> str:
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.cluster.progress import HEAD
+    from pwdeploy.envcontract import PROXY_PORT
+
+    heads = js.list_pods(kube, job.namespace, job.name, **{js.REPLICATED_JOB_LABEL: HEAD})
+    selector = f"{js.JOBSET_NAME_LABEL}={job.name},{js.REPLICATED_JOB_LABEL}={HEAD}"
+    pod = heads[-1]["metadata"]["name"] if heads else "HEAD_POD"
+    lines = [
+        "Headless job: connect JAX through the IFRT proxy on the head pod:",
+        f"  kubectl port-forward -n {job.namespace} pod/{pod} {PROXY_PORT}:{PROXY_PORT}",
+    ]
+    if not heads:
+        lines.append(f"  (HEAD_POD: kubectl get pods -n {job.namespace} -l {selector} -o name)")
+    lines += [
+        f"  export JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://127.0.0.1:{PROXY_PORT}",
+        "  then in Python: import pathwaysutils; pathwaysutils.initialize()",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- inspect
+
+
+@click.command("list")
+@namespace_option
+@click.option("-A", "--all-namespaces", is_flag=True, help="List jobs in every namespace.")
+@cluster_options
+def list_jobs(namespace: str | None, all_namespaces: bool, kubeconfig: Path | None, context: str | None) -> None:
+    """List pwdeploy-managed JobSets with their state, ready slices and age."""
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.cluster.progress import age, job_state, slices_text, table, utc_now
+
+    kube = _connect(kubeconfig, context)
+    ns = None if all_namespaces else (namespace or kube.namespace)
+    items = js.list_jobsets(kube, ns)
+    if not items:
+        click.echo(f"no pwdeploy jobs in {'any namespace' if ns is None else f'namespace {ns}'}", err=True)
+        return
+    now = utc_now()
+    rows = [("NAMESPACE", "NAME", "STATE", "SLICES", "AGE")]
+    for obj in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
+        meta = obj["metadata"]
+        rows.append((meta.get("namespace", ""), meta["name"], job_state(obj).phase, slices_text(obj),
+                     age(meta.get("creationTimestamp"), now)))  # fmt: skip
+    click.echo(table([row if ns is None else row[1:] for row in rows]))
+
+
+@click.command()
+@click.argument("name")
+@namespace_option
+@cluster_options
+def status(name: str, namespace: str | None, kubeconfig: Path | None, context: str | None) -> None:
+    """Show a job's state and conditions, its pods per component and slice, and warning events."""
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table, utc_now
+    from pwdeploy.errors import ClusterError
+
+    kube = _connect(kubeconfig, context)
+    ns = namespace or kube.namespace
+    obj = js.get_jobset(kube, ns, name)
+    if obj is None:
+        raise ClusterError(f"jobset {name} not found in namespace {ns}", hint=f"list jobs: pwdeploy list -n {ns}")
+    state = job_state(obj)
+    pods = js.list_pods(kube, ns, name)
+    meta = obj["metadata"]
+    click.echo(f"jobset {name}  namespace {ns}  age {age(meta.get('creationTimestamp'), utc_now())}")
+    click.echo(progress_line(state, progress(obj, pods)))
+    if state.reason or state.message:
+        click.echo(f"  {state.reason}: {state.message}".rstrip(": "))
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    if conditions:
+        rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
+        rows += [(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")),
+                  str(c.get("message", ""))) for c in conditions]  # fmt: skip
+        click.echo("\n" + table(rows))
+    if pods:
+        ordered = sorted(pods, key=lambda p: (pod_group(p), p["metadata"].get("name", "")))
+        click.echo("\n" + table([("COMPONENT", "POD", "STATE", "READY", "RESTARTS"), *map(pod_row, ordered)]))
+    if state.phase not in ("Running", "Completed"):
+        events = js.warning_events(kube, ns, name)[-10:]
+        if events:
+            click.echo("\nwarning events (latest 10):")
+            for e in events:
+                who = (e.get("involvedObject") or {}).get("name", "")
+                click.echo(f"  {who}: {e.get('reason', '')}: {e.get('message', '')}")
+
+
+@click.command()
+@click.argument("name")
+@namespace_option
+@click.option("--component", type=click.Choice(["main", "proxy", "rm", "worker", "sidecar"]), default="main",
+              show_default=True, help="Container to read: the user's program, IFRT proxy, resource manager, "
+              "TPU worker or colocated-Python sidecar.")  # fmt: skip
+@click.option("--slice", "slice_index", type=click.IntRange(min=0), default=None, help="Worker slice (default 0).")
+@click.option("--host", type=click.IntRange(min=0), default=None, help="Worker host in the slice (default 0).")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
+@click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
+@click.option("-p", "--previous", is_flag=True, help="The previous (restarted) container's logs.")
+@cluster_options
+def logs(
+    name: str, namespace: str | None, component: str, slice_index: int | None, host: int | None, follow: bool,
+    tail: int | None, previous: bool, kubeconfig: Path | None, context: str | None,
+) -> None:  # fmt: skip
+    """Print a job's container logs."""
+    from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_lines
+
+    if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
+        flag = "--slice" if slice_index is not None else "--host"
+        raise ConfigError(flag, f"applies to --component worker or sidecar, not {component}")
+    kube = _connect(kubeconfig, context)
+    ns = namespace or kube.namespace
+    pod = find_pod(kube, ns, name, component, slice_index or 0, host or 0)
+    for line in log_lines(kube, ns, pod, COMPONENTS[component][1], follow=follow, tail=tail, previous=previous):
+        click.echo(line)
+
+
+@click.command()
+@click.argument("name")
+@namespace_option
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--wait", is_flag=True, help="Return only once the JobSet and its pods are gone.")
+@cluster_options
+def delete(
+    name: str, namespace: str | None, yes: bool, wait: bool, kubeconfig: Path | None, context: str | None
+) -> None:
+    """Delete a pwdeploy-managed job (its JobSet, Jobs and pods)."""
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.errors import ClusterError, PwdeployError
+
+    kube = _connect(kubeconfig, context)
+    ns = namespace or kube.namespace
+    obj = js.get_jobset(kube, ns, name)
+    if obj is None:
+        raise ClusterError(f"jobset {name} not found in namespace {ns}", hint=f"list jobs: pwdeploy list -n {ns}")
+    if (obj["metadata"].get("labels") or {}).get(js.MANAGED_BY_LABEL) != "pwdeploy":
+        raise ClusterError(f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",
+                           hint="delete it with the tool that created it")  # fmt: skip
+    if not yes and not click.confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now.", err=True):
+        raise PwdeployError("not deleted")
+    js.delete_jobset(kube, ns, name)
+    if wait and not js.wait_gone(kube, ns, name, timeout=300.0):
+        raise ClusterError(f"jobset {name} is still being deleted after 300 s",
+                           hint=f"look for stuck pods or finalizers: pwdeploy status {name} -n {ns}")  # fmt: skip
+    click.echo(f"jobset {name} deleted" if wait else f"jobset {name} deletion requested (pods stop in the background)")

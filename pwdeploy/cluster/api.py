@@ -1,0 +1,331 @@
+"""The Kubernetes API seam: every request goes through ``Kube.request``.
+
+Requests are sent with the official client's ``ApiClient`` and answered as plain dicts. Transport and HTTP
+failures become ``ClusterError`` in exactly one function (``cluster_error``); server errors (5xx, 429) and
+timeouts are retried with bounded backoff on an injectable clock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pwdeploy.errors import ClusterError
+
+GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A Kubernetes resource type: where it lives in the API and how to name it to users."""
+
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def api_path(self) -> str:
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    @property
+    def display(self) -> str:
+        """``jobsets.jobset.x-k8s.io`` or ``pods``, as ``kubectl auth can-i`` spells it."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        parts = [self.api_path]
+        if self.namespaced and namespace is not None:
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(name)
+        if sub is not None:
+            parts.append(sub)
+        return "/".join(parts)
+
+
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+PODS = Resource("", "v1", "pods", "Pod")
+EVENTS = Resource("", "v1", "events", "Event")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+
+
+def localqueues(version: str) -> Resource:
+    return Resource("kueue.x-k8s.io", version, "localqueues", "LocalQueue")
+
+
+class ApiError(ClusterError):
+    """A failed request; ``status`` is the HTTP status (None when no answer came back)."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, missing: str | None = None, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.missing = missing  # for 404s: "object", "namespace" or "type" (the API type is not served)
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a request was for, in RBAC terms, so errors can say which permission is missing."""
+
+    verb: str  # get, list, create, patch, delete, ...
+    resource: Resource | None  # None for discovery
+    namespace: str | None = None
+    name: str | None = None
+
+    def describe(self) -> str:
+        if self.resource is None:
+            return f"{self.verb} the API discovery document {self.name or ''}".rstrip()
+        target = f"{self.resource.display} {self.name!r}" if self.name else self.resource.display
+        where = f" in namespace {self.namespace!r}" if self.namespace and self.resource.namespaced else ""
+        return f"{self.verb} {target}{where}"
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential backoff: ``attempts`` tries in all, waits of base, 2 x base, ... capped."""
+
+    attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        return min(self.max_delay, retry_after) if retry_after is not None else backoff
+
+
+@dataclass
+class Kube:
+    """A connection to one cluster (one kubeconfig context or the in-cluster identity)."""
+
+    api_client: Any
+    context: str | None
+    namespace: str  # the context's default namespace
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    clock: Clock = field(default_factory=SystemClock)
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT
+
+    @property
+    def host(self) -> str:
+        return str(self.api_client.configuration.host)
+
+    def request(
+        self,
+        action: Action,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str | None = None,
+        stream: bool = False,
+    ) -> Any:
+        """Send one request (retrying transient failures); the parsed JSON answer, or the raw response if
+        ``stream``. Every failure is a ``ClusterError`` that says what to do."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._send_once(method, path, query, body, content_type, stream)
+            except Exception as exc:  # classified below: transport and API errors become ApiError
+                if not _is_transport_or_api_error(exc):
+                    raise
+                if not _retryable(exc) or attempt >= self.retry.attempts:
+                    raise cluster_error(exc, action, attempts=attempt, kube=self) from None
+                self.clock.sleep(self.retry.delay(attempt, _retry_after(exc)))
+
+    def _send_once(
+        self, method: str, path: str, query: Sequence[tuple[str, str]], body: Any, content_type: str | None,
+        stream: bool,
+    ) -> Any:  # fmt: skip
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        method, url, headers, body, post = self.api_client.param_serialize(
+            method=method, resource_path=path, query_params=list(query), header_params=headers, body=body,
+            auth_settings=["BearerToken"],
+        )  # fmt: skip
+        timeout = (self.timeout[0], None) if stream else self.timeout
+        response = self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
+        if not 200 <= response.status < 300:
+            raise ApiException(http_resp=response.response)
+        if stream:
+            return response.response
+        data = response.read()
+        return json.loads(data) if data else {}
+
+    def stream_lines(self, action: Action, path: str, query: Sequence[tuple[str, str]]) -> Iterator[str]:
+        """Lines of a streamed text response (pod logs), as they arrive."""
+        raw = self.request(action, "GET", path, query=query, stream=True)
+        pending = b""
+        try:
+            for chunk in raw.stream(4096, decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+            if pending:
+                yield pending.decode("utf-8", "replace")
+        finally:
+            raw.release_conn()
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+def _is_transport_or_api_error(exc: Exception) -> bool:
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    return isinstance(exc, (ApiException, urllib3.exceptions.HTTPError, OSError))
+
+
+def _retryable(exc: Exception) -> bool:
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(exc, ApiException):
+        return exc.status in RETRYABLE_STATUS
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        exc = exc.reason or exc
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        return False  # certificate problems do not heal by waiting
+    # NewConnectionError (refused, DNS) is a TimeoutError subclass in urllib3 2: retried as well.
+    return isinstance(exc, (urllib3.exceptions.TimeoutError, urllib3.exceptions.ProtocolError, OSError))
+
+
+def _retry_after(exc: Exception) -> float | None:
+    headers = getattr(exc, "headers", None)
+    value = headers.get("Retry-After") if headers else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def api_status(exc: Exception) -> dict[str, Any]:
+    """The Kubernetes ``Status`` object in an error response ({} when the body is not one)."""
+    body = getattr(exc, "body", None)
+    try:
+        parsed = json.loads(body) if body else {}
+    except (TypeError, ValueError):
+        return {}
+    return parsed if isinstance(parsed, dict) and parsed.get("kind") == "Status" else {}
+
+
+def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Kube | None = None) -> ApiError:
+    """The one place where a failed request becomes a message a user can act on."""
+    from kubernetes.client.exceptions import ApiException
+
+    where = ""
+    if kube is not None:
+        where = f" (context {kube.context!r}, {kube.host})" if kube.context else f" ({kube.host})"
+    tried = f" after {attempts} attempts" if attempts > 1 else ""
+    if not isinstance(exc, ApiException) or not exc.status:
+        reason = getattr(exc, "reason", None) or exc
+        return ApiError(
+            f"cannot reach the Kubernetes API server{where} to {action.describe()}{tried}: {reason}",
+            hint=f"check the network path to the cluster and the credentials ({GET_CREDENTIALS})",
+        )
+    status = api_status(exc)
+    message = status.get("message") or exc.reason or ""
+    code = int(exc.status)
+    if code == 401:
+        return ApiError(
+            f"the API server{where} rejected the credentials (401 Unauthorized) to {action.describe()}",
+            status=code,
+            hint=f"the kubeconfig's token or certificate is missing or expired; refresh it ({GET_CREDENTIALS})",
+        )
+    if code == 403:
+        return ApiError(f"forbidden (403): {message}", status=code, hint=_rbac_hint(action))
+    if code == 404:
+        return _not_found(action, status, message)
+    if code == 409:
+        return ApiError(
+            f"conflict (409) to {action.describe()}: {message}",
+            status=code,
+            hint="the object changed or already exists; `pwdeploy submit --replace` recreates a job",
+        )
+    if code == 422:
+        causes = (status.get("details") or {}).get("causes") or []
+        lines = [f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}" for c in causes] or [message]
+        detail = "\n".join(f"  - {line}" for line in lines)
+        return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}",
+                        status=code)  # fmt: skip
+    if code in RETRYABLE_STATUS:
+        return ApiError(
+            f"the API server{where} failed to {action.describe()}{tried}: {code} {message}".rstrip(),
+            status=code,
+            hint="the control plane may be upgrading or overloaded; try again in a minute",
+        )
+    return ApiError(f"the API server refused to {action.describe()}: {code} {message}".rstrip(), status=code)
+
+
+def _rbac_hint(action: Action) -> str:
+    if action.resource is None:
+        return "the identity needs read access to API discovery (the system:discovery ClusterRole)"
+    res = action.resource
+    resource, _, sub = res.plural.partition("/")
+    scope = f"a Role in namespace {action.namespace}" if res.namespaced and action.namespace else "a ClusterRole"
+    ns = f" -n {action.namespace}" if res.namespaced and action.namespace else ""
+    subresource = f" --subresource={sub}" if sub else ""
+    return (
+        f"bind this identity to {scope} with the rule apiGroups: [{json.dumps(res.group)}], "
+        f"resources: [{res.plural}], verbs: [{action.verb}]; check with: kubectl auth can-i {action.verb} "
+        f"{resource}{'.' + res.group if res.group else ''}{subresource}{ns}"
+    )
+
+
+def _not_found(action: Action, status: dict[str, Any], message: str) -> ApiError:
+    details = status.get("details") or {}
+    res = action.resource
+    if res is None or not details.get("name"):
+        # A Status without details.name is the server's answer for an unknown path: the type is not served.
+        what = res.group_version if res is not None else (action.name or "the API")
+        return ApiError(
+            f"the API server does not serve {what} (404): {message}",
+            status=404,
+            missing="type",
+            hint="its CustomResourceDefinition is not installed in this cluster",
+        )
+    if details.get("kind") == "namespaces" and details.get("name") in (action.namespace, action.name):
+        namespace = details["name"]
+        return ApiError(
+            f"namespace {namespace!r} does not exist",
+            status=404,
+            missing="namespace",
+            hint=f"create it (kubectl create namespace {namespace}) or set `namespace` in the job",
+        )
+    return ApiError(
+        f"{res.kind} {action.name!r} not found in namespace {action.namespace!r}", status=404, missing="object"
+    )

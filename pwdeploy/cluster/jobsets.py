@@ -1,0 +1,147 @@
+"""The requests pwdeploy makes for a job: JobSets (server-side apply, get, list, delete), its pods and events,
+and the discovery lookups that tell whether the cluster can run it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pwdeploy.cluster.api import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
+
+FIELD_MANAGER = "pwdeploy"
+APPLY_PATCH = "application/apply-patch+yaml"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+Object = dict[str, Any]
+
+
+def get_jobset(kube: Kube, namespace: str, name: str) -> Object | None:
+    """The JobSet, or None when there is none of that name."""
+    try:
+        found: Object = kube.request(Action("get", JOBSETS, namespace, name), "GET", JOBSETS.path(namespace, name))
+    except ApiError as exc:
+        if exc.missing == "object":
+            return None
+        raise
+    return found
+
+
+def list_jobsets(kube: Kube, namespace: str | None, selector: str = f"{MANAGED_BY_LABEL}=pwdeploy") -> list[Object]:
+    """JobSets in ``namespace`` (None: every namespace) that match the label selector."""
+    answer = kube.request(
+        Action("list", JOBSETS, namespace), "GET", JOBSETS.path(namespace), query=[("labelSelector", selector)]
+    )
+    return list(answer.get("items") or [])
+
+
+def apply_jobset(kube: Kube, obj: Object, *, dry_run: bool) -> Object:
+    """Server-side apply under the pwdeploy field manager; unknown fields are rejected (fieldValidation=Strict)."""
+    namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
+    if dry_run:
+        query.append(("dryRun", "All"))
+    applied: Object = kube.request(
+        Action("patch", JOBSETS, namespace, name), "PATCH", JOBSETS.path(namespace, name),
+        query=query, body=obj, content_type=APPLY_PATCH,
+    )  # fmt: skip
+    return applied
+
+
+def delete_jobset(kube: Kube, namespace: str, name: str, *, dry_run: bool = False) -> None:
+    """Delete with foreground propagation, so the JobSet is gone only once its Jobs and pods are."""
+    query = [("propagationPolicy", "Foreground")] + ([("dryRun", "All")] if dry_run else [])
+    try:
+        kube.request(Action("delete", JOBSETS, namespace, name), "DELETE", JOBSETS.path(namespace, name), query=query)
+    except ApiError as exc:
+        if exc.status != 404:  # already gone (for instance a retried DELETE that had succeeded)
+            raise
+
+
+def wait_gone(kube: Kube, namespace: str, name: str, *, timeout: float, poll: float = 2.0) -> bool:
+    """Whether the JobSet disappeared within ``timeout`` seconds."""
+    deadline = kube.clock.now() + timeout
+    while get_jobset(kube, namespace, name) is not None:
+        if kube.clock.now() >= deadline:
+            return False
+        kube.clock.sleep(poll)
+    return True
+
+
+def list_pods(kube: Kube, namespace: str, jobset: str, **labels: str) -> list[Object]:
+    selector = ",".join([f"{JOBSET_NAME_LABEL}={jobset}", *(f"{k}={v}" for k, v in labels.items())])
+    answer = kube.request(
+        Action("list", PODS, namespace), "GET", PODS.path(namespace), query=[("labelSelector", selector)]
+    )
+    return list(answer.get("items") or [])
+
+
+def warning_events(kube: Kube, namespace: str, jobset: str) -> list[Object]:
+    """Warning events about the JobSet, its Jobs and its pods (their names start with the JobSet's), oldest first."""
+    answer = kube.request(
+        Action("list", EVENTS, namespace), "GET", EVENTS.path(namespace), query=[("fieldSelector", "type=Warning")]
+    )
+    own = [e for e in answer.get("items") or [] if _about(e, jobset)]
+    return sorted(own, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+
+def _about(event: Object, jobset: str) -> bool:
+    name = str((event.get("involvedObject") or {}).get("name", ""))
+    return name == jobset or name.startswith((f"{jobset}-pathways-head-", f"{jobset}-worker-"))
+
+
+# ---------------------------------------------------------------------------------------------- discovery
+
+
+def serves_jobsets(kube: Kube) -> bool:
+    """Whether the JobSet API (its CRD) is installed."""
+    try:
+        answer = kube.request(Action("get", None, name=JOBSETS.api_path), "GET", JOBSETS.api_path)
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return any(r.get("name") == JOBSETS.plural for r in answer.get("resources") or [])
+
+
+def namespace_exists(kube: Kube, namespace: str) -> bool | None:
+    """True/False, or None when this identity may not read namespaces (common for namespace-scoped users)."""
+    try:
+        kube.request(Action("get", NAMESPACES, name=namespace), "GET", NAMESPACES.path(name=namespace))
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        if exc.status == 403:
+            return None
+        raise
+    return True
+
+
+def kueue_localqueues(kube: Kube) -> Resource | None:
+    """The LocalQueue resource at Kueue's preferred version, or None when Kueue is not installed."""
+    try:
+        group = kube.request(Action("get", None, name=f"/apis/{KUEUE_GROUP}"), "GET", f"/apis/{KUEUE_GROUP}")
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    version = (group.get("preferredVersion") or {}).get("version") or "v1beta1"
+    return localqueues(str(version))
+
+
+def localqueue_names(kube: Kube, resource: Resource, namespace: str) -> list[str]:
+    answer = kube.request(Action("list", resource, namespace), "GET", resource.path(namespace))
+    return sorted(str(q["metadata"]["name"]) for q in answer.get("items") or [])
+
+
+def localqueue_exists(kube: Kube, resource: Resource, namespace: str, name: str) -> bool:
+    try:
+        kube.request(Action("get", resource, namespace, name), "GET", resource.path(namespace, name))
+    except ApiError as exc:
+        if exc.missing == "object":
+            return False
+        raise
+    return True

@@ -1,0 +1,201 @@
+"""Pure summaries of a JobSet and its pods: the job's state, pods per component and slice, table rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pwdeploy.cluster.jobsets import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, REPLICATED_JOB_LABEL, Object
+
+HEAD = "pathways-head"
+WORKER = "worker"
+TERMINAL = ("Completed", "Failed")
+
+
+@dataclass(frozen=True)
+class JobState:
+    phase: str  # Pending, Starting, Running, Completed, Failed, Suspended, Deleting
+    reason: str = ""
+    message: str = ""
+    restarts: int = 0
+
+
+@dataclass(frozen=True)
+class GroupProgress:
+    """The pods of one component: the head, or one worker slice."""
+
+    label: str
+    expected: int
+    scheduled: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.running + self.succeeded >= self.expected
+
+
+def job_state(jobset: Object) -> JobState:
+    status = jobset.get("status") or {}
+    restarts = int(status.get("restarts") or 0)
+    true = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
+    if jobset.get("metadata", {}).get("deletionTimestamp"):
+        return JobState("Deleting", restarts=restarts)
+    for phase in ("Failed", "Completed", "Suspended"):
+        if phase in true:
+            cond = true[phase]
+            return JobState(phase, str(cond.get("reason") or ""), str(cond.get("message") or ""), restarts)
+    replicas = {rj["name"]: int(rj.get("replicas", 1)) for rj in jobset.get("spec", {}).get("replicatedJobs") or []}
+    ready = {s.get("name"): int(s.get("ready") or 0) for s in status.get("replicatedJobsStatus") or []}
+    if replicas and all(ready.get(name, 0) >= count for name, count in replicas.items()):
+        return JobState("Running", restarts=restarts)
+    return JobState("Starting" if status else "Pending", restarts=restarts)
+
+
+def group_label(replicated_job: str, index: int, replicas: int) -> str:
+    if replicated_job == HEAD:
+        return "head"
+    if replicated_job == WORKER:
+        return f"slice {index}"
+    return replicated_job if replicas == 1 else f"{replicated_job} {index}"
+
+
+def expected_groups(jobset: Object) -> dict[tuple[str, int], str]:
+    """(replicatedJob name, job index) -> label, in spec order."""
+    groups: dict[tuple[str, int], str] = {}
+    for rj in jobset.get("spec", {}).get("replicatedJobs") or []:
+        replicas = int(rj.get("replicas", 1))
+        for index in range(replicas):
+            groups[(rj["name"], index)] = group_label(rj["name"], index, replicas)
+    return groups
+
+
+def _parallelism(jobset: Object) -> dict[str, int]:
+    counts = {}
+    for rj in jobset.get("spec", {}).get("replicatedJobs") or []:
+        spec = rj.get("template", {}).get("spec", {})
+        counts[rj["name"]] = int(spec.get("parallelism") or spec.get("completions") or 1)
+    return counts
+
+
+def pod_group(pod: Object) -> tuple[str, int]:
+    labels = pod.get("metadata", {}).get("labels") or {}
+    return str(labels.get(REPLICATED_JOB_LABEL, "")), int(labels.get(JOB_INDEX_LABEL, 0) or 0)
+
+
+def progress(jobset: Object, pods: list[Object]) -> list[GroupProgress]:
+    """Pods scheduled/running/finished per component and slice (pods being deleted are not counted)."""
+    per_job = _parallelism(jobset)
+    tallies: dict[tuple[str, int], dict[str, int]] = {key: {} for key in expected_groups(jobset)}
+    for pod in pods:
+        key = pod_group(pod)
+        if key not in tallies or pod.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        phase = pod.get("status", {}).get("phase", "Pending")
+        tally = tallies[key]
+        tally["scheduled"] = tally.get("scheduled", 0) + int(_scheduled(pod))
+        for name, match in (("running", "Running"), ("succeeded", "Succeeded"), ("failed", "Failed")):
+            tally[name] = tally.get(name, 0) + int(phase == match)
+    labels = expected_groups(jobset)
+    return [GroupProgress(labels[key], per_job.get(key[0], 1), **tally) for key, tally in tallies.items()]
+
+
+def _scheduled(pod: Object) -> bool:
+    if pod.get("spec", {}).get("nodeName"):
+        return True
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions)
+
+
+def all_running(groups: list[GroupProgress]) -> bool:
+    return bool(groups) and all(g.done for g in groups)
+
+
+def progress_line(state: JobState, groups: list[GroupProgress], *, max_groups: int = 6) -> str:
+    """``Starting: head 1/1 running; slice 0 2/2 running; slice 1 0/2 (1 scheduled)``; many slices are summed."""
+    parts = [_group_text(g) for g in groups[:max_groups]] if len(groups) <= max_groups else _summed(groups)
+    restarts = f" (restarts {state.restarts})" if state.restarts else ""
+    return f"{state.phase}{restarts}: " + "; ".join(parts)
+
+
+def _group_text(g: GroupProgress) -> str:
+    text = f"{g.label} {g.running}/{g.expected} running"
+    pending = g.scheduled - g.running - g.succeeded - g.failed
+    extra = [f"{pending} scheduled"] if pending > 0 else []
+    extra += [f"{g.succeeded} succeeded"] if g.succeeded else []
+    extra += [f"{g.failed} failed"] if g.failed else []
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _summed(groups: list[GroupProgress]) -> list[str]:
+    head = [_group_text(g) for g in groups if g.label == "head"]
+    slices = [g for g in groups if g.label != "head"]
+    ready = sum(g.done for g in slices)
+    pods = sum(g.expected for g in slices)
+    running = sum(g.running for g in slices)
+    return [*head, f"slices {ready}/{len(slices)} ready ({running}/{pods} worker pods running)"]
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+
+def slices_text(jobset: Object) -> str:
+    """``ready/total`` worker slices, from the JobSet status."""
+    replicas = next((int(rj.get("replicas", 1)) for rj in jobset.get("spec", {}).get("replicatedJobs") or []
+                     if rj.get("name") == WORKER), 0)  # fmt: skip
+    status = jobset.get("status") or {}
+    ready = next((int(s.get("ready") or 0) for s in status.get("replicatedJobsStatus") or []
+                  if s.get("name") == WORKER), 0)  # fmt: skip
+    return f"{ready}/{replicas}"
+
+
+def age(timestamp: str | None, now: datetime) -> str:
+    if not timestamp:
+        return "-"
+    created = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    seconds = max(0, int((now - created).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def pod_row(pod: Object) -> tuple[str, str, str, str, str]:
+    """(component, pod, state, ready, restarts) for the status table."""
+    meta, status = pod.get("metadata", {}), pod.get("status", {})
+    labels = meta.get("labels") or {}
+    rj, index = pod_group(pod)
+    component = group_label(rj, index, 2)
+    if rj == WORKER:
+        component += f" host {labels.get(COMPLETION_INDEX_LABEL, '?')}"
+    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    ready = sum(bool(s.get("ready")) for s in statuses)
+    restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
+    return component, str(meta.get("name", "")), _pod_state(status, statuses), f"{ready}/{len(statuses)}", str(restarts)
+
+
+def _pod_state(status: dict[str, Any], statuses: list[dict[str, Any]]) -> str:
+    for s in statuses:
+        waiting = (s.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            return str(waiting["reason"])
+        terminated = (s.get("state") or {}).get("terminated") or {}
+        if terminated.get("exitCode"):
+            return f"{terminated.get('reason', 'Error')} (exit {terminated['exitCode']})"
+    unscheduled = next((c for c in status.get("conditions") or []
+                        if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)  # fmt: skip
+    if unscheduled is not None:
+        return f"Unschedulable: {unscheduled.get('message', '')}".rstrip(": ")
+    return str(status.get("phase", "Pending"))
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)

@@ -1,0 +1,177 @@
+"""Submitting rendered objects: mark them as pwdeploy's, check the cluster can run them, then apply.
+
+Re-submitting the same config is a no-op ("unchanged"); a different config under the same name is refused
+unless the caller replaces it (JobSets are largely immutable), which deletes and recreates after confirmation.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from pwdeploy import __version__
+from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.api import Kube
+from pwdeploy.cluster.jobsets import MANAGED_BY_LABEL, Object
+from pwdeploy.errors import ClusterError, PwdeployError
+
+CONFIG_HASH_ANNOTATION = "pwdeploy.dev/config-hash"
+VERSION_ANNOTATION = "pwdeploy.dev/version"
+JOBSET_INSTALL = (
+    "install the JobSet controller: kubectl apply --server-side -f "
+    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml"
+)
+DELETE_TIMEOUT_S = 300.0
+
+
+class DryRun(Enum):
+    NONE = "none"
+    CLIENT = "client"  # reads only: nothing is sent that could change the cluster
+    SERVER = "server"  # writes are sent with dryRun=All: the API server validates and admits, persists nothing
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    namespace: str
+    config_hash: str
+    result: str  # created, unchanged, replaced
+
+    def describe(self, dry_run: DryRun) -> str:
+        target = f"jobset {self.name} (namespace {self.namespace}, config {self.config_hash})"
+        if dry_run is DryRun.NONE or self.result == "unchanged":
+            return f"{target} {self.result}"
+        verb = {"created": "created", "replaced": "deleted and created again"}[self.result]
+        if dry_run is DryRun.SERVER:
+            return f"{target} would be {verb}: the API server accepted it (server dry run, nothing persisted)"
+        return f"{target} would be {verb} (client dry run, nothing sent)"
+
+
+def config_hash(objects: list[Object]) -> str:
+    """A digest of what was rendered, ignoring pwdeploy's own bookkeeping (its version and this hash)."""
+    stripped = copy.deepcopy(objects)
+    for obj in stripped:
+        for part in ("labels", "annotations"):
+            values = obj.get("metadata", {}).get(part) or {}
+            for key in (CONFIG_HASH_ANNOTATION, VERSION_ANNOTATION):
+                values.pop(key, None)
+    canonical = json.dumps(stripped, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def mark_managed(objects: list[Object], namespace: str) -> list[Object]:
+    """Copies of the rendered objects that say they are pwdeploy's and record the config hash.
+
+    The renderer normally sets the managed-by label and version annotation itself (then these are no-ops).
+    """
+    digest = config_hash(objects)
+    marked = copy.deepcopy(objects)
+    for obj in marked:
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", namespace)
+        meta.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, "pwdeploy")
+        annotations = meta.setdefault("annotations", {})
+        if VERSION_ANNOTATION not in meta["labels"]:
+            annotations.setdefault(VERSION_ANNOTATION, __version__)
+        annotations[CONFIG_HASH_ANNOTATION] = digest
+    return marked
+
+
+def check_cluster(kube: Kube, namespace: str, queue: str | None) -> None:
+    """One ClusterError listing every reason the cluster cannot take the job (CRD, namespace, LocalQueue)."""
+    problems: list[str] = []
+    if not js.serves_jobsets(kube):
+        problems.append(f"the JobSet API (jobset.x-k8s.io/v1alpha2) is not installed; {JOBSET_INSTALL}")
+    ns_known = js.namespace_exists(kube, namespace)
+    if ns_known is False:
+        problems.append(f"namespace {namespace!r} does not exist; create it: kubectl create namespace {namespace}")
+    if queue and ns_known is not False:
+        resource = js.kueue_localqueues(kube)
+        if resource is None:
+            problems.append(f"scheduling.queue is {queue!r} but Kueue (kueue.x-k8s.io) is not installed; "
+                            "install Kueue or remove scheduling.queue")  # fmt: skip
+        elif not js.localqueue_exists(kube, resource, namespace, queue):
+            names = js.localqueue_names(kube, resource, namespace)
+            available = f"available: {', '.join(names)}" if names else "there are none in this namespace"
+            problems.append(f"scheduling.queue: LocalQueue {queue!r} does not exist in namespace {namespace!r}; "
+                            f"{available}")  # fmt: skip
+    if problems:
+        where = f" (context {kube.context})" if kube.context else ""
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise ClusterError(f"the cluster{where} cannot run this job yet:\n{lines}")
+
+
+def submit(
+    kube: Kube,
+    objects: list[Object],
+    *,
+    dry_run: DryRun = DryRun.NONE,
+    replace: bool = False,
+    confirm: Callable[[str], bool] = lambda question: False,
+    on_progress: Callable[[str], None] = lambda line: None,
+) -> Outcome:
+    """Apply the (marked) JobSet, unless an identical one is already there."""
+    jobsets = [o for o in objects if o.get("kind") == "JobSet"]
+    others = [f"{o.get('kind')} {o.get('metadata', {}).get('name')}" for o in objects if o.get("kind") != "JobSet"]
+    if len(jobsets) != 1 or others:
+        raise ClusterError(f"submit applies exactly one JobSet; the rendered objects are: {', '.join(others)}")
+    (desired,) = jobsets
+    name, namespace = desired["metadata"]["name"], desired["metadata"]["namespace"]
+    digest = desired["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
+    existing = js.get_jobset(kube, namespace, name)
+    outcome = Outcome(name, namespace, digest, "created")
+    if existing is not None and existing["metadata"].get("deletionTimestamp"):
+        on_progress(f"jobset {name} is still being deleted; waiting for it to go")
+        _wait_deleted(kube, namespace, name, dry_run)
+        existing = None
+    if existing is not None:
+        old = (existing["metadata"].get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
+        if old == digest:
+            return Outcome(name, namespace, digest, "unchanged")
+        _refuse_unless_replacing(existing, name, namespace, old, digest, replace)
+        if dry_run is DryRun.NONE and not confirm(
+            f"Delete jobset {name} in namespace {namespace} (its pods stop now) and create it again?"
+        ):
+            raise PwdeployError("not replaced: nothing was changed")
+        if dry_run is not DryRun.CLIENT:
+            js.delete_jobset(kube, namespace, name, dry_run=dry_run is DryRun.SERVER)
+        if dry_run is not DryRun.NONE:
+            return Outcome(name, namespace, digest, "replaced")  # the new spec is admitted only after the delete
+        on_progress(f"deleting jobset {name} (waiting for its pods to stop)")
+        _wait_deleted(kube, namespace, name, dry_run)
+        outcome = Outcome(name, namespace, digest, "replaced")
+    if dry_run is not DryRun.CLIENT:
+        js.apply_jobset(kube, desired, dry_run=dry_run is DryRun.SERVER)
+    return outcome
+
+
+def _refuse_unless_replacing(
+    existing: Object, name: str, namespace: str, old: str | None, new: str, replace: bool
+) -> None:
+    if replace:
+        return
+    labels = existing["metadata"].get("labels") or {}
+    if labels.get(MANAGED_BY_LABEL) != "pwdeploy" or old is None:
+        raise ClusterError(
+            f"jobset {name} already exists in namespace {namespace} and was not created by pwdeploy",
+            hint="choose another name (--name), or pass --replace to delete it and create this job instead",
+        )
+    raise ClusterError(
+        f"jobset {name} already exists in namespace {namespace} with a different config "
+        f"(running {old}, submitting {new}); a JobSet's spec cannot be changed in place",
+        hint="pass --replace to delete the running job and create this one, or choose another name (--name)",
+    )
+
+
+def _wait_deleted(kube: Kube, namespace: str, name: str, dry_run: DryRun) -> None:
+    if dry_run is not DryRun.NONE:
+        return
+    if not js.wait_gone(kube, namespace, name, timeout=DELETE_TIMEOUT_S):
+        raise ClusterError(
+            f"jobset {name} is still being deleted after {DELETE_TIMEOUT_S:.0f} s; nothing was created",
+            hint=f"look for stuck pods or finalizers: pwdeploy status {name} -n {namespace}",
+        )

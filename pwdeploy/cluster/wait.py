@@ -1,0 +1,79 @@
+"""Waiting for a submitted job, with a progress display that rewrites one line on a terminal and prints a
+plain line per change otherwise (logs, CI)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TextIO
+
+from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.api import Kube
+from pwdeploy.cluster.progress import JobState, all_running, job_state, progress, progress_line
+from pwdeploy.errors import ClusterError
+
+POLL_S = 2.0
+
+
+class Display:
+    def __init__(self, stream: TextIO, *, tty: bool) -> None:
+        self.stream = stream
+        self.tty = tty
+        self._last: str | None = None
+
+    def update(self, line: str) -> None:
+        if line == self._last:
+            return
+        self._last = line
+        if self.tty:
+            width = shutil.get_terminal_size((120, 24)).columns - 1
+            text = line if len(line) <= width else line[: width - 3] + "..."
+            self.stream.write("\r\x1b[K" + text)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self._last is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+        self._last = None
+
+
+def wait_for(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    *,
+    until: str,
+    display: Display,
+    timeout: float | None = None,
+    poll: float = POLL_S,
+) -> JobState:
+    """Poll until the job runs (``until="running"``: every expected pod Running) or finishes (``"done"``).
+
+    A failed job is a ClusterError; so is a timeout (the job itself is left alone).
+    """
+    deadline = kube.clock.now() + timeout if timeout else None
+    try:
+        while True:
+            jobset = js.get_jobset(kube, namespace, name)
+            if jobset is None:
+                raise ClusterError(f"jobset {name} disappeared from namespace {namespace} while waiting (deleted?)")
+            state = job_state(jobset)
+            groups = progress(jobset, js.list_pods(kube, namespace, name))
+            display.update(progress_line(state, groups))
+            if state.phase == "Failed":
+                raise ClusterError(
+                    f"job {name} failed: {state.reason}: {state.message}".rstrip(": "),
+                    hint=f"see pwdeploy status {name} -n {namespace} and pwdeploy logs {name} -n {namespace}",
+                )
+            if state.phase == "Completed" or (until == "running" and all_running(groups)):
+                return state
+            if deadline is not None and kube.clock.now() >= deadline:
+                raise ClusterError(
+                    f"job {name} is not {until} after {timeout:.0f} s (it keeps going: {state.phase})",
+                    hint=f"follow it with pwdeploy status {name} -n {namespace}",
+                )
+            kube.clock.sleep(poll)
+    finally:
+        display.close()

@@ -1,0 +1,409 @@
+"""StubKubeApiServer: a loopback HTTP server that answers the Kubernetes API paths pwdeploy uses.
+
+It is a stub, not an API server: no controllers, no admission webhooks, no watch, label selectors of the form
+``k=v,k2=v2`` only. What it does do like a real server: the real paths (discovery, jobsets with server-side apply
+and ``dryRun=All``, namespaces, pods and their logs, events, Kueue localqueues), bearer-token authentication,
+and the real error shapes (``Status`` objects for 401/403/404/409/422/5xx). Every request is recorded so tests can
+assert what the official client actually sent.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+JOBSET_GV = "jobset.x-k8s.io/v1alpha2"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+
+    def q(self, key: str) -> str | None:
+        values = self.query.get(key)
+        return values[0] if values else None
+
+
+@dataclass
+class Injected:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    times: int
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+        "reason": reason, "details": details or {}, "code": code,
+    }  # fmt: skip
+
+
+class _Reply(Exception):
+    def __init__(self, code: int, body: Any, content_type: str = "application/json") -> None:
+        self.code, self.body, self.content_type = code, body, content_type
+
+
+class StubKubeApiServer:
+    def __init__(
+        self,
+        *,
+        tokens: dict[str, str] | None = None,  # bearer token -> user name
+        namespaces: tuple[str, ...] = ("default",),
+        jobset_installed: bool = True,
+        kueue_version: str | None = "v1beta1",
+    ) -> None:
+        self.tokens = tokens or {"stub-token": "alice"}
+        self.namespaces = set(namespaces)
+        self.jobset_installed = jobset_installed
+        self.kueue_version = kueue_version
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name) -> object
+        self.logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> text
+        self.requests: list[Recorded] = []
+        self.injected: list[Injected] = []
+        self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
+        self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
+        self._lingering: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+        self._uid = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    # ------------------------------------------------------------------------------------------ control
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> StubKubeApiServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> StubKubeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def write_kubeconfig(self, path: Path, contexts: dict[str, tuple[str, str | None]], current: str | None) -> Path:
+        """Write a kubeconfig whose contexts (name -> (token, namespace)) all point at this server."""
+        config = {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "stub", "cluster": {"server": self.url}}],
+            "users": [{"name": f"user-{n}", "user": {"token": tok}} for n, (tok, _) in contexts.items()],
+            "contexts": [
+                {"name": n, "context": {"cluster": "stub", "user": f"user-{n}", **({"namespace": ns} if ns else {})}}
+                for n, (_, ns) in contexts.items()
+            ],
+        }  # fmt: skip
+        if current is not None:
+            config["current-context"] = current
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        return path
+
+    def fail(
+        self, method: str, path_regex: str, status: int, *, times: int = 1, delay: float = 0.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        """Answer the next ``times`` matching requests with ``status`` (0: no answer, only the delay)."""
+        self.injected.append(Injected(method, re.compile(path_regex), status, times, delay, headers or {}))
+
+    def forbid(self, verb: str, plural: str) -> None:
+        self.forbidden.add((verb, plural))
+
+    def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        self._stamp(meta)
+        self.objects[(plural, meta["namespace"], meta["name"])] = obj
+        return obj
+
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((plural, namespace, name))
+
+    def sent(self, method: str | None = None, path_contains: str = "") -> list[Recorded]:
+        return [r for r in self.requests if (method is None or r.method == method) and path_contains in r.path]
+
+    def writes(self) -> list[Recorded]:
+        return [r for r in self.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")]
+
+    # ------------------------------------------------------------------------------------------ serving
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _serve(self) -> None:
+                stub._serve(self)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+        return Handler
+
+    def _serve(self, h: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(h.path)
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length) if length else b""
+        body: Any = None
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+        record = Recorded(h.command, parts.path, parse_qs(parts.query), dict(h.headers.items()), body)
+        with self._lock:
+            self.requests.append(record)
+        try:
+            self._route(record)
+            raise _Reply(500, status_body(500, "InternalError", "stub: unrouted"))
+        except _Reply as reply:
+            payload = reply.body if isinstance(reply.body, bytes) else (
+                reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode()
+            )  # fmt: skip
+            try:
+                h.send_response(reply.code)
+                h.send_header("Content-Type", reply.content_type)
+                h.send_header("Content-Length", str(len(payload)))
+                for key, value in getattr(reply, "headers", {}).items():
+                    h.send_header(key, value)
+                h.end_headers()
+                h.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test)
+
+    def _route(self, r: Recorded) -> None:
+        self._inject(r)
+        self._authenticate(r)
+        with self._lock:
+            self._dispatch(r)
+
+    def _inject(self, r: Recorded) -> None:
+        for inj in self.injected:
+            if inj.times > 0 and inj.method == r.method and inj.path.search(r.path):
+                inj.times -= 1
+                if inj.delay:
+                    time.sleep(inj.delay)
+                if inj.status:
+                    reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}
+                    reply = _Reply(inj.status, status_body(inj.status, reason.get(inj.status, "Unknown"),
+                                                           "etcdserver: request timed out"))  # fmt: skip
+                    reply.headers = inj.headers  # type: ignore[attr-defined]
+                    raise reply
+                return
+
+    def _authenticate(self, r: Recorded) -> None:
+        auth = r.headers.get("Authorization") or r.headers.get("authorization") or ""
+        token = auth.removeprefix("Bearer ").strip()
+        if token not in self.tokens:
+            raise _Reply(401, status_body(401, "Unauthorized", "Unauthorized"))
+
+    def _user(self, r: Recorded) -> str:
+        auth = r.headers.get("Authorization") or r.headers.get("authorization") or ""
+        return self.tokens[auth.removeprefix("Bearer ").strip()]
+
+    def _dispatch(self, r: Recorded) -> None:
+        path = r.path.rstrip("/")
+        if path == f"/apis/{JOBSET_GV}":
+            if not self.jobset_installed:
+                raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+            raise _Reply(200, {
+                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": JOBSET_GV,
+                "resources": [{"name": "jobsets", "singularName": "jobset", "namespaced": True, "kind": "JobSet",
+                               "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"]}],
+            })  # fmt: skip
+        if path == "/apis/kueue.x-k8s.io":
+            if self.kueue_version is None:
+                raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+            gv = {"groupVersion": f"kueue.x-k8s.io/{self.kueue_version}", "version": self.kueue_version}
+            raise _Reply(200, {"kind": "APIGroup", "apiVersion": "v1", "name": "kueue.x-k8s.io",
+                               "versions": [gv], "preferredVersion": gv})  # fmt: skip
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)", path)
+        if m and r.method == "GET":
+            self._check_rbac(r, "get", "namespaces", "", None, m[1])
+            if m[1] not in self.namespaces:
+                raise _Reply(404, status_body(404, "NotFound", f'namespaces "{m[1]}" not found',
+                                              {"name": m[1], "kind": "namespaces"}))  # fmt: skip
+            raise _Reply(200, {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": m[1]}})
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
+        if m:
+            self._pod_log(r, m[1], m[2])
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events)", path)
+        if m and r.method == "GET":
+            self._list(r, m[2], "", "v1", m[1])
+        m = re.fullmatch(r"/apis/jobset\.x-k8s\.io/v1alpha2(?:/namespaces/([^/]+))?/jobsets(?:/([^/]+))?", path)
+        if m:
+            if not self.jobset_installed:
+                raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+            self._resource(r, "jobsets", "jobset.x-k8s.io", "v1alpha2", m[1], m[2])
+        m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/namespaces/([^/]+)/localqueues(?:/([^/]+))?", path)
+        if m and self.kueue_version == m[1]:
+            self._resource(r, "localqueues", "kueue.x-k8s.io", m[1], m[2], m[3])
+        raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+
+    # ------------------------------------------------------------------------------------------ resources
+
+    def _check_rbac(self, r: Recorded, verb: str, plural: str, group: str, ns: str | None, name: str | None) -> None:
+        if (verb, plural) not in self.forbidden:
+            return
+        target = f'{plural}.{group} "{name}"' if name and group else (f'{plural} "{name}"' if name else plural)
+        where = f' in the namespace "{ns}"' if ns else " at the cluster scope"
+        message = (f'{target} is forbidden: User "{self._user(r)}" cannot {verb} resource "{plural}" '
+                   f'in API group "{group}"{where}')  # fmt: skip
+        raise _Reply(403, status_body(403, "Forbidden", message, {"name": name or "", "group": group, "kind": plural}))
+
+    def _resource(self, r: Recorded, plural: str, group: str, version: str, ns: str | None, name: str | None) -> None:
+        verb = {"GET": "get" if name else "list", "PATCH": "patch", "DELETE": "delete", "POST": "create"}[r.method]
+        self._check_rbac(r, verb, plural, group, ns, name)
+        if name is None and r.method == "GET":
+            self._list(r, plural, group, version, ns)
+        if ns is not None and ns not in self.namespaces and r.method in ("PATCH", "POST"):
+            raise _Reply(404, status_body(404, "NotFound", f'namespaces "{ns}" not found',
+                                          {"name": ns, "kind": "namespaces"}))  # fmt: skip
+        if name is None and r.method == "POST":
+            name = (r.body or {}).get("metadata", {}).get("name")
+            if (plural, ns, name) in self.objects:
+                raise _Reply(409, status_body(409, "AlreadyExists", f'{plural}.{group} "{name}" already exists',
+                                              {"name": name, "group": group, "kind": plural}))  # fmt: skip
+            self._store(r, plural, ns or "", name or "", r.body, 201)
+        assert ns is not None and name is not None
+        key = (plural, ns, name)
+        current = self.objects.get(key)
+        missing = _Reply(404, status_body(404, "NotFound", f'{plural}.{group} "{name}" not found',
+                                          {"name": name, "group": group, "kind": plural}))  # fmt: skip
+        if r.method == "GET":
+            if current is None:
+                raise missing
+            if key in self._lingering:
+                self._lingering[key] -= 1
+                if self._lingering[key] < 0:
+                    del self._lingering[key], self.objects[key]
+                    raise missing
+            raise _Reply(200, current)
+        if r.method == "DELETE":
+            if current is None or key in self._lingering:
+                raise missing if current is None else _Reply(200, current)
+            if r.q("dryRun") == "All":
+                raise _Reply(200, current)
+            if self.linger_after_delete:
+                current["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                self._lingering[key] = self.linger_after_delete
+            else:
+                del self.objects[key]
+            raise _Reply(200, current)
+        if r.method == "PATCH":
+            self._apply(r, key, current)
+
+    def _apply(self, r: Recorded, key: tuple[str, str, str], current: dict[str, Any] | None) -> None:
+        if r.headers.get("Content-Type") != APPLY_PATCH:
+            raise _Reply(415, status_body(415, "UnsupportedMediaType", "stub: only server-side apply is served"))
+        if not r.q("fieldManager"):
+            raise _Reply(422, status_body(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: '
+                                          "Required value: is required for apply patch",
+                                          {"causes": [{"reason": "FieldValueRequired", "field": "fieldManager",
+                                                       "message": "Required value"}]}))  # fmt: skip
+        body = r.body if isinstance(r.body, dict) else yaml.safe_load(r.body)
+        if body.get("metadata", {}).get("name") != key[2]:
+            raise _Reply(400, status_body(400, "BadRequest", "the name of the object does not match the URL"))
+        if current is None:
+            self._store(r, *key, body, 201)
+        if current.get("spec") != body.get("spec"):
+            cause = {"reason": "FieldValueInvalid", "field": "spec.replicatedJobs",
+                     "message": "Invalid value: \"array\": field is immutable"}  # fmt: skip
+            raise _Reply(422, status_body(422, "Invalid", f'JobSet.jobset.x-k8s.io "{key[2]}" is invalid: '
+                                          "spec.replicatedJobs: field is immutable",
+                                          {"name": key[2], "kind": "JobSet", "causes": [cause]}))  # fmt: skip
+        merged = copy.deepcopy(current)
+        for part in ("labels", "annotations"):
+            merged["metadata"].setdefault(part, {}).update(body.get("metadata", {}).get(part) or {})
+        if r.q("dryRun") != "All":
+            self.objects[key] = merged
+        raise _Reply(200, merged)
+
+    def _store(self, r: Recorded, plural: str, ns: str, name: str, body: Any, code: int) -> None:
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        meta["namespace"] = ns
+        self._stamp(meta)
+        meta["managedFields"] = [{"manager": r.q("fieldManager") or "unknown",
+                                  "operation": "Apply" if r.method == "PATCH" else "Update"}]  # fmt: skip
+        if r.q("dryRun") != "All":
+            self.objects[(plural, ns, name)] = obj
+        raise _Reply(code, obj)
+
+    def _stamp(self, meta: dict[str, Any]) -> None:
+        self._uid += 1
+        meta.setdefault("uid", f"00000000-0000-0000-0000-{self._uid:012d}")
+        meta.setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
+        meta.setdefault("resourceVersion", str(self._uid))
+
+    def _list(self, r: Recorded, plural: str, group: str, version: str, ns: str | None) -> None:
+        self._check_rbac(r, "list", plural, group, ns, None)
+        items = [o for (p, n, _), o in sorted(self.objects.items()) if p == plural and (ns is None or n == ns)]
+        items = [o for o in items if _labels_match(o, r.q("labelSelector")) and _fields_match(o, r.q("fieldSelector"))]
+        kind = {"pods": "PodList", "events": "EventList", "jobsets": "JobSetList"}.get(plural, "List")
+        gv = f"{group}/{version}" if group else version
+        raise _Reply(200, {"kind": kind, "apiVersion": gv, "metadata": {"resourceVersion": "1"}, "items": items})
+
+    def _pod_log(self, r: Recorded, ns: str, pod: str) -> None:
+        self._check_rbac(r, "get", "pods/log", "", ns, pod)
+        if ("pods", ns, pod) not in self.objects:
+            raise _Reply(404, status_body(404, "NotFound", f'pods "{pod}" not found', {"name": pod, "kind": "pods"}))
+        container = r.q("container") or ""
+        text = self.logs.get((ns, pod, container))
+        if text is None:
+            raise _Reply(400, status_body(400, "BadRequest", f"container {container} is not valid for pod {pod}"))
+        tail = r.q("tailLines")
+        if tail is not None:
+            text = "".join(text.splitlines(keepends=True)[-int(tail) :])
+        raise _Reply(200, text, "text/plain")
+
+
+def _labels_match(obj: dict[str, Any], selector: str | None) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in _pairs(selector))
+
+
+def _fields_match(obj: dict[str, Any], selector: str | None) -> bool:
+    def lookup(path: str) -> Any:
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return value
+
+    return all(lookup(k) == v for k, v in _pairs(selector))
+
+
+def _pairs(selector: str | None) -> Iterator[tuple[str, str]]:
+    for item in (selector or "").split(","):
+        if item.strip():
+            key, _, value = item.partition("=")
+            yield key.strip(), value.strip()
