@@ -23,10 +23,10 @@ from pwdeploy import __version__
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
 from pwdeploy.sidecar import base, dockerfile
+from pwdeploy.sidecar.lock import LOCK_NAME
 
 HASH_LABEL = "dev.pwdeploy.inputs-hash"
 TAG_LENGTH = 16  # hex digits of the inputs hash in the tag
-LOCK_NAME = "pwdeploy-sidecar.lock"
 # Never part of the image: version control, caches, virtual environments, pwdeploy's own state.
 EXCLUDED_DIRS = frozenset(
     {".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", ".pwdeploy"}

@@ -21,9 +21,9 @@ from typing import Any
 
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
-from pwdeploy.sidecar.inputs import LOCK_NAME
 
 FORMAT_VERSION = 1
+LOCK_NAME = "pwdeploy-sidecar.lock"
 
 
 @dataclass(frozen=True)
