@@ -53,8 +53,9 @@ class GcsEmulator:
             if self.answers():
                 return
             time.sleep(0.05)
+        tail = self.log_tail()
         self.stop()
-        raise RuntimeError(f"gcp-storage-emulator did not answer within {START_SECONDS:.0f}s: {self.log_tail()}")
+        raise RuntimeError(f"gcp-storage-emulator did not answer within {START_SECONDS:.0f}s: {tail}")
 
     def answers(self) -> bool:
         try:
@@ -75,6 +76,8 @@ class GcsEmulator:
         self._workdir.cleanup()
 
     def log_tail(self, lines: int = 20) -> str:
+        if self._log.closed:
+            return "(log removed)"
         self._log.flush()
         with open(self._log.name, "rb") as log:
             return b"\n".join(log.read().splitlines()[-lines:]).decode(errors="replace")
@@ -120,11 +123,15 @@ def gcs_emulator() -> Iterator[GcsEmulator]:
         import gcp_storage_emulator  # noqa: F401
     except ImportError:
         _unavailable("gcp-storage-emulator is not installed (pip install -e .[dev])")
-    emulator = GcsEmulator()
-    try:
-        emulator.start()
-    except (RuntimeError, OSError) as exc:
-        _unavailable(str(exc))
+    for attempt in range(3):  # another process may take the free port between picking and binding it
+        emulator = GcsEmulator()
+        try:
+            emulator.start()
+            break
+        except (RuntimeError, OSError) as exc:
+            emulator.stop()
+            if attempt == 2:
+                _unavailable(str(exc))
     try:
         yield emulator
     finally:
