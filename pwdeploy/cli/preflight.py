@@ -14,7 +14,9 @@ from pwdeploy.errors import PreflightError
 
 @click.command("preflight")
 @job_options
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True, help="Report format"
+)
 @click.option("--region", default=None, envvar="PWDEPLOY_REGION", help="The cluster's GCP region, e.g. us-central1 "
               "(buckets elsewhere get a warning) [env PWDEPLOY_REGION]")  # fmt: skip
 def preflight(output: str, region: str | None, **kwargs: Any) -> None:
