@@ -378,3 +378,34 @@ def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path, jax_vers
     path = write_job(tmp_path, {"image": "r.example/pre:1", "base_image": BASE})
     result = runner.invoke(cli, ["sidecar", "build", "-f", str(path)])
     assert result.exit_code == 2 and "sidecar.repository: is required to build" in result.stderr
+
+
+# ------------------------------------------------------------------------------------------ the example variant
+
+EXAMPLE = REPO / "examples" / "data_parallel" / "sidecar"
+
+
+def test_example_sidecar_dockerfile(runner: CliRunner, jax_version: str) -> None:
+    result = runner.invoke(cli, ["sidecar", "dockerfile", "-f", str(EXAMPLE / "job.yaml"), "--sidecar-python", "3.11"])
+    assert result.exit_code == 0, result.output
+    steps = instructions(result.stdout)
+    default_repository = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
+    assert steps[0] == ("FROM", f"{default_repository}:20260423-python_3.11-jax_0.10.2")
+    assert ("COPY", "code/ /app/") in steps
+    found = inputs.collect(
+        load_job(EXAMPLE / "job.yaml", {"sidecar.python_version": "3.11"}, installed_jax=lambda: "0.10.2")
+    )
+    assert [f.name for f in found.files] == ["requirements.txt", "code/dp_data/__init__.py"]
+
+
+def test_example_sidecar_code_is_deterministic_host_data() -> None:
+    sys.path.insert(0, str(EXAMPLE / "src"))
+    try:
+        import dp_data
+    finally:
+        sys.path.remove(str(EXAMPLE / "src"))
+    x, y = dp_data.synthetic_batch(seed=0, step=3, batch=8)
+    x2, y2 = dp_data.synthetic_batch(seed=0, step=3, batch=8)
+    assert x.shape == (8, dp_data.FEATURES) and y.shape == (8, 1)
+    assert (x == x2).all() and (y == y2).all()
+    assert not (dp_data.synthetic_batch(seed=0, step=4, batch=8)[0] == x).all()

@@ -232,3 +232,21 @@ def test_failed_build_names_the_step_and_writes_no_lock(
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert not (project / "pwdeploy-sidecar.lock").exists()
     assert [p.name for p in project.iterdir() if p.name.startswith(".pwdeploy-sidecar.lock")] == []
+
+
+def test_example_sidecar_variant_builds_on_the_stand_in_base(
+    runner: CliRunner, docker_env: dict[str, str], base_image: str, tmp_path: Path
+) -> None:
+    example = tmp_path / "sidecar"
+    shutil.copytree(REPO / "examples" / "data_parallel" / "sidecar", example)  # the lock file lands in the copy
+    repository = f"{REGISTRY}/pwdeploy-test/example-{uuid.uuid4().hex[:8]}"
+    (example / "src" / "dp_data" / "run_marker.txt").write_text(repository)  # a fresh hash for this run
+    args = ["--sidecar-base-image", base_image, "--sidecar-repository", repository, "--push"]
+    result = _sidecar(runner, docker_env, example, *args)
+    assert result.exit_code == 0, result.output
+    image = result.stdout.strip()
+    assert image.startswith(f"{repository}@sha256:") and (example / "pwdeploy-sidecar.lock").is_file()
+    listing = _docker(docker_env, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image, "-c",
+                      "ls /app/dp_data; cat /opt/venv/pip-calls.log")  # fmt: skip
+    assert listing.splitlines()[:2] == ["__init__.py", "run_marker.txt"]
+    assert "numpy" in listing.splitlines()
