@@ -29,9 +29,9 @@ def _strict(schema: Any) -> Any:
     """``schema`` with additionalProperties false wherever properties are listed and nothing else is allowed."""
     if isinstance(schema, dict):
         schema = {key: _strict(value) for key, value in schema.items()}
-        if "properties" in schema and "additionalProperties" not in schema:
-            if not schema.get("x-kubernetes-preserve-unknown-fields"):
-                schema["additionalProperties"] = False
+        open_ended = "additionalProperties" in schema or schema.get("x-kubernetes-preserve-unknown-fields")
+        if "properties" in schema and not open_ended:
+            schema["additionalProperties"] = False
         return schema
     if isinstance(schema, list):
         return [_strict(entry) for entry in schema]

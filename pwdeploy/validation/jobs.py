@@ -60,7 +60,7 @@ def _pod_failure_policy_problems(
     policy: Mapping[str, Any], path: str, pod: Mapping[str, Any], pod_path: str
 ) -> list[Problem]:
     problems: list[Problem] = []
-    names = [str(container.get("name")) for _, container in containers_of(pod, pod_path)]
+    names = list(dict.fromkeys(str(container.get("name")) for _, container in containers_of(pod, pod_path)))
     for r, rule in items(policy.get("rules")):
         exit_codes = mapping(rule.get("onExitCodes"))
         if not exit_codes:

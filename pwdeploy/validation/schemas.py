@@ -46,7 +46,7 @@ def resolve_version(requested: str) -> tuple[int, int]:
     valid = f"{versions[0][0]}.{versions[0][1]} to {versions[-1][0]}.{versions[-1][1]}"
     match = _VERSION.fullmatch(requested.strip())
     if not match:
-        raise ConfigError("--kubernetes-version", f"{requested!r} is not a version; use e.g. 1.31 ({valid})")
+        raise ConfigError("--kubernetes-version", f"{requested!r} is not a version; valid: {valid}, e.g. 1.31")
     wanted = (int(match[1]), int(match[2]))
     if wanted not in versions:
         raise ConfigError(
