@@ -409,3 +409,28 @@ def test_example_sidecar_code_is_deterministic_host_data() -> None:
     assert x.shape == (8, dp_data.FEATURES) and y.shape == (8, 1)
     assert (x == x2).all() and (y == y2).all()
     assert not (dp_data.synthetic_batch(seed=0, step=4, batch=8)[0] == x).all()
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_on_a_terminal_keeps_steps_and_overwrites_output() -> None:
+    from pwdeploy.cli.sidecar import StreamProgress
+
+    screen = FakeTerminal()
+    progress = StreamProgress(screen)
+    progress.step(engine.BuildStep(1, 2, "FROM base:1"))
+    progress.line(" ---> f8118ee213db")
+    progress.line("Successfully built")
+    progress.step(engine.BuildStep(2, 2, "RUN pip install"))
+    progress.done()
+    assert screen.getvalue() == (
+        "[1/2] FROM base:1\n\r\x1b[K    ---> f8118ee213db\r\x1b[K    Successfully built\r\x1b[K[2/2] RUN pip install\n"
+    )
+    piped = io.StringIO()
+    plain = StreamProgress(piped)
+    plain.step(engine.BuildStep(1, 1, "FROM base:1"))
+    plain.line("output")
+    assert piped.getvalue() == "[1/1] FROM base:1\noutput\n"

@@ -250,3 +250,14 @@ def test_example_sidecar_variant_builds_on_the_stand_in_base(
                       "ls /app/dp_data; cat /opt/venv/pip-calls.log")  # fmt: skip
     assert listing.splitlines()[:2] == ["__init__.py", "run_marker.txt"]
     assert "numpy" in listing.splitlines()
+
+
+def test_failed_push_exits_5_and_keeps_the_lock(runner: CliRunner, docker_env: dict[str, str], project: Path) -> None:
+    assert _sidecar(runner, docker_env, project, "--push").exit_code == 0
+    before = (project / "pwdeploy-sidecar.lock").read_text()
+    (project / "requirements.txt").write_text("grain==0.2.11\n")
+    unreachable = "127.0.0.1:9/pwdeploy-test/sidecar"  # the discard port: nothing listens there
+    result = _sidecar(runner, docker_env, project, "--push", "--sidecar-repository", unreachable)
+    assert result.exit_code == 5, result.output
+    assert f"docker push of {unreachable}:" in result.stderr and "connection refused" in result.stderr
+    assert (project / "pwdeploy-sidecar.lock").read_text() == before

@@ -141,7 +141,10 @@ class DockerCli:
         log = BuildLog(progress)
         returncode = self._stream(["push", tag], log)
         if returncode != 0:
-            raise BuildError(log.failure(f"docker push of {tag}"), hint="check that you are logged in to the registry")
+            raise BuildError(
+                log.failure(f"docker push of {tag}"),
+                hint="check the registry address and your login to it (docker login, gcloud auth configure-docker)",
+            )
         for line in reversed(log.tail):
             match = _PUSHED_DIGEST.search(line)
             if match:
