@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pwdeploy.validation.files import load_documents
 from pwdeploy.validation.objects import label, object_problems
 from pwdeploy.validation.schemas import resolve_version
 
@@ -34,6 +33,8 @@ def validate_files(paths: Iterable[str | Path], *, kubernetes_version: str = DEF
 
     A missing or unreadable file, or one that is not YAML/JSON, raises ConfigError.
     """
+    from pwdeploy.validation.files import load_documents
+
     problems: list[str] = []
     for path in paths:
         name = "<stdin>" if str(path) == "-" else str(path)

@@ -632,3 +632,19 @@ def test_cli_bad_input_exit_2(runner: CliRunner, manifest: Path, args: list[str]
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_jobset_schema_ships_with_the_package() -> None:
+    """The schema file is package data: pyproject's package-data patterns must cover it, or wheels lack it."""
+    import fnmatch
+    import tomllib
+
+    from tests.conftest import REPO
+
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["pwdeploy"]
+    data_files = [
+        p.relative_to(REPO / "pwdeploy").as_posix() for p in (REPO / "pwdeploy" / "validation").glob("*.json")
+    ]
+    assert data_files, "no schema file found under pwdeploy/validation"
+    for name in data_files:
+        assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns), f"{name} is not in package-data {patterns}"
