@@ -1,0 +1,98 @@
+"""Local-run numbers, measured side by side in one run (interleaved; medians reported).
+
+1. Data-parallel step throughput of the example on N emulated devices vs 1 device, same global batch.
+   (On a 2-core machine N devices are not faster than one: local runs check correctness, not speed.)
+2. Persistent compile cache: the training step's compile time in a second run / in a first run with an empty
+   cache. Target: <= 0.3.
+3. `pwdeploy local run` wall time vs running the script directly with the same environment (the variables
+   `pwdeploy local env` prints), warm compile cache for both. Target: <= 1.1x.
+
+Usage: python3 benchmarks/bench_local.py [--runs N] [--devices N] [--steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "data_parallel" / "job.yaml"
+
+
+def pwdeploy_local(verb: str, devices: int, cache: Path, hlo: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "pwdeploy", "local", verb, "-f", str(EXAMPLE), "--devices", str(devices),
+        "--compile-cache", str(cache), "--local-hlo-dir", str(hlo),
+    ]  # fmt: skip
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, dict[str, Any]]:
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=EXAMPLE.parent, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): {shlex.join(argv)}\n{done.stderr[-2000:]}")
+    return seconds, json.loads(done.stdout.splitlines()[-1])
+
+
+def train(devices: int, cache: Path, hlo: Path, steps: int) -> tuple[float, dict[str, Any]]:
+    return timed([*pwdeploy_local("run", devices, cache, hlo), "--", "python3", "train.py", "--steps", str(steps)])
+
+
+def direct_env(devices: int, cache: Path, hlo: Path) -> dict[str, str]:
+    printed = subprocess.run(
+        pwdeploy_local("env", devices, cache, hlo), capture_output=True, text=True, check=True
+    ).stdout
+    exports = [shlex.split(line)[1] for line in printed.splitlines() if line.startswith("export ")]
+    return {**os.environ, **dict(item.split("=", 1) for item in exports)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--devices", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+    n, steps = args.devices, str(args.steps)
+    samples: dict[str, list[float]] = {k: [] for k in ("eps_1", "eps_n", "cold", "warm", "wrapped", "direct")}
+    with tempfile.TemporaryDirectory() as tmp:
+        hlo = Path(tmp) / "hlo"
+        shared = Path(tmp) / "cache"
+        train(n, shared, hlo, args.steps)  # warm the OS file cache and the shared compile cache
+        env = direct_env(n, shared, hlo)
+        for run in range(args.runs):
+            samples["eps_1"].append(train(1, shared, hlo, args.steps)[1]["examples_per_second"])
+            samples["eps_n"].append(train(n, shared, hlo, args.steps)[1]["examples_per_second"])
+            fresh = Path(tmp) / f"cache-{run}"
+            samples["cold"].append(train(n, fresh, hlo, 1)[1]["compile_seconds"])
+            samples["warm"].append(train(n, fresh, hlo, 1)[1]["compile_seconds"])
+            samples["wrapped"].append(
+                timed([*pwdeploy_local("run", n, shared, hlo), "--", "python3", "train.py", "--steps", steps])[0]
+            )
+            samples["direct"].append(timed([sys.executable, "train.py", "--steps", steps], env)[0])
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    print(f"runs: {args.runs} (medians), devices: {n}, steps: {args.steps}, cores: {len(os.sched_getaffinity(0))}")
+    print(
+        f"1. throughput, {n} devices / 1 device: {med['eps_n'] / med['eps_1']:.2f}x "
+        f"({med['eps_n']:.0f} vs {med['eps_1']:.0f} examples/s)"
+    )
+    print(
+        f"2. compile cache, warm / cold compile: {med['warm'] / med['cold']:.2f} "
+        f"({med['warm']:.3f} s vs {med['cold']:.3f} s; target <= 0.3)"
+    )
+    print(
+        f"3. pwdeploy local run / direct: {med['wrapped'] / med['direct']:.3f}x "
+        f"({med['wrapped']:.2f} s vs {med['direct']:.2f} s; target <= 1.1)"
+    )
+
+
+if __name__ == "__main__":
+    main()
