@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
 from pwdeploy.config import JobConfig
@@ -131,6 +132,11 @@ def job_command(job: JobConfig, override: tuple[str, ...], cwd: Path) -> tuple[t
     return command, where.resolve()
 
 
+def gcs_cache_supported() -> bool:
+    """Whether JAX can reach a gs:// compile cache (through etils.epath and gcsfs); looked up, not imported."""
+    return find_spec("gcsfs") is not None and find_spec("etils") is not None
+
+
 def plan(job: JobConfig, override: tuple[str, ...] = (), *, cwd: Path, cores: int) -> LocalPlan:
     devices, warnings = device_count(job, cores)
     hlo_dir = local_hlo_dir(job)
@@ -138,6 +144,10 @@ def plan(job: JobConfig, override: tuple[str, ...] = (), *, cwd: Path, cores: in
     _, dropped = xla_flags(job, devices, hlo_dir)
     if dropped:
         warnings.append(f"left out TPU-only XLA flags (the CPU backend rejects them): {' '.join(dropped)}")
+    if cache is not None and cache.startswith("gs://") and not gcs_cache_supported():
+        warnings.append(
+            f"local.compile_cache {cache} needs gcsfs (pip install gcsfs); without it JAX runs with no persistent cache"
+        )
     command, where = job_command(job, override, cwd)
     return LocalPlan(
         command=command,
