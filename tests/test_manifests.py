@@ -126,3 +126,25 @@ def test_images_pinned_to_one_version() -> None:
     images = [c["image"] for c in _pod(obj, "pathways-head")["initContainers"]]
     images += [c["image"] for c in _pod(obj, "worker")["containers"]]
     assert all(i.endswith(":jax-0.10.2") for i in images)
+
+
+ALL_GOLDENS = [*sorted(GOLDEN.glob("*.yaml")), REPO / "manifests" / "dp-example.yaml"]
+
+
+@pytest.mark.parametrize("golden", ALL_GOLDENS, ids=lambda p: p.stem)
+def test_goldens_pass_validation(golden: Path) -> None:
+    from pwdeploy.validate import validate_objects
+
+    objects = list(yaml.safe_load_all(golden.read_text(encoding="utf-8")))
+    assert validate_objects(objects) == []
+
+
+@pytest.mark.parametrize("version", ["0.10.1", "0.12.0"])
+@pytest.mark.parametrize("golden", ALL_GOLDENS, ids=lambda p: p.stem)
+def test_goldens_pass_the_jobset_crds(golden: Path, version: str) -> None:
+    from tests.crd import crd_path, validate_against_crd
+
+    if not crd_path(version).exists():
+        pytest.fail(f"JobSet CRD {crd_path(version)} not found (the shared folder beside the checkout)")
+    for obj in yaml.safe_load_all(golden.read_text(encoding="utf-8")):
+        assert validate_against_crd(obj, version) == []

@@ -38,7 +38,7 @@ def failure_policy(job: JobConfig) -> Manifest:
         # restarting every slice would rerun the same bug, so stop the JobSet instead.
         policy["rules"] = [
             {
-                "name": "user-program-failed",
+                "name": "user_program_failed",
                 "action": "FailJobSet",
                 "onJobFailureReasons": ["PodFailurePolicy"],
                 "targetReplicatedJobs": [c.HEAD],
