@@ -139,7 +139,7 @@ def test_help_and_render_do_not_import_heavy_modules() -> None:
     code = (
         "import sys\n"
         "from pwdeploy.cli import cli\n"
-        "for argv in (['--help'], ['render', '--help'], ['render', '-f', %r, '--no-validate']):\n"
+        "for argv in (['--help'], ['render', '--help'], ['render', '-f', %r], ['validate', '--help']):\n"
         "    try:\n"
         "        cli.main(argv)\n"
         "    except SystemExit as e:\n"
