@@ -1,0 +1,191 @@
+"""The Kubernetes OpenAPI schemas that kubernetes-validate ships (strict flavour), stripped for the checker, with a
+per-user cache of the parts pwdeploy has needed.
+
+kubernetes-validate keeps every definition of a Kubernetes version in one 1.3 MB file; parsing it costs more than
+the rest of `pwdeploy render`. So the schema of each kind checked, and only the definitions it reaches, go to
+``$XDG_CACHE_HOME/pwdeploy`` (``~/.cache/pwdeploy``), one file per kubernetes-validate and Kubernetes version,
+replaced atomically. An unreadable, corrupt or stale cache file is ignored and rewritten; an unwritable cache
+directory only means the full file is parsed again next time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pwdeploy.errors import ConfigError
+from pwdeploy.validation.checker import UnsupportedSchema, refs, strip
+
+CACHE_FORMAT = 1
+_SCHEMA_ROOT = "kubernetes-json-schema"
+_DEFINITIONS = "_definitions.json"
+_KIND_REF = re.compile(r"/api/_definitions\.json#/\$defs/([^/~]+)")
+_DEFINITION_REF = re.compile(r"#/\$defs/([^/~]+)")
+
+Schema = dict[str, Any]
+
+
+@functools.cache
+def schema_root() -> Path:
+    """kubernetes-validate's schema folder, found without importing the package (which costs ~15 ms)."""
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or spec.origin is None:
+        raise ConfigError(
+            None, "the kubernetes-validate package is not installed", hint="pip install kubernetes-validate"
+        )
+    return Path(spec.origin).parent / _SCHEMA_ROOT
+
+
+@functools.cache
+def kubernetes_versions() -> tuple[tuple[int, int], ...]:
+    """The (major, minor) versions whose schemas kubernetes-validate ships, oldest first."""
+    found = set()
+    for entry in schema_root().iterdir():
+        match = re.fullmatch(r"v(\d+)\.(\d+)\.\d+-local-strict", entry.name)
+        if match:
+            found.add((int(match[1]), int(match[2])))
+    return tuple(sorted(found))
+
+
+def kind_schema(version: tuple[int, int], api_version: str, kind: str) -> tuple[Schema, dict[str, Schema]] | None:
+    """The stripped schema of ``kind`` in ``api_version`` and the definitions it may refer to; None when
+    kubernetes-validate ships no schema for it."""
+    return _store(version).kind(api_version, kind)
+
+
+def cache_dir() -> Path | None:
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory
+            return None
+    return Path(base) / "pwdeploy"
+
+
+def _kind_ref(target: str) -> str:
+    match = _KIND_REF.fullmatch(target)
+    if not match:
+        raise UnsupportedSchema(f"$ref {target!r} does not point into {_DEFINITIONS}")
+    return match[1]
+
+
+def _definition_ref(target: str) -> str:
+    match = _DEFINITION_REF.fullmatch(target)
+    if not match:
+        raise UnsupportedSchema(f"$ref {target!r} in {_DEFINITIONS} is not of the form #/$defs/NAME")
+    return match[1]
+
+
+@functools.cache
+def _store(version: tuple[int, int]) -> _Store:
+    folder = schema_root() / f"v{version[0]}.{version[1]}.0-local-strict"
+    directory = cache_dir()
+    store = _Store(folder, _source_stamp(folder))
+    if directory is not None:
+        store.path = directory / f"k8s-{version[0]}.{version[1]}-kubernetes-validate-{store.source['version']}.json"
+        store.load()
+    return store
+
+
+def _source_stamp(folder: Path) -> dict[str, Any]:
+    """What the cache was made from: kubernetes-validate's version, and its definitions file's size and time."""
+    try:
+        text = (folder.parents[1] / "version.py").read_text(encoding="utf-8")
+        match = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
+        release = match[1] if match else "unknown"
+        stat = (folder / _DEFINITIONS).stat()
+    except OSError:
+        return {"version": "unknown", "definitions": None}
+    return {"version": re.sub(r"[^A-Za-z0-9.+-]", "_", release), "definitions": [stat.st_size, stat.st_mtime_ns]}
+
+
+class _Store:
+    """The schemas of one Kubernetes version read so far, and the cache file (``path``) they are kept in."""
+
+    def __init__(self, folder: Path, source: dict[str, Any]) -> None:
+        self.folder, self.source = folder, source
+        self.path: Path | None = None
+        self.kinds: dict[str, Any] = {}
+        self.definitions: dict[str, Schema] = {}
+        self._all_definitions: dict[str, Any] | None = None
+
+    def kind(self, api_version: str, kind: str) -> tuple[Schema, dict[str, Schema]] | None:
+        key = f"{api_version} {kind}"
+        entry = self.kinds.get(key)
+        if entry is None:
+            group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+            name = f"{kind.lower()}-{group_version}.json"
+            try:
+                raw = json.loads((self.folder / name).read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                return None
+            entry = self.kinds[key] = self._reach(strip(raw, name, _kind_ref))
+            self.save()
+        return entry["schema"], self.definitions
+
+    def _reach(self, schema: Schema) -> dict[str, Any]:
+        """Strips every definition ``schema`` reaches into ``definitions``; the cache entry of ``schema``."""
+        reached: set[str] = set()
+        pending = refs(schema)
+        while pending:
+            name = pending.pop()
+            reached.add(name)
+            if name not in self.definitions:
+                everything = self._everything()
+                if name not in everything:
+                    raise UnsupportedSchema(f"$ref to {name!r}, which {_DEFINITIONS} does not define")
+                self.definitions[name] = strip(everything[name], f"{_DEFINITIONS}#/$defs/{name}", _definition_ref)
+            pending |= refs(self.definitions[name]) - reached
+        return {"schema": schema, "definitions": sorted(reached)}
+
+    def _everything(self) -> dict[str, Any]:
+        if self._all_definitions is None:
+            document = json.loads((self.folder / _DEFINITIONS).read_text(encoding="utf-8"))
+            self._all_definitions = document["$defs"]
+        return self._all_definitions
+
+    def load(self) -> None:
+        assert self.path is not None
+        try:
+            data = json.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            return
+        if not _usable(data, self.source):
+            return
+        self.kinds, self.definitions = data["kinds"], data["definitions"]
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        data = {"format": CACHE_FORMAT, "source": self.source, "kinds": self.kinds, "definitions": self.definitions}
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+            os.replace(partial, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
+
+
+def _usable(data: object, source: dict[str, Any]) -> bool:
+    """Whether a parsed cache file was made from ``source`` and holds every definition its kinds reach."""
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or data.get("source") != source:
+        return False
+    kinds, definitions = data.get("kinds"), data.get("definitions")
+    if not isinstance(kinds, dict) or not isinstance(definitions, dict):
+        return False
+    for entry in kinds.values():
+        if not isinstance(entry, dict) or not isinstance(entry.get("schema"), dict):
+            return False
+        needed = entry.get("definitions")
+        if not isinstance(needed, list) or not all(isinstance(n, str) and n in definitions for n in needed):
+            return False
+    return all(isinstance(d, dict) for d in definitions.values())
