@@ -86,7 +86,7 @@ class StubKubeApiServer:
         self._uid = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     # ------------------------------------------------------------------------------------------ control
 
@@ -100,7 +100,8 @@ class StubKubeApiServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
     def __enter__(self) -> StubKubeApiServer:
@@ -385,6 +386,24 @@ class StubKubeApiServer:
         if tail is not None:
             text = "".join(text.splitlines(keepends=True)[-int(tail) :])
         raise _Reply(200, text, "text/plain")
+
+
+class FakeClock:
+    """A clock whose sleep only advances time (and can act on the world, e.g. a stub's state, via on_sleep)."""
+
+    def __init__(self, on_sleep: Any = None) -> None:
+        self.t = 1000.0
+        self.sleeps: list[float] = []
+        self.on_sleep = on_sleep
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+        if self.on_sleep is not None:
+            self.on_sleep(len(self.sleeps))
 
 
 def _labels_match(obj: dict[str, Any], selector: str | None) -> bool:

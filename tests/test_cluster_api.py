@@ -1,0 +1,211 @@
+"""The Kubernetes API seam against StubKubeApiServer (a loopback stub, not an API server): kubeconfig and
+--context loading, the error messages for 401/403/404/409/422/5xx, and bounded retries on the clock seam."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pwdeploy.cluster.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
+from pwdeploy.cluster.connect import connect
+from pwdeploy.cluster.jobsets import apply_jobset, get_jobset
+from pwdeploy.errors import ClusterError, ConfigError
+from tests.kube_stub import FakeClock, StubKubeApiServer
+
+JOBSET = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+    "metadata": {"name": "demo", "namespace": "default"},
+    "spec": {"replicatedJobs": [{"name": "worker", "replicas": 1, "template": {"spec": {"parallelism": 1}}}]},
+}  # fmt: skip
+
+
+@pytest.fixture
+def stub() -> Iterator[StubKubeApiServer]:
+    with StubKubeApiServer(tokens={"token-a": "alice", "token-b": "bob"}) as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(stub: StubKubeApiServer, tmp_path: Path) -> Path:
+    contexts: dict[str, tuple[str, str | None]] = {"ctx-a": ("token-a", None), "ctx-b": ("token-b", "team-b")}
+    return stub.write_kubeconfig(tmp_path / "kubeconfig", contexts, current="ctx-a")
+
+
+@pytest.fixture
+def kube(kubeconfig: Path) -> Kube:
+    return connect(kubeconfig, None, clock=FakeClock())
+
+
+def get_demo(kube: Kube) -> object:
+    return kube.request(Action("get", JOBSETS, "default", "demo"), "GET", JOBSETS.path("default", "demo"))
+
+
+# ---------------------------------------------------------------------------------------------- connect
+
+
+def test_current_context_is_used_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    assert (kube.context, kube.namespace) == ("ctx-a", "default")
+    assert get_jobset(kube, "default", "demo") is None
+    assert stub.requests[-1].headers["authorization"] == "Bearer token-a"
+
+
+def test_context_flag_picks_user_and_namespace_against_stub(stub: StubKubeApiServer, kubeconfig: Path) -> None:
+    kube = connect(kubeconfig, "ctx-b")
+    assert (kube.context, kube.namespace) == ("ctx-b", "team-b")
+    get_jobset(kube, "team-b", "demo")
+    assert stub.requests[-1].headers["authorization"] == "Bearer token-b"
+
+
+def test_kubeconfig_env_var_is_read(stub: StubKubeApiServer, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", f"/does/not/exist:{kubeconfig}")
+    kube = connect(None, "ctx-b")
+    assert kube.context == "ctx-b" and kube.host == stub.url
+
+
+def test_unknown_context_names_the_available_ones(kubeconfig: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        connect(kubeconfig, "prod")
+    assert info.value.field == "--context"
+    assert "'prod' is not a context" in str(info.value) and "ctx-a, ctx-b" in str(info.value)
+
+
+def test_missing_kubeconfig_file_names_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--kubeconfig: .*nope.yaml does not exist"):
+        connect(tmp_path / "nope.yaml")
+
+
+def test_garbage_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "kc"
+    bad.write_text("contexts: [unclosed\n")
+    with pytest.raises(ConfigError, match="--kubeconfig: cannot read kubeconfig"):
+        connect(bad)
+
+
+def test_no_kubeconfig_and_not_in_a_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ClusterError, match="no kubeconfig found") as info:
+        connect()
+    assert "get-credentials" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+def test_401_says_credentials_expired(kubeconfig: Path, stub: StubKubeApiServer) -> None:
+    stub.tokens = {"another": "carol"}
+    with pytest.raises(ApiError) as info:
+        get_demo(connect(kubeconfig))
+    assert info.value.status == 401
+    assert "rejected the credentials (401 Unauthorized) to get jobsets.jobset.x-k8s.io 'demo'" in str(info.value)
+    assert "get-credentials" in str(info.value)
+
+
+def test_403_names_verb_resource_and_rbac_rule(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.forbid("patch", "jobsets")
+    with pytest.raises(ApiError) as info:
+        apply_jobset(kube, JOBSET, dry_run=False)
+    text = str(info.value)
+    assert 'User "alice" cannot patch resource "jobsets" in API group "jobset.x-k8s.io"' in text
+    assert 'apiGroups: ["jobset.x-k8s.io"], resources: [jobsets], verbs: [patch]' in text
+    assert "kubectl auth can-i patch jobsets.jobset.x-k8s.io -n default" in text
+    assert len(stub.sent("PATCH")) == 1  # not retried
+
+
+def test_404_for_an_uninstalled_crd_says_so(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.jobset_installed = False
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert info.value.missing == "type"
+    assert "does not serve jobset.x-k8s.io/v1alpha2" in str(info.value)
+    assert "CustomResourceDefinition is not installed" in str(info.value)
+
+
+def test_404_for_a_missing_namespace_on_apply(kube: Kube) -> None:
+    body = {**JOBSET, "metadata": {"name": "demo", "namespace": "ghost"}}
+    with pytest.raises(ApiError) as info:
+        apply_jobset(kube, body, dry_run=False)
+    assert info.value.missing == "namespace"
+    assert "namespace 'ghost' does not exist" in str(info.value)
+    assert "kubectl create namespace ghost" in str(info.value)
+
+
+def test_409_already_exists(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.put("jobsets", {**JOBSET, "metadata": {"name": "demo", "namespace": "default"}})
+    action = Action("create", JOBSETS, "default")
+    with pytest.raises(ApiError, match=r'conflict \(409\) to create jobsets.jobset.x-k8s.io in namespace .*"demo" '
+                       "already exists") as info:  # fmt: skip
+        kube.request(action, "POST", JOBSETS.path("default"), body=JOBSET)
+    assert "--replace" in str(info.value)
+
+
+def test_422_lists_the_api_field_paths(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.put("jobsets", {**JOBSET, "metadata": {"name": "demo", "namespace": "default"}, "spec": {"old": True}})
+    with pytest.raises(ApiError) as info:
+        apply_jobset(kube, JOBSET, dry_run=False)
+    assert info.value.status == 422
+    assert "(422 Invalid):\n  - spec.replicatedJobs: Invalid value" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------- retries
+
+
+def test_5xx_is_retried_with_backoff_then_succeeds(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.put("jobsets", {**JOBSET, "metadata": {"name": "demo", "namespace": "default"}})
+    stub.fail("GET", "/jobsets/demo$", 500, times=2)
+    assert get_jobset(kube, "default", "demo") is not None
+    assert len(stub.sent("GET", "/jobsets/demo")) == 3
+    assert kube.clock.sleeps == [0.5, 1.0]  # type: ignore[attr-defined]
+
+
+def test_5xx_gives_up_after_bounded_attempts(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.fail("GET", "/jobsets/demo$", 503, times=100)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert "failed to get jobsets.jobset.x-k8s.io 'demo' in namespace 'default' after 4 attempts: 503" in str(
+        info.value
+    )
+    assert len(stub.sent("GET", "/jobsets/demo")) == RetryPolicy().attempts == 4
+    assert kube.clock.sleeps == [0.5, 1.0, 2.0]  # type: ignore[attr-defined]
+
+
+def test_429_honours_retry_after(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.fail("GET", "/jobsets/demo$", 429, headers={"Retry-After": "3"})
+    assert get_jobset(kube, "default", "demo") is None
+    assert kube.clock.sleeps == [3.0]  # type: ignore[attr-defined]
+
+
+def test_read_timeout_is_retried(kube: Kube, stub: StubKubeApiServer) -> None:
+    kube.timeout = (2.0, 0.2)
+    stub.fail("GET", "/jobsets/demo$", 0, delay=0.6)  # no answer in time, then normal service
+    assert get_jobset(kube, "default", "demo") is None
+    assert len(stub.sent("GET", "/jobsets/demo")) == 2
+    assert kube.clock.sleeps == [0.5]  # type: ignore[attr-defined]
+
+
+def test_4xx_is_not_retried(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.forbid("get", "jobsets")
+    with pytest.raises(ApiError):
+        get_demo(kube)
+    assert len(stub.sent("GET", "/jobsets/demo")) == 1 and kube.clock.sleeps == []  # type: ignore[attr-defined]
+
+
+def test_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = StubKubeApiServer()  # only to write the kubeconfig; never started
+    kc = server.write_kubeconfig(tmp_path / "kc", {"gone": ("stub-token", None)}, current="gone")
+    kc.write_text(kc.read_text().replace(server.url, f"http://127.0.0.1:{port}"))
+    server.stop()
+    clock = FakeClock()
+    with pytest.raises(ApiError) as info:
+        get_demo(connect(kc, clock=clock))
+    text = str(info.value)
+    assert text.startswith(f"cannot reach the Kubernetes API server (context 'gone', http://127.0.0.1:{port})")
+    assert "after 4 attempts" in text and info.value.status is None
+    assert clock.sleeps == [0.5, 1.0, 2.0]
