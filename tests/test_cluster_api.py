@@ -73,7 +73,7 @@ def test_unknown_context_names_the_available_ones(kubeconfig: Path) -> None:
 
 
 def test_missing_kubeconfig_file_names_the_flag(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--kubeconfig: .*nope.yaml does not exist"):
+    with pytest.raises(ConfigError, match=r"--kubeconfig: .*nope\.yaml does not exist"):
         connect(tmp_path / "nope.yaml")
 
 

@@ -1,0 +1,313 @@
+"""Submit against StubKubeApiServer (a loopback stub, not an API server): what the official client sends
+(paths, dryRun=All, the pwdeploy field manager, bodies equal to the rendered manifests), re-submits, --replace,
+the cluster checks, the preflight gate and --wait."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import pwdeploy.cli.cluster as cli_cluster
+from pwdeploy import __version__
+from pwdeploy.cli import cli
+from pwdeploy.cluster.api import Kube
+from pwdeploy.cluster.connect import connect
+from pwdeploy.cluster.submit import (
+    CONFIG_HASH_ANNOTATION,
+    DryRun,
+    check_cluster,
+    config_hash,
+    mark_managed,
+    submit,
+)
+from pwdeploy.errors import ClusterError, PwdeployError
+from tests.conftest import REPO
+from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer
+
+EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
+JOBSET_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/demo"
+
+
+def tiny_jobset(slices: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "demo", "namespace": "default", "labels": {"app.kubernetes.io/managed-by": "pwdeploy"},
+                     "annotations": {"pwdeploy.dev/version": __version__}},
+        "spec": {"replicatedJobs": [
+            {"name": "pathways-head", "replicas": 1, "template": {"spec": {"parallelism": 1}}},
+            {"name": "worker", "replicas": slices, "template": {"spec": {"parallelism": 2}}},
+        ]},
+    }  # fmt: skip
+
+
+@pytest.fixture
+def stub() -> Iterator[StubKubeApiServer]:
+    with StubKubeApiServer(namespaces=("default", "team")) as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(stub: StubKubeApiServer, tmp_path: Path) -> Path:
+    return stub.write_kubeconfig(tmp_path / "kubeconfig", {"stub": ("stub-token", None)}, current="stub")
+
+
+@pytest.fixture
+def kube(kubeconfig: Path) -> Kube:
+    return connect(kubeconfig, clock=FakeClock())
+
+
+# ---------------------------------------------------------------------------------------------- marking
+
+
+def test_mark_managed_records_hash_and_keeps_the_rendered_object() -> None:
+    rendered = tiny_jobset()
+    (marked,) = mark_managed([rendered], "default")
+    assert rendered == tiny_jobset()  # not mutated
+    digest = marked["metadata"]["annotations"].pop(CONFIG_HASH_ANNOTATION)
+    assert marked == rendered and digest == config_hash([rendered]) and len(digest) == 16
+
+
+def test_config_hash_ignores_bookkeeping_but_not_the_spec() -> None:
+    base = config_hash([tiny_jobset()])
+    other_version = tiny_jobset()
+    other_version["metadata"]["annotations"]["pwdeploy.dev/version"] = "9.9.9"
+    assert config_hash([other_version]) == base
+    assert config_hash([tiny_jobset(slices=3)]) != base
+
+
+def test_mark_managed_adds_missing_labels() -> None:
+    bare = tiny_jobset()
+    del bare["metadata"]["labels"], bare["metadata"]["annotations"], bare["metadata"]["namespace"]
+    (marked,) = mark_managed([bare], "team")
+    meta = marked["metadata"]
+    assert meta["namespace"] == "team" and meta["labels"] == {"app.kubernetes.io/managed-by": "pwdeploy"}
+    assert meta["annotations"]["pwdeploy.dev/version"] == __version__
+
+
+# ---------------------------------------------------------------------------------------------- submit (library)
+
+
+def test_submit_applies_the_marked_object_with_the_pwdeploy_field_manager(kube: Kube, stub: StubKubeApiServer) -> None:
+    objects = mark_managed([tiny_jobset()], "default")
+    outcome = submit(kube, objects)
+    assert outcome.result == "created"
+    (patch,) = stub.writes()
+    assert (patch.method, patch.path) == ("PATCH", JOBSET_PATH)
+    assert patch.query == {"fieldManager": ["pwdeploy"], "fieldValidation": ["Strict"]}
+    assert patch.headers["Content-Type"] == APPLY_PATCH
+    assert patch.body == objects[0]
+    stored = stub.get("jobsets", "default", "demo")
+    assert stored is not None and stored["metadata"]["managedFields"][0]["manager"] == "pwdeploy"
+
+
+def test_resubmitting_the_same_job_is_unchanged(kube: Kube, stub: StubKubeApiServer) -> None:
+    objects = mark_managed([tiny_jobset()], "default")
+    submit(kube, objects)
+    before = len(stub.writes())
+    assert submit(kube, objects).result == "unchanged"
+    assert len(stub.writes()) == before
+
+
+def test_a_different_spec_is_refused_without_replace(kube: Kube, stub: StubKubeApiServer) -> None:
+    submit(kube, mark_managed([tiny_jobset()], "default"))
+    with pytest.raises(ClusterError, match="already exists in namespace default with a different config") as info:
+        submit(kube, mark_managed([tiny_jobset(slices=3)], "default"))
+    assert "--replace" in str(info.value)
+    assert len(stub.writes()) == 1
+
+
+def test_a_jobset_not_made_by_pwdeploy_is_refused(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.put("jobsets", {**tiny_jobset(), "metadata": {"name": "demo", "namespace": "default"}})
+    with pytest.raises(ClusterError, match="was not created by pwdeploy"):
+        submit(kube, mark_managed([tiny_jobset()], "default"))
+    assert stub.writes() == []
+
+
+def test_replace_confirms_deletes_waits_and_recreates(kube: Kube, stub: StubKubeApiServer) -> None:
+    submit(kube, mark_managed([tiny_jobset()], "default"))
+    stub.linger_after_delete = 2  # foreground deletion: the JobSet stays visible for two more GETs
+    questions: list[str] = []
+    new = mark_managed([tiny_jobset(slices=3)], "default")
+    outcome = submit(kube, new, replace=True, confirm=lambda q: questions.append(q) or True)
+    assert outcome.result == "replaced" and "Delete jobset demo in namespace default" in questions[0]
+    delete, patch = stub.writes()[1:]
+    assert delete.method == "DELETE" and delete.q("propagationPolicy") == "Foreground" and delete.q("dryRun") is None
+    assert patch.method == "PATCH" and patch.body == new[0]
+    assert kube.clock.sleeps == [2.0, 2.0]  # type: ignore[attr-defined]
+    stored = stub.get("jobsets", "default", "demo")
+    assert stored is not None and stored["spec"]["replicatedJobs"][1]["replicas"] == 3
+
+
+def test_replace_declined_changes_nothing(kube: Kube, stub: StubKubeApiServer) -> None:
+    submit(kube, mark_managed([tiny_jobset()], "default"))
+    with pytest.raises(PwdeployError, match="not replaced"):
+        submit(kube, mark_managed([tiny_jobset(slices=3)], "default"), replace=True, confirm=lambda q: False)
+    assert len(stub.writes()) == 1
+
+
+def test_server_dry_run_sends_dry_run_all_and_persists_nothing(kube: Kube, stub: StubKubeApiServer) -> None:
+    outcome = submit(kube, mark_managed([tiny_jobset()], "default"), dry_run=DryRun.SERVER)
+    (patch,) = stub.writes()
+    assert patch.q("dryRun") == "All" and patch.q("fieldManager") == "pwdeploy"
+    assert stub.get("jobsets", "default", "demo") is None
+    assert "would be created: the API server accepted it" in outcome.describe(DryRun.SERVER)
+
+
+def test_server_dry_run_replace_checks_the_delete_only(kube: Kube, stub: StubKubeApiServer) -> None:
+    submit(kube, mark_managed([tiny_jobset()], "default"))
+    submit(kube, mark_managed([tiny_jobset(slices=3)], "default"), dry_run=DryRun.SERVER, replace=True)
+    delete = stub.writes()[-1]
+    assert delete.method == "DELETE" and delete.q("dryRun") == "All"
+    assert stub.get("jobsets", "default", "demo") is not None
+
+
+def test_client_dry_run_sends_no_writes(kube: Kube, stub: StubKubeApiServer) -> None:
+    outcome = submit(kube, mark_managed([tiny_jobset()], "default"), dry_run=DryRun.CLIENT)
+    assert stub.writes() == [] and "client dry run, nothing sent" in outcome.describe(DryRun.CLIENT)
+
+
+# ---------------------------------------------------------------------------------------------- cluster checks
+
+
+def test_check_cluster_passes_on_a_ready_cluster(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.put("localqueues", {"metadata": {"name": "tpu-queue", "namespace": "team"}})
+    check_cluster(kube, "team", "tpu-queue")
+    assert [r.path for r in stub.requests] == [
+        "/apis/jobset.x-k8s.io/v1alpha2", "/api/v1/namespaces/team", "/apis/kueue.x-k8s.io",
+        "/apis/kueue.x-k8s.io/v1beta1/namespaces/team/localqueues/tpu-queue",
+    ]  # fmt: skip
+
+
+def test_check_cluster_names_every_problem_with_its_fix(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.jobset_installed = False
+    stub.kueue_version = None
+    with pytest.raises(ClusterError) as info:
+        check_cluster(kube, "team", "tpu-queue")
+    lines = str(info.value).splitlines()
+    assert lines[0] == "the cluster (context stub) cannot run this job yet:"
+    assert "JobSet API (jobset.x-k8s.io/v1alpha2) is not installed" in lines[1] and "manifests.yaml" in lines[1]
+    assert "scheduling.queue is 'tpu-queue' but Kueue (kueue.x-k8s.io) is not installed" in lines[2]
+
+
+def test_check_cluster_missing_namespace(kube: Kube) -> None:
+    with pytest.raises(ClusterError, match="namespace 'ghost' does not exist; create it: kubectl create namespace"):
+        check_cluster(kube, "ghost", None)
+
+
+def test_check_cluster_missing_queue_lists_the_queues(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.kueue_version = "v1beta2"
+    for name in ("cpu-queue", "tpu-v6e"):
+        stub.put("localqueues", {"metadata": {"name": name, "namespace": "team"}})
+    with pytest.raises(ClusterError, match="LocalQueue 'tpu' does not exist in namespace 'team'; available: "
+                       "cpu-queue, tpu-v6e"):  # fmt: skip
+        check_cluster(kube, "team", "tpu")
+    assert stub.requests[-1].path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/localqueues"
+
+
+def test_check_cluster_tolerates_users_who_cannot_read_namespaces(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.forbid("get", "namespaces")
+    check_cluster(kube, "default", None)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture
+def cli_env(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch, jax_version: str) -> list[str]:
+    monkeypatch.setattr(cli_cluster, "CLOCK", FakeClock())
+    return ["--kubeconfig", str(kubeconfig)]
+
+
+def rendered_example(*flags: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(cli, ["render", "-f", EXAMPLE, "-o", "json", *flags])
+    assert result.exit_code == 0, result.output
+    return [json.loads(result.stdout)]
+
+
+def test_cli_submit_sends_exactly_the_rendered_manifest(
+    runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer
+) -> None:
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    assert result.exit_code == 0, result.output
+    assert "jobset dp-example (namespace default, config " in result.stdout and ") created" in result.stdout
+    (patch,) = stub.writes()
+    rendered = rendered_example()
+    expected = copy.deepcopy(rendered[0])
+    expected["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] = config_hash(rendered)
+    assert patch.path == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/dp-example"
+    assert patch.body == expected
+
+    again = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    assert again.exit_code == 0 and ") unchanged" in again.stdout
+    changed = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--num-slices", "3"])
+    assert changed.exit_code == 4 and "with a different config" in changed.output
+    assert "Traceback" not in changed.output and len(stub.writes()) == 1
+
+
+def test_cli_submit_replace_asks_first(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    args = ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--num-slices", "3", "--replace"]
+    declined = runner.invoke(cli, args, input="n\n")
+    assert declined.exit_code == 1 and "not replaced" in declined.output and len(stub.writes()) == 1
+    accepted = runner.invoke(cli, [*args, "--yes"])
+    assert accepted.exit_code == 0, accepted.output
+    assert ") replaced" in accepted.stdout and [w.method for w in stub.writes()] == ["PATCH", "DELETE", "PATCH"]
+
+
+def test_cli_server_dry_run(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--dry-run=server"])
+    assert result.exit_code == 0, result.output
+    assert "server dry run, nothing persisted" in result.stdout
+    assert [w.q("dryRun") for w in stub.writes()] == ["All"] and stub.objects == {}
+
+
+def test_cli_short_namespace_alias(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "-n", "team"])
+    assert result.exit_code == 0, result.output
+    assert stub.writes()[0].path.startswith("/apis/jobset.x-k8s.io/v1alpha2/namespaces/team/jobsets/")
+    clash = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "-n", "team", "--namespace", "other"])
+    assert clash.exit_code == 2 and "-n: 'team' contradicts --namespace 'other'" in clash.output
+
+
+def test_cli_missing_crd_creates_nothing(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    stub.jobset_installed = False
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    assert result.exit_code == 4 and "JobSet API (jobset.x-k8s.io/v1alpha2) is not installed" in result.output
+    assert stub.writes() == []
+
+
+def test_cli_forbidden_apply_prints_rbac_fix(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    stub.forbid("patch", "jobsets")
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    assert result.exit_code == 4
+    assert result.output.startswith('error: forbidden (403): jobsets.jobset.x-k8s.io "dp-example" is forbidden')
+    assert "kubectl auth can-i patch jobsets.jobset.x-k8s.io -n default" in result.output
+
+
+def test_cli_preflight_failure_blocks_submit_without_gcs_credentials(
+    runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for var in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "CLOUDSDK_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env])
+    assert result.exit_code == 6, result.output
+    assert "GCS preflight failed; nothing was submitted" in result.output and "--skip-preflight" in result.output
+    assert stub.writes() == []
+
+
+def test_cli_headless_prints_the_connect_recipe(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--headless"])
+    assert result.exit_code == 0, result.output
+    assert "kubectl port-forward -n default pod/HEAD_POD 29000:29000" in result.stdout
+    assert "jobset.sigs.k8s.io/jobset-name=dp-example,jobset.sigs.k8s.io/replicatedjob-name=pathways-head" in (
+        result.stdout
+    )
+    assert "export JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://127.0.0.1:29000" in result.stdout
