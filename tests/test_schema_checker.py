@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from referencing import Registry, Resource
 
+from pwdeploy.errors import PwdeployError
 from pwdeploy.validation import kubernetes_schemas, schemas
 from pwdeploy.validation.checker import Checker, SchemaError, UnsupportedSchema, refs, strip
 from pwdeploy.validation.problems import Problem
@@ -215,7 +216,7 @@ def mutated_jobsets(draw: st.DrawFn) -> dict[str, Any]:
         elif action == "delete":
             del container[key]
         elif isinstance(container, dict):
-            container[draw(st.sampled_from(FIELD_NAMES) | st.text(max_size=4))] = draw(json_values)
+            container[draw(st.sampled_from(FIELD_NAMES) | st.text(max_size=4) | st.integers(0, 2))] = draw(json_values)
         else:
             container.append(draw(json_values))
     return obj
@@ -301,6 +302,25 @@ def test_every_shipped_schema_uses_only_checked_keywords() -> None:
 def test_unchecked_keywords_are_refused(schema: dict[str, Any], message: str) -> None:
     with pytest.raises(UnsupportedSchema, match=message.replace("[", r"\[").replace("$", r"\$")):
         strip(schema, "at")
+
+
+def test_unsupported_keyword_in_kubernetes_validate_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "schemas" / "v1.31.0-local-strict"
+    folder.mkdir(parents=True)
+    (folder / "_definitions.json").write_text(json.dumps({"$defs": {"Spec": {"type": "object", "minProperties": 1}}}))
+    job = {"type": "object", "properties": {"spec": {"$ref": "/api/_definitions.json#/$defs/Spec"}}}
+    (folder / "job-batch-v1.json").write_text(json.dumps(job))
+    monkeypatch.setattr(kubernetes_schemas, "schema_root", lambda: tmp_path / "schemas")
+    with pytest.raises(PwdeployError) as info:
+        kubernetes_schemas.kind_schema((1, 31), "batch/v1", "Job")
+    assert str(info.value) == (
+        "the Kubernetes 1.31 schema of Job (batch/v1) from kubernetes-validate unknown cannot be checked: "
+        "_definitions.json#/$defs/Spec/minProperties: JSON Schema keyword 'minProperties' is not supported\n"
+        "  hint: install the kubernetes-validate version pwdeploy was released with, or render with --no-validate"
+    )
+    assert kubernetes_schemas.kind_schema((1, 31), "v1", "Pod") is None  # no file: nothing to check against
 
 
 # --- the cache -------------------------------------------------------------------------------------------------

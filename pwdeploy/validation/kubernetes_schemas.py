@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ConfigError, PwdeployError
 from pwdeploy.validation.checker import UnsupportedSchema, refs, strip
 
 CACHE_FORMAT = 1
@@ -55,8 +55,16 @@ def kubernetes_versions() -> tuple[tuple[int, int], ...]:
 
 def kind_schema(version: tuple[int, int], api_version: str, kind: str) -> tuple[Schema, dict[str, Schema]] | None:
     """The stripped schema of ``kind`` in ``api_version`` and the definitions it may refer to; None when
-    kubernetes-validate ships no schema for it."""
-    return _store(version).kind(api_version, kind)
+    kubernetes-validate ships no schema for it. PwdeployError when the schema uses JSON Schema the checker lacks."""
+    store = _store(version)
+    try:
+        return store.kind(api_version, kind)
+    except UnsupportedSchema as exc:
+        raise PwdeployError(
+            f"the Kubernetes {version[0]}.{version[1]} schema of {kind} ({api_version}) from kubernetes-validate "
+            f"{store.source['version']} cannot be checked: {exc}",
+            hint="install the kubernetes-validate version pwdeploy was released with, or render with --no-validate",
+        ) from None
 
 
 def cache_dir() -> Path | None:
