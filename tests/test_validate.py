@@ -214,6 +214,12 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
         ("0.10.1",),
     ),
     (
+        "maxRestarts above int32",
+        lambda o: o["spec"]["failurePolicy"].update(maxRestarts=2**31),
+        ["spec.failurePolicy.maxRestarts: 2147483648 is above the maximum 2147483647"],
+        (),
+    ),
+    (
         "wrong apiVersion",
         lambda o: o.update(apiVersion="jobset.x-k8s.io/v1"),
         ["apiVersion: 'jobset.x-k8s.io/v1' must be 'jobset.x-k8s.io/v1alpha2'"],

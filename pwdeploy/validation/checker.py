@@ -1,8 +1,9 @@
 """An exact checker for the part of JSON Schema (draft 2020-12) that the schemas pwdeploy checks against use: the
 Kubernetes OpenAPI schemas of kubernetes-validate (strict flavour) and the shipped JobSet envelope schema.
 
-It reports what the jsonschema package reports for the same schema (same keywords, same instance paths, same
-order), without its ~40 ms import. ``strip`` is the gate: it keeps the keywords checked here, drops those that only
+It reports what the jsonschema package reports for the same schema (the same failed keywords at the same instance
+paths, in the same order at each path; tests/test_schema_checker.py holds the two side by side), without its
+~40 ms import. ``strip`` is the gate: it keeps the keywords checked here, drops those that only
 annotate (``description``, ``format``, ``x-kubernetes-*``, ...) and raises UnsupportedSchema for any other keyword,
 so a schema this checker would misread is refused instead of half-checked.
 """
@@ -16,7 +17,8 @@ from typing import Any
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Keywords that assert nothing. ``format`` is an annotation in draft 2020-12 unless a format checker is asked for,
-# and kubernetes-validate asks for none; x-kubernetes-* extensions are ignored by JSON Schema validators.
+# and kubernetes-validate asks for none; x-kubernetes-* extensions are ignored by JSON Schema validators. $defs holds
+# definitions, which whoever loads a document strips one by one.
 ANNOTATIONS = frozenset(
     {"$schema", "$id", "$comment", "title", "description", "default", "examples", "format", "deprecated", "$defs"}
 )
