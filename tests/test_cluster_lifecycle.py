@@ -1,0 +1,330 @@
+"""Following a job after submit: progress summaries (pure), the wait loop and its display, and the list,
+status, logs and delete commands against StubKubeApiServer (a loopback stub, not an API server)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import pwdeploy.cli.cluster as cli_cluster
+from pwdeploy.cli import cli
+from pwdeploy.cluster.progress import GroupProgress, JobState, age, job_state, progress, progress_line
+from pwdeploy.cluster.wait import Display
+from tests.conftest import REPO
+from tests.kube_stub import FakeClock, StubKubeApiServer
+
+EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")  # dp-example: 2 slices of v5p-8 (1 VM each)
+MANAGED = {"app.kubernetes.io/managed-by": "pwdeploy"}
+
+
+def jobset(name: str = "dp-example", namespace: str = "default", slices: int = 2, **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED)},
+        "spec": {"replicatedJobs": [
+            {"name": "pathways-head", "replicas": 1, "template": {"spec": {"parallelism": 1}}},
+            {"name": "worker", "replicas": slices, "template": {"spec": {"parallelism": 2}}},
+        ]},
+        **({"status": status} if status else {}),
+    }  # fmt: skip
+
+
+def pod(rj: str, index: int = 0, host: int = 0, phase: str = "Running", *, containers: tuple[str, ...] = (),
+        scheduled: bool = True, job: str = "dp-example", **status: Any) -> dict[str, Any]:  # fmt: skip
+    defaults = ("main",) if rj == "pathways-head" else ("pathways-worker",)
+    init = ("pathways-proxy", "pathways-rm") if rj == "pathways-head" else ()
+    return {
+        "metadata": {"name": f"{job}-{rj}-{index}-{host}-x7k2p", "namespace": "default", "labels": {
+            "jobset.sigs.k8s.io/jobset-name": job, "jobset.sigs.k8s.io/replicatedjob-name": rj,
+            "jobset.sigs.k8s.io/job-index": str(index), "batch.kubernetes.io/job-completion-index": str(host)}},
+        "spec": {"nodeName": "node-1" if scheduled else None, "initContainers": [{"name": c} for c in init],
+                 "containers": [{"name": c} for c in containers or defaults]},
+        "status": {"phase": phase, **status},
+    }  # fmt: skip
+
+
+@pytest.fixture
+def stub() -> Iterator[StubKubeApiServer]:
+    with StubKubeApiServer(namespaces=("default", "team")) as server:
+        yield server
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(cli_cluster, "CLOCK", fake)
+    return fake
+
+
+@pytest.fixture
+def kc(stub: StubKubeApiServer, tmp_path: Path, clock: FakeClock) -> list[str]:
+    path = stub.write_kubeconfig(tmp_path / "kubeconfig", {"stub": ("stub-token", None)}, current="stub")
+    return ["--kubeconfig", str(path)]
+
+
+# ---------------------------------------------------------------------------------------------- pure summaries
+
+
+def test_job_state_from_conditions_and_ready_counts() -> None:
+    assert job_state(jobset()).phase == "Pending"
+    ready = [{"name": "pathways-head", "ready": 1}, {"name": "worker", "ready": 2}]
+    assert job_state(jobset(replicatedJobsStatus=ready)).phase == "Running"
+    assert job_state(jobset(replicatedJobsStatus=ready[:1], restarts=2)) == JobState("Starting", restarts=2)
+    failed = [{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "head failed"}]
+    assert job_state(jobset(conditions=failed)) == JobState("Failed", "FailedJobs", "head failed")
+    done = [{"type": "Completed", "status": "True"}, {"type": "Failed", "status": "False"}]
+    assert job_state(jobset(conditions=done)).phase == "Completed"
+
+
+def test_progress_counts_pods_per_component_and_slice() -> None:
+    pods = [pod("pathways-head"), pod("worker", 0, 0), pod("worker", 0, 1, "Pending"),
+            pod("worker", 1, 0, "Pending", scheduled=False)]  # fmt: skip
+    groups = progress(jobset(), pods)
+    assert groups == [
+        GroupProgress("head", 1, scheduled=1, running=1),
+        GroupProgress("slice 0", 2, scheduled=2, running=1),
+        GroupProgress("slice 1", 2, scheduled=0),
+    ]
+    line = progress_line(JobState("Starting"), groups)
+    assert line == "Starting: head 1/1 running; slice 0 1/2 running (1 scheduled); slice 1 0/2 running"
+
+
+def test_progress_line_sums_many_slices() -> None:
+    groups = [GroupProgress("head", 1, 1, 1)] + [GroupProgress(f"slice {i}", 4, 4, 4 if i else 2) for i in range(8)]
+    line = progress_line(JobState("Starting", restarts=1), groups)
+    assert line == "Starting (restarts 1): head 1/1 running; slices 7/8 ready (30/32 worker pods running)"
+
+
+def test_age() -> None:
+    now = datetime(2026, 1, 2, 3, 0, tzinfo=UTC)
+    assert [age(t, now) for t in ("2026-01-02T02:59:30Z", "2026-01-02T02:00:00Z", "2025-12-30T00:00:00Z", None)] == [
+        "30s", "1h", "3d", "-",
+    ]  # fmt: skip
+
+
+def test_display_rewrites_one_line_on_a_terminal_and_prints_changes_otherwise() -> None:
+    tty, plain = io.StringIO(), io.StringIO()
+    for stream, is_tty in ((tty, True), (plain, False)):
+        display = Display(stream, tty=is_tty)
+        for line in ("Pending: a", "Pending: a", "Running: b"):
+            display.update(line)
+        display.close()
+    assert tty.getvalue() == "\r\x1b[KPending: a\r\x1b[KRunning: b\n"
+    assert plain.getvalue() == "Pending: a\nRunning: b\n"
+
+
+# ---------------------------------------------------------------------------------------------- submit --wait
+
+
+def test_wait_shows_progress_until_running(
+    runner: CliRunner, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+) -> None:
+    def world(polls: int) -> None:  # what the controllers would do between two polls
+        obj = stub.get("jobsets", "default", "dp-example")
+        assert obj is not None
+        if polls == 1:
+            stub.put("pods", pod("pathways-head", phase="Pending"))
+            stub.put("pods", pod("worker", 0, phase="Pending", scheduled=False))
+        if polls == 2:
+            for p in (pod("pathways-head"), pod("worker", 0), pod("worker", 1)):
+                stub.put("pods", p)
+            obj["status"] = {"replicatedJobsStatus": [{"name": "pathways-head", "ready": 1},
+                                                      {"name": "worker", "ready": 2}]}  # fmt: skip
+
+    clock.on_sleep = world
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "Pending: head 0/1 running; slice 0 0/1 running; slice 1 0/1 running",
+        "Pending: head 0/1 running (1 scheduled); slice 0 0/1 running; slice 1 0/1 running",
+        "Running: head 1/1 running; slice 0 1/1 running; slice 1 1/1 running",
+    ]
+    assert "job dp-example is Running" in result.stdout and clock.sleeps == [2.0, 2.0]
+
+
+def test_ctrl_c_while_waiting_leaves_the_job_running(
+    runner: CliRunner, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+) -> None:
+    def interrupt(polls: int) -> None:
+        raise KeyboardInterrupt
+
+    clock.on_sleep = interrupt
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait=done"])
+    assert result.exit_code == 130
+    assert "Stopped waiting; job dp-example keeps running." in result.stderr
+    assert "pwdeploy logs dp-example -n default -f" in result.stderr
+    assert "pwdeploy delete dp-example -n default" in result.stderr
+    assert [w.method for w in stub.writes()] == ["PATCH"] and stub.get("jobsets", "default", "dp-example")
+
+
+def test_wait_done_reports_a_failed_job(
+    runner: CliRunner, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+) -> None:
+    def fail(polls: int) -> None:
+        obj = stub.get("jobsets", "default", "dp-example")
+        assert obj is not None
+        obj["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs",
+                                         "message": "jobset failed due to one or more job failures"}]}  # fmt: skip
+
+    clock.on_sleep = fail
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait=done"])
+    assert result.exit_code == 4
+    assert "error: job dp-example failed: FailedJobs: jobset failed due to one or more job failures" in result.stderr
+    assert "pwdeploy status dp-example -n default" in result.stderr
+
+
+def test_wait_timeout(runner: CliRunner, kc: list[str], clock: FakeClock, jax_version: str) -> None:
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait", "--timeout", "5"])
+    assert result.exit_code == 4 and "is not running after 5 s (it keeps going: Pending)" in result.stderr
+    assert clock.sleeps == [2.0, 2.0, 2.0]
+
+
+# ---------------------------------------------------------------------------------------------- list / status
+
+
+def test_list_shows_managed_jobsets(
+    runner: CliRunner, kc: list[str], stub: StubKubeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pwdeploy.cluster.progress.utc_now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=UTC))
+    stub.put("jobsets", jobset("alpha", replicatedJobsStatus=[{"name": "pathways-head", "ready": 1},
+                                                              {"name": "worker", "ready": 2}]))  # fmt: skip
+    stub.put("jobsets", jobset("beta", "team", slices=4))
+    foreign = jobset("gamma")
+    foreign["metadata"]["labels"] = {}
+    stub.put("jobsets", foreign)
+    result = runner.invoke(cli, ["list", *kc])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["NAME   STATE    SLICES  AGE", "alpha  Running  2/2     5m"]
+    assert stub.requests[-1].q("labelSelector") == "app.kubernetes.io/managed-by=pwdeploy"
+    everywhere = runner.invoke(cli, ["list", "-A", *kc])
+    assert [line.split()[:3] for line in everywhere.stdout.splitlines()[1:]] == [
+        ["default", "alpha", "Running"], ["team", "beta", "Pending"],
+    ]  # fmt: skip
+    assert stub.requests[-1].path == "/apis/jobset.x-k8s.io/v1alpha2/jobsets"
+    empty = runner.invoke(cli, ["list", "-n", "ghost", *kc])
+    assert empty.exit_code == 0 and "no pwdeploy jobs in namespace ghost" in empty.stderr
+
+
+def test_status_shows_pods_per_slice_and_warning_events(
+    runner: CliRunner, kc: list[str], stub: StubKubeApiServer
+) -> None:
+    stub.put("jobsets", jobset(slices=1, conditions=[
+        {"type": "StartupPolicyInProgress", "status": "True", "reason": "InOrderStartupPolicyInProgress",
+         "message": "in order startup policy is in progress"}]))  # fmt: skip
+    stub.put("pods", pod("pathways-head", initContainerStatuses=[
+        {"name": "pathways-proxy", "ready": True, "restartCount": 1},
+        {"name": "pathways-rm", "ready": True, "restartCount": 0}],
+        containerStatuses=[{"name": "main", "ready": True, "restartCount": 0}]))  # fmt: skip
+    stub.put("pods", pod("worker", 0, 0, containerStatuses=[
+        {"name": "pathways-worker", "ready": False, "restartCount": 0,
+         "state": {"waiting": {"reason": "ImagePullBackOff"}}}]))  # fmt: skip
+    stub.put(
+        "pods",
+        pod(
+            "worker",
+            0,
+            1,
+            "Pending",
+            scheduled=False,
+            conditions=[
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "message": "0/3 nodes are available: Insufficient google.com/tpu",
+                }
+            ],
+        ),
+    )
+    for i, who in enumerate(("dp-example-worker-0-1-x7k2p", "other-worker-0-0-aaaaa")):
+        stub.put("events", {"metadata": {"name": f"e{i}", "namespace": "default"}, "type": "Warning",
+                            "reason": "FailedScheduling", "message": f"no TPU for {who}",
+                            "involvedObject": {"kind": "Pod", "name": who}})  # fmt: skip
+    result = runner.invoke(cli, ["status", "dp-example", *kc])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.splitlines()[1] == "Starting: head 1/1 running; slice 0 1/2 running"
+    assert "StartupPolicyInProgress  True    InOrderStartupPolicyInProgress" in out
+    rows = {line.split("  ")[0]: " ".join(line.split()) for line in out.splitlines() if "x7k2p" in line}
+    assert rows["head"].endswith("Running 3/3 1")
+    assert "ImagePullBackOff 0/1 0" in rows["slice 0 host 0"]
+    assert "Unschedulable: 0/3 nodes are available: Insufficient google.com/tpu" in rows["slice 0 host 1"]
+    assert "dp-example-worker-0-1-x7k2p: FailedScheduling: no TPU" in out and "other-worker" not in out
+    assert stub.sent("GET", "/events")[0].q("fieldSelector") == "type=Warning"
+
+
+def test_status_of_a_missing_job(runner: CliRunner, kc: list[str]) -> None:
+    result = runner.invoke(cli, ["status", "nope", *kc, "-n", "team"])
+    assert result.exit_code == 4 and "jobset nope not found in namespace team" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------- logs
+
+
+def test_logs_of_a_worker_host_with_tail(runner: CliRunner, kc: list[str], stub: StubKubeApiServer) -> None:
+    stub.put("jobsets", jobset())
+    stub.put("pods", pod("worker", 1, 1))
+    stub.logs[("default", "dp-example-worker-1-1-x7k2p", "pathways-worker")] = "boot\nready\nstep 1\n"
+    result = runner.invoke(cli, ["logs", "dp-example", "--component", "worker", "--slice", "1", "--host", "1",
+                                 "--tail", "2", *kc])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "ready\nstep 1\n"
+    listing, read = stub.requests[-2:]
+    assert listing.q("labelSelector") == (
+        "jobset.sigs.k8s.io/jobset-name=dp-example,jobset.sigs.k8s.io/replicatedjob-name=worker,"
+        "jobset.sigs.k8s.io/job-index=1,batch.kubernetes.io/job-completion-index=1"
+    )
+    assert read.path == "/api/v1/namespaces/default/pods/dp-example-worker-1-1-x7k2p/log"
+    assert read.query == {"container": ["pathways-worker"], "tailLines": ["2"]}
+
+
+def test_logs_follow_of_the_proxy(runner: CliRunner, kc: list[str], stub: StubKubeApiServer) -> None:
+    stub.put("pods", pod("pathways-head"))
+    stub.logs[("default", "dp-example-pathways-head-0-0-x7k2p", "pathways-proxy")] = "listening on 29000"
+    result = runner.invoke(cli, ["logs", "dp-example", "--component", "proxy", "-f", *kc])
+    assert result.exit_code == 0 and result.stdout == "listening on 29000\n"
+    assert stub.requests[-1].query == {"container": ["pathways-proxy"], "follow": ["true"]}
+
+
+def test_logs_explain_headless_and_bad_flags(runner: CliRunner, kc: list[str], stub: StubKubeApiServer) -> None:
+    stub.put("pods", pod("pathways-head", containers=("pathways-proxy", "pathways-rm")))
+    headless = runner.invoke(cli, ["logs", "dp-example", *kc])
+    assert headless.exit_code == 4 and "runs headless: it has no main container" in headless.stderr
+    assert "--component proxy" in headless.stderr
+    bad = runner.invoke(cli, ["logs", "dp-example", "--slice", "1", *kc])
+    assert bad.exit_code == 2 and "--slice: applies to --component worker or sidecar, not main" in bad.stderr
+    none_yet = runner.invoke(cli, ["logs", "dp-example", "--component", "worker", *kc])
+    assert none_yet.exit_code == 4 and "jobset dp-example not found" in none_yet.stderr
+
+
+# ---------------------------------------------------------------------------------------------- delete
+
+
+def test_delete_asks_then_deletes_in_the_foreground(runner: CliRunner, kc: list[str], stub: StubKubeApiServer) -> None:
+    stub.put("jobsets", jobset())
+    declined = runner.invoke(cli, ["delete", "dp-example", *kc], input="n\n")
+    assert declined.exit_code == 1 and stub.writes() == []
+    stub.linger_after_delete = 1
+    result = runner.invoke(cli, ["delete", "dp-example", "--yes", "--wait", *kc])
+    assert result.exit_code == 0 and "jobset dp-example deleted" in result.stdout
+    (delete,) = stub.writes()
+    assert delete.path.endswith("/namespaces/default/jobsets/dp-example")
+    assert delete.q("propagationPolicy") == "Foreground"
+    assert stub.get("jobsets", "default", "dp-example") is None
+
+
+def test_delete_refuses_jobsets_pwdeploy_did_not_make(
+    runner: CliRunner, kc: list[str], stub: StubKubeApiServer
+) -> None:
+    foreign = jobset()
+    foreign["metadata"]["labels"] = {}
+    stub.put("jobsets", foreign)
+    result = runner.invoke(cli, ["delete", "dp-example", "--yes", *kc])
+    assert result.exit_code == 4 and "is not managed by pwdeploy" in result.stderr and stub.writes() == []
+    missing = runner.invoke(cli, ["delete", "nope", "--yes", *kc])
+    assert missing.exit_code == 4 and "jobset nope not found in namespace default" in missing.stderr
