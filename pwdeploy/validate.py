@@ -3,6 +3,9 @@ pwdeploy, the Kubernetes OpenAPI schemas for everything else, strict) and the ru
 webhook and the API server enforce beyond them.
 
 Problems are lines ``Kind/name: field.path: what is wrong``; an empty list means valid.
+
+The Kubernetes schemas come from the installed kubernetes-validate; the parts used are kept in a per-user cache
+(``$XDG_CACHE_HOME/pwdeploy``, else ``~/.cache/pwdeploy``) so that a render does not parse all of them again.
 """
 
 from __future__ import annotations
