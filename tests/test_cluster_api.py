@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -209,3 +211,20 @@ def test_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
     assert text.startswith(f"cannot reach the Kubernetes API server (context 'gone', http://127.0.0.1:{port})")
     assert "after 4 attempts" in text and info.value.status is None
     assert clock.sleeps == [0.5, 1.0, 2.0]
+
+
+def test_cluster_commands_import_kubernetes_only_when_they_talk_to_a_cluster() -> None:
+    code = (
+        "import sys\n"
+        "from pwdeploy.cli import cli\n"
+        "for argv in (['submit', '--help'], ['list', '--help'], ['status', '--help'], ['logs', '--help'],\n"
+        "             ['delete', '--help'], ['submit', '--name', 'BAD_NAME']):\n"
+        "    try:\n"
+        "        cli.main(argv)\n"
+        "    except SystemExit as e:\n"
+        "        print('EXIT', argv[0], e.code, file=sys.stderr)\n"
+        "print('KUBERNETES', 'kubernetes' in sys.modules, file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "KUBERNETES False" in result.stderr, result.stderr
+    assert result.stderr.count("EXIT") == 6 and "EXIT submit 2" in result.stderr, result.stderr

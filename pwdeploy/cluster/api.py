@@ -186,6 +186,8 @@ class Kube:
 
     def stream_lines(self, action: Action, path: str, query: Sequence[tuple[str, str]]) -> Iterator[str]:
         """Lines of a streamed text response (pod logs), as they arrive."""
+        import urllib3
+
         raw = self.request(action, "GET", path, query=query, stream=True)
         pending = b""
         try:
@@ -196,6 +198,10 @@ class Kube:
                     yield line.decode("utf-8", "replace")
             if pending:
                 yield pending.decode("utf-8", "replace")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(
+                f"the stream to {action.describe()} broke off: {exc}", hint="run the command again"
+            ) from None
         finally:
             raw.release_conn()
 
