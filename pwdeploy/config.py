@@ -6,11 +6,12 @@ Everything downstream (manifests, local runs, sidecar builds, preflight, submit)
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import sys
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +23,7 @@ from pwdeploy.fields import BY_PATH, FIELDS, SECTIONS, Field, Kind
 from pwdeploy.quantity import canonical, parse_quantity
 
 _T = TypeVar("_T")
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
 
 DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -182,7 +184,7 @@ def read_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(None, f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -253,6 +255,17 @@ def merge(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any
 
 
 def installed_jax_version() -> str | None:
+    """The installed jax's version, from its dist-info folder name (cheap), else from package metadata."""
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith("jax-") and name.endswith(".dist-info"):
+                return name[len("jax-") : -len(".dist-info")]
+    from importlib import metadata  # slower: imports the email package
+
     try:
         return metadata.version("jax")
     except metadata.PackageNotFoundError:
@@ -300,7 +313,7 @@ def _parse(spec: Field, value: Any, base_dir: Path) -> Any:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ConfigError(path, f"must be a string, not a {_kind(value)}")
         text = str(value).strip()
-        return text or _default(spec)
+        return text or ("" if spec.empty_disables else _default(spec))
     if spec.kind is Kind.INT:
         return _int(value, path, spec.minimum)
     if spec.kind is Kind.BOOL:

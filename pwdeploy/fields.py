@@ -33,6 +33,7 @@ class Field:
     flag: str | None = None
     minimum: int | None = None
     envvar: bool = True  # whether PWDEPLOY_<FLAG> sets it
+    empty_disables: bool = False  # an empty string means "off" rather than "the default"
 
     @property
     def section(self) -> str:
@@ -139,7 +140,7 @@ FIELDS: tuple[Field, ...] = (
       "--devices", minimum=1),
     _("local.compile_cache", Kind.STR, ".pwdeploy/jax-cache",
       "Persistent JAX compilation cache of `local run` (a directory or gs:// URI; empty disables)",
-      "--compile-cache"),
+      "--compile-cache", empty_disables=True),
     _("local.hlo_dir", Kind.PATH, ".pwdeploy/hlo",
       "Local directory that replaces storage.hlo_dump in `local run`", "--local-hlo-dir"),
 )  # fmt: skip

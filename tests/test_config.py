@@ -109,7 +109,7 @@ def test_headless_needs_no_user_container() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("name: [unclosed", "invalid YAML at line 1"),
+        ("name: [unclosed", "invalid YAML at line"),
         ("- a\n- b\n", "top level must be a mapping"),
         ("tpu: [v5p-8]\n", "tpu: must be a mapping of fields, not a list"),
         ("tpu: {typo: v5p-8}\n", "tpu.typo: unknown field (did you mean 'type'?)"),
