@@ -228,3 +228,16 @@ def test_cluster_commands_import_kubernetes_only_when_they_talk_to_a_cluster() -
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "KUBERNETES False" in result.stderr, result.stderr
     assert result.stderr.count("EXIT") == 6 and "EXIT submit 2" in result.stderr, result.stderr
+
+
+def test_in_cluster_identity_is_tried_without_a_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    if Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists():
+        pytest.skip("running inside a pod: the in-cluster identity exists here")
+    with pytest.raises(ClusterError, match=r"cannot use the in-cluster service account: .*token"):
+        connect()
+    with pytest.raises(ConfigError, match="--context: 'ctx' needs a kubeconfig, and none was found"):
+        connect(None, "ctx")
