@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pwdeploy.errors import ConfigError
 
@@ -18,8 +18,7 @@ _CUBE_SEQUENCE = (
 _PLANE_SEQUENCE = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 
 
-@dataclass(frozen=True)
-class TpuFamily:
+class TpuFamily(NamedTuple):
     name: str
     prefix: str  # the name prefix users type: ``v5litepod`` in ``v5litepod-32``
     accelerator: str  # node label cloud.google.com/gke-tpu-accelerator
@@ -47,8 +46,7 @@ _MAX_CUBE_DIM = 24
 _SINGLE_HOST_PLANES = {"1x1": 1, "2x2": 4}  # topology -> chips on its one VM
 
 
-@dataclass(frozen=True)
-class TpuSlice:
+class TpuSlice(NamedTuple):
     """One TPU slice of the job: its family, topology and how it splits into VMs."""
 
     family: TpuFamily

@@ -11,9 +11,8 @@ import re
 import shlex
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import yaml
 
@@ -41,8 +40,7 @@ RESERVED_ENV = frozenset(
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class GcsPath:
+class GcsPath(NamedTuple):
     bucket: str
     prefix: str  # without leading or trailing slash; "" for the bucket root
 
@@ -54,8 +52,7 @@ class GcsPath:
         return GcsPath(self.bucket, f"{self.prefix}/{name}" if self.prefix else name)
 
 
-@dataclass(frozen=True)
-class TpuConfig:
+class TpuConfig(NamedTuple):
     type: str | None
     family: str | None
     topology: str | None
@@ -71,8 +68,7 @@ class TpuConfig:
         return self.slices * self.slice.chips
 
 
-@dataclass(frozen=True)
-class MainConfig:
+class MainConfig(NamedTuple):
     image: str | None
     command: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
@@ -83,8 +79,7 @@ class MainConfig:
     privileged: bool
 
 
-@dataclass(frozen=True)
-class HeadConfig:
+class HeadConfig(NamedTuple):
     node_pool: str
     proxy_cpu: str
     proxy_memory: str
@@ -92,8 +87,7 @@ class HeadConfig:
     rm_memory: str
 
 
-@dataclass(frozen=True)
-class StorageConfig:
+class StorageConfig(NamedTuple):
     scratch: GcsPath | None
     in_memory_cache: bool
     enable_olm: bool
@@ -112,8 +106,7 @@ class StorageConfig:
         return {name: path for name, path in found.items() if path is not None}
 
 
-@dataclass(frozen=True)
-class SchedulingConfig:
+class SchedulingConfig(NamedTuple):
     max_restarts: int
     queue: str | None
     priority_class: str | None
@@ -121,8 +114,7 @@ class SchedulingConfig:
     termination_grace_seconds: int | None
 
 
-@dataclass(frozen=True)
-class SidecarConfig:
+class SidecarConfig(NamedTuple):
     image: str | None
     repository: str | None
     base_image: str | None
@@ -138,15 +130,13 @@ class SidecarConfig:
         return self.image is not None or self.repository is not None
 
 
-@dataclass(frozen=True)
-class LocalConfig:
+class LocalConfig(NamedTuple):
     devices: int | None
     compile_cache: str
     hlo_dir: Path
 
 
-@dataclass(frozen=True)
-class JobConfig:
+class JobConfig(NamedTuple):
     name: str
     namespace: str
     pathways_version: str
@@ -161,7 +151,7 @@ class JobConfig:
     scheduling: SchedulingConfig
     sidecar: SidecarConfig
     local: LocalConfig
-    base_dir: Path = field(default=Path("."), compare=False)  # relative paths in the file resolve here
+    base_dir: Path = Path(".")  # relative paths in the file resolve here
 
     @property
     def proxy_image(self) -> str:
@@ -300,7 +290,7 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
 
 
 def _section(cls: type[_T], parsed: Mapping[str, Any], section: str, **extra: Any) -> _T:
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    names = set(cls._fields)  # type: ignore[attr-defined]
     values = {f.key: parsed[f.path] for f in SECTIONS[section] if f.key in names}
     return cls(**values, **extra)
 

@@ -7,7 +7,7 @@ beats the defaults here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 from enum import Enum
 
 
@@ -24,8 +24,7 @@ class Kind(Enum):
     ENV = "env"  # a mapping of NAME: value
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     path: str
     kind: Kind
     default: object

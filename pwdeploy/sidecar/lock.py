@@ -109,7 +109,7 @@ def apply_lock(job: JobConfig, warn: Callable[[str], None] | None = None) -> Job
             "current inputs, or set sidecar.image."
         )
         return job
-    return dataclasses.replace(job, sidecar=dataclasses.replace(job.sidecar, image=entry.image))
+    return job._replace(sidecar=job.sidecar._replace(image=entry.image))
 
 
 def _warn_stderr(message: str) -> None:
