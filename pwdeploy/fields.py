@@ -7,8 +7,8 @@ beats the defaults here.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 from enum import Enum
+from typing import NamedTuple
 
 
 class Kind(Enum):
