@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,10 @@ from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+
+# Keep the schema cache (and anything else written under the user's cache folder) out of the home directory,
+# for this process and every pwdeploy process the tests start.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="pwdeploy-test-cache-")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
