@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,7 +16,8 @@ SHARED = REPO.parent / "shared"
 
 # Keep the schema cache (and anything else written under the user's cache folder) out of the home directory,
 # for this process and every pwdeploy process the tests start.
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="pwdeploy-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE = tempfile.mkdtemp(prefix="pwdeploy-test-cache-")
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
