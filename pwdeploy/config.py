@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import shlex
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,16 +19,28 @@ from pwdeploy import catalog
 from pwdeploy.errors import ConfigError
 from pwdeploy.fields import BY_PATH, FIELDS, SECTIONS, Field, Kind
 from pwdeploy.quantity import canonical, parse_quantity
+from pwdeploy.validation import names
+from pwdeploy.values import (
+    GcsPath,
+    check_image_pinned,
+    check_name,
+    kind_name,
+    merge_flags,
+    parse_bool,
+    parse_command,
+    parse_env,
+    parse_flags,
+    parse_gcs,
+    parse_int,
+    parse_str_list,
+)
+
+__all__ = ["GcsPath", "JobConfig", "check_image_pinned", "load_job", "merge", "parse_gcs"]
 
 _T = TypeVar("_T")
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
 
-DNS_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-DNS_1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-FLAG_ITEM = re.compile(r"--([A-Za-z][A-Za-z0-9_]*)(?:=(\S+))?")
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
-GCS_URI = re.compile(r"gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/[^\s]*)?")
 
 # Set by pwdeploy in the user's container; users must not override them through main.env.
 RESERVED_ENV = frozenset(
@@ -38,18 +49,6 @@ RESERVED_ENV = frozenset(
         "PATHWAYS_HEAD", "PWDEPLOY_DATA_WORKERS",
     }
 )  # fmt: skip
-
-
-class GcsPath(NamedTuple):
-    bucket: str
-    prefix: str  # without leading or trailing slash; "" for the bucket root
-
-    @property
-    def uri(self) -> str:
-        return f"gs://{self.bucket}/{self.prefix}" if self.prefix else f"gs://{self.bucket}"
-
-    def child(self, name: str) -> GcsPath:
-        return GcsPath(self.bucket, f"{self.prefix}/{name}" if self.prefix else name)
 
 
 class TpuConfig(NamedTuple):
@@ -183,7 +182,7 @@ def read_file(path: Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(None, f"{path}: the top level must be a mapping of fields, not a {_kind(data)}")
+        raise ConfigError(None, f"{path}: the top level must be a mapping of fields, not a {kind_name(data)}")
     return data
 
 
@@ -196,7 +195,7 @@ def flatten(data: Mapping[str, Any]) -> dict[str, Any]:
             if value is None:
                 continue
             if not isinstance(value, dict):
-                raise ConfigError(key, f"must be a mapping of fields, not a {_kind(value)}")
+                raise ConfigError(key, f"must be a mapping of fields, not a {kind_name(value)}")
             for sub, sub_value in value.items():
                 path = f"{key}.{sub}"
                 if path not in BY_PATH:
@@ -236,9 +235,9 @@ def merge(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any
         if path not in BY_PATH:
             raise ConfigError(path, "unknown field")
         if path == "main.env" and path in merged:
-            merged[path] = {**_as_env(merged[path], path), **_as_env(value, path)}
+            merged[path] = {**parse_env(merged[path], path), **parse_env(value, path)}
         elif path == "xla_flags" and path in merged:
-            merged[path] = _merge_flags(_as_flags(merged[path], path), _as_flags(value, path))
+            merged[path] = merge_flags(parse_flags(merged[path], path), parse_flags(value, path))
         else:
             merged[path] = value
     return merged
@@ -270,7 +269,7 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
     tpu_slice = _resolve_slice(parsed)
     job = JobConfig(
         name=_name(parsed["name"]),
-        namespace=_dns_label(parsed["namespace"], "namespace"),
+        namespace=check_name(parsed["namespace"], "namespace", names.dns1123_label),
         pathways_version=_pathways_version(parsed, installed_jax),
         allow_version_mismatch=parsed["allow_version_mismatch"],
         image_registry=parsed["image_registry"],
@@ -301,13 +300,13 @@ def _parse(spec: Field, value: Any, base_dir: Path) -> Any:
     path = spec.path
     if spec.kind is Kind.STR:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise ConfigError(path, f"must be a string, not a {_kind(value)}")
+            raise ConfigError(path, f"must be a string, not a {kind_name(value)}")
         text = str(value).strip()
         return text or ("" if spec.empty_disables else _default(spec))
     if spec.kind is Kind.INT:
-        return _int(value, path, spec.minimum)
+        return parse_int(value, path, spec.minimum)
     if spec.kind is Kind.BOOL:
-        return _bool(value, path)
+        return parse_bool(value, path)
     if spec.kind is Kind.QUANTITY:
         return canonical(value, path)
     if spec.kind is Kind.GCS:
@@ -317,13 +316,13 @@ def _parse(spec: Field, value: Any, base_dir: Path) -> Any:
             raise ConfigError(path, f"must be a path string, not {value!r}")
         return base_dir / Path(value).expanduser() if not Path(value).expanduser().is_absolute() else Path(value)
     if spec.kind is Kind.COMMAND:
-        return _command(value, path)
+        return parse_command(value, path)
     if spec.kind is Kind.STR_LIST:
-        return _str_list(value, path)
+        return parse_str_list(value, path)
     if spec.kind is Kind.FLAG_LIST:
-        return tuple(_as_flags(value, path))
+        return tuple(parse_flags(value, path))
     if spec.kind is Kind.ENV:
-        env = _as_env(value, path)
+        env = parse_env(value, path)
         for name in env:
             if name in RESERVED_ENV or name.startswith("PWDEPLOY_"):
                 raise ConfigError(f"{path}.{name}", "is set by pwdeploy; remove it from the config")
@@ -339,127 +338,10 @@ def _default(spec: Field) -> Any:
     return spec.default
 
 
-def _int(value: Any, path: str, minimum: int | None) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(path, f"must be an integer, not {value!r}")
-    try:
-        number = int(str(value).strip()) if not isinstance(value, int) else value
-    except ValueError:
-        raise ConfigError(path, f"must be an integer, not {value!r}") from None
-    if isinstance(value, float) or (minimum is not None and number < minimum):
-        raise ConfigError(path, f"must be an integer >= {minimum if minimum is not None else 0}, not {value!r}")
-    return number
-
-
-def _bool(value: Any, path: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ConfigError(path, f"must be true or false, not {value!r}")
-
-
-def _command(value: Any, path: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        try:
-            words = shlex.split(value)
-        except ValueError as exc:
-            raise ConfigError(path, f"cannot split {value!r} like a shell: {exc}") from None
-    elif isinstance(value, list) and all(isinstance(w, (str, int, float)) for w in value):
-        words = [str(w) for w in value]
-    else:
-        raise ConfigError(path, f"must be a string or a list of strings, not a {_kind(value)}")
-    if not words:
-        raise ConfigError(path, "must not be empty")
-    return tuple(words)
-
-
-def _str_list(value: Any, path: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, int, float)) for v in value):
-        raise ConfigError(path, f"must be a list of strings, not a {_kind(value)}")
-    return tuple(str(v) for v in value)
-
-
-def _as_flags(value: Any, path: str) -> list[str]:
-    items = _str_list(value, path)
-    for item in items:
-        if not FLAG_ITEM.fullmatch(item):
-            raise ConfigError(
-                path,
-                f"{item!r} is not a flag; write each as --name=value (one flag per item, no spaces), "
-                "e.g. --xla_tpu_enable_async_collective_fusion=true",
-            )
-    return _merge_flags([], list(items))
-
-
-def _merge_flags(base: list[str], extra: list[str]) -> list[str]:
-    by_name = {item.split("=", 1)[0]: item for item in base}
-    for item in extra:
-        by_name[item.split("=", 1)[0]] = item
-    return list(by_name.values())
-
-
-def _as_env(value: Any, path: str) -> dict[str, str]:
-    if isinstance(value, (list, tuple)):  # KEY=VALUE items, as --env gives them
-        env: dict[str, str] = {}
-        for item in value:
-            if not isinstance(item, str) or "=" not in item:
-                raise ConfigError(path, f"{item!r} is not KEY=VALUE")
-            key, _, val = item.partition("=")
-            env[key] = val
-        value = env
-    if not isinstance(value, dict):
-        raise ConfigError(path, f"must be a mapping of NAME: value, not a {_kind(value)}")
-    result: dict[str, str] = {}
-    for key, val in value.items():
-        if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
-            raise ConfigError(f"{path}.{key}", "is not a valid environment variable name")
-        if isinstance(val, (dict, list)) or val is None:
-            raise ConfigError(f"{path}.{key}", f"must be a string, not a {_kind(val)}")
-        result[key] = str(val).lower() if isinstance(val, bool) else str(val)
-    return result
-
-
-def parse_gcs(value: Any, path: str) -> GcsPath:
-    text = str(value).strip() if isinstance(value, str) else None
-    match = GCS_URI.fullmatch(text) if text else None
-    if text is None or match is None or ".." in match.group(1):
-        raise ConfigError(
-            path, f"{value!r} is not a GCS location; use gs://bucket[/prefix] (bucket: 3-222 of a-z 0-9 . _ -)"
-        )
-    prefix = (match.group(2) or "")[1:].rstrip("/")
-    if "//" in (match.group(2) or ""):
-        raise ConfigError(path, f"{value!r} has an empty path segment ('//')")
-    bucket = match.group(1)
-    if max(map(len, bucket.split("."))) > 63 or bucket.startswith("goog") or re.fullmatch(r"[0-9.]+", bucket):
-        raise ConfigError(
-            path, f"{value!r}: a bucket name has at most 63 characters between dots, does not start with 'goog' "
-            "and is not an IP address",
-        )  # fmt: skip
-    if any(ord(char) < 32 or 127 <= ord(char) <= 159 for char in prefix):
-        raise ConfigError(path, f"{value!r} has a control character in its path")
-    return GcsPath(bucket, prefix)
-
-
 def _name(value: Any) -> str:
     if value is None:
         raise ConfigError("name", "is required; set it in the file or with --name")
-    return _dns_label(value, "name")
-
-
-def _dns_label(value: str, path: str) -> str:
-    if len(value) > 63 or not DNS_1035.fullmatch(value):
-        raise ConfigError(
-            path,
-            f"{value!r} is not a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, "
-            "ending with a letter or digit, at most 63 characters",
-        )
-    return value
+    return check_name(value, "name", names.dns1035_label)
 
 
 def _resolve_slice(parsed: Mapping[str, Any]) -> catalog.TpuSlice:
@@ -518,11 +400,10 @@ def _storage(parsed: Mapping[str, Any]) -> StorageConfig:
 
 def _scheduling(parsed: Mapping[str, Any]) -> SchedulingConfig:
     for path in ("scheduling.queue", "scheduling.priority_class", "scheduling.service_account"):
-        value = parsed[path]
-        if value is not None and (len(value) > 253 or not DNS_1123_SUBDOMAIN.fullmatch(value)):
-            raise ConfigError(path, f"{value!r} is not a valid Kubernetes object name")
-    if parsed["scheduling.queue"] and len(parsed["scheduling.queue"]) > 63:
-        raise ConfigError("scheduling.queue", "must be at most 63 characters (it is a label value)")
+        if parsed[path] is not None:
+            check_name(parsed[path], path, names.dns1123_subdomain)
+    if parsed["scheduling.queue"] is not None:  # also the value of the Kueue label
+        check_name(parsed["scheduling.queue"], "scheduling.queue", names.label_value)
     return _section(SchedulingConfig, parsed, "scheduling")
 
 
@@ -531,20 +412,6 @@ def _sidecar(parsed: Mapping[str, Any]) -> SidecarConfig:
     if image is not None:
         check_image_pinned(image, "sidecar.image")
     return _section(SidecarConfig, parsed, "sidecar")
-
-
-def check_image_pinned(image: str, path: str) -> None:
-    """Reject images that float: no tag, or ``:latest``."""
-    if "@sha256:" in image:
-        return
-    last = image.rsplit("/", 1)[-1]
-    tag = last.split(":", 1)[1] if ":" in last else None
-    if tag is None or tag == "latest":
-        raise ConfigError(
-            path,
-            f"{image!r} is not pinned; give it a tag other than latest, or a digest (@sha256:...), so every "
-            "run uses the same image",
-        )
 
 
 def _check_cross_fields(job: JobConfig) -> None:
@@ -578,12 +445,6 @@ def _check_fits(size: str, size_path: str, limit: str, limit_path: str) -> None:
             f"{size} does not fit inside {limit_path} ({limit}): /dev/shm is memory-backed and counts against "
             "the container's memory limit; lower it or raise the limit",
         )
-
-
-def _kind(value: Any) -> str:
-    return {dict: "mapping", list: "list", str: "string", int: "integer", float: "number", bool: "boolean"}.get(
-        type(value), type(value).__name__
-    )
 
 
 def _suggest(word: str, valid: list[str]) -> str:

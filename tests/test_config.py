@@ -81,8 +81,10 @@ def test_file_then_overrides(tmp_path: Path) -> None:
         ({"tpu__family": "v5p"}, "tpu.type", "not both"),
         ({"tpu__elastic_slices": 1}, "tpu.elastic_slices", "less than tpu.slices"),
         ({"headless": "maybe"}, "headless", "true or false"),
-        ({"scheduling__queue": "Bad Queue"}, "scheduling.queue", "not a valid Kubernetes object name"),
+        ({"scheduling__queue": "Bad Queue"}, "scheduling.queue", "is not a DNS-1123 subdomain"),
         ({"sidecar__image": "img/sidecar"}, "sidecar.image", "not pinned"),
+        ({"namespace": "Team"}, "namespace", "is not a DNS-1123 label"),
+        ({"scheduling__queue": "q" * 64}, "scheduling.queue", "at most 63"),
     ],
 )
 def test_bad_values_name_the_field(overrides: dict[str, Any], field: str, message: str) -> None:
@@ -99,6 +101,10 @@ def test_version_mismatch_can_be_forced() -> None:
 def test_version_required_without_jax() -> None:
     with pytest.raises(ConfigError, match="required when jax is not installed"):
         load_job(None, BASE, installed_jax=lambda: None)
+
+
+def test_namespace_may_start_with_a_digit() -> None:
+    assert job(namespace="1team").namespace == "1team"  # a DNS-1123 label, unlike the JobSet name
 
 
 def test_headless_needs_no_user_container() -> None:

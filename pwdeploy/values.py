@@ -1,0 +1,161 @@
+"""Parsers for single config values: each checks one value and names its field in the error."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from pwdeploy.errors import ConfigError
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+FLAG_ITEM = re.compile(r"--([A-Za-z][A-Za-z0-9_]*)(?:=(\S+))?")
+GCS_URI = re.compile(r"gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/[^\s]*)?")
+
+
+class GcsPath(NamedTuple):
+    bucket: str
+    prefix: str  # without leading or trailing slash; "" for the bucket root
+
+    @property
+    def uri(self) -> str:
+        return f"gs://{self.bucket}/{self.prefix}" if self.prefix else f"gs://{self.bucket}"
+
+    def child(self, name: str) -> GcsPath:
+        return GcsPath(self.bucket, f"{self.prefix}/{name}" if self.prefix else name)
+
+
+def parse_int(value: Any, path: str, minimum: int | None) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(path, f"must be an integer, not {value!r}")
+    try:
+        number = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise ConfigError(path, f"must be an integer, not {value!r}") from None
+    if isinstance(value, float) or (minimum is not None and number < minimum):
+        raise ConfigError(path, f"must be an integer >= {minimum if minimum is not None else 0}, not {value!r}")
+    return number
+
+
+def parse_bool(value: Any, path: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(path, f"must be true or false, not {value!r}")
+
+
+def parse_command(value: Any, path: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise ConfigError(path, f"cannot split {value!r} like a shell: {exc}") from None
+    elif isinstance(value, list) and all(isinstance(w, (str, int, float)) for w in value):
+        words = [str(w) for w in value]
+    else:
+        raise ConfigError(path, f"must be a string or a list of strings, not a {kind_name(value)}")
+    if not words:
+        raise ConfigError(path, "must not be empty")
+    return tuple(words)
+
+
+def parse_str_list(value: Any, path: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, int, float)) for v in value):
+        raise ConfigError(path, f"must be a list of strings, not a {kind_name(value)}")
+    return tuple(str(v) for v in value)
+
+
+def parse_flags(value: Any, path: str) -> list[str]:
+    items = parse_str_list(value, path)
+    for item in items:
+        if not FLAG_ITEM.fullmatch(item):
+            raise ConfigError(
+                path,
+                f"{item!r} is not a flag; write each as --name=value (one flag per item, no spaces), "
+                "e.g. --xla_tpu_enable_async_collective_fusion=true",
+            )
+    return merge_flags([], list(items))
+
+
+def merge_flags(base: list[str], extra: list[str]) -> list[str]:
+    by_name = {item.split("=", 1)[0]: item for item in base}
+    for item in extra:
+        by_name[item.split("=", 1)[0]] = item
+    return list(by_name.values())
+
+
+def parse_env(value: Any, path: str) -> dict[str, str]:
+    if isinstance(value, (list, tuple)):  # KEY=VALUE items, as --env gives them
+        env: dict[str, str] = {}
+        for item in value:
+            if not isinstance(item, str) or "=" not in item:
+                raise ConfigError(path, f"{item!r} is not KEY=VALUE")
+            key, _, val = item.partition("=")
+            env[key] = val
+        value = env
+    if not isinstance(value, dict):
+        raise ConfigError(path, f"must be a mapping of NAME: value, not a {kind_name(value)}")
+    result: dict[str, str] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
+            raise ConfigError(f"{path}.{key}", "is not a valid environment variable name")
+        if isinstance(val, (dict, list)) or val is None:
+            raise ConfigError(f"{path}.{key}", f"must be a string, not a {kind_name(val)}")
+        result[key] = str(val).lower() if isinstance(val, bool) else str(val)
+    return result
+
+
+def parse_gcs(value: Any, path: str) -> GcsPath:
+    text = str(value).strip() if isinstance(value, str) else None
+    match = GCS_URI.fullmatch(text) if text else None
+    if text is None or match is None or ".." in match.group(1):
+        raise ConfigError(
+            path, f"{value!r} is not a GCS location; use gs://bucket[/prefix] (bucket: 3-222 of a-z 0-9 . _ -)"
+        )
+    prefix = (match.group(2) or "")[1:].rstrip("/")
+    if "//" in (match.group(2) or ""):
+        raise ConfigError(path, f"{value!r} has an empty path segment ('//')")
+    bucket = match.group(1)
+    if max(map(len, bucket.split("."))) > 63 or bucket.startswith("goog") or re.fullmatch(r"[0-9.]+", bucket):
+        raise ConfigError(
+            path, f"{value!r}: a bucket name has at most 63 characters between dots, does not start with 'goog' "
+            "and is not an IP address",
+        )  # fmt: skip
+    if any(ord(char) < 32 or 127 <= ord(char) <= 159 for char in prefix):
+        raise ConfigError(path, f"{value!r} has a control character in its path")
+    return GcsPath(bucket, prefix)
+
+
+def check_image_pinned(image: str, path: str) -> None:
+    """Reject images that float: no tag, or ``:latest``."""
+    if "@sha256:" in image:
+        return
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else None
+    if tag is None or tag == "latest":
+        raise ConfigError(
+            path,
+            f"{image!r} is not pinned; give it a tag other than latest, or a digest (@sha256:...), so every "
+            "run uses the same image",
+        )
+
+
+def kind_name(value: Any) -> str:
+    return {dict: "mapping", list: "list", str: "string", int: "integer", float: "number", bool: "boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def check_name(value: str, path: str, rule: Callable[[str], str | None]) -> str:
+    """``value`` when it passes a Kubernetes name rule (from pwdeploy.validation.names), else a ConfigError."""
+    problem = rule(value)
+    if problem is not None:
+        raise ConfigError(path, problem)
+    return value
