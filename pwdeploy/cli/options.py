@@ -65,11 +65,14 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
 
 def job_from_params(params: dict[str, Any]) -> JobConfig:
     """The validated job from ``-f`` and the flags; errors name the flag that set a bad value."""
-    from pwdeploy.sidecar.lock import apply_lock  # pins a pushed sidecar digest from pwdeploy-sidecar.lock
-
     overrides = overrides_from(params)
     try:
-        return apply_lock(load_job(params.get("job__file"), overrides))
+        job = load_job(params.get("job__file"), overrides)
+        if job.sidecar.repository is not None and job.sidecar.image is None:
+            from pwdeploy.sidecar.lock import apply_lock  # pins a pushed digest from pwdeploy-sidecar.lock
+
+            job = apply_lock(job)
+        return job
     except ConfigError as exc:
         source = _source_of(exc.field, overrides)
         if source is not None:
