@@ -63,12 +63,15 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
     return {key: params.pop(key) for key in list(params) if key.startswith(_PARAM_PREFIX)}
 
 
-def job_from_params(params: dict[str, Any]) -> JobConfig:
-    """The validated job from ``-f`` and the flags; errors name the flag that set a bad value."""
+def job_from_params(params: dict[str, Any], *, pin_sidecar: bool = True) -> JobConfig:
+    """The validated job from ``-f`` and the flags; errors name the flag that set a bad value.
+
+    With ``pin_sidecar``, a sidecar built by `pwdeploy sidecar build --push` is pinned by its recorded digest.
+    """
     overrides = overrides_from(params)
     try:
         job = load_job(params.get("job__file"), overrides)
-        if job.sidecar.repository is not None and job.sidecar.image is None:
+        if pin_sidecar and job.sidecar.repository is not None and job.sidecar.image is None:
             from pwdeploy.sidecar.lock import apply_lock  # pins a pushed digest from pwdeploy-sidecar.lock
 
             job = apply_lock(job)

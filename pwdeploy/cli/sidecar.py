@@ -66,7 +66,7 @@ def dockerfile(allow_base_mismatch: bool, **params: Any) -> None:
     """Print the Dockerfile `pwdeploy sidecar build` would build."""
     from pwdeploy.sidecar.build import prepare
 
-    job = job_from_params(pop_job_params(params))
+    job = job_from_params(pop_job_params(params), pin_sidecar=False)  # the build reads the lock itself
     click.echo(prepare(job, allow_base_mismatch=allow_base_mismatch).dockerfile, nl=False)
 
 
@@ -83,7 +83,7 @@ def build(push: bool, allow_base_mismatch: bool, **params: Any) -> None:
     from pwdeploy.sidecar.build import build_sidecar
     from pwdeploy.sidecar.engine import DockerCli
 
-    job = job_from_params(pop_job_params(params))
+    job = job_from_params(pop_job_params(params), pin_sidecar=False)  # the build reads the lock itself
     progress = StreamProgress(sys.stderr)
     try:
         result = build_sidecar(job, DockerCli(), progress, push=push, allow_base_mismatch=allow_base_mismatch)
