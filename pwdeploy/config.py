@@ -137,7 +137,7 @@ class LocalConfig(NamedTuple):
 
 class JobConfig(NamedTuple):
     name: str
-    namespace: str
+    namespace: str | None  # None: the kubeconfig context's namespace
     pathways_version: str
     allow_version_mismatch: bool
     image_registry: str
@@ -269,7 +269,7 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
     tpu_slice = _resolve_slice(parsed)
     job = JobConfig(
         name=_name(parsed["name"]),
-        namespace=check_name(parsed["namespace"], "namespace", names.dns1123_label),
+        namespace=parsed["namespace"] and check_name(parsed["namespace"], "namespace", names.dns1123_label),
         pathways_version=_pathways_version(parsed, installed_jax),
         allow_version_mismatch=parsed["allow_version_mismatch"],
         image_registry=parsed["image_registry"],

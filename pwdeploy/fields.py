@@ -52,7 +52,9 @@ class Field(NamedTuple):
 _ = Field
 FIELDS: tuple[Field, ...] = (
     _("name", Kind.STR, None, "JobSet name (DNS-1035 label; the bound depends on slices and VMs)", "--name"),
-    _("namespace", Kind.STR, "default", "Kubernetes namespace", "--namespace"),
+    _("namespace", Kind.STR, None,
+      "Kubernetes namespace; default: the kubeconfig context's (render leaves it out, as kubectl expects)",
+      "--namespace"),
     _("pathways_version", Kind.STR, None,
       "JAX version the Pathways images are pinned to (jax-<V> tags); default: the installed jax",
       "--pathways-version"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pwdeploy.fields import SECTIONS, Field, Kind
+from pwdeploy.fields import FIELDS, SECTIONS, Field, Kind
 
 _QUANTITY = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$"
 
@@ -55,3 +55,13 @@ def job_schema() -> dict[str, Any]:
         "required": ["name"],
         "properties": properties,
     }
+
+
+def config_reference_markdown() -> str:
+    """The README's config reference table, from the same field table."""
+    rows = ["| field | flag | default | meaning |", "|---|---|---|---|"]
+    for field in FIELDS:
+        default = "" if field.default in (None, (), {}) else f"`{field.default}`"
+        flag = f"`{field.flag}`" if field.flag else ""
+        rows.append(f"| `{field.path}` | {flag} | {default} | {field.help} |")
+    return "\n".join(rows) + "\n"

@@ -311,3 +311,25 @@ def test_cli_headless_prints_the_connect_recipe(runner: CliRunner, cli_env: list
         result.stdout
     )
     assert "export JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://127.0.0.1:29000" in result.stdout
+
+
+def test_cli_submit_without_namespace_uses_the_context_namespace(
+    runner: CliRunner, stub: StubKubeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jax_version: str
+) -> None:
+    monkeypatch.setattr(cli_cluster, "CLOCK", FakeClock())
+    kubeconfig = stub.write_kubeconfig(tmp_path / "kc", {"team-ctx": ("stub-token", "team")}, current="team-ctx")
+    config = tmp_path / "job.yaml"
+    text = Path(EXAMPLE).read_text(encoding="utf-8").replace("namespace: default\n", "")
+    config.write_text(text, encoding="utf-8")
+    assert "namespace" not in rendered_example_from(config)[0]["metadata"]  # kubectl apply decides, as it does
+    result = runner.invoke(cli, ["submit", "-f", str(config), "--kubeconfig", str(kubeconfig), "--skip-preflight"])
+    assert result.exit_code == 0, result.output
+    (patch,) = stub.writes()
+    assert patch.path == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team/jobsets/dp-example"
+    assert patch.body["metadata"]["namespace"] == "team"
+
+
+def rendered_example_from(config: Path) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(cli, ["render", "-f", str(config), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    return [json.loads(result.stdout)]

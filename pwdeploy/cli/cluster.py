@@ -86,12 +86,14 @@ def submit(
             raise ConfigError("-n", f"{namespace_alias!r} contradicts --namespace {job_params['job__namespace']!r}")
         job_params["job__namespace"] = namespace_alias
     job = job_from_params(job_params)
+    kube = _connect(kubeconfig, context)
+    namespace = job.namespace or kube.namespace  # as kubectl does: else the context's namespace
+    job = job._replace(namespace=namespace)
     objects = manifests.build(job)
     _validate(objects)
-    marked = sub.mark_managed(objects, job.namespace)
+    marked = sub.mark_managed(objects, namespace)
     mode = sub.DryRun(dry_run)
-    kube = _connect(kubeconfig, context)
-    sub.check_cluster(kube, job.namespace, job.scheduling.queue)
+    sub.check_cluster(kube, namespace, job.scheduling.queue)
     if not skip_preflight:
         _preflight(job)
     outcome = sub.submit(
@@ -101,11 +103,11 @@ def submit(
     click.echo(outcome.describe(mode))
     if mode is not sub.DryRun.NONE:
         return
-    ns_flag = f" -n {job.namespace}"
+    ns_flag = f" -n {namespace}"
     if wait is not None:
-        _wait(kube, job, wait, timeout)
+        _wait(kube, job.name, namespace, wait, timeout)
     if job.headless:
-        click.echo(_connect_recipe(kube, job))
+        click.echo(_connect_recipe(kube, job.name, namespace))
     click.echo(f"follow: pwdeploy status {job.name}{ns_flag}  |  pwdeploy logs {job.name}{ns_flag} -f")
 
 
@@ -133,38 +135,38 @@ def _preflight(job: JobConfig) -> None:
         )
 
 
-def _wait(kube: Kube, job: JobConfig, until: str, timeout: float | None) -> None:
+def _wait(kube: Kube, name: str, namespace: str, until: str, timeout: float | None) -> None:
     from pwdeploy.cluster.wait import Display, wait_for
 
     display = Display(sys.stderr, tty=sys.stderr.isatty())
     try:
-        state = wait_for(kube, job.namespace, job.name, until=until, display=display, timeout=timeout)
+        state = wait_for(kube, namespace, name, until=until, display=display, timeout=timeout)
     except KeyboardInterrupt:
-        ns = f" -n {job.namespace}"
+        ns = f" -n {namespace}"
         click.echo(
-            f"\nStopped waiting; job {job.name} keeps running.\n"
-            f"  follow it: pwdeploy status {job.name}{ns}  /  pwdeploy logs {job.name}{ns} -f\n"
-            f"  stop it:   pwdeploy delete {job.name}{ns}",
+            f"\nStopped waiting; job {name} keeps running.\n"
+            f"  follow it: pwdeploy status {name}{ns}  /  pwdeploy logs {name}{ns} -f\n"
+            f"  stop it:   pwdeploy delete {name}{ns}",
             err=True,
         )
         raise click.exceptions.Exit(130) from None
-    click.echo(f"job {job.name} is {state.phase}")
+    click.echo(f"job {name} is {state.phase}")
 
 
-def _connect_recipe(kube: Kube, job: JobConfig) -> str:
+def _connect_recipe(kube: Kube, name: str, namespace: str) -> str:
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.cluster.progress import HEAD
     from pwdeploy.envcontract import PROXY_PORT
 
-    heads = js.list_pods(kube, job.namespace, job.name, **{js.REPLICATED_JOB_LABEL: HEAD})
-    selector = f"{js.JOBSET_NAME_LABEL}={job.name},{js.REPLICATED_JOB_LABEL}={HEAD}"
+    heads = js.list_pods(kube, namespace, name, **{js.REPLICATED_JOB_LABEL: HEAD})
+    selector = f"{js.JOBSET_NAME_LABEL}={name},{js.REPLICATED_JOB_LABEL}={HEAD}"
     pod = heads[-1]["metadata"]["name"] if heads else "HEAD_POD"
     lines = [
         "Headless job: connect JAX through the IFRT proxy on the head pod:",
-        f"  kubectl port-forward -n {job.namespace} pod/{pod} {PROXY_PORT}:{PROXY_PORT}",
+        f"  kubectl port-forward -n {namespace} pod/{pod} {PROXY_PORT}:{PROXY_PORT}",
     ]
     if not heads:
-        lines.append(f"  (HEAD_POD: kubectl get pods -n {job.namespace} -l {selector} -o name)")
+        lines.append(f"  (HEAD_POD: kubectl get pods -n {namespace} -l {selector} -o name)")
     lines += [
         f"  export JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://127.0.0.1:{PROXY_PORT}",
         "  then in Python: import pathwaysutils; pathwaysutils.initialize()",

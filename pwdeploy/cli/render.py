@@ -53,8 +53,9 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
 
 
 @click.command()
-def schema() -> None:
+@click.option("--markdown", is_flag=True, help="Print the config reference as a Markdown table instead.")
+def schema(markdown: bool) -> None:
     """Print the JSON Schema of the job config (for editors: yaml-language-server, VS Code)."""
-    from pwdeploy.schema import job_schema
+    from pwdeploy.schema import config_reference_markdown, job_schema
 
-    click.echo(json.dumps(job_schema(), indent=2))
+    click.echo(config_reference_markdown() if markdown else json.dumps(job_schema(), indent=2), nl=not markdown)

@@ -19,16 +19,16 @@ def metadata(job: JobConfig) -> Manifest:
     labels = {MANAGED_BY_LABEL: "pwdeploy", "app.kubernetes.io/name": job.name}
     if job.scheduling.queue:
         labels[QUEUE_LABEL] = job.scheduling.queue
-    return {
-        "name": job.name,
-        "namespace": job.namespace,
-        "labels": labels,
-        "annotations": {
+    return c.drop_none(
+        name=job.name,
+        namespace=job.namespace,
+        labels=labels,
+        annotations={
             VERSION_ANNOTATION: __version__,
             "pwdeploy.dev/tpu": f"{job.tpu.slices}x {job.tpu.slice.type_name} ({job.tpu.slice.instance_type})",
             "pwdeploy.dev/pathways-version": job.pathways_version,
         },
-    }
+    )
 
 
 def failure_policy(job: JobConfig) -> Manifest:
