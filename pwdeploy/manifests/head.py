@@ -14,12 +14,13 @@ def scratch_args(job: JobConfig) -> list[str]:
     return [f"--gcs_scratch_location={scratch.uri}"] if scratch is not None else []
 
 
+def rm_client_args(job: JobConfig, port: int) -> list[str]:
+    """What every server that registers with the resource manager (proxy, workers) starts with."""
+    return [f"--server_port={port}", f"--resource_manager_address=$(PATHWAYS_HEAD):{c.RM_PORT}", *scratch_args(job)]
+
+
 def proxy_args(job: JobConfig) -> list[str]:
-    args = [
-        f"--server_port={c.PROXY_PORT}",
-        f"--resource_manager_address=$(PATHWAYS_HEAD):{c.RM_PORT}",
-        *scratch_args(job),
-    ]
+    args = rm_client_args(job, c.PROXY_PORT)
     if job.tpu.elastic_slices:
         args.append(f"--num_elastic_slices={job.tpu.elastic_slices}")
     if job.sidecar.enabled:

@@ -6,17 +6,13 @@ from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
-from pwdeploy.manifests.head import as_native_sidecar, scratch_args
+from pwdeploy.manifests.head import as_native_sidecar, rm_client_args
 
 BACKOFF_PER_VM = 4  # restarts of a worker pod before its slice's Job fails
 
 
 def worker_args(job: JobConfig) -> list[str]:
-    args = [
-        f"--server_port={c.WORKER_PORT}",
-        f"--resource_manager_address=$(PATHWAYS_HEAD):{c.RM_PORT}",
-        *scratch_args(job),
-    ]
+    args = rm_client_args(job, c.WORKER_PORT)
     if job.sidecar.enabled:
         args.append(f"--cloud_pathways_sidecar_shm_directory={c.SIDECAR_SHM_DIR}")
     return args
