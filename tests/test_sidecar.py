@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import stat
 import sys
 import tarfile
 from pathlib import Path
@@ -265,6 +267,21 @@ def test_apply_lock_pins_the_digest_for_unchanged_inputs(tmp_path: Path) -> None
     assert pinned.sidecar.repository == job.sidecar.repository and pinned.tpu == job.tpu
 
 
+def test_lock_file_is_readable_like_the_config_it_sits_beside(tmp_path: Path) -> None:
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE}))
+    path = lock.lock_path(job)
+    previous = os.umask(0o022)
+    try:
+        lock.record(path, job.name, _entry(inputs.collect(job)))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        path.chmod(0o664)
+        lock.record(path, "other-job", _entry(inputs.collect(job)))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o664, "a rewrite keeps the mode the file had"
+    finally:
+        os.umask(previous)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".pwdeploy-sidecar")] == []
+
+
 def test_apply_lock_warns_and_pins_nothing_when_inputs_changed(tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
     lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job)))
@@ -372,6 +389,39 @@ def test_no_engine_reachable_exits_5_and_writes_nothing(runner: CliRunner, tmp_p
     assert f"no Docker engine reachable at DOCKER_HOST=unix://{tmp_path}/no-engine.sock" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert not (tmp_path / "pwdeploy-sidecar.lock").exists()
+
+
+class StandInEngine:
+    """Stands in for the engine seam (no image exists; builds and pushes succeed at once), for failures after a push."""
+
+    def check(self) -> str:
+        return "stand-in"
+
+    def image_labels(self, ref: str) -> dict[str, str] | None:
+        return None
+
+    def build(self, context_tar: Path, tag: str, progress: engine.Progress) -> str:
+        return "sha256:" + "b" * 64
+
+    def push(self, tag: str, progress: engine.Progress) -> str:
+        return "sha256:" + "c" * 64
+
+
+def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE}))
+
+    def refuse(*args: Any) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(lock, "record", refuse)
+    with pytest.raises(BuildError) as caught:
+        build.build_sidecar(job, StandInEngine(), Recorder(), push=True)
+    assert str(caught.value).startswith("pushed r.example/x:")
+    assert (
+        f"as r.example/x@sha256:{'c' * 64}, but cannot record it in {tmp_path / 'pwdeploy-sidecar.lock'}: "
+        "Permission denied" in str(caught.value)
+    )
+    assert caught.value.hint is not None and f"sidecar.image: r.example/x@sha256:{'c' * 64}" in caught.value.hint
 
 
 def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pwdeploy.config import JobConfig
+from pwdeploy.errors import BuildError
 from pwdeploy.sidecar import base, lock
 from pwdeploy.sidecar.engine import Engine, Progress
 from pwdeploy.sidecar.inputs import HASH_LABEL, SidecarInputs, check_repository, collect, write_context
@@ -58,5 +59,12 @@ def build_sidecar(
         base_image=inputs.base_image, jax_version=inputs.jax_version, python_version=inputs.python_version,
     )  # fmt: skip
     path = lock.lock_path(job)
-    lock.record(path, job.name, entry)
+    try:
+        lock.record(path, job.name, entry)
+    except OSError as exc:
+        raise BuildError(
+            f"pushed {tag} as {entry.image}, but cannot record it in {path}: {exc.strerror or exc}",
+            hint=f"make {path.parent} writable and run the build again (it will not rebuild), "
+            f"or set sidecar.image: {entry.image}",
+        ) from None
     return BuildResult(tag, built=built, pushed=True, image=entry.image, lock_path=path)
