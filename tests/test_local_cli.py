@@ -100,6 +100,7 @@ def test_missing_command_is_a_clear_error(job_file: Path, tmp_path: Path) -> Non
         "  hint: check main.command in the config, or the command after --",
     ]
     assert "Traceback" not in done.stderr
+    assert not (tmp_path / ".pwdeploy").exists(), "a run that cannot start leaves no cache or HLO directory"
 
 
 def test_absurd_device_count_and_bad_flag(runner: CliRunner, job_file: Path) -> None:
@@ -126,8 +127,8 @@ def test_example_needs_no_real_image_or_bucket(runner: CliRunner) -> None:
 
 LOOP = """
 import sys, time
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: a Ctrl-C right after "ready" is still handled
     time.sleep(60)
 except KeyboardInterrupt:
     print("stopped cleanly", flush=True)

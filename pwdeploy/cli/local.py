@@ -40,17 +40,19 @@ def run(command: tuple[str, ...], **params: Any) -> int:
     directory instead. A leading python/python3 runs with the interpreter pwdeploy runs under. The job's
     exit status, stdout and stderr pass through.
     """
-    from pwdeploy.local.runner import run_child
+    from pwdeploy.local.runner import check_startable, run_child
 
     local_plan = _plan(params, command)
+    child_env = {**os.environ, **local_plan.env}
     for line in local_plan.warnings:
         click.echo(f"warning: {line}", err=True)
+    check_startable(local_plan.command, cwd=local_plan.cwd, env=child_env)  # before any directory is created
     _prepare_dirs(local_plan)
     click.echo(
         f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
         err=True,
     )
-    status = run_child(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})
+    status = run_child(local_plan.command, cwd=local_plan.cwd, env=child_env)
     if status == 130:
         click.echo("pwdeploy local: the job was interrupted", err=True)
     elif status != 0:
