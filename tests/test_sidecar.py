@@ -118,6 +118,7 @@ def test_default_base_comes_from_release_python_and_jax(tmp_path: Path) -> None:
 
 def test_template_language_errors() -> None:
     assert dockerfile.render("A {{x}}\n#if b\nB\n#endif\nC\n", {"x": "1"}, {"b": False}) == "A 1\nC\n"
+    assert dockerfile.render("## note {{x}}\n# kept {{x}}\n", {"x": "1"}, {}) == "# kept 1\n"
     with pytest.raises(KeyError):
         dockerfile.render("{{missing}}\n", {}, {})
     with pytest.raises(ValueError, match="not closed"):
@@ -442,6 +443,7 @@ def test_example_sidecar_dockerfile(runner: CliRunner, jax_version: str) -> None
     default_repository = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
     assert steps[0] == ("FROM", f"{default_repository}:20260423-python_3.11-jax_0.10.2")
     assert ("COPY", "code/ /app/") in steps
+    assert result.stdout.startswith("# Colocated-Python sidecar image of a pwdeploy job"), "template notes left out"
     found = inputs.collect(
         load_job(EXAMPLE / "job.yaml", {"sidecar.python_version": "3.11"}, installed_jax=lambda: "0.10.2")
     )

@@ -1,4 +1,5 @@
-"""The sidecar Dockerfile template and its tiny template language: ``{{name}}`` and ``#if name`` / ``#endif``."""
+"""The sidecar Dockerfile template and its tiny template language: ``{{name}}``, ``#if name`` / ``#endif``, and
+``##`` notes that stay in the template."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def template_text() -> str:
 
 
 def render(template: str, values: Mapping[str, str], blocks: Mapping[str, bool]) -> str:
-    """Fill ``{{name}}`` from ``values`` and keep ``#if name`` blocks whose ``blocks[name]`` is true.
+    """Fill ``{{name}}`` from ``values``, keep ``#if name`` blocks whose ``blocks[name]`` is true, drop ``##`` notes.
 
     Every placeholder and block name must be given: a template that asks for something unknown is a bug, not a
     default, so it raises KeyError.
@@ -26,6 +27,8 @@ def render(template: str, values: Mapping[str, str], blocks: Mapping[str, bool])
     open_block: str | None = None
     keep = True
     for line in template.splitlines(keepends=True):
+        if line.startswith("##"):
+            continue
         match = _IF.fullmatch(line)
         if match:
             if open_block is not None:
