@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from pwdeploy.errors import ConfigError
 from pwdeploy.validation.objects import label, object_problems
 from pwdeploy.validation.schemas import resolve_version
 
@@ -31,16 +32,24 @@ def validate_objects(objects: Sequence[Any], *, kubernetes_version: str = DEFAUL
     return list(dict.fromkeys(lines))
 
 
-def validate_files(paths: Iterable[str | Path], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> list[str]:
+class FilesReport(NamedTuple):
+    objects: int  # how many objects the files hold
+    problems: list[str]  # each prefixed by its file; empty when every object is valid
+
+
+def validate_files(paths: Iterable[str | Path], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> FilesReport:
     """Every problem in the manifests in ``paths`` (``-`` is standard input), each line prefixed by its file.
 
-    A missing or unreadable file, or one that is not YAML/JSON, raises ConfigError.
+    A missing or unreadable file, one that is not YAML/JSON, or one that holds no object raises ConfigError.
     """
     from pwdeploy.validation.files import load_documents
 
-    problems: list[str] = []
+    count, problems = 0, []
     for path in paths:
         name = "<stdin>" if str(path) == "-" else str(path)
-        found = validate_objects(load_documents(path), kubernetes_version=kubernetes_version)
-        problems += [f"{name}: {line}" for line in found]
-    return problems
+        objects = load_documents(path)
+        if not objects:
+            raise ConfigError(name, "holds no Kubernetes objects")
+        count += len(objects)
+        problems += [f"{name}: {line}" for line in validate_objects(objects, kubernetes_version=kubernetes_version)]
+    return FilesReport(count, problems)
