@@ -86,6 +86,18 @@ def test_garbage_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
         connect(bad)
 
 
+@pytest.mark.parametrize("text", ["just some text\n", "- a\n- b\n"])
+def test_a_file_that_is_not_a_kubeconfig_says_so(tmp_path: Path, text: str) -> None:
+    other = tmp_path / "passwd"
+    other.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        connect(other)
+    assert str(info.value) == (
+        f"--kubeconfig: cannot read kubeconfig {other}: it is not a kubeconfig (a YAML mapping with clusters, "
+        "contexts and users)"
+    )
+
+
 def test_no_kubeconfig_and_not_in_a_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)

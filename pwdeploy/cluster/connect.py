@@ -69,7 +69,11 @@ def _load_kubeconfig(location: str, context: str | None, configuration: Any, *, 
     try:
         contexts, active = config.list_kube_config_contexts(config_file=location)  # type: ignore[no-untyped-call]
     except (ConfigException, yaml.YAMLError, OSError, TypeError, AttributeError) as exc:
-        message = f"cannot read kubeconfig {location}: {str(exc).splitlines()[0] if str(exc) else exc}"
+        if isinstance(exc, (TypeError, AttributeError)):  # the client indexes into whatever the YAML holds
+            reason = "it is not a kubeconfig (a YAML mapping with clusters, contexts and users)"
+        else:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        message = f"cannot read kubeconfig {location}: {reason}"
         if flag_given:
             raise ConfigError("--kubeconfig", message) from None
         raise ClusterError(message, hint=GET_CREDENTIALS) from None
