@@ -113,27 +113,9 @@ def _depends_on_problems(path: str, rj: Mapping[str, Any], earlier: set[object])
 
 
 def _target_problems(spec: Mapping[str, Any], names: list[str]) -> list[Problem]:
-    problems: list[Problem] = []
-    valid = ", ".join(names)
-    targets = mapping(spec.get("successPolicy")).get("targetReplicatedJobs")
-    for k, target in enumerate(targets if isinstance(targets, list) else []):
-        if target not in names:
-            problems.append(
-                Problem(
-                    f"spec.successPolicy.targetReplicatedJobs[{k}]",
-                    f"{target!r} is not a replicatedJob; valid: {valid}",
-                )
-            )
+    problems = _unknown_targets(mapping(spec.get("successPolicy")), "spec.successPolicy", names)
     for r, rule in items(mapping(spec.get("failurePolicy")).get("rules")):
-        rule_targets = rule.get("targetReplicatedJobs")
-        for k, target in enumerate(rule_targets if isinstance(rule_targets, list) else []):
-            if target not in names:
-                problems.append(
-                    Problem(
-                        f"spec.failurePolicy.rules[{r}].targetReplicatedJobs[{k}]",
-                        f"{target!r} is not a replicatedJob; valid: {valid}",
-                    )
-                )
+        problems += _unknown_targets(rule, f"spec.failurePolicy.rules[{r}]", names)
     if mapping(spec.get("startupPolicy")).get("startupPolicyOrder") == "InOrder" and any(
         "dependsOn" in rj for _, rj in items(spec.get("replicatedJobs"))
     ):
@@ -144,6 +126,16 @@ def _target_problems(spec: Mapping[str, Any], names: list[str]) -> list[Problem]
             )
         )
     return problems
+
+
+def _unknown_targets(policy: Mapping[str, Any], path: str, names: list[str]) -> list[Problem]:
+    """``targetReplicatedJobs`` entries of a success policy or failure rule that name no replicatedJob."""
+    targets = policy.get("targetReplicatedJobs")
+    return [
+        Problem(f"{path}.targetReplicatedJobs[{k}]", f"{target!r} is not a replicatedJob; valid: {', '.join(names)}")
+        for k, target in enumerate(targets if isinstance(targets, list) else [])
+        if target not in names
+    ]
 
 
 def _coordinator_problems(coordinator: Mapping[str, Any], by_name: dict[str, Mapping[str, Any]]) -> list[Problem]:
