@@ -330,6 +330,21 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
         (),
     ),
     (
+        "failure rule naming a missing replicatedJob",
+        lambda o: o["spec"]["failurePolicy"]["rules"][0].update(targetReplicatedJobs=["pathways-head", "workers"]),
+        [
+            "spec.failurePolicy.rules[0].targetReplicatedJobs[1]: 'workers' is not a replicatedJob; "
+            "valid: pathways-head, worker"
+        ],
+        (),
+    ),
+    (
+        "image pull policy the API server does not know",
+        lambda o: main(o).update(imagePullPolicy="Sometimes"),
+        [f"{MAIN}.imagePullPolicy: 'Sometimes' is not one of Always, IfNotPresent, Never"],
+        (),
+    ),
+    (
         "duplicate replicatedJob name",
         lambda o: o["spec"]["replicatedJobs"][1].update(name="pathways-head"),
         [

@@ -13,6 +13,11 @@ from pwdeploy.validation.problems import Problem, duplicates, integer, items, ma
 _PROBES = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# Enumerated container fields: the OpenAPI schemas carry them as free strings, the API server rejects others.
+_CONTAINER_ENUMS = {
+    "imagePullPolicy": ("Always", "IfNotPresent", "Never"),
+    "terminationMessagePolicy": ("File", "FallbackToLogsOnError"),
+}
 
 Container = tuple[str, Mapping[str, Any]]  # (path, container)
 
@@ -57,6 +62,10 @@ def _container_problems(container: Mapping[str, Any], path: str) -> list[Problem
     policy = container.get("restartPolicy")
     if not container.get("image"):
         problems.append(Problem(f"{path}.image", "required field is missing"))
+    for field, valid in _CONTAINER_ENUMS.items():
+        value = container.get(field)
+        if value is not None and value not in valid:
+            problems.append(Problem(f"{path}.{field}", f"{short(value)} is not one of {', '.join(valid)}"))
     if not is_init and policy is not None:
         problems.append(
             Problem(
