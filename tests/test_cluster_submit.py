@@ -21,6 +21,7 @@ from pwdeploy.cluster.connect import connect
 from pwdeploy.cluster.submit import (
     CONFIG_HASH_ANNOTATION,
     DryRun,
+    InterruptedReplace,
     check_cluster,
     config_hash,
     mark_managed,
@@ -144,6 +145,47 @@ def test_replace_confirms_deletes_waits_and_recreates(kube: Kube, stub: StubKube
     assert stored is not None and stored["spec"]["replicatedJobs"][1]["replicas"] == 3
 
 
+def test_resubmitting_an_ended_job_says_so_and_replace_runs_it_again(kube: Kube, stub: StubKubeApiServer) -> None:
+    objects = mark_managed([tiny_jobset()], "default")
+    submit(kube, objects)
+    stored = stub.get("jobsets", "default", "demo")
+    assert stored is not None
+    stored["status"] = {"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted"}]}
+    outcome = submit(kube, objects)
+    assert (outcome.result, outcome.ended) == ("unchanged", "Completed")
+    assert outcome.describe(DryRun.NONE).endswith(
+        "unchanged; it already ended (Completed): pass --replace to run it again"
+    )
+    assert len(stub.writes()) == 1
+    again = submit(kube, objects, replace=True, confirm=lambda q: True)
+    assert again.result == "replaced"
+    assert [w.method for w in stub.writes()] == ["PATCH", "DELETE", "PATCH"]
+    rerun = stub.get("jobsets", "default", "demo")
+    assert rerun is not None and "status" not in rerun
+
+
+def test_replace_of_a_running_job_with_the_same_config_is_unchanged(kube: Kube, stub: StubKubeApiServer) -> None:
+    objects = mark_managed([tiny_jobset()], "default")
+    submit(kube, objects)
+    assert submit(kube, objects, replace=True, confirm=lambda q: True).result == "unchanged"
+    assert len(stub.writes()) == 1
+
+
+def test_ctrl_c_while_the_old_job_is_deleted_says_what_is_left(kube: Kube, stub: StubKubeApiServer) -> None:
+    submit(kube, mark_managed([tiny_jobset()], "default"))
+    stub.linger_after_delete = 5
+
+    def interrupt(sleeps: int) -> None:
+        raise KeyboardInterrupt
+
+    kube.clock.on_sleep = interrupt  # type: ignore[attr-defined]
+    with pytest.raises(InterruptedReplace) as info:
+        submit(kube, mark_managed([tiny_jobset(slices=3)], "default"), replace=True, confirm=lambda q: True)
+    assert info.value.exit_code == 130
+    assert str(info.value).startswith("interrupted while jobset demo was being deleted: the old job is going away")
+    assert [w.method for w in stub.writes()] == ["PATCH", "DELETE"], "nothing created after the interrupt"
+
+
 def test_replace_declined_changes_nothing(kube: Kube, stub: StubKubeApiServer) -> None:
     submit(kube, mark_managed([tiny_jobset()], "default"))
     with pytest.raises(PwdeployError, match="not replaced"):
@@ -161,10 +203,13 @@ def test_server_dry_run_sends_dry_run_all_and_persists_nothing(kube: Kube, stub:
 
 def test_server_dry_run_replace_checks_the_delete_only(kube: Kube, stub: StubKubeApiServer) -> None:
     submit(kube, mark_managed([tiny_jobset()], "default"))
-    submit(kube, mark_managed([tiny_jobset(slices=3)], "default"), dry_run=DryRun.SERVER, replace=True)
+    outcome = submit(kube, mark_managed([tiny_jobset(slices=3)], "default"), dry_run=DryRun.SERVER, replace=True)
     delete = stub.writes()[-1]
     assert delete.method == "DELETE" and delete.q("dryRun") == "All"
     assert stub.get("jobsets", "default", "demo") is not None
+    described = outcome.describe(DryRun.SERVER)
+    assert "would be deleted and created again: the API server accepted the delete" in described
+    assert "the new spec is admitted only once the old job is gone" in described
 
 
 def test_client_dry_run_sends_no_writes(kube: Kube, stub: StubKubeApiServer) -> None:

@@ -2,6 +2,7 @@
 
 Re-submitting the same config is a no-op ("unchanged"); a different config under the same name is refused
 unless the caller replaces it (JobSets are largely immutable), which deletes and recreates after confirmation.
+Replacing is also how a job that already ended runs again with the same config.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pwdeploy import __version__
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.jobsets import MANAGED_BY_LABEL, Object
+from pwdeploy.cluster.progress import TERMINAL, job_state
 from pwdeploy.errors import ClusterError, PwdeployError
 
 CONFIG_HASH_ANNOTATION = "pwdeploy.dev/config-hash"
@@ -34,21 +36,36 @@ class DryRun(Enum):
     SERVER = "server"  # writes are sent with dryRun=All: the API server validates and admits, persists nothing
 
 
+class InterruptedReplace(ClusterError):
+    """Ctrl-C while the old JobSet was being deleted: it goes away, the new one was not created."""
+
+    exit_code = 130
+
+
 @dataclass(frozen=True)
 class Outcome:
     name: str
     namespace: str
     config_hash: str
     result: str  # created, unchanged, replaced
+    ended: str | None = None  # for "unchanged": Completed or Failed when that job already ran to its end
 
     def describe(self, dry_run: DryRun) -> str:
         target = f"jobset {self.name} (namespace {self.namespace}, config {self.config_hash})"
-        if dry_run is DryRun.NONE or self.result == "unchanged":
+        if self.result == "unchanged":
+            ended = f"; it already ended ({self.ended}): pass --replace to run it again" if self.ended else ""
+            return f"{target} unchanged{ended}"
+        if dry_run is DryRun.NONE:
             return f"{target} {self.result}"
-        verb = {"created": "created", "replaced": "deleted and created again"}[self.result]
-        if dry_run is DryRun.SERVER:
-            return f"{target} would be {verb}: the API server accepted it (server dry run, nothing persisted)"
-        return f"{target} would be {verb} (client dry run, nothing sent)"
+        if dry_run is DryRun.CLIENT:
+            verb = {"created": "created", "replaced": "deleted and created again"}[self.result]
+            return f"{target} would be {verb} (client dry run, nothing sent)"
+        if self.result == "replaced":
+            return (
+                f"{target} would be deleted and created again: the API server accepted the delete (server dry run, "
+                "nothing persisted; the new spec is admitted only once the old job is gone)"
+            )
+        return f"{target} would be created: the API server accepted it (server dry run, nothing persisted)"
 
 
 def config_hash(objects: list[Object]) -> str:
@@ -114,39 +131,70 @@ def submit(
     confirm: Callable[[str], bool] = lambda question: False,
     on_progress: Callable[[str], None] = lambda line: None,
 ) -> Outcome:
-    """Apply the (marked) JobSet, unless an identical one is already there."""
-    jobsets = [o for o in objects if o.get("kind") == "JobSet"]
-    others = [f"{o.get('kind')} {o.get('metadata', {}).get('name')}" for o in objects if o.get("kind") != "JobSet"]
-    if len(jobsets) != 1 or others:
-        raise ClusterError(f"submit applies exactly one JobSet; the rendered objects are: {', '.join(others)}")
-    (desired,) = jobsets
+    """Apply the (marked) JobSet, unless an identical one is already there.
+
+    With ``replace``, a JobSet of another config (or of this config that already ended) is deleted, after
+    ``confirm``, and created again.
+    """
+    desired = _the_jobset(objects)
     name, namespace = desired["metadata"]["name"], desired["metadata"]["namespace"]
     digest = desired["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
     existing = js.get_jobset(kube, namespace, name)
-    outcome = Outcome(name, namespace, digest, "created")
     if existing is not None and existing["metadata"].get("deletionTimestamp"):
         on_progress(f"jobset {name} is still being deleted; waiting for it to go")
         _wait_deleted(kube, namespace, name, dry_run)
         existing = None
+    result = "created"
     if existing is not None:
         old = (existing["metadata"].get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
-        if old == digest:
-            return Outcome(name, namespace, digest, "unchanged")
+        phase = job_state(existing).phase
+        ended = phase if phase in TERMINAL else None
+        if old == digest and not (replace and ended):
+            return Outcome(name, namespace, digest, "unchanged", ended)
         _refuse_unless_replacing(existing, name, namespace, old, digest, replace)
-        if dry_run is DryRun.NONE and not confirm(
-            f"Delete jobset {name} in namespace {namespace} (its pods stop now) and create it again?"
-        ):
-            raise PwdeployError("not replaced: nothing was changed")
-        if dry_run is not DryRun.CLIENT:
-            js.delete_jobset(kube, namespace, name, dry_run=dry_run is DryRun.SERVER)
+        _delete_for_replace(kube, name, namespace, dry_run, confirm, on_progress)
         if dry_run is not DryRun.NONE:
             return Outcome(name, namespace, digest, "replaced")  # the new spec is admitted only after the delete
-        on_progress(f"deleting jobset {name} (waiting for its pods to stop)")
-        _wait_deleted(kube, namespace, name, dry_run)
-        outcome = Outcome(name, namespace, digest, "replaced")
+        result = "replaced"
     if dry_run is not DryRun.CLIENT:
         js.apply_jobset(kube, desired, dry_run=dry_run is DryRun.SERVER)
-    return outcome
+    return Outcome(name, namespace, digest, result)
+
+
+def _the_jobset(objects: list[Object]) -> Object:
+    jobsets = [o for o in objects if o.get("kind") == "JobSet"]
+    others = [f"{o.get('kind')} {o.get('metadata', {}).get('name')}" for o in objects if o.get("kind") != "JobSet"]
+    if len(jobsets) != 1 or others:
+        raise ClusterError(f"submit applies exactly one JobSet; the rendered objects are: {', '.join(others)}")
+    return jobsets[0]
+
+
+def _delete_for_replace(
+    kube: Kube,
+    name: str,
+    namespace: str,
+    dry_run: DryRun,
+    confirm: Callable[[str], bool],
+    on_progress: Callable[[str], None],
+) -> None:
+    if dry_run is DryRun.NONE and not confirm(
+        f"Delete jobset {name} in namespace {namespace} (its pods stop now) and create it again?"
+    ):
+        raise PwdeployError("not replaced: nothing was changed")
+    if dry_run is DryRun.CLIENT:
+        return
+    js.delete_jobset(kube, namespace, name, dry_run=dry_run is DryRun.SERVER)
+    if dry_run is DryRun.SERVER:
+        return
+    on_progress(f"deleting jobset {name} (waiting for its pods to stop)")
+    try:
+        _wait_deleted(kube, namespace, name, dry_run)
+    except KeyboardInterrupt:
+        raise InterruptedReplace(
+            f"interrupted while jobset {name} was being deleted: the old job is going away and the new config "
+            "was not submitted",
+            hint="run the same `pwdeploy submit` again (--replace is no longer needed once it is gone)",
+        ) from None
 
 
 def _refuse_unless_replacing(
