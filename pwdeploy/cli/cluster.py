@@ -294,7 +294,7 @@ def delete(
     if not yes and not click.confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now.", err=True):
         raise PwdeployError("not deleted")
     js.delete_jobset(kube, ns, name)
-    if wait and not js.wait_gone(kube, ns, name, timeout=300.0):
-        raise ClusterError(f"jobset {name} is still being deleted after 300 s",
+    if wait and not js.wait_gone(kube, ns, name):
+        raise ClusterError(f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s",
                            hint=f"look for stuck pods or finalizers: pwdeploy status {name} -n {ns}")  # fmt: skip
     click.echo(f"jobset {name} deleted" if wait else f"jobset {name} deletion requested (pods stop in the background)")

@@ -15,6 +15,7 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 KUEUE_GROUP = "kueue.x-k8s.io"
+DELETE_TIMEOUT_S = 300.0  # foreground deletion waits for every pod to stop
 
 Object = dict[str, Any]
 
@@ -61,7 +62,7 @@ def delete_jobset(kube: Kube, namespace: str, name: str, *, dry_run: bool = Fals
             raise
 
 
-def wait_gone(kube: Kube, namespace: str, name: str, *, timeout: float, poll: float = 2.0) -> bool:
+def wait_gone(kube: Kube, namespace: str, name: str, *, timeout: float = DELETE_TIMEOUT_S, poll: float = 2.0) -> bool:
     """Whether the JobSet disappeared within ``timeout`` seconds."""
     deadline = kube.clock.now() + timeout
     while get_jobset(kube, namespace, name) is not None:

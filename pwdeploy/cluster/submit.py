@@ -27,7 +27,6 @@ JOBSET_INSTALL = (
     "install the JobSet controller: kubectl apply --server-side -f "
     "https://github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml"
 )
-DELETE_TIMEOUT_S = 300.0
 
 
 class DryRun(Enum):
@@ -218,8 +217,8 @@ def _refuse_unless_replacing(
 def _wait_deleted(kube: Kube, namespace: str, name: str, dry_run: DryRun) -> None:
     if dry_run is not DryRun.NONE:
         return
-    if not js.wait_gone(kube, namespace, name, timeout=DELETE_TIMEOUT_S):
+    if not js.wait_gone(kube, namespace, name):
         raise ClusterError(
-            f"jobset {name} is still being deleted after {DELETE_TIMEOUT_S:.0f} s; nothing was created",
+            f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s; nothing was created",
             hint=f"look for stuck pods or finalizers: pwdeploy status {name} -n {namespace}",
         )
