@@ -283,11 +283,7 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Ku
             hint="the object changed or already exists; `pwdeploy submit --replace` recreates a job",
         )
     if code == 422:
-        causes = (status.get("details") or {}).get("causes") or []
-        lines = [f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}" for c in causes] or [message]
-        detail = "\n".join(f"  - {line}" for line in lines)
-        return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}",
-                        status=code)  # fmt: skip
+        return _invalid(action, status, message)
     if code in RETRYABLE_STATUS:
         return ApiError(
             f"the API server{where} failed to {action.describe()}{tried}: {code} {message}".rstrip(),
@@ -295,6 +291,14 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Ku
             hint="the control plane may be upgrading or overloaded; try again in a minute",
         )
     return ApiError(f"the API server refused to {action.describe()}: {code} {message}".rstrip(), status=code)
+
+
+def _invalid(action: Action, status: dict[str, Any], message: str) -> ApiError:
+    """422: one line per field path the API server named."""
+    causes = (status.get("details") or {}).get("causes") or []
+    lines = [f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}" for c in causes] or [message]
+    detail = "\n".join(f"  - {line}" for line in lines)
+    return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}", status=422)
 
 
 def _rbac_hint(action: Action) -> str:
