@@ -159,3 +159,15 @@ def test_sigterm_to_pwdeploy_reaches_the_job(job_file: Path, tmp_path: Path) -> 
     proc.send_signal(signal.SIGTERM)  # pwdeploy alone, as a process supervisor would
     proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM
+
+
+def test_gcs_checkpoints_become_a_local_directory_that_is_announced(job_file: Path, tmp_path: Path) -> None:
+    code = "import os; print(os.environ['PWDEPLOY_CHECKPOINT_DIR'])"
+    done = pwdeploy(
+        "local", "run", "-f", str(job_file), "--checkpoint-dir", "gs://bkt/ckpt", "--", "python3", "-c", code,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    local = tmp_path / ".pwdeploy" / "checkpoints"
+    assert done.stdout == f"{local}\n" and local.is_dir()
+    assert f"pwdeploy local: checkpoints (instead of storage.checkpoints) go to {local}" in done.stderr

@@ -83,6 +83,19 @@ def test_gcs_hlo_location_maps_to_the_local_directory(tmp_path: Path) -> None:
     assert not [f for f in flags_of(no_dump.env) if f.startswith("--xla_dump_to")]
 
 
+def test_gcs_profiles_and_checkpoints_map_to_local_directories(tmp_path: Path) -> None:
+    """A local run never writes the cluster's checkpoint or profile bucket."""
+    config = job(storage__profiles="gs://bkt/prof", storage__checkpoints="gs://bkt/ckpt")
+    local_plan = plan(config, cwd=tmp_path, cores=2)
+    expected = {
+        "PWDEPLOY_PROFILE_DIR": tmp_path / ".pwdeploy" / "profiles",
+        "PWDEPLOY_CHECKPOINT_DIR": tmp_path / ".pwdeploy" / "checkpoints",
+    }
+    assert local_plan.outputs == expected
+    assert {k: local_plan.env[k] for k in expected} == {k: str(v) for k, v in expected.items()}
+    assert plan(job(), cwd=tmp_path, cores=2).outputs == {}
+
+
 def test_compile_cache_local_gcs_and_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert compile_cache_location(job()) == str(tmp_path / ".pwdeploy" / "jax-cache")
@@ -128,6 +141,9 @@ def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -
 
     local = plan(config, cwd=tmp_path, cores=2).env
     assert local.pop("PWDEPLOY_HLO_DUMP_DIR") == str(tmp_path)
+    for name, folder in (("PWDEPLOY_PROFILE_DIR", "profiles"), ("PWDEPLOY_CHECKPOINT_DIR", "checkpoints")):
+        assert cluster.pop(name).startswith("gs://bkt/")
+        assert local.pop(name) == str(tmp_path / ".pwdeploy" / folder)
     assert {k: v for k, v in local.items() if k not in LOCAL_ONLY} == cluster
     assert not set(proxy_env()) - LOCAL_ONLY & set(local)
     assert cluster["PWDEPLOY_DATA_WORKERS"] == "5" and cluster["EXTRA"] == "x y"

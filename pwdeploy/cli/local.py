@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
-from pwdeploy.local.env import LocalPlan, plan
+from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, plan
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 _NO_INTERSPERSED = {"allow_interspersed_args": False}
@@ -74,9 +74,14 @@ def env(command: tuple[str, ...], **params: Any) -> None:
 
 
 def _prepare_dirs(local_plan: LocalPlan) -> None:
-    if local_plan.hlo_dir is not None:
-        local_plan.hlo_dir.mkdir(parents=True, exist_ok=True)
-        click.echo(f"pwdeploy local: HLO dumps go to {local_plan.hlo_dir}", err=True)
+    shown = {"HLO dumps": local_plan.hlo_dir} if local_plan.hlo_dir is not None else {}
+    shown |= {
+        f"{LOCAL_OUTPUTS[name]} (instead of storage.{LOCAL_OUTPUTS[name]})": path
+        for name, path in local_plan.outputs.items()
+    }
+    for what, path in shown.items():
+        path.mkdir(parents=True, exist_ok=True)
+        click.echo(f"pwdeploy local: {what} go to {path}", err=True)
     cache = local_plan.compile_cache
     if cache is not None and not cache.startswith("gs://"):
         Path(cache).mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ Pure functions over the JobConfig; ``plan`` gathers everything ``local run`` and
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -22,6 +23,10 @@ MAX_DEVICES = 1024
 # Emulating more devices than this many per core still works, only slowly; say so.
 DEVICES_PER_CORE_WARNING = 8
 PYTHON_NAMES = frozenset({"python", "python3", f"python3.{sys.version_info.minor}"})
+# Where a local run writes what the job would write to the cluster's buckets (under the current directory, beside
+# the default compile cache and HLO directory): a local run must not write a production checkpoint or profile.
+LOCAL_STATE = Path(".pwdeploy")
+LOCAL_OUTPUTS = {"PWDEPLOY_PROFILE_DIR": "profiles", "PWDEPLOY_CHECKPOINT_DIR": "checkpoints"}  # storage.<value>
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class LocalPlan:
     devices: int
     env: dict[str, str]
     hlo_dir: Path | None  # where HLO dumps go locally (None: the job dumps none)
+    outputs: dict[str, Path]  # PWDEPLOY_PROFILE_DIR / PWDEPLOY_CHECKPOINT_DIR -> the local stand-in, where set
     compile_cache: str | None  # a directory or gs:// URI (None: disabled)
     dropped_flags: tuple[str, ...]
     warnings: tuple[str, ...]
@@ -84,9 +90,24 @@ def xla_flags(job: JobConfig, devices: int, hlo_dir: Path | None) -> tuple[str, 
     return " ".join(flags), dropped
 
 
-def local_env(job: JobConfig, devices: int, *, hlo_dir: Path | None, compile_cache: str | None) -> dict[str, str]:
-    """The variables a local run sets: the cluster's env contract without the proxy, plus the CPU emulation."""
+def local_outputs(job: JobConfig, cwd: Path) -> dict[str, Path]:
+    """Local stand-ins, under ``cwd``, for the gs:// profile and checkpoint locations the config sets."""
+    env = job_env(job)
+    return {name: (cwd / LOCAL_STATE / folder).resolve() for name, folder in LOCAL_OUTPUTS.items() if name in env}
+
+
+def local_env(
+    job: JobConfig,
+    devices: int,
+    *,
+    hlo_dir: Path | None,
+    compile_cache: str | None,
+    outputs: Mapping[str, Path] | None = None,
+) -> dict[str, str]:
+    """The variables a local run sets: the cluster's env contract without the proxy, with the storage locations
+    the job writes replaced by local directories (``hlo_dir``, ``outputs``), plus the CPU emulation."""
     env = job_env(job, hlo_dump=str(hlo_dir) if hlo_dir is not None else None)
+    env.update({name: str(path) for name, path in (outputs or {}).items()})
     flags, _ = xla_flags(job, devices, hlo_dir)
     env.update(
         {
@@ -149,12 +170,14 @@ def plan(job: JobConfig, override: tuple[str, ...] = (), *, cwd: Path, cores: in
             f"local.compile_cache {cache} needs gcsfs (pip install gcsfs); without it JAX runs with no persistent cache"
         )
     command, where = job_command(job, override, cwd)
+    outputs = local_outputs(job, cwd)
     return LocalPlan(
         command=command,
         cwd=where,
         devices=devices,
-        env=local_env(job, devices, hlo_dir=hlo_dir, compile_cache=cache),
+        env=local_env(job, devices, hlo_dir=hlo_dir, compile_cache=cache, outputs=outputs),
         hlo_dir=hlo_dir,
+        outputs=outputs,
         compile_cache=cache,
         dropped_flags=tuple(dropped),
         warnings=tuple(warnings),
