@@ -378,3 +378,18 @@ def rendered_example_from(config: Path) -> list[dict[str, Any]]:
     result = CliRunner().invoke(cli, ["render", "-f", str(config), "-o", "json"])
     assert result.exit_code == 0, result.output
     return [json.loads(result.stdout)]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--timeout", "60"], "error: --timeout: applies only to --wait"),
+        (["--wait", "--dry-run=server"], "error: --wait: a --dry-run=server creates nothing to wait for"),
+    ],
+)
+def test_flags_that_would_be_ignored_are_refused(
+    runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer, flags: list[str], message: str
+) -> None:
+    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", *flags])
+    assert result.exit_code == 2 and result.stderr.startswith(message), result.output
+    assert stub.requests == [], "refused before connecting"

@@ -80,6 +80,7 @@ def submit(
     from pwdeploy import manifests
     from pwdeploy.cluster import submit as sub
 
+    _check_wait_flags(wait, timeout, dry_run)
     job_params = pop_job_params(params)
     if namespace_alias is not None:
         if job_params.get("job__namespace") not in (None, namespace_alias):
@@ -109,6 +110,14 @@ def submit(
     if job.headless:
         click.echo(_connect_recipe(kube, job.name, namespace))
     click.echo(f"follow: pwdeploy status {job.name}{ns_flag}  |  pwdeploy logs {job.name}{ns_flag} -f")
+
+
+def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str) -> None:
+    """Flags that would be ignored are refused, so a script never believes it waited."""
+    if timeout is not None and wait is None:
+        raise ConfigError("--timeout", "applies only to --wait", hint="add --wait (or --wait=done), or drop --timeout")
+    if wait is not None and dry_run != "none":
+        raise ConfigError("--wait", f"a --dry-run={dry_run} creates nothing to wait for", hint="drop one of them")
 
 
 def _validate(objects: list[dict[str, Any]]) -> None:
