@@ -68,3 +68,20 @@ def test_compile_cache_is_reused_and_hlo_lands_locally(state: Path) -> None:
     local_run(state, 4, "--steps", "2", "--seed", "7")
     assert entries() == first  # every compile of the second run was a cache hit
     assert list((state / "hlo").glob("*.txt")), "storage.hlo_dump is set, so HLO text is dumped locally"
+
+
+def test_checkpoint_and_profile_land_in_local_directories(tmp_path: Path) -> None:
+    """gs:// checkpoint and profile locations become directories under .pwdeploy/ of the current directory."""
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(EXAMPLE), "--devices", "2",
+            "--checkpoint-dir", "gs://bkt/ckpt", "--profile-dir", "gs://bkt/prof", "--compile-cache", "",
+            "--", "python3", str(EXAMPLE.parent / "train.py"), "--steps", "3",
+        ],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1])["steps"] == 3
+    state = tmp_path / ".pwdeploy"
+    assert (state / "checkpoints" / "step_3").is_dir(), "Orbax saved no checkpoint"
+    assert list((state / "profiles").rglob("*.xplane.pb")), "the profiler wrote no trace"

@@ -16,6 +16,7 @@ profiler trace of the training loop.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -139,18 +140,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     compile_seconds = time.perf_counter() - start
 
     profile_dir = os.environ.get("PWDEPLOY_PROFILE_DIR")
-    if profile_dir:
-        jax.profiler.start_trace(profile_dir)
-    start = time.perf_counter()
-    loss = None
-    for i in range(args.steps):
-        params, loss = step(params, *sharded[i % len(sharded)])  # dispatched back to back, no blocking
-        if args.log_every and (i + 1) % args.log_every == 0:
-            print(f"step {i + 1}: loss {float(_first(loss)):.6f}", flush=True)
-    final_loss = float(_first(jax.block_until_ready(loss)))
-    seconds = time.perf_counter() - start
-    if profile_dir:
-        jax.profiler.stop_trace()
+    with jax.profiler.trace(profile_dir) if profile_dir else contextlib.nullcontext():
+        params, final_loss, seconds = train_loop(step, params, sharded, args)
 
     checkpoint_dir = os.environ.get("PWDEPLOY_CHECKPOINT_DIR")
     if checkpoint_dir:
@@ -165,6 +156,20 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "batch": args.batch,
         "seed": args.seed,
     }
+
+
+def train_loop(step: Any, params: Any, sharded: list[Any], args: argparse.Namespace) -> tuple[Any, float, float]:
+    """(final params, final loss, seconds): steps dispatched back to back, blocking only on the last loss."""
+    import jax
+
+    start = time.perf_counter()
+    loss = None
+    for i in range(args.steps):
+        params, loss = step(params, *sharded[i % len(sharded)])
+        if args.log_every and (i + 1) % args.log_every == 0:
+            print(f"step {i + 1}: loss {float(_first(loss)):.6f}", flush=True)
+    final_loss = float(_first(jax.block_until_ready(loss)))
+    return params, final_loss, time.perf_counter() - start
 
 
 def save_checkpoint(directory: str, step: int, params: dict[str, Any]) -> None:
@@ -185,7 +190,12 @@ def _first_tree(tree: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    result = train(parse_args(argv))
+    args = parse_args(argv)
+    try:
+        result = train(args)
+    except KeyboardInterrupt:
+        print("train.py: interrupted", file=sys.stderr, flush=True)
+        return 130
     print(json.dumps(result), flush=True)
     return 0
 
