@@ -171,3 +171,22 @@ def test_gcs_checkpoints_become_a_local_directory_that_is_announced(job_file: Pa
     local = tmp_path / ".pwdeploy" / "checkpoints"
     assert done.stdout == f"{local}\n" and local.is_dir()
     assert f"pwdeploy local: checkpoints (instead of storage.checkpoints) go to {local}" in done.stderr
+
+
+def test_local_commands_keep_jax_and_pathwaysutils_out_of_pwdeploy(job_file: Path, tmp_path: Path) -> None:
+    """The job imports jax; the parent `pwdeploy local` process needs neither it nor pathwaysutils."""
+    code = textwrap.dedent(
+        f"""\
+        import sys
+        from pwdeploy.cli import cli
+        job = {str(job_file)!r}
+        for argv in (["local", "env", "-f", job], ["local", "run", "-f", job, "--", "true"]):
+            try:
+                cli.main(argv)
+            except SystemExit as e:
+                assert e.code == 0, (argv, e.code)
+        print("HEAVY", [m for m in ("jax", "jaxlib", "numpy", "pathwaysutils") if m in sys.modules], file=sys.stderr)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in done.stderr, done.stderr
