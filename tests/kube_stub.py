@@ -57,6 +57,29 @@ def status_body(code: int, reason: str, message: str, details: dict[str, Any] | 
     }  # fmt: skip
 
 
+def pathways_jobset(
+    name: str,
+    namespace: str = "default",
+    slices: int = 2,
+    *,
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A small pwdeploy-managed JobSet as the tests store it: a head and ``slices`` worker slices of 2 hosts."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                "labels": {"app.kubernetes.io/managed-by": "pwdeploy"}}  # fmt: skip
+    if annotations is not None:
+        metadata["annotations"] = dict(annotations)
+    return {
+        "apiVersion": JOBSET_GV, "kind": "JobSet", "metadata": metadata,
+        "spec": {"replicatedJobs": [
+            {"name": "pathways-head", "replicas": 1, "template": {"spec": {"parallelism": 1}}},
+            {"name": "worker", "replicas": slices, "template": {"spec": {"parallelism": 2}}},
+        ]},
+        **({"status": status} if status else {}),
+    }  # fmt: skip
+
+
 class _Reply(Exception):
     def __init__(self, code: int, body: Any, content_type: str = "application/json") -> None:
         self.code, self.body, self.content_type = code, body, content_type

@@ -17,22 +17,13 @@ from pwdeploy.cli import cli
 from pwdeploy.cluster.progress import GroupProgress, JobState, age, job_state, progress, progress_line
 from pwdeploy.cluster.wait import Display
 from tests.conftest import REPO
-from tests.kube_stub import FakeClock, StubKubeApiServer
+from tests.kube_stub import FakeClock, StubKubeApiServer, pathways_jobset
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")  # dp-example: 2 slices of v5p-8 (1 VM each)
-MANAGED = {"app.kubernetes.io/managed-by": "pwdeploy"}
 
 
 def jobset(name: str = "dp-example", namespace: str = "default", slices: int = 2, **status: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED)},
-        "spec": {"replicatedJobs": [
-            {"name": "pathways-head", "replicas": 1, "template": {"spec": {"parallelism": 1}}},
-            {"name": "worker", "replicas": slices, "template": {"spec": {"parallelism": 2}}},
-        ]},
-        **({"status": status} if status else {}),
-    }  # fmt: skip
+    return pathways_jobset(name, namespace, slices, status=status)
 
 
 def pod(rj: str, index: int = 0, host: int = 0, phase: str = "Running", *, containers: tuple[str, ...] = (),

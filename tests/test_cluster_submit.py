@@ -29,22 +29,14 @@ from pwdeploy.cluster.submit import (
 )
 from pwdeploy.errors import ClusterError, PwdeployError
 from tests.conftest import REPO
-from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer
+from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer, pathways_jobset
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
 JOBSET_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/demo"
 
 
 def tiny_jobset(slices: int = 2) -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-        "metadata": {"name": "demo", "namespace": "default", "labels": {"app.kubernetes.io/managed-by": "pwdeploy"},
-                     "annotations": {"pwdeploy.dev/version": __version__}},
-        "spec": {"replicatedJobs": [
-            {"name": "pathways-head", "replicas": 1, "template": {"spec": {"parallelism": 1}}},
-            {"name": "worker", "replicas": slices, "template": {"spec": {"parallelism": 2}}},
-        ]},
-    }  # fmt: skip
+    return pathways_jobset("demo", slices=slices, annotations={"pwdeploy.dev/version": __version__})
 
 
 @pytest.fixture
