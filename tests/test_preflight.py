@@ -138,6 +138,19 @@ def test_region(location: str, region: str | None, status: Status) -> None:
     assert row.fields == ("storage.scratch", "storage.hlo_dump")
 
 
+@pytest.mark.parametrize(
+    ("location", "region", "says"),
+    [("US", "us-central1", "the US multi-region, which includes us-central1: no cross-region charge"),
+     ("EU", "us-central1", "bucket in EU (multi-region), cluster in us-central1: cross-region traffic"),
+     ("ASIA", "asia-southeast1", "the ASIA multi-region, which includes asia-southeast1")],
+)  # fmt: skip
+def test_multi_region_bucket_that_spans_the_cluster_region(location: str, region: str, says: str) -> None:
+    ctx = Context(enable_olm=True, region=region, member="MEMBER")
+    rows = evaluate(facts(BucketMeta(location, "multi-region", 0)), USES, ctx)
+    (row,) = [r for r in rows if r.check == "region"]
+    assert row.status is Status.WARN and says in row.detail and row.fix == f"use a bucket in {region}"
+
+
 def test_missing_bucket_is_one_failed_row_with_create_command() -> None:
     missing = BucketFacts("bkt", None, GcsFailure("not_found", "404 Not Found"), None, {})
     (row,) = evaluate(missing, USES, CTX)

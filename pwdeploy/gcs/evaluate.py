@@ -121,12 +121,25 @@ def _region_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Cont
         return CheckResult(uri, fields, "region", Status.NOT_VERIFIED, detail)
     if location.lower() == ctx.region:
         return CheckResult(uri, fields, "region", Status.OK, f"bucket in {ctx.region}, the cluster's region")
+    fix = f"use a bucket in {ctx.region}"
+    if _multi_region_holds(location, ctx.region):
+        detail = (f"bucket in the {location} multi-region, which includes {ctx.region}: no cross-region charge, "
+                  f"but a regional bucket in {ctx.region} answers with less latency")  # fmt: skip
+        return CheckResult(uri, fields, "region", Status.WARN, detail, fix)
     kind = f" ({facts.meta.location_type})" if facts.meta.location_type else ""
     return CheckResult(
         uri, fields, "region", Status.WARN,
-        f"bucket in {location}{kind}, cluster in {ctx.region}: cross-region traffic adds latency and cost",
-        f"use a bucket in {ctx.region}",
+        f"bucket in {location}{kind}, cluster in {ctx.region}: cross-region traffic adds latency and cost", fix,
     )  # fmt: skip
+
+
+# The GCS multi-regions and the prefix of the regions each one spans.
+MULTI_REGIONS = {"US": "us-", "EU": "europe-", "ASIA": "asia-"}
+
+
+def _multi_region_holds(location: str, region: str) -> bool:
+    prefix = MULTI_REGIONS.get(location.upper())
+    return prefix is not None and region.startswith(prefix)
 
 
 def _probe_rows(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> list[CheckResult]:
