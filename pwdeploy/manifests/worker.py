@@ -52,7 +52,8 @@ def sidecar_container(job: JobConfig) -> Manifest:
     if image is None:
         raise ConfigError(
             "sidecar.repository",
-            f"{job.sidecar.repository} is set but no sidecar image has been pushed for this job yet",
+            f"{job.sidecar.repository} is set but no pushed sidecar image matches this job's current sidecar "
+            "inputs (none was pushed yet, or its code or requirements changed since)",
             hint="run `pwdeploy sidecar build --push` with the same config, or set sidecar.image",
         )
     return as_native_sidecar(
