@@ -148,3 +148,13 @@ def test_goldens_pass_the_jobset_crds(golden: Path, version: str) -> None:
         pytest.fail(f"JobSet CRD {crd_path(version)} not found (the shared folder beside the checkout)")
     for obj in yaml.safe_load_all(golden.read_text(encoding="utf-8")):
         assert validate_against_crd(obj, version) == []
+
+
+def test_sidecar_repository_without_a_pushed_image_is_a_clear_error(tmp_path: Path) -> None:
+    from pwdeploy.errors import ConfigError
+
+    config = GOLDEN / "configs" / "sidecar-v6e.yaml"
+    job = _job(config, **{"sidecar.image": "", "sidecar.repository": "us-docker.pkg.dev/p/r/sidecar"})
+    with pytest.raises(ConfigError, match="no pushed sidecar image matches") as err:
+        manifests.build(job)
+    assert err.value.field == "sidecar.repository" and "pwdeploy sidecar build --push" in str(err.value)
