@@ -231,6 +231,12 @@ def load_job(
 def merge(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Overrides beat the file; env maps merge key by key and XLA flags merge flag by flag."""
     merged = dict(raw)
+    # A slice given by a flag replaces the file's, in whichever form the file gave it.
+    by_type, by_shape = ("tpu.type",), ("tpu.family", "tpu.topology")
+    for given, replaced in ((by_type, by_shape), (by_shape, by_type)):
+        if any(path in overrides for path in given):
+            for path in replaced:
+                merged.pop(path, None)
     for path, value in overrides.items():
         if path not in BY_PATH:
             raise ConfigError(path, "unknown field")

@@ -135,6 +135,17 @@ def test_missing_file(tmp_path: Path) -> None:
         load_job(tmp_path / "nope.yaml", {}, installed_jax=lambda: "0.10.2")
 
 
+def test_a_slice_flag_replaces_the_files_slice_in_either_form(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    rest = "main: {image: a:1, command: x}\nstorage: {in_memory_cache: true}\n"
+    path.write_text("name: x\ntpu: {family: v5p, topology: 2x2x4}\n" + rest)
+    by_type = load_job(path, {"tpu.type": "v6e-16"}, installed_jax=lambda: "0.10.2")
+    assert by_type.tpu.slice.instance_type == "tpuv6e:4x4"
+    path.write_text("name: x\ntpu: {type: v5p-8}\n" + rest)
+    by_shape = load_job(path, {"tpu.family": "v4", "tpu.topology": "2x2x2"}, installed_jax=lambda: "0.10.2")
+    assert by_shape.tpu.slice.instance_type == "tpuv4:2x2x2"
+
+
 def test_merge_rejects_unknown_override() -> None:
     with pytest.raises(ConfigError, match="unknown field"):
         merge({}, {"tpu.nonsense": 1})
