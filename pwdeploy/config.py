@@ -295,8 +295,8 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
 
 
 def _section(cls: type[_T], parsed: Mapping[str, Any], section: str, **extra: Any) -> _T:
-    names = set(cls._fields)  # type: ignore[attr-defined]
-    values = {f.key: parsed[f.path] for f in SECTIONS[section] if f.key in names}
+    wanted = set(cls._fields)  # type: ignore[attr-defined]
+    values = {f.key: parsed[f.path] for f in SECTIONS[section] if f.key in wanted}
     return cls(**values, **extra)
 
 
