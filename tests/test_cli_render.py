@@ -100,6 +100,16 @@ def test_bad_files_exit_2(runner: CliRunner, tmp_path: Path, text: str, message:
     assert message in result.stderr
 
 
+@pytest.mark.usefixtures("jax_version")
+def test_errors_name_the_file_that_set_the_value(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("name: demo\nnamespace: Team\ntpu: {type: v5p-8}\n")
+    result = runner.invoke(cli, ["render", "-f", str(path)])
+    assert "namespace: 'Team' is not a DNS-1123 label" in result.stderr and f"(from {path})" in result.stderr
+    result = runner.invoke(cli, ["render", "-f", str(path), "--namespace", "Other"])
+    assert "(from --namespace)" in result.stderr
+
+
 def test_missing_file_and_debug(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["render", "-f", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and "does not exist" in result.stderr and "Traceback" not in result.stderr

@@ -77,18 +77,32 @@ def job_from_params(params: dict[str, Any], *, pin_sidecar: bool = True) -> JobC
             job = apply_lock(job)
         return job
     except ConfigError as exc:
-        source = _source_of(exc.field, overrides)
+        source = _source_of(exc.field, overrides, params.get("job__file"))
         if source is not None:
             exc.message += f" (from {source})"
         raise
 
 
-def _source_of(path: str | None, overrides: dict[str, Any]) -> str | None:
-    """Which flag or environment variable set the field ``path``, for error messages."""
-    field = next((f for f in FIELDS if f.path == path and f.path in overrides), None)
-    if field is None or field.flag is None:
+def _source_of(path: str | None, overrides: dict[str, Any], file: Path | None) -> str | None:
+    """Which flag, environment variable or file set the field ``path``, for error messages."""
+    field = next((f for f in FIELDS if path is not None and (path == f.path or path.startswith(f.path + "."))), None)
+    if field is None:
+        return None
+    if field.path not in overrides:
+        return str(file) if file is not None and field.path in _file_fields(file) else None
+    if field.flag is None:
         return None
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.get_parameter_source(_param_name(field)) is click.core.ParameterSource.ENVIRONMENT:
         return field.env_name
     return field.flag.split("/")[0]
+
+
+def _file_fields(file: Path) -> set[str]:
+    """The dotted fields a config file sets (read again: only on the error path)."""
+    from pwdeploy.config import flatten, read_file
+
+    try:
+        return set(flatten(read_file(file)))
+    except ConfigError:
+        return set()
