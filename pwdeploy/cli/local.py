@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
-from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, plan
+from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, plan, without_compile_cache
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 _NO_INTERSPERSED = {"allow_interspersed_args": False}
@@ -27,7 +27,7 @@ def _cores() -> int:
 
 def _plan(params: dict[str, Any], command: tuple[str, ...]) -> LocalPlan:
     job = job_from_params(pop_job_params(params))
-    return plan(job, command, cwd=Path.cwd(), cores=_cores())
+    return plan(job, command, cwd=Path.cwd(), cores=_cores(), environ=os.environ)
 
 
 @local.command("run", context_settings=_NO_INTERSPERSED)
@@ -43,10 +43,11 @@ def run(command: tuple[str, ...], **params: Any) -> int:
     from pwdeploy.local.runner import check_startable, run_child
 
     local_plan = _plan(params, command)
-    child_env = {**os.environ, **local_plan.env}
     for line in local_plan.warnings:
         click.echo(f"warning: {line}", err=True)
-    check_startable(local_plan.command, cwd=local_plan.cwd, env=child_env)  # before any directory is created
+    check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
+    local_plan = _usable_gcs_cache(local_plan)
+    child_env = {**os.environ, **local_plan.env}
     _prepare_dirs(local_plan)
     click.echo(
         f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
@@ -71,6 +72,25 @@ def env(command: tuple[str, ...], **params: Any) -> None:
     for key, value in local_plan.env.items():
         click.echo(f"export {key}={shlex.quote(value)}")
     click.echo(f"# cd {shlex.quote(str(local_plan.cwd))} && {shlex.join(local_plan.command)}")
+
+
+def _usable_gcs_cache(local_plan: LocalPlan) -> LocalPlan:
+    """The plan, with a gs:// compile cache turned off (and why, in one line) when the job could not use it."""
+    cache = local_plan.compile_cache
+    if cache is None or not cache.startswith("gs://"):
+        return local_plan
+    if not gcs_cache_supported():  # the plan's warnings said so already
+        return without_compile_cache(local_plan)
+    from pwdeploy.local.gcs_cache import cache_problem
+
+    problem = cache_problem(cache)
+    if problem is None:
+        return local_plan
+    click.echo(
+        f"warning: compile cache {cache} is off for this run: {problem} (--compile-cache DIR keeps a local one)",
+        err=True,
+    )
+    return without_compile_cache(local_plan)
 
 
 def _prepare_dirs(local_plan: LocalPlan) -> None:

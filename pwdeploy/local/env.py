@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -27,6 +27,17 @@ PYTHON_NAMES = frozenset({"python", "python3", f"python3.{sys.version_info.minor
 # the default compile cache and HLO directory): a local run must not write a production checkpoint or profile.
 LOCAL_STATE = Path(".pwdeploy")
 LOCAL_OUTPUTS = {"PWDEPLOY_PROFILE_DIR": "profiles", "PWDEPLOY_CHECKPOINT_DIR": "checkpoints"}  # storage.<value>
+CACHE_VARS = (
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+)
+EMULATOR_ENV = "STORAGE_EMULATOR_HOST"  # honoured by gcsfs (JAX's gs:// path) as by google-cloud-storage
+# What gcsfs needs against a GCS emulator, each measured: with its zonal/hierarchical-bucket support on (the
+# default), gcsfs asks the bucket's layout over gRPC, which an emulator does not speak: 60 s per lookup. With
+# Application Default Credentials present, gcsfs refreshes and sends them (offline: every cache read and write
+# fails); anonymous is what the emulator expects. Both are read from the environment (fsspec: FSSPEC_<proto>_<kw>).
+GCSFS_EMULATOR_ENV = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "FSSPEC_GS_TOKEN": "anon"}
 
 
 @dataclass(frozen=True)
@@ -103,9 +114,14 @@ def local_env(
     hlo_dir: Path | None,
     compile_cache: str | None,
     outputs: Mapping[str, Path] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The variables a local run sets: the cluster's env contract without the proxy, with the storage locations
-    the job writes replaced by local directories (``hlo_dir``, ``outputs``), plus the CPU emulation."""
+    the job writes replaced by local directories (``hlo_dir``, ``outputs``), plus the CPU emulation.
+
+    ``environ`` is the caller's environment the job inherits: with STORAGE_EMULATOR_HOST in it, a gs:// compile
+    cache goes to the emulator, and gcsfs gets what it needs there (unless the caller set those variables).
+    """
     env = job_env(job, hlo_dump=str(hlo_dir) if hlo_dir is not None else None)
     env.update({name: str(path) for name, path in (outputs or {}).items()})
     flags, _ = xla_flags(job, devices, hlo_dir)
@@ -126,7 +142,18 @@ def local_env(
                 "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
             }
         )
+        inherited = environ or {}
+        if compile_cache.startswith("gs://") and inherited.get(EMULATOR_ENV):
+            env.update({name: value for name, value in GCSFS_EMULATOR_ENV.items() if name not in inherited})
     return env
+
+
+def without_compile_cache(local_plan: LocalPlan) -> LocalPlan:
+    """The same run with JAX's persistent compilation cache off (also one the caller's environment names)."""
+    dropped = set(CACHE_VARS) | set(GCSFS_EMULATOR_ENV)
+    env = {name: value for name, value in local_plan.env.items() if name not in dropped}
+    env["JAX_ENABLE_COMPILATION_CACHE"] = "false"
+    return replace(local_plan, env=env, compile_cache=None)
 
 
 def local_hlo_dir(job: JobConfig) -> Path | None:
@@ -158,7 +185,14 @@ def gcs_cache_supported() -> bool:
     return find_spec("gcsfs") is not None and find_spec("etils") is not None
 
 
-def plan(job: JobConfig, override: tuple[str, ...] = (), *, cwd: Path, cores: int) -> LocalPlan:
+def plan(
+    job: JobConfig,
+    override: tuple[str, ...] = (),
+    *,
+    cwd: Path,
+    cores: int,
+    environ: Mapping[str, str] | None = None,
+) -> LocalPlan:
     devices, warnings = device_count(job, cores)
     hlo_dir = local_hlo_dir(job)
     cache = compile_cache_location(job)
@@ -175,7 +209,7 @@ def plan(job: JobConfig, override: tuple[str, ...] = (), *, cwd: Path, cores: in
         command=command,
         cwd=where,
         devices=devices,
-        env=local_env(job, devices, hlo_dir=hlo_dir, compile_cache=cache, outputs=outputs),
+        env=local_env(job, devices, hlo_dir=hlo_dir, compile_cache=cache, outputs=outputs, environ=environ),
         hlo_dir=hlo_dir,
         outputs=outputs,
         compile_cache=cache,
