@@ -6,8 +6,10 @@
    cache. Target: <= 0.3.
 3. `pwdeploy local run` wall time vs running the script directly with the same environment (the variables
    `pwdeploy local env` prints), warm compile cache for both. Target: <= 1.1x.
+4. With --gcs: 2. with the cache in a bucket of the GCS emulator (gcp-storage-emulator, started here), measured
+   in the same rounds as the local cache; and each first run's wall time, gs:// / local.
 
-Usage: python3 benchmarks/bench_local.py [--runs N] [--devices N] [--steps N]
+Usage: python3 benchmarks/bench_local.py [--runs N] [--devices N] [--steps N] [--gcs]
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "data_parallel" / "job.yaml"
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
 
 
-def pwdeploy_local(verb: str, devices: int, cache: Path, hlo: Path) -> list[str]:
+def pwdeploy_local(verb: str, devices: int, cache: Path | str, hlo: Path) -> list[str]:
     return [
         sys.executable, "-m", "pwdeploy", "local", verb, "-f", str(EXAMPLE), "--devices", str(devices),
         "--compile-cache", str(cache), "--local-hlo-dir", str(hlo),
@@ -43,8 +46,21 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, di
     return seconds, json.loads(done.stdout.splitlines()[-1])
 
 
-def train(devices: int, cache: Path, hlo: Path, steps: int) -> tuple[float, dict[str, Any]]:
-    return timed([*pwdeploy_local("run", devices, cache, hlo), "--", "python3", "train.py", "--steps", str(steps)])
+def train(
+    devices: int, cache: Path | str, hlo: Path, steps: int, env: dict[str, str] | None = None
+) -> tuple[float, dict[str, Any]]:
+    argv = [*pwdeploy_local("run", devices, cache, hlo), "--", "python3", "train.py", "--steps", str(steps)]
+    return timed(argv, env)
+
+
+def start_emulator() -> Any:
+    """The tests' GCS emulator (tests/gcs_emulator.py)."""
+    sys.path.insert(0, str(REPO))
+    from tests.gcs_emulator import GcsEmulator
+
+    emulator = GcsEmulator()
+    emulator.start()
+    return emulator
 
 
 def direct_env(devices: int, cache: Path, hlo: Path) -> dict[str, str]:
@@ -60,25 +76,52 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--gcs", action="store_true", help="also measure a gs:// cache on the GCS emulator")
     args = parser.parse_args()
+    keys = ("eps_1", "eps_n", "cold", "warm", "wrapped", "direct", "cold_wall", "gcs_cold", "gcs_warm", "gcs_wall")
+    samples: dict[str, list[float]] = {k: [] for k in keys}
+    emulator = start_emulator() if args.gcs else None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            measure(args, samples, Path(tmp), emulator)
+    finally:
+        if emulator is not None:
+            emulator.stop()
+    report(args, {k: statistics.median(v) for k, v in samples.items() if v})
+
+
+def measure(args: argparse.Namespace, samples: dict[str, list[float]], tmp: Path, emulator: Any) -> None:
     n, steps = args.devices, str(args.steps)
-    samples: dict[str, list[float]] = {k: [] for k in ("eps_1", "eps_n", "cold", "warm", "wrapped", "direct")}
-    with tempfile.TemporaryDirectory() as tmp:
-        hlo = Path(tmp) / "hlo"
-        shared = Path(tmp) / "cache"
-        train(n, shared, hlo, args.steps)  # warm the OS file cache and the shared compile cache
-        env = direct_env(n, shared, hlo)
-        for run in range(args.runs):
-            samples["eps_1"].append(train(1, shared, hlo, args.steps)[1]["examples_per_second"])
-            samples["eps_n"].append(train(n, shared, hlo, args.steps)[1]["examples_per_second"])
-            fresh = Path(tmp) / f"cache-{run}"
-            samples["cold"].append(train(n, fresh, hlo, 1)[1]["compile_seconds"])
-            samples["warm"].append(train(n, fresh, hlo, 1)[1]["compile_seconds"])
-            samples["wrapped"].append(
-                timed([*pwdeploy_local("run", n, shared, hlo), "--", "python3", "train.py", "--steps", steps])[0]
-            )
-            samples["direct"].append(timed([sys.executable, "train.py", "--steps", steps], env)[0])
-    med = {k: statistics.median(v) for k, v in samples.items()}
+    gcs_env = {**os.environ, "STORAGE_EMULATOR_HOST": emulator.url} if emulator is not None else None
+    bucket = emulator.create_bucket("pwd-bench") if emulator is not None else ""
+    hlo = tmp / "hlo"
+    shared = tmp / "cache"
+    train(n, shared, hlo, args.steps)  # warm the OS file cache and the shared compile cache
+    env = direct_env(n, shared, hlo)
+    for run in range(args.runs):
+        samples["eps_1"].append(train(1, shared, hlo, args.steps)[1]["examples_per_second"])
+        samples["eps_n"].append(train(n, shared, hlo, args.steps)[1]["examples_per_second"])
+        fresh = tmp / f"cache-{run}"
+        wall, cold = train(n, fresh, hlo, 1)
+        samples["cold"].append(cold["compile_seconds"])
+        samples["cold_wall"].append(wall)
+        samples["warm"].append(train(n, fresh, hlo, 1)[1]["compile_seconds"])
+        if emulator is not None:
+            wall, cold = train(n, f"gs://{bucket}/cache-{run}", hlo, 1, gcs_env)
+            if not emulator.list_objects(bucket, f"cache-{run}/"):
+                raise SystemExit(f"the gs:// run wrote no cache entries to gs://{bucket}/cache-{run}")
+            samples["gcs_cold"].append(cold["compile_seconds"])
+            samples["gcs_wall"].append(wall)
+            warm = train(n, f"gs://{bucket}/cache-{run}", hlo, 1, gcs_env)[1]
+            samples["gcs_warm"].append(warm["compile_seconds"])
+        samples["wrapped"].append(
+            timed([*pwdeploy_local("run", n, shared, hlo), "--", "python3", "train.py", "--steps", steps])[0]
+        )
+        samples["direct"].append(timed([sys.executable, "train.py", "--steps", steps], env)[0])
+
+
+def report(args: argparse.Namespace, med: dict[str, float]) -> None:
+    n = args.devices
     print(f"runs: {args.runs} (medians), devices: {n}, steps: {args.steps}, cores: {len(os.sched_getaffinity(0))}")
     print(
         f"1. throughput, {n} devices / 1 device: {med['eps_n'] / med['eps_1']:.2f}x "
@@ -92,6 +135,13 @@ def main() -> None:
         f"3. pwdeploy local run / direct: {med['wrapped'] / med['direct']:.3f}x "
         f"({med['wrapped']:.2f} s vs {med['direct']:.2f} s; target <= 1.1)"
     )
+    if "gcs_cold" in med:
+        print(
+            f"4. compile cache on gs:// (emulator), warm / cold compile: {med['gcs_warm'] / med['gcs_cold']:.2f} "
+            f"({med['gcs_warm']:.3f} s vs {med['gcs_cold']:.3f} s; local: {med['warm'] / med['cold']:.2f}); "
+            f"first-run wall time gs:// / local: {med['gcs_wall'] / med['cold_wall']:.2f}x "
+            f"({med['gcs_wall']:.2f} s vs {med['cold_wall']:.2f} s)"
+        )
 
 
 if __name__ == "__main__":
