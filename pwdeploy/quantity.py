@@ -23,11 +23,16 @@ _SUFFIXES = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
-_PATTERN = re.compile(r"([+]?[0-9]+(?:\.[0-9]*)?|[+]?\.[0-9]+)(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?)")
+# Kept as text too: the JSON Schema of the config (pwdeploy.schema) uses the same pattern.
+PATTERN = r"([+]?[0-9]+(?:\.[0-9]*)?|[+]?\.[0-9]+)(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?)"
+_PATTERN = re.compile(PATTERN)
 
 
-def parse_quantity(value: object, field: str) -> Decimal:
-    """The value of a quantity; a ConfigError naming ``field`` when it is not one or is not positive."""
+def parse_quantity(value: object, field: str, *, allow_zero: bool = False) -> Decimal:
+    """The value of a quantity; a ConfigError naming ``field`` when it is not one, or is not positive.
+
+    ``allow_zero`` admits 0, which Kubernetes accepts in manifests but which is never a useful config value.
+    """
     text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
     match = _PATTERN.fullmatch(text) if text else None
     if text is None or match is None:
@@ -37,7 +42,7 @@ def parse_quantity(value: object, field: str) -> Decimal:
         result = Decimal(number) * (Decimal(10) ** int(exponent[1:]) if exponent else _SUFFIXES[suffix or ""])
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid decimals
         raise ConfigError(field, f"{value!r} is not a Kubernetes quantity") from exc
-    if result <= 0:
+    if result < 0 or (result == 0 and not allow_zero):
         raise ConfigError(field, f"{value!r} must be greater than zero")
     return result
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pwdeploy import quantity
 from pwdeploy.fields import FIELDS, SECTIONS, Field, Kind
 
-_QUANTITY = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$"
+_QUANTITY = f"^{quantity.PATTERN}$"
 
 
 def _property(field: Field) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from pwdeploy.quantity import parse_quantity
 from pwdeploy.validation.names import env_var_name, label_key
 from pwdeploy.validation.problems import Problem, child, duplicates, items, mapping, short
 
-_ZERO = re.compile(r"\+?(0+\.?0*|\.0+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?")
 _VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
 _FIELD_PATHS = (
     "metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
@@ -25,12 +24,8 @@ _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
 def quantity(value: object) -> Decimal | None:
     """The value of a resource quantity (zero allowed); None when ``value`` is not a quantity."""
-    if isinstance(value, str) and _ZERO.fullmatch(value.strip()):
-        return Decimal(0)
-    if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
-        return Decimal(0)
     try:
-        return parse_quantity(value, "quantity")
+        return parse_quantity(value, "quantity", allow_zero=True)
     except ConfigError:
         return None
 
