@@ -49,7 +49,9 @@ def test_env_defaults(runner: CliRunner) -> None:
 def test_output_dir(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--output-dir", str(tmp_path / "out"), "--no-validate"])
     assert result.exit_code == 0, result.output
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["jobset-dp-example.yaml"]
+    (written,) = (tmp_path / "out").iterdir()
+    assert written.name == "jobset-dp-example.yaml"
+    assert written.stat().st_mode & 0o044 == 0o044  # readable by others, like any file a user writes for review
 
 
 @pytest.mark.usefixtures("jax_version")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pwdeploy.atomic import write_text_atomic
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.jobset import jobset
@@ -62,14 +61,7 @@ def write_dir(objects: list[Manifest], directory: Path, fmt: str) -> list[Path]:
     for obj in objects:
         target = directory / file_name(obj, fmt)
         text = to_json([obj]) if fmt == "json" else to_yaml([obj])
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(target, text)
         written.append(target)
     return written
 

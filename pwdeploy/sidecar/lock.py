@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import secrets
-import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pwdeploy.atomic import write_text_atomic
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
 
@@ -74,28 +72,7 @@ def record(path: Path, job_name: str, entry: LockEntry) -> None:
         "version": FORMAT_VERSION,
         "jobs": {name: dataclasses.asdict(e) for name, e in sorted(entries.items())},
     }
-    # Not mkstemp: its files are private (0600), and the lock is shared like the config beside it. A new lock gets
-    # the mode any new file gets here (0644 under the usual umask); a rewritten one keeps its mode.
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        mode = _existing_mode(path)
-        if mode is not None:
-            os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _existing_mode(path: Path) -> int | None:
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        return None
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def current_entry(job: JobConfig) -> LockEntry | None:

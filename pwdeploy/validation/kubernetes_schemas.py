@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pwdeploy.atomic import write_text_atomic
 from pwdeploy.errors import ConfigError, PwdeployError
 from pwdeploy.validation.checker import UnsupportedSchema, refs, strip
 
@@ -173,14 +174,9 @@ class _Store:
         if self.path is None:
             return
         data = {"format": CACHE_FORMAT, "source": self.source, "kinds": self.kinds, "definitions": self.definitions}
-        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
+        with contextlib.suppress(OSError):  # a cache that cannot be written is only slower next time
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            partial.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-            os.replace(partial, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                partial.unlink(missing_ok=True)
+            write_text_atomic(self.path, json.dumps(data, separators=(",", ":")))
 
 
 def _usable(data: object, source: dict[str, Any]) -> bool:
