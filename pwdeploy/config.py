@@ -287,7 +287,7 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
         storage=_storage(parsed),
         scheduling=_scheduling(parsed),
         sidecar=_sidecar(parsed),
-        local=_section(LocalConfig, parsed, "local"),
+        local=_local(parsed),
         base_dir=base_dir,
     )
     _check_cross_fields(job)
@@ -411,6 +411,12 @@ def _scheduling(parsed: Mapping[str, Any]) -> SchedulingConfig:
     if parsed["scheduling.queue"] is not None:  # also the value of the Kueue label
         check_name(parsed["scheduling.queue"], "scheduling.queue", names.label_value)
     return _section(SchedulingConfig, parsed, "scheduling")
+
+
+def _local(parsed: Mapping[str, Any]) -> LocalConfig:
+    if parsed["local.compile_cache"].startswith("gs://"):
+        parse_gcs(parsed["local.compile_cache"], "local.compile_cache")
+    return _section(LocalConfig, parsed, "local")
 
 
 def _sidecar(parsed: Mapping[str, Any]) -> SidecarConfig:

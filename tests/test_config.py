@@ -84,6 +84,7 @@ def test_file_then_overrides(tmp_path: Path) -> None:
         ({"scheduling__queue": "Bad Queue"}, "scheduling.queue", "is not a DNS-1123 subdomain"),
         ({"sidecar__image": "img/sidecar"}, "sidecar.image", "not pinned"),
         ({"namespace": "Team"}, "namespace", "is not a DNS-1123 label"),
+        ({"local__compile_cache": "gs://B/cache"}, "local.compile_cache", "is not a GCS location"),
         ({"scheduling__queue": "q" * 64}, "scheduling.queue", "at most 63"),
     ],
 )

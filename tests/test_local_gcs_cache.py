@@ -121,24 +121,24 @@ def test_no_credentials_and_no_emulator_turn_the_cache_off(clean_env: dict[str, 
 
 def test_emulator_settings_for_gcsfs_only_with_a_gcs_cache_and_an_emulator() -> None:
     emulator_host = {"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9"}
-    env = local_env(job(), 1, hlo_dir=None, compile_cache="gs://b/c", environ=emulator_host)
+    env = local_env(job(), 1, hlo_dir=None, compile_cache="gs://bkt/c", environ=emulator_host)
     assert {k: env[k] for k in GCSFS_EMULATOR_ENV} == {
         "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
         "FSSPEC_GS_TOKEN": "anon",
     }
-    assert not set(GCSFS_EMULATOR_ENV) & set(local_env(job(), 1, hlo_dir=None, compile_cache="gs://b/c", environ={}))
+    assert not set(GCSFS_EMULATOR_ENV) & set(local_env(job(), 1, hlo_dir=None, compile_cache="gs://bkt/c", environ={}))
     assert not set(GCSFS_EMULATOR_ENV) & set(
         local_env(job(), 1, hlo_dir=None, compile_cache="/tmp/cache", environ=emulator_host)
     )
     chosen = {**emulator_host, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "true"}  # the caller's own choice stands
-    env = local_env(job(), 1, hlo_dir=None, compile_cache="gs://b/c", environ=chosen)
+    env = local_env(job(), 1, hlo_dir=None, compile_cache="gs://bkt/c", environ=chosen)
     assert "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT" not in env and env["FSSPEC_GS_TOKEN"] == "anon"
 
 
 def test_without_compile_cache_turns_jax_cache_off() -> None:
-    on = plan(job(local__compile_cache="gs://b/c"), cwd=Path.cwd(), cores=64, environ={"STORAGE_EMULATOR_HOST": "h:1"})
+    on = plan(job(local__compile_cache="gs://bkt/c"), cwd=Path.cwd(), cores=64, environ={"STORAGE_EMULATOR_HOST": "h:1"})
     off = without_compile_cache(on)
-    assert on.compile_cache == "gs://b/c" and off.compile_cache is None
+    assert on.compile_cache == "gs://bkt/c" and off.compile_cache is None
     assert off.env["JAX_ENABLE_COMPILATION_CACHE"] == "false"
     assert not any(k.startswith(("JAX_COMPILATION", "JAX_PERSISTENT", "GCSFS_", "FSSPEC_")) for k in off.env)
     assert {k: v for k, v in off.env.items() if k != "JAX_ENABLE_COMPILATION_CACHE"} == {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pwdeploy.gcs.client import ClientFactory, GcsFailure, MissingCredentials, call, default_client
+from pwdeploy.values import parse_gcs
 
 # (connect, read) seconds, one attempt: the cache is an optimisation, a local run must not wait long for it.
 PROBE_TIMEOUT = (3.0, 10.0)
@@ -18,9 +19,8 @@ LOGIN = "gcloud auth application-default login"
 
 def split_uri(uri: str) -> tuple[str, str]:
     """``gs://bucket/some/prefix`` -> (bucket, ``some/prefix/``); the prefix is empty for a bare bucket."""
-    bucket, _, prefix = uri.removeprefix("gs://").partition("/")
-    prefix = prefix.strip("/")
-    return bucket, f"{prefix}/" if prefix else ""
+    location = parse_gcs(uri, "local.compile_cache")
+    return location.bucket, f"{location.prefix}/" if location.prefix else ""
 
 
 def cache_problem(uri: str, *, client_factory: ClientFactory = default_client) -> str | None:
