@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ConfigError, ValidationError
 from pwdeploy.validation.objects import label, object_problems
 from pwdeploy.validation.schemas import resolve_version
 
@@ -35,6 +35,13 @@ def validate_objects(objects: Sequence[Any], *, kubernetes_version: str = DEFAUL
 class FilesReport(NamedTuple):
     objects: int  # how many objects the files hold
     problems: list[str]  # each prefixed by its file; empty when every object is valid
+
+
+def require_valid(objects: Sequence[Any], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> None:
+    """Raise ValidationError (exit 3) listing every problem, when there is one."""
+    problems = validate_objects(objects, kubernetes_version=kubernetes_version)
+    if problems:
+        raise ValidationError(problems)
 
 
 def validate_files(paths: Iterable[str | Path], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> FilesReport:

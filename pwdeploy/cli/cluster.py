@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
-from pwdeploy.errors import ConfigError, PreflightError, ValidationError
+from pwdeploy.errors import ConfigError, PreflightError
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.api import Clock, Kube
@@ -79,6 +79,7 @@ def submit(
     """
     from pwdeploy import manifests
     from pwdeploy.cluster import submit as sub
+    from pwdeploy.validate import require_valid
 
     _check_wait_flags(wait, timeout, dry_run)
     job_params = pop_job_params(params)
@@ -91,7 +92,7 @@ def submit(
     namespace = job.namespace or kube.namespace  # as kubectl does: else the context's namespace
     job = job._replace(namespace=namespace)
     objects = manifests.build(job)
-    _validate(objects)
+    require_valid(objects)
     marked = sub.mark_managed(objects, namespace)
     mode = sub.DryRun(dry_run)
     sub.check_cluster(kube, namespace, job.scheduling.queue)
@@ -118,14 +119,6 @@ def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str) -> 
         raise ConfigError("--timeout", "applies only to --wait", hint="add --wait (or --wait=done), or drop --timeout")
     if wait is not None and dry_run != "none":
         raise ConfigError("--wait", f"a --dry-run={dry_run} creates nothing to wait for", hint="drop one of them")
-
-
-def _validate(objects: list[dict[str, Any]]) -> None:
-    from pwdeploy.validate import validate_objects
-
-    problems = validate_objects(objects)
-    if problems:
-        raise ValidationError(problems)
 
 
 def _preflight(job: JobConfig) -> None:

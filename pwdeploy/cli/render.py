@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
-from pwdeploy.errors import ValidationError
 
 
 @click.command()
@@ -40,11 +39,9 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
     job = job_from_params(pop_job_params(params))
     objects = manifests.build(job)
     if not no_validate:
-        from pwdeploy.validate import validate_objects
+        from pwdeploy.validate import require_valid
 
-        problems = validate_objects(objects)
-        if problems:
-            raise ValidationError(problems)
+        require_valid(objects)
     if output_dir is not None:
         for path in manifests.write_dir(objects, output_dir, fmt):
             click.echo(f"wrote {path}", err=True)
