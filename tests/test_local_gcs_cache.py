@@ -136,7 +136,8 @@ def test_emulator_settings_for_gcsfs_only_with_a_gcs_cache_and_an_emulator() -> 
 
 
 def test_without_compile_cache_turns_jax_cache_off() -> None:
-    on = plan(job(local__compile_cache="gs://bkt/c"), cwd=Path.cwd(), cores=64, environ={"STORAGE_EMULATOR_HOST": "h:1"})
+    emulator = {"STORAGE_EMULATOR_HOST": "h:1"}
+    on = plan(job(local__compile_cache="gs://bkt/c"), cwd=Path.cwd(), cores=64, environ=emulator)
     off = without_compile_cache(on)
     assert on.compile_cache == "gs://bkt/c" and off.compile_cache is None
     assert off.env["JAX_ENABLE_COMPILATION_CACHE"] == "false"
