@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -16,7 +15,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     shared like the config beside it. A new file gets the mode any new file gets here (0644 under the usual umask);
     a rewritten one keeps its mode.
     """
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with contextlib.suppress(FileNotFoundError):  # a new file keeps the default mode
