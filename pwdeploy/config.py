@@ -42,6 +42,9 @@ _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoad
 
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 
+# Quantities where 0 is a meaningful value: "off".
+ZERO_DISABLES = frozenset({"head.transfer_shm_size"})
+
 # Set by pwdeploy in the user's container; users must not override them through main.env.
 RESERVED_ENV = frozenset(
     {
@@ -67,10 +70,19 @@ class TpuConfig(NamedTuple):
         return self.slices * self.slice.chips
 
 
+class SecretRef(NamedTuple):
+    """An environment variable taken from one key of a Kubernetes Secret (``valueFrom.secretKeyRef``)."""
+
+    env: str
+    secret: str
+    key: str
+
+
 class MainConfig(NamedTuple):
     image: str | None
     command: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    secret_env: tuple[SecretRef, ...]
     cpu: str
     memory: str
     shm_size: str
@@ -84,11 +96,11 @@ class HeadConfig(NamedTuple):
     proxy_memory: str
     rm_cpu: str
     rm_memory: str
+    transfer_shm_size: str  # "0": no client-proxy shared memory
 
 
 class StorageConfig(NamedTuple):
-    scratch: GcsPath | None
-    in_memory_cache: bool
+    scratch: GcsPath
     enable_olm: bool
     hlo_dump: GcsPath | None
     profiles: GcsPath | None
@@ -107,6 +119,7 @@ class StorageConfig(NamedTuple):
 
 class SchedulingConfig(NamedTuple):
     max_restarts: int
+    restart_strategy: str
     queue: str | None
     priority_class: str | None
     service_account: str | None
@@ -129,6 +142,23 @@ class SidecarConfig(NamedTuple):
         return self.image is not None or self.repository is not None
 
 
+class ImagesConfig(NamedTuple):
+    """Pinned Pathways images; None: derived from image_registry and pathways_version."""
+
+    server: str | None
+    proxy_server: str | None
+
+
+class ImageConfig(NamedTuple):
+    """The job's own (main) container image, as `pwdeploy image build` makes it."""
+
+    repository: str | None
+    base: str | None
+    source_dir: Path | None
+    requirements: Path | None
+    pip_args: tuple[str, ...]
+
+
 class LocalConfig(NamedTuple):
     devices: int | None
     compile_cache: str
@@ -143,22 +173,26 @@ class JobConfig(NamedTuple):
     image_registry: str
     headless: bool
     xla_flags: tuple[str, ...]
+    worker_flags: tuple[str, ...]
+    worker_env: tuple[tuple[str, str], ...]
+    images: ImagesConfig
     tpu: TpuConfig
     main: MainConfig
     head: HeadConfig
     storage: StorageConfig
     scheduling: SchedulingConfig
     sidecar: SidecarConfig
+    image: ImageConfig
     local: LocalConfig
     base_dir: Path = Path(".")  # relative paths in the file resolve here
 
     @property
     def proxy_image(self) -> str:
-        return f"{self.image_registry}/proxy_server:jax-{self.pathways_version}"
+        return self.images.proxy_server or f"{self.image_registry}/proxy_server:jax-{self.pathways_version}"
 
     @property
     def server_image(self) -> str:
-        return f"{self.image_registry}/server:jax-{self.pathways_version}"
+        return self.images.server or f"{self.image_registry}/server:jax-{self.pathways_version}"
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -240,9 +274,9 @@ def merge(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any
     for path, value in overrides.items():
         if path not in BY_PATH:
             raise ConfigError(path, "unknown field")
-        if path == "main.env" and path in merged:
+        if path in ("main.env", "worker_env") and path in merged:
             merged[path] = {**parse_env(merged[path], path), **parse_env(value, path)}
-        elif path == "xla_flags" and path in merged:
+        elif path in ("xla_flags", "worker_flags") and path in merged:
             merged[path] = merge_flags(parse_flags(merged[path], path), parse_flags(value, path))
         else:
             merged[path] = value
@@ -280,13 +314,17 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
         allow_version_mismatch=parsed["allow_version_mismatch"],
         image_registry=parsed["image_registry"],
         headless=parsed["headless"],
-        xla_flags=parsed["xla_flags"],
+        xla_flags=_xla_flags(parsed["xla_flags"]),
+        worker_flags=parsed["worker_flags"],
+        worker_env=parsed["worker_env"],
+        images=_images(parsed),
         tpu=_section(TpuConfig, parsed, "tpu", slice=tpu_slice),
         main=_main(parsed),
         head=_section(HeadConfig, parsed, "head"),
         storage=_storage(parsed),
         scheduling=_scheduling(parsed),
         sidecar=_sidecar(parsed),
+        image=_section(ImageConfig, parsed, "image"),
         local=_local(parsed),
         base_dir=base_dir,
     )
@@ -308,13 +346,15 @@ def _parse(spec: Field, value: Any, base_dir: Path) -> Any:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ConfigError(path, f"must be a string, not a {kind_name(value)}")
         text = str(value).strip()
+        if spec.choices is not None and text not in spec.choices:
+            raise ConfigError(path, f"{text!r} is not one of: {', '.join(spec.choices)}")
         return text or ("" if spec.empty_disables else _default(spec))
     if spec.kind is Kind.INT:
         return parse_int(value, path, spec.minimum)
     if spec.kind is Kind.BOOL:
         return parse_bool(value, path)
     if spec.kind is Kind.QUANTITY:
-        return canonical(value, path)
+        return canonical(value, path, allow_zero=spec.path in ZERO_DISABLES)
     if spec.kind is Kind.GCS:
         return parse_gcs(value, path) if str(value).strip() else None
     if spec.kind is Kind.PATH:
@@ -333,13 +373,28 @@ def _parse(spec: Field, value: Any, base_dir: Path) -> Any:
             if name in RESERVED_ENV or name.startswith("PWDEPLOY_"):
                 raise ConfigError(f"{path}.{name}", "is set by pwdeploy; remove it from the config")
         return tuple(sorted(env.items()))
+    if spec.kind is Kind.SECRET_ENV:
+        return _secret_refs(value, path)
     raise AssertionError(spec.kind)  # pragma: no cover
+
+
+def _secret_refs(value: Any, path: str) -> tuple[SecretRef, ...]:
+    refs = []
+    for name, ref in sorted(parse_env(value, path).items()):
+        secret, _, key = ref.partition("/")
+        if not secret or not key:
+            raise ConfigError(f"{path}.{name}", f"{ref!r} is not SECRET/KEY; e.g. --secret-env {name}=my-secret/token")
+        check_name(secret, f"{path}.{name}", names.dns1123_subdomain)
+        if name in RESERVED_ENV or name.startswith("PWDEPLOY_"):
+            raise ConfigError(f"{path}.{name}", "is set by pwdeploy; remove it from the config")
+        refs.append(SecretRef(name, secret, key))
+    return tuple(refs)
 
 
 def _default(spec: Field) -> Any:
     if spec.kind is Kind.PATH and spec.default is not None:
         return Path(str(spec.default))
-    if spec.kind is Kind.ENV:
+    if spec.kind in (Kind.ENV, Kind.SECRET_ENV):
         return ()
     return spec.default
 
@@ -399,9 +454,31 @@ def _main(parsed: Mapping[str, Any]) -> MainConfig:
 
 
 def _storage(parsed: Mapping[str, Any]) -> StorageConfig:
-    if parsed["storage.scratch"] is not None and parsed["storage.in_memory_cache"]:
-        raise ConfigError("storage.in_memory_cache", "cannot be true when storage.scratch is set; choose one")
+    if parsed["storage.scratch"] is None:
+        raise ConfigError(
+            "storage.scratch",
+            "is required: Pathways keeps its compilation cache and job state there",
+            hint="pass --gcs-scratch gs://BUCKET/PREFIX (a bucket your node pool's service account can write)",
+        )
     return _section(StorageConfig, parsed, "storage")
+
+
+def _xla_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
+    for flag in flags:
+        if flag.startswith("--megascale_"):
+            raise ConfigError(
+                "xla_flags",
+                f"{flag.split('=', 1)[0]} is a Pathways worker flag, not an XLA flag for the proxy",
+                hint=f"pass it with --worker-flag {flag} (config: worker_flags)",
+            )
+    return flags
+
+
+def _images(parsed: Mapping[str, Any]) -> ImagesConfig:
+    for path in ("images.server", "images.proxy_server"):
+        if parsed[path] is not None:
+            check_image_pinned(parsed[path], path)
+    return _section(ImagesConfig, parsed, "images")
 
 
 def _scheduling(parsed: Mapping[str, Any]) -> SchedulingConfig:
@@ -437,12 +514,6 @@ def _check_cross_fields(job: JobConfig) -> None:
         _check_fits(main.shm_size, "main.shm_size", main.memory, "main.memory")
     if job.tpu.worker_memory is not None:
         _check_fits(job.tpu.shm_size, "tpu.shm_size", job.tpu.worker_memory, "tpu.worker_memory")
-    if job.storage.scratch is None and not job.storage.in_memory_cache:
-        raise ConfigError(
-            "storage.scratch",
-            "is required: Pathways keeps its compilation cache there",
-            hint="pass --gcs-scratch gs://BUCKET/PREFIX, or --in-memory-cache to run with a non-persistent cache",
-        )
     if job.tpu.elastic_slices >= job.tpu.slices and job.tpu.elastic_slices > 0:
         raise ConfigError(
             "tpu.elastic_slices",

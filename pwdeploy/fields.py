@@ -22,6 +22,7 @@ class Kind(Enum):
     STR_LIST = "string list"
     FLAG_LIST = "flag list"  # --name=value items
     ENV = "env"  # a mapping of NAME: value
+    SECRET_ENV = "secret env"  # a mapping of NAME: SECRET/KEY (a Kubernetes Secret and one of its keys)
 
 
 class Field(NamedTuple):
@@ -33,6 +34,7 @@ class Field(NamedTuple):
     minimum: int | None = None
     envvar: bool = True  # whether PWDEPLOY_<FLAG> sets it
     empty_disables: bool = False  # an empty string means "off" rather than "the default"
+    choices: tuple[str, ...] | None = None  # the only values a STR field accepts
 
     @property
     def section(self) -> str:
@@ -66,6 +68,16 @@ FIELDS: tuple[Field, ...] = (
       "Interactive mode: proxy and resource manager only, connect a notebook through the proxy", "--headless"),
     _("xla_flags", Kind.FLAG_LIST, (), "XLA flags for the IFRT proxy, each --name=value", "--xla-flag",
       envvar=False),
+    _("worker_flags", Kind.FLAG_LIST, (),
+      "Flags for every pathways-worker (e.g. --megascale_*), each --name=value", "--worker-flag", envvar=False),
+    _("worker_env", Kind.ENV, {}, "Extra environment of every pathways-worker (e.g. LIBTPU_INIT_ARGS)",
+      "--worker-env", envvar=False),
+    _("images.server", Kind.STR, None,
+      "Pathways server image (RM and workers), tag or digest; default: <image_registry>/server:jax-<V>",
+      "--server-image"),
+    _("images.proxy_server", Kind.STR, None,
+      "Pathways IFRT proxy image, tag or digest; default: <image_registry>/proxy_server:jax-<V>",
+      "--proxy-server-image"),
     _("tpu.type", Kind.STR, None, "TPU slice type such as v5p-8, v6e-16, v5litepod-32", "--tpu-type"),
     _("tpu.family", Kind.STR, None, "TPU family (v4, v5e, v5p, v6e, tpu7x), with tpu.topology", "--tpu-family"),
     _("tpu.topology", Kind.STR, None, "TPU topology such as 4x4 or 2x2x4, with tpu.family", "--tpu-topology"),
@@ -82,6 +94,9 @@ FIELDS: tuple[Field, ...] = (
     _("main.image", Kind.STR, None, "Image of the user's JAX container (tag or digest; not :latest)", "--image"),
     _("main.command", Kind.COMMAND, None, "Command of the user's container: a string or a list", "--command"),
     _("main.env", Kind.ENV, {}, "Extra environment of the user's container", "--env", envvar=False),
+    _("main.secret_env", Kind.SECRET_ENV, {},
+      "Environment of the user's container from a Kubernetes Secret: NAME=SECRET/KEY (secretKeyRef)",
+      "--secret-env", envvar=False),
     _("main.cpu", Kind.QUANTITY, "24", "CPU limit of the user's container", "--main-cpu"),
     _("main.memory", Kind.QUANTITY, "100Gi", "Memory limit of the user's container", "--main-memory"),
     _("main.shm_size", Kind.QUANTITY, "16Gi", "Size of the memory-backed /dev/shm (within the memory limit)",
@@ -95,12 +110,11 @@ FIELDS: tuple[Field, ...] = (
     _("head.proxy_memory", Kind.QUANTITY, "100Gi", "Memory limit of pathways-proxy", "--proxy-memory"),
     _("head.rm_cpu", Kind.QUANTITY, "8", "CPU limit of pathways-rm", "--rm-cpu"),
     _("head.rm_memory", Kind.QUANTITY, "32Gi", "Memory limit of pathways-rm", "--rm-memory"),
+    _("head.transfer_shm_size", Kind.QUANTITY, "8Gi",
+      "Memory-backed directory shared by the JAX client and the IFRT proxy for large transfers; 0 turns it off",
+      "--transfer-shm-size"),
     _("storage.scratch", Kind.GCS, None,
-      "GCS compile-cache (scratch) location, gs://bucket[/prefix]; required unless in_memory_cache",
-      "--gcs-scratch"),
-    _("storage.in_memory_cache", Kind.BOOL, False,
-      "Run without a GCS scratch location: Pathways keeps a non-persistent in-memory cache",
-      "--in-memory-cache"),
+      "GCS compile-cache (scratch) location, gs://bucket[/prefix]; required", "--gcs-scratch"),
     _("storage.enable_olm", Kind.BOOL, True,
       "Let Pathways set a lifecycle rule on the scratch bucket (false: --enable_gcs_olm=false)",
       "--gcs-olm/--no-gcs-olm"),
@@ -110,6 +124,9 @@ FIELDS: tuple[Field, ...] = (
     _("storage.checkpoints", Kind.GCS, None,
       "Checkpoint directory (PWDEPLOY_CHECKPOINT_DIR in the user's container)", "--checkpoint-dir"),
     _("scheduling.max_restarts", Kind.INT, 0, "JobSet failurePolicy.maxRestarts", "--max-restarts", minimum=0),
+    _("scheduling.restart_strategy", Kind.STR, "BlockingRecreate",
+      "JobSet failurePolicy.restartStrategy: BlockingRecreate (old pods gone before new ones start) or Recreate",
+      "--restart-strategy", choices=("BlockingRecreate", "Recreate")),
     _("scheduling.queue", Kind.STR, None, "Kueue LocalQueue (label kueue.x-k8s.io/queue-name)", "--queue"),
     _("scheduling.priority_class", Kind.STR, None, "PriorityClass of the pods", "--priority-class"),
     _("scheduling.service_account", Kind.STR, None, "Kubernetes service account (Workload Identity)",
@@ -137,6 +154,17 @@ FIELDS: tuple[Field, ...] = (
       "--sidecar-python"),
     _("sidecar.shm_size", Kind.QUANTITY, "8Gi", "Shared-memory directory between sidecar and worker",
       "--sidecar-shm-size"),
+    _("image.repository", Kind.STR, None,
+      "Where `pwdeploy image build` tags and pushes the job image (registry/repo); render pins main.image to it",
+      "--image-repository"),
+    _("image.base", Kind.STR, None,
+      "Base image of the job image; default: the official python:<X.Y>-slim image of the client's Python",
+      "--image-base"),
+    _("image.source_dir", Kind.PATH, None, "Directory copied into the job image; default: the config's folder",
+      "--image-source-dir"),
+    _("image.requirements", Kind.PATH, None, "requirements.txt installed into the job image",
+      "--image-requirements"),
+    _("image.pip_args", Kind.STR_LIST, (), "Extra pip install arguments for the job image build", None),
     _("local.devices", Kind.INT, None, "Emulated CPU devices for `local run`; default: the target's chips",
       "--devices", minimum=1),
     _("local.compile_cache", Kind.STR, ".pwdeploy/jax-cache",

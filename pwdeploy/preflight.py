@@ -37,8 +37,6 @@ def run_preflight(
     """Check the job's GCS locations. ``client_factory`` builds the google.cloud.storage client (the seam)."""
     region = check_region(region)
     locations = job.storage.locations()
-    if not locations:
-        return PreflightReport((), notes=("storage.in_memory_cache is on and no other location is set.",))
     try:
         client = client_factory()
     except gcs_client.MissingCredentials as exc:

@@ -47,7 +47,7 @@ def parse_quantity(value: object, field: str, *, allow_zero: bool = False) -> De
     return result
 
 
-def canonical(value: object, field: str) -> str:
+def canonical(value: object, field: str, *, allow_zero: bool = False) -> str:
     """The quantity as the user wrote it, once checked (ints become strings)."""
-    parse_quantity(value, field)
+    parse_quantity(value, field, allow_zero=allow_zero)
     return str(value).strip()

@@ -138,7 +138,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_a_slice_flag_replaces_the_files_slice_in_either_form(tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
-    rest = "main: {image: a:1, command: x}\nstorage: {in_memory_cache: true}\n"
+    rest = "main: {image: a:1, command: x}\nstorage: {scratch: gs://bkt/s}\n"
     path.write_text("name: x\ntpu: {family: v5p, topology: 2x2x4}\n" + rest)
     by_type = load_job(path, {"tpu.type": "v6e-16"}, installed_jax=lambda: "0.10.2")
     assert by_type.tpu.slice.instance_type == "tpuv6e:4x4"

@@ -33,7 +33,7 @@ def job_file(tmp_path: Path) -> Path:
             pathways_version: 0.10.2
             tpu: {type: v5p-8}
             main: {image: "registry.example/none:0", command: python3 show.py}
-            storage: {in_memory_cache: true}
+            storage: {scratch: gs://bkt/s}
             xla_flags: [--xla_tpu_enable_async_collective_fusion=true, --xla_dump_hlo_as_text=true]
             """
         ),

@@ -111,11 +111,11 @@ def test_sidecar_wiring() -> None:
     assert "--sidecar_name=external" in proxy["args"]
 
 
-def test_elastic_slices_and_in_memory_cache() -> None:
+def test_elastic_slices() -> None:
     (obj,) = manifests.build(_job(GOLDEN / "configs" / "elastic-v5e.yaml"))
     proxy = _pod(obj, "pathways-head")["initContainers"][0]
     assert "--num_elastic_slices=1" in proxy["args"]
-    assert not any(a.startswith("--gcs_scratch_location") for a in proxy["args"])
+    assert "--gcs_scratch_location=gs://elastic-bucket/scratch" in proxy["args"]
     worker = _spec(obj, "worker")["template"]["spec"]
     assert worker["backoffLimit"] == 3 * 8  # max_slice_restarts x VMs per slice (v5litepod-32: 8 VMs)
     assert _pod(obj, "pathways-head")["containers"][0]["securityContext"] == {"privileged": True}

@@ -287,18 +287,3 @@ def test_no_application_default_credentials_is_a_failed_row(
     assert "no Application Default Credentials" in row.detail
     assert row.fix is not None and "gcloud auth application-default login" in row.fix
     assert report.failed
-
-
-def test_in_memory_cache_without_locations_needs_no_credentials(jax_version: str) -> None:
-    def no_client() -> None:
-        raise AssertionError("no GCS location: no client may be built")
-
-    values = {
-        "name": "pf",
-        "tpu.type": "v5p-8",
-        "main.image": "r/i:1",
-        "main.command": "x",
-        "storage.in_memory_cache": True,
-    }
-    report = run_preflight(load_job(None, values), client_factory=no_client)
-    assert report.results == () and not report.failed

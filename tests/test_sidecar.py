@@ -35,7 +35,7 @@ def write_job(tmp_path: Path, sidecar: dict[str, Any], **top: Any) -> Path:
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data = {
         "name": "sc-test", "pathways_version": "0.10.2", "headless": True, "tpu": {"type": "v5p-8"},
-        "storage": {"in_memory_cache": True}, "sidecar": sidecar, **top,
+        "storage": {"scratch": "gs://bkt/s"}, "sidecar": sidecar, **top,
     }  # fmt: skip
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))

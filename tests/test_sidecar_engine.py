@@ -154,7 +154,7 @@ def project(tmp_path: Path, base_image: str) -> Path:
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text(f"MARKER = {marker!r}\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data: dict[str, Any] = {
-        "name": "sc-engine", "headless": True, "tpu": {"type": "v5p-8"}, "storage": {"in_memory_cache": True},
+        "name": "sc-engine", "headless": True, "tpu": {"type": "v5p-8"}, "storage": {"scratch": "gs://bkt/s"},
         "sidecar": {
             "repository": f"{REGISTRY}/pwdeploy-test/sidecar-{marker[:8]}", "base_image": base_image,
             "source_dir": "src", "requirements": "requirements.txt", "pip_args": ["--no-index"],

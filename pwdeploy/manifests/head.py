@@ -9,9 +9,8 @@ from pwdeploy.manifests.common import Manifest
 
 
 def scratch_args(job: JobConfig) -> list[str]:
-    """``--gcs_scratch_location``, or nothing where the user chose the in-memory cache."""
-    scratch = job.storage.scratch
-    return [f"--gcs_scratch_location={scratch.uri}"] if scratch is not None else []
+    """``--gcs_scratch_location``: proxy, resource manager and workers all keep state there."""
+    return [f"--gcs_scratch_location={job.storage.scratch.uri}"]
 
 
 def rm_client_args(job: JobConfig, port: int) -> list[str]:
