@@ -6,10 +6,16 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
+
+if TYPE_CHECKING:
+    from pwdeploy.cluster.api import Kube
+    from tests.kube_stub import FakeClock, StubKubeApiServer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -44,3 +50,55 @@ def jax_version(monkeypatch: pytest.MonkeyPatch) -> str:
 
     monkeypatch.setattr(pwdeploy.config, "installed_jax_version", lambda: "0.10.2")
     return "0.10.2"
+
+
+# ---------------------------------------------------------------------------------------------- cluster (stub)
+
+ClusterCli = Callable[..., Result]
+
+
+@pytest.fixture
+def stub() -> Iterator[StubKubeApiServer]:
+    """StubKubeApiServer (a loopback stub, not an API server) with namespaces default and team."""
+    from tests.kube_stub import StubKubeApiServer
+
+    with StubKubeApiServer(tokens={"stub-token": "alice", "token-b": "bob"}, namespaces=("default", "team")) as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(stub: StubKubeApiServer, tmp_path: Path) -> Path:
+    return stub.write_kubeconfig(tmp_path / "kubeconfig", {"stub": ("stub-token", None)}, current="stub")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    from tests.kube_stub import FakeClock
+
+    return FakeClock()
+
+
+@pytest.fixture
+def kube(kubeconfig: Path, clock: FakeClock) -> Kube:
+    from pwdeploy.cluster.connect import connect
+
+    return connect(kubeconfig, clock=clock)
+
+
+@pytest.fixture
+def kc(kubeconfig: Path) -> list[str]:
+    """The flags that point a cluster command at the stub."""
+    return ["--kubeconfig", str(kubeconfig)]
+
+
+@pytest.fixture
+def cluster_cli(clock: FakeClock) -> ClusterCli:
+    """Run ``pwdeploy ARGS`` with the fake clock passed in the click context object (the CLI's clock seam)."""
+    from pwdeploy.cli import cli
+
+    runner = CliRunner()
+
+    def invoke(args: list[str], input: str | None = None) -> Result:
+        return runner.invoke(cli, args, input=input, obj={"clock": clock})
+
+    return invoke

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,19 @@ _Validator = jsonschema.validators.extend(
 
 
 @functools.cache
+def _crd_text(version: str) -> str:
+    return json.dumps(yaml.load(crd_path(version).read_text(), Loader=yaml.CSafeLoader))
+
+
+def crd_object(version: str) -> dict[str, Any]:
+    """The JobSet CustomResourceDefinition of release ``version`` (``0.10.1``), a fresh copy each call."""
+    crd: dict[str, Any] = json.loads(_crd_text(version.removeprefix("v")))
+    return crd
+
+
+@functools.cache
 def crd_validator(version: str) -> Any:
-    path = crd_path(version)
-    crd = yaml.safe_load(path.read_text())
+    crd = crd_object(version)
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha2"]
     schema = copy.deepcopy(served["schema"]["openAPIV3Schema"])
     schema["properties"]["apiVersion"] = {"const": "jobset.x-k8s.io/v1alpha2"}

@@ -1,10 +1,12 @@
 """StubKubeApiServer: a loopback HTTP server that answers the Kubernetes API paths pwdeploy uses.
 
 It is a stub, not an API server: no controllers, no admission webhooks, no watch, label selectors of the form
-``k=v,k2=v2`` only. What it does do like a real server: the real paths (discovery, jobsets with server-side apply
-and ``dryRun=All``, namespaces, pods and their logs, events, Kueue localqueues), bearer-token authentication,
-and the real error shapes (``Status`` objects for 401/403/404/409/422/5xx). Every request is recorded so tests can
-assert what the official client actually sent.
+``k=v,k2=v2`` only. What it does do like a real server: the real paths (discovery, ``/version``, jobsets with
+server-side apply and ``dryRun=All``, namespaces, nodes, pods and their logs, events, secrets (metadata-only reads),
+Kueue localqueues, the JobSet CustomResourceDefinition, SelfSubjectAccessReviews answered from the same forbidden
+rules as every other request), bearer-token authentication, and the real error shapes (``Status`` objects for
+401/403/404/409/422/5xx). Every request is recorded so tests can assert what the official client actually sent;
+``latency`` delays every answer, to measure what concurrent requests save.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -23,8 +26,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from pwdeploy import manifests
+from pwdeploy.config import load_job
+from tests.crd import crd_object
+
 JOBSET_GV = "jobset.x-k8s.io/v1alpha2"
 APPLY_PATCH = "application/apply-patch+yaml"
+JOBSET_CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io"
+ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 @dataclass
@@ -57,26 +66,36 @@ def status_body(code: int, reason: str, message: str, details: dict[str, Any] | 
     }  # fmt: skip
 
 
-def pathways_jobset(
-    name: str,
+def rendered_jobset(
+    name: str = "dp-example",
     namespace: str = "default",
-    slices: int = 2,
     *,
-    annotations: dict[str, str] | None = None,
+    tpu_type: str = "v5p-8",
+    slices: int = 2,
     status: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
-    """A small pwdeploy-managed JobSet as the tests store it: a head and ``slices`` worker slices of 2 hosts."""
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
-                                "labels": {"app.kubernetes.io/managed-by": "pwdeploy"}}  # fmt: skip
-    if annotations is not None:
-        metadata["annotations"] = dict(annotations)
+    """The JobSet ``pwdeploy.manifests.build`` renders for a small job (``overrides``: dotted config paths), as
+    the stub stores it, with ``status`` when given."""
+    values = {"name": name, "namespace": namespace, "tpu.type": tpu_type, "tpu.slices": slices,
+              "main.image": "python:3.11.9-slim", "main.command": "python3 train.py",
+              "storage.scratch": "gs://stub-bucket/scratch", **overrides}  # fmt: skip
+    job = load_job(None, values, installed_jax=lambda: "0.10.2")
+    (obj,) = manifests.build(job)
+    if status:
+        obj["status"] = status
+    return obj
+
+
+def node(
+    name: str, labels: dict[str, str], allocatable: dict[str, str], *, ready: bool = True, cordoned: bool = False
+) -> dict[str, Any]:
+    """A Node as the API returns it: labels, allocatable resources, the Ready condition."""
     return {
-        "apiVersion": JOBSET_GV, "kind": "JobSet", "metadata": metadata,
-        "spec": {"replicatedJobs": [
-            {"name": "pathways-head", "replicas": 1, "template": {"spec": {"parallelism": 1}}},
-            {"name": "worker", "replicas": slices, "template": {"spec": {"parallelism": 2}}},
-        ]},
-        **({"status": status} if status else {}),
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {"allocatable": dict(allocatable),
+                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }  # fmt: skip
 
 
@@ -104,6 +123,10 @@ class StubKubeApiServer:
         self.injected: list[Injected] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
         self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
+        self.version = {"major": "1", "minor": "31+", "gitVersion": "v1.31.4-gke.1256000"}
+        self.crd_version = "0.10.1"  # the JobSet CRD served from /work/shared/schemas, read on first request
+        self.jobset_crd: dict[str, Any] | None = None  # a CRD object that replaces the real one
+        self.latency = 0.0  # seconds every answer waits (outside the lock: requests wait side by side)
         self._lingering: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
         self._uid = 0
@@ -159,6 +182,10 @@ class StubKubeApiServer:
     def forbid(self, verb: str, plural: str) -> None:
         self.forbidden.add((verb, plural))
 
+    def add_node(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.objects[("nodes", "", obj["metadata"]["name"])] = obj
+        return obj
+
     def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", "default")
@@ -173,7 +200,10 @@ class StubKubeApiServer:
         return [r for r in self.requests if (method is None or r.method == method) and path_contains in r.path]
 
     def writes(self) -> list[Recorded]:
-        return [r for r in self.requests if r.method in ("POST", "PUT", "PATCH", "DELETE")]
+        """Requests that could change the cluster (an access review is a POST that changes nothing)."""
+        return [
+            r for r in self.requests if r.method in ("POST", "PUT", "PATCH", "DELETE") and r.path != ACCESS_REVIEW_PATH
+        ]
 
     # ------------------------------------------------------------------------------------------ serving
 
@@ -206,6 +236,8 @@ class StubKubeApiServer:
         record = Recorded(h.command, parts.path, parse_qs(parts.query), dict(h.headers.items()), body)
         with self._lock:
             self.requests.append(record)
+        if self.latency:
+            time.sleep(self.latency)
         try:
             self._route(record)
             raise _Reply(500, status_body(500, "InternalError", "stub: unrouted"))
@@ -256,6 +288,17 @@ class StubKubeApiServer:
 
     def _dispatch(self, r: Recorded) -> None:
         path = r.path.rstrip("/")
+        if path == "/version" and r.method == "GET":
+            raise _Reply(200, self.version)
+        if path == JOBSET_CRD_PATH and r.method == "GET":
+            self._jobset_crd(r)
+        if path == ACCESS_REVIEW_PATH and r.method == "POST":
+            self._access_review(r)
+        if path == "/api/v1/nodes" and r.method == "GET":
+            self._list(r, "nodes", "", "v1", None)
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/secrets/([^/]+)", path)
+        if m and r.method == "GET":
+            self._secret_metadata(r, m[1], m[2])
         if path == f"/apis/{JOBSET_GV}":
             if not self.jobset_installed:
                 raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
@@ -294,6 +337,34 @@ class StubKubeApiServer:
         raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
 
     # ------------------------------------------------------------------------------------------ resources
+
+    def _jobset_crd(self, r: Recorded) -> None:
+        name = "jobsets.jobset.x-k8s.io"
+        self._check_rbac(r, "get", "customresourcedefinitions", "apiextensions.k8s.io", None, name)
+        if not self.jobset_installed:
+            raise _Reply(404, status_body(404, "NotFound", f'customresourcedefinitions.apiextensions.k8s.io "{name}" '
+                                          "not found", {"name": name, "group": "apiextensions.k8s.io",
+                                                        "kind": "customresourcedefinitions"}))  # fmt: skip
+        raise _Reply(200, self.jobset_crd if self.jobset_crd is not None else crd_object(self.crd_version))
+
+    def _access_review(self, r: Recorded) -> None:
+        """Allowed unless ``forbid(verb, plural)`` (``pods/log`` for a subresource) says otherwise."""
+        attributes = (r.body or {}).get("spec", {}).get("resourceAttributes") or {}
+        plural = "/".join(p for p in (attributes.get("resource"), attributes.get("subresource")) if p)
+        allowed = (attributes.get("verb"), plural) not in self.forbidden
+        review = {**r.body, "status": {"allowed": allowed, **({} if allowed else {"reason": "stub: forbidden"})}}
+        raise _Reply(201, review)
+
+    def _secret_metadata(self, r: Recorded, ns: str, name: str) -> None:
+        self._check_rbac(r, "get", "secrets", "", ns, name)
+        secret = self.objects.get(("secrets", ns, name))
+        if secret is None:
+            raise _Reply(404, status_body(404, "NotFound", f'secrets "{name}" not found',
+                                          {"name": name, "kind": "secrets"}))  # fmt: skip
+        if "as=PartialObjectMetadata" in (r.headers.get("Accept") or ""):
+            raise _Reply(200, {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                               "metadata": secret["metadata"]})  # fmt: skip
+        raise _Reply(200, secret)
 
     def _check_rbac(self, r: Recorded, verb: str, plural: str, group: str, ns: str | None, name: str | None) -> None:
         if (verb, plural) not in self.forbidden:
@@ -393,7 +464,9 @@ class StubKubeApiServer:
         self._check_rbac(r, "list", plural, group, ns, None)
         items = [o for (p, n, _), o in sorted(self.objects.items()) if p == plural and (ns is None or n == ns)]
         items = [o for o in items if _labels_match(o, r.q("labelSelector")) and _fields_match(o, r.q("fieldSelector"))]
-        kind = {"pods": "PodList", "events": "EventList", "jobsets": "JobSetList"}.get(plural, "List")
+        kind = {"pods": "PodList", "events": "EventList", "jobsets": "JobSetList", "nodes": "NodeList"}.get(
+            plural, "List"
+        )
         gv = f"{group}/{version}" if group else version
         raise _Reply(200, {"kind": kind, "apiVersion": gv, "metadata": {"resourceVersion": "1"}, "items": items})
 
@@ -412,19 +485,30 @@ class StubKubeApiServer:
 
 
 class FakeClock:
-    """A clock whose sleep only advances time (and can act on the world, e.g. a stub's state, via on_sleep)."""
+    """A clock whose sleep only advances time (and can act on the world, e.g. a stub's state, via on_sleep).
 
-    def __init__(self, on_sleep: Any = None) -> None:
+    It ends: sleeping past ``limit`` simulated seconds fails the test instead of looping for ever.
+    """
+
+    START = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)  # utc_now() at t = 1000
+
+    def __init__(self, on_sleep: Callable[[int], None] | None = None, *, limit: float = 3600.0) -> None:
         self.t = 1000.0
         self.sleeps: list[float] = []
         self.on_sleep = on_sleep
+        self.limit = limit
 
     def now(self) -> float:
         return self.t
 
+    def utc_now(self) -> datetime:
+        return self.START + timedelta(seconds=self.t - 1000.0)
+
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.t += seconds
+        if self.t - 1000.0 > self.limit:
+            raise AssertionError(f"FakeClock: slept past its limit of {self.limit} s; a loop did not stop")
         if self.on_sleep is not None:
             self.on_sleep(len(self.sleeps))
 

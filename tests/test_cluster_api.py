@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,30 +14,16 @@ from pwdeploy.cluster.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
 from pwdeploy.cluster.connect import connect
 from pwdeploy.cluster.jobsets import apply_jobset, get_jobset
 from pwdeploy.errors import ClusterError, ConfigError
-from tests.kube_stub import FakeClock, StubKubeApiServer
+from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 
-JOBSET = {
-    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-    "metadata": {"name": "demo", "namespace": "default"},
-    "spec": {"replicatedJobs": [{"name": "worker", "replicas": 1, "template": {"spec": {"parallelism": 1}}}]},
-}  # fmt: skip
-
-
-@pytest.fixture
-def stub() -> Iterator[StubKubeApiServer]:
-    with StubKubeApiServer(tokens={"token-a": "alice", "token-b": "bob"}) as server:
-        yield server
+JOBSET = rendered_jobset("demo", slices=1)
 
 
 @pytest.fixture
 def kubeconfig(stub: StubKubeApiServer, tmp_path: Path) -> Path:
-    contexts: dict[str, tuple[str, str | None]] = {"ctx-a": ("token-a", None), "ctx-b": ("token-b", "team-b")}
+    """Two contexts, two users (this module's tests switch between them)."""
+    contexts: dict[str, tuple[str, str | None]] = {"ctx-a": ("stub-token", None), "ctx-b": ("token-b", "team-b")}
     return stub.write_kubeconfig(tmp_path / "kubeconfig", contexts, current="ctx-a")
-
-
-@pytest.fixture
-def kube(kubeconfig: Path) -> Kube:
-    return connect(kubeconfig, None, clock=FakeClock())
 
 
 def get_demo(kube: Kube) -> object:
@@ -51,7 +36,7 @@ def get_demo(kube: Kube) -> object:
 def test_current_context_is_used_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     assert (kube.context, kube.namespace) == ("ctx-a", "default")
     assert get_jobset(kube, "default", "demo") is None
-    assert stub.requests[-1].headers["authorization"] == "Bearer token-a"
+    assert stub.requests[-1].headers["authorization"] == "Bearer stub-token"
 
 
 def test_context_flag_picks_user_and_namespace_against_stub(stub: StubKubeApiServer, kubeconfig: Path) -> None:
@@ -168,15 +153,15 @@ def test_422_lists_the_api_field_paths(kube: Kube, stub: StubKubeApiServer) -> N
 # ---------------------------------------------------------------------------------------------- retries
 
 
-def test_5xx_is_retried_with_backoff_then_succeeds(kube: Kube, stub: StubKubeApiServer) -> None:
+def test_5xx_is_retried_with_backoff_then_succeeds(kube: Kube, stub: StubKubeApiServer, clock: FakeClock) -> None:
     stub.put("jobsets", {**JOBSET, "metadata": {"name": "demo", "namespace": "default"}})
     stub.fail("GET", "/jobsets/demo$", 500, times=2)
     assert get_jobset(kube, "default", "demo") is not None
     assert len(stub.sent("GET", "/jobsets/demo")) == 3
-    assert kube.clock.sleeps == [0.5, 1.0]  # type: ignore[attr-defined]
+    assert clock.sleeps == [0.5, 1.0]
 
 
-def test_5xx_gives_up_after_bounded_attempts(kube: Kube, stub: StubKubeApiServer) -> None:
+def test_5xx_gives_up_after_bounded_attempts(kube: Kube, stub: StubKubeApiServer, clock: FakeClock) -> None:
     stub.fail("GET", "/jobsets/demo$", 503, times=100)
     with pytest.raises(ApiError) as info:
         get_demo(kube)
@@ -184,28 +169,28 @@ def test_5xx_gives_up_after_bounded_attempts(kube: Kube, stub: StubKubeApiServer
         info.value
     )
     assert len(stub.sent("GET", "/jobsets/demo")) == RetryPolicy().attempts == 4
-    assert kube.clock.sleeps == [0.5, 1.0, 2.0]  # type: ignore[attr-defined]
+    assert clock.sleeps == [0.5, 1.0, 2.0]
 
 
-def test_429_honours_retry_after(kube: Kube, stub: StubKubeApiServer) -> None:
+def test_429_honours_retry_after(kube: Kube, stub: StubKubeApiServer, clock: FakeClock) -> None:
     stub.fail("GET", "/jobsets/demo$", 429, headers={"Retry-After": "3"})
     assert get_jobset(kube, "default", "demo") is None
-    assert kube.clock.sleeps == [3.0]  # type: ignore[attr-defined]
+    assert clock.sleeps == [3.0]
 
 
-def test_read_timeout_is_retried(kube: Kube, stub: StubKubeApiServer) -> None:
+def test_read_timeout_is_retried(kube: Kube, stub: StubKubeApiServer, clock: FakeClock) -> None:
     kube.timeout = (2.0, 0.2)
     stub.fail("GET", "/jobsets/demo$", 0, delay=0.6)  # no answer in time, then normal service
     assert get_jobset(kube, "default", "demo") is None
     assert len(stub.sent("GET", "/jobsets/demo")) == 2
-    assert kube.clock.sleeps == [0.5]  # type: ignore[attr-defined]
+    assert clock.sleeps == [0.5]
 
 
-def test_4xx_is_not_retried(kube: Kube, stub: StubKubeApiServer) -> None:
+def test_4xx_is_not_retried(kube: Kube, stub: StubKubeApiServer, clock: FakeClock) -> None:
     stub.forbid("get", "jobsets")
     with pytest.raises(ApiError):
         get_demo(kube)
-    assert len(stub.sent("GET", "/jobsets/demo")) == 1 and kube.clock.sleeps == []  # type: ignore[attr-defined]
+    assert len(stub.sent("GET", "/jobsets/demo")) == 1 and clock.sleeps == []
 
 
 def test_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:

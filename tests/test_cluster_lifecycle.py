@@ -4,26 +4,20 @@ status, logs and delete commands against StubKubeApiServer (a loopback stub, not
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pytest
-from click.testing import CliRunner
-
-import pwdeploy.cli.cluster as cli_cluster
-from pwdeploy.cli import cli
 from pwdeploy.cluster.progress import GroupProgress, JobState, age, job_state, progress, progress_line
 from pwdeploy.cluster.wait import Display
-from tests.conftest import REPO
-from tests.kube_stub import FakeClock, StubKubeApiServer, pathways_jobset
+from tests.conftest import REPO, ClusterCli
+from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")  # dp-example: 2 slices of v5p-8 (1 VM each)
 
 
 def jobset(name: str = "dp-example", namespace: str = "default", slices: int = 2, **status: Any) -> dict[str, Any]:
-    return pathways_jobset(name, namespace, slices, status=status)
+    """The rendered JobSet of a job with ``slices`` slices of v5p-16 (2 VMs, so 2 worker pods, per slice)."""
+    return rendered_jobset(name, namespace, tpu_type="v5p-16", slices=slices, status=status)
 
 
 def pod(rj: str, index: int = 0, host: int = 0, phase: str = "Running", *, containers: tuple[str, ...] = (),
@@ -38,25 +32,6 @@ def pod(rj: str, index: int = 0, host: int = 0, phase: str = "Running", *, conta
                  "containers": [{"name": c} for c in containers or defaults]},
         "status": {"phase": phase, **status},
     }  # fmt: skip
-
-
-@pytest.fixture
-def stub() -> Iterator[StubKubeApiServer]:
-    with StubKubeApiServer(namespaces=("default", "team")) as server:
-        yield server
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(cli_cluster, "CLOCK", fake)
-    return fake
-
-
-@pytest.fixture
-def kc(stub: StubKubeApiServer, tmp_path: Path, clock: FakeClock) -> list[str]:
-    path = stub.write_kubeconfig(tmp_path / "kubeconfig", {"stub": ("stub-token", None)}, current="stub")
-    return ["--kubeconfig", str(path)]
 
 
 # ---------------------------------------------------------------------------------------------- pure summaries
@@ -114,7 +89,7 @@ def test_display_rewrites_one_line_on_a_terminal_and_prints_changes_otherwise() 
 
 
 def test_wait_shows_progress_until_running(
-    runner: CliRunner, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
 ) -> None:
     def world(polls: int) -> None:  # what the controllers would do between two polls
         obj = stub.get("jobsets", "default", "dp-example")
@@ -129,7 +104,7 @@ def test_wait_shows_progress_until_running(
                                                       {"name": "worker", "ready": 2}]}  # fmt: skip
 
     clock.on_sleep = world
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait"])
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait"])
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [
         "Pending: head 0/1 running; slice 0 0/1 running; slice 1 0/1 running",
@@ -140,13 +115,13 @@ def test_wait_shows_progress_until_running(
 
 
 def test_ctrl_c_while_waiting_leaves_the_job_running(
-    runner: CliRunner, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
 ) -> None:
     def interrupt(polls: int) -> None:
         raise KeyboardInterrupt
 
     clock.on_sleep = interrupt
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait=done"])
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait=done"])
     assert result.exit_code == 130
     assert "Stopped waiting; job dp-example keeps running." in result.stderr
     assert "pwdeploy logs dp-example -n default -f" in result.stderr
@@ -155,7 +130,7 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(
 
 
 def test_wait_done_reports_a_failed_job(
-    runner: CliRunner, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
 ) -> None:
     def fail(polls: int) -> None:
         obj = stub.get("jobsets", "default", "dp-example")
@@ -164,14 +139,14 @@ def test_wait_done_reports_a_failed_job(
                                          "message": "jobset failed due to one or more job failures"}]}  # fmt: skip
 
     clock.on_sleep = fail
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait=done"])
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait=done"])
     assert result.exit_code == 4
     assert "error: job dp-example failed: FailedJobs: jobset failed due to one or more job failures" in result.stderr
     assert "pwdeploy status dp-example -n default" in result.stderr
 
 
-def test_wait_timeout(runner: CliRunner, kc: list[str], clock: FakeClock, jax_version: str) -> None:
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait", "--timeout", "5"])
+def test_wait_timeout(cluster_cli: ClusterCli, kc: list[str], clock: FakeClock, jax_version: str) -> None:
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait", "--timeout", "5"])
     assert result.exit_code == 4 and "is not running after 5 s (it keeps going: Pending)" in result.stderr
     assert clock.sleeps == [2.0, 2.0, 2.0]
 
@@ -179,31 +154,28 @@ def test_wait_timeout(runner: CliRunner, kc: list[str], clock: FakeClock, jax_ve
 # ---------------------------------------------------------------------------------------------- list / status
 
 
-def test_list_shows_managed_jobsets(
-    runner: CliRunner, kc: list[str], stub: StubKubeApiServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("pwdeploy.cluster.progress.utc_now", lambda: datetime(2026, 1, 1, 0, 5, tzinfo=UTC))
+def test_list_shows_managed_jobsets(cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer) -> None:
     stub.put("jobsets", jobset("alpha", replicatedJobsStatus=[{"name": "pathways-head", "ready": 1},
                                                               {"name": "worker", "ready": 2}]))  # fmt: skip
     stub.put("jobsets", jobset("beta", "team", slices=4))
     foreign = jobset("gamma")
     foreign["metadata"]["labels"] = {}
     stub.put("jobsets", foreign)
-    result = runner.invoke(cli, ["list", *kc])
+    result = cluster_cli(["list", *kc])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ["NAME   STATE    SLICES  AGE", "alpha  Running  2/2     5m"]
     assert stub.requests[-1].q("labelSelector") == "app.kubernetes.io/managed-by=pwdeploy"
-    everywhere = runner.invoke(cli, ["list", "-A", *kc])
+    everywhere = cluster_cli(["list", "-A", *kc])
     assert [line.split()[:3] for line in everywhere.stdout.splitlines()[1:]] == [
         ["default", "alpha", "Running"], ["team", "beta", "Pending"],
     ]  # fmt: skip
     assert stub.requests[-1].path == "/apis/jobset.x-k8s.io/v1alpha2/jobsets"
-    empty = runner.invoke(cli, ["list", "-n", "ghost", *kc])
+    empty = cluster_cli(["list", "-n", "ghost", *kc])
     assert empty.exit_code == 0 and "no pwdeploy jobs in namespace ghost" in empty.stderr
 
 
 def test_status_shows_pods_per_slice_and_warning_events(
-    runner: CliRunner, kc: list[str], stub: StubKubeApiServer
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
 ) -> None:
     stub.put("jobsets", jobset(slices=1, conditions=[
         {"type": "StartupPolicyInProgress", "status": "True", "reason": "InOrderStartupPolicyInProgress",
@@ -236,7 +208,7 @@ def test_status_shows_pods_per_slice_and_warning_events(
         stub.put("events", {"metadata": {"name": f"e{i}", "namespace": "default"}, "type": "Warning",
                             "reason": "FailedScheduling", "message": f"no TPU for {who}",
                             "involvedObject": {"kind": "Pod", "name": who}})  # fmt: skip
-    result = runner.invoke(cli, ["status", "dp-example", *kc])
+    result = cluster_cli(["status", "dp-example", *kc])
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert out.splitlines()[1] == "Starting: head 1/1 running; slice 0 1/2 running"
@@ -249,19 +221,19 @@ def test_status_shows_pods_per_slice_and_warning_events(
     assert stub.sent("GET", "/events")[0].q("fieldSelector") == "type=Warning"
 
 
-def test_status_of_a_missing_job(runner: CliRunner, kc: list[str]) -> None:
-    result = runner.invoke(cli, ["status", "nope", *kc, "-n", "team"])
+def test_status_of_a_missing_job(cluster_cli: ClusterCli, kc: list[str]) -> None:
+    result = cluster_cli(["status", "nope", *kc, "-n", "team"])
     assert result.exit_code == 4 and "jobset nope not found in namespace team" in result.stderr
 
 
 # ---------------------------------------------------------------------------------------------- logs
 
 
-def test_logs_of_a_worker_host_with_tail(runner: CliRunner, kc: list[str], stub: StubKubeApiServer) -> None:
+def test_logs_of_a_worker_host_with_tail(cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer) -> None:
     stub.put("jobsets", jobset())
     stub.put("pods", pod("worker", 1, 1))
     stub.logs[("default", "dp-example-worker-1-1-x7k2p", "pathways-worker")] = "boot\nready\nstep 1\n"
-    result = runner.invoke(cli, ["logs", "dp-example", "--component", "worker", "--slice", "1", "--host", "1",
+    result = cluster_cli(["logs", "dp-example", "--component", "worker", "--slice", "1", "--host", "1",
                                  "--tail", "2", *kc])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert result.stdout == "ready\nstep 1\n"
@@ -274,34 +246,36 @@ def test_logs_of_a_worker_host_with_tail(runner: CliRunner, kc: list[str], stub:
     assert read.query == {"container": ["pathways-worker"], "tailLines": ["2"]}
 
 
-def test_logs_follow_of_the_proxy(runner: CliRunner, kc: list[str], stub: StubKubeApiServer) -> None:
+def test_logs_follow_of_the_proxy(cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer) -> None:
     stub.put("pods", pod("pathways-head"))
     stub.logs[("default", "dp-example-pathways-head-0-0-x7k2p", "pathways-proxy")] = "listening on 29000"
-    result = runner.invoke(cli, ["logs", "dp-example", "--component", "proxy", "-f", *kc])
+    result = cluster_cli(["logs", "dp-example", "--component", "proxy", "-f", *kc])
     assert result.exit_code == 0 and result.stdout == "listening on 29000\n"
     assert stub.requests[-1].query == {"container": ["pathways-proxy"], "follow": ["true"]}
 
 
-def test_logs_explain_headless_and_bad_flags(runner: CliRunner, kc: list[str], stub: StubKubeApiServer) -> None:
+def test_logs_explain_headless_and_bad_flags(cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer) -> None:
     stub.put("pods", pod("pathways-head", containers=("pathways-proxy", "pathways-rm")))
-    headless = runner.invoke(cli, ["logs", "dp-example", *kc])
+    headless = cluster_cli(["logs", "dp-example", *kc])
     assert headless.exit_code == 4 and "runs headless: it has no main container" in headless.stderr
     assert "--component proxy" in headless.stderr
-    bad = runner.invoke(cli, ["logs", "dp-example", "--slice", "1", *kc])
+    bad = cluster_cli(["logs", "dp-example", "--slice", "1", *kc])
     assert bad.exit_code == 2 and "--slice: applies to --component worker or sidecar, not main" in bad.stderr
-    none_yet = runner.invoke(cli, ["logs", "dp-example", "--component", "worker", *kc])
+    none_yet = cluster_cli(["logs", "dp-example", "--component", "worker", *kc])
     assert none_yet.exit_code == 4 and "jobset dp-example not found" in none_yet.stderr
 
 
 # ---------------------------------------------------------------------------------------------- delete
 
 
-def test_delete_asks_then_deletes_in_the_foreground(runner: CliRunner, kc: list[str], stub: StubKubeApiServer) -> None:
+def test_delete_asks_then_deletes_in_the_foreground(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
+) -> None:
     stub.put("jobsets", jobset())
-    declined = runner.invoke(cli, ["delete", "dp-example", *kc], input="n\n")
+    declined = cluster_cli(["delete", "dp-example", *kc], input="n\n")
     assert declined.exit_code == 1 and stub.writes() == []
     stub.linger_after_delete = 1
-    result = runner.invoke(cli, ["delete", "dp-example", "--yes", "--wait", *kc])
+    result = cluster_cli(["delete", "dp-example", "--yes", "--wait", *kc])
     assert result.exit_code == 0 and "jobset dp-example deleted" in result.stdout
     (delete,) = stub.writes()
     assert delete.path.endswith("/namespaces/default/jobsets/dp-example")
@@ -310,12 +284,12 @@ def test_delete_asks_then_deletes_in_the_foreground(runner: CliRunner, kc: list[
 
 
 def test_delete_refuses_jobsets_pwdeploy_did_not_make(
-    runner: CliRunner, kc: list[str], stub: StubKubeApiServer
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
 ) -> None:
     foreign = jobset()
     foreign["metadata"]["labels"] = {}
     stub.put("jobsets", foreign)
-    result = runner.invoke(cli, ["delete", "dp-example", "--yes", *kc])
+    result = cluster_cli(["delete", "dp-example", "--yes", *kc])
     assert result.exit_code == 4 and "is not managed by pwdeploy" in result.stderr and stub.writes() == []
-    missing = runner.invoke(cli, ["delete", "nope", "--yes", *kc])
+    missing = cluster_cli(["delete", "nope", "--yes", *kc])
     assert missing.exit_code == 4 and "jobset nope not found in namespace default" in missing.stderr

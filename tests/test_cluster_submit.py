@@ -1,58 +1,38 @@
 """Submit against StubKubeApiServer (a loopback stub, not an API server): what the official client sends
-(paths, dryRun=All, the pwdeploy field manager, bodies equal to the rendered manifests), re-submits, --replace,
-the cluster checks, the preflight gate and --wait."""
+(paths, dryRun=All, the pwdeploy field manager, bodies equal to the rendered manifests), re-submits, --replace and
+the preflight gate. The readiness checks themselves are tested in test_readiness_stub.py."""
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-import pwdeploy.cli.cluster as cli_cluster
 from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.cluster.api import Kube
-from pwdeploy.cluster.connect import connect
 from pwdeploy.cluster.submit import (
     CONFIG_HASH_ANNOTATION,
     DryRun,
     InterruptedReplace,
-    check_cluster,
     config_hash,
     mark_managed,
     submit,
 )
 from pwdeploy.errors import ClusterError, PwdeployError
-from tests.conftest import REPO
-from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer, pathways_jobset
+from tests.conftest import REPO, ClusterCli
+from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer, rendered_jobset
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
 JOBSET_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/demo"
 
 
 def tiny_jobset(slices: int = 2) -> dict[str, Any]:
-    return pathways_jobset("demo", slices=slices, annotations={"pwdeploy.dev/version": __version__})
-
-
-@pytest.fixture
-def stub() -> Iterator[StubKubeApiServer]:
-    with StubKubeApiServer(namespaces=("default", "team")) as server:
-        yield server
-
-
-@pytest.fixture
-def kubeconfig(stub: StubKubeApiServer, tmp_path: Path) -> Path:
-    return stub.write_kubeconfig(tmp_path / "kubeconfig", {"stub": ("stub-token", None)}, current="stub")
-
-
-@pytest.fixture
-def kube(kubeconfig: Path) -> Kube:
-    return connect(kubeconfig, clock=FakeClock())
+    return rendered_jobset("demo", slices=slices)
 
 
 # ---------------------------------------------------------------------------------------------- marking
@@ -122,7 +102,7 @@ def test_a_jobset_not_made_by_pwdeploy_is_refused(kube: Kube, stub: StubKubeApiS
     assert stub.writes() == []
 
 
-def test_replace_confirms_deletes_waits_and_recreates(kube: Kube, stub: StubKubeApiServer) -> None:
+def test_replace_confirms_deletes_waits_and_recreates(kube: Kube, stub: StubKubeApiServer, clock: FakeClock) -> None:
     submit(kube, mark_managed([tiny_jobset()], "default"))
     stub.linger_after_delete = 2  # foreground deletion: the JobSet stays visible for two more GETs
     questions: list[str] = []
@@ -132,7 +112,7 @@ def test_replace_confirms_deletes_waits_and_recreates(kube: Kube, stub: StubKube
     delete, patch = stub.writes()[1:]
     assert delete.method == "DELETE" and delete.q("propagationPolicy") == "Foreground" and delete.q("dryRun") is None
     assert patch.method == "PATCH" and patch.body == new[0]
-    assert kube.clock.sleeps == [2.0, 2.0]  # type: ignore[attr-defined]
+    assert clock.sleeps == [2.0, 2.0]
     stored = stub.get("jobsets", "default", "demo")
     assert stored is not None and stored["spec"]["replicatedJobs"][1]["replicas"] == 3
 
@@ -163,14 +143,16 @@ def test_replace_of_a_running_job_with_the_same_config_is_unchanged(kube: Kube, 
     assert len(stub.writes()) == 1
 
 
-def test_ctrl_c_while_the_old_job_is_deleted_says_what_is_left(kube: Kube, stub: StubKubeApiServer) -> None:
+def test_ctrl_c_while_the_old_job_is_deleted_says_what_is_left(
+    kube: Kube, stub: StubKubeApiServer, clock: FakeClock
+) -> None:
     submit(kube, mark_managed([tiny_jobset()], "default"))
     stub.linger_after_delete = 5
 
     def interrupt(sleeps: int) -> None:
         raise KeyboardInterrupt
 
-    kube.clock.on_sleep = interrupt  # type: ignore[attr-defined]
+    clock.on_sleep = interrupt
     with pytest.raises(InterruptedReplace) as info:
         submit(kube, mark_managed([tiny_jobset(slices=3)], "default"), replace=True, confirm=lambda q: True)
     assert info.value.exit_code == 130
@@ -209,56 +191,12 @@ def test_client_dry_run_sends_no_writes(kube: Kube, stub: StubKubeApiServer) -> 
     assert stub.writes() == [] and "client dry run, nothing sent" in outcome.describe(DryRun.CLIENT)
 
 
-# ---------------------------------------------------------------------------------------------- cluster checks
-
-
-def test_check_cluster_passes_on_a_ready_cluster(kube: Kube, stub: StubKubeApiServer) -> None:
-    stub.put("localqueues", {"metadata": {"name": "tpu-queue", "namespace": "team"}})
-    check_cluster(kube, "team", "tpu-queue")
-    assert [r.path for r in stub.requests] == [
-        "/apis/jobset.x-k8s.io/v1alpha2", "/api/v1/namespaces/team", "/apis/kueue.x-k8s.io",
-        "/apis/kueue.x-k8s.io/v1beta1/namespaces/team/localqueues/tpu-queue",
-    ]  # fmt: skip
-
-
-def test_check_cluster_names_every_problem_with_its_fix(kube: Kube, stub: StubKubeApiServer) -> None:
-    stub.jobset_installed = False
-    stub.kueue_version = None
-    with pytest.raises(ClusterError) as info:
-        check_cluster(kube, "team", "tpu-queue")
-    lines = str(info.value).splitlines()
-    assert lines[0] == "the cluster (context stub) cannot run this job yet:"
-    assert "JobSet API (jobset.x-k8s.io/v1alpha2) is not installed" in lines[1] and "manifests.yaml" in lines[1]
-    assert "scheduling.queue is 'tpu-queue' but Kueue (kueue.x-k8s.io) is not installed" in lines[2]
-
-
-def test_check_cluster_missing_namespace(kube: Kube) -> None:
-    with pytest.raises(ClusterError, match="namespace 'ghost' does not exist; create it: kubectl create namespace"):
-        check_cluster(kube, "ghost", None)
-
-
-def test_check_cluster_missing_queue_lists_the_queues(kube: Kube, stub: StubKubeApiServer) -> None:
-    stub.kueue_version = "v1beta2"
-    for name in ("cpu-queue", "tpu-v6e"):
-        stub.put("localqueues", {"metadata": {"name": name, "namespace": "team"}})
-    with pytest.raises(ClusterError, match="LocalQueue 'tpu' does not exist in namespace 'team'; available: "
-                       "cpu-queue, tpu-v6e"):  # fmt: skip
-        check_cluster(kube, "team", "tpu")
-    assert stub.requests[-1].path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team/localqueues"
-
-
-def test_check_cluster_tolerates_users_who_cannot_read_namespaces(kube: Kube, stub: StubKubeApiServer) -> None:
-    stub.forbid("get", "namespaces")
-    check_cluster(kube, "default", None)
-
-
 # ---------------------------------------------------------------------------------------------- CLI
 
 
 @pytest.fixture
-def cli_env(kubeconfig: Path, monkeypatch: pytest.MonkeyPatch, jax_version: str) -> list[str]:
-    monkeypatch.setattr(cli_cluster, "CLOCK", FakeClock())
-    return ["--kubeconfig", str(kubeconfig)]
+def cli_env(kc: list[str], jax_version: str) -> list[str]:
+    return kc
 
 
 def rendered_example(*flags: str) -> list[dict[str, Any]]:
@@ -268,9 +206,9 @@ def rendered_example(*flags: str) -> list[dict[str, Any]]:
 
 
 def test_cli_submit_sends_exactly_the_rendered_manifest(
-    runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer
+    cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer
 ) -> None:
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
     assert result.exit_code == 0, result.output
     assert "jobset dp-example (namespace default, config " in result.stdout and ") created" in result.stdout
     (patch,) = stub.writes()
@@ -280,68 +218,79 @@ def test_cli_submit_sends_exactly_the_rendered_manifest(
     assert patch.path == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/dp-example"
     assert patch.body == expected
 
-    again = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    again = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
     assert again.exit_code == 0 and ") unchanged" in again.stdout
-    changed = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--num-slices", "3"])
+    changed = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--num-slices", "3"])
     assert changed.exit_code == 4 and "with a different config" in changed.output
     assert "Traceback" not in changed.output and len(stub.writes()) == 1
 
 
-def test_cli_submit_replace_asks_first(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
-    runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+def test_cli_submit_replace_asks_first(cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
     args = ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--num-slices", "3", "--replace"]
-    declined = runner.invoke(cli, args, input="n\n")
+    declined = cluster_cli(args, input="n\n")
     assert declined.exit_code == 1 and "not replaced" in declined.output and len(stub.writes()) == 1
-    accepted = runner.invoke(cli, [*args, "--yes"])
+    accepted = cluster_cli([*args, "--yes"])
     assert accepted.exit_code == 0, accepted.output
     assert ") replaced" in accepted.stdout and [w.method for w in stub.writes()] == ["PATCH", "DELETE", "PATCH"]
 
 
-def test_cli_server_dry_run(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--dry-run=server"])
+def test_cli_server_dry_run(cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--dry-run=server"])
     assert result.exit_code == 0, result.output
     assert "server dry run, nothing persisted" in result.stdout
     assert [w.q("dryRun") for w in stub.writes()] == ["All"] and stub.objects == {}
 
 
-def test_cli_short_namespace_alias(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "-n", "team"])
+def test_cli_short_namespace_alias(cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer) -> None:
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "-n", "team"])
     assert result.exit_code == 0, result.output
     assert stub.writes()[0].path.startswith("/apis/jobset.x-k8s.io/v1alpha2/namespaces/team/jobsets/")
-    clash = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "-n", "team", "--namespace", "other"])
+    clash = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "-n", "team", "--namespace", "other"])
     assert clash.exit_code == 2 and "-n: 'team' contradicts --namespace 'other'" in clash.output
 
 
-def test_cli_missing_crd_creates_nothing(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
+def test_cli_missing_crd_with_skip_preflight_fails_at_the_api(
+    cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer
+) -> None:
     stub.jobset_installed = False
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
-    assert result.exit_code == 4 and "JobSet API (jobset.x-k8s.io/v1alpha2) is not installed" in result.output
-    assert stub.writes() == []
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    assert result.exit_code == 4 and "does not serve jobset.x-k8s.io/v1alpha2 (404)" in result.output
+    assert "CustomResourceDefinition is not installed" in result.output and stub.writes() == []
 
 
-def test_cli_forbidden_apply_prints_rbac_fix(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
+def test_cli_forbidden_apply_prints_rbac_fix(
+    cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer
+) -> None:
     stub.forbid("patch", "jobsets")
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
     assert result.exit_code == 4
     assert result.output.startswith('error: forbidden (403): jobsets.jobset.x-k8s.io "dp-example" is forbidden')
     assert "kubectl auth can-i patch jobsets.jobset.x-k8s.io -n default" in result.output
 
 
 def test_cli_preflight_failure_blocks_submit_without_gcs_credentials(
-    runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    cluster_cli: ClusterCli,
+    cli_env: list[str],
+    stub: StubKubeApiServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     for var in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "CLOUDSDK_CONFIG"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_GCE_CHECK", "True")
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env])
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env])
     assert result.exit_code == 6, result.output
-    assert "GCS preflight failed; nothing was submitted" in result.output and "--skip-preflight" in result.output
+    assert "preflight failed; nothing was submitted" in result.output and "--skip-preflight" in result.output
+    assert "no Application Default Credentials found" in result.output
     assert stub.writes() == []
 
 
-def test_cli_headless_prints_the_connect_recipe(runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer) -> None:
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--headless"])
+def test_cli_headless_prints_the_connect_recipe(
+    cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer
+) -> None:
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--headless"])
     assert result.exit_code == 0, result.output
     assert "kubectl port-forward -n default pod/HEAD_POD 29000:29000" in result.stdout
     assert "jobset.sigs.k8s.io/jobset-name=dp-example,jobset.sigs.k8s.io/replicatedjob-name=pathways-head" in (
@@ -351,15 +300,14 @@ def test_cli_headless_prints_the_connect_recipe(runner: CliRunner, cli_env: list
 
 
 def test_cli_submit_without_namespace_uses_the_context_namespace(
-    runner: CliRunner, stub: StubKubeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jax_version: str
+    cluster_cli: ClusterCli, stub: StubKubeApiServer, tmp_path: Path, jax_version: str
 ) -> None:
-    monkeypatch.setattr(cli_cluster, "CLOCK", FakeClock())
     kubeconfig = stub.write_kubeconfig(tmp_path / "kc", {"team-ctx": ("stub-token", "team")}, current="team-ctx")
     config = tmp_path / "job.yaml"
     text = Path(EXAMPLE).read_text(encoding="utf-8").replace("namespace: default\n", "")
     config.write_text(text, encoding="utf-8")
     assert "namespace" not in rendered_example_from(config)[0]["metadata"]  # kubectl apply decides, as it does
-    result = runner.invoke(cli, ["submit", "-f", str(config), "--kubeconfig", str(kubeconfig), "--skip-preflight"])
+    result = cluster_cli(["submit", "-f", str(config), "--kubeconfig", str(kubeconfig), "--skip-preflight"])
     assert result.exit_code == 0, result.output
     (patch,) = stub.writes()
     assert patch.path == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team/jobsets/dp-example"
@@ -380,8 +328,8 @@ def rendered_example_from(config: Path) -> list[dict[str, Any]]:
     ],
 )
 def test_flags_that_would_be_ignored_are_refused(
-    runner: CliRunner, cli_env: list[str], stub: StubKubeApiServer, flags: list[str], message: str
+    cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer, flags: list[str], message: str
 ) -> None:
-    result = runner.invoke(cli, ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", *flags])
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", *flags])
     assert result.exit_code == 2 and result.stderr.startswith(message), result.output
     assert stub.requests == [], "refused before connecting"

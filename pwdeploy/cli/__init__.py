@@ -112,7 +112,7 @@ class PwdeployGroup(LazyGroup):
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """pwdeploy: render, check, run locally and submit JAX jobs for Pathways on GKE."""
-    ctx.obj = {"debug": debug}
+    ctx.ensure_object(dict)["debug"] = debug  # a caller's dict (seams such as a clock) is kept
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,11 +14,11 @@ from pwdeploy.errors import ConfigError, PreflightError
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.api import Clock, Kube
+    from pwdeploy.cluster.wait import Until
     from pwdeploy.config import JobConfig
+    from pwdeploy.preflight import PreflightReport
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-CLOCK: Clock | None = None  # None: the system clock; tests put a fake one here
 
 
 def cluster_options(func: F) -> F:
@@ -36,10 +36,32 @@ def namespace_option(func: F) -> F:
                         help="Namespace (default: the context's namespace).")(func)  # fmt: skip
 
 
+def _clock() -> Clock | None:
+    """The clock the caller passed in the click context object (``obj={"clock": ...}``); None: the system's."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    clock: Clock | None = obj.get("clock") if isinstance(obj, dict) else None
+    return clock
+
+
 def _connect(kubeconfig: Path | None, context: str | None) -> Kube:
     from pwdeploy.cluster.connect import connect
 
-    return connect(kubeconfig, context, clock=CLOCK)
+    return connect(kubeconfig, context, clock=_clock())
+
+
+def with_cluster_rows(
+    report: PreflightReport, job: JobConfig, *, kube: Kube | None = None, kubeconfig: Path | None = None,
+    context: str | None = None,
+) -> PreflightReport:  # fmt: skip
+    """``report`` with the cluster readiness rows first (``preflight --cluster`` and ``submit``); without ``kube``,
+    the cluster is found from ``kubeconfig`` and ``context``."""
+    import dataclasses
+
+    from pwdeploy.cluster.readiness import check_cluster
+
+    rows = check_cluster(job, kube or _connect(kubeconfig, context))
+    return dataclasses.replace(report, results=(*rows, *report.results))
 
 
 # ---------------------------------------------------------------------------------------------- submit
@@ -68,7 +90,7 @@ def _connect(kubeconfig: Path | None, context: str | None) -> Kube:
 @click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Give up waiting after SECONDS.")
 @click.option("--replace", is_flag=True, help="Delete a different job of the same name and create this one.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
-@click.option("--skip-preflight", is_flag=True, help="Skip the GCS preflight checks.")
+@click.option("--skip-preflight", is_flag=True, help="Skip the cluster readiness and GCS preflight checks.")
 def submit(
     namespace_alias: str | None, kubeconfig: Path | None, context: str | None, dry_run: str, wait: str | None,
     timeout: float | None, replace: bool, yes: bool, skip_preflight: bool, **params: Any,
@@ -95,9 +117,8 @@ def submit(
     require_valid(objects)
     marked = sub.mark_managed(objects, namespace)
     mode = sub.DryRun(dry_run)
-    sub.check_cluster(kube, namespace, job.scheduling.queue)
     if not skip_preflight:
-        _preflight(job)
+        _preflight(job, kube)
     outcome = sub.submit(
         kube, marked, dry_run=mode, replace=replace, confirm=lambda q: yes or click.confirm(q, default=False, err=True),
         on_progress=lambda line: click.echo(line, err=True),
@@ -107,7 +128,7 @@ def submit(
         return
     ns_flag = f" -n {namespace}"
     if wait is not None:
-        _wait(kube, job.name, namespace, wait, timeout)
+        _wait(kube, job.name, namespace, "done" if wait == "done" else "running", timeout)
     if job.headless:
         click.echo(_connect_recipe(kube, job.name, namespace))
     click.echo(f"follow: pwdeploy status {job.name}{ns_flag}  |  pwdeploy logs {job.name}{ns_flag} -f")
@@ -121,23 +142,19 @@ def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str) -> 
         raise ConfigError("--wait", f"a --dry-run={dry_run} creates nothing to wait for", hint="drop one of them")
 
 
-def _preflight(job: JobConfig) -> None:
-    try:
-        from pwdeploy.preflight import run_preflight
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("pwdeploy.preflight", "pwdeploy.gcs"):
-            raise
-        click.echo("note: GCS preflight is not part of this build; skipped", err=True)
-        return
-    report = run_preflight(job)
+def _preflight(job: JobConfig, kube: Kube) -> None:
+    """The cluster readiness checks, then the GCS ones; a failed row stops submit before anything is created."""
+    from pwdeploy.preflight import run_preflight
+
+    report = with_cluster_rows(run_preflight(job), job, kube=kube)
     if report.failed:
         raise PreflightError(
-            "GCS preflight failed; nothing was submitted:\n" + report.format_table(),
-            hint="fix the locations above, or pass --skip-preflight to submit anyway",
+            "preflight failed; nothing was submitted:\n" + report.format_table(),
+            hint="fix what the report names, or pass --skip-preflight to submit anyway",
         )
 
 
-def _wait(kube: Kube, name: str, namespace: str, until: str, timeout: float | None) -> None:
+def _wait(kube: Kube, name: str, namespace: str, until: Until, timeout: float | None) -> None:
     from pwdeploy.cluster.wait import Display, wait_for
 
     display = Display(sys.stderr, tty=sys.stderr.isatty())
@@ -186,7 +203,7 @@ def _connect_recipe(kube: Kube, name: str, namespace: str) -> str:
 def list_jobs(namespace: str | None, all_namespaces: bool, kubeconfig: Path | None, context: str | None) -> None:
     """List pwdeploy-managed JobSets with their state, ready slices and age."""
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.progress import age, job_state, slices_text, table, utc_now
+    from pwdeploy.cluster.progress import age, job_state, slices_text, table
 
     kube = _connect(kubeconfig, context)
     ns = None if all_namespaces else (namespace or kube.namespace)
@@ -194,7 +211,7 @@ def list_jobs(namespace: str | None, all_namespaces: bool, kubeconfig: Path | No
     if not items:
         click.echo(f"no pwdeploy jobs in {'any namespace' if ns is None else f'namespace {ns}'}", err=True)
         return
-    now = utc_now()
+    now = kube.clock.utc_now()
     rows = [("NAMESPACE", "NAME", "STATE", "SLICES", "AGE")]
     for obj in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
         meta = obj["metadata"]
@@ -210,18 +227,15 @@ def list_jobs(namespace: str | None, all_namespaces: bool, kubeconfig: Path | No
 def status(name: str, namespace: str | None, kubeconfig: Path | None, context: str | None) -> None:
     """Show a job's state and conditions, its pods per component and slice, and warning events."""
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table, utc_now
-    from pwdeploy.errors import ClusterError
+    from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
 
     kube = _connect(kubeconfig, context)
     ns = namespace or kube.namespace
-    obj = js.get_jobset(kube, ns, name)
-    if obj is None:
-        raise ClusterError(f"jobset {name} not found in namespace {ns}", hint=f"list jobs: pwdeploy list -n {ns}")
+    obj = js.require_jobset(kube, ns, name)
     state = job_state(obj)
     pods = js.list_pods(kube, ns, name)
     meta = obj["metadata"]
-    click.echo(f"jobset {name}  namespace {ns}  age {age(meta.get('creationTimestamp'), utc_now())}")
+    click.echo(f"jobset {name}  namespace {ns}  age {age(meta.get('creationTimestamp'), kube.clock.utc_now())}")
     click.echo(progress_line(state, progress(obj, pods)))
     if state.reason or state.message:
         click.echo(f"  {state.reason}: {state.message}".rstrip(": "))
@@ -287,10 +301,7 @@ def delete(
 
     kube = _connect(kubeconfig, context)
     ns = namespace or kube.namespace
-    obj = js.get_jobset(kube, ns, name)
-    if obj is None:
-        raise ClusterError(f"jobset {name} not found in namespace {ns}", hint=f"list jobs: pwdeploy list -n {ns}")
-    if (obj["metadata"].get("labels") or {}).get(js.MANAGED_BY_LABEL) != "pwdeploy":
+    if not js.is_managed(js.require_jobset(kube, ns, name)):
         raise ClusterError(f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",
                            hint="delete it with the tool that created it")  # fmt: skip
     if not yes and not click.confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now.", err=True):

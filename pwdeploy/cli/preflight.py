@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 import click
 
+from pwdeploy.cli.cluster import cluster_options
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
-from pwdeploy.errors import PreflightError
+from pwdeploy.errors import ConfigError, PreflightError
 
 
 @click.command("preflight")
@@ -19,15 +21,28 @@ from pwdeploy.errors import PreflightError
 )
 @click.option("--region", default=None, envvar="PWDEPLOY_REGION", help="The cluster's GCP region, e.g. us-central1 "
               "(buckets elsewhere get a warning) [env PWDEPLOY_REGION]")  # fmt: skip
-def preflight(output: str, region: str | None, **kwargs: Any) -> None:
-    """Check every GCS location of the job: bucket, permissions, lifecycle rules, region and a probe object.
+@click.option("--cluster", "check_cluster", is_flag=True, help="Also check that the cluster can run the job "
+              "(Kubernetes version, JobSet, namespace, queue, TPU and head capacity, RBAC, Secrets).")  # fmt: skip
+@click.option("--no-gcs", is_flag=True, help="Skip the GCS checks (with --cluster).")
+@cluster_options
+def preflight(
+    output: str, region: str | None, check_cluster: bool, no_gcs: bool, kubeconfig: Path | None,
+    context: str | None, **kwargs: Any,
+) -> None:  # fmt: skip
+    """Check every GCS location of the job: bucket, permissions, lifecycle rules, region and a probe object;
+    with --cluster, also whether the cluster can run it.
 
     Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
     """
-    from pwdeploy.preflight import run_preflight
+    from pwdeploy.cli.cluster import with_cluster_rows
+    from pwdeploy.preflight import PreflightReport, run_preflight
 
+    if no_gcs and not check_cluster:
+        raise ConfigError("--no-gcs", "leaves nothing to check", hint="add --cluster, or drop --no-gcs")
     job = job_from_params(pop_job_params(kwargs))
-    report = run_preflight(job, region=region)
+    report = PreflightReport(()) if no_gcs else run_preflight(job, region=region)
+    if check_cluster:
+        report = with_cluster_rows(report, job, kubeconfig=kubeconfig, context=context)
     if output == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

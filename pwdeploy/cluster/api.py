@@ -1,17 +1,20 @@
-"""The Kubernetes API seam: every request goes through ``Kube.request``.
+"""The Kubernetes API seam: every request goes through ``Kube.request``, which counts what it sends.
 
-Requests are sent with the official client's ``ApiClient`` and answered as plain dicts. Transport and HTTP
-failures become ``ClusterError`` in exactly one function (``cluster_error``); server errors (5xx, 429) and
-timeouts are retried with bounded backoff on an injectable clock.
+Requests are sent with the official client's ``ApiClient`` and answered as plain dicts (or, for logs, a stream of
+lines). A failed request becomes an ``ApiError`` in one function (``cluster_error``); server errors (5xx, 429) and
+timeouts are retried with bounded backoff on the connection's clock (``Kube.clock``, passed in by the caller).
+One ``Kube`` may be shared by threads: the client's connection pool is thread-safe.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
 
 from pwdeploy.errors import ClusterError
 
@@ -59,21 +62,31 @@ JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 PODS = Resource("", "v1", "pods", "Pod")
 EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+SECRETS = Resource("", "v1", "secrets", "Secret")
+POD_LOGS = Resource("", "v1", "pods/log", "Pod")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
+ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
+)
 
 
 def localqueues(version: str) -> Resource:
     return Resource("kueue.x-k8s.io", version, "localqueues", "LocalQueue")
 
 
+Missing = Literal["object", "namespace", "type"]  # what a 404 lacked; "type": the API type is not served
+
+
 class ApiError(ClusterError):
     """A failed request; ``status`` is the HTTP status (None when no answer came back)."""
 
     def __init__(
-        self, message: str, *, status: int | None = None, missing: str | None = None, hint: str | None = None
+        self, message: str, *, status: int | None = None, missing: Missing | None = None, hint: str | None = None
     ) -> None:
         super().__init__(message, hint=hint)
         self.status = status
-        self.missing = missing  # for 404s: "object", "namespace" or "type" (the API type is not served)
+        self.missing = missing
 
 
 @dataclass(frozen=True)
@@ -94,9 +107,13 @@ class Action:
 
 
 class Clock(Protocol):
+    """Time as cluster code sees it: ``now``/``sleep`` for timeouts and polling, ``utc_now`` for ages."""
+
     def now(self) -> float: ...
 
     def sleep(self, seconds: float) -> None: ...
+
+    def utc_now(self) -> datetime: ...
 
 
 class SystemClock:
@@ -105,6 +122,9 @@ class SystemClock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def utc_now(self) -> datetime:
+        return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -130,6 +150,8 @@ class Kube:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     clock: Clock = field(default_factory=SystemClock)
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    sent: int = 0  # HTTP requests sent, retries included
+    _sent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def host(self) -> str:
@@ -144,6 +166,7 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str | None = None,
+        accept: str = "application/json",
         stream: bool = False,
     ) -> Any:
         """Send one request (retrying transient failures); the parsed JSON answer, or the raw response if
@@ -151,8 +174,10 @@ class Kube:
         attempt = 0
         while True:
             attempt += 1
+            with self._sent_lock:
+                self.sent += 1
             try:
-                return self._send_once(method, path, query, body, content_type, stream)
+                return self._send_once(method, path, query, body, content_type, accept, stream)
             except Exception as exc:  # classified below: transport and API errors become ApiError
                 if not _is_transport_or_api_error(exc):
                     raise
@@ -162,11 +187,11 @@ class Kube:
 
     def _send_once(
         self, method: str, path: str, query: Sequence[tuple[str, str]], body: Any, content_type: str | None,
-        stream: bool,
+        accept: str, stream: bool,
     ) -> Any:  # fmt: skip
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if content_type is not None:
             headers["Content-Type"] = content_type
         elif body is not None:
@@ -273,7 +298,7 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Ku
             hint=f"the kubeconfig's token or certificate is missing or expired; refresh it ({GET_CREDENTIALS})",
         )
     if code == 403:
-        return ApiError(f"forbidden (403): {message}", status=code, hint=_rbac_hint(action))
+        return ApiError(f"forbidden (403): {message}", status=code, hint=rbac_hint(action))
     if code == 404:
         return _not_found(action, status, message)
     if code == 409:
@@ -301,7 +326,8 @@ def _invalid(action: Action, status: dict[str, Any], message: str) -> ApiError:
     return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}", status=422)
 
 
-def _rbac_hint(action: Action) -> str:
+def rbac_hint(action: Action) -> str:
+    """The RBAC rule that grants ``action``, and the ``kubectl auth can-i`` line that checks it."""
     if action.resource is None:
         return "the identity needs read access to API discovery (the system:discovery ClusterRole)"
     res = action.resource

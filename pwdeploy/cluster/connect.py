@@ -52,6 +52,8 @@ def connect(
             hint=f"fetch credentials ({GET_CREDENTIALS}) or pass --kubeconfig PATH",
         )
     configuration.retries = False  # Kube.request owns retries (with backoff); urllib3's own would double them
+    # Readiness checks send up to 16 requests at once; the client's default pool (5 per CPU) would drop connections.
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 16)
     return Kube(
         client.ApiClient(configuration),
         context=context,

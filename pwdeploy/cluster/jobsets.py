@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pwdeploy.cluster.api import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
+from pwdeploy.errors import ClusterError
 
 FIELD_MANAGER = "pwdeploy"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -29,6 +30,21 @@ def get_jobset(kube: Kube, namespace: str, name: str) -> Object | None:
             return None
         raise
     return found
+
+
+def require_jobset(kube: Kube, namespace: str, name: str) -> Object:
+    """The JobSet, or a ClusterError that says how to list the jobs there are."""
+    found = get_jobset(kube, namespace, name)
+    if found is None:
+        raise ClusterError(
+            f"jobset {name} not found in namespace {namespace}", hint=f"list jobs: pwdeploy list -n {namespace}"
+        )
+    return found
+
+
+def is_managed(jobset: Object) -> bool:
+    """Whether pwdeploy created this JobSet (its managed-by label)."""
+    return (jobset.get("metadata", {}).get("labels") or {}).get(MANAGED_BY_LABEL) == "pwdeploy"
 
 
 def list_jobsets(kube: Kube, namespace: str | None, selector: str = f"{MANAGED_BY_LABEL}=pwdeploy") -> list[Object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import PODS, Action, Kube, Resource
+from pwdeploy.cluster.api import POD_LOGS, PODS, Action, Kube
 from pwdeploy.cluster.progress import HEAD, WORKER
 from pwdeploy.errors import ClusterError
 
@@ -17,7 +17,6 @@ COMPONENTS = {
     "worker": (WORKER, "pathways-worker"),
     "sidecar": (WORKER, "colocated-python-sidecar"),
 }
-POD_LOGS = Resource("", "v1", "pods/log", "Pod")
 
 
 def find_pod(kube: Kube, namespace: str, name: str, component: str, slice_index: int, host: int) -> str:

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 from pwdeploy.cluster.jobsets import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, REPLICATED_JOB_LABEL, Object
 
 HEAD = "pathways-head"
 WORKER = "worker"
-TERMINAL = ("Completed", "Failed")
+Phase = Literal["Pending", "Starting", "Running", "Completed", "Failed", "Suspended", "Deleting"]
+TERMINAL: tuple[Phase, ...] = ("Completed", "Failed")
 
 
 @dataclass(frozen=True)
 class JobState:
-    phase: str  # Pending, Starting, Running, Completed, Failed, Suspended, Deleting
+    phase: Phase
     reason: str = ""
     message: str = ""
     restarts: int = 0
@@ -44,7 +45,8 @@ def job_state(jobset: Object) -> JobState:
     true = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
     if jobset.get("metadata", {}).get("deletionTimestamp"):
         return JobState("Deleting", restarts=restarts)
-    for phase in ("Failed", "Completed", "Suspended"):
+    phases: tuple[Phase, ...] = ("Failed", "Completed", "Suspended")
+    for phase in phases:
         if phase in true:
             cond = true[phase]
             return JobState(phase, str(cond.get("reason") or ""), str(cond.get("message") or ""), restarts)
@@ -161,10 +163,6 @@ def age(timestamp: str | None, now: datetime) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def pod_row(pod: Object) -> tuple[str, str, str, str, str]:

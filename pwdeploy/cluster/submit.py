@@ -13,20 +13,18 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Literal
 
 from pwdeploy import __version__
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.jobsets import MANAGED_BY_LABEL, Object
-from pwdeploy.cluster.progress import TERMINAL, job_state
+from pwdeploy.cluster.progress import TERMINAL, Phase, job_state
 from pwdeploy.errors import ClusterError, PwdeployError
 
 CONFIG_HASH_ANNOTATION = "pwdeploy.dev/config-hash"
 VERSION_ANNOTATION = "pwdeploy.dev/version"
-JOBSET_INSTALL = (
-    "install the JobSet controller: kubectl apply --server-side -f "
-    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml"
-)
+Result = Literal["created", "unchanged", "replaced"]
 
 
 class DryRun(Enum):
@@ -46,8 +44,8 @@ class Outcome:
     name: str
     namespace: str
     config_hash: str
-    result: str  # created, unchanged, replaced
-    ended: str | None = None  # for "unchanged": Completed or Failed when that job already ran to its end
+    result: Result
+    ended: Phase | None = None  # for "unchanged": Completed or Failed when that job already ran to its end
 
     def describe(self, dry_run: DryRun) -> str:
         target = f"jobset {self.name} (namespace {self.namespace}, config {self.config_hash})"
@@ -91,34 +89,9 @@ def mark_managed(objects: list[Object], namespace: str) -> list[Object]:
         meta.setdefault("namespace", namespace)
         meta.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, "pwdeploy")
         annotations = meta.setdefault("annotations", {})
-        if VERSION_ANNOTATION not in meta["labels"]:
-            annotations.setdefault(VERSION_ANNOTATION, __version__)
+        annotations.setdefault(VERSION_ANNOTATION, __version__)
         annotations[CONFIG_HASH_ANNOTATION] = digest
     return marked
-
-
-def check_cluster(kube: Kube, namespace: str, queue: str | None) -> None:
-    """One ClusterError listing every reason the cluster cannot take the job (CRD, namespace, LocalQueue)."""
-    problems: list[str] = []
-    if not js.serves_jobsets(kube):
-        problems.append(f"the JobSet API (jobset.x-k8s.io/v1alpha2) is not installed; {JOBSET_INSTALL}")
-    ns_known = js.namespace_exists(kube, namespace)
-    if ns_known is False:
-        problems.append(f"namespace {namespace!r} does not exist; create it: kubectl create namespace {namespace}")
-    if queue and ns_known is not False:
-        resource = js.kueue_localqueues(kube)
-        if resource is None:
-            problems.append(f"scheduling.queue is {queue!r} but Kueue (kueue.x-k8s.io) is not installed; "
-                            "install Kueue or remove scheduling.queue")  # fmt: skip
-        elif not js.localqueue_exists(kube, resource, namespace, queue):
-            names = js.localqueue_names(kube, resource, namespace)
-            available = f"available: {', '.join(names)}" if names else "there are none in this namespace"
-            problems.append(f"scheduling.queue: LocalQueue {queue!r} does not exist in namespace {namespace!r}; "
-                            f"{available}")  # fmt: skip
-    if problems:
-        where = f" (context {kube.context})" if kube.context else ""
-        lines = "\n".join(f"  - {p}" for p in problems)
-        raise ClusterError(f"the cluster{where} cannot run this job yet:\n{lines}")
 
 
 def submit(
@@ -143,7 +116,7 @@ def submit(
         on_progress(f"jobset {name} is still being deleted; waiting for it to go")
         _wait_deleted(kube, namespace, name, dry_run)
         existing = None
-    result = "created"
+    result: Result = "created"
     if existing is not None:
         old = (existing["metadata"].get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
         phase = job_state(existing).phase
@@ -201,8 +174,7 @@ def _refuse_unless_replacing(
 ) -> None:
     if replace:
         return
-    labels = existing["metadata"].get("labels") or {}
-    if labels.get(MANAGED_BY_LABEL) != "pwdeploy" or old is None:
+    if not js.is_managed(existing) or old is None:
         raise ClusterError(
             f"jobset {name} already exists in namespace {namespace} and was not created by pwdeploy",
             hint="choose another name (--name), or pass --replace to delete it and create this job instead",

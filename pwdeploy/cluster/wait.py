@@ -4,7 +4,7 @@ plain line per change otherwise (logs, CI)."""
 from __future__ import annotations
 
 import shutil
-from typing import TextIO
+from typing import Literal, TextIO
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.api import Kube
@@ -12,6 +12,7 @@ from pwdeploy.cluster.progress import JobState, all_running, job_state, progress
 from pwdeploy.errors import ClusterError
 
 POLL_S = 2.0
+Until = Literal["running", "done"]  # every expected pod Running, or the job ended
 
 
 class Display:
@@ -44,7 +45,7 @@ def wait_for(
     namespace: str,
     name: str,
     *,
-    until: str,
+    until: Until,
     display: Display,
     timeout: float | None = None,
     poll: float = POLL_S,
