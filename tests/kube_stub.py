@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
 from pwdeploy import manifests
-from pwdeploy.config import load_job
+from pwdeploy.config import JobConfig, load_job
 from tests.crd import crd_object
 
 JOBSET_GV = "jobset.x-k8s.io/v1alpha2"
@@ -66,6 +66,17 @@ def status_body(code: int, reason: str, message: str, details: dict[str, Any] | 
     }  # fmt: skip
 
 
+def small_job(
+    overrides: dict[str, Any] | None = None, *, name: str = "dp-example", namespace: str | None = "default"
+) -> JobConfig:
+    """A small job config (``overrides``: dotted config paths such as ``tpu.type``) with the Pathways 0.10.2
+    images, whatever jax is installed."""
+    values = {"name": name, "namespace": namespace, "tpu.type": "v5p-8", "tpu.slices": 2,
+              "main.image": "python:3.11.9-slim", "main.command": "python3 train.py",
+              "storage.scratch": "gs://stub-bucket/scratch", **(overrides or {})}  # fmt: skip
+    return load_job(None, {k: v for k, v in values.items() if v is not None}, installed_jax=lambda: "0.10.2")
+
+
 def rendered_jobset(
     name: str = "dp-example",
     namespace: str = "default",
@@ -73,15 +84,9 @@ def rendered_jobset(
     tpu_type: str = "v5p-8",
     slices: int = 2,
     status: dict[str, Any] | None = None,
-    **overrides: Any,
 ) -> dict[str, Any]:
-    """The JobSet ``pwdeploy.manifests.build`` renders for a small job (``overrides``: dotted config paths), as
-    the stub stores it, with ``status`` when given."""
-    values = {"name": name, "namespace": namespace, "tpu.type": tpu_type, "tpu.slices": slices,
-              "main.image": "python:3.11.9-slim", "main.command": "python3 train.py",
-              "storage.scratch": "gs://stub-bucket/scratch", **overrides}  # fmt: skip
-    job = load_job(None, values, installed_jax=lambda: "0.10.2")
-    (obj,) = manifests.build(job)
+    """The JobSet ``pwdeploy.manifests.build`` renders for ``small_job``, with ``status`` when given."""
+    (obj,) = manifests.build(small_job({"tpu.type": tpu_type, "tpu.slices": slices}, name=name, namespace=namespace))
     if status:
         obj["status"] = status
     return obj
@@ -138,7 +143,7 @@ class StubKubeApiServer:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = str(self._server.server_address[0]), int(self._server.server_address[1])
         return f"http://{host}:{port}"
 
     def start(self) -> StubKubeApiServer:
@@ -443,7 +448,7 @@ class StubKubeApiServer:
             self.objects[key] = merged
         raise _Reply(200, merged)
 
-    def _store(self, r: Recorded, plural: str, ns: str, name: str, body: Any, code: int) -> None:
+    def _store(self, r: Recorded, plural: str, ns: str, name: str, body: Any, code: int) -> NoReturn:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         meta["namespace"] = ns

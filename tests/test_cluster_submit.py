@@ -107,7 +107,12 @@ def test_replace_confirms_deletes_waits_and_recreates(kube: Kube, stub: StubKube
     stub.linger_after_delete = 2  # foreground deletion: the JobSet stays visible for two more GETs
     questions: list[str] = []
     new = mark_managed([tiny_jobset(slices=3)], "default")
-    outcome = submit(kube, new, replace=True, confirm=lambda q: questions.append(q) or True)
+
+    def confirm(question: str) -> bool:
+        questions.append(question)
+        return True
+
+    outcome = submit(kube, new, replace=True, confirm=confirm)
     assert outcome.result == "replaced" and "Delete jobset demo in namespace default" in questions[0]
     delete, patch = stub.writes()[1:]
     assert delete.method == "DELETE" and delete.q("propagationPolicy") == "Foreground" and delete.q("dryRun") is None

@@ -1,0 +1,394 @@
+"""Cluster readiness (`preflight --cluster`, and `submit` before it applies) against StubKubeApiServer, a loopback
+stub, not an API server: every check's ok / warn / failed / not verified, the requests one run sends, and the
+wall time the concurrent checks save when the API answers slowly. The JobSet CRDs are the real ones from
+/work/shared/schemas."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from pwdeploy.cluster.api import Kube
+from pwdeploy.cluster.readiness import check_cluster, pod_requests, unknown_fields
+from pwdeploy.config import JobConfig
+from pwdeploy.gcs.report import CheckResult, Status
+from tests import gcs_emulator as emulator
+from tests.conftest import REPO, ClusterCli
+from tests.crd import CRD_VERSIONS, crd_object, crd_path
+from tests.gcs_emulator import GcsEmulator
+from tests.kube_stub import StubKubeApiServer, node, small_job
+
+gcs_emulator = emulator.gcs_emulator
+emulator_env = emulator.emulator_env
+
+EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
+V5P = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x1"}
+CPU_POOL = {"cloud.google.com/gke-nodepool": "cpu-np"}
+BIG_CPU_NODE = {"cpu": "63770m", "memory": "250Gi"}  # an n2-standard-64's allocatable, roughly
+CHECK_NAMES = ["kubernetes-version", "jobset-api", "namespace", "queue", "tpu-capacity", "head-capacity",
+               "permissions"]  # fmt: skip
+
+if not crd_path(CRD_VERSIONS[0]).is_file():
+    pytest.skip(f"the JobSet CRDs are not in {crd_path(CRD_VERSIONS[0]).parent}", allow_module_level=True)
+
+
+def ready(stub: StubKubeApiServer, tpu_nodes: int = 2) -> StubKubeApiServer:
+    """A cluster that can run ``small_job()``: TPU nodes for 2 slices of v5p-8 and a large CPU node."""
+    for i in range(tpu_nodes):
+        stub.add_node(node(f"tpu-{i}", V5P, {"google.com/tpu": "4", "cpu": "207", "memory": "440Gi"}))
+    stub.add_node(node("cpu-0", CPU_POOL, BIG_CPU_NODE))
+    return stub
+
+
+def rows(job: JobConfig, kube: Kube) -> dict[str, CheckResult]:
+    found = check_cluster(job, kube)
+    assert len({r.check for r in found}) == len(found), "one row per check here"
+    return {r.check: r for r in found}
+
+
+# ---------------------------------------------------------------------------------------------- a ready cluster
+
+
+def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    ready(stub)
+    found = check_cluster(small_job(), kube)
+    assert [r.check for r in found] == CHECK_NAMES
+    assert {r.status for r in found} == {Status.OK}, [(r.check, r.detail) for r in found]
+    assert {r.location for r in found} == {"stub"}
+    by_name = {r.check: r for r in found}
+    assert by_name["kubernetes-version"].detail == "v1.31.4-gke.1256000: native sidecars are on"
+    assert by_name["tpu-capacity"].detail == (
+        "2 Ready node(s) of tpu-v5p-slice 2x2x1 with 4 google.com/tpu allocatable; the job needs 2 "
+        "(2 slice(s) x 1 VM(s))"
+    )
+    assert by_name["head-capacity"].detail == (
+        "1 of 1 node(s) with cloud.google.com/gke-nodepool=cpu-np allocate the head pod's 48 CPU and 232Gi memory"
+    )
+    assert "create, patch, get, delete jobsets.jobset.x-k8s.io; get, list pods; get pods/log; list events" in (
+        by_name["permissions"].detail
+    )
+
+
+def test_one_run_sends_read_only_requests_and_counts_them_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    ready(stub)
+    check_cluster(small_job({"scheduling.queue": "tpu", "main.secret_env": {"HF_TOKEN": "hf/token"}}), kube)
+    gets = sorted(r.path for r in stub.requests if r.method == "GET")
+    posts = [r for r in stub.requests if r.method != "GET"]
+    assert gets == sorted([
+        "/version", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io",
+        "/api/v1/namespaces/default", "/apis/kueue.x-k8s.io",
+        "/apis/kueue.x-k8s.io/v1beta1/namespaces/default/localqueues/tpu",
+        "/apis/kueue.x-k8s.io/v1beta1/namespaces/default/localqueues", "/api/v1/nodes", "/api/v1/nodes",
+        "/api/v1/namespaces/default/secrets/hf",
+    ])  # fmt: skip
+    assert {r.path for r in posts} == {"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"} and len(posts) == 8
+    assert stub.writes() == [] and kube.sent == len(stub.requests) == 17
+
+
+def test_checks_run_concurrently_when_the_api_is_slow_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    ready(stub).latency = 0.2
+    job = small_job({"scheduling.queue": "tpu"})
+    timings = {}
+    for name, workers in (("sequential", 1), ("concurrent", 8)):
+        start = time.perf_counter()
+        check_cluster(job, kube, max_workers=workers)
+        timings[name] = time.perf_counter() - start
+    requests = len(stub.requests) // 2
+    print(
+        f"\nreadiness, {requests} requests at 200 ms each: " + ", ".join(f"{k} {v:.2f} s" for k, v in timings.items())
+    )
+    assert timings["sequential"] >= requests * 0.2
+    assert timings["concurrent"] < timings["sequential"] / 3
+
+
+# ---------------------------------------------------------------------------------------------- kubernetes-version
+
+
+def test_kubernetes_before_1_29_fails_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.version = {"major": "1", "minor": "28+", "gitVersion": "v1.28.15-gke.1"}
+    row = rows(small_job(), kube)["kubernetes-version"]
+    assert row.status is Status.FAILED and row.detail.startswith("v1.28.15-gke.1: the head's proxy and resource")
+    assert "on by default from 1.29" in row.detail and row.fix is not None and "upgrade" in row.fix
+
+
+def test_refused_credentials_fail_once_and_skip_the_rest_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.tokens = {"another": "carol"}
+    found = check_cluster(small_job(), kube)
+    assert found[0].status is Status.FAILED and "401 Unauthorized" in found[0].detail
+    assert [r.status for r in found[1:]] == [Status.NOT_VERIFIED] * 6
+    assert found[1].detail == "not checked: the API server did not answer the version request"
+    assert [r.path for r in stub.requests] == ["/version"]
+
+
+def test_forbidden_version_is_not_verified_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.fail("GET", "^/version$", 403)
+    assert rows(small_job(), kube)["kubernetes-version"].status is Status.NOT_VERIFIED
+
+
+# ---------------------------------------------------------------------------------------------- jobset-api
+
+
+@pytest.mark.parametrize("version", CRD_VERSIONS)
+def test_released_crds_know_every_rendered_field_against_stub(
+    stub: StubKubeApiServer, kube: Kube, version: str
+) -> None:
+    stub.crd_version = version
+    job = small_job({"sidecar.image": "us-docker.pkg.dev/p/r/sidecar:1", "tpu.elastic_slices": 1})
+    row = rows(job, kube)["jobset-api"]
+    assert row.status is Status.OK, row.detail
+
+
+def test_a_crd_without_a_rendered_field_fails_naming_it_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    crd = crd_object("0.10.1")
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    del spec["properties"]["failurePolicy"]["properties"]["restartStrategy"]  # as JobSet releases before it
+    stub.jobset_crd = crd
+    row = rows(small_job(), kube)["jobset-api"]
+    assert row.status is Status.FAILED
+    assert (
+        row.detail == "the installed JobSet CRD does not know what pwdeploy renders: spec.failurePolicy.restartStrategy"
+    )
+    assert row.fix is not None and "releases/download/v0.10.1/manifests.yaml" in row.fix
+
+
+def test_a_crd_enum_without_the_rendered_value_fails_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    crd = crd_object("0.10.1")
+    policy = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+        "failurePolicy"
+    ]
+    from pwdeploy import manifests
+
+    (rendered,) = manifests.build(small_job())
+    value = rendered["spec"]["failurePolicy"]["restartStrategy"]
+    policy["properties"]["restartStrategy"]["enum"].remove(value)
+    stub.jobset_crd = crd
+    row = rows(small_job(), kube)["jobset-api"]
+    assert row.status is Status.FAILED and f"spec.failurePolicy.restartStrategy: {value} (known: " in row.detail
+
+
+def test_unknown_fields_names_list_items_by_name() -> None:
+    schema: dict[str, Any] = {
+        "properties": {"items": {"type": "array", "items": {"properties": {"name": {}, "mode": {"enum": ["a"]}}}},
+                       "labels": {"additionalProperties": {"type": "string"}}},
+    }  # fmt: skip
+    value = {"items": [{"name": "x", "mode": "b", "extra": 1}], "labels": {"k": "v"}, "other": 2}
+    assert list(unknown_fields(value, schema)) == ["items[x].mode: b (known: a)", "items[x].extra", "other"]
+
+
+def test_jobset_not_installed_fails_with_the_install_command_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.jobset_installed = False
+    row = rows(small_job(), kube)["jobset-api"]
+    assert row.status is Status.FAILED and row.detail == "the JobSet API (jobset.x-k8s.io/v1alpha2) is not installed"
+    assert row.fix is not None and row.fix.startswith("install the JobSet controller: kubectl apply --server-side")
+
+
+def test_crd_forbidden_falls_back_to_discovery_not_verified_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.forbid("get", "customresourcedefinitions")
+    row = rows(small_job(), kube)["jobset-api"]
+    assert row.status is Status.NOT_VERIFIED
+    assert row.detail.startswith("jobset.x-k8s.io/v1alpha2 is served; whether it knows every rendered field is not")
+    assert stub.sent("GET", "/apis/jobset.x-k8s.io/v1alpha2"), "discovery asked"
+    stub.jobset_installed = False
+    assert rows(small_job(), kube)["jobset-api"].status is Status.FAILED
+
+
+# ---------------------------------------------------------------------------------------------- namespace, queue
+
+
+def test_namespace_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    missing = rows(small_job(namespace="ghost"), kube)["namespace"]
+    assert (missing.status, missing.detail) == (Status.FAILED, "namespace 'ghost' does not exist")
+    assert missing.fix == "kubectl create namespace ghost, or set `namespace` in the job"
+    stub.forbid("get", "namespaces")  # common for users bound to one namespace
+    hidden = rows(small_job(), kube)["namespace"]
+    assert (hidden.status, hidden.detail) == (Status.NOT_VERIFIED, "this identity may not read namespace 'default'")
+
+
+def test_namespace_defaults_to_the_contexts_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    row = rows(small_job(namespace=None), kube)["namespace"]
+    assert (row.status, row.detail) == (Status.OK, "namespace 'default' exists")
+
+
+def test_queue_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    assert rows(small_job(), kube)["queue"].detail == "scheduling.queue is not set: Kueue does not queue this job"
+    stub.kueue_version = "v1beta2"
+    for name in ("cpu-queue", "tpu-v6e"):
+        stub.put("localqueues", {"metadata": {"name": name, "namespace": "default"}})
+    ok = rows(small_job({"scheduling.queue": "tpu-v6e"}), kube)["queue"]
+    assert (ok.status, ok.detail) == (Status.OK, "LocalQueue 'tpu-v6e' exists in namespace 'default'")
+    missing = rows(small_job({"scheduling.queue": "tpu"}), kube)["queue"]
+    assert missing.status is Status.FAILED
+    assert missing.detail == "LocalQueue 'tpu' does not exist in namespace 'default'; available: cpu-queue, tpu-v6e"
+    stub.forbid("get", "localqueues")
+    assert rows(small_job({"scheduling.queue": "tpu"}), kube)["queue"].status is Status.NOT_VERIFIED
+    stub.kueue_version = None
+    absent = rows(small_job({"scheduling.queue": "tpu"}), kube)["queue"]
+    assert absent.status is Status.FAILED and "Kueue (kueue.x-k8s.io) is not installed" in absent.detail
+
+
+# ---------------------------------------------------------------------------------------------- capacity
+
+
+def test_too_few_tpu_nodes_is_a_warning_naming_both_numbers_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    ready(stub, tpu_nodes=1)
+    stub.add_node(node("tpu-down", V5P, {"google.com/tpu": "4"}, ready=False))
+    stub.add_node(node("tpu-cordoned", V5P, {"google.com/tpu": "4"}, cordoned=True))
+    other = {**V5P, "cloud.google.com/gke-tpu-topology": "2x2x2"}
+    stub.add_node(node("tpu-other-shape", other, {"google.com/tpu": "4"}))
+    row = rows(small_job(), kube)["tpu-capacity"]
+    assert row.status is Status.WARN
+    assert row.detail.startswith(
+        "1 Ready node(s) of tpu-v5p-slice 2x2x1 with 4 google.com/tpu allocatable; the job needs 2 "
+        "(2 slice(s) x 1 VM(s)): the workers wait unless node pools autoscale"
+    )
+    assert "queued provisioning" in row.detail
+    assert {r.q("labelSelector") for r in stub.sent("GET", "/api/v1/nodes")} == {
+        "cloud.google.com/gke-tpu-accelerator=tpu-v5p-slice,cloud.google.com/gke-tpu-topology=2x2x1",
+        "cloud.google.com/gke-nodepool=cpu-np",
+    }
+
+
+def test_no_tpu_nodes_at_all_is_a_warning_against_stub(kube: Kube) -> None:
+    row = rows(small_job({"tpu.type": "v5p-16", "tpu.slices": 3}), kube)["tpu-capacity"]
+    assert row.status is Status.WARN and row.detail.startswith("0 Ready node(s) of tpu-v5p-slice 2x2x2")
+    assert "the job needs 6 (3 slice(s) x 2 VM(s))" in row.detail
+
+
+def test_head_pod_that_fits_no_node_fails_with_the_numbers_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.add_node(node("cpu-small", CPU_POOL, {"cpu": "15890m", "memory": "57Gi"}))
+    stub.add_node(node("cpu-medium", CPU_POOL, {"cpu": "31850m", "memory": "120Gi"}))
+    row = rows(small_job(), kube)["head-capacity"]
+    assert row.status is Status.FAILED
+    assert row.detail == (
+        "the head pod requests 48 CPU and 232Gi memory; the 2 node(s) with cloud.google.com/gke-nodepool=cpu-np "
+        "allocate at most 31.85 CPU and 120Gi memory"
+    )
+    smaller = small_job({"main.cpu": "4", "main.memory": "16Gi", "head.proxy_cpu": "8", "head.proxy_memory": "32Gi",
+                           "head.rm_cpu": "4", "head.rm_memory": "16Gi", "main.shm_size": "8Gi"})  # fmt: skip
+    assert rows(smaller, kube)["head-capacity"].status is Status.OK
+
+
+def test_no_node_for_the_head_is_a_warning_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.add_node(node("cpu-0", {"cloud.google.com/gke-nodepool": "other"}, BIG_CPU_NODE))
+    row = rows(small_job(), kube)["head-capacity"]
+    assert row.status is Status.WARN
+    assert row.detail.startswith("no node matches the head pod's nodeSelector cloud.google.com/gke-nodepool=cpu-np")
+    assert row.fix is not None and "at least 48 CPU and 232Gi memory" in row.fix
+
+
+def test_nodes_forbidden_is_not_verified_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.forbid("list", "nodes")
+    found = rows(small_job(), kube)
+    for check in ("tpu-capacity", "head-capacity"):
+        row = found[check]
+        assert (row.status, row.detail) == (Status.NOT_VERIFIED, "this identity may not list nodes")
+        assert row.fix is not None and "kubectl auth can-i list nodes" in row.fix
+
+
+def test_pod_requests_sum_sidecars_with_containers_and_take_the_init_peak() -> None:
+    def box(name: str, cpu: str, memory: str, **extra: str) -> dict[str, Any]:
+        return {"name": name, "resources": {"limits": {"cpu": cpu, "memory": memory}}, **extra}
+
+    spec = {"initContainers": [box("sidecar", "2", "1Gi", restartPolicy="Always"), box("setup", "10", "1Gi")],
+            "containers": [box("a", "1", "2Gi"), box("b", "500m", "1Gi")]}  # fmt: skip
+    totals = pod_requests(spec)
+    assert totals["cpu"] == 12  # the setup container beside the sidecar started before it
+    assert totals["memory"] == 4 * 2**30  # sidecar + a + b
+
+
+# ---------------------------------------------------------------------------------------------- permissions, secrets
+
+
+def test_denied_permissions_fail_naming_verb_and_resource_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.forbid("create", "jobsets")
+    stub.forbid("get", "pods/log")
+    row = rows(small_job(), kube)["permissions"]
+    assert row.status is Status.FAILED
+    assert row.detail == "denied in namespace 'default': create jobsets.jobset.x-k8s.io; get pods/log"
+    assert row.fix is not None
+    assert 'apiGroups: ["jobset.x-k8s.io"], resources: [jobsets], verbs: [create]' in row.fix
+    assert 'apiGroups: [""], resources: [pods/log], verbs: [get]' in row.fix
+    log_review = [r.body for r in stub.sent("POST") if r.body["spec"]["resourceAttributes"].get("subresource")]
+    assert log_review[0]["spec"]["resourceAttributes"] == {
+        "namespace": "default", "verb": "get", "group": "", "resource": "pods", "subresource": "log",
+    }  # fmt: skip
+
+
+def test_one_denial_gives_the_rbac_rule_and_can_i_line_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.forbid("list", "events")
+    row = rows(small_job(), kube)["permissions"]
+    assert row.detail == "denied in namespace 'default': list events"
+    assert row.fix is not None and row.fix.endswith("check with: kubectl auth can-i list events -n default")
+
+
+def test_secret_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.put("secrets", {"metadata": {"name": "hf", "namespace": "default"}, "data": {"token": "c2VjcmV0"}})
+    job = small_job({"main.secret_env": {"HF_TOKEN": "hf/token", "WANDB_API_KEY": "wandb/key"}})
+    found = [r for r in check_cluster(job, kube) if r.check == "secret"]
+    present, missing = found
+    assert (present.status, present.detail) == (Status.OK, "Secret 'hf' exists in namespace 'default' (keys token "
+                                                "not read)")  # fmt: skip
+    assert present.fields == ("main.secret_env.HF_TOKEN",)
+    assert (missing.status, missing.detail) == (Status.FAILED, "Secret 'wandb' (for WANDB_API_KEY) does not exist "
+                                                "in namespace 'default'")  # fmt: skip
+    assert missing.fix == "kubectl create secret generic wandb -n default --from-literal=key=..."
+    (read, _) = stub.sent("GET", "/secrets/")
+    assert read.headers["Accept"] == "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+    stub.forbid("get", "secrets")
+    hidden = [r for r in check_cluster(job, kube) if r.check == "secret"]
+    assert [r.status for r in hidden] == [Status.NOT_VERIFIED] * 2
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_preflight_cluster_no_gcs_json_against_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, jax_version: str
+) -> None:
+    result = cluster_cli(["preflight", "-f", EXAMPLE, "--cluster", "--no-gcs", "-o", "json", *kc])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [c["check"] for c in report["checks"]] == CHECK_NAMES
+    assert {c["location"] for c in report["checks"]} == {"stub"}
+    assert report["failed"] is False and report["summary"] == {"ok": 5, "warn": 2, "failed": 0, "not verified": 0}
+    assert not any(c["location"].startswith("gs://") for c in report["checks"])
+
+
+def test_cli_preflight_cluster_failure_exits_6_against_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, jax_version: str
+) -> None:
+    stub.jobset_installed = False
+    result = cluster_cli(["preflight", "-f", EXAMPLE, "--cluster", "--no-gcs", *kc])
+    assert result.exit_code == 6, result.output
+    assert "jobset-api" in result.stdout and "1 preflight check(s) failed" in result.stderr
+
+
+def test_cli_no_gcs_alone_is_refused(cluster_cli: ClusterCli, jax_version: str) -> None:
+    result = cluster_cli(["preflight", "-f", EXAMPLE, "--no-gcs"])
+    assert result.exit_code == 2 and "--no-gcs: leaves nothing to check" in result.stderr
+
+
+def test_cli_submit_stops_on_a_failed_cluster_row_against_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, jax_version: str
+) -> None:
+    stub.version = {"major": "1", "minor": "27", "gitVersion": "v1.27.3"}
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc])
+    assert result.exit_code == 6, result.output
+    assert "preflight failed; nothing was submitted" in result.stderr and "kubernetes-version" in result.stderr
+    assert stub.writes() == [] and stub.objects == {}
+
+
+def test_cli_submit_checks_the_cluster_and_gcs_then_applies_against_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, emulator_env: GcsEmulator, jax_version: str
+) -> None:
+    ready(stub)
+    bucket = emulator_env.create_bucket()
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--gcs-scratch", f"gs://{bucket}/scratch",
+                          "--hlo-dump", f"gs://{bucket}/hlo"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert ") created" in result.stdout
+    assert stub.sent("GET", "/version") and len(stub.sent("POST")) == 8
+    assert [w.method for w in stub.writes()] == ["PATCH"]
