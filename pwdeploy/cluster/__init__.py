@@ -1,2 +1,3 @@
 """Talking to a GKE cluster: the API seam (api), finding the cluster (connect), the requests a job needs
-(jobsets), submit with its checks (submit), state and progress summaries (progress), waiting (wait) and logs."""
+(jobsets), whether the cluster can run a job (readiness), submit (submit), state and progress summaries (progress),
+waiting (wait) and logs."""
