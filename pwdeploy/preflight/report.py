@@ -1,4 +1,5 @@
-"""The preflight report: one row per check, a table for people and a JSON document for scripts."""
+"""The preflight report: one row per check, whatever its source (GCS, images, ...), a table for people and a JSON
+document for scripts."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ class Status(enum.StrEnum):
 
 @dataclass(frozen=True)
 class CheckResult:
-    location: str  # gs://bucket or gs://bucket/prefix
+    location: str  # what was checked: gs://bucket, gs://bucket/prefix, an image reference
     fields: tuple[str, ...]  # the config fields this row is about
-    check: str  # credentials, bucket, permissions, lifecycle, region, probe
+    check: str  # credentials, bucket, permissions, lifecycle, region, probe (GCS); image
     status: Status
     detail: str
     fix: str | None = None
@@ -48,6 +49,15 @@ class PreflightReport:
     def counts(self) -> dict[str, int]:
         return {str(s): sum(r.status is s for r in self.results) for s in Status}
 
+    def combine(self, *others: PreflightReport) -> PreflightReport:
+        """One report: the rows in order, the first principal given, the notes without repeats."""
+        parts = (self, *others)
+        return PreflightReport(
+            tuple(row for part in parts for row in part.results),
+            next((part.principal for part in parts if part.principal), None),
+            tuple(dict.fromkeys(note for part in parts for note in part.notes)),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "failed": self.failed,
@@ -59,7 +69,7 @@ class PreflightReport:
 
     def format_table(self, width: int = 120) -> str:
         if not self.results:
-            return "\n".join(["No GCS locations in the config; nothing to check.", *self.notes])
+            return "\n".join(["No checks ran: nothing to check.", *self.notes])
         header = ("LOCATION", "CHECK", "STATUS", "DETAIL")
         rows = [(_label(r), r.check, str(r.status), r.detail) for r in self.results]
         loc_w = max(len(h) for h in (header[0], *(row[0] for row in rows)))
