@@ -118,7 +118,8 @@ class Credentials:
 class AdcToken:
     """An access token of the Application Default Credentials, asked for once however many threads want it."""
 
-    def __init__(self) -> None:
+    def __init__(self, lookup: TokenSource | None = None) -> None:
+        self._lookup = lookup or _adc_access_token
         self._lock = threading.Lock()
         self._asked = False
         self._token: str | None = None
@@ -127,7 +128,7 @@ class AdcToken:
         with self._lock:
             if not self._asked:
                 self._asked = True
-                self._token = _adc_access_token()
+                self._token = self._lookup()
             return self._token
 
 

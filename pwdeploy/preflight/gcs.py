@@ -35,7 +35,7 @@ def check_gcs(job: JobConfig, *, client_factory: Callable[[], Any], region: str 
     try:
         client = client_factory()
     except gcs_client.MissingCredentials as exc:
-        return PreflightReport((_credentials_row(locations, str(exc)),))
+        return PreflightReport((_credentials_row(locations, str(exc)),), notes=(WORKLOAD_NOTE,))
     principal = gcs_client.principal(client)
     email = getattr(getattr(client, "_credentials", None), "service_account_email", None)
     member = f"serviceAccount:{email}" if email and email != "default" else "MEMBER"
