@@ -288,3 +288,17 @@ def test_no_application_default_credentials_is_a_failed_row(
     assert "no Application Default Credentials" in row.detail
     assert row.fix is not None and "gcloud auth application-default login" in row.fix
     assert report.failed
+
+
+def test_long_locations_get_their_own_line_and_references_stay_whole() -> None:
+    image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:20260730-jax_0.10.2"
+    digest = "sha256:" + "ab" * 32
+    rows = (
+        CheckResult("gs://b", ("storage.scratch",), "bucket", Status.OK, "exists"),
+        CheckResult(image, ("images.server",), "image", Status.OK, f"exists, digest {digest}"),
+    )
+    lines = PreflightReport(rows).format_table(width=100).splitlines()
+    assert lines[1].split()[:3] == ["gs://b", "(scratch)", "bucket"]
+    assert lines[2] == f"{image} (images.server)"
+    assert lines[3].split() == ["image", "ok", "exists,", "digest"] and lines[4].strip() == digest
+    assert lines[0].index("CHECK") == lines[3].index("image") <= 100 // 3 + 2

@@ -1,4 +1,4 @@
-"""`pwdeploy preflight`: check a job's GCS locations and permissions."""
+"""`pwdeploy preflight`: check a job's GCS locations and the images it references."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from pwdeploy.errors import PreflightError
 @click.option("--region", default=None, envvar="PWDEPLOY_REGION", help="The cluster's GCP region, e.g. us-central1 "
               "(buckets elsewhere get a warning) [env PWDEPLOY_REGION]")  # fmt: skip
 def preflight(output: str, region: str | None, **kwargs: Any) -> None:
-    """Check every GCS location of the job: bucket, permissions, lifecycle rules, region and a probe object.
+    """Check every GCS location of the job (bucket, permissions, lifecycle rules, region, a probe object) and that
+    every image it references exists in its registry (proxy, server, main, sidecar).
 
     Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
     """

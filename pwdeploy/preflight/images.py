@@ -87,7 +87,8 @@ def _missing_fix(ref: ImageRef, fields: tuple[str, ...]) -> str:
     if "sidecar.image" in fields:
         steps.append("push it: pwdeploy sidecar build --push (or correct sidecar.image)")
     if "main.image" in fields:
-        steps.append(f"push it (docker push {ref.registry}/{ref.repository}:TAG) or correct main.image (--image)")
+        pushed = f"{ref.name}:{ref.tag}" if ref.tag and not ref.digest else ref.name
+        steps.append(f"push it (docker push {pushed}) or correct main.image (--image)")
     return "; ".join(steps)
 
 

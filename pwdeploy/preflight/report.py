@@ -72,19 +72,28 @@ class PreflightReport:
             return "\n".join(["No checks ran: nothing to check.", *self.notes])
         header = ("LOCATION", "CHECK", "STATUS", "DETAIL")
         rows = [(_label(r), r.check, str(r.status), r.detail) for r in self.results]
-        loc_w = max(len(h) for h in (header[0], *(row[0] for row in rows)))
+        # Long locations (image references) get a line of their own rather than squeezing the details.
+        loc_w = min(max(len(row[0]) for row in (header, *rows)), max(len(header[0]), width // 3))
         chk_w = max(len(h) for h in (header[1], *(row[1] for row in rows)))
         sts_w = max(len(h) for h in (header[2], *(row[2] for row in rows)))
         indent = loc_w + chk_w + sts_w + 6
         detail_w = max(30, width - indent)
         lines = [_row(header, loc_w, chk_w, sts_w)]
         for result, row in zip(self.results, rows, strict=True):
-            wrapped = textwrap.wrap(row[3], detail_w, break_on_hyphens=False) or [""]
-            lines.append(_row((*row[:3], wrapped[0]), loc_w, chk_w, sts_w))
+            location = row[0]
+            if len(location) > loc_w:
+                lines.append(location)
+                location = ""
+            wrapped = textwrap.wrap(row[3], detail_w, break_on_hyphens=False, break_long_words=False) or [""]
+            lines.append(_row((location, row[1], row[2], wrapped[0]), loc_w, chk_w, sts_w))
             lines.extend(" " * indent + more for more in wrapped[1:])
             if result.fix:
                 fix_lines = textwrap.wrap(
-                    f"fix: {result.fix}", detail_w, subsequent_indent="     ", break_on_hyphens=False
+                    f"fix: {result.fix}",
+                    detail_w,
+                    subsequent_indent="     ",
+                    break_on_hyphens=False,
+                    break_long_words=False,
                 )
                 lines.extend(" " * indent + text for text in fix_lines)
         counts = self.counts()
