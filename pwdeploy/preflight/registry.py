@@ -67,6 +67,8 @@ class RegistryClient:
                 return conversation.lookup()
             except _TokenRefused as exc:
                 return Lookup("denied", f"{ref.api_host}: {exc}", credentials=conversation.used)
+            except requests.ConnectTimeout:
+                return Lookup("unreachable", f"cannot connect to {ref.api_host} within {self._timeout[0]:g} s")
             except requests.Timeout:
                 return Lookup("unreachable", f"{ref.api_host} did not answer within {self._timeout[1]:g} s")
             except requests.RequestException as exc:
