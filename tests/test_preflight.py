@@ -13,8 +13,9 @@ from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.client import GcsFailure
 from pwdeploy.gcs.evaluate import Context, evaluate
 from pwdeploy.gcs.facts import BucketFacts, BucketMeta, IamAnswer, ProbeOutcome
-from pwdeploy.gcs.report import CheckResult, PreflightReport, Status
-from pwdeploy.preflight import by_bucket, check_region, run_preflight
+from pwdeploy.preflight import run_preflight
+from pwdeploy.preflight.gcs import by_bucket, check_region
+from pwdeploy.preflight.report import CheckResult, PreflightReport, Status
 from tests.gcs_emulator import free_port
 
 SCRATCH = GcsPath("bkt", "pw/scratch")
@@ -277,7 +278,7 @@ def test_no_application_default_credentials_is_a_failed_row(
     monkeypatch.setattr(_metadata, "_NO_GCE_CHECK", True, raising=False)  # skip ~3 s of metadata-server pings
     values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
               "storage.scratch": "gs://bkt/s", "storage.profiles": "gs://other/p"}  # fmt: skip
-    report = run_preflight(load_job(None, values))
+    report = run_preflight(load_job(None, values), check_images=False)
     (row,) = report.results
     assert (row.check, row.status, row.fields) == (
         "credentials",
@@ -287,3 +288,17 @@ def test_no_application_default_credentials_is_a_failed_row(
     assert "no Application Default Credentials" in row.detail
     assert row.fix is not None and "gcloud auth application-default login" in row.fix
     assert report.failed
+
+
+def test_long_locations_get_their_own_line_and_references_stay_whole() -> None:
+    image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:20260730-jax_0.10.2"
+    digest = "sha256:" + "ab" * 32
+    rows = (
+        CheckResult("gs://b", ("storage.scratch",), "bucket", Status.OK, "exists"),
+        CheckResult(image, ("images.server",), "image", Status.OK, f"exists, digest {digest}"),
+    )
+    lines = PreflightReport(rows).format_table(width=100).splitlines()
+    assert lines[1].split()[:3] == ["gs://b", "(scratch)", "bucket"]
+    assert lines[2] == f"{image} (images.server)"
+    assert lines[3].split() == ["image", "ok", "exists,", "digest"] and lines[4].strip() == digest
+    assert lines[0].index("CHECK") == lines[3].index("image") <= 100 // 3 + 2

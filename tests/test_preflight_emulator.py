@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.gcs import client as gcs_client
-from pwdeploy.gcs.report import PreflightReport, Status
 from pwdeploy.preflight import run_preflight
+from pwdeploy.preflight.report import PreflightReport, Status
 from tests import gcs_emulator as emulator
 from tests.gcs_emulator import GcsEmulator, free_port
 
@@ -33,6 +33,11 @@ def job(**storage: Any) -> JobConfig:
     return load_job(None, values, installed_jax=lambda: "0.10.2")
 
 
+def gcs_preflight(job: JobConfig, **options: Any) -> PreflightReport:
+    """The GCS rows only: these tests are about buckets, not the images the job names."""
+    return run_preflight(job, check_images=False, **options)
+
+
 def rows(report: PreflightReport) -> dict[tuple[str, str], Status]:
     return {(r.check, r.location): r.status for r in report.results}
 
@@ -43,7 +48,7 @@ def lifecycle(rules: int) -> dict[str, Any]:
 
 def test_existing_bucket_checks_and_leaves_nothing_behind(emulator_env: GcsEmulator) -> None:
     bucket = emulator_env.create_bucket()
-    report = run_preflight(
+    report = gcs_preflight(
         job(scratch=f"gs://{bucket}/pw/scratch", hlo_dump=f"gs://{bucket}/pw/hlo", checkpoints=f"gs://{bucket}")
     )
     found = rows(report)
@@ -58,7 +63,7 @@ def test_existing_bucket_checks_and_leaves_nothing_behind(emulator_env: GcsEmula
 def test_emulator_iam_is_measured_as_not_verified(emulator_env: GcsEmulator) -> None:
     # The emulator answers testIamPermissions by granting whatever is asked, a made-up permission included.
     bucket = emulator_env.create_bucket()
-    report = run_preflight(job(scratch=f"gs://{bucket}/s", profiles=f"gs://{bucket}/p"))
+    report = gcs_preflight(job(scratch=f"gs://{bucket}/s", profiles=f"gs://{bucket}/p"))
     permission_rows = [r for r in report.results if r.check == "permissions"]
     assert len(permission_rows) == 2
     assert all(r.status is Status.NOT_VERIFIED for r in permission_rows)
@@ -67,7 +72,7 @@ def test_emulator_iam_is_measured_as_not_verified(emulator_env: GcsEmulator) -> 
 
 def test_missing_bucket_fails(emulator_env: GcsEmulator) -> None:
     present = emulator_env.create_bucket()
-    report = run_preflight(job(scratch=f"gs://{present}/s", profiles="gs://pwd-test-no-such-bucket/p"))
+    report = gcs_preflight(job(scratch=f"gs://{present}/s", profiles="gs://pwd-test-no-such-bucket/p"))
     missing = [r for r in report.results if r.location.startswith("gs://pwd-test-no-such-bucket")]
     assert [(r.check, r.status, r.fields) for r in missing] == [("bucket", Status.FAILED, ("storage.profiles",))]
     assert report.failed
@@ -79,7 +84,7 @@ def test_missing_bucket_fails(emulator_env: GcsEmulator) -> None:
 def test_lifecycle_rules_counted(emulator_env: GcsEmulator, rules: int, olm: bool, status: Status) -> None:
     bucket = emulator_env.create_bucket()
     emulator_env.patch_bucket(bucket, lifecycle(rules))
-    report = run_preflight(job(scratch=f"gs://{bucket}/s", enable_olm=olm))
+    report = gcs_preflight(job(scratch=f"gs://{bucket}/s", enable_olm=olm))
     (row,) = [r for r in report.results if r.check == "lifecycle"]
     assert row.status is status
     assert row.detail.startswith(f"{rules} of 50")
@@ -89,7 +94,7 @@ def test_lifecycle_rules_counted(emulator_env: GcsEmulator, rules: int, olm: boo
 def test_bucket_location_against_region(emulator_env: GcsEmulator) -> None:
     near, far = emulator_env.create_bucket(), emulator_env.create_bucket()
     emulator_env.patch_bucket(near, {"location": "US-CENTRAL1", "locationType": "region"})
-    report = run_preflight(job(scratch=f"gs://{near}/s", hlo_dump=f"gs://{far}/h"), region="us-central1")
+    report = gcs_preflight(job(scratch=f"gs://{near}/s", hlo_dump=f"gs://{far}/h"), region="us-central1")
     found = rows(report)
     assert found[("region", f"gs://{near}")] is Status.OK
     assert found[("region", f"gs://{far}")] is Status.WARN  # the emulator's default: multi-region US
@@ -141,7 +146,7 @@ def test_shared_bucket_is_asked_once(emulator_env: GcsEmulator) -> None:
     bucket = emulator_env.create_bucket()
     counting = CountingClient()
     locations = {"scratch": f"gs://{bucket}/s", "hlo_dump": f"gs://{bucket}/h", "profiles": f"gs://{bucket}/h"}
-    report = run_preflight(job(**locations), client_factory=lambda: counting)
+    report = gcs_preflight(job(**locations), client_factory=lambda: counting)
     assert counting.calls["reload"] == 1
     assert counting.calls["test_iam_permissions"] == 2  # the needed set, then the made-up permission
     assert counting.calls["blob.upload_from_string"] == 2  # one probe per distinct location
@@ -151,7 +156,7 @@ def test_shared_bucket_is_asked_once(emulator_env: GcsEmulator) -> None:
 
 def test_probe_object_deleted_when_read_back_is_refused_by_wrapper(emulator_env: GcsEmulator) -> None:
     bucket = emulator_env.create_bucket()
-    report = run_preflight(job(scratch=f"gs://{bucket}/s"), client_factory=lambda: CountingClient(refuse_reads=True))
+    report = gcs_preflight(job(scratch=f"gs://{bucket}/s"), client_factory=lambda: CountingClient(refuse_reads=True))
     (probe,) = [r for r in report.results if r.check == "probe"]
     assert probe.status is Status.FAILED and "cannot read it back" in probe.detail
     assert report.failed
@@ -161,7 +166,7 @@ def test_probe_object_deleted_when_read_back_is_refused_by_wrapper(emulator_env:
 def test_unreachable_endpoint_fails_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setattr(gcs_client, "RETRY_SECONDS", 0.5)
-    report = run_preflight(job(scratch="gs://pwd-test-bucket/s", profiles="gs://pwd-test-other/p"))
+    report = gcs_preflight(job(scratch="gs://pwd-test-bucket/s", profiles="gs://pwd-test-other/p"))
     first, second = report.results
     assert (first.check, first.status) == ("bucket", Status.FAILED)
     assert "cannot reach GCS" in first.detail
@@ -171,13 +176,18 @@ def test_unreachable_endpoint_fails_quickly(monkeypatch: pytest.MonkeyPatch) -> 
 def test_cli_json_and_exit_codes(emulator_env: GcsEmulator) -> None:
     bucket = emulator_env.create_bucket()
     runner = CliRunner()
-    flags = ["--name", "pf", "--tpu-type", "v5p-8", "--image", "r/img:1", "--command", "python3 t.py",
+    closed = f"127.0.0.1:{free_port()}"  # a registry that does not answer, whatever network CI has
+    flags = ["--name", "pf", "--tpu-type", "v5p-8", "--image", f"{closed}/img:1", "--command", "python3 t.py",
+             "--server-image", f"{closed}/server:1", "--proxy-server-image", f"{closed}/proxy_server:1",
              "--pathways-version", "0.10.2", "--allow-version-mismatch", "--gcs-scratch"]  # fmt: skip
     good = runner.invoke(cli, ["preflight", *flags, f"gs://{bucket}/s", "-o", "json", "--region", "us-central1"])
     assert good.exit_code == 0, good.output
     data = json.loads(good.stdout)
     assert data["failed"] is False and data["summary"]["failed"] == 0
-    assert {c["check"] for c in data["checks"]} == {"bucket", "permissions", "lifecycle", "region", "probe"}
+    assert {c["check"] for c in data["checks"]} == {"bucket", "permissions", "lifecycle", "region", "probe", "image"}
+    # No registry answers there: the image rows are not verified, and do not fail the run.
+    images = [c for c in data["checks"] if c["check"] == "image"]
+    assert {c["status"] for c in images} == {"not verified"} and len(images) == 3
 
     bad = runner.invoke(cli, ["preflight", *flags, "gs://pwd-test-no-such-bucket/s"])
     assert bad.exit_code == 6

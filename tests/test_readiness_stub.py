@@ -15,7 +15,7 @@ import pytest
 from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.readiness import check_cluster, pod_requests, unknown_fields
 from pwdeploy.config import JobConfig, load_job
-from pwdeploy.gcs.report import CheckResult, Status
+from pwdeploy.preflight.report import CheckResult, Status
 from tests import gcs_emulator as emulator
 from tests.conftest import REPO, ClusterCli
 from tests.crd import CRD_VERSIONS, crd_object, crd_path

@@ -36,7 +36,7 @@ SHORT_HELP = {
     "schema": "Print the JSON Schema of the job config.",
     "local": "Run a job locally on emulated CPU devices.",
     "sidecar": "Build and push the colocated-Python sidecar image.",
-    "preflight": "Check the job's GCS locations and permissions.",
+    "preflight": "Check the job's GCS locations and that its images exist.",
     "submit": "Submit a job to a GKE cluster.",
     "list": "List pwdeploy-managed JobSets.",
     "status": "Show a job's state, pods and events.",

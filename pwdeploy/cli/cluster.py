@@ -90,7 +90,7 @@ def with_cluster_rows(
 @click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Give up waiting after SECONDS.")
 @click.option("--replace", is_flag=True, help="Delete a different job of the same name and create this one.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
-@click.option("--skip-preflight", is_flag=True, help="Skip the cluster readiness and GCS preflight checks.")
+@click.option("--skip-preflight", is_flag=True, help="Skip the preflight checks (cluster readiness, GCS, images).")
 def submit(
     namespace_alias: str | None, kubeconfig: Path | None, context: str | None, dry_run: str, wait: str | None,
     timeout: float | None, replace: bool, yes: bool, skip_preflight: bool, **params: Any,

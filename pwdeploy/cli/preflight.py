@@ -1,4 +1,4 @@
-"""`pwdeploy preflight`: check a job's GCS locations and permissions."""
+"""`pwdeploy preflight`: check a job's GCS locations and the images it references."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ def preflight(
     output: str, region: str | None, check_cluster: bool, no_gcs: bool, kubeconfig: Path | None,
     context: str | None, **kwargs: Any,
 ) -> None:  # fmt: skip
-    """Check every GCS location of the job: bucket, permissions, lifecycle rules, region and a probe object;
-    with --cluster, also whether the cluster can run it.
+    """Check every GCS location of the job (bucket, permissions, lifecycle rules, region, a probe object) and that
+    every image it references exists in its registry (proxy, server, main, sidecar); with --cluster, also whether
+    the cluster can run it.
 
     Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
     """

@@ -37,7 +37,7 @@ from pwdeploy.cluster.api import (
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.config import JobConfig, SecretRef
 from pwdeploy.errors import ConfigError
-from pwdeploy.gcs.report import CheckResult, Status
+from pwdeploy.preflight.report import CheckResult, Status
 from pwdeploy.quantity import parse_quantity
 
 MIN_KUBERNETES = (1, 29)  # native sidecars (initContainers with restartPolicy Always) are on by default from 1.29

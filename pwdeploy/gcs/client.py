@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
 
@@ -18,6 +18,9 @@ RETRY_SECONDS = 10.0
 MESSAGE_CHARS = 240
 
 ClientFactory = Callable[[], Any]  # returns a google.cloud.storage.Client
+# What went wrong, as far as the checks need to tell: a missing thing, a refusal, an API the backend lacks, no
+# answer, credentials that cannot be used, anything else.
+FailureKind = Literal["not_found", "denied", "unsupported", "unreachable", "credentials", "error"]
 
 
 class MissingCredentials(Exception):
@@ -26,9 +29,9 @@ class MissingCredentials(Exception):
 
 @dataclass(frozen=True)
 class GcsFailure(Exception):
-    """A GCS call that did not succeed. ``kind``: not_found, denied, unsupported, unreachable, credentials, error."""
+    """A GCS call that did not succeed, and what kind of failure it was."""
 
-    kind: str
+    kind: FailureKind
     message: str
 
     def __str__(self) -> str:

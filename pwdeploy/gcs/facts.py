@@ -5,13 +5,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pwdeploy.gcs.client import TIMEOUT, GcsFailure, call, retry
 
 # A permission that does not exist: a backend that claims to grant it does not evaluate IAM.
 CANARY_PERMISSION = "storage.pwdeployPreflight.canary"
 PROBE_BODY = b"pwdeploy preflight probe\n"
+
+ProbeStep = Literal["write", "read", "compare"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class IamAnswer:
 @dataclass(frozen=True)
 class ProbeOutcome:
     uri: str  # the probe object
-    failed_step: str | None  # write, read, compare or None
+    failed_step: ProbeStep | None  # None: every step succeeded
     error: GcsFailure | None = None
     delete_error: GcsFailure | None = None  # the probe object may have been left behind
 
@@ -90,7 +92,7 @@ def probe(bucket: Any, prefix: str) -> ProbeOutcome:
     name += f".pwdeploy-preflight-{uuid.uuid4().hex[:12]}"
     blob = bucket.blob(name)
     uri = _uri(bucket.name, name)
-    step: str | None = "write"
+    step: ProbeStep | None = "write"
     error: GcsFailure | None = None
     try:
         call(lambda: blob.upload_from_string(PROBE_BODY, if_generation_match=0, timeout=TIMEOUT, retry=retry()))

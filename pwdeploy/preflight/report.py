@@ -1,4 +1,5 @@
-"""The preflight report: one row per check, a table for people and a JSON document for scripts."""
+"""The preflight report: one row per check, whatever its source (GCS, images, ...), a table for people and a JSON
+document for scripts."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ class Status(enum.StrEnum):
 
 @dataclass(frozen=True)
 class CheckResult:
-    location: str  # gs://bucket or gs://bucket/prefix
+    location: str  # what was checked: gs://bucket, gs://bucket/prefix, an image reference
     fields: tuple[str, ...]  # the config fields this row is about
-    check: str  # credentials, bucket, permissions, lifecycle, region, probe
+    check: str  # credentials, bucket, permissions, lifecycle, region, probe (GCS); image
     status: Status
     detail: str
     fix: str | None = None
@@ -48,6 +49,15 @@ class PreflightReport:
     def counts(self) -> dict[str, int]:
         return {str(s): sum(r.status is s for r in self.results) for s in Status}
 
+    def combine(self, *others: PreflightReport) -> PreflightReport:
+        """One report: the rows in order, the first principal given, the notes without repeats."""
+        parts = (self, *others)
+        return PreflightReport(
+            tuple(row for part in parts for row in part.results),
+            next((part.principal for part in parts if part.principal), None),
+            tuple(dict.fromkeys(note for part in parts for note in part.notes)),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "failed": self.failed,
@@ -59,22 +69,31 @@ class PreflightReport:
 
     def format_table(self, width: int = 120) -> str:
         if not self.results:
-            return "\n".join(["No GCS locations in the config; nothing to check.", *self.notes])
+            return "\n".join(["No checks ran: nothing to check.", *self.notes])
         header = ("LOCATION", "CHECK", "STATUS", "DETAIL")
         rows = [(_label(r), r.check, str(r.status), r.detail) for r in self.results]
-        loc_w = max(len(h) for h in (header[0], *(row[0] for row in rows)))
+        # Long locations (image references) get a line of their own rather than squeezing the details.
+        loc_w = min(max(len(row[0]) for row in (header, *rows)), max(len(header[0]), width // 3))
         chk_w = max(len(h) for h in (header[1], *(row[1] for row in rows)))
         sts_w = max(len(h) for h in (header[2], *(row[2] for row in rows)))
         indent = loc_w + chk_w + sts_w + 6
         detail_w = max(30, width - indent)
         lines = [_row(header, loc_w, chk_w, sts_w)]
         for result, row in zip(self.results, rows, strict=True):
-            wrapped = textwrap.wrap(row[3], detail_w, break_on_hyphens=False) or [""]
-            lines.append(_row((*row[:3], wrapped[0]), loc_w, chk_w, sts_w))
+            location = row[0]
+            if len(location) > loc_w:
+                lines.append(location)
+                location = ""
+            wrapped = textwrap.wrap(row[3], detail_w, break_on_hyphens=False, break_long_words=False) or [""]
+            lines.append(_row((location, row[1], row[2], wrapped[0]), loc_w, chk_w, sts_w))
             lines.extend(" " * indent + more for more in wrapped[1:])
             if result.fix:
                 fix_lines = textwrap.wrap(
-                    f"fix: {result.fix}", detail_w, subsequent_indent="     ", break_on_hyphens=False
+                    f"fix: {result.fix}",
+                    detail_w,
+                    subsequent_indent="     ",
+                    break_on_hyphens=False,
+                    break_long_words=False,
                 )
                 lines.extend(" " * indent + text for text in fix_lines)
         counts = self.counts()

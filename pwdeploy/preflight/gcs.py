@@ -1,4 +1,4 @@
-"""GCS preflight: check every GCS location of a job before anything is submitted.
+"""The GCS source of preflight: check every GCS location of a job before anything is submitted.
 
 Per bucket (once, however many locations share it): it exists and answers; testIamPermissions for what each
 location needs; lifecycle rules against the cap when the compile cache lives there; its location against the
@@ -17,30 +17,25 @@ from pwdeploy.gcs import client as gcs_client
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.evaluate import Context, evaluate
 from pwdeploy.gcs.facts import gather
-from pwdeploy.gcs.report import CheckResult, PreflightReport, Status
-
-__all__ = ["CheckResult", "PreflightReport", "Status", "check_region", "run_preflight"]
+from pwdeploy.preflight.report import CheckResult, PreflightReport, Status
 
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
 WORKLOAD_NOTE = (
-    "The job's pods use their own identity (scheduling.service_account / the node pool's service account): "
-    "grant it the same roles."
+    "These checks run as you. On the cluster, GCS is reached as the node pool's service account: Pathways pods "
+    "use the host network, and GKE gives host-network pods the node's service account, not Workload Identity "
+    "(scheduling.service_account does not change that). Grant the bucket roles to the node pool's service "
+    "account too: gcloud container node-pools describe POOL --cluster CLUSTER --format='value(config.serviceAccount)'."
 )
 
 
-def run_preflight(
-    job: JobConfig,
-    *,
-    client_factory: Callable[[], Any] = gcs_client.default_client,
-    region: str | None = None,
-) -> PreflightReport:
-    """Check the job's GCS locations. ``client_factory`` builds the google.cloud.storage client (the seam)."""
-    region = check_region(region)
+def check_gcs(job: JobConfig, *, client_factory: Callable[[], Any], region: str | None) -> PreflightReport:
+    """Check the job's GCS locations. ``client_factory`` builds the google.cloud.storage client (the seam);
+    ``region`` is already checked (``check_region``)."""
     locations = job.storage.locations()
     try:
         client = client_factory()
     except gcs_client.MissingCredentials as exc:
-        return PreflightReport((_credentials_row(locations, str(exc)),))
+        return PreflightReport((_credentials_row(locations, str(exc)),), notes=(WORKLOAD_NOTE,))
     principal = gcs_client.principal(client)
     email = getattr(getattr(client, "_credentials", None), "service_account_email", None)
     member = f"serviceAccount:{email}" if email and email != "default" else "MEMBER"

@@ -1,0 +1,110 @@
+"""The image source of preflight: does every image the job references exist in its registry?
+
+Proxy and server (pinned or derived), main (unless headless) and the sidecar, each looked up once however many
+fields name it, all at once in a thread pool. Found: ok with the digest. A missing tag or repository: failed,
+with the fix. No answer, refused access or anything unexpected: not verified, never ok.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from pwdeploy.config import JobConfig
+from pwdeploy.preflight.credentials import is_google_registry
+from pwdeploy.preflight.reference import BadReference, ImageRef, parse_reference
+from pwdeploy.preflight.registry import Lookup
+from pwdeploy.preflight.report import CheckResult, Status
+
+MAX_THREADS = 8
+SHOWN_TAGS = 3
+VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
+
+ImageLookup = Callable[[ImageRef], Lookup]  # RegistryClient.lookup, or anything that answers like it
+
+
+def job_images(job: JobConfig) -> dict[str, tuple[str, ...]]:
+    """Every image reference the job's pods would pull, with the config fields that name it, in manifest order."""
+    named = [("images.proxy_server", job.proxy_image), ("images.server", job.server_image)]
+    if not job.headless and job.main.image is not None:
+        named.append(("main.image", job.main.image))
+    if job.sidecar.image is not None:
+        named.append(("sidecar.image", job.sidecar.image))
+    found: dict[str, tuple[str, ...]] = {}
+    for field, image in named:
+        found[image] = (*found.get(image, ()), field)
+    return found
+
+
+def check_images(job: JobConfig, lookup: ImageLookup, *, threads: int = MAX_THREADS) -> list[CheckResult]:
+    """One ``image`` row per referenced image; ``lookup`` asks the registry (the seam)."""
+    images = job_images(job)
+    rows = [_unpushed_sidecar_row(job)] if job.sidecar.repository and job.sidecar.image is None else []
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(images)))) as pool:
+        checked = list(pool.map(lambda item: check_image(item[0], item[1], lookup), images.items()))
+    return [*checked, *rows]
+
+
+def check_image(image: str, fields: tuple[str, ...], lookup: ImageLookup) -> CheckResult:
+    def row(status: Status, detail: str, fix: str | None = None) -> CheckResult:
+        return CheckResult(image, fields, "image", status, detail, fix)
+
+    try:
+        ref = parse_reference(image)
+    except BadReference as exc:
+        return row(Status.FAILED, f"not an image reference: {exc}", f"correct {' / '.join(fields)}")
+    found = lookup(ref)
+    via = f" (credentials from {found.credentials})" if found.credentials else ""
+    if found.kind == "found":
+        return row(Status.OK, f"exists, digest {found.detail}{via}")
+    if found.kind == "manifest_unknown":
+        return row(Status.FAILED, found.detail + _some_tags(ref, found.tags), _missing_fix(ref, fields))
+    if found.kind == "name_unknown":
+        return row(Status.FAILED, found.detail, _missing_fix(ref, fields))
+    return row(Status.NOT_VERIFIED, found.detail, _access_fix(ref, found))
+
+
+def _some_tags(ref: ImageRef, tags: tuple[str, ...]) -> str:
+    """A few existing tags, those that share the missing tag's version first."""
+    if not tags:
+        return ""
+    version = VERSION.search(ref.tag or "")
+    alike = [t for t in tags if version and version.group(0) in t]
+    shown = sorted(alike or tags)[-SHOWN_TAGS:]
+    return f"; it has {len(tags)} tag(s), e.g. {', '.join(shown)}"
+
+
+def _missing_fix(ref: ImageRef, fields: tuple[str, ...]) -> str:
+    steps: list[str] = []
+    if is_google_registry(ref.registry):
+        command = "container images list-tags" if "gcr.io" in ref.registry else "artifacts docker tags list"
+        steps.append(f"list the tags: gcloud {command} {ref.name}")
+    if "images.server" in fields or "images.proxy_server" in fields:
+        flags = [flag for field, flag in (("images.server", "--server-image"),
+                 ("images.proxy_server", "--proxy-server-image")) if field in fields]  # fmt: skip
+        steps.append(f"pin an existing one with {' / '.join(flags)} ({' / '.join(fields)})")
+    if "sidecar.image" in fields:
+        steps.append("push it: pwdeploy sidecar build --push (or correct sidecar.image)")
+    if "main.image" in fields:
+        pushed = f"{ref.name}:{ref.tag}" if ref.tag and not ref.digest else ref.name
+        steps.append(f"push it (docker push {pushed}) or correct main.image (--image)")
+    return "; ".join(steps)
+
+
+def _access_fix(ref: ImageRef, found: Lookup) -> str | None:
+    if found.kind == "denied":
+        if is_google_registry(ref.registry):
+            return (f"gcloud auth configure-docker {ref.registry.split('/')[0]} (or gcloud auth application-default "
+                    "login); reading needs roles/artifactregistry.reader")  # fmt: skip
+        return f"docker login {ref.registry}"
+    if found.kind == "unreachable":
+        return f"check network access to {ref.api_host}"
+    return None
+
+
+def _unpushed_sidecar_row(job: JobConfig) -> CheckResult:
+    return CheckResult(
+        job.sidecar.repository or "", ("sidecar.repository",), "image", Status.FAILED,
+        "no pushed sidecar image matches the current inputs", "pwdeploy sidecar build --push, or set sidecar.image",
+    )  # fmt: skip

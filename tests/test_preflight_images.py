@@ -1,0 +1,219 @@
+"""Image rows of preflight against the local registry on 127.0.0.1:5000, with images pushed by the Docker engine.
+
+The images are tiny: one file imported with `docker import` (nothing can be pulled here), pushed under a fresh
+repository name per test session. A closed port stands in for a registry that is down. The row wording that needs
+no registry (fixes for Google's registries, tag samples, fields) is tested with a stub lookup.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from pwdeploy.config import JobConfig, load_job
+from pwdeploy.gcs.client import MissingCredentials
+from pwdeploy.preflight import run_preflight
+from pwdeploy.preflight.credentials import Credentials
+from pwdeploy.preflight.images import check_image, check_images, job_images
+from pwdeploy.preflight.reference import ImageRef
+from pwdeploy.preflight.registry import Lookup, RegistryClient
+from pwdeploy.preflight.report import CheckResult, Status
+from tests import gcs_emulator as emulator
+from tests.gcs_emulator import GcsEmulator, free_port
+from tests.test_sidecar_engine import REGISTRY, _docker, docker_env
+
+__all__ = ["docker_env"]  # the engine fixture, shared with the sidecar tests
+gcs_emulator = emulator.gcs_emulator
+emulator_env = emulator.emulator_env
+
+
+def push_image(env: dict[str, str], repository: str, tag: str) -> str:
+    """Import a one-file image, push it to the local registry, return its repository digest (sha256:...)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        data = f"{repository}:{tag} {uuid.uuid4()}\n".encode()
+        info = tarfile.TarInfo("marker.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    image = f"{REGISTRY}/{repository}:{tag}"
+    _docker(env, "import", "-", image, stdin=out.getvalue())
+    _docker(env, "push", image)
+    digests = json.loads(_docker(env, "image", "inspect", "--format", "{{json .RepoDigests}}", image))
+    return str(next(d for d in digests if d.startswith(f"{REGISTRY}/{repository}@")).split("@", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def pushed(docker_env: dict[str, str]) -> dict[str, str]:
+    """Four images in a fresh repository tree: image reference -> digest."""
+    root = f"pwdeploy-test/preflight-{uuid.uuid4().hex[:8]}"
+    names = [("server", "20260730-jax_0.10.2"), ("proxy_server", "20260730-jax_0.10.2"), ("app", "v1"),
+             ("sidecar", "v1")]  # fmt: skip
+    return {f"{REGISTRY}/{root}/{name}:{tag}": push_image(docker_env, f"{root}/{name}", tag) for name, tag in names}
+
+
+@pytest.fixture
+def lookup(tmp_path: Path) -> Any:
+    """The real client with an empty docker config: no credentials but what a registry would ask for."""
+    return RegistryClient(Credentials(tmp_path, helper_path="", google_token=lambda: None).for_registry).lookup
+
+
+def job_with(images: list[str]) -> JobConfig:
+    server, proxy, main, sidecar = images
+    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": main, "main.command": "python3 t.py",
+              "storage.scratch": "gs://bkt/s", "images.server": server, "images.proxy_server": proxy,
+              "sidecar.image": sidecar}  # fmt: skip
+    return load_job(None, values, installed_jax=lambda: "0.10.2")
+
+
+@pytest.mark.docker
+def test_pushed_image_is_ok_with_its_digest(pushed: dict[str, str], lookup: Any) -> None:
+    image, digest = next(iter(pushed.items()))
+    row = check_image(image, ("images.server",), lookup)
+    assert (row.location, row.fields, row.check, row.status) == (image, ("images.server",), "image", Status.OK)
+    assert row.detail == f"exists, digest {digest}" and row.fix is None
+    by_digest = image.rsplit(":", 1)[0] + f"@{digest}"
+    assert check_image(by_digest, ("main.image",), lookup).status is Status.OK
+
+
+@pytest.mark.docker
+def test_missing_tag_fails_and_names_the_tags_there(pushed: dict[str, str], lookup: Any) -> None:
+    image = next(iter(pushed))
+    repository = image.rsplit(":", 1)[0]
+    row = check_image(f"{repository}:20260101-jax_0.10.2", ("images.server",), lookup)
+    assert row.status is Status.FAILED
+    assert row.detail == (f"tag '20260101-jax_0.10.2' is not in {repository}; it has 1 tag(s), "
+                          "e.g. 20260730-jax_0.10.2")  # fmt: skip
+    assert row.fix == "pin an existing one with --server-image (images.server)"
+    missing_digest = check_image(f"{repository}@sha256:{'0' * 64}", ("main.image",), lookup)
+    assert missing_digest.status is Status.FAILED and missing_digest.detail.startswith("digest sha256:000")
+
+
+@pytest.mark.docker
+def test_missing_repository_fails(pushed: dict[str, str], lookup: Any) -> None:
+    image = f"{REGISTRY}/pwdeploy-test/no-such-{uuid.uuid4().hex[:8]}:v1"
+    row = check_image(image, ("sidecar.image",), lookup)
+    assert row.status is Status.FAILED
+    assert row.detail == f"repository {image.rsplit(':', 1)[0]} does not exist"
+    assert row.fix == "push it: pwdeploy sidecar build --push (or correct sidecar.image)"
+
+
+def test_registry_down_is_not_verified_never_ok(lookup: Any) -> None:
+    image = f"127.0.0.1:{free_port()}/team/app:v1"
+    row = check_image(image, ("main.image",), lookup)
+    assert row.status is Status.NOT_VERIFIED
+    assert row.detail.endswith("[Errno 111] Connection refused") and row.fix == f"check network access to {image[:15]}"
+
+
+@pytest.mark.docker
+def test_every_image_of_the_job_gets_a_row(pushed: dict[str, str], lookup: Any) -> None:
+    images = list(pushed)
+    rows = check_images(job_with(images), lookup)
+    assert [(r.location, r.fields, r.status) for r in rows] == [
+        (images[1], ("images.proxy_server",), Status.OK),
+        (images[0], ("images.server",), Status.OK),
+        (images[2], ("main.image",), Status.OK),
+        (images[3], ("sidecar.image",), Status.OK),
+    ]
+    assert [r.detail.removeprefix("exists, digest ") for r in rows] == [pushed[images[i]] for i in (1, 0, 2, 3)]
+
+
+@pytest.mark.docker
+@pytest.mark.gcs
+def test_cli_preflight_json_has_image_rows(
+    pushed: dict[str, str], emulator_env: GcsEmulator, runner: CliRunner, tmp_path: Path
+) -> None:
+    server, proxy, main, sidecar = pushed
+    bucket = emulator_env.create_bucket()
+    flags = ["preflight", "-o", "json", "--name", "pf", "--tpu-type", "v5p-8", "--command", "python3 t.py",
+             "--pathways-version", "0.10.2", "--allow-version-mismatch", "--gcs-scratch", f"gs://{bucket}/s",
+             "--server-image", server, "--proxy-server-image", proxy, "--sidecar-image", sidecar]  # fmt: skip
+    env = {"DOCKER_CONFIG": str(tmp_path)}
+    good = runner.invoke(cli, [*flags, "--image", main], env=env)
+    assert good.exit_code == 0, good.output
+    checks = [c for c in json.loads(good.stdout)["checks"] if c["check"] == "image"]
+    assert [(c["location"], c["fields"], c["status"]) for c in checks] == [
+        (proxy, ["images.proxy_server"], "ok"), (server, ["images.server"], "ok"),
+        (main, ["main.image"], "ok"), (sidecar, ["sidecar.image"], "ok"),
+    ]  # fmt: skip
+    assert checks[2]["detail"] == f"exists, digest {pushed[main]}" and checks[2]["fix"] is None
+
+    missing = main.rsplit(":", 1)[0] + ":v2"
+    bad = runner.invoke(cli, [*flags, "--image", missing], env=env)
+    assert bad.exit_code == 6, bad.output
+    data = json.loads(bad.stdout)
+    (row,) = [c for c in data["checks"] if c["location"] == missing]
+    assert (row["status"], row["fields"], data["failed"], data["summary"]["failed"]) == (
+        "failed", ["main.image"], True, 1
+    )  # fmt: skip
+    assert "1 preflight check(s) failed" in bad.stderr
+
+
+# ------------------------------------------------------------------------------------------ no registry needed
+
+
+def stub_lookup(answers: dict[str, Lookup]) -> Any:
+    def lookup(ref: ImageRef) -> Lookup:
+        return answers[ref.name]
+
+    return lookup
+
+
+def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax_version: str) -> None:
+    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
+    assert job_images(job) == {
+        "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2": ("images.proxy_server",),
+        "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2": ("images.server",),
+    }  # headless: no main image
+    tags = ("20260730-jax_0.10.2", "20260601-jax_0.10.1", "20260801-jax_0.10.2", "jax-0.9.2")
+    server = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server"
+    answers = {
+        server: Lookup("manifest_unknown", f"tag 'jax-0.10.2' is not in {server}", tags),
+        server.replace("server", "proxy_server"): Lookup("denied", "us-docker.pkg.dev refused access anonymously"),
+    }
+    proxy_row, server_row = check_images(job, stub_lookup(answers))
+    assert server_row.status is Status.FAILED
+    assert server_row.detail.endswith("it has 4 tag(s), e.g. 20260730-jax_0.10.2, 20260801-jax_0.10.2")
+    assert server_row.fix == (f"list the tags: gcloud artifacts docker tags list {server}; "
+                              "pin an existing one with --server-image (images.server)")  # fmt: skip
+    assert proxy_row.status is Status.NOT_VERIFIED
+    assert proxy_row.fix is not None and proxy_row.fix.startswith("gcloud auth configure-docker us-docker.pkg.dev")
+
+
+def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail(jax_version: str) -> None:
+    same = "127.0.0.1:5000/team/pw:1"
+    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "Bad/Ref:1", "main.command": "x",
+              "storage.scratch": "gs://bkt/s", "images.server": same, "images.proxy_server": same}  # fmt: skip
+    job = load_job(None, values)
+    rows = check_images(job, stub_lookup({"127.0.0.1:5000/team/pw": Lookup("found", "sha256:" + "1" * 64)}))
+    assert [(r.location, r.fields, r.status) for r in rows] == [
+        (same, ("images.proxy_server", "images.server"), Status.OK),
+        ("Bad/Ref:1", ("main.image",), Status.FAILED),
+    ]
+    assert rows[1].detail.startswith("not an image reference: 'Bad' is not a valid repository path component")
+
+
+def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_version: str) -> None:
+    def no_credentials() -> Any:
+        raise MissingCredentials("none here")
+
+    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
+    further = CheckResult("cluster", (), "cluster", Status.WARN, "a further source")
+    report = run_preflight(
+        job,
+        client_factory=no_credentials,
+        image_lookup=lambda ref: Lookup("found", "sha256:" + "2" * 64),
+        extra_sources=[lambda: [further]],
+    )
+    assert [(r.check, r.status) for r in report.results] == [
+        ("credentials", Status.FAILED), ("image", Status.OK), ("image", Status.OK), ("cluster", Status.WARN),
+    ]  # fmt: skip
+    assert report.to_json()["summary"] == {"ok": 2, "warn": 1, "failed": 1, "not verified": 0}
+    assert any("node pool's service account" in note for note in report.notes)
