@@ -48,12 +48,7 @@ def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_t
     steps = instructions(found.dockerfile)
     whl = wheel.wheel_name()
     assert steps[0] == ("FROM", f"python:{PY}-slim-bookworm")
-    labels = dict(item.split("=", 1) for item in steps[1][1].split())
-    assert labels == {
-        "dev.pwdeploy.version": '"0.1.0"', "dev.pwdeploy.jax-version": '"0.10.2"',
-        "dev.pwdeploy.python-version": f'"{PY}"', "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',
-    }  # fmt: skip
-    assert steps[2:] == [
+    assert steps[1:-1] == [
         ("RUN", 'python -m pip install --no-cache-dir --pre "jax==0.10.2" pathwaysutils'),
         ("COPY", "requirements.txt /opt/pwdeploy/requirements.txt"),
         ("RUN", 'python -m pip install --no-cache-dir --pre -r /opt/pwdeploy/requirements.txt "jax==0.10.2"'),
@@ -62,13 +57,19 @@ def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_t
         ("COPY", "code/ /app/"),
         ("WORKDIR", "/app"),
     ]  # fmt: skip
+    assert steps[-1][0] == "LABEL", "last: the hash in it must not invalidate the cached installs"
+    labels = dict(item.split("=", 1) for item in steps[-1][1].split())
+    assert labels == {
+        "dev.pwdeploy.version": '"0.1.0"', "dev.pwdeploy.jax-version": '"0.10.2"',
+        "dev.pwdeploy.python-version": f'"{PY}"', "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',
+    }  # fmt: skip
     assert [f.name for f in found.files] == ["requirements.txt", "code/requirements.txt", "code/train.py", whl]
 
 
 def test_code_that_does_not_import_pwdeploy_gets_no_wheel(tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY, "base": "python:3.12-slim-bookworm"}, code="import jax\n")
     found = spec.collect(job_at(path), path)
-    assert [word for word, _ in instructions(found.dockerfile)] == ["FROM", "LABEL", "RUN", "COPY", "WORKDIR"]
+    assert [word for word, _ in instructions(found.dockerfile)] == ["FROM", "RUN", "COPY", "WORKDIR", "LABEL"]
     assert found.python_version == "3.12" and instructions(found.dockerfile)[0] == ("FROM", "python:3.12-slim-bookworm")
 
 

@@ -185,6 +185,8 @@ def test_unchanged_inputs_are_up_to_date_and_a_one_line_change_rebuilds(
         handle.write("STEPS = 3\n")
     changed = _image(runner, docker_env, project)
     assert changed.exit_code == 0 and "built " in changed.stderr and changed.stdout != first.stdout
+    jax_step = changed.stderr.split("pathwaysutils\n", 1)[1].split("\n[", 1)[0]
+    assert "Using cache" in jax_step, "a code change must not reinstall jax"
     pushed = _image(runner, docker_env, project, "--push")
     assert pushed.exit_code == 0 and "pushed " in pushed.stderr and "[1/" not in pushed.stderr, pushed.output
     repeat = _image(runner, docker_env, project, "--push")
