@@ -214,12 +214,12 @@ def test_verify_jax_with_a_stand_in_engine() -> None:
     assert _verify(StandInEngine("0.10.2", engine.RunResult(0, "0.10.2"))).startswith(
         "label dev.pwdeploy.jax-version and"
     )
-    foreign = engine.RunResult(1, "exec /usr/local/bin/python: exec format error")
+    foreign = engine.RunResult(1, "", "exec /usr/local/bin/python: exec format error")
     assert "only (this engine cannot run" in _verify(StandInEngine("0.10.2", foreign))
     for stand_in, message in [
         (StandInEngine("0.9.0", engine.RunResult(0, "0.10.2")), "has jax 0.9.0 (from label"),
-        (StandInEngine("0.10.2", engine.RunResult(0, "0.10.1")), "has jax 0.10.1 (from `python -c"),
-        (StandInEngine("0.10.2", engine.RunResult(1, "No module named 'jax'")), "failed in it (exit 1)"),
+        (StandInEngine("0.10.2", engine.RunResult(0, "0.10.1\n", "a warning\n")), "has jax 0.10.1 (from `python -c"),
+        (StandInEngine("0.10.2", engine.RunResult(1, "", "No module named 'jax'")), "failed in it (exit 1)"),
     ]:
         with pytest.raises(BuildError) as caught:
             _verify(stand_in)

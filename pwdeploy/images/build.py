@@ -82,9 +82,10 @@ def verify_jax(engine: Engine, tag: str, expected: str, command: tuple[str, ...]
     result = engine.run(tag, list(command))
     if result.cannot_run_here:
         return f"label {JAX_LABEL} only (this engine cannot run the image's architecture)"
-    lines = result.output.splitlines()
+    lines = result.stdout.strip().splitlines()  # the version is stdout's last line; warnings go to stderr
     if result.returncode != 0 or not lines:
-        tail = "\n".join(f"    {line}" for line in lines[-10:]) or "    (no output)"
+        output = (result.stdout + result.stderr).strip().splitlines()
+        tail = "\n".join(f"    {line}" for line in output[-10:]) or "    (no output)"
         engine.remove(tag)
         raise BuildError(f"built {tag}, but `{shlex.join(command)}` failed in it (exit {result.returncode}):\n{tail}")
     if lines[-1].strip() != expected:

@@ -45,12 +45,13 @@ class Progress(Protocol):
 @dataclass(frozen=True)
 class RunResult:
     returncode: int
-    output: str  # stdout and stderr together
+    stdout: str
+    stderr: str = ""
 
     @property
     def cannot_run_here(self) -> bool:
         """The engine cannot execute the image at all (another CPU architecture), as opposed to a failing command."""
-        return self.returncode != 0 and "exec format error" in self.output.lower()
+        return self.returncode != 0 and "exec format error" in self.stderr.lower()
 
 
 class Engine(Protocol):
@@ -170,7 +171,7 @@ class DockerCli:
         """Run ``command`` in a throw-away container of the image, without network."""
         result = self._run(["run", "--rm", "--network", "none", "--entrypoint", command[0], ref, *command[1:]],
                            timeout=300)  # fmt: skip
-        return RunResult(result.returncode, (result.stdout + result.stderr).strip())
+        return RunResult(result.returncode, result.stdout, result.stderr)
 
     def remove(self, ref: str) -> None:
         """Untag a local image (the layers stay while other tags use them)."""
