@@ -506,9 +506,12 @@ def _sidecar(parsed: Mapping[str, Any]) -> SidecarConfig:
 def _check_cross_fields(job: JobConfig) -> None:
     main = job.main
     if not job.headless:
-        if main.image is None:
-            raise ConfigError("main.image", "is required (unless headless); set it or pass --image")
-        check_image_pinned(main.image, "main.image")
+        if main.image is None and job.image.repository is None:  # with a repository, the image lock supplies it
+            raise ConfigError(
+                "main.image", "is required (unless headless or image.repository is set); set it or pass --image"
+            )
+        if main.image is not None:
+            check_image_pinned(main.image, "main.image")
         if not main.command:
             raise ConfigError("main.command", "is required (unless headless); e.g. --command 'python3 train.py'")
         _check_fits(main.shm_size, "main.shm_size", main.memory, "main.memory")

@@ -1,5 +1,5 @@
 """Sidecar images without an engine: the Dockerfile for several configs (parsed into instructions), the
-version coupling check, the inputs hash and tag, the build context, the lock file and `apply_lock`, build-log
+version coupling check, the inputs hash and tag, the build context, the lock file and pinning, build-log
 step tracking, and the errors for a missing docker CLI or engine."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -21,7 +22,8 @@ from click.testing import CliRunner
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import BuildError, ConfigError
-from pwdeploy.sidecar import build, dockerfile, engine, inputs, lock
+from pwdeploy.images import engine, inputs, lock, pin, template
+from pwdeploy.images import sidecar as spec
 from tests.conftest import REPO
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -46,6 +48,13 @@ def job_at(path: Path) -> JobConfig:
     return load_job(path, installed_jax=lambda: "0.10.2")
 
 
+def apply_lock(job: JobConfig) -> JobConfig:
+    """The job with its pushed sidecar pinned; no warning expected."""
+    pinned, warnings = pin.pin_pushed(job)
+    assert warnings == []
+    return pinned
+
+
 def instructions(text: str) -> list[tuple[str, str]]:
     """The Dockerfile as (INSTRUCTION, arguments), comments dropped and continuation lines joined."""
     logical, pending = [], ""
@@ -67,8 +76,9 @@ def instructions(text: str) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------------------------------ Dockerfile
 
 
-def test_packaged_template_is_the_reviewed_docker_dockerfile() -> None:
-    assert dockerfile.template_text() == (REPO / "docker" / "Dockerfile.sidecar").read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", ["Dockerfile.sidecar", "Dockerfile.job"])
+def test_packaged_templates_are_the_reviewed_docker_dockerfiles(name: str) -> None:
+    assert template.template_text(name) == (REPO / "docker" / name).read_text(encoding="utf-8")
 
 
 def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
@@ -76,7 +86,7 @@ def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
         "repository": "registry.example/team/sidecar", "base_image": BASE, "source_dir": "src",
         "requirements": "requirements.txt", "pip_args": ["--no-index", "--find-links", "/wheels dir"],
     }  # fmt: skip
-    found = inputs.collect(job_at(write_job(tmp_path, sidecar)))
+    found = spec.collect(job_at(write_job(tmp_path, sidecar)))
     steps = instructions(found.dockerfile)
     assert steps[0] == ("FROM", BASE)
     assert steps[1][0] == "LABEL"
@@ -105,26 +115,26 @@ def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
 )
 def test_dockerfile_keeps_only_configured_steps(tmp_path: Path, sidecar: dict[str, Any], expected: list[str]) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, **sidecar}))
-    assert [word for word, _ in instructions(inputs.collect(job).dockerfile)] == expected
+    assert [word for word, _ in instructions(spec.collect(job).dockerfile)] == expected
 
 
 def test_default_base_comes_from_release_python_and_jax(tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_release": 20260423, "python_version": "3.12"}))
-    steps = instructions(inputs.collect(job).dockerfile)
+    steps = instructions(spec.collect(job).dockerfile)
     default_repository = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
     assert steps[0] == ("FROM", f"{default_repository}:20260423-python_3.12-jax_0.10.2")
-    build.prepare(job)  # the default base matches by construction
+    spec.prepare(job)  # the default base matches by construction
 
 
 def test_template_language_errors() -> None:
-    assert dockerfile.render("A {{x}}\n#if b\nB\n#endif\nC\n", {"x": "1"}, {"b": False}) == "A 1\nC\n"
-    assert dockerfile.render("## note {{x}}\n# kept {{x}}\n", {"x": "1"}, {}) == "# kept 1\n"
+    assert template.render("A {{x}}\n#if b\nB\n#endif\nC\n", {"x": "1"}, {"b": False}) == "A 1\nC\n"
+    assert template.render("## note {{x}}\n# kept {{x}}\n", {"x": "1"}, {}) == "# kept 1\n"
     with pytest.raises(KeyError):
-        dockerfile.render("{{missing}}\n", {}, {})
+        template.render("{{missing}}\n", {}, {})
     with pytest.raises(ValueError, match="not closed"):
-        dockerfile.render("#if b\n", {}, {"b": True})
+        template.render("#if b\n", {}, {"b": True})
     with pytest.raises(ValueError, match="without #if"):
-        dockerfile.render("#endif\n", {}, {})
+        template.render("#endif\n", {}, {})
 
 
 # ------------------------------------------------------------------------------------------ version coupling
@@ -142,9 +152,9 @@ def test_template_language_errors() -> None:
 def test_base_version_mismatch_is_a_config_error(tmp_path: Path, base_image: str, message: str) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": base_image}))
     with pytest.raises(ConfigError, match=r"sidecar\.base_image") as info:
-        build.prepare(job)
+        spec.prepare(job)
     assert message in str(info.value) and "--allow-base-mismatch" in str(info.value)
-    build.prepare(job, allow_base_mismatch=True)  # the expert override
+    spec.prepare(job, allow_base_mismatch=True)  # the expert override
 
 
 def test_base_mismatch_through_the_cli(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
@@ -170,7 +180,7 @@ def test_base_mismatch_through_the_cli(runner: CliRunner, tmp_path: Path, jax_ve
 def test_bad_sidecar_inputs(tmp_path: Path, sidecar: dict[str, Any], field: str, message: str) -> None:
     job = job_at(write_job(tmp_path, sidecar))
     with pytest.raises(ConfigError) as info:
-        inputs.collect(job)
+        spec.collect(job)
     assert info.value.field == field and message in str(info.value)
 
 
@@ -185,12 +195,12 @@ def test_bad_sidecar_inputs(tmp_path: Path, sidecar: dict[str, Any], field: str,
 )
 def test_bad_repository(repository: str | None, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        inputs.check_repository(repository)
+        inputs.check_repository(repository, "sidecar.repository", "sidecar")
 
 
 def test_good_repositories() -> None:
     for repository in ("127.0.0.1:5000/pwdeploy/sidecar", "us-docker.pkg.dev/p/r/side_car", "sidecar"):
-        assert inputs.check_repository(repository) == repository
+        assert inputs.check_repository(repository, "sidecar.repository", "sidecar") == repository
 
 
 # ------------------------------------------------------------------------------------------ hash and context
@@ -199,8 +209,8 @@ def test_good_repositories() -> None:
 def test_inputs_hash_is_stable_and_covers_every_input(tmp_path: Path) -> None:
     sidecar = {"repository": "r.example/x", "base_image": BASE, "source_dir": "src", "requirements": "requirements.txt"}
     path = write_job(tmp_path, sidecar)
-    first = inputs.collect(job_at(path))
-    assert inputs.collect(job_at(path)) == first
+    first = spec.collect(job_at(path))
+    assert spec.collect(job_at(path)) == first
     assert first.tag("r.example/x") == f"r.example/x:{first.inputs_hash[:16]}"
     # Caches, version control and the lock file are not inputs.
     for junk in (
@@ -211,7 +221,7 @@ def test_inputs_hash_is_stable_and_covers_every_input(tmp_path: Path) -> None:
     ):
         (tmp_path / junk).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / junk).write_text("noise")
-    assert inputs.collect(job_at(path)).inputs_hash == first.inputs_hash
+    assert spec.collect(job_at(path)).inputs_hash == first.inputs_hash
     hashes = {first.inputs_hash}
     changes = [
         lambda: (tmp_path / "src/mypkg/__init__.py").write_text("def answer():\n    return 43\n"),
@@ -223,7 +233,7 @@ def test_inputs_hash_is_stable_and_covers_every_input(tmp_path: Path) -> None:
     ]
     for change in changes:
         change()
-        hashes.add(inputs.collect(job_at(path)).inputs_hash)
+        hashes.add(spec.collect(job_at(path)).inputs_hash)
     assert len(hashes) == len(changes) + 1
 
 
@@ -232,7 +242,7 @@ def test_build_context_tar_holds_exactly_the_inputs(tmp_path: Path) -> None:
     (tmp_path / "src" / "run.sh").parent.mkdir(parents=True)
     (tmp_path / "src" / "run.sh").write_text("#!/bin/sh\n")
     (tmp_path / "src" / "run.sh").chmod(0o755)
-    found = inputs.collect(job_at(write_job(tmp_path, sidecar)))
+    found = spec.collect(job_at(write_job(tmp_path, sidecar)))
     blobs = []
     for _ in range(2):
         out = io.BytesIO()
@@ -250,7 +260,7 @@ def test_build_context_tar_holds_exactly_the_inputs(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ lock file
 
 
-def _entry(found: inputs.SidecarInputs, repository: str = "r.example/x") -> lock.LockEntry:
+def _entry(found: inputs.ImageInputs, repository: str = "r.example/x") -> lock.LockEntry:
     return lock.LockEntry(
         repository=repository, tag=found.tag(repository), digest="sha256:" + "a" * 64,
         inputs_hash=found.inputs_hash, base_image=found.base_image, jax_version="0.10.2", python_version=PY,
@@ -259,24 +269,24 @@ def _entry(found: inputs.SidecarInputs, repository: str = "r.example/x") -> lock
 
 def test_apply_lock_pins_the_digest_for_unchanged_inputs(tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
-    assert lock.apply_lock(job) is job, "no lock file: nothing to pin"
-    lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job)))
-    lock.record(lock.lock_path(job), "other-job", _entry(inputs.collect(job)))
+    assert apply_lock(job) is job, "no lock file: nothing to pin"
+    lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job)))
+    lock.record(spec.lock_path(job), "other-job", _entry(spec.collect(job)))
     assert set(json.loads((tmp_path / "pwdeploy-sidecar.lock").read_text())["jobs"]) == {"sc-test", "other-job"}
-    pinned = lock.apply_lock(job)
+    pinned = apply_lock(job)
     assert pinned.sidecar.image == "r.example/x@sha256:" + "a" * 64
     assert pinned.sidecar.repository == job.sidecar.repository and pinned.tpu == job.tpu
 
 
 def test_lock_file_is_readable_like_the_config_it_sits_beside(tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE}))
-    path = lock.lock_path(job)
+    path = spec.lock_path(job)
     previous = os.umask(0o022)
     try:
-        lock.record(path, job.name, _entry(inputs.collect(job)))
+        lock.record(path, job.name, _entry(spec.collect(job)))
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
         path.chmod(0o664)
-        lock.record(path, "other-job", _entry(inputs.collect(job)))
+        lock.record(path, "other-job", _entry(spec.collect(job)))
         assert stat.S_IMODE(path.stat().st_mode) == 0o664, "a rewrite keeps the mode the file had"
     finally:
         os.umask(previous)
@@ -285,19 +295,19 @@ def test_lock_file_is_readable_like_the_config_it_sits_beside(tmp_path: Path) ->
 
 def test_apply_lock_warns_and_pins_nothing_when_inputs_changed(tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
-    lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job)))
+    lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job)))
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text("changed = True\n")
-    warnings: list[str] = []
-    assert lock.apply_lock(job, warnings.append) is job
+    pinned, warnings = pin.pin_pushed(job)
+    assert pinned is job
     assert len(warnings) == 1 and "changed since r.example/x@sha256:" in warnings[0]
 
 
 def test_apply_lock_leaves_explicit_images_and_other_repositories(tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE}))
-    lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job), repository="r.example/elsewhere"))
-    assert lock.apply_lock(job) is job
+    lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job), repository="r.example/elsewhere"))
+    assert apply_lock(job) is job
     explicit = job_at(write_job(tmp_path, {"image": "r.example/pre:1", "repository": "r.example/elsewhere"}))
-    assert lock.apply_lock(explicit).sidecar.image == "r.example/pre:1"
+    assert apply_lock(explicit).sidecar.image == "r.example/pre:1"
 
 
 def test_render_pins_locked_digest_and_stale_lock_is_explained(
@@ -305,7 +315,7 @@ def test_render_pins_locked_digest_and_stale_lock_is_explained(
 ) -> None:
     pytest.importorskip("pwdeploy.manifests")
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
-    lock.record(lock.lock_path(job), job.name, _entry(inputs.collect(job)))
+    lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job)))
     result = runner.invoke(cli, ["render", "-f", str(tmp_path / "job.yaml"), "--no-validate"])
     assert result.exit_code == 0, result.output
     (jobset,) = yaml.safe_load_all(result.stdout)
@@ -393,19 +403,32 @@ def test_no_engine_reachable_exits_5_and_writes_nothing(runner: CliRunner, tmp_p
 
 
 class StandInEngine:
-    """Stands in for the engine seam (no image exists; builds and pushes succeed at once), for failures after a push."""
+    """Stands in for the engine seam (no image exists until built; builds and pushes succeed at once; a built image
+    has the labels its Dockerfile names), for failures after a push."""
+
+    def __init__(self) -> None:
+        self.labels: dict[str, dict[str, str]] = {}
 
     def check(self) -> str:
         return "stand-in"
 
     def image_labels(self, ref: str) -> dict[str, str] | None:
-        return None
+        return self.labels.get(ref)
 
     def build(self, context_tar: Path, tag: str, progress: engine.Progress) -> str:
+        with tarfile.open(context_tar) as tar:
+            text = tar.extractfile("Dockerfile").read().decode()  # type: ignore[union-attr]
+        self.labels[tag] = dict(re.findall(r'(dev\.pwdeploy\.[a-z-]+)="([^"]*)"', text))
         return "sha256:" + "b" * 64
 
     def push(self, tag: str, progress: engine.Progress) -> str:
         return "sha256:" + "c" * 64
+
+    def run(self, ref: str, command: list[str]) -> engine.RunResult:
+        raise AssertionError("the sidecar's JAX is checked by its label only")
+
+    def remove(self, ref: str) -> None:
+        raise AssertionError("nothing to remove")
 
 
 def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -416,7 +439,7 @@ def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path, mon
 
     monkeypatch.setattr(lock, "record", refuse)
     with pytest.raises(BuildError) as caught:
-        build.build_sidecar(job, StandInEngine(), Recorder(), push=True)
+        spec.build(job, StandInEngine(), Recorder(), push=True)
     assert str(caught.value).startswith("pushed r.example/x:")
     assert (
         f"as r.example/x@sha256:{'c' * 64}, but cannot record it in {tmp_path / 'pwdeploy-sidecar.lock'}: "
@@ -444,7 +467,7 @@ def test_example_sidecar_dockerfile(runner: CliRunner, jax_version: str) -> None
     assert steps[0] == ("FROM", f"{default_repository}:20260423-python_3.11-jax_0.10.2")
     assert ("COPY", "code/ /app/") in steps
     assert result.stdout.startswith("# Colocated-Python sidecar image of a pwdeploy job"), "template notes left out"
-    found = inputs.collect(
+    found = spec.collect(
         load_job(EXAMPLE / "job.yaml", {"sidecar.python_version": "3.11"}, installed_jax=lambda: "0.10.2")
     )
     assert [f.name for f in found.files] == ["requirements.txt", "code/dp_data/__init__.py"]
@@ -469,7 +492,7 @@ class FakeTerminal(io.StringIO):
 
 
 def test_progress_on_a_terminal_keeps_steps_and_overwrites_output() -> None:
-    from pwdeploy.cli.sidecar import StreamProgress
+    from pwdeploy.cli.image import StreamProgress
 
     screen = FakeTerminal()
     progress = StreamProgress(screen)

@@ -28,7 +28,8 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.config import installed_jax_version, load_job
-from pwdeploy.sidecar import inputs, lock
+from pwdeploy.images import pin
+from pwdeploy.images import sidecar as spec
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.docker
@@ -177,8 +178,8 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
     assert "[4/6] RUN /opt/venv/bin/pip install" in result.stderr and f"as {image}" in result.stderr
     # The lock names this digest, and the job now resolves its sidecar to it.
     job = load_job(project / "job.yaml")
-    assert lock.apply_lock(job).sidecar.image == image
-    found = inputs.collect(job)
+    assert pin.pin_pushed(job)[0].sidecar.image == image
+    found = spec.collect(job)
     # Pull by digest from the registry (after dropping the local copies), then inspect and run it.
     _docker(docker_env, "image", "rm", found.tag(repository))
     _docker(docker_env, "pull", image)

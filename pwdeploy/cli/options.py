@@ -63,18 +63,21 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
     return {key: params.pop(key) for key in list(params) if key.startswith(_PARAM_PREFIX)}
 
 
-def job_from_params(params: dict[str, Any], *, pin_sidecar: bool = True) -> JobConfig:
+def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobConfig:
     """The validated job from ``-f`` and the flags; errors name the flag that set a bad value.
 
-    With ``pin_sidecar``, a sidecar built by `pwdeploy sidecar build --push` is pinned by its recorded digest.
+    With ``pin_images``, images pushed by `pwdeploy sidecar build --push` and `pwdeploy image build --push` are
+    pinned by their recorded digests (sidecar.image, main.image).
     """
     overrides = overrides_from(params)
     try:
         job = load_job(params.get("job__file"), overrides)
-        if pin_sidecar and job.sidecar.repository is not None and job.sidecar.image is None:
-            from pwdeploy.sidecar.lock import apply_lock  # pins a pushed digest from pwdeploy-sidecar.lock
+        if pin_images and (job.sidecar.repository or job.image.repository):
+            from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
 
-            job = apply_lock(job)
+            job, warnings = pin_pushed(job, params.get("job__file"))
+            for warning in warnings:
+                click.echo(f"warning: {warning}", err=True)
         return job
     except ConfigError as exc:
         source = _source_of(exc.field, overrides, params.get("job__file"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pwdeploy import envcontract
 from pwdeploy.config import JobConfig
+from pwdeploy.errors import ConfigError
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
 
@@ -80,7 +81,7 @@ def main_container(job: JobConfig) -> Manifest:
     main = job.main
     return {
         "name": c.MAIN_CONTAINER,
-        "image": main.image,
+        "image": main.image or _unpushed_job_image(job),
         "imagePullPolicy": "IfNotPresent",
         "command": list(main.command),
         "env": c.env_list(main_env(job)),
@@ -88,6 +89,15 @@ def main_container(job: JobConfig) -> Manifest:
         "volumeMounts": [c.mount(c.SHM_VOLUME, "/dev/shm")],
         "securityContext": c.hardened(main.privileged),
     }
+
+
+def _unpushed_job_image(job: JobConfig) -> str:
+    raise ConfigError(
+        "image.repository",
+        f"{job.image.repository} is set but no pushed job image matches this job's current image inputs (none was "
+        "pushed yet, or its code or requirements changed since)",
+        hint="run `pwdeploy image build --push` with the same config, or set main.image",
+    )
 
 
 def as_native_sidecar(container: Manifest) -> Manifest:

@@ -1,5 +1,5 @@
 """The seam to a container engine. ``DockerCli`` drives the docker CLI against whatever engine DOCKER_HOST
-(or the current docker context) names; anything with the same four methods can stand in for it.
+(or the current docker context) names; anything with the same methods can stand in for it.
 
 Output is streamed line by line to a ``Progress``; ``BuildLog`` follows the build steps so a failure can name
 the failing step and show its log tail.
@@ -42,6 +42,18 @@ class Progress(Protocol):
     def line(self, text: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class RunResult:
+    returncode: int
+    stdout: str
+    stderr: str = ""
+
+    @property
+    def cannot_run_here(self) -> bool:
+        """The engine cannot execute the image at all (another CPU architecture), as opposed to a failing command."""
+        return self.returncode != 0 and "exec format error" in self.stderr.lower()
+
+
 class Engine(Protocol):
     def check(self) -> str: ...
 
@@ -50,6 +62,10 @@ class Engine(Protocol):
     def build(self, context_tar: Path, tag: str, progress: Progress) -> str: ...
 
     def push(self, tag: str, progress: Progress) -> str: ...
+
+    def run(self, ref: str, command: list[str]) -> RunResult: ...
+
+    def remove(self, ref: str) -> None: ...
 
 
 class BuildLog:
@@ -150,6 +166,18 @@ class DockerCli:
             if match:
                 return match.group(1)
         raise BuildError(f"docker push of {tag} succeeded but printed no digest")
+
+    def run(self, ref: str, command: list[str]) -> RunResult:
+        """Run ``command`` in a throw-away container of the image, without network."""
+        result = self._run(["run", "--rm", "--network", "none", "--entrypoint", command[0], ref, *command[1:]],
+                           timeout=300)  # fmt: skip
+        return RunResult(result.returncode, result.stdout, result.stderr)
+
+    def remove(self, ref: str) -> None:
+        """Untag a local image (the layers stay while other tags use them)."""
+        result = self._run(["image", "rm", ref], timeout=60)
+        if result.returncode != 0 and "no such image" not in result.stderr.lower():
+            raise BuildError(f"docker image rm {ref} failed: {_first_line(result.stderr)}")
 
     def _run(self, args: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
         try:

@@ -1,5 +1,5 @@
-"""The sidecar Dockerfile template and its tiny template language: ``{{name}}``, ``#if name`` / ``#endif``, and
-``##`` notes that stay in the template."""
+"""Dockerfile templates (shipped in pwdeploy/templates, reviewed as docker/) and their tiny template language:
+``{{name}}``, ``#if name`` / ``#endif``, and ``##`` notes that stay in the template."""
 
 from __future__ import annotations
 
@@ -7,14 +7,13 @@ import re
 from collections.abc import Mapping
 from importlib import resources
 
-TEMPLATE_NAME = "Dockerfile.sidecar"
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _IF = re.compile(r"#if (\w+)\s*")
 
 
-def template_text() -> str:
-    """The template shipped in the package (identical to docker/Dockerfile.sidecar in the source tree)."""
-    return resources.files("pwdeploy").joinpath("templates", TEMPLATE_NAME).read_text(encoding="utf-8")
+def template_text(name: str) -> str:
+    """The template ``name`` shipped in the package (identical to docker/<name> in the source tree)."""
+    return resources.files("pwdeploy").joinpath("templates", name).read_text(encoding="utf-8")
 
 
 def render(template: str, values: Mapping[str, str], blocks: Mapping[str, bool]) -> str:

@@ -1,4 +1,5 @@
-"""The colocated-Python base image: its default name and the version coupling check.
+"""The colocated-Python sidecar spec: the Pathways colocated-Python base plus sidecar.requirements and
+sidecar.source_dir (in /app), template docker/Dockerfile.sidecar, lock file pwdeploy-sidecar.lock.
 
 The base image fixes the sidecar's Python and jax/jaxlib. pathwaysutils refuses to connect a client whose Python
 minor version or jax differs from the sidecar's, so pwdeploy reads both from the base tag
@@ -8,10 +9,18 @@ minor version or jax differs from the sidecar's, so pwdeploy reads both from the
 from __future__ import annotations
 
 import re
+import shlex
 import sys
+from pathlib import Path
 
+from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned
 from pwdeploy.errors import ConfigError
+from pwdeploy.images import inputs, lock
+from pwdeploy.images.build import BuildResult, Target, build_image
+from pwdeploy.images.engine import Engine, Progress
+
+TEMPLATE = "Dockerfile.sidecar"
 
 DEFAULT_BASE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
 _RELEASE = re.compile(r"[0-9]{8}")
@@ -87,3 +96,45 @@ def check_base(job: JobConfig, image: str) -> None:
             f"base image {image}: " + "; ".join(problems),
             hint="the client, the Pathways images and the sidecar must run the same Python and JAX; " + override,
         )
+
+
+def lock_path(job: JobConfig) -> Path:
+    return job.base_dir / lock.SIDECAR_LOCK
+
+
+def collect(job: JobConfig) -> inputs.ImageInputs:
+    """Gather and hash the inputs; ConfigError for a missing source directory or requirements file."""
+    files: list[inputs.ContextFile] = []
+    if job.sidecar.requirements is not None:
+        files.append(inputs.requirements_file(job.sidecar.requirements, "sidecar.requirements"))
+    if job.sidecar.source_dir is not None:
+        files.extend(inputs.directory_files(job.sidecar.source_dir, "sidecar.source_dir", "code"))
+    values = {
+        "pwdeploy_version": __version__,
+        "pip_args": "".join(" " + shlex.quote(arg) for arg in job.sidecar.pip_args),
+    }
+    blocks = {"requirements": job.sidecar.requirements is not None, "source": job.sidecar.source_dir is not None}
+    return inputs.assemble(
+        TEMPLATE, values, blocks, tuple(files),
+        base_image=base_image(job), python_version=client_python(job), jax_version=job.pathways_version,
+    )  # fmt: skip
+
+
+def prepare(job: JobConfig, *, allow_base_mismatch: bool = False) -> inputs.ImageInputs:
+    """The checked inputs: ConfigError for a base whose Python/JAX differ from the job's (unless allowed)."""
+    found = collect(job)
+    if not allow_base_mismatch:
+        check_base(job, found.base_image)
+    return found
+
+
+def target(job: JobConfig) -> Target:
+    repository = inputs.check_repository(job.sidecar.repository, "sidecar.repository", "sidecar")
+    return Target(repository, job.name, lock_path(job), "sidecar.image")
+
+
+def build(
+    job: JobConfig, engine: Engine, progress: Progress, *, push: bool = False, allow_base_mismatch: bool = False
+) -> BuildResult:
+    where = target(job)
+    return build_image(where, prepare(job, allow_base_mismatch=allow_base_mismatch), engine, progress, push=push)

@@ -1,0 +1,102 @@
+"""The build flow both image specs share: build unless an image with the same inputs hash exists, verify its JAX
+version, optionally push and record the digest in the spec's lock file.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pwdeploy.errors import BuildError
+from pwdeploy.images import lock
+from pwdeploy.images.engine import Engine, Progress
+from pwdeploy.images.inputs import HASH_LABEL, JAX_LABEL, ImageInputs, write_context
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a spec's image goes and how it is checked."""
+
+    repository: str
+    job_name: str
+    lock_path: Path
+    pin_field: str  # the config field a user can set to the pushed image instead (named when the lock is unwritable)
+    version_command: tuple[str, ...] | None = None  # prints the image's jax version; None: the label is the check
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    tag: str
+    built: bool  # False: an image with these inputs already existed ("up to date")
+    pushed: bool = False  # False with an image: the lock already held a push of these inputs
+    image: str | None = None  # repository@sha256:... once pushed
+    lock_path: Path | None = None  # where the pushed digest was recorded
+    verified: str | None = None  # after a build: how the JAX version was checked
+
+
+def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: Progress, *, push: bool) -> BuildResult:
+    tag = inputs.tag(target.repository)
+    if push:
+        entry = lock.entry_for(target.lock_path, target.job_name, target.repository)
+        if entry is not None and entry.inputs_hash == inputs.inputs_hash:
+            return BuildResult(tag, built=False, image=entry.image, lock_path=target.lock_path)
+    engine.check()
+    labels = engine.image_labels(tag)
+    built = labels is None or labels.get(HASH_LABEL) != inputs.inputs_hash
+    verified = None
+    if built:
+        with tempfile.TemporaryDirectory(prefix="pwdeploy-image-") as scratch:
+            context = Path(scratch, "context.tar")
+            with context.open("wb") as out:
+                write_context(inputs, out)
+            engine.build(context, tag, progress)
+        verified = verify_jax(engine, tag, inputs.jax_version, target.version_command)
+    if not push:
+        return BuildResult(tag, built=built, verified=verified)
+    digest = engine.push(tag, progress)
+    entry = lock.LockEntry(
+        repository=target.repository, tag=tag, digest=digest, inputs_hash=inputs.inputs_hash,
+        base_image=inputs.base_image, jax_version=inputs.jax_version, python_version=inputs.python_version,
+    )  # fmt: skip
+    try:
+        lock.record(target.lock_path, target.job_name, entry)
+    except OSError as exc:
+        raise BuildError(
+            f"pushed {tag} as {entry.image}, but cannot record it in {target.lock_path}: {exc.strerror or exc}",
+            hint=f"make {target.lock_path.parent} writable and run the build again (it will not rebuild), "
+            f"or set {target.pin_field}: {entry.image}",
+        ) from None
+    return BuildResult(tag, built=built, pushed=True, image=entry.image, lock_path=target.lock_path, verified=verified)
+
+
+def verify_jax(engine: Engine, tag: str, expected: str, command: tuple[str, ...] | None) -> str:
+    """How the built image's jax was found equal to ``expected``: its label, and ``command`` where the engine can
+    run the image. A mismatch untags the image (so it is not "up to date" next time) and is a BuildError."""
+    label = (engine.image_labels(tag) or {}).get(JAX_LABEL)
+    if label != expected:
+        _reject(engine, tag, str(label), f"label {JAX_LABEL}", expected)
+    if command is None:
+        return f"label {JAX_LABEL}"
+    result = engine.run(tag, list(command))
+    if result.cannot_run_here:
+        return f"label {JAX_LABEL} only (this engine cannot run the image's architecture)"
+    lines = result.stdout.strip().splitlines()  # the version is stdout's last line; warnings go to stderr
+    if result.returncode != 0 or not lines:
+        output = (result.stdout + result.stderr).strip().splitlines()
+        tail = "\n".join(f"    {line}" for line in output[-10:]) or "    (no output)"
+        engine.remove(tag)
+        raise BuildError(f"built {tag}, but `{shlex.join(command)}` failed in it (exit {result.returncode}):\n{tail}")
+    if lines[-1].strip() != expected:
+        _reject(engine, tag, lines[-1].strip(), f"`{shlex.join(command)}`", expected)
+    return f"label {JAX_LABEL} and `{shlex.join(command)}`"
+
+
+def _reject(engine: Engine, tag: str, found: str, how: str, expected: str) -> None:
+    engine.remove(tag)
+    raise BuildError(
+        f"built {tag}, but it has jax {found} (from {how}) while pathways_version is {expected}",
+        hint="the client's jax must equal the Pathways server and proxy; check what the base image and "
+        "the requirements install (the image was untagged, nothing was pushed)",
+    )

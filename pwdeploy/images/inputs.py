@@ -1,0 +1,164 @@
+"""Build inputs shared by every image spec: the rendered Dockerfile, the files of the build context, their hash.
+
+The build context is a tar pwdeploy writes itself (the Dockerfile plus the files a spec names), so nothing outside
+the configured inputs reaches the engine, and the hash covers exactly what is sent. The hash names the image tag
+(``REPOSITORY:<first 16 hex digits>``): unchanged inputs give the same tag and are not rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import stat
+import tarfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from pwdeploy.errors import ConfigError
+from pwdeploy.images import template
+from pwdeploy.images.lock import LOCK_NAMES
+
+HASH_LABEL = "dev.pwdeploy.inputs-hash"
+JAX_LABEL = "dev.pwdeploy.jax-version"
+TAG_LENGTH = 16  # hex digits of the inputs hash in the tag
+# Never part of an image: version control, caches, virtual environments, pwdeploy's own state and lock files.
+EXCLUDED_DIRS = frozenset(
+    {".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", ".pwdeploy"}
+)
+EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+# A Docker repository: [host[:port]/]path, lower-case components, no tag or digest.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*")
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    name: str  # path inside the build context, with forward slashes
+    source: Path | bytes  # a file on disk, or content pwdeploy generated
+    executable: bool = False
+
+    def read(self) -> bytes:
+        return self.source if isinstance(self.source, bytes) else self.source.read_bytes()
+
+
+@dataclass(frozen=True)
+class ImageInputs:
+    base_image: str
+    python_version: str
+    jax_version: str
+    dockerfile: str  # rendered, with the inputs hash in its labels
+    files: tuple[ContextFile, ...]
+    inputs_hash: str  # sha256 hex of the Dockerfile (without the hash) and every file's name, mode and content
+
+    def tag(self, repository: str) -> str:
+        return f"{repository}:{self.inputs_hash[:TAG_LENGTH]}"
+
+
+def assemble(
+    template_name: str,
+    values: Mapping[str, str],
+    blocks: Mapping[str, bool],
+    files: tuple[ContextFile, ...],
+    *,
+    base_image: str,
+    python_version: str,
+    jax_version: str,
+) -> ImageInputs:
+    """Render the template twice: without the hash (to compute it over the Dockerfile and files), then with it."""
+    text = template.template_text(template_name)
+    common = {**values, "base_image": base_image, "python_version": python_version, "jax_version": jax_version}
+    digest = _hash(template.render(text, {**common, "inputs_hash": ""}, blocks), files)
+    dockerfile = template.render(text, {**common, "inputs_hash": digest}, blocks)
+    return ImageInputs(base_image, python_version, jax_version, dockerfile, files, digest)
+
+
+def check_repository(repository: str | None, field: str, what: str) -> str:
+    """The validated repository of config ``field``; ConfigError when unset or not a bare repository."""
+    if repository is None:
+        raise ConfigError(
+            field,
+            f"is required to build: the registry/repo the {what} is tagged and pushed as",
+            hint=f"e.g. {field}: us-docker.pkg.dev/PROJECT/REPO/NAME (or --{field.replace('.', '-')})",
+        )
+    last = repository.rsplit("/", 1)[-1]
+    if "@" in repository or ":" in last:
+        raise ConfigError(
+            field,
+            f"{repository!r} has a tag or digest; give the repository only (pwdeploy tags it with the inputs hash)",
+        )
+    if not _REPOSITORY.fullmatch(repository):
+        raise ConfigError(
+            field,
+            f"{repository!r} is not a Docker repository; use [host[:port]/]path with lower-case letters, digits, "
+            "'.', '_' and '-'",
+        )
+    return repository
+
+
+def requirements_file(path: Path, field: str) -> ContextFile:
+    if not path.is_file():
+        raise ConfigError(field, f"{path} is not a file")
+    return ContextFile("requirements.txt", path)
+
+
+def directory_files(
+    root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozenset()
+) -> Iterator[ContextFile]:
+    """The files under ``root`` as ``prefix/relative/path``, in a fixed order; ``skip`` names files left out."""
+    if not root.is_dir():
+        raise ConfigError(field, f"{root} is not a directory")
+    for path in _walk(root):
+        if path.resolve() in skip:
+            continue
+        relative = path.relative_to(root).as_posix()
+        yield ContextFile(f"{prefix}/{relative}", path, bool(path.stat().st_mode & stat.S_IXUSR))
+
+
+def write_context(inputs: ImageInputs, out: IO[bytes]) -> None:
+    """Write the build context as a tar with fixed owners and times (same inputs, same bytes)."""
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        data = inputs.dockerfile.encode()
+        _add(tar, "Dockerfile", len(data), 0o644, io.BytesIO(data))
+        for item in inputs.files:
+            mode = 0o755 if item.executable else 0o644
+            if isinstance(item.source, bytes):
+                _add(tar, item.name, len(item.source), mode, io.BytesIO(item.source))
+                continue
+            with item.source.open("rb") as handle:
+                _add(tar, item.name, os.fstat(handle.fileno()).st_size, mode, handle)
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Regular files under root (symlinks to files followed, to directories not), in a fixed order."""
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in EXCLUDED_DIRS)
+        for name in sorted(names):
+            path = Path(directory, name)
+            if name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or not path.is_file():
+                continue
+            yield path
+
+
+def _hash(dockerfile_text: str, files: tuple[ContextFile, ...]) -> str:
+    digest = hashlib.sha256()
+    digest.update(b"Dockerfile\0" + dockerfile_text.encode() + b"\0")
+    for item in files:
+        if isinstance(item.source, bytes):
+            content = hashlib.sha256(item.source).hexdigest()
+        else:
+            with item.source.open("rb") as handle:
+                content = hashlib.file_digest(handle, "sha256").hexdigest()
+        digest.update(f"{item.name}\0{'x' if item.executable else '-'}\0{content}\0".encode())
+    return digest.hexdigest()
+
+
+def _add(tar: tarfile.TarFile, name: str, size: int, mode: int, handle: IO[bytes]) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = size, mode, 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    tar.addfile(info, handle)

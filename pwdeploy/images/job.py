@@ -1,0 +1,93 @@
+"""The job image spec: the job's own (main) container, template docker/Dockerfile.job, lock pwdeploy-image.lock.
+
+A Python base of the client's Python (``image.base``, default the official ``python:<X.Y>-slim-bookworm``), the
+jax of the Pathways server and proxy (``jax==<pathways_version>``), pathwaysutils, ``image.requirements``, a wheel
+of pwdeploy when the code imports it, and ``image.source_dir`` (default: the config's folder) copied to /app,
+the working directory, so ``main.command`` runs as ``pwdeploy local run`` runs it in the config's folder. The
+config file itself is not copied: editing it (resources, flags) must not make the pushed image stale.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from pwdeploy import __version__
+from pwdeploy.config import JobConfig, check_image_pinned
+from pwdeploy.errors import ConfigError
+from pwdeploy.images import inputs, lock, wheel
+from pwdeploy.images.build import BuildResult, Target, build_image
+from pwdeploy.images.engine import Engine, Progress
+from pwdeploy.images.sidecar import client_python
+
+TEMPLATE = "Dockerfile.job"
+VERSION_COMMAND = ("python", "-c", "import jax; print(jax.__version__)")
+_IMPORTS_PWDEPLOY = re.compile(rb"^[ \t]*(?:from|import)[ \t]+pwdeploy\b", re.MULTILINE)
+_OFFICIAL_PYTHON = re.compile(r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*")
+
+
+def lock_path(job: JobConfig) -> Path:
+    return job.base_dir / lock.JOB_IMAGE_LOCK
+
+
+def base_image(job: JobConfig) -> str:
+    """``image.base``, else the official slim Python image of the client's Python."""
+    if job.image.base is None:
+        return f"python:{client_python(job)}-slim-bookworm"
+    check_image_pinned(job.image.base, "image.base")
+    official = _OFFICIAL_PYTHON.fullmatch(job.image.base)
+    if official and job.sidecar.enabled and official.group(1) != client_python(job):
+        raise ConfigError(
+            "image.base",
+            f"{job.image.base} runs Python {official.group(1)}, but the sidecar is built for the client's Python "
+            f"{client_python(job)}; colocated Python needs both equal",
+            hint="use a base of the same Python, or set sidecar.python_version to the base's",
+        )
+    return job.image.base
+
+
+def collect(job: JobConfig, config_file: Path | None = None) -> inputs.ImageInputs:
+    """Gather and hash the inputs (``config_file`` is left out of the copied folder); ConfigError for a missing
+    source directory or requirements file."""
+    source = job.image.source_dir or job.base_dir
+    field = "image.source_dir"
+    skip = frozenset({config_file.resolve()}) if config_file is not None else frozenset()
+    code = tuple(inputs.directory_files(source, field, "code", skip=skip))
+    if not code:
+        raise ConfigError(field, f"{source} holds no files to copy into the image")
+    files = [*code]
+    if job.image.requirements is not None:
+        files.insert(0, inputs.requirements_file(job.image.requirements, "image.requirements"))
+    needs_pwdeploy = any(_imports_pwdeploy(item) for item in code)
+    if needs_pwdeploy:
+        files.append(inputs.ContextFile(wheel.wheel_name(), wheel.build_wheel()))
+    values = {
+        "pwdeploy_version": __version__,
+        "pip_args": "".join(" " + shlex.quote(arg) for arg in job.image.pip_args),
+        "pwdeploy_wheel": wheel.wheel_name(),
+    }
+    blocks = {"requirements": job.image.requirements is not None, "pwdeploy": needs_pwdeploy}
+    base = base_image(job)
+    official = _OFFICIAL_PYTHON.fullmatch(base)
+    return inputs.assemble(
+        TEMPLATE, values, blocks, tuple(files),
+        base_image=base, python_version=official.group(1) if official else client_python(job),
+        jax_version=job.pathways_version,
+    )  # fmt: skip
+
+
+def target(job: JobConfig) -> Target:
+    repository = inputs.check_repository(job.image.repository, "image.repository", "job image")
+    return Target(repository, job.name, lock_path(job), "main.image", VERSION_COMMAND)
+
+
+def build(
+    job: JobConfig, engine: Engine, progress: Progress, *, push: bool = False, config_file: Path | None = None
+) -> BuildResult:
+    where = target(job)
+    return build_image(where, collect(job, config_file), engine, progress, push=push)
+
+
+def _imports_pwdeploy(item: inputs.ContextFile) -> bool:
+    return item.name.endswith(".py") and bool(_IMPORTS_PWDEPLOY.search(item.read()))

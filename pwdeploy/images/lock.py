@@ -1,0 +1,74 @@
+"""The lock file format: which pushed digest holds a job's image inputs.
+
+``pwdeploy sidecar build --push`` and ``pwdeploy image build --push`` record ``<repository>@sha256:...`` with the
+inputs hash, one entry per job name, in a lock file next to the job config (commit it with the config). Each
+image kind has its own file of this one format: ``pwdeploy-sidecar.lock`` (the name it always had, so existing
+files keep working) and ``pwdeploy-image.lock``; a rebuild of one never rewrites the other's file.
+``pwdeploy.images.pin`` reads them for ``render``. This module only reads and writes: it never prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pwdeploy.atomic import write_text_atomic
+from pwdeploy.errors import ConfigError
+
+FORMAT_VERSION = 1
+SIDECAR_LOCK = "pwdeploy-sidecar.lock"
+JOB_IMAGE_LOCK = "pwdeploy-image.lock"
+LOCK_NAMES = frozenset({SIDECAR_LOCK, JOB_IMAGE_LOCK})
+
+
+@dataclass(frozen=True)
+class LockEntry:
+    repository: str
+    tag: str
+    digest: str  # sha256:...
+    inputs_hash: str
+    base_image: str
+    jax_version: str
+    python_version: str
+
+    @property
+    def image(self) -> str:
+        return f"{self.repository}@{self.digest}"
+
+
+def read_lock(path: Path) -> dict[str, LockEntry]:
+    """Entries by job name; {} when there is no lock file. ConfigError for a file that is not a lock."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(None, f"cannot read the lock file {path}: {exc}", hint="delete it and push again") from None
+    try:
+        if data.get("version") != FORMAT_VERSION:
+            raise ValueError(f"version {data.get('version')!r}, expected {FORMAT_VERSION}")
+        return {str(name): LockEntry(**entry) for name, entry in data["jobs"].items()}
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            None, f"{path} is not a pwdeploy lock file ({exc})", hint="delete it and push again"
+        ) from None
+
+
+def record(path: Path, job_name: str, entry: LockEntry) -> None:
+    """Add or replace one job's entry; the file is replaced atomically, never left half-written."""
+    entries = read_lock(path)
+    entries[job_name] = entry
+    data: dict[str, Any] = {
+        "version": FORMAT_VERSION,
+        "jobs": {name: dataclasses.asdict(e) for name, e in sorted(entries.items())},
+    }
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def entry_for(path: Path, job_name: str, repository: str) -> LockEntry | None:
+    """The job's entry when it was pushed to ``repository``, without checking that its inputs are unchanged."""
+    entry = read_lock(path).get(job_name)
+    return entry if entry is not None and entry.repository == repository else None

@@ -1,0 +1,236 @@
+"""Job images without an engine: the Dockerfile (parsed into instructions), what the inputs hash covers, the
+pwdeploy wheel (installed by the real pip), the config relaxation, render pinning from pwdeploy-image.lock, and
+the JAX check against an engine stand-in."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from pwdeploy.config import JobConfig, load_job
+from pwdeploy.errors import BuildError, ConfigError
+from pwdeploy.images import build, engine, lock, pin, sidecar, wheel
+from pwdeploy.images import job as spec
+from tests.conftest import REPO
+from tests.test_sidecar import instructions
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+REPOSITORY = "r.example/team/job"
+
+
+def write_job(tmp_path: Path, image: dict[str, Any], code: str = "from pwdeploy import runtime\n", **top: Any) -> Path:
+    (tmp_path / "train.py").write_text(code)
+    (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
+    data = {
+        "name": "img-test", "pathways_version": "0.10.2", "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"}, "main": {"command": "python3 train.py"}, "image": image, **top,
+    }  # fmt: skip
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def job_at(path: Path) -> JobConfig:
+    return load_job(path, installed_jax=lambda: "0.10.2")
+
+
+def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_the_folder(tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY, "requirements": "requirements.txt", "pip_args": ["--pre"]})
+    found = spec.collect(job_at(path), path)
+    steps = instructions(found.dockerfile)
+    whl = wheel.wheel_name()
+    assert steps[0] == ("FROM", f"python:{PY}-slim-bookworm")
+    assert steps[1:-1] == [
+        ("RUN", 'python -m pip install --no-cache-dir --pre "jax==0.10.2" pathwaysutils'),
+        ("COPY", "requirements.txt /opt/pwdeploy/requirements.txt"),
+        ("RUN", 'python -m pip install --no-cache-dir --pre -r /opt/pwdeploy/requirements.txt "jax==0.10.2"'),
+        ("COPY", f"{whl} /opt/pwdeploy/{whl}"),
+        ("RUN", f"python -m pip install --no-cache-dir --no-deps /opt/pwdeploy/{whl}"),
+        ("COPY", "code/ /app/"),
+        ("WORKDIR", "/app"),
+    ]  # fmt: skip
+    assert steps[-1][0] == "LABEL", "last: the hash in it must not invalidate the cached installs"
+    labels = dict(item.split("=", 1) for item in steps[-1][1].split())
+    assert labels == {
+        "dev.pwdeploy.version": '"0.1.0"', "dev.pwdeploy.jax-version": '"0.10.2"',
+        "dev.pwdeploy.python-version": f'"{PY}"', "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',
+    }  # fmt: skip
+    assert [f.name for f in found.files] == ["requirements.txt", "code/requirements.txt", "code/train.py", whl]
+
+
+def test_code_that_does_not_import_pwdeploy_gets_no_wheel(tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY, "base": "python:3.12-slim-bookworm"}, code="import jax\n")
+    found = spec.collect(job_at(path), path)
+    assert [word for word, _ in instructions(found.dockerfile)] == ["FROM", "RUN", "COPY", "WORKDIR", "LABEL"]
+    assert found.python_version == "3.12" and instructions(found.dockerfile)[0] == ("FROM", "python:3.12-slim-bookworm")
+
+
+def test_hash_ignores_the_config_file_locks_and_caches_but_not_code(tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    first = spec.collect(job_at(path), path).inputs_hash
+    data = yaml.safe_load(path.read_text())
+    data["main"]["memory"] = "64Gi"
+    path.write_text(yaml.safe_dump(data))
+    for junk in ("pwdeploy-image.lock", "pwdeploy-sidecar.lock", ".pwdeploy/jax-cache/x", "__pycache__/t.pyc"):
+        (tmp_path / junk).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / junk).write_text("noise")
+    assert spec.collect(job_at(path), path).inputs_hash == first
+    (tmp_path / "train.py").write_text("from pwdeploy import runtime\nSTEPS = 1\n")
+    assert spec.collect(job_at(path), path).inputs_hash != first
+
+
+def test_wheel_is_reproducible_and_the_real_pip_installs_it(tmp_path: Path) -> None:
+    data = wheel.build_wheel()
+    assert wheel.build_wheel() == data, "same files, same bytes: the inputs hash is the same on every machine"
+    (tmp_path / wheel.wheel_name()).write_bytes(data)
+    install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(tmp_path / "t")]
+    subprocess.run([*install, str(tmp_path / wheel.wheel_name())], check=True, capture_output=True)
+    probe = "import sys; sys.path.insert(0, sys.argv[1]); import pwdeploy.runtime as r; print(r.__file__)"
+    found = subprocess.run([sys.executable, "-I", "-c", probe, str(tmp_path / "t")], capture_output=True, text=True)
+    assert found.stdout.strip() == str(tmp_path / "t" / "pwdeploy" / "runtime.py"), found.stderr
+    assert (tmp_path / "t" / "pwdeploy" / "templates" / "Dockerfile.job").is_file()
+
+
+@pytest.mark.parametrize(
+    ("image", "field", "message"),
+    [
+        ({"repository": REPOSITORY, "base": "python"}, "image.base", "is not pinned"),
+        ({"repository": REPOSITORY, "source_dir": "nope"}, "image.source_dir", "is not a directory"),
+        ({"repository": REPOSITORY, "requirements": "nope.txt"}, "image.requirements", "is not a file"),
+    ],
+)
+def test_bad_image_inputs(tmp_path: Path, image: dict[str, Any], field: str, message: str) -> None:
+    path = write_job(tmp_path, image)
+    with pytest.raises(ConfigError) as info:
+        spec.collect(job_at(path), path)
+    assert info.value.field == field and message in str(info.value)
+
+
+def test_official_base_of_another_python_than_the_sidecar_is_refused(tmp_path: Path) -> None:
+    sidecar = {"repository": "r.example/sc", "python_version": "3.11"}
+    path = write_job(tmp_path, {"repository": REPOSITORY, "base": "python:3.12-slim"}, sidecar=sidecar)
+    with pytest.raises(ConfigError, match=r"image\.base: python:3\.12-slim runs Python 3\.12"):
+        spec.collect(job_at(path), path)
+
+
+def test_build_without_repository_names_the_field(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+    path = write_job(tmp_path, {}, main={"command": "python3 train.py", "image": "r.example/pre:1"})
+    result = runner.invoke(cli, ["image", "build", "-f", str(path)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "image.repository: is required to build" in result.stderr and "--image-repository" in result.stderr
+
+
+def test_main_image_is_still_required_without_a_repository(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"main\.image: is required"):
+        job_at(write_job(tmp_path, {}))
+
+
+def _entry(found: Any, repository: str = REPOSITORY) -> lock.LockEntry:
+    return lock.LockEntry(
+        repository=repository, tag=found.tag(repository), digest="sha256:" + "d" * 64, inputs_hash=found.inputs_hash,
+        base_image=found.base_image, jax_version="0.10.2", python_version=PY,
+    )  # fmt: skip
+
+
+def _main_image(result: Any) -> str:
+    (jobset,) = yaml.safe_load_all(result.stdout)
+    head = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == "pathways-head")
+    (main,) = [c for c in head["template"]["spec"]["template"]["spec"]["containers"] if c["name"] == "main"]
+    return str(main["image"])
+
+
+def test_render_asks_for_a_push_pins_the_lock_and_explains_a_stale_one(
+    runner: CliRunner, tmp_path: Path, jax_version: str
+) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    render = ["render", "-f", str(path), "--no-validate"]
+    result = runner.invoke(cli, render)
+    assert (
+        result.exit_code == 2 and "image.repository: r.example/team/job is set but no pushed job image" in result.stderr
+    )
+    assert "run `pwdeploy image build --push`" in result.stderr
+    job = job_at(path)
+    lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job, path)))
+    result = runner.invoke(cli, render)
+    assert result.exit_code == 0, result.output
+    assert _main_image(result) == f"{REPOSITORY}@sha256:{'d' * 64}" and "warning" not in result.stderr
+    result = runner.invoke(cli, [*render, "--image", "r.example/explicit:2"])
+    assert result.exit_code == 0 and _main_image(result) == "r.example/explicit:2", "an explicit main.image wins"
+    (tmp_path / "train.py").write_text("from pwdeploy import runtime\nchanged = True\n")
+    result = runner.invoke(cli, render)
+    assert result.exit_code == 2 and "warning: the job image inputs of img-test changed since" in result.stderr
+    assert pin.pin_pushed(job_at(path), path)[0].main.image is None
+
+
+def test_a_sidecar_lock_written_before_the_job_image_existed_still_pins(tmp_path: Path) -> None:
+    """pwdeploy-sidecar.lock keeps its name and format; the job image writes its own file of that format."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("X = 1\n")
+    base = f"r.example/b:1-python_{PY}-jax_0.10.2"
+    path = write_job(tmp_path, {"repository": REPOSITORY}, sidecar={"repository": "r.example/sc", "base_image": base,
+                                                                     "source_dir": "src"})  # fmt: skip
+    job = job_at(path)
+    hashes = sidecar.collect(job).inputs_hash
+    old = {"version": 1, "jobs": {"img-test": {
+        "repository": "r.example/sc", "tag": f"r.example/sc:{hashes[:16]}", "digest": "sha256:" + "e" * 64,
+        "inputs_hash": hashes, "base_image": base, "jax_version": "0.10.2", "python_version": PY}}}  # fmt: skip
+    (tmp_path / "pwdeploy-sidecar.lock").write_text(json.dumps(old, indent=2))  # as pwdeploy 0.1.0 wrote it
+    lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job, path)))
+    pinned, warnings = pin.pin_pushed(job, path)
+    assert warnings == [] and pinned.sidecar.image == "r.example/sc@sha256:" + "e" * 64
+    assert pinned.main.image == f"{REPOSITORY}@sha256:{'d' * 64}"
+
+
+class StandInEngine:
+    """Stands in for the engine: an image with the given label, whose `python -c` prints ``answer``."""
+
+    def __init__(self, label: str, answer: engine.RunResult) -> None:
+        self.label, self.answer = label, answer
+        self.removed: list[str] = []
+
+    def image_labels(self, ref: str) -> dict[str, str] | None:
+        return {"dev.pwdeploy.jax-version": self.label}
+
+    def run(self, ref: str, command: list[str]) -> engine.RunResult:
+        return self.answer
+
+    def remove(self, ref: str) -> None:
+        self.removed.append(ref)
+
+
+def _verify(stand_in: StandInEngine) -> str:
+    return build.verify_jax(stand_in, "r/x:1", "0.10.2", spec.VERSION_COMMAND)  # type: ignore[arg-type]
+
+
+def test_verify_jax_with_a_stand_in_engine() -> None:
+    assert _verify(StandInEngine("0.10.2", engine.RunResult(0, "0.10.2"))).startswith(
+        "label dev.pwdeploy.jax-version and"
+    )
+    foreign = engine.RunResult(1, "", "exec /usr/local/bin/python: exec format error")
+    assert "only (this engine cannot run" in _verify(StandInEngine("0.10.2", foreign))
+    for stand_in, message in [
+        (StandInEngine("0.9.0", engine.RunResult(0, "0.10.2")), "has jax 0.9.0 (from label"),
+        (StandInEngine("0.10.2", engine.RunResult(0, "0.10.1\n", "a warning\n")), "has jax 0.10.1 (from `python -c"),
+        (StandInEngine("0.10.2", engine.RunResult(1, "", "No module named 'jax'")), "failed in it (exit 1)"),
+    ]:
+        with pytest.raises(BuildError) as caught:
+            _verify(stand_in)
+        assert message in str(caught.value)
+        assert stand_in.removed == ["r/x:1"], "a rejected image is untagged"
+
+
+def test_example_job_image_dockerfile(runner: CliRunner, jax_version: str) -> None:
+    example = REPO / "examples" / "data_parallel" / "job.yaml"
+    result = runner.invoke(cli, ["image", "dockerfile", "-f", str(example), "--sidecar-python", "3.11"])
+    assert result.exit_code == 0, result.output
+    steps = instructions(result.stdout)
+    assert steps[0] == ("FROM", "python:3.11-slim-bookworm") and ("WORKDIR", "/app") in steps
+    assert ("RUN", f"python -m pip install --no-cache-dir --no-deps /opt/pwdeploy/{wheel.wheel_name()}") in steps
