@@ -158,7 +158,7 @@ def _wait(kube: Kube, name: str, namespace: str, until: str, timeout: float | No
 def _connect_recipe(kube: Kube, name: str, namespace: str) -> str:
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.cluster.progress import HEAD
-    from pwdeploy.envcontract import PROXY_PORT
+    from pwdeploy.identifiers import PROXY_PORT
 
     heads = js.list_pods(kube, namespace, name, **{js.REPLICATED_JOB_LABEL: HEAD})
     selector = f"{js.JOBSET_NAME_LABEL}={name},{js.REPLICATED_JOB_LABEL}={HEAD}"
