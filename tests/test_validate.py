@@ -294,6 +294,18 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
         (),
     ),
     (
+        "memory-backed volumes of one container together above its memory limit",
+        lambda o: (
+            head(o)["volumes"].append({"name": "transfer", "emptyDir": {"medium": "Memory", "sizeLimit": "30Gi"}}),
+            main(o).setdefault("volumeMounts", []).append({"name": "transfer", "mountPath": "/tmp/transfer"}),
+        ),
+        [
+            f"{MAIN}.resources.limits.memory: 32Gi is less than the memory-backed volumes this container mounts: "
+            "dshm (8Gi) + transfer (30Gi); lower their sizeLimit or raise the memory limit"
+        ],
+        (),
+    ),
+    (
         "bad quantity",
         lambda o: main(o)["resources"]["limits"].update(cpu="eight"),
         [f"{MAIN}.resources.limits.cpu: 'eight' is not a quantity; use e.g. 8, 500m, 16Gi"],

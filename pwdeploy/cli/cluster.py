@@ -78,6 +78,7 @@ def submit(
     Submitting the same config again changes nothing; a different config under the same name needs --replace.
     """
     from pwdeploy import manifests
+    from pwdeploy.advice import job_warnings
     from pwdeploy.cluster import submit as sub
     from pwdeploy.validate import require_valid
 
@@ -88,6 +89,8 @@ def submit(
             raise ConfigError("-n", f"{namespace_alias!r} contradicts --namespace {job_params['job__namespace']!r}")
         job_params["job__namespace"] = namespace_alias
     job = job_from_params(job_params)
+    for warning in job_warnings(job):
+        click.echo(f"warning: {warning}", err=True)
     kube = _connect(kubeconfig, context)
     namespace = job.namespace or kube.namespace  # as kubectl does: else the context's namespace
     job = job._replace(namespace=namespace)
