@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
 from pwdeploy.cluster.connect import connect
 from pwdeploy.cluster.jobsets import apply_jobset, get_jobset
@@ -20,7 +21,7 @@ from tests.kube_stub import FakeClock, StubKubeApiServer
 JOBSET = {
     "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
     "metadata": {"name": "demo", "namespace": "default"},
-    "spec": {"replicatedJobs": [{"name": "worker", "replicas": 1, "template": {"spec": {"parallelism": 1}}}]},
+    "spec": {"replicatedJobs": [{"name": ids.WORKER_JOB, "replicas": 1, "template": {"spec": {"parallelism": 1}}}]},
 }  # fmt: skip
 
 

@@ -160,11 +160,10 @@ def _wait(kube: Kube, name: str, namespace: str, until: str, timeout: float | No
 
 def _connect_recipe(kube: Kube, name: str, namespace: str) -> str:
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.progress import HEAD
-    from pwdeploy.identifiers import PROXY_PORT
+    from pwdeploy.identifiers import HEAD_JOB, JOBSET_NAME_LABEL, PROXY_PORT, REPLICATED_JOB_LABEL
 
-    heads = js.list_pods(kube, namespace, name, **{js.REPLICATED_JOB_LABEL: HEAD})
-    selector = f"{js.JOBSET_NAME_LABEL}={name},{js.REPLICATED_JOB_LABEL}={HEAD}"
+    heads = js.list_pods(kube, namespace, name, **{REPLICATED_JOB_LABEL: HEAD_JOB})
+    selector = f"{JOBSET_NAME_LABEL}={name},{REPLICATED_JOB_LABEL}={HEAD_JOB}"
     pod = heads[-1]["metadata"]["name"] if heads else "HEAD_POD"
     lines = [
         "Headless job: connect JAX through the IFRT proxy on the head pod:",
@@ -287,13 +286,14 @@ def delete(
     """Delete a pwdeploy-managed job (its JobSet, Jobs and pods)."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.errors import ClusterError, PwdeployError
+    from pwdeploy.identifiers import MANAGED_BY, MANAGED_BY_LABEL
 
     kube = _connect(kubeconfig, context)
     ns = namespace or kube.namespace
     obj = js.get_jobset(kube, ns, name)
     if obj is None:
         raise ClusterError(f"jobset {name} not found in namespace {ns}", hint=f"list jobs: pwdeploy list -n {ns}")
-    if (obj["metadata"].get("labels") or {}).get(js.MANAGED_BY_LABEL) != "pwdeploy":
+    if (obj["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:
         raise ClusterError(f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",
                            hint="delete it with the tool that created it")  # fmt: skip
     if not yes and not click.confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now.", err=True):

@@ -17,12 +17,11 @@ from enum import Enum
 from pwdeploy import __version__
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.api import Kube
-from pwdeploy.cluster.jobsets import MANAGED_BY_LABEL, Object
+from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.progress import TERMINAL, job_state
 from pwdeploy.errors import ClusterError, PwdeployError
+from pwdeploy.identifiers import CONFIG_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, VERSION_ANNOTATION
 
-CONFIG_HASH_ANNOTATION = "pwdeploy.dev/config-hash"
-VERSION_ANNOTATION = "pwdeploy.dev/version"
 JOBSET_INSTALL = (
     "install the JobSet controller: kubectl apply --server-side -f "
     "https://github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml"
@@ -89,7 +88,7 @@ def mark_managed(objects: list[Object], namespace: str) -> list[Object]:
     for obj in marked:
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", namespace)
-        meta.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, "pwdeploy")
+        meta.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY)
         annotations = meta.setdefault("annotations", {})
         if VERSION_ANNOTATION not in meta["labels"]:
             annotations.setdefault(VERSION_ANNOTATION, __version__)
@@ -202,7 +201,7 @@ def _refuse_unless_replacing(
     if replace:
         return
     labels = existing["metadata"].get("labels") or {}
-    if labels.get(MANAGED_BY_LABEL) != "pwdeploy" or old is None:
+    if labels.get(MANAGED_BY_LABEL) != MANAGED_BY or old is None:
         raise ClusterError(
             f"jobset {name} already exists in namespace {namespace} and was not created by pwdeploy",
             hint="choose another name (--name), or pass --replace to delete it and create this job instead",
