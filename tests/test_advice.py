@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 from pwdeploy.advice import job_warnings
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
+from tests.kube_stub import StubKubeApiServer
 
 BASE = {
     "name": "demo", "tpu.type": "v6e-16", "main.image": "r.example/p/img:1", "main.command": "python3 train.py",
@@ -64,3 +66,15 @@ def test_render_prints_warnings_on_stderr_only() -> None:
     assert [line.split(" ")[1] for line in lines] == ["tpu.worker_memory", "main.env.X_TOKEN"]
     assert all(line.startswith("warning: ") for line in lines)
     assert "warning" not in result.stdout and result.stdout.startswith("---\n")
+
+
+def test_submit_prints_the_same_warnings_against_the_stub_api_server(tmp_path: Path) -> None:
+    """Against StubKubeApiServer (a loopback stub, not an API server): warnings come before anything is sent."""
+    with StubKubeApiServer(namespaces=("default",)) as stub:
+        kubeconfig = stub.write_kubeconfig(tmp_path / "kubeconfig", {"stub": ("stub-token", None)}, current="stub")
+        args = ["submit", *FLAGS, "--env", "X_TOKEN=1", "--kubeconfig", str(kubeconfig), "--skip-preflight",
+                "--dry-run=client"]  # fmt: skip
+        result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0].startswith("warning: main.env.X_TOKEN looks like a credential")
+    assert stub.writes() == []

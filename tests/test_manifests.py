@@ -312,3 +312,24 @@ def test_sidecar_repository_without_a_pushed_image_is_a_clear_error(tmp_path: Pa
     with pytest.raises(ConfigError, match="no pushed sidecar image matches") as err:
         manifests.build(job)
     assert err.value.field == "sidecar.repository" and "pwdeploy sidecar build --push" in str(err.value)
+
+
+VARIANTS = [
+    ("headless-v4.yaml", {"storage.hlo_dump": "gs://bucket-c/hlo"}),
+    ("sidecar-v6e.yaml", {"storage.hlo_dump": "gs://bucket-d/hlo", "worker_flags": ["--megascale_x=1"]}),
+    ("single-slice-v6e.yaml", {"head.transfer_shm_size": "0", "main.secret_env": {"HF_TOKEN": "hf/token"}}),
+    ("elastic-v5e.yaml", {"scheduling.restart_strategy": "Recreate", "worker_env": {"LIBTPU_INIT_ARGS": "--x=1"}}),
+]
+
+
+@pytest.mark.parametrize(("config", "overrides"), VARIANTS, ids=lambda v: v if isinstance(v, str) else "")
+def test_variant_combinations_pass_validation_and_the_crds(config: str, overrides: dict[str, Any]) -> None:
+    from pwdeploy.validate import validate_objects
+    from tests.crd import CRD_VERSIONS, crd_path, validate_against_crd
+
+    objects = manifests.build(_job(GOLDEN / "configs" / config, **overrides))
+    assert validate_objects(objects) == []
+    for version in CRD_VERSIONS:
+        if not crd_path(version).exists():
+            pytest.fail(f"JobSet CRD {crd_path(version)} not found (the shared folder beside the checkout)")
+        assert all(validate_against_crd(obj, version) == [] for obj in objects)

@@ -6,6 +6,7 @@ The base builders (head.py, worker.py) know nothing of these; `apply_variants` c
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -111,7 +112,7 @@ def transfer_memory(job: JobConfig, pods: Pods) -> Pods:
 
 def hlo_upload_script(destination: str) -> str:
     """Copy the dump directory to GCS every interval, and once more when the container is told to stop."""
-    copy = f"gcloud storage rsync --recursive {ids.HLO_DIR} {destination}"
+    copy = f"gcloud storage rsync --recursive {ids.HLO_DIR} {shlex.quote(destination)}"
     return (
         f"upload() {{ {copy}; }}\n"
         'trap "upload; exit 0" TERM INT\n'
