@@ -1,6 +1,13 @@
 """The TPU catalog: from ``v6e-16`` (or a family and a topology) to what the manifests need.
 
 v4, v5p and tpu7x names count TensorCores (two per chip); v5e (``v5litepod``) and v6e names count chips.
+
+The topologies accepted are those xpk and pathways-job accept. 2-D families (v5e, v6e) have a fixed list.
+3-D families (v4, v5p, tpu7x) take 2x2x1, 2x2x2, 2x2x4 and 2x4x4, then any AxBxC of multiples of 4 (each at
+most 256) made of at most ``max_cubes`` 4x4x4 cubes, dimensions ascending except on v4. A name ``v5p-N``
+resolves to the most cube-like of the topologies with its chip count (the smallest sum of dimensions, ties to
+the first in ascending order): v5p-384 is 4x4x12, v4-1536 is 8x8x12. A name may also spell the topology
+itself, as xpk's do: ``v5p-4x4x28``.
 """
 
 from __future__ import annotations
@@ -11,11 +18,10 @@ from typing import NamedTuple
 
 from pwdeploy.errors import ConfigError
 
-_CUBE_SEQUENCE = (
-    "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16", "8x16x16",
-    "16x16x16", "16x16x24",
-)  # fmt: skip
-_PLANE_SEQUENCE = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
+_SMALL_CUBOIDS = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")  # below one 4x4x4 cube
+_CUBE = 4  # chips along each side of a cube
+_MAX_DIM = 256
+_SINGLE_HOST_CHIPS = {"1x1": 1, "2x2": 4}  # 2-D topology -> chips on its one VM
 
 
 class TpuFamily(NamedTuple):
@@ -24,26 +30,36 @@ class TpuFamily(NamedTuple):
     accelerator: str  # node label cloud.google.com/gke-tpu-accelerator
     pathways_version: str  # first half of the resource manager's --instance_type
     cores_per_chip_in_name: int  # 2 where names count TensorCores, 1 where they count chips
-    topologies: tuple[str, ...]  # the named sizes, smallest first
+    planes: tuple[str, ...] = ()  # 2-D families: every topology, smallest first
+    max_cubes: int = 0  # 3-D families: the most 4x4x4 cubes in one slice
+    any_order: bool = False  # 3-D: dimensions in any order (v4), else ascending
 
     @property
     def three_d(self) -> bool:
-        return self.topologies[0].count("x") == 2
+        return not self.planes
+
+    @property
+    def small_topologies(self) -> tuple[str, ...]:
+        """The named sizes below one cube (2-D: all of them), smallest first."""
+        return _SMALL_CUBOIDS if self.three_d else self.planes
+
+    def name_of(self, chips: int) -> str:
+        return f"{self.prefix}-{chips * self.cores_per_chip_in_name}"
 
 
+_PLANES = ("2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 FAMILIES: dict[str, TpuFamily] = {
     f.name: f
     for f in (
-        TpuFamily("v4", "v4", "tpu-v4-podslice", "tpuv4", 2, _CUBE_SEQUENCE[:10]),
-        TpuFamily("v5e", "v5litepod", "tpu-v5-lite-podslice", "tpuv5e", 1, _PLANE_SEQUENCE),
-        TpuFamily("v5p", "v5p", "tpu-v5p-slice", "tpuv5", 2, _CUBE_SEQUENCE),
-        TpuFamily("v6e", "v6e", "tpu-v6e-slice", "tpuv6e", 1, _PLANE_SEQUENCE),
-        TpuFamily("tpu7x", "tpu7x", "tpu7x", "tpu7x", 2, _CUBE_SEQUENCE[:11]),
+        TpuFamily("v4", "v4", "tpu-v4-podslice", "tpuv4", 2, max_cubes=64, any_order=True),
+        # 2x2 is a single-host slice; no Pathways source runs a 1x1 v5e.
+        TpuFamily("v5e", "v5litepod", "tpu-v5-lite-podslice", "tpuv5e", 1, planes=("2x2", *_PLANES)),
+        TpuFamily("v5p", "v5p", "tpu-v5p-slice", "tpuv5", 2, max_cubes=140),
+        TpuFamily("v6e", "v6e", "tpu-v6e-slice", "tpuv6e", 1, planes=("1x1", "2x2", *_PLANES)),
+        TpuFamily("tpu7x", "tpu7x", "tpu7x", "tpu7x", 2, max_cubes=144),
     )
 }
 _BY_PREFIX = {f.prefix: f for f in FAMILIES.values()}
-_MAX_CUBE_DIM = 24
-_SINGLE_HOST_PLANES = {"1x1": 1, "2x2": 4}  # topology -> chips on its one VM
 
 
 class TpuSlice(NamedTuple):
@@ -68,43 +84,85 @@ class TpuSlice(NamedTuple):
 
     @property
     def type_name(self) -> str:
-        return f"{self.family.prefix}-{self.chips * self.family.cores_per_chip_in_name}"
+        return self.family.name_of(self.chips)
+
+
+def _dims(topology: str) -> list[int]:
+    return [int(d) for d in topology.split("x")]
 
 
 def _chips(topology: str) -> int:
-    return math.prod(int(d) for d in topology.split("x"))
+    return math.prod(_dims(topology))
 
 
-def _valid_names(family: TpuFamily) -> str:
-    return ", ".join(f"{family.prefix}-{_chips(t) * family.cores_per_chip_in_name}" for t in family.topologies)
+def _slice(family: TpuFamily, topology: str) -> TpuSlice:
+    chips = _chips(topology)
+    per_vm = _SINGLE_HOST_CHIPS.get(topology, 4) if not family.three_d else 4
+    return TpuSlice(family, topology, chips, per_vm)
 
 
-def _check_topology(family: TpuFamily, topology: str, field: str) -> str:
-    dims = 3 if family.three_d else 2
-    if not re.fullmatch(r"[1-9][0-9]*" + r"x[1-9][0-9]*" * (dims - 1), topology):
-        raise ConfigError(
-            field,
-            f"{topology!r} is not a {family.name} topology; "
-            f"{family.name} topologies are {'AxBxC' if dims == 3 else 'AxB'}, "
-            f"valid: {', '.join(family.topologies)}",
-        )
-    if topology in family.topologies:
-        return topology
-    sizes = [int(d) for d in topology.split("x")]
-    # Larger 3-D slices come in any AxBxC of multiples of 4, dimensions ascending.
-    if family.three_d and all(d % 4 == 0 and d <= _MAX_CUBE_DIM for d in sizes) and sizes == sorted(sizes):
-        return topology
-    rule = " or AxBxC with A<=B<=C, each a multiple of 4 up to 24" if family.three_d else ""
-    raise ConfigError(
-        field,
-        f"{topology} is not a {family.name} topology; valid: {', '.join(family.topologies)}{rule}",
+def _rule(family: TpuFamily) -> str:
+    if not family.three_d:
+        return f"valid: {', '.join(family.planes)}"
+    order = "in any order" if family.any_order else "with A<=B<=C"
+    return (
+        f"valid: {', '.join(_SMALL_CUBOIDS)}, or AxBxC {order}, each a multiple of 4 up to {_MAX_DIM}, "
+        f"at most {family.max_cubes} cubes of 4x4x4 (e.g. 4x4x8, 8x8x12)"
     )
 
 
-def _chips_per_vm(family: TpuFamily, topology: str) -> int:
-    if not family.three_d and topology in _SINGLE_HOST_PLANES:
-        return _SINGLE_HOST_PLANES[topology]
-    return 4
+def _cuboid_problem(family: TpuFamily, dims: list[int]) -> str | None:
+    """Why ``dims`` is not a large 3-D topology of ``family``; None when it is one."""
+    if any(d % _CUBE or d > _MAX_DIM for d in dims):
+        return "each dimension must be a multiple of 4 up to 256"
+    if not family.any_order and dims != sorted(dims):
+        return "dimensions must ascend (A<=B<=C)"
+    cubes = math.prod(d // _CUBE for d in dims)
+    if cubes > family.max_cubes:
+        return f"it is {cubes} cubes of 4x4x4; {family.name} slices have at most {family.max_cubes}"
+    return None
+
+
+def check_topology(family: TpuFamily, topology: str, field: str = "tpu.topology") -> str:
+    """``topology`` if ``family`` has it; else a ConfigError naming ``field`` and the rule."""
+    dims = 3 if family.three_d else 2
+    if not re.fullmatch(r"[1-9][0-9]*" + r"x[1-9][0-9]*" * (dims - 1), topology):
+        shape = "AxBxC" if dims == 3 else "AxB"
+        raise ConfigError(
+            field,
+            f"{topology!r} is not a {family.name} topology; {family.name} topologies are {shape}, {_rule(family)}",
+        )
+    if topology in family.small_topologies:
+        return topology
+    problem = _cuboid_problem(family, _dims(topology)) if family.three_d else None
+    if family.three_d and problem is None:
+        return topology
+    why = f" ({problem})" if problem else ""
+    raise ConfigError(field, f"{topology} is not a {family.name} topology{why}; {_rule(family)}")
+
+
+def cuboids(family: TpuFamily, cubes: int) -> list[str]:
+    """Every ascending large topology of ``family`` made of ``cubes`` 4x4x4 cubes, in ascending order."""
+    if not family.three_d or not 1 <= cubes <= family.max_cubes:
+        return []
+    side = _MAX_DIM // _CUBE
+    found = []
+    for a in range(1, side + 1):
+        for b in range(a, side + 1):
+            c, rest = divmod(cubes, a * b)
+            if rest == 0 and b <= c <= side:
+                found.append(f"{a * _CUBE}x{b * _CUBE}x{c * _CUBE}")
+    return found
+
+
+def topology_for_chips(family: TpuFamily, chips: int) -> str | None:
+    """The topology a name with ``chips`` chips stands for: the most cube-like; None when there is none."""
+    small = [t for t in family.small_topologies if _chips(t) == chips]
+    if small:
+        return small[0]
+    cubes, rest = divmod(chips, _CUBE**3)
+    shapes = cuboids(family, cubes) if rest == 0 else []
+    return min(shapes, key=lambda t: (sum(_dims(t)), _dims(t))) if shapes else None
 
 
 def family_of(name: str, field: str = "tpu.family") -> TpuFamily:
@@ -116,29 +174,42 @@ def family_of(name: str, field: str = "tpu.family") -> TpuFamily:
 
 def from_topology(family_name: str, topology: str) -> TpuSlice:
     family = family_of(family_name)
-    topology = _check_topology(family, topology, "tpu.topology")
-    return TpuSlice(family, topology, _chips(topology), _chips_per_vm(family, topology))
+    return _slice(family, check_topology(family, topology))
+
+
+def _valid_sizes(family: TpuFamily) -> str:
+    named = ", ".join(family.name_of(_chips(t)) for t in family.small_topologies)
+    if not family.three_d:
+        return named
+    per_cube = family.name_of(_CUBE**3).split("-")[1]
+    return (
+        f"{named}, or a multiple of {per_cube} up to {family.name_of(_CUBE**3 * family.max_cubes)} that forms an "
+        "AxBxC of 4x4x4 cubes"
+    )
 
 
 def from_type(tpu_type: str, field: str = "tpu.type") -> TpuSlice:
-    """Resolve a ``<prefix>-<N>`` name such as ``v5p-8`` or ``v6e-16``."""
-    match = re.fullmatch(r"([a-z0-9]+)-([0-9]+)", tpu_type)
+    """Resolve ``<prefix>-<N>`` (``v5p-8``, ``v6e-16``) or ``<prefix>-<topology>`` (``v5p-4x4x28``)."""
+    match = re.fullmatch(r"([a-z0-9]+)-([0-9][0-9x]*)", tpu_type)
     if not match:
         raise ConfigError(
             field,
             f"{tpu_type!r} is not a TPU type; expected <family>-<size> such as v5p-8, v6e-16, "
             f"v5litepod-32, v4-16, tpu7x-8",
         )
-    prefix, size = match.group(1), int(match.group(2))
+    prefix, size = match.groups()
     family = _BY_PREFIX.get(prefix) or FAMILIES.get(prefix)
     if family is None:
         prefixes = ", ".join(f.prefix for f in FAMILIES.values())
         raise ConfigError(field, f"unknown TPU family {prefix!r} in {tpu_type!r}; valid prefixes: {prefixes}")
-    for topology in family.topologies:
-        if _chips(topology) * family.cores_per_chip_in_name == size:
-            return TpuSlice(family, topology, _chips(topology), _chips_per_vm(family, topology))
-    raise ConfigError(
-        field,
-        f"{tpu_type} is not a {family.name} size; valid: {_valid_names(family)} "
-        f"(or set tpu.family and tpu.topology for other shapes)",
-    )
+    if "x" in size:
+        return _slice(family, check_topology(family, size, field))
+    chips, rest = divmod(int(size), family.cores_per_chip_in_name)
+    topology = topology_for_chips(family, chips) if rest == 0 else None
+    if topology is None:
+        raise ConfigError(
+            field,
+            f"{tpu_type} is not a {family.name} size; valid: {_valid_sizes(family)} "
+            f"(or set tpu.family and tpu.topology)",
+        )
+    return _slice(family, topology)

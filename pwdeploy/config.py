@@ -103,6 +103,7 @@ class StorageConfig(NamedTuple):
     scratch: GcsPath
     enable_olm: bool
     hlo_dump: GcsPath | None
+    hlo_uploader_image: str
     profiles: GcsPath | None
     checkpoints: GcsPath | None
 
@@ -460,6 +461,7 @@ def _storage(parsed: Mapping[str, Any]) -> StorageConfig:
             "is required: Pathways keeps its compilation cache and job state there",
             hint="pass --gcs-scratch gs://BUCKET/PREFIX (a bucket your node pool's service account can write)",
         )
+    check_image_pinned(parsed["storage.hlo_uploader_image"], "storage.hlo_uploader_image")
     return _section(StorageConfig, parsed, "storage")
 
 

@@ -1,15 +1,16 @@
 """The environment a job's program gets: one source of truth for the cluster and for `local run`.
 
 ``job_env`` is what pwdeploy promises the user's program on both sides (data-loader worker count, slice
-shape, storage locations, user env). ``proxy_env`` is what makes JAX talk to Pathways; local runs leave it out.
+shape, storage locations, user env). ``proxy_env`` is what makes JAX talk to Pathways, including the
+client-proxy transfer directory; local runs leave it out (there is no proxy to share memory with).
 """
 
 from __future__ import annotations
 
 from pwdeploy.config import JobConfig
+from pwdeploy.identifiers import PROXY_PORT, TRANSFER_DIR
 
 DATA_WORKERS = "PWDEPLOY_DATA_WORKERS"
-PROXY_PORT = 29000
 
 
 def job_env(job: JobConfig, *, hlo_dump: str | None = None) -> dict[str, str]:
@@ -36,11 +37,20 @@ def job_env(job: JobConfig, *, hlo_dump: str | None = None) -> dict[str, str]:
     return env
 
 
-def proxy_env(head_address: str = "$(PATHWAYS_HEAD)") -> dict[str, str]:
-    """What points JAX at the IFRT proxy (cluster only)."""
-    return {
+TRANSFER_DIRECTORY_ENV = "IFRT_PROXY_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY"  # read by client and proxy
+TRANSFER_THRESHOLD_ENV = "IFRT_PROXY_LARGE_TRANSFER_THRESHOLD"  # bytes; read by the client
+TRANSFER_THRESHOLD_BYTES = "1"  # every host-to-device transfer goes through the shared directory
+
+
+def proxy_env(head_address: str = "$(PATHWAYS_HEAD)", transfer_dir: str | None = TRANSFER_DIR) -> dict[str, str]:
+    """What points JAX at the IFRT proxy (cluster only); ``transfer_dir``: the memory-backed directory the
+    client shares with the proxy for large transfers (None: every transfer goes through gRPC)."""
+    env = {
         "JAX_PLATFORMS": "proxy",
         "JAX_BACKEND_TARGET": f"grpc://{head_address}:{PROXY_PORT}",
         "XCLOUD_ENVIRONMENT": "GCP",
         "ENABLE_PATHWAYS_PERSISTENCE": "1",
     }
+    if transfer_dir is not None:
+        env |= {TRANSFER_DIRECTORY_ENV: transfer_dir, TRANSFER_THRESHOLD_ENV: TRANSFER_THRESHOLD_BYTES}
+    return env

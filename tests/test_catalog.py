@@ -22,7 +22,32 @@ KNOWN = {
     "v6e-4": ("tpuv6e:2x2", 1, 4),
     "v6e-1": ("tpuv6e:1x1", 1, 1),
     "tpu7x-8": ("tpu7x:2x2x1", 1, 4),
+    "v5p-384": ("tpuv5:4x4x12", 48, 4),
+    "v4-1536": ("tpuv4:8x8x12", 192, 4),
+    "v5p-1536": ("tpuv5:8x8x12", 192, 4),
+    "v5p-17920": ("tpuv5:16x20x28", 2240, 4),
 }
+
+# What each family accepts, restated from xpk's rule: (max cubes, any order) for 3-D, the list for 2-D.
+CUBE_RULES = {"v4": (64, True), "v5p": (140, False), "tpu7x": (144, False)}
+PLANES = {
+    "v5e": ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
+    "v6e": ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
+}
+SMALL = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
+
+
+def _accepted(family: str, dims: list[int]) -> bool:
+    if family in PLANES:
+        return "x".join(map(str, dims)) in PLANES[family]
+    if "x".join(map(str, dims)) in SMALL:
+        return True
+    max_cubes, any_order = CUBE_RULES[family]
+    return (
+        all(d % 4 == 0 and 4 <= d <= 256 for d in dims)
+        and (any_order or dims == sorted(dims))
+        and math.prod(d // 4 for d in dims) <= max_cubes
+    )
 
 
 @pytest.mark.parametrize("name", KNOWN)
@@ -39,6 +64,10 @@ def test_known_types(name: str) -> None:
         ("v9-8", "unknown TPU family 'v9'"),
         ("v5p", "expected <family>-<size>"),
         ("v5p-7", "is not a v5p size"),
+        ("v5p-136", "is not a v5p size; valid: v5p-8, v5p-16, v5p-32, v5p-64, or a multiple of 128 up to v5p-17920"),
+        ("v5p-8576", "is not a v5p size"),  # 67 cubes: only 4x4x268, longer than 256
+        ("v4-8320", "is not a v4 size"),  # 65 cubes: more than 64
+        ("v5litepod-1", "is not a v5e size; valid: v5litepod-4, v5litepod-8"),
     ],
 )
 def test_unknown_types_list_the_valid_ones(name: str, message: str) -> None:
@@ -47,38 +76,98 @@ def test_unknown_types_list_the_valid_ones(name: str, message: str) -> None:
     assert err.value.field == "tpu.type"
 
 
+def test_names_may_spell_the_topology() -> None:
+    tpu = catalog.from_type("v5p-4x4x28")
+    assert (tpu.topology, tpu.vms, tpu.type_name) == ("4x4x28", 112, "v5p-896")
+    with pytest.raises(ConfigError, match="at most 64") as err:
+        catalog.from_type("v4-16x16x24")
+    assert err.value.field == "tpu.type"
+
+
 def test_explicit_topology() -> None:
     tpu = catalog.from_topology("v5p", "4x4x12")
     assert (tpu.chips, tpu.vms, tpu.instance_type) == (192, 48, "tpuv5:4x4x12")
     assert catalog.from_topology("v5litepod", "2x4").accelerator == "tpu-v5-lite-podslice"
+    assert catalog.from_topology("v4", "8x4x4").instance_type == "tpuv4:8x4x4"  # v4 takes any order
 
 
 @pytest.mark.parametrize(
     ("family", "topology", "message"),
     [("v6e", "4x5", "is not a v6e topology; valid: 1x1, 2x2"), ("v6e", "2x2x2", "AxB"), ("v5p", "4x4", "AxBxC"),
-     ("v5p", "12x4x4", "A<=B<=C"), ("v7", "2x2", "unknown TPU family")],
+     ("v5p", "12x4x4", "A<=B<=C"), ("v7", "2x2", "unknown TPU family"), ("v5e", "1x1", "valid: 2x2, 2x4"),
+     ("v4", "16x16x24", "96 cubes of 4x4x4; v4 slices have at most 64"), ("v5p", "4x4x260", "up to 256"),
+     ("tpu7x", "4x4x580", "up to 256"), ("tpu7x", "12x12x68", "153 cubes")],
 )  # fmt: skip
 def test_bad_topologies(family: str, topology: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=message) as err:
         catalog.from_topology(family, topology)
+    assert err.value.field == ("tpu.family" if family == "v7" else "tpu.topology")
 
 
-@given(
-    st.sampled_from(list(catalog.FAMILIES.values())).flatmap(
-        lambda f: st.tuples(st.just(f), st.sampled_from(f.topologies))
-    )
-)
-def test_every_named_size_round_trips(pair: tuple[catalog.TpuFamily, str]) -> None:
+@pytest.mark.parametrize(("family", "topology"), [("v5p", "4x4x28"), ("v5p", "16x20x28"), ("tpu7x", "12x12x64"),
+                                                  ("v4", "16x16x16"), ("v6e", "1x1"), ("v5e", "2x2")])  # fmt: skip
+def test_largest_and_smallest_accepted(family: str, topology: str) -> None:
+    assert catalog.from_topology(family, topology).topology == topology
+
+
+_DIM = st.integers(1, 300)
+
+
+@given(st.sampled_from(list(CUBE_RULES)), st.lists(_DIM | st.sampled_from([1, 2, 4]), min_size=3, max_size=3))
+def test_three_d_families_accept_exactly_the_rule(family: str, dims: list[int]) -> None:
+    topology = "x".join(map(str, dims))
+    if _accepted(family, dims):
+        tpu = catalog.from_topology(family, topology)
+        assert tpu.chips == math.prod(dims) == tpu.vms * tpu.chips_per_vm and tpu.chips_per_vm == 4
+    else:
+        with pytest.raises(ConfigError):
+            catalog.from_topology(family, topology)
+
+
+@given(st.sampled_from(list(CUBE_RULES)), st.lists(st.integers(1, 64), min_size=3, max_size=3))
+def test_multiples_of_four_near_the_cube_limit(family: str, sides: list[int]) -> None:
+    dims = [4 * s for s in sides]
+    accepted = _accepted(family, dims)
+    try:
+        catalog.from_topology(family, "x".join(map(str, dims)))
+    except ConfigError:
+        assert not accepted
+    else:
+        assert accepted
+
+
+@given(st.sampled_from(list(PLANES)), st.lists(st.sampled_from([1, 2, 4, 8, 16, 32]), min_size=2, max_size=2))
+def test_two_d_families_accept_exactly_their_list(family: str, dims: list[int]) -> None:
+    topology = "x".join(map(str, dims))
+    if topology in PLANES[family]:
+        assert catalog.from_topology(family, topology).topology == topology
+    else:
+        with pytest.raises(ConfigError):
+            catalog.from_topology(family, topology)
+
+
+@given(st.sampled_from(list(CUBE_RULES)), st.integers(1, 150))
+def test_every_cube_count_with_a_topology_has_a_name(family_name: str, cubes: int) -> None:
+    """A name resolves whenever some accepted topology has its chip count, to the most cube-like of them."""
+    family = catalog.FAMILIES[family_name]
+    shapes = catalog.cuboids(family, cubes)
+    name = family.name_of(cubes * 64)
+    if not shapes:
+        with pytest.raises(ConfigError, match="is not a"):
+            catalog.from_type(name)
+        return
+    tpu = catalog.from_type(name)
+    assert tpu.topology in shapes and tpu.type_name == name and tpu.chips == cubes * 64
+    assert sum(map(int, tpu.topology.split("x"))) == min(sum(map(int, s.split("x"))) for s in shapes)
+    assert all(_accepted(family_name, list(map(int, s.split("x")))) for s in shapes)
+
+
+@given(st.sampled_from(list(catalog.FAMILIES.values())).flatmap(
+    lambda f: st.tuples(st.just(f), st.sampled_from(f.small_topologies))))  # fmt: skip
+def test_every_small_size_round_trips(pair: tuple[catalog.TpuFamily, str]) -> None:
     family, topology = pair
     by_topology = catalog.from_topology(family.name, topology)
     by_name = catalog.from_type(by_topology.type_name)
     assert by_name == by_topology
     assert by_name.vms * by_name.chips_per_vm == by_name.chips == math.prod(map(int, topology.split("x")))
     assert by_name.chips_per_vm in (1, 4)
-
-
-@given(st.lists(st.integers(1, 6), min_size=3, max_size=3))
-def test_large_cubes_need_multiples_of_four(dims: list[int]) -> None:
-    topology = "x".join(str(4 * d) for d in sorted(dims))
-    tpu = catalog.from_topology("v5p", topology)
-    assert tpu.vms == tpu.chips // 4

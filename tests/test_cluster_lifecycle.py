@@ -7,6 +7,7 @@ import io
 from datetime import UTC, datetime
 from typing import Any
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster.progress import GroupProgress, JobState, age, job_state, progress, progress_line
 from pwdeploy.cluster.wait import Display
 from tests.conftest import REPO, ClusterCli
@@ -22,12 +23,12 @@ def jobset(name: str = "dp-example", namespace: str = "default", slices: int = 2
 
 def pod(rj: str, index: int = 0, host: int = 0, phase: str = "Running", *, containers: tuple[str, ...] = (),
         scheduled: bool = True, job: str = "dp-example", **status: Any) -> dict[str, Any]:  # fmt: skip
-    defaults = ("main",) if rj == "pathways-head" else ("pathways-worker",)
-    init = ("pathways-proxy", "pathways-rm") if rj == "pathways-head" else ()
+    defaults = (ids.MAIN_CONTAINER,) if rj == ids.HEAD_JOB else (ids.WORKER_CONTAINER,)
+    init = (ids.PROXY_CONTAINER, ids.RM_CONTAINER) if rj == ids.HEAD_JOB else ()
     return {
         "metadata": {"name": f"{job}-{rj}-{index}-{host}-x7k2p", "namespace": "default", "labels": {
-            "jobset.sigs.k8s.io/jobset-name": job, "jobset.sigs.k8s.io/replicatedjob-name": rj,
-            "jobset.sigs.k8s.io/job-index": str(index), "batch.kubernetes.io/job-completion-index": str(host)}},
+            ids.JOBSET_NAME_LABEL: job, ids.REPLICATED_JOB_LABEL: rj,
+            ids.JOB_INDEX_LABEL: str(index), ids.COMPLETION_INDEX_LABEL: str(host)}},
         "spec": {"nodeName": "node-1" if scheduled else None, "initContainers": [{"name": c} for c in init],
                  "containers": [{"name": c} for c in containers or defaults]},
         "status": {"phase": phase, **status},
@@ -39,7 +40,7 @@ def pod(rj: str, index: int = 0, host: int = 0, phase: str = "Running", *, conta
 
 def test_job_state_from_conditions_and_ready_counts() -> None:
     assert job_state(jobset()).phase == "Pending"
-    ready = [{"name": "pathways-head", "ready": 1}, {"name": "worker", "ready": 2}]
+    ready = [{"name": ids.HEAD_JOB, "ready": 1}, {"name": ids.WORKER_JOB, "ready": 2}]
     assert job_state(jobset(replicatedJobsStatus=ready)).phase == "Running"
     assert job_state(jobset(replicatedJobsStatus=ready[:1], restarts=2)) == JobState("Starting", restarts=2)
     failed = [{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "head failed"}]
@@ -49,8 +50,8 @@ def test_job_state_from_conditions_and_ready_counts() -> None:
 
 
 def test_progress_counts_pods_per_component_and_slice() -> None:
-    pods = [pod("pathways-head"), pod("worker", 0, 0), pod("worker", 0, 1, "Pending"),
-            pod("worker", 1, 0, "Pending", scheduled=False)]  # fmt: skip
+    pods = [pod(ids.HEAD_JOB), pod(ids.WORKER_JOB, 0, 0), pod(ids.WORKER_JOB, 0, 1, "Pending"),
+            pod(ids.WORKER_JOB, 1, 0, "Pending", scheduled=False)]  # fmt: skip
     groups = progress(jobset(), pods)
     assert groups == [
         GroupProgress("head", 1, scheduled=1, running=1),
@@ -95,13 +96,13 @@ def test_wait_shows_progress_until_running(
         obj = stub.get("jobsets", "default", "dp-example")
         assert obj is not None
         if polls == 1:
-            stub.put("pods", pod("pathways-head", phase="Pending"))
-            stub.put("pods", pod("worker", 0, phase="Pending", scheduled=False))
+            stub.put("pods", pod(ids.HEAD_JOB, phase="Pending"))
+            stub.put("pods", pod(ids.WORKER_JOB, 0, phase="Pending", scheduled=False))
         if polls == 2:
-            for p in (pod("pathways-head"), pod("worker", 0), pod("worker", 1)):
+            for p in (pod(ids.HEAD_JOB), pod(ids.WORKER_JOB, 0), pod(ids.WORKER_JOB, 1)):
                 stub.put("pods", p)
-            obj["status"] = {"replicatedJobsStatus": [{"name": "pathways-head", "ready": 1},
-                                                      {"name": "worker", "ready": 2}]}  # fmt: skip
+            obj["status"] = {"replicatedJobsStatus": [{"name": ids.HEAD_JOB, "ready": 1},
+                                                      {"name": ids.WORKER_JOB, "ready": 2}]}  # fmt: skip
 
     clock.on_sleep = world
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait"])
@@ -180,17 +181,17 @@ def test_status_shows_pods_per_slice_and_warning_events(
     stub.put("jobsets", jobset(slices=1, conditions=[
         {"type": "StartupPolicyInProgress", "status": "True", "reason": "InOrderStartupPolicyInProgress",
          "message": "in order startup policy is in progress"}]))  # fmt: skip
-    stub.put("pods", pod("pathways-head", initContainerStatuses=[
-        {"name": "pathways-proxy", "ready": True, "restartCount": 1},
-        {"name": "pathways-rm", "ready": True, "restartCount": 0}],
-        containerStatuses=[{"name": "main", "ready": True, "restartCount": 0}]))  # fmt: skip
-    stub.put("pods", pod("worker", 0, 0, containerStatuses=[
-        {"name": "pathways-worker", "ready": False, "restartCount": 0,
+    stub.put("pods", pod(ids.HEAD_JOB, initContainerStatuses=[
+        {"name": ids.PROXY_CONTAINER, "ready": True, "restartCount": 1},
+        {"name": ids.RM_CONTAINER, "ready": True, "restartCount": 0}],
+        containerStatuses=[{"name": ids.MAIN_CONTAINER, "ready": True, "restartCount": 0}]))  # fmt: skip
+    stub.put("pods", pod(ids.WORKER_JOB, 0, 0, containerStatuses=[
+        {"name": ids.WORKER_CONTAINER, "ready": False, "restartCount": 0,
          "state": {"waiting": {"reason": "ImagePullBackOff"}}}]))  # fmt: skip
     stub.put(
         "pods",
         pod(
-            "worker",
+            ids.WORKER_JOB,
             0,
             1,
             "Pending",
@@ -239,11 +240,11 @@ def test_logs_of_a_worker_host_with_tail(cluster_cli: ClusterCli, kc: list[str],
     assert result.stdout == "ready\nstep 1\n"
     listing, read = stub.requests[-2:]
     assert listing.q("labelSelector") == (
-        "jobset.sigs.k8s.io/jobset-name=dp-example,jobset.sigs.k8s.io/replicatedjob-name=worker,"
-        "jobset.sigs.k8s.io/job-index=1,batch.kubernetes.io/job-completion-index=1"
+        f"{ids.JOBSET_NAME_LABEL}=dp-example,{ids.REPLICATED_JOB_LABEL}={ids.WORKER_JOB},"
+        f"{ids.JOB_INDEX_LABEL}=1,{ids.COMPLETION_INDEX_LABEL}=1"
     )
-    assert read.path == "/api/v1/namespaces/default/pods/dp-example-worker-1-1-x7k2p/log"
-    assert read.query == {"container": ["pathways-worker"], "tailLines": ["2"]}
+    assert read.path == f"/api/v1/namespaces/default/pods/dp-example-{ids.WORKER_JOB}-1-1-x7k2p/log"
+    assert read.query == {"container": [ids.WORKER_CONTAINER], "tailLines": ["2"]}
 
 
 def test_logs_follow_of_the_proxy(cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer) -> None:
@@ -251,7 +252,7 @@ def test_logs_follow_of_the_proxy(cluster_cli: ClusterCli, kc: list[str], stub: 
     stub.logs[("default", "dp-example-pathways-head-0-0-x7k2p", "pathways-proxy")] = "listening on 29000"
     result = cluster_cli(["logs", "dp-example", "--component", "proxy", "-f", *kc])
     assert result.exit_code == 0 and result.stdout == "listening on 29000\n"
-    assert stub.requests[-1].query == {"container": ["pathways-proxy"], "follow": ["true"]}
+    assert stub.requests[-1].query == {"container": [ids.PROXY_CONTAINER], "follow": ["true"]}
 
 
 def test_logs_explain_headless_and_bad_flags(cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer) -> None:

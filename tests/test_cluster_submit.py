@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from pwdeploy import __version__
+from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.submit import (
@@ -49,7 +50,7 @@ def test_mark_managed_records_hash_and_keeps_the_rendered_object() -> None:
 def test_config_hash_ignores_bookkeeping_but_not_the_spec() -> None:
     base = config_hash([tiny_jobset()])
     other_version = tiny_jobset()
-    other_version["metadata"]["annotations"]["pwdeploy.dev/version"] = "9.9.9"
+    other_version["metadata"]["annotations"][ids.VERSION_ANNOTATION] = "9.9.9"
     assert config_hash([other_version]) == base
     assert config_hash([tiny_jobset(slices=3)]) != base
 
@@ -59,8 +60,8 @@ def test_mark_managed_adds_missing_labels() -> None:
     del bare["metadata"]["labels"], bare["metadata"]["annotations"], bare["metadata"]["namespace"]
     (marked,) = mark_managed([bare], "team")
     meta = marked["metadata"]
-    assert meta["namespace"] == "team" and meta["labels"] == {"app.kubernetes.io/managed-by": "pwdeploy"}
-    assert meta["annotations"]["pwdeploy.dev/version"] == __version__
+    assert meta["namespace"] == "team" and meta["labels"] == {ids.MANAGED_BY_LABEL: ids.MANAGED_BY}
+    assert meta["annotations"][ids.VERSION_ANNOTATION] == __version__
 
 
 # ---------------------------------------------------------------------------------------------- submit (library)
@@ -297,11 +298,9 @@ def test_cli_headless_prints_the_connect_recipe(
 ) -> None:
     result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--headless"])
     assert result.exit_code == 0, result.output
-    assert "kubectl port-forward -n default pod/HEAD_POD 29000:29000" in result.stdout
-    assert "jobset.sigs.k8s.io/jobset-name=dp-example,jobset.sigs.k8s.io/replicatedjob-name=pathways-head" in (
-        result.stdout
-    )
-    assert "export JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://127.0.0.1:29000" in result.stdout
+    assert f"kubectl port-forward -n default pod/HEAD_POD {ids.PROXY_PORT}:{ids.PROXY_PORT}" in result.stdout
+    assert f"{ids.JOBSET_NAME_LABEL}=dp-example,{ids.REPLICATED_JOB_LABEL}={ids.HEAD_JOB}" in (result.stdout)
+    assert f"export JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://127.0.0.1:{ids.PROXY_PORT}" in result.stdout
 
 
 def test_cli_submit_without_namespace_uses_the_context_namespace(

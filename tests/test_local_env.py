@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.envcontract import proxy_env
@@ -131,9 +132,9 @@ def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -
         main__env=["TRAIN_SEED=3", "EXTRA=x y"], main__data_workers=5, local__hlo_dir=str(tmp_path),
     )  # fmt: skip
     (jobset,) = manifests.build(config)
-    head = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == "pathways-head")
+    head = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == ids.HEAD_JOB)
     containers = head["template"]["spec"]["template"]["spec"]["containers"]
-    main = next(c for c in containers if c["name"] == "main")
+    main = next(c for c in containers if c["name"] == ids.MAIN_CONTAINER)
     cluster = {e["name"]: e["value"] for e in main["env"] if "value" in e}
     for name in proxy_env():
         assert cluster.pop(name, None) is not None, f"the manifest lacks the proxy variable {name}"

@@ -103,7 +103,7 @@ def test_checks_run_concurrently_when_the_api_is_slow_against_stub(stub: StubKub
         f"\nreadiness, {requests} requests at 200 ms each: " + ", ".join(f"{k} {v:.2f} s" for k, v in timings.items())
     )
     assert requests == 13 and timings["sequential"] >= requests * 0.2
-    assert timings["concurrent"] < timings["sequential"] / 3
+    assert timings["concurrent"] < timings["sequential"] / 2  # latency-bound (sleeps), with room for a loaded machine
 
 
 # ---------------------------------------------------------------------------------------------- kubernetes-version
@@ -269,7 +269,8 @@ def test_head_pod_that_fits_no_node_fails_with_the_numbers_against_stub(stub: St
         "allocate at most 31.85 CPU and 120Gi memory"
     )
     smaller = small_job({"main.cpu": "4", "main.memory": "16Gi", "head.proxy_cpu": "8", "head.proxy_memory": "32Gi",
-                           "head.rm_cpu": "4", "head.rm_memory": "16Gi", "main.shm_size": "8Gi"})  # fmt: skip
+                           "head.rm_cpu": "4", "head.rm_memory": "16Gi", "main.shm_size": "8Gi",
+                           "head.transfer_shm_size": "4Gi"})  # fmt: skip
     assert rows(smaller, kube)["head-capacity"].status is Status.OK
 
 

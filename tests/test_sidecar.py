@@ -19,6 +19,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import BuildError, ConfigError
@@ -319,9 +320,9 @@ def test_render_pins_locked_digest_and_stale_lock_is_explained(
     result = runner.invoke(cli, ["render", "-f", str(tmp_path / "job.yaml"), "--no-validate"])
     assert result.exit_code == 0, result.output
     (jobset,) = yaml.safe_load_all(result.stdout)
-    worker = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == "worker")
+    worker = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == ids.WORKER_JOB)
     (sidecar,) = worker["template"]["spec"]["template"]["spec"]["initContainers"]
-    assert sidecar["name"] == "colocated-python-sidecar" and sidecar["image"] == "r.example/x@sha256:" + "a" * 64
+    assert sidecar["name"] == ids.SIDECAR_CONTAINER and sidecar["image"] == "r.example/x@sha256:" + "a" * 64
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text("changed = True\n")
     result = runner.invoke(cli, ["render", "-f", str(tmp_path / "job.yaml"), "--no-validate"])
     assert result.exit_code == 2 and "inputs of sc-test changed since" in result.stderr

@@ -4,6 +4,7 @@ the shipped JobSet schema agrees with the real CRDs; `pwdeploy validate` exit co
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.errors import ConfigError
 from pwdeploy.validate import validate_files, validate_objects
@@ -23,24 +25,24 @@ kind: JobSet
 metadata:
   name: demo
   namespace: default
-  labels: {kueue.x-k8s.io/queue-name: tpu-queue}
+  labels: {<QUEUE_LABEL>: tpu-queue}
 spec:
-  coordinator: {replicatedJob: pathways-head}
+  coordinator: {replicatedJob: <HEAD_JOB>}
   network: {enableDNSHostnames: true, publishNotReadyAddresses: true}
   startupPolicy: {startupPolicyOrder: InOrder}
-  successPolicy: {operator: All, targetReplicatedJobs: [pathways-head]}
+  successPolicy: {operator: All, targetReplicatedJobs: [<HEAD_JOB>]}
   failurePolicy:
     restartStrategy: Recreate
     maxRestarts: 2
     rules:
     - {name: user_program_failed, action: FailJobSet, onJobFailureReasons: [PodFailurePolicy],
-       targetReplicatedJobs: [pathways-head]}
+       targetReplicatedJobs: [<HEAD_JOB>]}
   replicatedJobs:
-  - name: pathways-head
+  - name: <HEAD_JOB>
     replicas: 1
     template:
       metadata:
-        annotations: {alpha.jobset.sigs.k8s.io/exclusive-topology: kubernetes.io/hostname}
+        annotations: {<EXCLUSIVE_TOPOLOGY_ANNOTATION>: kubernetes.io/hostname}
       spec:
         backoffLimit: 0
         completionMode: Indexed
@@ -49,7 +51,7 @@ spec:
         podFailurePolicy:
           rules:
           - action: FailJob
-            onExitCodes: {containerName: main, operator: NotIn, values: [0]}
+            onExitCodes: {containerName: <MAIN_CONTAINER>, operator: NotIn, values: [0]}
         template:
           spec:
             hostNetwork: true
@@ -57,40 +59,40 @@ spec:
             restartPolicy: Never
             nodeSelector: {cloud.google.com/gke-nodepool: cpu-np}
             initContainers:
-            - name: pathways-proxy
+            - name: <PROXY_CONTAINER>
               image: us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2
               restartPolicy: Always
-              args: [--server_port=29000, "--resource_manager_address=$(PATHWAYS_HEAD):29001"]
+              args: [--server_port=<PROXY_PORT>, "--resource_manager_address=$(PATHWAYS_HEAD):<RM_PORT>"]
               env:
               - name: PATHWAYS_HEAD
                 valueFrom:
-                  fieldRef: {fieldPath: "metadata.labels['jobset.sigs.k8s.io/coordinator']"}
-              ports: [{containerPort: 29000}]
+                  fieldRef: {fieldPath: "metadata.labels['<COORDINATOR_LABEL>']"}
+              ports: [{containerPort: <PROXY_PORT>}]
               resources: {limits: {cpu: "16", memory: 100Gi}}
-            - name: pathways-rm
+            - name: <RM_CONTAINER>
               image: us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2
               restartPolicy: Always
-              args: [--server_port=29001, --node_type=resource_manager]
+              args: [--server_port=<RM_PORT>, --node_type=resource_manager]
               env: [{name: TPU_SKIP_MDS_QUERY, value: "true"}]
-              ports: [{containerPort: 29001}, {containerPort: 29002}]
+              ports: [{containerPort: <RM_PORT>}, {containerPort: 29002}]
               resources: {limits: {cpu: "8", memory: 32Gi}}
             containers:
-            - name: main
+            - name: <MAIN_CONTAINER>
               image: us-docker.pkg.dev/p/r/train:1
               command: [python3, train.py]
               env:
               - {name: JAX_PLATFORMS, value: proxy}
-              - {name: JAX_BACKEND_TARGET, value: "grpc://localhost:29000"}
+              - {name: JAX_BACKEND_TARGET, value: "grpc://localhost:<PROXY_PORT>"}
               resources: {requests: {cpu: "4", memory: 16Gi}, limits: {cpu: "8", memory: 32Gi}}
               volumeMounts: [{name: dshm, mountPath: /dev/shm}]
               securityContext: {allowPrivilegeEscalation: false, privileged: false}
             volumes:
             - {name: dshm, emptyDir: {medium: Memory, sizeLimit: 8Gi}}
-  - name: worker
+  - name: <WORKER_JOB>
     replicas: 2
     template:
       metadata:
-        annotations: {alpha.jobset.sigs.k8s.io/exclusive-topology: cloud.google.com/gke-nodepool}
+        annotations: {<EXCLUSIVE_TOPOLOGY_ANNOTATION>: cloud.google.com/gke-nodepool}
       spec:
         backoffLimit: 8
         completionMode: Indexed
@@ -106,10 +108,10 @@ spec:
               cloud.google.com/gke-tpu-topology: 2x2x2
             tolerations: [{key: google.com/tpu, operator: Exists, effect: NoSchedule}]
             containers:
-            - name: pathways-worker
+            - name: <WORKER_CONTAINER>
               image: us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2
-              args: [--server_port=29005]
-              ports: [{containerPort: 29005}, {containerPort: 8471}]
+              args: [--server_port=<WORKER_PORT>]
+              ports: [{containerPort: <WORKER_PORT>}, {containerPort: 8471}]
               resources: {limits: {google.com/tpu: 4}}
 """
 
@@ -120,7 +122,8 @@ PROXY = f"{HEAD}.initContainers[0]"
 
 
 def jobset() -> dict[str, Any]:
-    obj: dict[str, Any] = yaml.safe_load(PATHWAYS_JOBSET)
+    text = re.sub(r"<([A-Z_]+)>", lambda m: str(getattr(ids, m[1])), PATHWAYS_JOBSET)
+    obj: dict[str, Any] = yaml.safe_load(text)
     return obj
 
 
@@ -173,8 +176,8 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
     ),
     (
         "wrong type in a pod",
-        lambda o: head(o)["initContainers"][0]["ports"][0].update(containerPort="29000"),
-        [f"{PROXY}.ports[0].containerPort: '29000' is not an integer"],
+        lambda o: head(o)["initContainers"][0]["ports"][0].update(containerPort=str(ids.PROXY_PORT)),
+        [f"{PROXY}.ports[0].containerPort: '{ids.PROXY_PORT}' is not an integer"],
         CRD_VERSIONS,
     ),
     (
@@ -235,8 +238,8 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
         "too-long name",
         lambda o: o["metadata"].update(name="a" * 40),
         [
-            f"metadata.name: '{'a' * 40}' is too long: pod name '{'a' * 40}-pathways-head-0-0-xxxxx' has 64 "
-            "characters (max 63); with replicatedJob 'pathways-head' the JobSet name may have at most 39"
+            f"metadata.name: '{'a' * 40}' is too long: pod name '{'a' * 40}-{ids.HEAD_JOB}-0-0-xxxxx' has 64 "
+            f"characters (max 63); with replicatedJob '{ids.HEAD_JOB}' the JobSet name may have at most 39"
         ],
         (),
     ),
@@ -253,19 +256,19 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
         "duplicate container name",
         lambda o: head(o)["containers"].append(dict(main(o), volumeMounts=[])),
         [
-            f"{HEAD}.containers[1].name: 'main' is already used by {MAIN}.name; container names must be unique "
-            "across containers and initContainers"
+            f"{HEAD}.containers[1].name: '{ids.MAIN_CONTAINER}' is already used by {MAIN}.name; container names "
+            "must be unique across containers and initContainers"
         ],
         CRD_VERSIONS,
     ),
     (
         "container name shared with an initContainer",
-        lambda o: main(o).update(name="pathways-rm"),
+        lambda o: main(o).update(name=ids.RM_CONTAINER),
         [
-            "spec.replicatedJobs[0].template.spec.podFailurePolicy.rules[0].onExitCodes.containerName: 'main' is not "
-            "a container of the pod; valid: pathways-proxy, pathways-rm",
-            f"{MAIN}.name: 'pathways-rm' is already used by {HEAD}.initContainers[1].name; container names must be "
-            "unique across containers and initContainers",
+            "spec.replicatedJobs[0].template.spec.podFailurePolicy.rules[0].onExitCodes.containerName: "
+            f"'{ids.MAIN_CONTAINER}' is not a container of the pod; valid: {ids.PROXY_CONTAINER}, {ids.RM_CONTAINER}",
+            f"{MAIN}.name: '{ids.RM_CONTAINER}' is already used by {HEAD}.initContainers[1].name; container names "
+            "must be unique across containers and initContainers",
         ],
         (),
     ),
@@ -294,6 +297,18 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
         (),
     ),
     (
+        "memory-backed volumes of one container together above its memory limit",
+        lambda o: (
+            head(o)["volumes"].append({"name": "transfer", "emptyDir": {"medium": "Memory", "sizeLimit": "30Gi"}}),
+            main(o).setdefault("volumeMounts", []).append({"name": "transfer", "mountPath": "/tmp/transfer"}),
+        ),
+        [
+            f"{MAIN}.resources.limits.memory: 32Gi is less than the memory-backed volumes this container mounts: "
+            "dshm (8Gi) + transfer (30Gi); lower their sizeLimit or raise the memory limit"
+        ],
+        (),
+    ),
+    (
         "bad quantity",
         lambda o: main(o)["resources"]["limits"].update(cpu="eight"),
         [f"{MAIN}.resources.limits.cpu: 'eight' is not a quantity; use e.g. 8, 500m, 16Gi"],
@@ -314,27 +329,30 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
     (
         "coordinator naming a missing replicatedJob",
         lambda o: o["spec"]["coordinator"].update(replicatedJob="head"),
-        ["spec.coordinator.replicatedJob: 'head' is not a replicatedJob; valid: pathways-head, worker"],
+        [f"spec.coordinator.replicatedJob: 'head' is not a replicatedJob; valid: {ids.HEAD_JOB}, {ids.WORKER_JOB}"],
         (),
     ),
     (
         "coordinator pod index out of range",
         lambda o: o["spec"]["coordinator"].update(podIndex=1),
-        ["spec.coordinator.podIndex: 1 is out of range for 'pathways-head' (1 completions)"],
+        [f"spec.coordinator.podIndex: 1 is out of range for '{ids.HEAD_JOB}' (1 completions)"],
         (),
     ),
     (
         "successPolicy naming a missing replicatedJob",
         lambda o: o["spec"]["successPolicy"].update(targetReplicatedJobs=["main"]),
-        ["spec.successPolicy.targetReplicatedJobs[0]: 'main' is not a replicatedJob; valid: pathways-head, worker"],
+        [
+            "spec.successPolicy.targetReplicatedJobs[0]: 'main' is not a replicatedJob; "
+            f"valid: {ids.HEAD_JOB}, {ids.WORKER_JOB}"
+        ],
         (),
     ),
     (
         "failure rule naming a missing replicatedJob",
-        lambda o: o["spec"]["failurePolicy"]["rules"][0].update(targetReplicatedJobs=["pathways-head", "workers"]),
+        lambda o: o["spec"]["failurePolicy"]["rules"][0].update(targetReplicatedJobs=[ids.HEAD_JOB, "workers"]),
         [
             "spec.failurePolicy.rules[0].targetReplicatedJobs[1]: 'workers' is not a replicatedJob; "
-            "valid: pathways-head, worker"
+            f"valid: {ids.HEAD_JOB}, {ids.WORKER_JOB}"
         ],
         (),
     ),
@@ -346,9 +364,9 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
     ),
     (
         "duplicate replicatedJob name",
-        lambda o: o["spec"]["replicatedJobs"][1].update(name="pathways-head"),
+        lambda o: o["spec"]["replicatedJobs"][1].update(name=ids.HEAD_JOB),
         [
-            "spec.replicatedJobs[1].name: 'pathways-head' is already used by spec.replicatedJobs[0].name; "
+            f"spec.replicatedJobs[1].name: '{ids.HEAD_JOB}' is already used by spec.replicatedJobs[0].name; "
             "replicatedJob names must be unique"
         ],
         CRD_VERSIONS,
@@ -388,7 +406,7 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
     ),
     (
         "dependsOn on the first replicatedJob",
-        lambda o: o["spec"]["replicatedJobs"][0].update(dependsOn=[{"name": "worker", "status": "Ready"}]),
+        lambda o: o["spec"]["replicatedJobs"][0].update(dependsOn=[{"name": ids.WORKER_JOB, "status": "Ready"}]),
         [
             "spec.replicatedJobs[0].dependsOn: the first replicatedJob cannot depend on another",
             "spec.startupPolicy: startupPolicyOrder InOrder and replicatedJobs[].dependsOn cannot be used together",
@@ -434,8 +452,8 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
     ),
     (
         "port clash on the host network",
-        lambda o: main(o).update(ports=[{"containerPort": 29000}]),
-        [f"{MAIN}.ports[0].containerPort: host port 29000/TCP is also used by {PROXY}"],
+        lambda o: main(o).update(ports=[{"containerPort": ids.PROXY_PORT}]),
+        [f"{MAIN}.ports[0].containerPort: host port {ids.PROXY_PORT}/TCP is also used by {PROXY}"],
         (),
     ),
     (
@@ -464,9 +482,9 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
     ),
     (
         "label value too long",
-        lambda o: o["metadata"]["labels"].update({"kueue.x-k8s.io/queue-name": "q" * 64}),
+        lambda o: o["metadata"]["labels"].update({ids.QUEUE_LABEL: "q" * 64}),
         [
-            f"metadata.labels[kueue.x-k8s.io/queue-name]: '{'q' * 56}... is not a label value: at most 63 "
+            f"metadata.labels[{ids.QUEUE_LABEL}]: '{'q' * 56}... is not a label value: at most 63 "
             "characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
         ],
         (),

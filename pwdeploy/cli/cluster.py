@@ -100,6 +100,7 @@ def submit(
     Submitting the same config again changes nothing; a different config under the same name needs --replace.
     """
     from pwdeploy import manifests
+    from pwdeploy.advice import job_warnings
     from pwdeploy.cluster import submit as sub
     from pwdeploy.validate import require_valid
 
@@ -110,6 +111,8 @@ def submit(
             raise ConfigError("-n", f"{namespace_alias!r} contradicts --namespace {job_params['job__namespace']!r}")
         job_params["job__namespace"] = namespace_alias
     job = job_from_params(job_params)
+    for warning in job_warnings(job):
+        click.echo(f"warning: {warning}", err=True)
     kube = _connect(kubeconfig, context)
     namespace = job.namespace or kube.namespace  # as kubectl does: else the context's namespace
     job = job._replace(namespace=namespace)
@@ -174,11 +177,10 @@ def _wait(kube: Kube, name: str, namespace: str, until: Until, timeout: float | 
 
 def _connect_recipe(kube: Kube, name: str, namespace: str) -> str:
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.progress import HEAD
-    from pwdeploy.envcontract import PROXY_PORT
+    from pwdeploy.identifiers import HEAD_JOB, JOBSET_NAME_LABEL, PROXY_PORT, REPLICATED_JOB_LABEL
 
-    heads = js.list_pods(kube, namespace, name, **{js.REPLICATED_JOB_LABEL: HEAD})
-    selector = f"{js.JOBSET_NAME_LABEL}={name},{js.REPLICATED_JOB_LABEL}={HEAD}"
+    heads = js.list_pods(kube, namespace, name, **{REPLICATED_JOB_LABEL: HEAD_JOB})
+    selector = f"{JOBSET_NAME_LABEL}={name},{REPLICATED_JOB_LABEL}={HEAD_JOB}"
     pod = heads[-1]["metadata"]["name"] if heads else "HEAD_POD"
     lines = [
         "Headless job: connect JAX through the IFRT proxy on the head pod:",

@@ -35,8 +35,11 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
     Output is deterministic: the same config always gives byte-identical manifests.
     """
     from pwdeploy import manifests
+    from pwdeploy.advice import job_warnings
 
     job = job_from_params(pop_job_params(params))
+    for warning in job_warnings(job):
+        click.echo(f"warning: {warning}", err=True)
     objects = manifests.build(job)
     if not no_validate:
         from pwdeploy.validate import require_valid

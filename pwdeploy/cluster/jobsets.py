@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster.api import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
 from pwdeploy.errors import ClusterError
 
 FIELD_MANAGER = "pwdeploy"
 APPLY_PATCH = "application/apply-patch+yaml"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 KUEUE_GROUP = "kueue.x-k8s.io"
 DELETE_TIMEOUT_S = 300.0  # foreground deletion waits for every pod to stop
 
@@ -44,10 +40,12 @@ def require_jobset(kube: Kube, namespace: str, name: str) -> Object:
 
 def is_managed(jobset: Object) -> bool:
     """Whether pwdeploy created this JobSet (its managed-by label)."""
-    return (jobset.get("metadata", {}).get("labels") or {}).get(MANAGED_BY_LABEL) == "pwdeploy"
+    return (jobset.get("metadata", {}).get("labels") or {}).get(ids.MANAGED_BY_LABEL) == ids.MANAGED_BY
 
 
-def list_jobsets(kube: Kube, namespace: str | None, selector: str = f"{MANAGED_BY_LABEL}=pwdeploy") -> list[Object]:
+def list_jobsets(
+    kube: Kube, namespace: str | None, selector: str = f"{ids.MANAGED_BY_LABEL}={ids.MANAGED_BY}"
+) -> list[Object]:
     """JobSets in ``namespace`` (None: every namespace) that match the label selector."""
     answer = kube.request(
         Action("list", JOBSETS, namespace), "GET", JOBSETS.path(namespace), query=[("labelSelector", selector)]
@@ -89,7 +87,7 @@ def wait_gone(kube: Kube, namespace: str, name: str, *, timeout: float = DELETE_
 
 
 def list_pods(kube: Kube, namespace: str, jobset: str, **labels: str) -> list[Object]:
-    selector = ",".join([f"{JOBSET_NAME_LABEL}={jobset}", *(f"{k}={v}" for k, v in labels.items())])
+    selector = ",".join([f"{ids.JOBSET_NAME_LABEL}={jobset}", *(f"{k}={v}" for k, v in labels.items())])
     answer = kube.request(
         Action("list", PODS, namespace), "GET", PODS.path(namespace), query=[("labelSelector", selector)]
     )
@@ -107,7 +105,7 @@ def warning_events(kube: Kube, namespace: str, jobset: str) -> list[Object]:
 
 def _about(event: Object, jobset: str) -> bool:
     name = str((event.get("involvedObject") or {}).get("name", ""))
-    return name == jobset or name.startswith((f"{jobset}-pathways-head-", f"{jobset}-worker-"))
+    return name == jobset or name.startswith((f"{jobset}-{ids.HEAD_JOB}-", f"{jobset}-{ids.WORKER_JOB}-"))
 
 
 # ---------------------------------------------------------------------------------------------- discovery

@@ -4,29 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.api import POD_LOGS, PODS, Action, Kube
-from pwdeploy.cluster.progress import HEAD, WORKER
 from pwdeploy.errors import ClusterError
 
 # component -> (replicatedJob, container)
 COMPONENTS = {
-    "main": (HEAD, "main"),
-    "proxy": (HEAD, "pathways-proxy"),
-    "rm": (HEAD, "pathways-rm"),
-    "worker": (WORKER, "pathways-worker"),
-    "sidecar": (WORKER, "colocated-python-sidecar"),
+    "main": (ids.HEAD_JOB, ids.MAIN_CONTAINER),
+    "proxy": (ids.HEAD_JOB, ids.PROXY_CONTAINER),
+    "rm": (ids.HEAD_JOB, ids.RM_CONTAINER),
+    "worker": (ids.WORKER_JOB, ids.WORKER_CONTAINER),
+    "sidecar": (ids.WORKER_JOB, ids.SIDECAR_CONTAINER),
 }
 
 
 def find_pod(kube: Kube, namespace: str, name: str, component: str, slice_index: int, host: int) -> str:
     """The name of the pod running ``component`` (for workers: of that slice and host), newest first."""
     replicated_job, container = COMPONENTS[component]
-    labels = {js.REPLICATED_JOB_LABEL: replicated_job}
-    if replicated_job == WORKER:
-        labels |= {js.JOB_INDEX_LABEL: str(slice_index), js.COMPLETION_INDEX_LABEL: str(host)}
+    labels = {ids.REPLICATED_JOB_LABEL: replicated_job}
+    if replicated_job == ids.WORKER_JOB:
+        labels |= {ids.JOB_INDEX_LABEL: str(slice_index), ids.COMPLETION_INDEX_LABEL: str(host)}
     pods = js.list_pods(kube, namespace, name, **labels)
-    where = f"slice {slice_index} host {host} of " if replicated_job == WORKER else ""
+    where = f"slice {slice_index} host {host} of " if replicated_job == ids.WORKER_JOB else ""
     if not pods:
         if js.get_jobset(kube, namespace, name) is None:
             raise ClusterError(f"jobset {name} not found in namespace {namespace}", hint="list jobs: pwdeploy list")

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pwdeploy.cluster.jobsets import COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, REPLICATED_JOB_LABEL, Object
+from pwdeploy.cluster.jobsets import Object
+from pwdeploy.identifiers import COMPLETION_INDEX_LABEL, HEAD_JOB, JOB_INDEX_LABEL, REPLICATED_JOB_LABEL, WORKER_JOB
 
-HEAD = "pathways-head"
-WORKER = "worker"
 Phase = Literal["Pending", "Starting", "Running", "Completed", "Failed", "Suspended", "Deleting"]
 TERMINAL: tuple[Phase, ...] = ("Completed", "Failed")
 
@@ -58,9 +57,9 @@ def job_state(jobset: Object) -> JobState:
 
 
 def group_label(replicated_job: str, index: int, replicas: int) -> str:
-    if replicated_job == HEAD:
+    if replicated_job == HEAD_JOB:
         return "head"
-    if replicated_job == WORKER:
+    if replicated_job == WORKER_JOB:
         return f"slice {index}"
     return replicated_job if replicas == 1 else f"{replicated_job} {index}"
 
@@ -147,10 +146,10 @@ def _summed(groups: list[GroupProgress]) -> list[str]:
 def slices_text(jobset: Object) -> str:
     """``ready/total`` worker slices, from the JobSet status."""
     replicas = next((int(rj.get("replicas", 1)) for rj in jobset.get("spec", {}).get("replicatedJobs") or []
-                     if rj.get("name") == WORKER), 0)  # fmt: skip
+                     if rj.get("name") == WORKER_JOB), 0)  # fmt: skip
     status = jobset.get("status") or {}
     ready = next((int(s.get("ready") or 0) for s in status.get("replicatedJobsStatus") or []
-                  if s.get("name") == WORKER), 0)  # fmt: skip
+                  if s.get("name") == WORKER_JOB), 0)  # fmt: skip
     return f"{ready}/{replicas}"
 
 
@@ -171,7 +170,7 @@ def pod_row(pod: Object) -> tuple[str, str, str, str, str]:
     labels = meta.get("labels") or {}
     rj, index = pod_group(pod)
     component = group_label(rj, index, 2)
-    if rj == WORKER:
+    if rj == WORKER_JOB:
         component += f" host {labels.get(COMPLETION_INDEX_LABEL, '?')}"
     statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
     ready = sum(bool(s.get("ready")) for s in statuses)

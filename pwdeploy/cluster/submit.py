@@ -18,12 +18,11 @@ from typing import Literal
 from pwdeploy import __version__
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.api import Kube
-from pwdeploy.cluster.jobsets import MANAGED_BY_LABEL, Object
+from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.progress import TERMINAL, Phase, job_state
 from pwdeploy.errors import ClusterError, PwdeployError
+from pwdeploy.identifiers import CONFIG_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, VERSION_ANNOTATION
 
-CONFIG_HASH_ANNOTATION = "pwdeploy.dev/config-hash"
-VERSION_ANNOTATION = "pwdeploy.dev/version"
 Result = Literal["created", "unchanged", "replaced"]
 
 
@@ -87,7 +86,7 @@ def mark_managed(objects: list[Object], namespace: str) -> list[Object]:
     for obj in marked:
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", namespace)
-        meta.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, "pwdeploy")
+        meta.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY)
         annotations = meta.setdefault("annotations", {})
         annotations.setdefault(VERSION_ANNOTATION, __version__)
         annotations[CONFIG_HASH_ANNOTATION] = digest

@@ -28,7 +28,11 @@ _BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumpe
 
 
 class _Dumper(_BaseDumper):  # type: ignore[valid-type,misc]
-    """Block style, insertion order, and multi-line strings as literal blocks."""
+    """Block style, insertion order, multi-line strings as literal blocks, and no anchors: an object used
+    twice is written out twice, as kubectl expects."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pwdeploy import envcontract
+from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
+from pwdeploy.quantity import parse_quantity
 
 
 def scratch_args(job: JobConfig) -> list[str]:
@@ -16,28 +18,24 @@ def scratch_args(job: JobConfig) -> list[str]:
 
 def rm_client_args(job: JobConfig, port: int) -> list[str]:
     """What every server that registers with the resource manager (proxy, workers) starts with."""
-    return [f"--server_port={port}", f"--resource_manager_address=$(PATHWAYS_HEAD):{c.RM_PORT}", *scratch_args(job)]
+    return [f"--server_port={port}", f"--resource_manager_address=$(PATHWAYS_HEAD):{ids.RM_PORT}", *scratch_args(job)]
 
 
 def proxy_args(job: JobConfig) -> list[str]:
-    args = rm_client_args(job, c.PROXY_PORT)
+    args = rm_client_args(job, ids.PROXY_PORT)
     if job.tpu.elastic_slices:
         args.append(f"--num_elastic_slices={job.tpu.elastic_slices}")
-    if job.sidecar.enabled:
-        args.append("--sidecar_name=external")
-    if job.storage.hlo_dump is not None:
-        args.append(f"--xla_dump_to={job.storage.hlo_dump.uri}/")
     return args + list(job.xla_flags)
 
 
 def proxy_container(job: JobConfig) -> Manifest:
     return {
-        "name": c.PROXY_CONTAINER,
+        "name": ids.PROXY_CONTAINER,
         "image": job.proxy_image,
         "imagePullPolicy": "IfNotPresent",
         "args": proxy_args(job),
-        "env": [c.env_label("PATHWAYS_HEAD", c.COORDINATOR_LABEL)],
-        "ports": c.ports(c.PROXY_PORT),
+        "env": [c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL)],
+        "ports": c.ports(ids.PROXY_PORT),
         "resources": c.limits({"cpu": job.head.proxy_cpu, "memory": job.head.proxy_memory}),
         "securityContext": c.hardened(),
     }
@@ -45,7 +43,7 @@ def proxy_container(job: JobConfig) -> Manifest:
 
 def rm_args(job: JobConfig) -> list[str]:
     args = [
-        f"--server_port={c.RM_PORT}",
+        f"--server_port={ids.RM_PORT}",
         *scratch_args(job),
         "--node_type=resource_manager",
         f"--instance_count={job.tpu.slices}",
@@ -58,35 +56,45 @@ def rm_args(job: JobConfig) -> list[str]:
 
 def rm_container(job: JobConfig) -> Manifest:
     return {
-        "name": c.RM_CONTAINER,
+        "name": ids.RM_CONTAINER,
         "image": job.server_image,
         "imagePullPolicy": "IfNotPresent",
         "args": rm_args(job),
         "env": [
             c.env_value("TPU_SKIP_MDS_QUERY", "true"),
-            c.env_label("HOST_ADDRESS", c.COORDINATOR_LABEL),
+            c.env_label("HOST_ADDRESS", ids.COORDINATOR_LABEL),
         ],
-        "ports": c.ports(c.RM_PORT, c.RM_PORT + 1),
+        "ports": c.ports(ids.RM_PORT, ids.RM_PORT + 1),
         "resources": c.limits({"cpu": job.head.rm_cpu, "memory": job.head.rm_memory}),
         "securityContext": c.hardened(),
     }
 
 
-def main_env(job: JobConfig) -> dict[str, str]:
-    """The user container's env: the proxy connection (same pod, so localhost) and pwdeploy's contract."""
-    return {**envcontract.proxy_env("localhost"), **envcontract.job_env(job)}
+def transfer_memory_on(job: JobConfig) -> bool:
+    """Whether the JAX client and the proxy share a memory-backed directory (not headless: no client there)."""
+    return (
+        not job.headless and parse_quantity(job.head.transfer_shm_size, "head.transfer_shm_size", allow_zero=True) > 0
+    )
+
+
+def main_env(job: JobConfig) -> list[Manifest]:
+    """The user container's env: the proxy connection (same pod, so localhost), pwdeploy's contract, and the
+    variables read from Secrets (by reference: the value never enters the manifest)."""
+    transfer_dir = ids.TRANSFER_DIR if transfer_memory_on(job) else None
+    env = c.env_list({**envcontract.proxy_env("localhost", transfer_dir), **envcontract.job_env(job)})
+    return env + [c.env_secret(ref.env, ref.secret, ref.key) for ref in job.main.secret_env]
 
 
 def main_container(job: JobConfig) -> Manifest:
     main = job.main
     return {
-        "name": c.MAIN_CONTAINER,
+        "name": ids.MAIN_CONTAINER,
         "image": main.image or _unpushed_job_image(job),
         "imagePullPolicy": "IfNotPresent",
         "command": list(main.command),
-        "env": c.env_list(main_env(job)),
+        "env": main_env(job),
         "resources": c.limits({"cpu": main.cpu, "memory": main.memory}),
-        "volumeMounts": [c.mount(c.SHM_VOLUME, "/dev/shm")],
+        "volumeMounts": [c.mount(ids.SHM_VOLUME, ids.SHM_DIR)],
         "securityContext": c.hardened(main.privileged),
     }
 
@@ -100,20 +108,16 @@ def _unpushed_job_image(job: JobConfig) -> str:
     )
 
 
-def as_native_sidecar(container: Manifest) -> Manifest:
-    """A container that starts before, and runs beside, the main one (Kubernetes >= 1.28)."""
-    return {**container, "restartPolicy": "Always"}
-
-
 def head_pod_spec(job: JobConfig) -> Manifest:
+    """The head pod without variants: headless, the servers alone; else the servers as native sidecars of main."""
     servers = [proxy_container(job), rm_container(job)]
     if job.headless:
         placement: Manifest = {"containers": servers}
     else:
         placement = {
-            "initContainers": [as_native_sidecar(s) for s in servers],
+            "initContainers": [c.as_native_sidecar(s) for s in servers],
             "containers": [main_container(job)],
-            "volumes": [c.memory_volume(c.SHM_VOLUME, job.main.shm_size)],
+            "volumes": [c.memory_volume(ids.SHM_VOLUME, job.main.shm_size)],
         }
     return c.drop_none(
         hostNetwork=True,
@@ -136,25 +140,25 @@ def head_failure_policy(job: JobConfig) -> Manifest | None:
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             {
                 "action": "FailJob",
-                "onExitCodes": {"containerName": c.MAIN_CONTAINER, "operator": "NotIn", "values": [0]},
+                "onExitCodes": {"containerName": ids.MAIN_CONTAINER, "operator": "NotIn", "values": [0]},
             },
         ]
     }
 
 
-def head_replicated_job(job: JobConfig) -> Manifest:
+def head_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
     return {
-        "name": c.HEAD,
+        "name": ids.HEAD_JOB,
         "replicas": 1,
         "template": {
-            "metadata": {"annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "kubernetes.io/hostname"}},
+            "metadata": {"annotations": {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: "kubernetes.io/hostname"}},
             "spec": c.drop_none(
                 backoffLimit=0,
                 completionMode="Indexed",
                 completions=1,
                 parallelism=1,
                 podFailurePolicy=head_failure_policy(job),
-                template={"spec": head_pod_spec(job)},
+                template={"spec": pod},
             ),
         },
     }

@@ -3,36 +3,40 @@
 from __future__ import annotations
 
 from pwdeploy import __version__
+from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
-from pwdeploy.manifests.head import head_replicated_job
-from pwdeploy.manifests.worker import worker_replicated_job
+from pwdeploy.manifests.head import head_pod_spec, head_replicated_job
+from pwdeploy.manifests.variants import Pods, apply_variants
+from pwdeploy.manifests.worker import worker_pod_spec, worker_replicated_job
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-VERSION_ANNOTATION = "pwdeploy.dev/version"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def metadata(job: JobConfig) -> Manifest:
-    labels = {MANAGED_BY_LABEL: "pwdeploy", "app.kubernetes.io/name": job.name}
+    labels = {ids.MANAGED_BY_LABEL: ids.MANAGED_BY, ids.APP_NAME_LABEL: job.name}
     if job.scheduling.queue:
-        labels[QUEUE_LABEL] = job.scheduling.queue
+        labels[ids.QUEUE_LABEL] = job.scheduling.queue
     return c.drop_none(
         name=job.name,
         namespace=job.namespace,
         labels=labels,
         annotations={
-            VERSION_ANNOTATION: __version__,
-            "pwdeploy.dev/tpu": f"{job.tpu.slices}x {job.tpu.slice.type_name} ({job.tpu.slice.instance_type})",
-            "pwdeploy.dev/pathways-version": job.pathways_version,
+            ids.VERSION_ANNOTATION: __version__,
+            ids.TPU_ANNOTATION: f"{job.tpu.slices}x {job.tpu.slice.type_name} ({job.tpu.slice.instance_type})",
+            ids.PATHWAYS_VERSION_ANNOTATION: job.pathways_version,
         },
     )
 
 
 def failure_policy(job: JobConfig) -> Manifest:
-    policy: Manifest = {"restartStrategy": "Recreate", "maxRestarts": job.scheduling.max_restarts}
+    """BlockingRecreate by default: host-network pods bind fixed host ports, so every pod of the previous
+    attempt must be gone before the new ones start."""
+    policy: Manifest = {
+        "restartStrategy": job.scheduling.restart_strategy,
+        "maxRestarts": job.scheduling.max_restarts,
+    }
     if not job.headless:
         # The head Job fails with reason PodFailurePolicy only when the user's program exited non-zero:
         # restarting every slice would rerun the same bug, so stop the JobSet instead.
@@ -41,19 +45,20 @@ def failure_policy(job: JobConfig) -> Manifest:
                 "name": "user_program_failed",
                 "action": "FailJobSet",
                 "onJobFailureReasons": ["PodFailurePolicy"],
-                "targetReplicatedJobs": [c.HEAD],
+                "targetReplicatedJobs": [ids.HEAD_JOB],
             }
         ]
     return policy
 
 
 def jobset(job: JobConfig) -> Manifest:
+    pods = apply_variants(job, Pods(head_pod_spec(job), worker_pod_spec(job)))
     spec = c.drop_none(
-        coordinator={"replicatedJob": c.HEAD},
+        coordinator={"replicatedJob": ids.HEAD_JOB},
         network={"enableDNSHostnames": True, "publishNotReadyAddresses": True},
         startupPolicy={"startupPolicyOrder": "InOrder"},
-        successPolicy=None if job.headless else {"operator": "All", "targetReplicatedJobs": [c.HEAD]},
+        successPolicy=None if job.headless else {"operator": "All", "targetReplicatedJobs": [ids.HEAD_JOB]},
         failurePolicy=failure_policy(job),
-        replicatedJobs=[head_replicated_job(job), worker_replicated_job(job)],
+        replicatedJobs=[head_replicated_job(job, pods.head), worker_replicated_job(job, pods.worker)],
     )
     return {"apiVersion": API_VERSION, "kind": "JobSet", "metadata": metadata(job), "spec": spec}

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
-from pwdeploy.manifests.common import GENERATED_SUFFIX, HEAD, WORKER
+from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
+from pwdeploy.manifests.common import GENERATED_SUFFIX
 
 DNS_LABEL_MAX = 63
 
@@ -17,8 +18,8 @@ def longest_pod_name_suffixes(job: JobConfig) -> list[str]:
     """What each replicatedJob appends to the JobSet name in its longest pod name (random suffix as x)."""
     rand = "x" * GENERATED_SUFFIX
     return [
-        f"-{HEAD}-0-0-{rand}",
-        f"-{WORKER}-{job.tpu.slices - 1}-{job.tpu.slice.vms - 1}-{rand}",
+        f"-{HEAD_JOB}-0-0-{rand}",
+        f"-{WORKER_JOB}-{job.tpu.slices - 1}-{job.tpu.slice.vms - 1}-{rand}",
     ]
 
 

@@ -1,80 +1,57 @@
-"""The TPU worker slices: one Job per slice, one pod per TPU VM, optionally with a colocated-Python sidecar."""
+"""The TPU worker slices: one Job per slice, one pod per TPU VM."""
 
 from __future__ import annotations
 
+from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
-from pwdeploy.errors import ConfigError
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
-from pwdeploy.manifests.head import as_native_sidecar, rm_client_args
+from pwdeploy.manifests.head import rm_client_args
 
 BACKOFF_PER_VM = 4  # restarts of a worker pod before its slice's Job fails
 
 
 def worker_args(job: JobConfig) -> list[str]:
-    args = rm_client_args(job, c.WORKER_PORT)
-    if job.sidecar.enabled:
-        args.append(f"--cloud_pathways_sidecar_shm_directory={c.SIDECAR_SHM_DIR}")
-    return args
+    return rm_client_args(job, ids.WORKER_PORT) + list(job.worker_flags)
 
 
-def worker_env() -> list[Manifest]:
+def default_worker_env() -> list[Manifest]:
+    """What every Google producer gives a pathways-worker."""
     return [
-        c.env_label("PATHWAYS_HEAD", c.COORDINATOR_LABEL),
+        c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL),
         c.env_value("TPU_MIN_LOG_LEVEL", "0"),
+        c.env_value("TF_CPP_MIN_LOG_LEVEL", "0"),
         c.env_value("XCLOUD_ENVIRONMENT", "GCP"),
-        c.env_label("MEGASCALE_COORDINATOR_ADDRESS", c.COORDINATOR_LABEL),
-        c.env_label("MEGASCALE_NUM_SLICES", "jobset.sigs.k8s.io/replicatedjob-replicas"),
-        c.env_label("MEGASCALE_SLICE_ID", "jobset.sigs.k8s.io/job-index"),
-        c.env_annotation("JOBSET_NAME", "jobset.sigs.k8s.io/jobset-name"),
-        c.env_annotation("REPLICATED_JOB_NAME", "jobset.sigs.k8s.io/replicatedjob-name"),
+        # The megascale XOR tracer leaked memory before jax 0.5 and logs heavily.
+        c.env_value("MEGASCALE_GRPC_ENABLE_XOR_TRACER", "false"),
+        c.env_label("MEGASCALE_COORDINATOR_ADDRESS", ids.COORDINATOR_LABEL),
+        c.env_label("MEGASCALE_NUM_SLICES", ids.REPLICATED_JOB_REPLICAS_LABEL),
+        c.env_label("MEGASCALE_SLICE_ID", ids.JOB_INDEX_LABEL),
+        c.env_annotation("JOBSET_NAME", ids.JOBSET_NAME_LABEL),
+        c.env_annotation("REPLICATED_JOB_NAME", ids.REPLICATED_JOB_LABEL),
     ]
 
 
+def worker_env(job: JobConfig) -> list[Manifest]:
+    """The defaults, each replaceable through worker_env, then the user's other worker variables."""
+    return c.with_env(default_worker_env(), c.env_list(dict(job.worker_env)))
+
+
 def worker_container(job: JobConfig) -> Manifest:
-    mounts = [c.mount(c.SHM_VOLUME, "/dev/shm")]
-    if job.sidecar.enabled:
-        mounts.append(c.mount(c.SIDECAR_SHM_VOLUME, c.SIDECAR_SHM_DIR))
     return {
-        "name": c.WORKER_CONTAINER,
+        "name": ids.WORKER_CONTAINER,
         "image": job.server_image,
         "imagePullPolicy": "IfNotPresent",
         "args": worker_args(job),
-        "env": worker_env(),
-        "ports": c.ports(c.WORKER_PORT, c.WORKER_PORT + 1, 8471, 8080),
+        "env": worker_env(job),
+        "ports": c.ports(ids.WORKER_PORT, ids.WORKER_PORT + 1, 8471, 8080),
         "resources": c.limits({"google.com/tpu": job.tpu.slice.chips_per_vm, "memory": job.tpu.worker_memory}),
-        "volumeMounts": mounts,
+        "volumeMounts": [c.mount(ids.SHM_VOLUME, ids.SHM_DIR)],
     }
 
 
-def sidecar_container(job: JobConfig) -> Manifest:
-    image = job.sidecar.image
-    if image is None:
-        raise ConfigError(
-            "sidecar.repository",
-            f"{job.sidecar.repository} is set but no pushed sidecar image matches this job's current sidecar "
-            "inputs (none was pushed yet, or its code or requirements changed since)",
-            hint="run `pwdeploy sidecar build --push` with the same config, or set sidecar.image",
-        )
-    return as_native_sidecar(
-        {
-            "name": c.SIDECAR_CONTAINER,
-            "image": image,
-            "imagePullPolicy": "IfNotPresent",
-            "env": [
-                c.env_value("GRPC_SERVER_ADDRESS", f"0.0.0.0:{c.SIDECAR_PORT}"),
-                c.env_value("CLOUD_PATHWAYS_SIDECAR_SHM_DIRECTORY", c.SIDECAR_SHM_DIR),
-            ],
-            "ports": c.ports(c.SIDECAR_PORT),
-            "volumeMounts": [c.mount(c.SIDECAR_SHM_VOLUME, c.SIDECAR_SHM_DIR)],
-        }
-    )
-
-
 def worker_pod_spec(job: JobConfig) -> Manifest:
-    volumes = [c.memory_volume(c.SHM_VOLUME, job.tpu.shm_size)]
-    if job.sidecar.enabled:
-        volumes.append(c.memory_volume(c.SIDECAR_SHM_VOLUME, job.sidecar.shm_size))
+    """A worker pod without variants (the colocated-Python sidecar is added by its own step)."""
     return c.drop_none(
         hostNetwork=True,
         dnsPolicy="ClusterFirstWithHostNet",
@@ -87,9 +64,8 @@ def worker_pod_spec(job: JobConfig) -> Manifest:
         serviceAccountName=job.scheduling.service_account,
         priorityClassName=job.scheduling.priority_class,
         terminationGracePeriodSeconds=job.scheduling.termination_grace_seconds,
-        initContainers=[sidecar_container(job)] if job.sidecar.enabled else None,
         containers=[worker_container(job)],
-        volumes=volumes,
+        volumes=[c.memory_volume(ids.SHM_VOLUME, job.tpu.shm_size)],
     )
 
 
@@ -100,21 +76,19 @@ def worker_backoff_limit(job: JobConfig) -> int:
     return BACKOFF_PER_VM * vms
 
 
-def worker_replicated_job(job: JobConfig) -> Manifest:
+def worker_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
     vms = job.tpu.slice.vms
     return {
-        "name": c.WORKER,
+        "name": ids.WORKER_JOB,
         "replicas": job.tpu.slices,
         "template": {
-            "metadata": {
-                "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
-            },
+            "metadata": {"annotations": {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: "cloud.google.com/gke-nodepool"}},
             "spec": {
                 "backoffLimit": worker_backoff_limit(job),
                 "completionMode": "Indexed",
                 "completions": vms,
                 "parallelism": vms,
-                "template": {"spec": worker_pod_spec(job)},
+                "template": {"spec": pod},
             },
         },
     }

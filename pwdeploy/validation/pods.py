@@ -1,5 +1,6 @@
 """Pod-spec rules of the Kubernetes API server that its OpenAPI schema does not carry: unique container names,
-native sidecars, ports, volumes and their mounts, memory-backed /dev/shm, node selectors and tolerations."""
+native sidecars, ports, volumes and their mounts, memory-backed volumes within the memory limit of each
+container that mounts them, node selectors and tolerations."""
 
 from __future__ import annotations
 
@@ -152,6 +153,7 @@ def _volume_problems(pod: Mapping[str, Any], path: str, containers: list[Contain
     valid = ", ".join(str(name) for name in by_name) or "none defined"
     for container_path, container in containers:
         mount_paths: set[object] = set()
+        mounted: dict[object, tuple[str, Mapping[str, Any], str]] = {}  # volume name -> (path, volume, mount)
         for k, mount in items(container.get("volumeMounts")):
             at = f"{container_path}.volumeMounts[{k}]"
             target = by_name.get(mount.get("name"))
@@ -160,30 +162,44 @@ def _volume_problems(pod: Mapping[str, Any], path: str, containers: list[Contain
                     Problem(f"{at}.name", f"{mount.get('name')!r} is not a volume of this pod; valid: {valid}")
                 )
             else:
-                problems += _shm_fits(target, container, container_path, at)
+                mounted.setdefault(mount.get("name"), (*target, at))
             if mount.get("mountPath") in mount_paths:
                 problems.append(Problem(f"{at}.mountPath", f"{mount.get('mountPath')!r} is mounted twice"))
             mount_paths.add(mount.get("mountPath"))
+        problems += _memory_volumes_fit(container, container_path, list(mounted.values()))
     return problems
 
 
-def _shm_fits(
-    volume: tuple[str, Mapping[str, Any]], container: Mapping[str, Any], container_path: str, at: str
+def _memory_volumes_fit(
+    container: Mapping[str, Any], container_path: str, mounted: list[tuple[str, Mapping[str, Any], str]]
 ) -> list[Problem]:
-    """A memory-backed emptyDir is charged to the memory limit of the containers that write it."""
-    volume_path, spec = volume
-    empty_dir = mapping(spec.get("emptyDir"))
-    if empty_dir.get("medium") != "Memory":
-        return []
-    size, limit = quantity(empty_dir.get("sizeLimit")), memory_limit(container)
-    if size is None or limit is None or size <= limit:
+    """Memory-backed emptyDirs (/dev/shm, shared transfer directories) are charged to the memory limit of the
+    containers that write them: together, those a container mounts must fit in its limit."""
+    in_memory = [
+        (volume_path, spec, at, size)
+        for volume_path, spec, at in mounted
+        if mapping(spec.get("emptyDir")).get("medium") == "Memory"
+        and (size := quantity(mapping(spec.get("emptyDir")).get("sizeLimit"))) is not None
+    ]
+    limit = memory_limit(container)
+    if limit is None or sum(size for *_, size in in_memory) <= limit:
         return []
     memory = mapping(mapping(container.get("resources")).get("limits")).get("memory")
+    if len(in_memory) == 1:
+        ((volume_path, spec, at, _),) = in_memory
+        return [
+            Problem(
+                f"{volume_path}.emptyDir.sizeLimit",
+                f"{spec['emptyDir']['sizeLimit']} exceeds the memory limit {memory} of {container_path} that "
+                f"mounts it ({at}); lower sizeLimit or raise the memory limit",
+            )
+        ]
+    sizes = " + ".join(f"{spec.get('name')} ({spec['emptyDir']['sizeLimit']})" for _, spec, _, _ in in_memory)
     return [
         Problem(
-            f"{volume_path}.emptyDir.sizeLimit",
-            f"{empty_dir.get('sizeLimit')} exceeds the memory limit {memory} of {container_path} that mounts it "
-            f"({at}); lower sizeLimit or raise the memory limit",
+            f"{container_path}.resources.limits.memory",
+            f"{memory} is less than the memory-backed volumes this container mounts: {sizes}; lower their "
+            "sizeLimit or raise the memory limit",
         )
     ]
 

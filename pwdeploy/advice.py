@@ -1,0 +1,47 @@
+"""Warnings about a job that is valid but likely to go wrong on a cluster: the CLI prints them on stderr at
+render and submit. Import-light (no manifests, no YAML): render pays for it on every run.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pwdeploy.config import JobConfig
+
+# An env NAME whose last part says it holds a credential: WANDB_API_KEY, HF_TOKEN, DB_PASSWORD.
+_CREDENTIAL_NAME = re.compile(
+    r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|PRIVATE_KEY|ACCESS_KEY|AUTH)$"
+)
+
+
+def job_warnings(job: JobConfig) -> list[str]:
+    """Every warning for ``job``, each one line that names the field and the fix."""
+    return [*_kueue_memory(job), *_literal_credentials(job), *_gcs_dump_flag(job)]
+
+
+def _kueue_memory(job: JobConfig) -> list[str]:
+    if job.tpu.worker_memory is None or job.scheduling.queue is None:
+        return []
+    return [
+        f"tpu.worker_memory ({job.tpu.worker_memory}) with scheduling.queue ({job.scheduling.queue}): on clusters "
+        "made by xpk, Kueue gives memory to the CPU flavor and adds its node-pool selector to the workers, which "
+        "then never schedule; drop --worker-memory unless your ClusterQueue covers memory in the TPU flavor"
+    ]
+
+
+def _literal_credentials(job: JobConfig) -> list[str]:
+    return [
+        f"main.env.{name} looks like a credential and would be written into the manifest in plain text; keep it "
+        f"in a Kubernetes Secret and pass --secret-env {name}=SECRET/KEY (main.secret_env) instead"
+        for name, _ in job.main.env
+        if _CREDENTIAL_NAME.search(name.upper())
+    ]
+
+
+def _gcs_dump_flag(job: JobConfig) -> list[str]:
+    return [
+        f"xla_flags: {flag} is a GCS location, which XLA skips without a word; use storage.hlo_dump "
+        "(--hlo-dump): the proxy dumps to its pod and an uploader copies the files there"
+        for flag in job.xla_flags
+        if flag.startswith("--xla_dump_to=gs://")
+    ]

@@ -1,0 +1,167 @@
+"""Variants of the two pods, each one step over the built pod specs: the colocated-Python sidecar, the
+client-proxy transfer memory and the HLO uploader. A step that does not apply returns the pods unchanged.
+
+The base builders (head.py, worker.py) know nothing of these; `apply_variants` chains them, optax-style.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from typing import NamedTuple
+
+from pwdeploy import envcontract
+from pwdeploy import identifiers as ids
+from pwdeploy.config import JobConfig
+from pwdeploy.errors import ConfigError
+from pwdeploy.manifests import common as c
+from pwdeploy.manifests.common import Manifest
+from pwdeploy.manifests.head import transfer_memory_on
+from pwdeploy.quantity import parse_quantity
+
+HLO_UPLOAD_INTERVAL_S = 60
+
+
+class Pods(NamedTuple):
+    head: Manifest
+    worker: Manifest
+
+
+Step = Callable[[JobConfig, Pods], Pods]
+
+
+# ------------------------------------------------------------------------- colocated-Python sidecar
+
+
+def sidecar_container(job: JobConfig) -> Manifest:
+    image = job.sidecar.image
+    if image is None:
+        raise ConfigError(
+            "sidecar.repository",
+            f"{job.sidecar.repository} is set but no pushed sidecar image matches this job's current sidecar "
+            "inputs (none was pushed yet, or its code or requirements changed since)",
+            hint="run `pwdeploy sidecar build --push` with the same config, or set sidecar.image",
+        )
+    return {
+        "name": ids.SIDECAR_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [
+            c.env_value("GRPC_SERVER_ADDRESS", f"0.0.0.0:{ids.SIDECAR_PORT}"),
+            c.env_value("CLOUD_PATHWAYS_SIDECAR_SHM_DIRECTORY", ids.SIDECAR_SHM_DIR),
+        ],
+        "ports": c.ports(ids.SIDECAR_PORT),
+    }
+
+
+def colocated_python(job: JobConfig, pods: Pods) -> Pods:
+    """Workers run the user's sidecar beside pathways-worker, sharing a memory directory; the proxy uses it."""
+    if not job.sidecar.enabled:
+        return pods
+    worker = c.add_native_sidecar(pods.worker, sidecar_container(job))
+    worker = c.add_volume(
+        worker,
+        c.memory_volume(ids.SIDECAR_SHM_VOLUME, job.sidecar.shm_size),
+        ids.SIDECAR_SHM_DIR,
+        ids.WORKER_CONTAINER,
+        ids.SIDECAR_CONTAINER,
+    )
+    worker = c.add_args(worker, ids.WORKER_CONTAINER, [f"--cloud_pathways_sidecar_shm_directory={ids.SIDECAR_SHM_DIR}"])
+    head = c.add_args(pods.head, ids.PROXY_CONTAINER, ["--sidecar_name=external"])
+    return Pods(head, worker)
+
+
+# ------------------------------------------------------------------------- client-proxy transfer memory
+
+
+def check_transfer_memory_fits(job: JobConfig) -> None:
+    """The transfer directory is memory-backed and charged to both containers that write it."""
+    size = parse_quantity(job.head.transfer_shm_size, "head.transfer_shm_size", allow_zero=True)
+    main_total = size + parse_quantity(job.main.shm_size, "main.shm_size")
+    checks = (
+        (main_total, parse_quantity(job.main.memory, "main.memory"),
+         f"main.memory ({job.main.memory}) together with main.shm_size ({job.main.shm_size})"),
+        (size, parse_quantity(job.head.proxy_memory, "head.proxy_memory"),
+         f"head.proxy_memory ({job.head.proxy_memory})"),
+    )  # fmt: skip
+    for needed, limit, what in checks:
+        if needed >= limit:
+            raise ConfigError(
+                "head.transfer_shm_size",
+                f"{job.head.transfer_shm_size} does not fit inside {what}: the transfer directory is memory-backed "
+                "and counts against the memory limit of main and pathways-proxy",
+                hint="lower --transfer-shm-size (0 turns it off) or raise the memory limit",
+            )
+
+
+def transfer_memory(job: JobConfig, pods: Pods) -> Pods:
+    """The JAX client and the proxy pass large buffers through files in one memory-backed directory instead
+    of gRPC. Headless pods have no client; size 0 turns it off. The client's variables come with its proxy
+    connection (envcontract.proxy_env); this step adds the volume and the proxy's side."""
+    if not transfer_memory_on(job):
+        return pods
+    check_transfer_memory_fits(job)
+    volume = c.memory_volume(ids.TRANSFER_VOLUME, job.head.transfer_shm_size)
+    head = c.add_volume(pods.head, volume, ids.TRANSFER_DIR, ids.PROXY_CONTAINER, ids.MAIN_CONTAINER)
+    head = c.add_env(head, ids.PROXY_CONTAINER, [c.env_value(envcontract.TRANSFER_DIRECTORY_ENV, ids.TRANSFER_DIR)])
+    return Pods(head, pods.worker)
+
+
+# ------------------------------------------------------------------------- HLO dumps through an uploader
+
+
+def hlo_upload_script(destination: str) -> str:
+    """Copy the dump directory to GCS every interval, and once more when the container is told to stop."""
+    copy = f"gcloud storage rsync --recursive {ids.HLO_DIR} {shlex.quote(destination)}"
+    return (
+        f"upload() {{ {copy}; }}\n"
+        'trap "upload; exit 0" TERM INT\n'
+        f"while true; do sleep {HLO_UPLOAD_INTERVAL_S} & wait $!; upload; done\n"
+    )
+
+
+def hlo_uploader_container(job: JobConfig, destination: str) -> Manifest:
+    return {
+        "name": ids.HLO_UPLOADER_CONTAINER,
+        "image": job.storage.hlo_uploader_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", hlo_upload_script(destination)],
+        "resources": c.limits({"cpu": "1", "memory": "1Gi"}),
+        "securityContext": c.hardened(),
+    }
+
+
+def hlo_uploader(job: JobConfig, pods: Pods) -> Pods:
+    """The proxy dumps HLO to a local volume (jaxlib skips a gs:// dump directory without a word); an
+    uploader in the head pod copies it to storage.hlo_dump. As a native sidecar listed first it stops last,
+    after the proxy, so its final copy sees every file."""
+    if job.storage.hlo_dump is None:
+        return pods
+    uploader = hlo_uploader_container(job, job.storage.hlo_dump.uri)
+    if job.headless:  # no workload to outlive: the uploader runs as long as the servers do
+        head = c.extend(pods.head, "containers", [uploader])
+    else:
+        head = c.add_native_sidecar(pods.head, uploader, first=True)
+    volume = {"name": ids.HLO_VOLUME, "emptyDir": {}}
+    head = c.add_volume(head, volume, ids.HLO_DIR, ids.PROXY_CONTAINER, ids.HLO_UPLOADER_CONTAINER)
+    head = c.add_args(head, ids.PROXY_CONTAINER, [f"--xla_dump_to={ids.HLO_DIR}/"])
+    return Pods(head, pods.worker)
+
+
+STEPS: tuple[Step, ...] = (colocated_python, transfer_memory, hlo_uploader)
+
+
+def apply_variants(job: JobConfig, pods: Pods) -> Pods:
+    """Every variant step in turn, then one key order for the pod specs and their containers."""
+    for step in STEPS:
+        pods = step(job, pods)
+    return Pods(tidy(pods.head), tidy(pods.worker))
+
+
+def tidy(pod: Manifest) -> Manifest:
+    sections: Manifest = {
+        section: [c.ordered(container, c.CONTAINER_KEYS) for container in pod[section]]
+        for section in ("initContainers", "containers")
+        if section in pod
+    }
+    return c.ordered({**pod, **sections}, c.POD_KEYS)

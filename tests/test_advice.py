@@ -1,0 +1,80 @@
+"""Job-level warnings: what they catch, what they leave alone, and how render prints them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pwdeploy.advice import job_warnings
+from pwdeploy.cli import cli
+from pwdeploy.config import JobConfig, load_job
+from tests.kube_stub import StubKubeApiServer
+
+BASE = {
+    "name": "demo", "tpu.type": "v6e-16", "main.image": "r.example/p/img:1", "main.command": "python3 train.py",
+    "storage.scratch": "gs://bucket/scratch",
+}  # fmt: skip
+FLAGS = [
+    "--name", "demo", "--tpu-type", "v6e-16", "--image", "r.example/p/img:1", "--command", "python3 t.py",
+    "--gcs-scratch", "gs://bucket/scratch", "--pathways-version", "0.10.2", "--allow-version-mismatch",
+]  # fmt: skip
+
+
+def _job(**overrides: Any) -> JobConfig:
+    return load_job(None, {**BASE, **overrides}, installed_jax=lambda: "0.10.2")
+
+
+def test_a_plain_job_has_no_warnings() -> None:
+    assert job_warnings(_job(**{"main.env": {"WANDB_MODE": "offline", "MONKEY": "1"}})) == []
+
+
+def test_worker_memory_through_kueue() -> None:
+    assert job_warnings(_job(**{"tpu.worker_memory": "200Gi"})) == []
+    assert job_warnings(_job(**{"scheduling.queue": "tpu-queue"})) == []
+    (warning,) = job_warnings(_job(**{"tpu.worker_memory": "200Gi", "scheduling.queue": "tpu-queue"}))
+    assert warning.startswith("tpu.worker_memory (200Gi) with scheduling.queue (tpu-queue)")
+    assert "--worker-memory" in warning
+
+
+@pytest.mark.parametrize("name", ["HF_TOKEN", "WANDB_API_KEY", "DB_PASSWORD", "AWS_SECRET", "GCP_CREDENTIALS",
+                                  "TOKEN", "openai_api_key"])  # fmt: skip
+def test_literal_credentials_point_to_secret_env(name: str) -> None:
+    (warning,) = job_warnings(_job(**{"main.env": {name: "s3cr3t"}}))
+    assert warning.startswith(f"main.env.{name} looks like a credential")
+    assert f"--secret-env {name}=SECRET/KEY" in warning and "s3cr3t" not in warning
+
+
+def test_secret_env_is_not_warned_about() -> None:
+    assert job_warnings(_job(**{"main.secret_env": {"HF_TOKEN": "hf/token"}})) == []
+
+
+def test_gcs_dump_flag_points_to_storage_hlo_dump() -> None:
+    (warning,) = job_warnings(_job(xla_flags=["--xla_dump_to=gs://bucket/hlo"]))
+    assert "storage.hlo_dump" in warning and "--hlo-dump" in warning
+    assert job_warnings(_job(xla_flags=["--xla_dump_to=/tmp/hlo"])) == []
+
+
+def test_render_prints_warnings_on_stderr_only() -> None:
+    result = CliRunner().invoke(
+        cli, ["render", *FLAGS, "--worker-memory", "200Gi", "--queue", "q", "--env", "X_TOKEN=1"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert [line.split(" ")[1] for line in lines] == ["tpu.worker_memory", "main.env.X_TOKEN"]
+    assert all(line.startswith("warning: ") for line in lines)
+    assert "warning" not in result.stdout and result.stdout.startswith("---\n")
+
+
+def test_submit_prints_the_same_warnings_against_the_stub_api_server(tmp_path: Path) -> None:
+    """Against StubKubeApiServer (a loopback stub, not an API server): warnings come before anything is sent."""
+    with StubKubeApiServer(namespaces=("default",)) as stub:
+        kubeconfig = stub.write_kubeconfig(tmp_path / "kubeconfig", {"stub": ("stub-token", None)}, current="stub")
+        args = ["submit", *FLAGS, "--env", "X_TOKEN=1", "--kubeconfig", str(kubeconfig), "--skip-preflight",
+                "--dry-run=client"]  # fmt: skip
+        result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0].startswith("warning: main.env.X_TOKEN looks like a credential")
+    assert stub.writes() == []
