@@ -16,6 +16,7 @@ from pwdeploy.fields import Field, Kind
 from pwdeploy.jobconfig import SecretRef
 from pwdeploy.validation import names
 from pwdeploy.values import (
+    IMAGE_REFERENCE,
     check_name,
     kind_name,
     parse_bool,
@@ -41,6 +42,7 @@ RESERVED_ENV = frozenset(
 
 _QUANTITY = f"^{quantity.PATTERN}$"
 _GCS = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"
+_IMAGE = f"^(|{IMAGE_REFERENCE.pattern})$"  # empty: unset
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
@@ -140,7 +142,7 @@ KINDS: dict[Kind, KindSpec] = {
     ),
     Kind.GCS: KindSpec(_gcs, _fixed({"type": "string", "pattern": _GCS}), _named("GCS URI")),
     Kind.PATH: KindSpec(_path, _fixed({"type": "string"}), _named("PATH")),
-    Kind.IMAGE: KindSpec(_image, _fixed({"type": "string"}), _named("IMAGE")),
+    Kind.IMAGE: KindSpec(_image, _fixed({"type": "string", "pattern": _IMAGE}), _named("IMAGE")),
     Kind.COMMAND: KindSpec(
         lambda f, v, b: parse_command(v, f.path),
         _fixed({"oneOf": [{"type": "string"}, {**_STRINGS, "minItems": 1}]}),

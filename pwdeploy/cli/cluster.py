@@ -269,7 +269,7 @@ def logs(
         )  # fmt: skip
     if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
         flag = "--slice" if slice_index is not None else "--host"
-        raise ConfigError(flag, f"applies to --component worker or sidecar, not {component}")
+        raise ConfigError(None, f"applies to --component worker or sidecar, not {component}", source=flag)
     kube = _connect(kubeconfig, context)
     ns = namespace or kube.namespace
     pod = find_pod(kube, ns, name, component, slice_index or 0, host or 0)
