@@ -132,6 +132,8 @@ def load_job(
     """
     errors: list[ConfigError] = []
     raw = flatten(read_file(path), errors) if path is not None else {}
+    for error in errors:  # so far only the file's unknown or misshapen keys
+        error.source = str(path)
     merged = merge(raw, overrides or {}, errors)
     jax_version = (installed_jax or installed_jax_version)()
     base_dir = path.parent.absolute() if path is not None else Path.cwd()

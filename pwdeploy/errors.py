@@ -65,6 +65,12 @@ def raise_all(errors: list[ConfigError]) -> None:
         raise ConfigErrors(errors)
 
 
+class DependencyError(PwdeployError):
+    """The environment lacks something pwdeploy needs: an installed package or a tool. Not bad input."""
+
+    exit_code = 9
+
+
 class ValidationError(PwdeployError):
     """Rendered manifests that the Kubernetes/JobSet schemas or webhook rules reject."""
 
@@ -98,9 +104,3 @@ class LocalRunError(PwdeployError):
     """The local run could not be started."""
 
     exit_code = 7
-
-
-class DependencyError(PwdeployError):
-    """The environment lacks something pwdeploy needs: an installed package or a tool. Not bad input."""
-
-    exit_code = 9

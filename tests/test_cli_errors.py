@@ -69,6 +69,7 @@ def test_unknown_fields_and_missing_fields_together(runner: CliRunner, tmp_path:
     lines = _errors(result.stderr)
     assert result.exit_code == 2
     assert any(line.startswith("error: nmae: unknown field (did you mean 'name'?)") for line in lines)
+    assert all(line.endswith(f"(from {path})") for line in lines if "unknown field" in line)
     assert any(line.startswith("error: tpu.typ: unknown field (did you mean 'type'?)") for line in lines)
     assert any(line.startswith("error: name: is required") for line in lines), result.stderr
 
