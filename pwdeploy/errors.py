@@ -21,13 +21,54 @@ class PwdeployError(Exception):
 
 
 class ConfigError(PwdeployError):
-    """Bad input: a config field, a flag, a file that cannot be read."""
+    """Bad input: a config field, a flag, a file that cannot be read.
+
+    ``field`` is the dotted config path (``tpu.slices``) the problem is about, or None; ``source`` says where
+    the value came from (the flag, the environment variable or the config file), when that is known.
+    ``message`` is the problem alone; ``str()`` is the whole line.
+    """
 
     exit_code = 2
 
-    def __init__(self, field: str | None, message: str, *, hint: str | None = None) -> None:
-        super().__init__(f"{field}: {message}" if field else message, hint=hint)
+    def __init__(self, field: str | None, message: str, *, hint: str | None = None, source: str | None = None) -> None:
+        super().__init__(message, hint=hint)
         self.field = field
+        self.source = source
+
+    def line(self) -> str:
+        """``field: message (from source)``: one line, without the hint."""
+        where = f" (from {self.source})" if self.source and self.source != self.field else ""
+        if self.field:
+            return f"{self.field}: {self.message}{where}"
+        return f"{self.source}: {self.message}" if self.source else self.message
+
+    def __str__(self) -> str:
+        return self.line() if not self.hint else f"{self.line()}\n  hint: {self.hint}"
+
+
+class ConfigErrors(ConfigError):
+    """Several config problems found in one pass, reported one line each."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        super().__init__(errors[0].field, errors[0].message, source=errors[0].source)
+        self.errors = errors
+
+    def __str__(self) -> str:
+        return "\n".join(str(error) for error in self.errors)
+
+
+def raise_all(errors: list[ConfigError]) -> None:
+    """Raise the one error, or all of them together; nothing when the list is empty."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors)
+
+
+class DependencyError(PwdeployError):
+    """The environment lacks something pwdeploy needs: an installed package or a tool. Not bad input."""
+
+    exit_code = 9
 
 
 class ValidationError(PwdeployError):

@@ -18,6 +18,7 @@ class Kind(Enum):
     QUANTITY = "quantity"  # a Kubernetes quantity: 8, 500m, 16Gi
     GCS = "gcs"  # gs://bucket[/prefix]
     PATH = "path"  # a local path, relative to the config file
+    IMAGE = "image"  # a container image reference (OCI grammar): [registry/]repository[:tag][@digest]
     COMMAND = "command"  # a string (split like a shell) or a list of strings
     STR_LIST = "string list"
     FLAG_LIST = "flag list"  # --name=value items
@@ -48,7 +49,7 @@ class Field(NamedTuple):
     def env_name(self) -> str | None:
         if self.flag is None or not self.envvar:
             return None
-        return "PWDEPLOY_" + self.flag.lstrip("-").replace("-", "_").upper()
+        return "PWDEPLOY_" + self.flag.split("/")[0].lstrip("-").replace("-", "_").upper()  # --gcs-olm/--no-...
 
 
 _ = Field
@@ -72,10 +73,10 @@ FIELDS: tuple[Field, ...] = (
       "Flags for every pathways-worker (e.g. --megascale_*), each --name=value", "--worker-flag", envvar=False),
     _("worker_env", Kind.ENV, {}, "Extra environment of every pathways-worker (e.g. LIBTPU_INIT_ARGS)",
       "--worker-env", envvar=False),
-    _("images.server", Kind.STR, None,
+    _("images.server", Kind.IMAGE, None,
       "Pathways server image (RM and workers), tag or digest; default: <image_registry>/server:jax-<V>",
       "--server-image"),
-    _("images.proxy_server", Kind.STR, None,
+    _("images.proxy_server", Kind.IMAGE, None,
       "Pathways IFRT proxy image, tag or digest; default: <image_registry>/proxy_server:jax-<V>",
       "--proxy-server-image"),
     _("tpu.type", Kind.STR, None, "TPU slice type such as v5p-8, v6e-16, v5litepod-32", "--tpu-type"),
@@ -91,7 +92,7 @@ FIELDS: tuple[Field, ...] = (
     _("tpu.worker_memory", Kind.QUANTITY, None, "Memory limit of each TPU worker container (optional)",
       "--worker-memory"),
     _("tpu.shm_size", Kind.QUANTITY, "16Gi", "Size of the workers' memory-backed /dev/shm", "--worker-shm-size"),
-    _("main.image", Kind.STR, None, "Image of the user's JAX container (tag or digest; not :latest)", "--image"),
+    _("main.image", Kind.IMAGE, None, "Image of the user's JAX container (tag or digest; not :latest)", "--image"),
     _("main.command", Kind.COMMAND, None, "Command of the user's container: a string or a list", "--command"),
     _("main.env", Kind.ENV, {}, "Extra environment of the user's container", "--env", envvar=False),
     _("main.secret_env", Kind.SECRET_ENV, {},
@@ -121,7 +122,7 @@ FIELDS: tuple[Field, ...] = (
     _("storage.hlo_dump", Kind.GCS, None,
       "HLO dump location: the proxy dumps to a volume in the head pod, an uploader container copies it here",
       "--hlo-dump"),
-    _("storage.hlo_uploader_image", Kind.STR, "google/cloud-sdk:502.0.0-slim",
+    _("storage.hlo_uploader_image", Kind.IMAGE, "google/cloud-sdk:502.0.0-slim",
       "Image of the head pod's HLO uploader (needs gcloud; tag or digest)", "--hlo-uploader-image"),
     _("storage.profiles", Kind.GCS, None, "Profile directory (PWDEPLOY_PROFILE_DIR in the user's container)",
       "--profile-dir"),
@@ -138,12 +139,12 @@ FIELDS: tuple[Field, ...] = (
       "node pool's service account, so grant bucket roles there", "--service-account"),
     _("scheduling.termination_grace_seconds", Kind.INT, None, "Pods' terminationGracePeriodSeconds",
       "--termination-grace-seconds", minimum=0),
-    _("sidecar.image", Kind.STR, None,
+    _("sidecar.image", Kind.IMAGE, None,
       "Colocated-Python sidecar image for the workers (tag or digest); enables the sidecar", "--sidecar-image"),
     _("sidecar.repository", Kind.STR, None,
       "Where `pwdeploy sidecar build` tags and pushes the sidecar (registry/repo); enables the sidecar",
       "--sidecar-repository"),
-    _("sidecar.base_image", Kind.STR, None,
+    _("sidecar.base_image", Kind.IMAGE, None,
       "Colocated-Python base image; default: the Pathways sidecar base for this JAX and Python version",
       "--sidecar-base-image"),
     _("sidecar.source_dir", Kind.PATH, None, "Directory of user code copied into the sidecar image",
@@ -162,7 +163,7 @@ FIELDS: tuple[Field, ...] = (
     _("image.repository", Kind.STR, None,
       "Where `pwdeploy image build` tags and pushes the job image (registry/repo); render pins main.image to it",
       "--image-repository"),
-    _("image.base", Kind.STR, None,
+    _("image.base", Kind.IMAGE, None,
       "Base image of the job image; default: the official python:<X.Y>-slim image of the client's Python",
       "--image-base"),
     _("image.source_dir", Kind.PATH, None, "Directory copied into the job image; default: the config's folder",

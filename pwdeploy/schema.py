@@ -4,35 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pwdeploy import quantity
-from pwdeploy.fields import FIELDS, SECTIONS, Field, Kind
-
-_QUANTITY = f"^{quantity.PATTERN}$"
+from pwdeploy.fields import FIELDS, SECTIONS, Field
+from pwdeploy.kinds import KINDS
 
 
 def _property(field: Field) -> dict[str, Any]:
-    kind = field.kind
-    schema: dict[str, Any]
-    if kind is Kind.INT:
-        schema = {"type": "integer"}
-        if field.minimum is not None:
-            schema["minimum"] = field.minimum
-    elif kind is Kind.BOOL:
-        schema = {"type": "boolean"}
-    elif kind is Kind.QUANTITY:
-        schema = {"type": ["string", "number"], "pattern": _QUANTITY}
-    elif kind is Kind.GCS:
-        schema = {"type": "string", "pattern": r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"}
-    elif kind is Kind.COMMAND:
-        schema = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
-    elif kind is Kind.STR_LIST:
-        schema = {"type": "array", "items": {"type": "string"}}
-    elif kind is Kind.FLAG_LIST:
-        schema = {"type": "array", "items": {"type": "string", "pattern": r"^--[A-Za-z][A-Za-z0-9_]*(=\S+)?$"}}
-    elif kind is Kind.ENV:
-        schema = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
-    else:
-        schema = {"type": "string"}
+    schema = KINDS[field.kind].schema(field)
     schema["description"] = field.help + (f" (flag {field.flag.split('/')[0]})" if field.flag else "")
     if field.default not in (None, (), {}):
         schema["default"] = field.default

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from pwdeploy.errors import ConfigError, ValidationError
 from pwdeploy.validation.objects import label, object_problems
@@ -32,11 +32,6 @@ def validate_objects(objects: Sequence[Any], *, kubernetes_version: str = DEFAUL
     return list(dict.fromkeys(lines))
 
 
-class FilesReport(NamedTuple):
-    objects: int  # how many objects the files hold
-    problems: list[str]  # each prefixed by its file; empty when every object is valid
-
-
 def require_valid(objects: Sequence[Any], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> None:
     """Raise ValidationError (exit 3) listing every problem, when there is one."""
     problems = validate_objects(objects, kubernetes_version=kubernetes_version)
@@ -44,19 +39,41 @@ def require_valid(objects: Sequence[Any], *, kubernetes_version: str = DEFAULT_K
         raise ValidationError(problems)
 
 
-def validate_files(paths: Iterable[str | Path], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> FilesReport:
-    """Every problem in the manifests in ``paths`` (``-`` is standard input), each line prefixed by its file.
+def read_manifests(paths: Iterable[str | Path]) -> dict[str, list[Any]]:
+    """The objects in each file (``-`` is standard input), by file name.
 
-    A missing or unreadable file, one that is not YAML/JSON, or one that holds no object raises ConfigError.
+    ConfigError when no file is given, or a file is missing, unreadable, not YAML/JSON or holds no object: an
+    empty result is never returned, so that nothing unchecked passes as valid.
     """
     from pwdeploy.validation.files import load_documents
 
-    count, problems = 0, []
+    found: dict[str, list[Any]] = {}
     for path in paths:
         name = "<stdin>" if str(path) == "-" else str(path)
         objects = load_documents(path)
         if not objects:
-            raise ConfigError(name, "holds no Kubernetes objects")
-        count += len(objects)
-        problems += [f"{name}: {line}" for line in validate_objects(objects, kubernetes_version=kubernetes_version)]
-    return FilesReport(count, problems)
+            raise ConfigError(None, "holds no Kubernetes objects", source=name)
+        found[name] = found.get(name, []) + objects
+    if not found:
+        raise ConfigError(None, "no manifest files given")
+    return found
+
+
+def file_problems(
+    manifests: dict[str, list[Any]], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+) -> list[str]:
+    """Every problem in ``manifests`` (from read_manifests), each line prefixed by its file; empty: all valid."""
+    return [
+        f"{name}: {line}"
+        for name, objects in manifests.items()
+        for line in validate_objects(objects, kubernetes_version=kubernetes_version)
+    ]
+
+
+def validate_files(paths: Iterable[str | Path], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> list[str]:
+    """Every problem in the manifests in ``paths``, one line each prefixed by its file; an empty list means valid.
+
+    A missing or unreadable file, one that is not YAML/JSON or holds no object, or no file at all raises
+    ConfigError (see read_manifests) rather than returning an empty list.
+    """
+    return file_problems(read_manifests(paths), kubernetes_version=kubernetes_version)

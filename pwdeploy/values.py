@@ -13,6 +13,15 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 FLAG_ITEM = re.compile(r"--([A-Za-z][A-Za-z0-9_]*)(?:=(\S+))?")
 GCS_URI = re.compile(r"gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/[^\s]*)?")
 
+# The OCI distribution reference grammar: [domain[:port]/]path[:tag][@algorithm:hex].
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_NAME = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REFERENCE = re.compile(rf"({IMAGE_NAME})(?::{_TAG})?(?:@{_DIGEST})?")
+
 
 class GcsPath(NamedTuple):
     bucket: str
@@ -131,6 +140,21 @@ def parse_gcs(value: Any, path: str) -> GcsPath:
     if any(ord(char) < 32 or 127 <= ord(char) <= 159 for char in prefix):
         raise ConfigError(path, f"{value!r} has a control character in its path")
     return GcsPath(bucket, prefix)
+
+
+def parse_image(value: Any, path: str) -> str:
+    """An image reference as the OCI distribution grammar defines it (``registry/repo:tag`` or ``@sha256:...``)."""
+    if not isinstance(value, str):
+        raise ConfigError(path, f"must be an image reference string, not a {kind_name(value)}")
+    text = value.strip()
+    match = IMAGE_REFERENCE.fullmatch(text)
+    if match is None or len(match.group(1)) > 255:
+        raise ConfigError(
+            path,
+            f"{value!r} is not an image reference; write [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST] "
+            "(lower-case repository, no spaces), e.g. us-docker.pkg.dev/my-project/jobs/train:1.0",
+        )
+    return text
 
 
 def check_image_pinned(image: str, path: str) -> None:

@@ -162,3 +162,14 @@ def test_help_and_render_do_not_import_heavy_modules() -> None:
     ).replace("%r", repr(EXAMPLE))  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "HEAVY []" in result.stderr, result.stderr
+
+
+def test_schema_checks_image_references() -> None:
+    import jsonschema
+
+    from pwdeploy.schema import job_schema
+
+    schema = job_schema()
+    jsonschema.validate({"name": "x", "main": {"image": "us-docker.pkg.dev/p/r/train:1"}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "x", "main": {"image": "train:1 extra"}}, schema)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pwdeploy.config import JobConfig, load_job, merge
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ConfigError, ConfigErrors
 
 BASE: dict[str, Any] = {
     "name": "demo",
@@ -150,3 +150,52 @@ def test_a_slice_flag_replaces_the_files_slice_in_either_form(tmp_path: Path) ->
 def test_merge_rejects_unknown_override() -> None:
     with pytest.raises(ConfigError, match="unknown field"):
         merge({}, {"tpu.nonsense": 1})
+
+
+def test_every_problem_is_raised_together_with_its_source(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("name: demo\ntpu: {type: v5p-8, slices: many}\nmain: {cpu: lots}\n")
+    overrides = {"storage.scratch": "s3://bucket", "main.image": "img/train:1", "main.command": "x"}
+    with pytest.raises(ConfigErrors) as err:
+        load_job(path, overrides, sources={"storage.scratch": "--gcs-scratch"}, installed_jax=lambda: "0.10.2")
+    found = {(e.field, e.source) for e in err.value.errors}
+    assert found == {("tpu.slices", str(path)), ("main.cpu", str(path)), ("storage.scratch", "--gcs-scratch")}
+    assert str(err.value).count("\n") == 2  # one line each
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    path = folder / "job.yaml"
+    path.write_text(
+        "name: demo\ntpu: {type: v5p-8}\nmain: {image: img/train:1, command: x}\nstorage: {scratch: gs://bkt/s}\n"
+        "sidecar: {source_dir: src}\n"
+    )
+    monkeypatch.chdir(tmp_path)  # elsewhere: the current directory must not matter
+    loaded = load_job(Path("project/job.yaml"), installed_jax=lambda: "0.10.2")
+    assert loaded.local.compile_cache == str(folder / ".pwdeploy" / "jax-cache")
+    assert loaded.local.hlo_dir == folder / ".pwdeploy" / "hlo"
+    assert loaded.sidecar.source_dir == folder / "src"
+    flagged = load_job(
+        path, {"local.compile_cache": "cache", "local.hlo_dir": "/abs/hlo"}, installed_jax=lambda: "0.10.2"
+    )
+    assert flagged.local.compile_cache == str(folder / "cache") and flagged.local.hlo_dir == Path("/abs/hlo")
+    for kept in ("", "gs://bucket/cache"):  # off, or a bucket: not paths
+        assert job(local__compile_cache=kept).local.compile_cache == kept
+
+
+def test_without_a_file_relative_paths_resolve_against_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert job().local.hlo_dir == tmp_path / ".pwdeploy" / "hlo"
+
+
+def test_config_error_keeps_field_and_source_apart() -> None:
+    error = ConfigError("tpu.slices", "must be an integer >= 1, not 0", source="--num-slices")
+    assert (error.field, error.source, error.message) == (
+        "tpu.slices",
+        "--num-slices",
+        "must be an integer >= 1, not 0",
+    )
+    assert str(error) == "tpu.slices: must be an integer >= 1, not 0 (from --num-slices)"

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
+from pwdeploy.errors import ConfigError
 from pwdeploy.gcs.client import MissingCredentials
 from pwdeploy.preflight import run_preflight
 from pwdeploy.preflight.credentials import Credentials
@@ -189,9 +190,12 @@ def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax
 
 def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail(jax_version: str) -> None:
     same = "127.0.0.1:5000/team/pw:1"
-    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "Bad/Ref:1", "main.command": "x",
+    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
               "storage.scratch": "gs://bkt/s", "images.server": same, "images.proxy_server": same}  # fmt: skip
+    with pytest.raises(ConfigError, match="main.image: 'Bad/Ref:1' is not an image reference"):
+        load_job(None, {**values, "main.image": "Bad/Ref:1"})  # the config refuses it ...
     job = load_job(None, values)
+    job = job._replace(main=job.main._replace(image="Bad/Ref:1"))  # ... a reference from elsewhere is a row
     rows = check_images(job, stub_lookup({"127.0.0.1:5000/team/pw": Lookup("found", "sha256:" + "1" * 64)}))
     assert [(r.location, r.fields, r.status) for r in rows] == [
         (same, ("images.proxy_server", "images.server"), Status.OK),

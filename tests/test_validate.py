@@ -588,7 +588,7 @@ def test_validate_files_yaml_and_json(tmp_path: Path) -> None:
     listed = tmp_path / "list.json"
     listed.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [good, bad]}))
     expected = "JobSet/demo: spec.replicatedJobs[1].replicas: 0 must be at least 1"
-    assert validate_files([multi, str(listed)]) == (4, [f"{multi}: {expected}", f"{listed}: {expected}"])
+    assert validate_files([multi, str(listed)]) == [f"{multi}: {expected}", f"{listed}: {expected}"]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from pwdeploy import __version__
-from pwdeploy.errors import PwdeployError
+from pwdeploy.errors import ConfigErrors, PwdeployError
 
 # name -> "module:attribute"; each module imports its heavy dependencies inside its functions.
 COMMANDS = {
@@ -63,7 +63,9 @@ class LazyGroup(click.Group):
                 raise
             return None  # a command whose module is not part of this build
         command: click.Command = getattr(module, attr)
-        return command
+        from pwdeploy.cli.help import apply  # the help layout and example, applied in one place
+
+        return apply(command, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help from the table, so `--help` imports no command module.
@@ -74,6 +76,12 @@ class LazyGroup(click.Group):
 class PwdeployGroup(LazyGroup):
     """Runs the command and turns every error into a message and an exit code, in this one place."""
 
+    debug = False  # the parsed --debug of the current run: a --debug after `--` belongs to the user's program
+
+    def invoke(self, ctx: click.Context) -> Any:
+        PwdeployGroup.debug = bool(ctx.params.get("debug"))
+        return super().invoke(ctx)
+
     def main(  # type: ignore[override]
         self,
         args: list[str] | None = None,
@@ -83,7 +91,7 @@ class PwdeployGroup(LazyGroup):
         **extra: Any,
     ) -> None:
         argv = list(sys.argv[1:] if args is None else args)
-        debug = "--debug" in argv
+        PwdeployGroup.debug = False
         try:
             result = super().main(argv, prog_name or "pwdeploy", complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
@@ -93,22 +101,28 @@ class PwdeployGroup(LazyGroup):
             exc.show()
             sys.exit(exc.exit_code)
         except PwdeployError as exc:
-            if debug:
+            if self.debug:
                 traceback.print_exc()
-            click.echo(f"error: {exc}", err=True)
+            for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
+                click.echo(f"error: {error}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
         except Exception as exc:  # last resort: no traceback for users unless asked
-            if debug:
+            if self.debug:
                 raise
             click.echo(f"internal error: {type(exc).__name__}: {exc}\n  rerun with --debug for the traceback", err=True)
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
 
 
-@click.group(cls=PwdeployGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=PwdeployGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="\b\nExample:\n  pwdeploy render -f job.yaml | kubectl apply -f -\n"
+    'Shell completion (bash): eval "$(_PWDEPLOY_COMPLETE=bash_source pwdeploy)"',
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.version_option(__version__, prog_name="pwdeploy")
 @click.pass_context

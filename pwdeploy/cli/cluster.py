@@ -275,12 +275,17 @@ def logs(
     name: str, namespace: str | None, component: str, slice_index: int | None, host: int | None, follow: bool,
     tail: int | None, previous: bool, kubeconfig: Path | None, context: str | None,
 ) -> None:  # fmt: skip
-    """Print a job's container logs."""
+    """Print a job's container logs (`-f` follows them, as in kubectl)."""
     from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_lines
 
+    if name.endswith((".yaml", ".yml", ".json")) or Path(name).exists():
+        raise ConfigError(
+            None, f"{name!r} looks like a file, but logs takes the job's name (-f means --follow, as in kubectl)",
+            hint="pwdeploy logs JOB_NAME -f  (the name is the config's `name`; `pwdeploy list` shows them)",
+        )  # fmt: skip
     if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
         flag = "--slice" if slice_index is not None else "--host"
-        raise ConfigError(flag, f"applies to --component worker or sidecar, not {component}")
+        raise ConfigError(None, f"applies to --component worker or sidecar, not {component}", source=flag)
     kube = _connect(kubeconfig, context)
     ns = namespace or kube.namespace
     pod = find_pod(kube, ns, name, component, slice_index or 0, host or 0)

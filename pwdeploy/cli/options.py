@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -11,29 +12,42 @@ import click
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError
 from pwdeploy.fields import FIELDS, Field, Kind
+from pwdeploy.kinds import KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _PARAM_PREFIX = "job__"
+FILE_PARAM = "job__file"
 
 
-def _param_name(field: Field) -> str:
+def param_name(field: Field) -> str:
     return _PARAM_PREFIX + field.path.replace(".", "__")
+
+
+FIELD_OF_PARAM: dict[str, Field] = {param_name(f): f for f in FIELDS if f.flag}
+
+
+def _default_note(field: Field) -> str:
+    """``[default: 16Gi]`` for help; the field's default, since the flag's own default is None (the file decides)."""
+    if field.default in (None, (), {}, ""):
+        return ""
+    if field.kind is Kind.BOOL:
+        if field.flag is None or "/" not in field.flag:
+            return ""  # a switch that is off unless given
+        on, off = field.flag.split("/")
+        return f"  [default: {on if field.default else off}]"
+    return f"  [default: {field.default}]"
 
 
 def _option(field: Field) -> Callable[[F], F]:
     assert field.flag is not None
-    decls = [field.flag, _param_name(field)]
-    help_text = field.help + (f" [env {field.env_name}]" if field.env_name else "")
+    decls = [field.flag, param_name(field)]
+    help_text = field.help + _default_note(field)
     if field.kind is Kind.BOOL:
-        if "/" not in field.flag:
-            return click.option(*decls, is_flag=True, default=None, envvar=field.env_name, help=help_text)
-        return click.option(*decls, default=None, envvar=field.env_name, help=help_text)
-    multiple = field.kind in (Kind.FLAG_LIST, Kind.ENV)
-    metavar = "KEY=VALUE" if field.kind is Kind.ENV else None
-    return click.option(
-        *decls, multiple=multiple, envvar=field.env_name, help=help_text, metavar=metavar, show_envvar=False
-    )
+        return click.option(*decls, is_flag=True, default=None, help=help_text)
+    spec = KINDS[field.kind]
+    # Values stay text here: the config parses them, so that every problem is reported at once with its source.
+    return click.option(*decls, multiple=spec.multiple, help=help_text, metavar=spec.metavar(field))
 
 
 def job_options(func: F) -> F:
@@ -41,21 +55,28 @@ def job_options(func: F) -> F:
     for field in reversed([f for f in FIELDS if f.flag]):
         func = _option(field)(func)
     return click.option(
-        "-f", "--file", "job__file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-        envvar="PWDEPLOY_FILE", help="Job config YAML file [env PWDEPLOY_FILE]",
+        "-f", "--file", FILE_PARAM, type=click.Path(dir_okay=False, path_type=Path), default=None,
+        envvar="PWDEPLOY_FILE", metavar="FILE", help="Job config YAML file [env PWDEPLOY_FILE]",
     )(func)  # fmt: skip
 
 
-def overrides_from(params: dict[str, Any]) -> dict[str, Any]:
+def overrides_from(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The config values the flags and ``PWDEPLOY_<FLAG>`` variables set, and which flag or variable set each.
+
+    Environment defaults are read here rather than by click, so they work alike for every kind (``--gcs-olm``
+    and ``--headless`` too: PWDEPLOY_GCS_OLM=false) and are parsed, and reported, like any other value.
+    """
     found: dict[str, Any] = {}
-    for field in FIELDS:
-        if not field.flag:
-            continue
-        value = params.get(_param_name(field))
-        if value is None or value == ():
-            continue
-        found[field.path] = list(value) if isinstance(value, tuple) else value
-    return found
+    sources: dict[str, str] = {}
+    for name, field in FIELD_OF_PARAM.items():
+        value = params.get(name)
+        if value is not None and value != ():
+            found[field.path] = list(value) if isinstance(value, tuple) else value
+            sources[field.path] = str(field.flag).split("/")[0]
+        elif field.env_name and os.environ.get(field.env_name, "").strip():
+            found[field.path] = os.environ[field.env_name]
+            sources[field.path] = field.env_name
+    return found, sources
 
 
 def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -64,48 +85,20 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobConfig:
-    """The validated job from ``-f`` and the flags; errors name the flag that set a bad value.
+    """The validated job from ``-f`` and the flags; errors name the flag, variable or file that set a bad value.
 
     With ``pin_images``, images pushed by `pwdeploy sidecar build --push` and `pwdeploy image build --push` are
     pinned by their recorded digests (sidecar.image, main.image).
     """
-    overrides = overrides_from(params)
-    try:
-        job = load_job(params.get("job__file"), overrides)
-        if pin_images and (job.sidecar.repository or job.image.repository):
-            from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
+    overrides, sources = overrides_from(params)
+    file = params.get(FILE_PARAM)
+    if file is None and not overrides:
+        raise ConfigError(None, "no job config given (-f FILE or flags)", hint="e.g. pwdeploy render -f job.yaml")
+    job = load_job(file, overrides, sources=sources)
+    if pin_images and (job.sidecar.repository or job.image.repository):
+        from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
 
-            job, warnings = pin_pushed(job, params.get("job__file"))
-            for warning in warnings:
-                click.echo(f"warning: {warning}", err=True)
-        return job
-    except ConfigError as exc:
-        source = _source_of(exc.field, overrides, params.get("job__file"))
-        if source is not None:
-            exc.message += f" (from {source})"
-        raise
-
-
-def _source_of(path: str | None, overrides: dict[str, Any], file: Path | None) -> str | None:
-    """Which flag, environment variable or file set the field ``path``, for error messages."""
-    field = next((f for f in FIELDS if path is not None and (path == f.path or path.startswith(f.path + "."))), None)
-    if field is None:
-        return None
-    if field.path not in overrides:
-        return str(file) if file is not None and field.path in _file_fields(file) else None
-    if field.flag is None:
-        return None
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.get_parameter_source(_param_name(field)) is click.core.ParameterSource.ENVIRONMENT:
-        return field.env_name
-    return field.flag.split("/")[0]
-
-
-def _file_fields(file: Path) -> set[str]:
-    """The dotted fields a config file sets (read again: only on the error path)."""
-    from pwdeploy.config import flatten, read_file
-
-    try:
-        return set(flatten(read_file(file)))
-    except ConfigError:
-        return set()
+        job, warnings = pin_pushed(job, file)
+        for warning in warnings:
+            click.echo(f"warning: {warning}", err=True)
+    return job

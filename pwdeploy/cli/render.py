@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.errors import ConfigError
 
 
 @click.command()
@@ -46,7 +47,12 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
 
         require_valid(objects)
     if output_dir is not None:
-        for path in manifests.write_dir(objects, output_dir, fmt):
+        try:
+            written = manifests.write_dir(objects, output_dir, fmt)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ConfigError(None, f"cannot write to {output_dir}: {reason}", source="--output-dir") from None
+        for path in written:
             click.echo(f"wrote {path}", err=True)
         return
     click.echo(manifests.to_json(objects) if fmt == "json" else manifests.to_yaml(objects), nl=False)

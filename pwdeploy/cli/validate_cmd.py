@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pwdeploy.errors import ValidationError
-from pwdeploy.validate import DEFAULT_KUBERNETES_VERSION, validate_files
+from pwdeploy.validate import DEFAULT_KUBERNETES_VERSION, file_problems, read_manifests
 
 
 @click.command()
@@ -21,7 +21,9 @@ def validate(files: tuple[str, ...], kubernetes_version: str) -> None:
     """Check manifests (multi-document YAML or JSON; `-` for standard input) against the Kubernetes schemas, the
     JobSet schema and the rules of the JobSet webhook and the API server. Exits 3 when there are problems.
     """
-    report = validate_files(files, kubernetes_version=kubernetes_version)
-    if report.problems:
-        raise ValidationError(report.problems)
-    click.echo(f"ok: {report.objects} object{'' if report.objects == 1 else 's'} valid")
+    manifests = read_manifests(files)
+    problems = file_problems(manifests, kubernetes_version=kubernetes_version)
+    if problems:
+        raise ValidationError(problems)
+    count = sum(map(len, manifests.values()))
+    click.echo(f"ok: {count} object{'' if count == 1 else 's'} valid")

@@ -22,7 +22,7 @@ def kubeconfig_location(kubeconfig: Path | None) -> str | None:
     from_env = os.environ.get("KUBECONFIG", "")
     if from_env.strip():
         if not any(Path(p).expanduser().is_file() for p in from_env.split(os.pathsep) if p):
-            raise ClusterError(f"KUBECONFIG={from_env} names no existing file", hint=GET_CREDENTIALS)
+            raise ConfigError(None, f"KUBECONFIG={from_env} names no existing file", hint=GET_CREDENTIALS)
         return from_env
     default = Path("~/.kube/config").expanduser()
     return str(default) if default.is_file() else None

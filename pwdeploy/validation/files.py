@@ -31,13 +31,15 @@ def read_text(source: str | Path) -> str:
         return sys.stdin.read()
     path = Path(source)
     if path.is_dir():
-        raise ConfigError(str(path), "is a directory; pass the manifest files in it")
+        raise ConfigError(None, "is a directory; pass the manifest files in it", source=str(path))
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), f"cannot be read: {exc}") from None
+        raise ConfigError(None, "no such file", source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(None, f"is not UTF-8 text (byte at offset {exc.start})", source=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(None, f"cannot be read: {exc.strerror or exc}", source=str(path)) from None
 
 
 def load_documents(source: str | Path) -> list[Any]:
@@ -47,13 +49,15 @@ def load_documents(source: str | Path) -> list[Any]:
     try:
         loaded = json.loads(text) if name.endswith(".json") else list(yaml.load_all(text, Loader=_UniqueKeyLoader))
     except json.JSONDecodeError as exc:
-        raise ConfigError(name, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        raise ConfigError(
+            None, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}", source=name
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(name, f"not valid YAML: {getattr(exc, 'problem', None) or exc}{where}") from None
+        raise ConfigError(None, f"not valid YAML: {getattr(exc, 'problem', None) or exc}{where}", source=name) from None
     except ConfigError as exc:
-        raise ConfigError(name, exc.message) from None
+        raise ConfigError(None, exc.message, source=name) from None
     documents = [loaded] if name.endswith(".json") else loaded
     return [obj for document in documents for obj in _expand(document)]
 

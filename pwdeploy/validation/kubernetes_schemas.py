@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy.atomic import write_text_atomic
-from pwdeploy.errors import ConfigError, PwdeployError
+from pwdeploy.errors import DependencyError, PwdeployError
 from pwdeploy.validation.checker import UnsupportedSchema, refs, strip
 
 CACHE_FORMAT = 1
@@ -37,8 +37,8 @@ def schema_root() -> Path:
     """kubernetes-validate's schema folder, found without importing the package (which costs ~15 ms)."""
     spec = importlib.util.find_spec("kubernetes_validate")
     if spec is None or spec.origin is None:
-        raise ConfigError(
-            None, "the kubernetes-validate package is not installed", hint="pip install kubernetes-validate"
+        raise DependencyError(
+            "the kubernetes-validate package is not installed", hint="pip install kubernetes-validate"
         )
     return Path(spec.origin).parent / _SCHEMA_ROOT
 

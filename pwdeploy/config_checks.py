@@ -1,0 +1,193 @@
+"""The config checks that combine fields (or resolve a value from several), run after each field parsed.
+
+Each check names the fields it reads; pwdeploy.config runs it only when all of them parsed, so one bad value
+gives one error, not a cascade.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pwdeploy import catalog
+from pwdeploy.errors import ConfigError
+from pwdeploy.quantity import parse_quantity
+from pwdeploy.validation import names
+from pwdeploy.values import check_image_pinned, check_name, parse_gcs
+
+VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+
+Check = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
+
+
+def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, ...], Check]]:
+    """Each check with the fields it reads; it runs only when all of them parsed."""
+    return [
+        (("name",), _name),
+        (("namespace",), lambda p: _optional_name(p, "namespace", names.dns1123_label)),
+        (("pathways_version", "allow_version_mismatch"), lambda p: _pathways_version(p, installed_jax)),
+        (("xla_flags",), _xla_flags),
+        (("images.server", "images.proxy_server", "sidecar.image", "storage.hlo_uploader_image"), _pinned_images),
+        (("tpu.type", "tpu.family", "tpu.topology"), _resolve_slice),
+        (("main.cpu", "main.data_workers"), _data_workers),
+        (("storage.scratch",), _scratch),
+        (("scheduling.queue", "scheduling.priority_class", "scheduling.service_account"), _scheduling),
+        (("local.compile_cache",), lambda p: _compile_cache(p, base_dir)),
+        (("headless", "main.image", "image.repository"), _main_image),
+        (("headless", "main.command"), _main_command),
+        (("headless", "main.shm_size", "main.memory"), _main_shm),
+        (("tpu.shm_size", "tpu.worker_memory"), _worker_shm),
+        (("tpu.elastic_slices", "tpu.slices"), _elastic),
+    ]
+
+
+def _name(parsed: Mapping[str, Any]) -> None:
+    if parsed["name"] is None:
+        raise ConfigError("name", "is required; set it in the file or with --name")
+    check_name(parsed["name"], "name", names.dns1035_label)
+
+
+def _optional_name(parsed: Mapping[str, Any], path: str, rule: Callable[[str], str | None]) -> None:
+    if parsed[path] is not None:
+        check_name(parsed[path], path, rule)
+
+
+def _resolve_slice(parsed: Mapping[str, Any]) -> dict[str, Any]:
+    tpu_type, family, topology = parsed["tpu.type"], parsed["tpu.family"], parsed["tpu.topology"]
+    if tpu_type and (family or topology):
+        raise ConfigError("tpu.type", "set either tpu.type or tpu.family with tpu.topology, not both")
+    if tpu_type:
+        return {"tpu.slice": catalog.from_type(tpu_type)}
+    if family and topology:
+        return {"tpu.slice": catalog.from_topology(family, topology)}
+    if family or topology:
+        missing = "tpu.topology" if family else "tpu.family"
+        raise ConfigError(missing, "is required together with " + ("tpu.family" if family else "tpu.topology"))
+    raise ConfigError("tpu.type", "is required; e.g. --tpu-type v5p-8 (or tpu.family with tpu.topology)")
+
+
+def _pathways_version(parsed: Mapping[str, Any], installed: str | None) -> dict[str, Any]:
+    version = parsed["pathways_version"]
+    if version is None:
+        if installed is None:
+            raise ConfigError(
+                "pathways_version", "is required when jax is not installed; e.g. --pathways-version 0.10.2"
+            )
+        version = installed
+    if not VERSION.fullmatch(version):
+        hint = None
+        if re.fullmatch(r"[0-9]+\.[0-9]+", version):  # what YAML makes of an unquoted 0.10: the number 0.1
+            hint = 'quote it in YAML (pathways_version: "0.10.2"); unquoted, 0.10 reads as the number 0.1'
+        raise ConfigError("pathways_version", f"{version!r} is not a JAX version such as 0.10.2", hint=hint)
+    if installed is not None and version != installed and not parsed["allow_version_mismatch"]:
+        raise ConfigError(
+            "pathways_version",
+            f"{version} does not match the installed jax {installed}; the client's jax, the proxy and the "
+            "server must agree",
+            hint=f"install jax=={version}, drop --pathways-version, or pass --allow-version-mismatch",
+        )
+    return {"pathways_version": str(version)}
+
+
+def _data_workers(parsed: Mapping[str, Any]) -> dict[str, Any]:
+    cpu_limit = int(parse_quantity(parsed["main.cpu"], "main.cpu"))  # whole cores available to loaders
+    workers = parsed["main.data_workers"]
+    if workers is None:
+        workers = max(1, cpu_limit - 1)
+    elif workers > max(cpu_limit, 1):
+        raise ConfigError(
+            "main.data_workers",
+            f"{workers} exceeds the user container's CPU limit ({parsed['main.cpu']}); "
+            f"use at most {max(cpu_limit, 1)} or raise main.cpu",
+        )
+    return {"main.data_workers": workers}
+
+
+def _scratch(parsed: Mapping[str, Any]) -> None:
+    if parsed["storage.scratch"] is None:
+        raise ConfigError(
+            "storage.scratch",
+            "is required: Pathways keeps its compilation cache and job state there",
+            hint="pass --gcs-scratch gs://BUCKET/PREFIX (a bucket your node pool's service account can write)",
+        )
+
+
+def _xla_flags(parsed: Mapping[str, Any]) -> None:
+    for flag in parsed["xla_flags"]:
+        if flag.startswith("--megascale_"):
+            raise ConfigError(
+                "xla_flags",
+                f"{flag.split('=', 1)[0]} is a Pathways worker flag, not an XLA flag for the proxy",
+                hint=f"pass it with --worker-flag {flag} (config: worker_flags)",
+            )
+
+
+def _pinned_images(parsed: Mapping[str, Any]) -> None:
+    for path in ("images.server", "images.proxy_server", "sidecar.image", "storage.hlo_uploader_image"):
+        if parsed[path] is not None:
+            check_image_pinned(parsed[path], path)
+
+
+def _scheduling(parsed: Mapping[str, Any]) -> None:
+    for path in ("scheduling.queue", "scheduling.priority_class", "scheduling.service_account"):
+        _optional_name(parsed, path, names.dns1123_subdomain)
+    _optional_name(parsed, "scheduling.queue", names.label_value)  # also the value of the Kueue label
+
+
+def _compile_cache(parsed: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
+    """A gs:// cache is checked like every GCS location; a local one resolves against the config's folder."""
+    cache = parsed["local.compile_cache"]
+    if cache.startswith("gs://"):
+        parse_gcs(cache, "local.compile_cache")
+        return {}
+    if not cache:
+        return {}
+    path = Path(cache).expanduser()
+    return {"local.compile_cache": str(path if path.is_absolute() else base_dir / path)}
+
+
+def _main_image(parsed: Mapping[str, Any]) -> None:
+    if parsed["headless"]:
+        return
+    if parsed["main.image"] is None:
+        if parsed["image.repository"] is not None:  # the image lock supplies it (pwdeploy image build --push)
+            return
+        raise ConfigError(
+            "main.image", "is required (unless headless or image.repository is set); set it or pass --image"
+        )
+    check_image_pinned(parsed["main.image"], "main.image")
+
+
+def _main_command(parsed: Mapping[str, Any]) -> None:
+    if not parsed["headless"] and not parsed["main.command"]:
+        raise ConfigError("main.command", "is required (unless headless); e.g. --command 'python3 train.py'")
+
+
+def _main_shm(parsed: Mapping[str, Any]) -> None:
+    if not parsed["headless"]:
+        _check_fits(parsed["main.shm_size"], "main.shm_size", parsed["main.memory"], "main.memory")
+
+
+def _worker_shm(parsed: Mapping[str, Any]) -> None:
+    if parsed["tpu.worker_memory"] is not None:
+        _check_fits(parsed["tpu.shm_size"], "tpu.shm_size", parsed["tpu.worker_memory"], "tpu.worker_memory")
+
+
+def _elastic(parsed: Mapping[str, Any]) -> None:
+    elastic, slices = parsed["tpu.elastic_slices"], parsed["tpu.slices"]
+    if elastic >= slices and elastic > 0:
+        raise ConfigError(
+            "tpu.elastic_slices",
+            f"{elastic} must be less than tpu.slices ({slices}): at least one slice must stay",
+        )
+
+
+def _check_fits(size: str, size_path: str, limit: str, limit_path: str) -> None:
+    if parse_quantity(size, size_path) >= parse_quantity(limit, limit_path):
+        raise ConfigError(
+            size_path,
+            f"{size} does not fit inside {limit_path} ({limit}): /dev/shm is memory-backed and counts against "
+            "the container's memory limit; lower it or raise the limit",
+        )

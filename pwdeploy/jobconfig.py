@@ -1,0 +1,154 @@
+"""The typed, immutable job config (JobConfig and its sections) that pwdeploy.config builds and validates.
+
+Everything downstream (manifests, local runs, sidecar builds, preflight, submit) trusts this object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from pwdeploy import catalog
+from pwdeploy.values import GcsPath
+
+
+class TpuConfig(NamedTuple):
+    type: str | None
+    family: str | None
+    topology: str | None
+    slices: int
+    elastic_slices: int
+    max_slice_restarts: int
+    worker_memory: str | None
+    shm_size: str
+    slice: catalog.TpuSlice
+
+    @property
+    def total_chips(self) -> int:
+        return self.slices * self.slice.chips
+
+
+class SecretRef(NamedTuple):
+    """An environment variable taken from one key of a Kubernetes Secret (``valueFrom.secretKeyRef``)."""
+
+    env: str
+    secret: str
+    key: str
+
+
+class MainConfig(NamedTuple):
+    image: str | None
+    command: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    secret_env: tuple[SecretRef, ...]
+    cpu: str
+    memory: str
+    shm_size: str
+    data_workers: int  # resolved: never None
+    privileged: bool
+
+
+class HeadConfig(NamedTuple):
+    node_pool: str
+    proxy_cpu: str
+    proxy_memory: str
+    rm_cpu: str
+    rm_memory: str
+    transfer_shm_size: str  # "0": no client-proxy shared memory
+
+
+class StorageConfig(NamedTuple):
+    scratch: GcsPath
+    enable_olm: bool
+    hlo_dump: GcsPath | None
+    hlo_uploader_image: str
+    profiles: GcsPath | None
+    checkpoints: GcsPath | None
+
+    def locations(self) -> dict[str, GcsPath]:
+        """The GCS locations that are set, by config field."""
+        found = {
+            "storage.scratch": self.scratch,
+            "storage.hlo_dump": self.hlo_dump,
+            "storage.profiles": self.profiles,
+            "storage.checkpoints": self.checkpoints,
+        }
+        return {name: path for name, path in found.items() if path is not None}
+
+
+class SchedulingConfig(NamedTuple):
+    max_restarts: int
+    restart_strategy: str
+    queue: str | None
+    priority_class: str | None
+    service_account: str | None
+    termination_grace_seconds: int | None
+
+
+class SidecarConfig(NamedTuple):
+    image: str | None
+    repository: str | None
+    base_image: str | None
+    source_dir: Path | None
+    requirements: Path | None
+    pip_args: tuple[str, ...]
+    shm_size: str
+    base_release: str | None = None  # only `pwdeploy sidecar` reads these two
+    python_version: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.image is not None or self.repository is not None
+
+
+class ImagesConfig(NamedTuple):
+    """Pinned Pathways images; None: derived from image_registry and pathways_version."""
+
+    server: str | None
+    proxy_server: str | None
+
+
+class ImageConfig(NamedTuple):
+    """The job's own (main) container image, as `pwdeploy image build` makes it."""
+
+    repository: str | None
+    base: str | None
+    source_dir: Path | None
+    requirements: Path | None
+    pip_args: tuple[str, ...]
+
+
+class LocalConfig(NamedTuple):
+    devices: int | None
+    compile_cache: str
+    hlo_dir: Path
+
+
+class JobConfig(NamedTuple):
+    name: str
+    namespace: str | None  # None: the kubeconfig context's namespace
+    pathways_version: str
+    allow_version_mismatch: bool
+    image_registry: str
+    headless: bool
+    xla_flags: tuple[str, ...]
+    worker_flags: tuple[str, ...]
+    worker_env: tuple[tuple[str, str], ...]
+    images: ImagesConfig
+    tpu: TpuConfig
+    main: MainConfig
+    head: HeadConfig
+    storage: StorageConfig
+    scheduling: SchedulingConfig
+    sidecar: SidecarConfig
+    image: ImageConfig
+    local: LocalConfig
+    base_dir: Path = Path(".")  # relative paths in the file resolve here
+
+    @property
+    def proxy_image(self) -> str:
+        return self.images.proxy_server or f"{self.image_registry}/proxy_server:jax-{self.pathways_version}"
+
+    @property
+    def server_image(self) -> str:
+        return self.images.server or f"{self.image_registry}/server:jax-{self.pathways_version}"

@@ -1,0 +1,179 @@
+"""One row per kind of config value: how a value is parsed, its JSON Schema and how its flag reads in help.
+
+Config parsing (pwdeploy.config), the JSON Schema (pwdeploy.schema) and the click options (pwdeploy.cli.options)
+all read this table, so a new kind is one new row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pwdeploy import quantity
+from pwdeploy.errors import ConfigError
+from pwdeploy.fields import Field, Kind
+from pwdeploy.jobconfig import SecretRef
+from pwdeploy.validation import names
+from pwdeploy.values import (
+    IMAGE_REFERENCE,
+    check_name,
+    kind_name,
+    parse_bool,
+    parse_command,
+    parse_env,
+    parse_flags,
+    parse_gcs,
+    parse_image,
+    parse_int,
+    parse_str_list,
+)
+
+# Quantities where 0 is a meaningful value: "off".
+ZERO_DISABLES = frozenset({"head.transfer_shm_size"})
+
+# Set by pwdeploy in the user's container; users must not override them through main.env.
+RESERVED_ENV = frozenset(
+    {
+        "JAX_PLATFORMS", "JAX_BACKEND_TARGET", "XCLOUD_ENVIRONMENT", "ENABLE_PATHWAYS_PERSISTENCE",
+        "PATHWAYS_HEAD", "PWDEPLOY_DATA_WORKERS",
+    }
+)  # fmt: skip
+
+_QUANTITY = f"^{quantity.PATTERN}$"
+_GCS = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"
+_IMAGE = f"^(|{IMAGE_REFERENCE.pattern})$"  # empty: unset
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+class KindSpec(NamedTuple):
+    parse: Callable[[Field, Any, Path], Any]  # the checked value (never None); ConfigError naming the field
+    schema: Callable[[Field], dict[str, Any]]  # the JSON Schema of one value
+    metavar: Callable[[Field], str | None]  # how the flag's value reads in --help; None: a switch
+    multiple: bool = False  # the flag may be repeated
+
+
+def _str(field: Field, value: Any, base_dir: Path) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(field.path, f"must be a string, not a {kind_name(value)}")
+    text = str(value).strip()
+    if field.choices is not None and text not in field.choices:
+        raise ConfigError(field.path, f"{text!r} is not one of: {', '.join(field.choices)}")
+    if not text:
+        return "" if field.empty_disables else field.default
+    return text
+
+
+def _path(field: Field, value: Any, base_dir: Path) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(field.path, f"must be a path string, not {value!r}")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def _env(field: Field, value: Any, base_dir: Path) -> tuple[tuple[str, str], ...]:
+    env = parse_env(value, field.path)
+    for name in env:
+        check_not_reserved(name, f"{field.path}.{name}")
+    return tuple(sorted(env.items()))
+
+
+def _secret_env(field: Field, value: Any, base_dir: Path) -> tuple[SecretRef, ...]:
+    refs = []
+    for name, ref in sorted(parse_env(value, field.path).items()):
+        where = f"{field.path}.{name}"
+        secret, _, key = ref.partition("/")
+        if not secret or not key:
+            raise ConfigError(where, f"{ref!r} is not SECRET/KEY; e.g. --secret-env {name}=my-secret/token")
+        check_name(secret, where, names.dns1123_subdomain)
+        check_not_reserved(name, where)
+        refs.append(SecretRef(name, secret, key))
+    return tuple(refs)
+
+
+def check_not_reserved(name: str, where: str) -> None:
+    if name in RESERVED_ENV or name.startswith("PWDEPLOY_"):
+        raise ConfigError(where, "is set by pwdeploy; remove it from the config")
+
+
+def _image(field: Field, value: Any, base_dir: Path) -> Any:
+    if isinstance(value, str) and not value.strip():
+        return field.default  # empty: unset
+    return parse_image(value, field.path)
+
+
+def _gcs(field: Field, value: Any, base_dir: Path) -> Any:
+    return parse_gcs(value, field.path) if str(value).strip() else None
+
+
+def _quantity(field: Field, value: Any, base_dir: Path) -> str:
+    return quantity.canonical(value, field.path, allow_zero=field.path in ZERO_DISABLES)
+
+
+def _str_schema(field: Field) -> dict[str, Any]:
+    return {"type": "string", "enum": list(field.choices)} if field.choices else {"type": "string"}
+
+
+def _int_schema(field: Field) -> dict[str, Any]:
+    return {"type": "integer"} if field.minimum is None else {"type": "integer", "minimum": field.minimum}
+
+
+def _str_metavar(field: Field) -> str:
+    """A choice list, else the flag's last word: --tpu-type TYPE, --queue QUEUE."""
+    if field.choices:
+        return "[" + "|".join(field.choices) + "]"
+    return (field.flag or "VALUE").split("/")[0].rsplit("-", 1)[-1].upper()
+
+
+def _fixed(schema: dict[str, Any]) -> Callable[[Field], dict[str, Any]]:
+    return lambda field: dict(schema)
+
+
+def _named(metavar: str | None) -> Callable[[Field], str | None]:
+    return lambda field: metavar
+
+
+KINDS: dict[Kind, KindSpec] = {
+    Kind.STR: KindSpec(_str, _str_schema, _str_metavar),
+    Kind.INT: KindSpec(lambda f, v, b: parse_int(v, f.path, f.minimum), _int_schema, _named("INTEGER")),
+    Kind.BOOL: KindSpec(lambda f, v, b: parse_bool(v, f.path), _fixed({"type": "boolean"}), _named(None)),
+    Kind.QUANTITY: KindSpec(
+        _quantity, _fixed({"type": ["string", "number"], "pattern": _QUANTITY}), _named("QUANTITY")
+    ),
+    Kind.GCS: KindSpec(_gcs, _fixed({"type": "string", "pattern": _GCS}), _named("GCS URI")),
+    Kind.PATH: KindSpec(_path, _fixed({"type": "string"}), _named("PATH")),
+    Kind.IMAGE: KindSpec(_image, _fixed({"type": "string", "pattern": _IMAGE}), _named("IMAGE")),
+    Kind.COMMAND: KindSpec(
+        lambda f, v, b: parse_command(v, f.path),
+        _fixed({"oneOf": [{"type": "string"}, {**_STRINGS, "minItems": 1}]}),
+        _named("COMMAND"),
+    ),
+    Kind.STR_LIST: KindSpec(lambda f, v, b: parse_str_list(v, f.path), _fixed(_STRINGS), _named("TEXT"), True),
+    Kind.FLAG_LIST: KindSpec(
+        lambda f, v, b: tuple(parse_flags(v, f.path)),
+        _fixed({"type": "array", "items": {"type": "string", "pattern": r"^--[A-Za-z][A-Za-z0-9_]*(=\S+)?$"}}),
+        _named("--NAME=VALUE"),
+        True,
+    ),
+    Kind.ENV: KindSpec(
+        _env,
+        _fixed({"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}),
+        _named("KEY=VALUE"),
+        True,
+    ),
+    Kind.SECRET_ENV: KindSpec(
+        _secret_env,
+        _fixed({"type": "object", "additionalProperties": {"type": "string", "pattern": "^[^/]+/.+$"}}),
+        _named("NAME=SECRET/KEY"),
+        True,
+    ),
+}
+
+
+def parse_field(field: Field, value: Any, base_dir: Path) -> Any:
+    """The field's checked value: ``value``, else its default (parsed the same way); None when neither is set."""
+    if value is None:
+        value = field.default
+    if value is None:
+        return None
+    return KINDS[field.kind].parse(field, value, base_dir)

@@ -1,0 +1,194 @@
+"""Bad input through the CLI: every config problem at once, and the rough edges a new user meets (exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from tests.conftest import REPO
+
+FLAGS = [
+    "--name", "demo", "--tpu-type", "v5p-8", "--image", "us-docker.pkg.dev/p/r/train:1",
+    "--command", "python3 train.py", "--gcs-scratch", "gs://my-bucket/pathways",
+]  # fmt: skip
+GOOD = {
+    "name": "demo",
+    "tpu": {"type": "v5p-8"},
+    "main": {"image": "us-docker.pkg.dev/p/r/train:1", "command": "python3 train.py"},
+    "storage": {"scratch": "gs://my-bucket/pathways"},
+}
+
+
+def _write(tmp_path: Path, data: object, name: str = "job.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error: ")]
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_three_mistakes_in_file_flag_and_env_are_reported_together(runner: CliRunner, tmp_path: Path) -> None:
+    path = _write(tmp_path, {**GOOD, "tpu": {"type": "v5p-8", "slices": 0}})
+    result = runner.invoke(
+        cli, ["render", "-f", str(path), "--main-memory", "12Q"], env={"PWDEPLOY_NAMESPACE": "Bad_NS"}
+    )
+    assert result.exit_code == 2, result.output
+    lines = sorted(_errors(result.stderr))
+    assert len(lines) == 3, result.stderr
+    assert lines[0].startswith("error: main.memory: '12Q' is not a Kubernetes quantity")
+    assert lines[0].endswith("(from --main-memory)")
+    assert lines[1].startswith("error: namespace: 'Bad_NS'") and lines[1].endswith("(from PWDEPLOY_NAMESPACE)")
+    assert lines[2].startswith("error: tpu.slices: must be an integer >= 1") and lines[2].endswith(f"(from {path})")
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_cross_field_checks_run_only_when_their_inputs_parsed(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["render", *FLAGS, "--main-memory", "8Gi", "--elastic-slices", "x"])
+    lines = _errors(result.stderr)
+    assert result.exit_code == 2 and len(lines) == 2, result.stderr
+    assert "main.shm_size: 16Gi does not fit inside main.memory (8Gi)" in lines[1]  # memory and shm parsed
+    assert "tpu.elastic_slices: must be an integer" in lines[0]  # so the elastic check did not run
+    result = runner.invoke(cli, ["render", *FLAGS, "--main-memory", "lots"])
+    lines = _errors(result.stderr)
+    assert len(lines) == 1 and "main.memory: 'lots'" in lines[0], result.stderr
+
+
+def test_unknown_fields_and_missing_fields_together(runner: CliRunner, tmp_path: Path) -> None:
+    path = _write(tmp_path, {"nmae": "demo", "tpu": {"typ": "v5p-8"}, "pathways_version": "0.10.2"})
+    result = runner.invoke(cli, ["render", "-f", str(path)])
+    lines = _errors(result.stderr)
+    assert result.exit_code == 2
+    assert any(line.startswith("error: nmae: unknown field (did you mean 'name'?)") for line in lines)
+    assert all(line.endswith(f"(from {path})") for line in lines if "unknown field" in line)
+    assert any(line.startswith("error: tpu.typ: unknown field (did you mean 'type'?)") for line in lines)
+    assert any(line.startswith("error: name: is required") for line in lines), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"), [("false", "--enable_gcs_olm=false"), ("0", "--enable_gcs_olm=false"), ("true", None)]
+)
+@pytest.mark.usefixtures("jax_version")
+def test_boolean_env_defaults(runner: CliRunner, value: str, parsed: str | None) -> None:
+    result = runner.invoke(cli, ["render", *FLAGS, "--no-validate"], env={"PWDEPLOY_GCS_OLM": value})
+    assert result.exit_code == 0, result.output
+    assert ("--enable_gcs_olm=false" in result.stdout) is (parsed is not None)
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_headless_from_the_environment(runner: CliRunner) -> None:
+    no_main = ["--name", "demo", "--tpu-type", "v5p-8", "--gcs-scratch", "gs://my-bucket/pathways", "--no-validate"]
+    for value in ("1", "true"):
+        result = runner.invoke(cli, ["render", *no_main], env={"PWDEPLOY_HEADLESS": value})
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["render", *no_main], env={"PWDEPLOY_HEADLESS": "false"})
+    assert result.exit_code == 2 and "main.image: is required" in result.stderr
+    result = runner.invoke(cli, ["render", *no_main], env={"PWDEPLOY_HEADLESS": "maybe"})
+    assert result.exit_code == 2 and "headless: must be true or false, not 'maybe' (from PWDEPLOY_HEADLESS)" in (
+        result.stderr
+    )
+    result = runner.invoke(cli, ["render", *no_main, "--headless"], env={"PWDEPLOY_HEADLESS": "false"})
+    assert result.exit_code == 0, result.output  # the flag beats the environment
+
+
+def test_debug_after_double_dash_belongs_to_the_program(runner: CliRunner, tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope.yaml")
+    result = runner.invoke(cli, ["local", "run", "-f", missing, "--", "python3", "x.py", "--debug"])
+    assert result.exit_code == 2 and "does not exist" in result.stderr and "Traceback" not in result.stderr
+    result = runner.invoke(cli, ["--debug", "local", "run", "-f", missing, "--", "python3", "x.py"])
+    assert result.exit_code == 2 and "Traceback" in result.stderr
+
+
+def test_config_that_is_not_utf8(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_bytes("name: d\xe9mo\n".encode("latin-1"))
+    result = runner.invoke(cli, ["render", "-f", str(path)])
+    assert result.exit_code == 2, result.output
+    assert f"config file {path} is not UTF-8 text (byte 0xe9 at offset 7)" in result.stderr
+    assert "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "flag"),
+    [("main", "image", "--image"), ("sidecar", "image", "--sidecar-image"),
+     ("images", "server", "--server-image"), ("images", "proxy_server", "--proxy-server-image"),
+     ("image", "base", "--image-base")],
+)  # fmt: skip
+@pytest.mark.usefixtures("jax_version")
+def test_image_references_follow_the_oci_grammar(
+    runner: CliRunner, tmp_path: Path, section: str, key: str, flag: str
+) -> None:
+    data: dict[str, dict[str, str]] = {**GOOD}  # type: ignore[dict-item]
+    data[section] = {**data.get(section, {}), key: "us-docker.pkg.dev/p/r/train:1 extra"}
+    result = runner.invoke(cli, ["render", "-f", str(_write(tmp_path, data))])
+    assert result.exit_code == 2, result.output
+    assert f"{section}.{key}: 'us-docker.pkg.dev/p/r/train:1 extra' is not an image reference" in result.stderr
+    result = runner.invoke(cli, ["render", *FLAGS, flag, "Registry.example/Upper Case:1"])
+    assert result.exit_code == 2 and f"(from {flag})" in result.stderr, result.output
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_unwritable_output_dir_is_bad_input(runner: CliRunner, tmp_path: Path) -> None:
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("")
+    result = runner.invoke(cli, ["render", *FLAGS, "--output-dir", str(blocker / "out")])
+    assert result.exit_code == 2, result.output
+    assert f"--output-dir: cannot write to {blocker / 'out'}: Not a directory" in result.stderr
+    assert "internal error" not in result.stderr
+
+
+@pytest.mark.usefixtures("jax_version")
+def test_pathways_version_read_as_a_float_suggests_quoting(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(GOOD) + "pathways_version: 0.10\n")
+    result = runner.invoke(cli, ["render", "-f", str(path)])
+    assert result.exit_code == 2
+    assert "pathways_version: '0.1' is not a JAX version" in result.stderr
+    assert 'quote it in YAML (pathways_version: "0.10.2")' in result.stderr
+
+
+def test_render_with_no_config_at_all(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["render"])
+    assert result.exit_code == 2 and _errors(result.stderr) == ["error: no job config given (-f FILE or flags)"]
+
+
+def test_logs_of_a_file_name_says_so(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = runner.invoke(cli, ["logs", "-f", "job.yaml"])
+    assert result.exit_code == 2, result.output
+    assert "'job.yaml' looks like a file, but logs takes the job's name (-f means --follow" in result.stderr
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "demo").write_text("")
+    result = runner.invoke(cli, ["logs", "demo"])
+    assert result.exit_code == 2 and "'demo' looks like a file" in result.stderr
+
+
+def test_missing_kubeconfig_from_flag_or_env_exit_alike(runner: CliRunner, tmp_path: Path) -> None:
+    missing = str(tmp_path / "kubeconfig")
+    by_flag = runner.invoke(cli, ["status", "demo", "--kubeconfig", missing])
+    by_env = runner.invoke(cli, ["status", "demo"], env={"KUBECONFIG": missing})
+    assert by_flag.exit_code == by_env.exit_code == 2, (by_flag.output, by_env.output)
+    assert "does not exist" in by_flag.stderr and "names no existing file" in by_env.stderr
+
+
+def test_missing_package_is_an_environment_error_exit_9(tmp_path: Path) -> None:
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    code = (
+        "import sys\n"
+        "sys.modules['kubernetes_validate'] = None  # as if the package were not installed\n"
+        "from pwdeploy.cli import main\n"
+        f"main(['validate', {str(manifest)!r}])\n"
+    )
+    env = {"PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 9, result.stderr
+    assert "error: the kubernetes-validate package is not installed" in result.stderr
