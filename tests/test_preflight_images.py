@@ -192,7 +192,7 @@ def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail
     same = "127.0.0.1:5000/team/pw:1"
     values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
               "storage.scratch": "gs://bkt/s", "images.server": same, "images.proxy_server": same}  # fmt: skip
-    with pytest.raises(ConfigError, match="main.image: 'Bad/Ref:1' is not an image reference"):
+    with pytest.raises(ConfigError, match=r"main\.image: 'Bad/Ref:1' is not an image reference"):
         load_job(None, {**values, "main.image": "Bad/Ref:1"})  # the config refuses it ...
     job = load_job(None, values)
     job = job._replace(main=job.main._replace(image="Bad/Ref:1"))  # ... a reference from elsewhere is a row
