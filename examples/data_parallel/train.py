@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import sys
@@ -118,7 +117,9 @@ def grain_batches(
     if workers:
         batch_bytes = batch * os.path.getsize(path) // len(source)
         buffer = runtime.prefetch_buffer(batch_bytes, workers)
-        iterable = iterable.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers, per_worker_buffer_size=buffer))
+        iterable = iterable.mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=workers, per_worker_buffer_size=buffer)
+        )
     return _closing(iter(iterable)), buffer
 
 
@@ -138,11 +139,10 @@ def colocated_batches(mesh: Any, *, seed: int, batch: int, steps: int) -> Iterat
     """Each step's batch, made by ``dp_data.colocated.make_batch`` on the CPU devices colocated with ``mesh``'s."""
     import jax
     import numpy as np
+    from dp_data.colocated import make_batch
     from jax.experimental.colocated_python import colocated_cpu_devices
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
-
-    from dp_data.colocated import make_batch
 
     cpu_devices = colocated_cpu_devices(list(mesh.devices.flat))
     cpu_mesh = Mesh(np.array(cpu_devices).reshape(mesh.devices.shape), mesh.axis_names)
