@@ -30,10 +30,11 @@ BATCH = 64  # records per batch
 RECORDS = 8 * BATCH
 
 
-def decode(record: bytes) -> Any:
+def decode(record: bytes) -> tuple[Any]:
+    """A record as the example's pipeline expects: a tuple of arrays (here one)."""
     import numpy as np
 
-    return np.frombuffer(record, dtype=np.float32)
+    return (np.frombuffer(record, dtype=np.float32),)
 
 
 def write_records(path: Path, record_bytes: int) -> None:
@@ -67,7 +68,7 @@ def one(path: Path, workers: int, batches: int) -> dict[str, Any]:
     sampler.start()
     start = time.perf_counter()
     loaded, buffer = train.grain_batches(path, batch=BATCH, steps=batches, workers=workers, decode=decode)
-    count = sum(len(b[0]) if isinstance(b, tuple) else len(b) for b in loaded)
+    count = sum(len(inputs) for (inputs,) in loaded)
     seconds = time.perf_counter() - start
     stop.set()
     sampler.join()

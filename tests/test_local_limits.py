@@ -82,3 +82,9 @@ def test_a_failed_job_keeps_its_status_and_still_reports() -> None:
     done = local_run("--shm-size", "32Mi", program=f"{WRITE_SHM}\nraise SystemExit(3)")
     assert done.returncode == 3
     assert "pwdeploy local: main.shm_size: the job used 64 MiB" in done.stderr
+
+
+def test_psutil_is_imported_only_when_a_run_is_checked() -> None:
+    code = "import sys, pwdeploy.cli.local, pwdeploy.local.runner; print('psutil' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr

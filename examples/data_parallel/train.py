@@ -124,8 +124,9 @@ def grain_batches(
 
 
 def _closing(iterator: Any) -> Iterator[Any]:
-    """The iterator's batches, each copied out of /dev/shm at once (the shared block is freed as the copy is
-    made, not when JAX lets go of the array); then, or when the loop stops early, its workers stop."""
+    """The iterator's batches (tuples of arrays), each copied out of /dev/shm at once (the shared block is
+    freed as the copy is made, not when JAX lets go of the array); then, or if the loop stops early, the
+    workers stop."""
     import numpy as np
 
     try:
