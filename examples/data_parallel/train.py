@@ -137,10 +137,9 @@ def _closing(iterator: Any) -> Iterator[Any]:
 
 
 def colocated_batches(mesh: Any, *, seed: int, batch: int, steps: int) -> Iterator[tuple[Any, Any]]:
-    """Each step's batch, made by ``dp_data.colocated.make_batch`` on the CPU devices colocated with ``mesh``'s."""
+    """Each step's batch, made by ``dp_data.make_batch`` on the CPU devices colocated with ``mesh``'s."""
     import jax
     import numpy as np
-    from dp_data.colocated import make_batch
     from jax.experimental.colocated_python import colocated_cpu_devices
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -150,7 +149,7 @@ def colocated_batches(mesh: Any, *, seed: int, batch: int, steps: int) -> Iterat
     requests = NamedSharding(cpu_mesh, P(mesh.axis_names))
     for step in range(steps):
         request = np.tile(np.array([[seed, step, batch]], dtype=np.int32), (cpu_mesh.size, 1))
-        yield make_batch(jax.device_put(request, requests))
+        yield dp_data.make_batch(jax.device_put(request, requests))
 
 
 def init_params(seed: int) -> dict[str, Any]:
