@@ -6,10 +6,12 @@
    cache. Target: <= 0.3.
 3. `pwdeploy local run` wall time vs running the script directly with the same environment (the variables
    `pwdeploy local env` prints), warm compile cache for both. Target: <= 1.1x.
+   And `local run` with its limits check (the default: the job's process tree sampled) vs --no-limits-check.
+   Target: <= 1.05x.
 4. With --gcs: 2. with the cache in a bucket of the GCS emulator (gcp-storage-emulator, started here), measured
    in the same rounds as the local cache; and each first run's wall time, gs:// / local.
 
-Usage: python3 benchmarks/bench_local.py [--runs N] [--devices N] [--steps N] [--gcs]
+Usage: python3 benchmarks/bench_local.py [--runs N] [--devices N] [--steps N] [--data-workers N] [--gcs]
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
 
 
+DATA_WORKERS = ["--data-workers", "0"]  # main: the example's Grain loader, in-process unless --data-workers
+
+
 def pwdeploy_local(verb: str, devices: int, cache: Path | str, hlo: Path) -> list[str]:
     return [
         sys.executable, "-m", "pwdeploy", "local", verb, "-f", str(EXAMPLE), "--devices", str(devices),
-        "--compile-cache", str(cache), "--local-hlo-dir", str(hlo),
+        "--compile-cache", str(cache), "--local-hlo-dir", str(hlo), *DATA_WORKERS,
     ]  # fmt: skip
 
 
@@ -76,9 +81,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--data-workers", type=int, default=0, help="the example's Grain worker processes")
     parser.add_argument("--gcs", action="store_true", help="also measure a gs:// cache on the GCS emulator")
     args = parser.parse_args()
-    keys = ("eps_1", "eps_n", "cold", "warm", "wrapped", "direct", "cold_wall", "gcs_cold", "gcs_warm", "gcs_wall")
+    DATA_WORKERS[1] = str(args.data_workers)
+    keys = ("eps_1", "eps_n", "cold", "warm", "wrapped", "unchecked", "direct", "cold_wall", "gcs_cold", "gcs_warm",
+            "gcs_wall")  # fmt: skip
     samples: dict[str, list[float]] = {k: [] for k in keys}
     emulator = start_emulator() if args.gcs else None
     try:
@@ -114,15 +122,18 @@ def measure(args: argparse.Namespace, samples: dict[str, list[float]], tmp: Path
             samples["gcs_wall"].append(wall)
             warm = train(n, f"gs://{bucket}/cache-{run}", hlo, 1, gcs_env)[1]
             samples["gcs_warm"].append(warm["compile_seconds"])
-        samples["wrapped"].append(
-            timed([*pwdeploy_local("run", n, shared, hlo), "--", "python3", "train.py", "--steps", steps])[0]
-        )
+        command = ["--", "python3", "train.py", "--steps", steps]
+        samples["wrapped"].append(timed([*pwdeploy_local("run", n, shared, hlo), *command])[0])
+        samples["unchecked"].append(timed([*pwdeploy_local("run", n, shared, hlo), "--no-limits-check", *command])[0])
         samples["direct"].append(timed([sys.executable, "train.py", "--steps", steps], env)[0])
 
 
 def report(args: argparse.Namespace, med: dict[str, float]) -> None:
     n = args.devices
-    print(f"runs: {args.runs} (medians), devices: {n}, steps: {args.steps}, cores: {len(os.sched_getaffinity(0))}")
+    print(
+        f"runs: {args.runs} (medians), devices: {n}, steps: {args.steps}, data workers: {args.data_workers}, "
+        f"cores: {len(os.sched_getaffinity(0))}"
+    )
     print(
         f"1. throughput, {n} devices / 1 device: {med['eps_n'] / med['eps_1']:.2f}x "
         f"({med['eps_n']:.0f} vs {med['eps_1']:.0f} examples/s)"
@@ -134,6 +145,10 @@ def report(args: argparse.Namespace, med: dict[str, float]) -> None:
     print(
         f"3. pwdeploy local run / direct: {med['wrapped'] / med['direct']:.3f}x "
         f"({med['wrapped']:.2f} s vs {med['direct']:.2f} s; target <= 1.1)"
+    )
+    print(
+        f"   limits check on / off: {med['wrapped'] / med['unchecked']:.3f}x "
+        f"({med['wrapped']:.2f} s vs {med['unchecked']:.2f} s; target <= 1.05)"
     )
     if "gcs_cold" in med:
         print(

@@ -104,3 +104,9 @@ class LocalRunError(PwdeployError):
     """The local run could not be started."""
 
     exit_code = 7
+
+
+class LocalLimitsError(PwdeployError):
+    """A local run used more memory or /dev/shm than the config gives its container on the cluster."""
+
+    exit_code = 8

@@ -104,7 +104,9 @@ def data_mesh(axis: str = "data", *, slices: bool = False, slice_axis: str = "sl
     """A ``jax.sharding.Mesh`` over every device for data parallelism.
 
     With ``slices=True`` the mesh is (slices x devices per slice) with axes ``(slice_axis, axis)``: the slice
-    count comes from the devices' ``slice_index`` on multi-slice TPUs, else from ``PWDEPLOY_NUM_SLICES``.
+    count comes from the devices' ``slice_index`` on multi-slice TPUs, else from ``PWDEPLOY_NUM_SLICES``
+    (locally; when the emulated devices do not split into that many slices, into as many as they do, so one
+    device gives a 1 x 1 mesh).
     """
     import jax
     import numpy as np
@@ -114,6 +116,9 @@ def data_mesh(axis: str = "data", *, slices: bool = False, slice_axis: str = "sl
     if not slices:
         return Mesh(np.array(devices), (axis,))
     count = slice_count(devices)
+    if len(devices) % count and None in {getattr(d, "slice_index", None) for d in devices}:
+        # A local run emulating fewer devices than the target (``--devices 1``): as many whole slices as fit.
+        count = math.gcd(len(devices), count)
     if len(devices) % count:
         raise ValueError(f"{len(devices)} devices do not split into {count} slices of equal size")
     return Mesh(np.array(devices).reshape(count, len(devices) // count), (slice_axis, axis))
@@ -131,3 +136,82 @@ def slice_count(devices: list[Any], environ: Mapping[str, str] | None = None) ->
     except ValueError:
         raise ValueError(f"{NUM_SLICES}={value!r} is not a whole number") from None
     return max(1, count)
+
+
+# --- data-loader workers: the two things Grain's worker processes need, and their /dev/shm budget ---
+
+SHM_PATH = Path("/dev/shm")
+SHM_HEADROOM = 1.25  # keep the measured peak under 80% of /dev/shm: other processes use it too
+MAX_PREFETCH_BUFFER = 4
+
+
+class SharedMemoryTooSmall(RuntimeError):
+    """/dev/shm cannot hold the loader's batches even with the smallest prefetch buffer."""
+
+
+def prepare_data_workers(workers: int) -> None:
+    """Make Grain's worker processes (``worker_count`` = ``workers``) start; call it before building the loader.
+
+    - Grain reads an absl flag in each worker; without parsed absl flags that read fails
+      (``UnparsedFlagAccessError``), so they are marked parsed here, where no absl app parsed them.
+    - Workers start with spawn, which imports the main script again in each worker: a script whose loader is
+      built at module level (no ``if __name__ == "__main__":`` guard) would start workers from the workers.
+      Here that case stops at once with the fix, instead of multiprocessing's bootstrapping error.
+    """
+    if workers <= 0:
+        return
+    import multiprocessing.process
+
+    if getattr(multiprocessing.process.current_process(), "_inheriting", False):
+        raise RuntimeError(
+            "a data-loader worker was asked to start more workers: the main script builds its loader at module "
+            'level; put the training code under `if __name__ == "__main__":` (workers start with spawn and '
+            "import the script again)"
+        )
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+
+
+def shm_peak_bytes(batch_bytes: int, workers: int, buffer: int) -> int:
+    """Peak /dev/shm use of a Grain loader, as measured: ``(workers x (2 x buffer + 1) + 3) x batch_bytes``."""
+    return (workers * (2 * buffer + 1) + 3) * batch_bytes
+
+
+def shm_free_bytes(path: Path = SHM_PATH) -> int:
+    """Bytes free in the (memory-backed) /dev/shm of this container."""
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+def prefetch_buffer(
+    batch_bytes: int,
+    workers: int,
+    *,
+    shm_bytes: int | None = None,
+    max_buffer: int = MAX_PREFETCH_BUFFER,
+    headroom: float = SHM_HEADROOM,
+) -> int:
+    """The largest per-worker prefetch buffer (1 .. ``max_buffer``) whose peak /dev/shm use, times ``headroom``,
+    fits in ``shm_bytes`` (default: what /dev/shm has free now). 0 workers load in-process: no /dev/shm.
+
+    Raises SharedMemoryTooSmall, with the numbers and the config field to raise, when even a buffer of 1 does not
+    fit: a Grain worker would otherwise die of SIGBUS mid-run.
+    """
+    if workers <= 0:
+        return max_buffer
+    free = shm_free_bytes() if shm_bytes is None else shm_bytes
+    for buffer in range(max_buffer, 0, -1):
+        if shm_peak_bytes(batch_bytes, workers, buffer) * headroom <= free:
+            return buffer
+    need = math.ceil(shm_peak_bytes(batch_bytes, workers, 1) * headroom)
+    raise SharedMemoryTooSmall(
+        f"/dev/shm has {_mib(free)} free, but {workers} data workers with {_mib(batch_bytes)} batches need "
+        f"{_mib(need)} (({workers} x 3 + 3) batches, x{headroom} headroom): raise main.shm_size to at least "
+        f"{math.ceil(need / 2**20)}Mi, or lower main.data_workers or the batch size"
+    )
+
+
+def _mib(size: float) -> str:
+    return f"{size / 2**20:.1f} MiB"

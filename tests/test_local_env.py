@@ -64,10 +64,14 @@ def test_many_devices_per_core_warn() -> None:
     assert device_count(job(local__devices=16), cores=2)[1] == []
 
 
-def test_tpu_flags_are_dropped_with_a_warning_and_cpu_flags_kept() -> None:
+def test_tpu_flags_are_dropped_with_a_note_and_cpu_flags_kept() -> None:
     local_plan = plan(job(EXAMPLE), cwd=Path.cwd(), cores=2)
     assert local_plan.dropped_flags == ("--xla_tpu_enable_async_collective_fusion=true",)
-    assert [w for w in local_plan.warnings if "--xla_tpu_enable_async_collective_fusion" in w]
+    assert local_plan.notes == (
+        "TPU-only XLA flags are left out of local runs (the CPU backend does not know them): "
+        "--xla_tpu_enable_async_collective_fusion=true",
+    )
+    assert not [w for w in local_plan.warnings if "--xla_tpu" in w]
     flags = flags_of(local_plan.env)
     assert "--xla_dump_hlo_as_text=true" in flags
     assert not [f for f in flags if f.startswith("--xla_tpu")]
@@ -84,13 +88,24 @@ def test_gcs_hlo_location_maps_to_the_local_directory(tmp_path: Path) -> None:
     assert not [f for f in flags_of(no_dump.env) if f.startswith("--xla_dump_to")]
 
 
-def test_gcs_profiles_and_checkpoints_map_to_local_directories(tmp_path: Path) -> None:
-    """A local run never writes the cluster's checkpoint or profile bucket."""
-    config = job(storage__profiles="gs://bkt/prof", storage__checkpoints="gs://bkt/ckpt")
+def test_gcs_profiles_and_checkpoints_map_to_local_directories_beside_the_config(tmp_path: Path) -> None:
+    """A local run never writes the cluster's checkpoint or profile bucket; the stand-ins sit in the config's
+    folder (job.base_dir), wherever the run starts."""
+    config_dir = tmp_path / "project"
+    config_dir.mkdir()
+    (config_dir / "job.yaml").write_text(
+        "name: demo\ntpu: {type: v6e-16}\nmain: {image: r.example/p/img:1, command: python3 t.py}\n"
+        "storage: {scratch: gs://bucket/scratch, profiles: gs://bkt/prof, checkpoints: gs://bkt/ckpt, "
+        "hlo_dump: gs://bkt/hlo}\n",
+        encoding="utf-8",
+    )
+    config = job(config_dir / "job.yaml")
     local_plan = plan(config, cwd=tmp_path, cores=2)
+    assert compile_cache_location(config) == str(config_dir / ".pwdeploy" / "jax-cache")
+    assert local_plan.hlo_dir == config_dir / ".pwdeploy" / "hlo"
     expected = {
-        "PWDEPLOY_PROFILE_DIR": tmp_path / ".pwdeploy" / "profiles",
-        "PWDEPLOY_CHECKPOINT_DIR": tmp_path / ".pwdeploy" / "checkpoints",
+        "PWDEPLOY_PROFILE_DIR": config_dir / ".pwdeploy" / "profiles",
+        "PWDEPLOY_CHECKPOINT_DIR": config_dir / ".pwdeploy" / "checkpoints",
     }
     assert local_plan.outputs == expected
     assert {k: local_plan.env[k] for k in expected} == {k: str(v) for k, v in expected.items()}
@@ -144,7 +159,14 @@ def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -
     assert local.pop("PWDEPLOY_HLO_DUMP_DIR") == str(tmp_path)
     for name, folder in (("PWDEPLOY_PROFILE_DIR", "profiles"), ("PWDEPLOY_CHECKPOINT_DIR", "checkpoints")):
         assert cluster.pop(name).startswith("gs://bkt/")
-        assert local.pop(name) == str(tmp_path / ".pwdeploy" / folder)
+        assert local.pop(name) == str(config.base_dir.resolve() / ".pwdeploy" / folder)
     assert {k: v for k, v in local.items() if k not in LOCAL_ONLY} == cluster
     assert not set(proxy_env()) - LOCAL_ONLY & set(local)
     assert cluster["PWDEPLOY_DATA_WORKERS"] == "5" and cluster["EXTRA"] == "x y"
+
+
+def test_sidecar_source_dir_goes_on_pythonpath_as_in_the_image() -> None:
+    sidecar = REPO / "examples" / "data_parallel" / "sidecar"
+    env = plan(job(sidecar / "job.yaml"), cwd=Path.cwd(), cores=2, environ={"PYTHONPATH": "/x"}).env
+    assert env["PYTHONPATH"].split(":") == [str(sidecar / "src"), "/x"]
+    assert "PYTHONPATH" not in plan(job(), cwd=Path.cwd(), cores=2, environ={"PYTHONPATH": "/x"}).env

@@ -80,7 +80,8 @@ def python(code: str, **env: str) -> str:
 
 
 def test_initialize_locally_neither_imports_pathwaysutils_nor_jax() -> None:
-    code = "import sys; from pwdeploy import runtime; print(runtime.initialize(), sorted(m for m in sys.modules if m.split('.')[0] in ('pathwaysutils', 'jax', 'click', 'yaml')))"  # noqa: E501
+    heavy = "('pathwaysutils', 'jax', 'click', 'yaml', 'grain', 'absl', 'psutil', 'array_record')"
+    code = f"import sys; from pwdeploy import runtime; print(runtime.initialize(), sorted(m for m in sys.modules if m.split('.')[0] in {heavy}))"  # noqa: E501
     assert python(code, JAX_PLATFORMS="cpu") == "False []"
 
 
@@ -117,3 +118,66 @@ def test_initialize_on_pathways_calls_pathwaysutils_stub(monkeypatch: pytest.Mon
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     assert runtime.initialize() is False
     assert calls == ["initialize"]
+
+
+MiB = 2**20
+
+
+def test_prefetch_buffer_is_the_largest_that_fits_with_headroom() -> None:
+    # 2 workers, 1 MiB batches: peak = (2 x (2b + 1) + 3) MiB -> b=4: 21, b=2: 13, b=1: 9 MiB (x1.25 headroom)
+    assert runtime.shm_peak_bytes(MiB, 2, 4) == 21 * MiB
+    assert runtime.prefetch_buffer(MiB, 2, shm_bytes=64 * MiB) == 4
+    assert runtime.prefetch_buffer(MiB, 2, shm_bytes=17 * MiB) == 2  # 13 x 1.25 = 16.25 fits, 17 x 1.25 not
+    assert runtime.prefetch_buffer(MiB, 2, shm_bytes=12 * MiB) == 1
+    assert runtime.prefetch_buffer(MiB, 0, shm_bytes=0) == runtime.MAX_PREFETCH_BUFFER  # in-process: no /dev/shm
+
+
+def test_prefetch_buffer_that_cannot_fit_says_what_to_raise() -> None:
+    with pytest.raises(runtime.SharedMemoryTooSmall) as err:
+        runtime.prefetch_buffer(4 * MiB, 7, shm_bytes=64 * MiB)
+    message = str(err.value)
+    # (7 x 3 + 3) x 4 MiB = 96 MiB, x 1.25 = 120 MiB
+    assert "/dev/shm has 64.0 MiB free, but 7 data workers with 4.0 MiB batches need 120.0 MiB" in message
+    assert "raise main.shm_size to at least 120Mi" in message and "main.data_workers" in message
+
+
+def test_shm_free_bytes_reads_the_real_dev_shm() -> None:
+    stat = os.statvfs("/dev/shm")
+    assert 0 < runtime.shm_free_bytes() <= stat.f_blocks * stat.f_frsize
+
+
+def test_prepare_data_workers_marks_absl_flags_parsed() -> None:
+    code = (
+        "from absl import flags; from pwdeploy import runtime; runtime.prepare_data_workers(0); "
+        "a = flags.FLAGS.is_parsed(); runtime.prepare_data_workers(2); print(a, flags.FLAGS.is_parsed())"
+    )
+    assert python(code) == "False True"
+
+
+def test_prepare_data_workers_in_a_spawned_worker_names_the_main_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """multiprocessing sets ``_inheriting`` while a spawned worker imports the main script."""
+    import multiprocessing.process
+
+    monkeypatch.setattr(multiprocessing.process.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(RuntimeError, match='if __name__ == "__main__":'):
+        runtime.prepare_data_workers(2)
+
+
+def test_unguarded_script_with_grain_workers_stops_with_the_fix(tmp_path: Path) -> None:
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import grain\nfrom pwdeploy import runtime\nruntime.prepare_data_workers(1)\n"
+        "ds = grain.MapDataset.range(4).to_iter_dataset().mp_prefetch(grain.MultiprocessingOptions(num_workers=1))\n"
+        "print(list(ds))\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert 'put the training code under `if __name__ == "__main__":`' in done.stderr
+
+
+def test_one_device_with_two_slices_is_a_degenerate_mesh() -> None:
+    code = "import json; from pwdeploy import runtime; print(json.dumps(dict(runtime.data_mesh(slices=True).shape)))"
+    out = python(code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1",
+                 PWDEPLOY_NUM_SLICES="2")  # fmt: skip
+    assert json.loads(out) == {"slice": 1, "data": 1}

@@ -5,6 +5,7 @@ Pure functions over the JobConfig; ``plan`` gathers everything ``local run`` and
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -23,7 +24,7 @@ MAX_DEVICES = 1024
 # Emulating more devices than this many per core still works, only slowly; say so.
 DEVICES_PER_CORE_WARNING = 8
 PYTHON_NAMES = frozenset({"python", "python3", f"python3.{sys.version_info.minor}"})
-# Where a local run writes what the job would write to the cluster's buckets (under the current directory, beside
+# Where a local run writes what the job would write to the cluster's buckets (in the config file's folder, beside
 # the default compile cache and HLO directory): a local run must not write a production checkpoint or profile.
 LOCAL_STATE = Path(".pwdeploy")
 LOCAL_OUTPUTS = {"PWDEPLOY_PROFILE_DIR": "profiles", "PWDEPLOY_CHECKPOINT_DIR": "checkpoints"}  # storage.<value>
@@ -53,6 +54,7 @@ class LocalPlan:
     compile_cache: str | None  # a directory or gs:// URI (None: disabled)
     dropped_flags: tuple[str, ...]
     warnings: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # informative: what differs from the cluster by design
 
 
 def device_count(job: JobConfig, cores: int) -> tuple[int, list[str]]:
@@ -76,10 +78,10 @@ def device_count(job: JobConfig, cores: int) -> tuple[int, list[str]]:
 
 
 def compile_cache_location(job: JobConfig) -> str | None:
-    """The persistent compilation cache: a gs:// URI as given; a local path relative to the current directory.
+    """The persistent compilation cache: a gs:// URI as given; a local path relative to the config file's folder.
 
-    The current directory, like the default ``.pwdeploy/`` state of ``local.hlo_dir``: one cache per project
-    checkout, whichever config file is run.
+    Like every relative path of the config (and the default ``.pwdeploy/`` state of ``local.hlo_dir``): the same
+    cache whichever directory the run starts from.
     """
     value = job.local.compile_cache
     if not value:
@@ -87,7 +89,7 @@ def compile_cache_location(job: JobConfig) -> str | None:
     if value.startswith("gs://"):
         return value
     path = Path(value).expanduser()
-    return str(path.resolve())
+    return str((job.base_dir / path).resolve())
 
 
 def xla_flags(job: JobConfig, devices: int, hlo_dir: Path | None) -> tuple[str, list[str]]:
@@ -101,10 +103,11 @@ def xla_flags(job: JobConfig, devices: int, hlo_dir: Path | None) -> tuple[str, 
     return " ".join(flags), dropped
 
 
-def local_outputs(job: JobConfig, cwd: Path) -> dict[str, Path]:
-    """Local stand-ins, under ``cwd``, for the gs:// profile and checkpoint locations the config sets."""
+def local_outputs(job: JobConfig) -> dict[str, Path]:
+    """Local stand-ins, under the config file's folder, for the gs:// profile and checkpoint locations it sets."""
     env = job_env(job)
-    return {name: (cwd / LOCAL_STATE / folder).resolve() for name, folder in LOCAL_OUTPUTS.items() if name in env}
+    state = job.base_dir / LOCAL_STATE
+    return {name: (state / folder).resolve() for name, folder in LOCAL_OUTPUTS.items() if name in env}
 
 
 def local_env(
@@ -133,6 +136,9 @@ def local_env(
             "PWDEPLOY_LOCAL_DEVICES": str(devices),
         }
     )
+    if job.sidecar.source_dir is not None:  # the sidecar image has it at /app, on PYTHONPATH
+        inherited_path = (environ or {}).get("PYTHONPATH")
+        env["PYTHONPATH"] = os.pathsep.join([str(job.sidecar.source_dir.resolve()), *filter(None, [inherited_path])])
     if compile_cache is not None:
         env.update(
             {
@@ -161,7 +167,12 @@ def local_hlo_dir(job: JobConfig) -> Path | None:
     wants_dump = job.storage.hlo_dump is not None or any(
         flag_name(f) == "xla_dump_to" and f.split("=", 1)[-1].startswith("gs://") for f in job.xla_flags
     )
-    return job.local.hlo_dir.resolve() if wants_dump else None
+    if not wants_dump:
+        return None
+    hlo_dir = job.local.hlo_dir
+    if hlo_dir == LOCAL_STATE / "hlo":  # the default, which the config leaves relative: the config's folder
+        hlo_dir = job.base_dir / hlo_dir
+    return hlo_dir.resolve()
 
 
 def job_command(job: JobConfig, override: tuple[str, ...], cwd: Path) -> tuple[tuple[str, ...], Path]:
@@ -197,14 +208,17 @@ def plan(
     hlo_dir = local_hlo_dir(job)
     cache = compile_cache_location(job)
     _, dropped = xla_flags(job, devices, hlo_dir)
+    notes = []
     if dropped:
-        warnings.append(f"left out TPU-only XLA flags (the CPU backend rejects them): {' '.join(dropped)}")
+        notes.append(
+            "TPU-only XLA flags are left out of local runs (the CPU backend does not know them): " + " ".join(dropped)
+        )
     if cache is not None and cache.startswith("gs://") and not gcs_cache_supported():
         warnings.append(
             f"local.compile_cache {cache} needs gcsfs (pip install gcsfs); without it JAX runs with no persistent cache"
         )
     command, where = job_command(job, override, cwd)
-    outputs = local_outputs(job, cwd)
+    outputs = local_outputs(job)
     return LocalPlan(
         command=command,
         cwd=where,
@@ -215,4 +229,5 @@ def plan(
         compile_cache=cache,
         dropped_flags=tuple(dropped),
         warnings=tuple(warnings),
+        notes=tuple(notes),
     )

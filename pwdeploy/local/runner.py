@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from pwdeploy.errors import LocalRunError
 
 Spawn = Callable[..., "subprocess.Popen[bytes]"]
+Watch = Callable[[int], AbstractContextManager[object]]  # given the child's pid, held while it runs
 FORWARDED = (signal.SIGTERM, signal.SIGHUP)
 _HINT = "check main.command in the config, or the command after --"
 
@@ -52,8 +53,12 @@ def run_child(
     cwd: Path,
     env: Mapping[str, str],
     spawn: Spawn = subprocess.Popen,
+    watch: Watch | None = None,
 ) -> int:
-    """Run ``command`` in ``cwd`` with ``env`` (the whole environment); return its exit status."""
+    """Run ``command`` in ``cwd`` with ``env`` (the whole environment); return its exit status.
+
+    ``watch(pid)`` is entered once the child has started and left once it has ended (e.g. a resource sampler).
+    """
     check_startable(command, cwd=cwd, env=env)
     with _signals_forwarded() as started:
         try:
@@ -61,7 +66,8 @@ def run_child(
         except OSError as exc:  # the checks above passed, yet exec failed (a bad interpreter line, a race)
             raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
         started(child)
-        return exit_status(child.wait())
+        with watch(child.pid) if watch is not None else nullcontext():
+            return exit_status(child.wait())
 
 
 @contextmanager
