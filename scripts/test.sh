@@ -48,7 +48,8 @@ ruff format --check pwdeploy tests benchmarks examples
 mypy
 
 echo "== starting the Docker engine and the local registry"
-eval "$($sudo_cmd bash scripts/docker-services.sh start)"
+services=$($sudo_cmd bash scripts/docker-services.sh start)  # a failed start stops here (set -e)
+eval "$services"
 if [ -n "$sudo_cmd" ]; then  # the engine runs as root; its private socket is handed to the user running the tests
   $sudo_cmd chown "$(id -u):$(id -g)" "${DOCKER_HOST#unix://}"
 fi
