@@ -44,6 +44,10 @@ def test_readme_example_config_loads(tmp_path: Path, jax_version: str) -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
-    assert "bash scripts/test.sh" in blocks[1]
-    assert "scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    test_command = blocks[1].strip()
+    assert test_command == "bash scripts/test.sh"
+    ci_commands = [
+        line.removeprefix("exec ") for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    ]
+    assert test_command in ci_commands, "CI must run the README's test command as written"
     assert "pwdeploy local run -f examples/data_parallel/job.yaml" in blocks[0]
