@@ -1,24 +1,46 @@
 #!/usr/bin/env bash
-# Install everything the tests need on a fresh Debian machine, start the services, lint, and run the tests.
+# Install everything the tests need on a fresh Debian or Ubuntu machine, start the services, lint, and run the tests.
 # Usage: bash scripts/test.sh [pytest args...]
+#
+# Needs root, or sudo: apt-get installs the missing system packages, and the private Docker engine runs as root.
+# Python packages go into the virtual environment .venv (created if missing, reused otherwise; $PWDEPLOY_VENV
+# names another), because Debian's and Ubuntu's own Python refuses pip installs (PEP 668). Needs Python >= 3.11.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+venv=${PWDEPLOY_VENV:-.venv}
+sudo_cmd=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "scripts/test.sh: needs root or sudo (apt-get, Docker engine)" >&2; exit 1; }
+  sudo_cmd="sudo"
+fi
+echo "== scripts/test.sh needs root${sudo_cmd:+ (through sudo)} for apt-get and for the private Docker engine"
+
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+  { echo "scripts/test.sh: needs Python >= 3.11; python3 is $(python3 --version 2>&1)" >&2; exit 1; }
 
 apt_packages=(docker.io docker-registry busybox-static)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
+# Debian's python3 creates virtual environments only with python3-venv installed (it brings ensurepip).
+[ -x "$venv/bin/python" ] || python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "== installing pwdeploy and its test dependencies"
-python3 -m pip install -q --disable-pip-version-check -e ".[dev]"
+if [ ! -x "$venv/bin/python" ]; then
+  echo "== creating the virtual environment $venv"
+  python3 -m venv "$venv"
+fi
+# shellcheck disable=SC1091  # created above
+. "$venv/bin/activate"
+
+echo "== installing pwdeploy and its test dependencies into $venv"
+python -m pip install -q --disable-pip-version-check -e ".[dev]"
 
 echo "== lint: ruff and mypy (strict)"
 ruff check pwdeploy tests benchmarks examples
@@ -26,8 +48,12 @@ ruff format --check pwdeploy tests benchmarks examples
 mypy
 
 echo "== starting the Docker engine and the local registry"
-eval "$(bash scripts/docker-services.sh start)"
-trap 'bash scripts/docker-services.sh stop >/dev/null 2>&1 || true' EXIT
+services=$($sudo_cmd bash scripts/docker-services.sh start)  # a failed start stops here (set -e)
+eval "$services"
+if [ -n "$sudo_cmd" ]; then  # the engine runs as root; its private socket is handed to the user running the tests
+  $sudo_cmd chown "$(id -u):$(id -g)" "${DOCKER_HOST#unix://}"
+fi
+trap '$sudo_cmd bash scripts/docker-services.sh stop >/dev/null 2>&1 || true' EXIT
 
 echo "== tests"
-python3 -m pytest "$@"
+python -m pytest "$@"

@@ -7,12 +7,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pwdeploy.errors import LocalRunError
 from pwdeploy.local.runner import check_startable, exit_status, run_child
+from tests.conftest import REPO
 
 ENV = dict(os.environ)
 
@@ -57,11 +57,24 @@ def test_the_child_gets_the_default_ctrl_c_handling(tmp_path: Path) -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored afterwards
 
 
-def test_sigterm_before_the_child_exists_reaches_it_once_started(tmp_path: Path) -> None:
-    def spawn_after_sigterm(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
-        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the child is being started
-        return subprocess.Popen(*args, **kwargs)
+# Runs in its own interpreter: the SIGTERM goes to that process, so a broken handler kills it, not pytest.
+_SIGTERM_WHILE_STARTING = """
+import os, signal, subprocess, sys
+from pathlib import Path
+from pwdeploy.local.runner import run_child
 
-    command = [sys.executable, "-c", "import time; time.sleep(30)"]
-    status = run_child(command, cwd=tmp_path, env=ENV, spawn=spawn_after_sigterm)
-    assert status == 128 + signal.SIGTERM
+def spawn_after_sigterm(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # arrives while the child is being started
+    return subprocess.Popen(*args, **kwargs)
+
+command = [sys.executable, "-c", "import time; time.sleep(30)"]
+sys.exit(run_child(command, cwd=Path.cwd(), env=dict(os.environ), spawn=spawn_after_sigterm))
+"""
+
+
+def test_sigterm_before_the_child_exists_reaches_it_once_started(tmp_path: Path) -> None:
+    env = dict(ENV, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), ENV.get("PYTHONPATH")])))
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_WHILE_STARTING], cwd=tmp_path, env=env, capture_output=True, timeout=20
+    )
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr.decode()

@@ -90,8 +90,9 @@ def test_data_mesh_over_all_devices_and_slices() -> None:
         "import json; from pwdeploy import runtime; a = runtime.data_mesh(); b = runtime.data_mesh(slices=True); "
         "print(json.dumps([dict(a.shape), dict(b.shape), [d.id for d in b.devices.flat]]))"
     )
-    out = python(code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4",
-                 PWDEPLOY_NUM_SLICES="2")  # fmt: skip
+    out = python(
+        code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4", PWDEPLOY_NUM_SLICES="2"
+    )
     assert json.loads(out) == [{"data": 4}, {"slice": 2, "data": 2}, [0, 1, 2, 3]]
 
 

@@ -23,6 +23,7 @@ from pwdeploy.validation import kubernetes_schemas, schemas
 from pwdeploy.validation.checker import Checker, SchemaError, UnsupportedSchema, refs, strip
 from pwdeploy.validation.problems import Problem
 from pwdeploy.validation.schemas import describe
+from tests.conftest import REPO
 from tests.test_validate import BROKEN, jobset
 
 VERSIONS = [(1, 27), (1, 31), kubernetes_schemas.kubernetes_versions()[-1]]
@@ -134,7 +135,9 @@ def test_schema_errors_are_found_and_agree() -> None:
     obj["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] = ["Indexed"]
     (job, _) = as_jobs(obj)
     job["apiVersion"] = 1  # type and enum both fail here
-    problems = agree(schemas.kubernetes_validator((1, 31), "batch/v1", "Job"), oracle((1, 31), "batch/v1", "Job"), job)
+    checker = schemas.kubernetes_validator((1, 31), "batch/v1", "Job")
+    assert checker is not None
+    problems = agree(checker, oracle((1, 31), "batch/v1", "Job"), job)
     pod_path = "spec.template.spec"
     assert [str(p) for p in problems] == [
         "apiVersion: 1 is not a string",
@@ -204,7 +207,7 @@ json_values = st.recursive(
 
 @st.composite
 def mutated_jobsets(draw: st.DrawFn) -> dict[str, Any]:
-    obj = copy.deepcopy(draw(st.sampled_from(BASES)))
+    obj: dict[str, Any] = copy.deepcopy(draw(st.sampled_from(BASES)))
     for _ in range(draw(st.integers(1, 4))):
         container, key = draw(st.sampled_from(_positions(obj)))
         action = draw(st.sampled_from(["replace", "swap", "delete", "add"]))
@@ -439,8 +442,7 @@ def test_validation_imports_no_jsonschema(tmp_path: Path) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
     for _ in range(2):  # without, then with the cache file
         result = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env,
-            cwd=Path(__file__).parents[1],
-        )  # fmt: skip
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=REPO
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout == "[]\n"

@@ -545,8 +545,7 @@ def test_envelope_problems(obj: Any, expected: list[str]) -> None:
 
 
 def need_crd(version: str) -> None:
-    if not crd_path(version).exists():
-        pytest.skip(f"JobSet CRD {crd_path(version)} not found (the shared folder beside the checkout)")
+    crd_path(version)  # fails (CI) or skips the test when the CRD is missing
 
 
 @pytest.mark.parametrize("version", CRD_VERSIONS)

@@ -6,6 +6,17 @@ paths, in the same order at each path; tests/test_schema_checker.py holds the tw
 ~40 ms import. ``strip`` is the gate: it keeps the keywords checked here, drops those that only
 annotate (``description``, ``format``, ``x-kubernetes-*``, ...) and raises UnsupportedSchema for any other keyword,
 so a schema this checker would misread is refused instead of half-checked.
+
+Why not a library (``python3 benchmarks/bench_validate.py --libraries`` and ``python3 benchmarks/bench_render.py``:
+medians of fresh processes on the example's manifests, 2-core machine): ``pwdeploy render`` took 95 ms against
+65 ms for ``import click, yaml`` (1.46x of a 1.5x budget, 2.6 ms to spare). This checker costs render 1.8 ms
+(compiling what the objects reach, then checking them), 0.2 ms per later call.
+- jsonschema 4.26: 49 ms to import, 3.4 ms for the first call, 3.0 ms per call: render at 2.2x.
+- fastjsonschema 2.22: 1.7 ms to import, but compiling the Kubernetes 1.31 schemas takes 460 ms per process;
+  with its generated code (1.75 MB of Python) kept in the cache folder, importing that code takes 4.3 ms, the
+  first call 0.5 ms: 6.4 ms in all, 4.6 ms more than this checker: render at 1.53x. It also stops at the first
+  error, where ``pwdeploy validate`` reports every one (in jsonschema's order, which the tests hold it to), so
+  failures would still need jsonschema.
 """
 
 from __future__ import annotations
