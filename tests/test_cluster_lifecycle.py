@@ -90,7 +90,7 @@ def test_display_rewrites_one_line_on_a_terminal_and_prints_changes_otherwise() 
 
 
 def test_wait_shows_progress_until_running(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
 ) -> None:
     def world(polls: int) -> None:  # what the controllers would do between two polls
         obj = stub.get("jobsets", "default", "dp-example")
@@ -116,7 +116,7 @@ def test_wait_shows_progress_until_running(
 
 
 def test_ctrl_c_while_waiting_leaves_the_job_running(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
 ) -> None:
     def interrupt(polls: int) -> None:
         raise KeyboardInterrupt
@@ -131,7 +131,7 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(
 
 
 def test_wait_done_reports_a_failed_job(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
 ) -> None:
     def fail(polls: int) -> None:
         obj = stub.get("jobsets", "default", "dp-example")
@@ -146,7 +146,7 @@ def test_wait_done_reports_a_failed_job(
     assert "pwdeploy status dp-example -n default" in result.stderr
 
 
-def test_wait_timeout(cluster_cli: ClusterCli, kc: list[str], clock: FakeClock, jax_version: str) -> None:
+def test_wait_timeout(cluster_cli: ClusterCli, kc: list[str], clock: FakeClock) -> None:
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait", "--timeout", "5"])
     assert result.exit_code == 4 and "is not running after 5 s (it keeps going: Pending)" in result.stderr
     assert clock.sleeps == [2.0, 2.0, 2.0]

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from pwdeploy import __version__
 from pwdeploy import identifiers as ids
@@ -25,7 +24,7 @@ from pwdeploy.cluster.submit import (
     submit,
 )
 from pwdeploy.errors import ClusterError, PwdeployError
-from tests.conftest import REPO, ClusterCli
+from tests.conftest import REPO, ClusterCli, SeamRunner
 from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer, rendered_jobset
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
@@ -201,12 +200,12 @@ def test_client_dry_run_sends_no_writes(kube: Kube, stub: StubKubeApiServer) -> 
 
 
 @pytest.fixture
-def cli_env(kc: list[str], jax_version: str) -> list[str]:
+def cli_env(kc: list[str]) -> list[str]:
     return kc
 
 
 def rendered_example(*flags: str) -> list[dict[str, Any]]:
-    result = CliRunner().invoke(cli, ["render", "-f", EXAMPLE, "-o", "json", *flags])
+    result = SeamRunner().invoke(cli, ["render", "-f", EXAMPLE, "-o", "json", *flags])
     assert result.exit_code == 0, result.output
     return [json.loads(result.stdout)]
 
@@ -284,7 +283,7 @@ def test_cli_preflight_failure_blocks_submit_without_gcs_credentials(
 ) -> None:
     for var in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "CLOUDSDK_CONFIG"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    monkeypatch.setenv("NO_GCE_CHECK", "true")
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env])
     assert result.exit_code == 6, result.output
@@ -304,7 +303,7 @@ def test_cli_headless_prints_the_connect_recipe(
 
 
 def test_cli_submit_without_namespace_uses_the_context_namespace(
-    cluster_cli: ClusterCli, stub: StubKubeApiServer, tmp_path: Path, jax_version: str
+    cluster_cli: ClusterCli, stub: StubKubeApiServer, tmp_path: Path
 ) -> None:
     kubeconfig = stub.write_kubeconfig(tmp_path / "kc", {"team-ctx": ("stub-token", "team")}, current="team-ctx")
     config = tmp_path / "job.yaml"
@@ -319,7 +318,7 @@ def test_cli_submit_without_namespace_uses_the_context_namespace(
 
 
 def rendered_example_from(config: Path) -> list[dict[str, Any]]:
-    result = CliRunner().invoke(cli, ["render", "-f", str(config), "-o", "json"])
+    result = SeamRunner().invoke(cli, ["render", "-f", str(config), "-o", "json"])
     assert result.exit_code == 0, result.output
     return [json.loads(result.stdout)]
 

@@ -121,7 +121,7 @@ def test_official_base_of_another_python_than_the_sidecar_is_refused(tmp_path: P
         spec.collect(job_at(path), path)
 
 
-def test_build_without_repository_names_the_field(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+def test_build_without_repository_names_the_field(runner: CliRunner, tmp_path: Path) -> None:
     path = write_job(tmp_path, {}, main={"command": "python3 train.py", "image": "r.example/pre:1"})
     result = runner.invoke(cli, ["image", "build", "-f", str(path)])
     assert result.exit_code == 2 and result.stdout == ""
@@ -147,9 +147,7 @@ def _main_image(result: Any) -> str:
     return str(main["image"])
 
 
-def test_render_asks_for_a_push_pins_the_lock_and_explains_a_stale_one(
-    runner: CliRunner, tmp_path: Path, jax_version: str
-) -> None:
+def test_render_asks_for_a_push_pins_the_lock_and_explains_a_stale_one(runner: CliRunner, tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY})
     render = ["render", "-f", str(path), "--no-validate"]
     result = runner.invoke(cli, render)
@@ -227,7 +225,7 @@ def test_verify_jax_with_a_stand_in_engine() -> None:
         assert stand_in.removed == ["r/x:1"], "a rejected image is untagged"
 
 
-def test_example_job_image_dockerfile(runner: CliRunner, jax_version: str) -> None:
+def test_example_job_image_dockerfile(runner: CliRunner) -> None:
     example = REPO / "examples" / "data_parallel" / "job.yaml"
     result = runner.invoke(cli, ["image", "dockerfile", "-f", str(example), "--sidecar-python", "3.11"])
     assert result.exit_code == 0, result.output

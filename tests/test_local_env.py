@@ -122,14 +122,15 @@ def test_compile_cache_local_gcs_and_default(tmp_path: Path, monkeypatch: pytest
     assert "JAX_COMPILATION_CACHE_DIR" not in local_env(job(), 1, hlo_dir=None, compile_cache=None)
 
 
-def test_gcs_compile_cache_warns_when_gcsfs_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pwdeploy.local.env.gcs_cache_supported", lambda: False)
-    warnings = plan(job(local__compile_cache="gs://bkt/cache"), cwd=Path.cwd(), cores=64).warnings
-    assert warnings == ("local.compile_cache gs://bkt/cache needs gcsfs (pip install gcsfs); without it JAX runs "
-                        "with no persistent cache",)  # fmt: skip
-    monkeypatch.setattr("pwdeploy.local.env.gcs_cache_supported", lambda: True)
-    assert plan(job(local__compile_cache="gs://bkt/cache"), cwd=Path.cwd(), cores=64).warnings == ()
-    assert plan(job(), cwd=Path.cwd(), cores=64).warnings == ()
+def test_gcs_compile_cache_warns_when_gcsfs_is_missing() -> None:
+    on_gcs = job(local__compile_cache="gs://bkt/cache")
+    warnings = plan(on_gcs, cwd=Path.cwd(), cores=64, gcs_supported=lambda: False).warnings
+    assert warnings == (
+        "local.compile_cache gs://bkt/cache needs gcsfs (pip install gcsfs); without it JAX runs "
+        "with no persistent cache",
+    )
+    assert plan(on_gcs, cwd=Path.cwd(), cores=64, gcs_supported=lambda: True).warnings == ()
+    assert plan(job(), cwd=Path.cwd(), cores=64, gcs_supported=lambda: False).warnings == ()
 
 
 def test_config_command_runs_beside_the_config_and_an_override_in_cwd(tmp_path: Path) -> None:

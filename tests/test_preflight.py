@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from pwdeploy.config import GcsPath, load_job, parse_gcs
+from pwdeploy.config import GcsPath, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.client import GcsFailure
 from pwdeploy.gcs.evaluate import Context, evaluate
 from pwdeploy.gcs.facts import BucketFacts, BucketMeta, IamAnswer, ProbeOutcome
-from pwdeploy.preflight import run_preflight
 from pwdeploy.preflight.gcs import by_bucket, check_region
 from pwdeploy.preflight.report import CheckResult, PreflightReport, Status
 from tests.gcs_emulator import free_port
@@ -265,29 +267,38 @@ def test_parse_gcs_rejects(uri: object) -> None:
     assert repr(uri) in str(caught.value)
 
 
-def test_no_application_default_credentials_is_a_failed_row(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, jax_version: str
-) -> None:
-    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud ADC file here
-    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{free_port()}")  # and no metadata server
-    monkeypatch.setenv("GCE_METADATA_IP", f"127.0.0.1:{free_port()}")
-    from google.auth.compute_engine import _metadata
+NO_ADC_PREFLIGHT = """
+import json
+from pwdeploy.config import load_job
+from pwdeploy.preflight import run_preflight
 
-    monkeypatch.setattr(_metadata, "_NO_GCE_CHECK", True, raising=False)  # skip ~3 s of metadata-server pings
-    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
-              "storage.scratch": "gs://bkt/s", "storage.profiles": "gs://other/p"}  # fmt: skip
-    report = run_preflight(load_job(None, values), check_images=False)
-    (row,) = report.results
-    assert (row.check, row.status, row.fields) == (
-        "credentials",
-        Status.FAILED,
-        ("storage.scratch", "storage.profiles"),
+values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
+          "storage.scratch": "gs://bkt/s", "storage.profiles": "gs://other/p"}
+report = run_preflight(load_job(None, values, installed_jax=lambda: "0.10.2"), check_images=False)
+rows = [[r.check, r.status.value, list(r.fields), r.detail, r.fix] for r in report.results]
+print(json.dumps({"failed": report.failed, "rows": rows}))
+"""
+
+
+def test_no_application_default_credentials_is_a_failed_row(tmp_path: Path) -> None:
+    # In a fresh process: google-auth reads NO_GCE_CHECK when it is imported (it skips ~3 s of metadata pings).
+    env = {k: v for k, v in os.environ.items() if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS")}
+    env |= {
+        "CLOUDSDK_CONFIG": str(tmp_path),  # no gcloud ADC file here
+        "GCE_METADATA_HOST": f"127.0.0.1:{free_port()}",  # and no metadata server
+        "GCE_METADATA_IP": f"127.0.0.1:{free_port()}",
+        "NO_GCE_CHECK": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", NO_ADC_PREFLIGHT], env=env, capture_output=True, text=True, timeout=60, check=False
     )
-    assert "no Application Default Credentials" in row.detail
-    assert row.fix is not None and "gcloud auth application-default login" in row.fix
-    assert report.failed
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    ((check, status, fields, detail, fix),) = report["rows"]
+    assert (check, status, fields) == ("credentials", Status.FAILED.value, ["storage.scratch", "storage.profiles"])
+    assert "no Application Default Credentials" in detail
+    assert fix is not None and "gcloud auth application-default login" in fix
+    assert report["failed"] is True
 
 
 def test_long_locations_get_their_own_line_and_references_stay_whole() -> None:

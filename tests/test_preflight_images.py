@@ -167,8 +167,12 @@ def stub_lookup(answers: dict[str, Lookup]) -> Any:
     return lookup
 
 
-def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax_version: str) -> None:
-    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
+def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin() -> None:
+    job = load_job(
+        None,
+        {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"},
+        installed_jax=lambda: "0.10.2",
+    )
     assert job_images(job) == {
         "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2": ("images.proxy_server",),
         "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2": ("images.server",),
@@ -188,13 +192,14 @@ def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax
     assert proxy_row.fix is not None and proxy_row.fix.startswith("gcloud auth configure-docker us-docker.pkg.dev")
 
 
-def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail(jax_version: str) -> None:
+def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail() -> None:
     same = "127.0.0.1:5000/team/pw:1"
     values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
               "storage.scratch": "gs://bkt/s", "images.server": same, "images.proxy_server": same}  # fmt: skip
     with pytest.raises(ConfigError, match=r"main\.image: 'Bad/Ref:1' is not an image reference"):
-        load_job(None, {**values, "main.image": "Bad/Ref:1"})  # the config refuses it ...
-    job = load_job(None, values)
+        # the config refuses it ...
+        load_job(None, {**values, "main.image": "Bad/Ref:1"}, installed_jax=lambda: "0.10.2")
+    job = load_job(None, values, installed_jax=lambda: "0.10.2")
     job = job._replace(main=job.main._replace(image="Bad/Ref:1"))  # ... a reference from elsewhere is a row
     rows = check_images(job, stub_lookup({"127.0.0.1:5000/team/pw": Lookup("found", "sha256:" + "1" * 64)}))
     assert [(r.location, r.fields, r.status) for r in rows] == [
@@ -204,11 +209,15 @@ def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail
     assert rows[1].detail.startswith("not an image reference: 'Bad' is not a valid repository path component")
 
 
-def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_version: str) -> None:
+def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in() -> None:
     def no_credentials() -> Any:
         raise MissingCredentials("none here")
 
-    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
+    job = load_job(
+        None,
+        {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"},
+        installed_jax=lambda: "0.10.2",
+    )
     further = CheckResult("cluster", (), "cluster", Status.WARN, "a further source")
     report = run_preflight(
         job,

@@ -26,6 +26,7 @@ from pwdeploy.errors import BuildError, ConfigError
 from pwdeploy.images import engine, inputs, lock, pin, template
 from pwdeploy.images import sidecar as spec
 from tests.conftest import REPO
+from tests.services import unavailable
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 BASE = f"registry.example/team/sidecar-base:20260101-python_{PY}-jax_0.10.2"
@@ -158,7 +159,7 @@ def test_base_version_mismatch_is_a_config_error(tmp_path: Path, base_image: str
     spec.prepare(job, allow_base_mismatch=True)  # the expert override
 
 
-def test_base_mismatch_through_the_cli(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+def test_base_mismatch_through_the_cli(runner: CliRunner, tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": "r.example/x", "base_image": f"r.example/b:1-python_{PY}-jax_0.9.0"})
     result = runner.invoke(cli, ["sidecar", "dockerfile", "-f", str(path)])
     assert result.exit_code == 2 and "jax 0.9.0 differs" in result.stderr and result.stdout == ""
@@ -311,10 +312,7 @@ def test_apply_lock_leaves_explicit_images_and_other_repositories(tmp_path: Path
     assert apply_lock(explicit).sidecar.image == "r.example/pre:1"
 
 
-def test_render_pins_locked_digest_and_stale_lock_is_explained(
-    runner: CliRunner, tmp_path: Path, jax_version: str
-) -> None:
-    pytest.importorskip("pwdeploy.manifests")
+def test_render_pins_locked_digest_and_stale_lock_is_explained(runner: CliRunner, tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
     lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job)))
     result = runner.invoke(cli, ["render", "-f", str(tmp_path / "job.yaml"), "--no-validate"])
@@ -392,8 +390,9 @@ def test_missing_docker_cli_is_a_build_error() -> None:
         engine.DockerCli(binary="pwdeploy-no-such-docker").check()
 
 
-@pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI (apt-get install docker.io)")
-def test_no_engine_reachable_exits_5_and_writes_nothing(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+def test_no_engine_reachable_exits_5_and_writes_nothing(runner: CliRunner, tmp_path: Path) -> None:
+    if shutil.which("docker") is None:
+        unavailable("the docker CLI is not installed (apt-get install docker.io)")
     path = write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"})
     env = {"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     result = runner.invoke(cli, ["sidecar", "build", "--push", "-f", str(path)], env=env)
@@ -432,24 +431,33 @@ class StandInEngine:
         raise AssertionError("nothing to remove")
 
 
-def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE}))
+class FolderRemovedWhilePushing(StandInEngine):
+    """The job's folder disappears while the image is pushed, so the lock file cannot be written afterwards (a
+    read-only folder would not stop root, which these tests may run as)."""
 
-    def refuse(*args: Any) -> None:
-        raise PermissionError(13, "Permission denied")
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
 
-    monkeypatch.setattr(lock, "record", refuse)
+    def push(self, tag: str, progress: engine.Progress) -> str:
+        shutil.rmtree(self.folder)
+        return super().push(tag, progress)
+
+
+def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    job = job_at(write_job(project, {"repository": "r.example/x", "base_image": BASE}))
     with pytest.raises(BuildError) as caught:
-        spec.build(job, StandInEngine(), Recorder(), push=True)
+        spec.build(job, FolderRemovedWhilePushing(project), Recorder(), push=True)
     assert str(caught.value).startswith("pushed r.example/x:")
     assert (
-        f"as r.example/x@sha256:{'c' * 64}, but cannot record it in {tmp_path / 'pwdeploy-sidecar.lock'}: "
-        "Permission denied" in str(caught.value)
+        f"as r.example/x@sha256:{'c' * 64}, but cannot record it in {project / 'pwdeploy-sidecar.lock'}: "
+        "No such file or directory" in str(caught.value)
     )
     assert caught.value.hint is not None and f"sidecar.image: r.example/x@sha256:{'c' * 64}" in caught.value.hint
 
 
-def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path) -> None:
     path = write_job(tmp_path, {"image": "r.example/pre:1", "base_image": BASE})
     result = runner.invoke(cli, ["sidecar", "build", "-f", str(path)])
     assert result.exit_code == 2 and "sidecar.repository: is required to build" in result.stderr
@@ -460,7 +468,7 @@ def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path, jax_vers
 EXAMPLE = REPO / "examples" / "data_parallel" / "sidecar"
 
 
-def test_example_sidecar_dockerfile(runner: CliRunner, jax_version: str) -> None:
+def test_example_sidecar_dockerfile(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["sidecar", "dockerfile", "-f", str(EXAMPLE / "job.yaml"), "--sidecar-python", "3.11"])
     assert result.exit_code == 0, result.output
     steps = instructions(result.stdout)

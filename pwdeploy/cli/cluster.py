@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
 from pwdeploy.errors import ConfigError, PreflightError
 
 if TYPE_CHECKING:
@@ -38,9 +38,7 @@ def namespace_option(func: F) -> F:
 
 def _clock() -> Clock | None:
     """The clock the caller passed in the click context object (``obj={"clock": ...}``); None: the system's."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.find_root().obj if ctx is not None else None
-    clock: Clock | None = obj.get("clock") if isinstance(obj, dict) else None
+    clock: Clock | None = seam("clock")
     return clock
 
 

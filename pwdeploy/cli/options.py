@@ -84,6 +84,14 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
     return {key: params.pop(key) for key in list(params) if key.startswith(_PARAM_PREFIX)}
 
 
+def seam(name: str) -> Any:
+    """The seam ``name`` a caller passed in the click context object (``obj={"clock": ..., "installed_jax": ...,
+    "cores": ...}``, as tests do); None: the real one."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return obj.get(name) if isinstance(obj, dict) else None
+
+
 def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobConfig:
     """The validated job from ``-f`` and the flags; errors name the flag, variable or file that set a bad value.
 
@@ -94,7 +102,7 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
     file = params.get(FILE_PARAM)
     if file is None and not overrides:
         raise ConfigError(None, "no job config given (-f FILE or flags)", hint="e.g. pwdeploy render -f job.yaml")
-    job = load_job(file, overrides, sources=sources)
+    job = load_job(file, overrides, sources=sources, installed_jax=seam("installed_jax"))
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
 
