@@ -16,7 +16,6 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.submit import (
-    CONFIG_HASH_ANNOTATION,
     DryRun,
     InterruptedReplace,
     config_hash,
@@ -42,7 +41,7 @@ def test_mark_managed_records_hash_and_keeps_the_rendered_object() -> None:
     rendered = tiny_jobset()
     (marked,) = mark_managed([rendered], "default")
     assert rendered == tiny_jobset()  # not mutated
-    digest = marked["metadata"]["annotations"].pop(CONFIG_HASH_ANNOTATION)
+    digest = marked["metadata"]["annotations"].pop(ids.CONFIG_HASH_ANNOTATION)
     assert marked == rendered and digest == config_hash([rendered]) and len(digest) == 16
 
 
@@ -219,7 +218,7 @@ def test_cli_submit_sends_exactly_the_rendered_manifest(
     (patch,) = stub.writes()
     rendered = rendered_example()
     expected = copy.deepcopy(rendered[0])
-    expected["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] = config_hash(rendered)
+    expected["metadata"]["annotations"][ids.CONFIG_HASH_ANNOTATION] = config_hash(rendered)
     assert patch.path == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/dp-example"
     assert patch.body == expected
 

@@ -67,7 +67,9 @@ def _pod(obj: dict[str, Any], rj: str) -> dict[str, Any]:
 
 
 def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [c for section in ("initContainers", "containers") for c in pod.get(section, []) if c["name"] == name]
+    found: list[dict[str, Any]] = [
+        c for section in ("initContainers", "containers") for c in pod.get(section, []) if c["name"] == name
+    ]
     assert len(found) == 1, f"{name}: {len(found)} containers"
     return found[0]
 

@@ -12,6 +12,7 @@ import shutil
 import stat
 import sys
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +226,7 @@ def test_inputs_hash_is_stable_and_covers_every_input(tmp_path: Path) -> None:
         (tmp_path / junk).write_text("noise")
     assert spec.collect(job_at(path)).inputs_hash == first.inputs_hash
     hashes = {first.inputs_hash}
-    changes = [
+    changes: list[Callable[[], object]] = [
         lambda: (tmp_path / "src/mypkg/__init__.py").write_text("def answer():\n    return 43\n"),
         lambda: (tmp_path / "src/mypkg/new.py").write_text(""),
         lambda: (tmp_path / "src/mypkg/new.py").chmod(0o755),
