@@ -29,9 +29,11 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--update-goldens", action="store_true", default=False,
+        "--update-goldens",
+        action="store_true",
+        default=False,
         help="Rewrite golden manifests (tests/golden, manifests/) from the current renderer.",
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture

@@ -115,10 +115,14 @@ def test_config_that_is_not_utf8(runner: CliRunner, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("section", "key", "flag"),
-    [("main", "image", "--image"), ("sidecar", "image", "--sidecar-image"),
-     ("images", "server", "--server-image"), ("images", "proxy_server", "--proxy-server-image"),
-     ("image", "base", "--image-base")],
-)  # fmt: skip
+    [
+        ("main", "image", "--image"),
+        ("sidecar", "image", "--sidecar-image"),
+        ("images", "server", "--server-image"),
+        ("images", "proxy_server", "--proxy-server-image"),
+        ("image", "base", "--image-base"),
+    ],
+)
 def test_image_references_follow_the_oci_grammar(
     runner: CliRunner, tmp_path: Path, section: str, key: str, flag: str
 ) -> None:

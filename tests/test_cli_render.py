@@ -151,7 +151,7 @@ def test_help_and_render_do_not_import_heavy_modules() -> None:
         "heavy = ('jax', 'kubernetes', 'google.cloud.storage', 'pathwaysutils', 'docker')\n"
         "heavy = [m for m in heavy if m in sys.modules]\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
-    ).replace("%r", repr(EXAMPLE))  # fmt: skip
+    ).replace("%r", repr(EXAMPLE))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "HEAVY []" in result.stderr, result.stderr
 

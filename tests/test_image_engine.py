@@ -115,13 +115,18 @@ def project(tmp_path: Path, python_base: str) -> Path:
     (tmp_path / "train.py").write_text(f"from pwdeploy import runtime\nMARKER = {marker!r}\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data: dict[str, Any] = {
-        "name": "img-engine", "pathways_version": "0.10.2", "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"}, "main": {"command": "python3 train.py --steps 3"},
+        "name": "img-engine",
+        "pathways_version": "0.10.2",
+        "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"},
+        "main": {"command": "python3 train.py --steps 3"},
         "image": {
-            "repository": f"{REGISTRY}/pwdeploy-test/job-{marker[:8]}", "base": python_base,
-            "requirements": "requirements.txt", "pip_args": ["--no-index"],
+            "repository": f"{REGISTRY}/pwdeploy-test/job-{marker[:8]}",
+            "base": python_base,
+            "requirements": "requirements.txt",
+            "pip_args": ["--no-index"],
         },
-    }  # fmt: skip
+    }
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
     return tmp_path
 
@@ -145,21 +150,25 @@ def test_build_push_on_imitation_python_base_installs_jax_and_render_pins_it(
     _docker(docker_env, "pull", image)
     labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
     assert labels == {
-        "dev.pwdeploy.version": "0.1.0", "dev.pwdeploy.jax-version": "0.10.2",
-        "dev.pwdeploy.python-version": PY, "dev.pwdeploy.inputs-hash": found.inputs_hash,
-    }  # fmt: skip
+        "dev.pwdeploy.version": "0.1.0",
+        "dev.pwdeploy.jax-version": "0.10.2",
+        "dev.pwdeploy.python-version": PY,
+        "dev.pwdeploy.inputs-hash": found.inputs_hash,
+    }
     script = "pwd; ls; ls /opt/pwdeploy; cat /imitation/pip-calls.log"
     inside = _docker(docker_env, "run", "--rm", "--network", "none", image, "sh", "-c", script).splitlines()
     wheel = "pwdeploy-0.1.0-py3-none-any.whl"
     assert inside == [
         "/app",  # the working directory holds the copied config folder ...
-        "requirements.txt", "train.py",  # ... without the config file or the lock
-        wheel, "requirements.txt",
+        "requirements.txt",
+        "train.py",  # ... without the config file or the lock
+        wheel,
+        "requirements.txt",
         "pip install --no-cache-dir --no-index jax==0.10.2 pathwaysutils",
         "pip install --no-cache-dir --no-index -r /opt/pwdeploy/requirements.txt jax==0.10.2",
         "grain==0.2.10",
         f"pip install --no-cache-dir --no-deps /opt/pwdeploy/{wheel}",
-    ]  # fmt: skip
+    ]
     # render pins the main container to the pushed digest; a code change makes it stale.
     rendered = runner.invoke(cli, ["render", "-f", str(project / "job.yaml"), "--no-validate"])
     assert rendered.exit_code == 0, rendered.output

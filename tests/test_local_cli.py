@@ -138,8 +138,12 @@ except KeyboardInterrupt:
 def start_loop(job_file: Path, tmp_path: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job_file), "--", "python3", "-c", LOOP],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     return proc
 

@@ -18,13 +18,22 @@ from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
 BASE = {
-    "name": "demo", "tpu.type": "v6e-16", "tpu.slices": 2, "main.image": "r.example/p/img:1",
-    "main.command": "python3 train.py --steps 5", "storage.scratch": "gs://bucket/scratch",
-}  # fmt: skip
+    "name": "demo",
+    "tpu.type": "v6e-16",
+    "tpu.slices": 2,
+    "main.image": "r.example/p/img:1",
+    "main.command": "python3 train.py --steps 5",
+    "storage.scratch": "gs://bucket/scratch",
+}
 LOCAL_ONLY = {
-    "JAX_PLATFORMS", "XLA_FLAGS", "PJRT_NPROC", "PWDEPLOY_LOCAL_DEVICES", "JAX_COMPILATION_CACHE_DIR",
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
-}  # fmt: skip
+    "JAX_PLATFORMS",
+    "XLA_FLAGS",
+    "PJRT_NPROC",
+    "PWDEPLOY_LOCAL_DEVICES",
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+}
 
 
 def job(path: Path | None = None, **overrides: Any) -> JobConfig:
@@ -144,9 +153,13 @@ def test_config_command_runs_beside_the_config_and_an_override_in_cwd(tmp_path: 
 def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -> None:
     """One source of truth: the user container `main` in the rendered JobSet and the local run agree."""
     config = job(
-        storage__hlo_dump="gs://bkt/hlo", storage__profiles="gs://bkt/prof", storage__checkpoints="gs://bkt/ckpt",
-        main__env=["TRAIN_SEED=3", "EXTRA=x y"], main__data_workers=5, local__hlo_dir=str(tmp_path),
-    )  # fmt: skip
+        storage__hlo_dump="gs://bkt/hlo",
+        storage__profiles="gs://bkt/prof",
+        storage__checkpoints="gs://bkt/ckpt",
+        main__env=["TRAIN_SEED=3", "EXTRA=x y"],
+        main__data_workers=5,
+        local__hlo_dir=str(tmp_path),
+    )
     (jobset,) = manifests.build(config)
     head = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == ids.HEAD_JOB)
     containers = head["template"]["spec"]["template"]["spec"]["containers"]

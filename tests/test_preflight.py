@@ -111,8 +111,10 @@ def test_unanswered_iam_is_not_verified_never_ok() -> None:
     assert "backend did not answer" in rows[0].detail
 
 
-@pytest.mark.parametrize(("used", "olm", "status"), [(49, True, Status.OK), (50, True, Status.FAILED),
-                                                    (50, False, Status.OK), (0, True, Status.OK)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("used", "olm", "status"),
+    [(49, True, Status.OK), (50, True, Status.FAILED), (50, False, Status.OK), (0, True, Status.OK)],
+)
 def test_lifecycle_cap(used: int, olm: bool, status: Status) -> None:
     ctx = Context(enable_olm=olm, region="us-central1", member="MEMBER")
     granted = ALL if olm else ALL - {perms.BUCKETS_UPDATE}
@@ -130,9 +132,13 @@ def test_no_lifecycle_row_without_scratch() -> None:
 
 @pytest.mark.parametrize(
     ("location", "region", "status"),
-    [("US-CENTRAL1", "us-central1", Status.OK), ("US", "us-central1", Status.WARN),
-     ("EUROPE-WEST4", "us-central1", Status.WARN), ("US-CENTRAL1", None, Status.NOT_VERIFIED)],
-)  # fmt: skip
+    [
+        ("US-CENTRAL1", "us-central1", Status.OK),
+        ("US", "us-central1", Status.WARN),
+        ("EUROPE-WEST4", "us-central1", Status.WARN),
+        ("US-CENTRAL1", None, Status.NOT_VERIFIED),
+    ],
+)
 def test_region(location: str, region: str | None, status: Status) -> None:
     ctx = Context(enable_olm=True, region=region, member="MEMBER")
     rows = evaluate(facts(BucketMeta(location, "region", 0)), USES, ctx)
@@ -143,10 +149,12 @@ def test_region(location: str, region: str | None, status: Status) -> None:
 
 @pytest.mark.parametrize(
     ("location", "region", "says"),
-    [("US", "us-central1", "the US multi-region, which includes us-central1: no cross-region charge"),
-     ("EU", "us-central1", "bucket in EU (multi-region), cluster in us-central1: cross-region traffic"),
-     ("ASIA", "asia-southeast1", "the ASIA multi-region, which includes asia-southeast1")],
-)  # fmt: skip
+    [
+        ("US", "us-central1", "the US multi-region, which includes us-central1: no cross-region charge"),
+        ("EU", "us-central1", "bucket in EU (multi-region), cluster in us-central1: cross-region traffic"),
+        ("ASIA", "asia-southeast1", "the ASIA multi-region, which includes asia-southeast1"),
+    ],
+)
 def test_multi_region_bucket_that_spans_the_cluster_region(location: str, region: str, says: str) -> None:
     ctx = Context(enable_olm=True, region=region, member="MEMBER")
     rows = evaluate(facts(BucketMeta(location, "multi-region", 0)), USES, ctx)
@@ -195,9 +203,13 @@ def test_report_failed_table_and_json() -> None:
     data = json.loads(json.dumps(report.to_json()))
     assert data["summary"] == {"ok": 1, "warn": 1, "failed": 0, "not verified": 1}
     assert data["checks"][1] == {
-        "location": "gs://b", "fields": ["storage.scratch"], "check": "region", "status": "warn",
-        "detail": "far away", "fix": "move it",
-    }  # fmt: skip
+        "location": "gs://b",
+        "fields": ["storage.scratch"],
+        "check": "region",
+        "status": "warn",
+        "detail": "far away",
+        "fix": "move it",
+    }
     table = report.format_table().splitlines()
     assert table[0].split() == ["LOCATION", "CHECK", "STATUS", "DETAIL"]
     assert table[2].split()[:4] == ["gs://b", "(scratch)", "region", "warn"]
@@ -215,12 +227,16 @@ def test_empty_report() -> None:
 
 def test_by_bucket_groups_in_config_order() -> None:
     locations = {"storage.scratch": SCRATCH, "storage.profiles": GcsPath("other", ""), "storage.hlo_dump": HLO}
-    assert by_bucket(locations) == {"bkt": {"storage.scratch": SCRATCH, "storage.hlo_dump": HLO},
-                                    "other": {"storage.profiles": GcsPath("other", "")}}  # fmt: skip
+    assert by_bucket(locations) == {
+        "bkt": {"storage.scratch": SCRATCH, "storage.hlo_dump": HLO},
+        "other": {"storage.profiles": GcsPath("other", "")},
+    }
 
 
-@pytest.mark.parametrize(("given", "expected"), [("us-central1", "us-central1"), (" EUROPE-WEST4 ", "europe-west4"),
-                                                 (None, None), ("", None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [("us-central1", "us-central1"), (" EUROPE-WEST4 ", "europe-west4"), (None, None), ("", None)],
+)
 def test_region_values(given: str | None, expected: str | None) -> None:
     assert check_region(given) == expected
 
@@ -255,11 +271,26 @@ def test_parse_gcs_accepts(uri: str, bucket: str, prefix: str) -> None:
 @pytest.mark.parametrize(
     "uri",
     [
-        "s3://bkt/x", "gs://", "gs://ab", "gs://Bkt/x", "gs://-bkt", "gs://bkt-", "gs://bkt//x", "gs://a..b",
-        "gs://bkt x", "bkt/x", "gs:/bkt", 42, None,
-        "gs://" + "a" * 64, "gs://" + "a" * 64 + ".com", "gs://goog-bucket", "gs://192.168.5.4", "gs://bkt/a\x00b",
+        "s3://bkt/x",
+        "gs://",
+        "gs://ab",
+        "gs://Bkt/x",
+        "gs://-bkt",
+        "gs://bkt-",
+        "gs://bkt//x",
+        "gs://a..b",
+        "gs://bkt x",
+        "bkt/x",
+        "gs:/bkt",
+        42,
+        None,
+        "gs://" + "a" * 64,
+        "gs://" + "a" * 64 + ".com",
+        "gs://goog-bucket",
+        "gs://192.168.5.4",
+        "gs://bkt/a\x00b",
     ],
-)  # fmt: skip
+)
 def test_parse_gcs_rejects(uri: object) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_gcs(uri, "storage.hlo_dump")

@@ -80,8 +80,9 @@ def test_missing_bucket_fails(emulator_env: GcsEmulator) -> None:
     assert rows(report)[("probe", f"gs://{present}/s")] is Status.OK  # other buckets are still checked
 
 
-@pytest.mark.parametrize(("rules", "olm", "status"), [(49, True, Status.OK), (50, True, Status.FAILED),
-                                                      (50, False, Status.OK)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("rules", "olm", "status"), [(49, True, Status.OK), (50, True, Status.FAILED), (50, False, Status.OK)]
+)
 def test_lifecycle_rules_counted(emulator_env: GcsEmulator, rules: int, olm: bool, status: Status) -> None:
     bucket = emulator_env.create_bucket()
     emulator_env.patch_bucket(bucket, lifecycle(rules))

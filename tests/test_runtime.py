@@ -188,6 +188,7 @@ def test_unguarded_script_with_grain_workers_stops_with_the_fix(tmp_path: Path) 
 
 def test_one_device_with_two_slices_is_a_degenerate_mesh() -> None:
     code = "import json; from pwdeploy import runtime; print(json.dumps(dict(runtime.data_mesh(slices=True).shape)))"
-    out = python(code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1",
-                 PWDEPLOY_NUM_SLICES="2")  # fmt: skip
+    out = python(
+        code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1", PWDEPLOY_NUM_SLICES="2"
+    )
     assert json.loads(out) == {"slice": 1, "data": 1}

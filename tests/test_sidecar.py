@@ -39,9 +39,14 @@ def write_job(tmp_path: Path, sidecar: dict[str, Any], **top: Any) -> Path:
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text("def answer():\n    return 42\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data = {
-        "name": "sc-test", "pathways_version": "0.10.2", "headless": True, "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"}, "sidecar": sidecar, **top,
-    }  # fmt: skip
+        "name": "sc-test",
+        "pathways_version": "0.10.2",
+        "headless": True,
+        "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"},
+        "sidecar": sidecar,
+        **top,
+    }
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -86,25 +91,33 @@ def test_packaged_templates_are_the_reviewed_docker_dockerfiles(name: str) -> No
 
 def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
     sidecar = {
-        "repository": "registry.example/team/sidecar", "base_image": BASE, "source_dir": "src",
-        "requirements": "requirements.txt", "pip_args": ["--no-index", "--find-links", "/wheels dir"],
-    }  # fmt: skip
+        "repository": "registry.example/team/sidecar",
+        "base_image": BASE,
+        "source_dir": "src",
+        "requirements": "requirements.txt",
+        "pip_args": ["--no-index", "--find-links", "/wheels dir"],
+    }
     found = spec.collect(job_at(write_job(tmp_path, sidecar)))
     steps = instructions(found.dockerfile)
     assert steps[0] == ("FROM", BASE)
     assert steps[1][0] == "LABEL"
     labels = dict(item.split("=", 1) for item in steps[1][1].split())
     assert labels == {
-        'dev.pwdeploy.version': '"0.1.0"', 'dev.pwdeploy.jax-version': '"0.10.2"',
-        'dev.pwdeploy.python-version': f'"{PY}"', 'dev.pwdeploy.inputs-hash': f'"{found.inputs_hash}"',
-    }  # fmt: skip
+        "dev.pwdeploy.version": '"0.1.0"',
+        "dev.pwdeploy.jax-version": '"0.10.2"',
+        "dev.pwdeploy.python-version": f'"{PY}"',
+        "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',
+    }
     assert steps[2:] == [
         ("COPY", "requirements.txt /opt/pwdeploy/requirements.txt"),
-        ("RUN", "/opt/venv/bin/pip install --no-cache-dir -c /opt/venv/server_constraints.txt --no-index "
-                "--find-links '/wheels dir' -r /opt/pwdeploy/requirements.txt"),
+        (
+            "RUN",
+            "/opt/venv/bin/pip install --no-cache-dir -c /opt/venv/server_constraints.txt --no-index "
+            "--find-links '/wheels dir' -r /opt/pwdeploy/requirements.txt",
+        ),
         ("COPY", "code/ /app/"),
         ("ENV", "PYTHONPATH=/app${PYTHONPATH:+:$PYTHONPATH}"),
-    ]  # fmt: skip
+    ]
     assert not any(word in ("ENTRYPOINT", "CMD") for word, _ in steps), "the base entrypoint must be kept"
 
 
@@ -265,9 +278,14 @@ def test_build_context_tar_holds_exactly_the_inputs(tmp_path: Path) -> None:
 
 def _entry(found: inputs.ImageInputs, repository: str = "r.example/x") -> lock.LockEntry:
     return lock.LockEntry(
-        repository=repository, tag=found.tag(repository), digest="sha256:" + "a" * 64,
-        inputs_hash=found.inputs_hash, base_image=found.base_image, jax_version="0.10.2", python_version=PY,
-    )  # fmt: skip
+        repository=repository,
+        tag=found.tag(repository),
+        digest="sha256:" + "a" * 64,
+        inputs_hash=found.inputs_hash,
+        base_image=found.base_image,
+        jax_version="0.10.2",
+        python_version=PY,
+    )
 
 
 def test_apply_lock_pins_the_digest_for_unchanged_inputs(tmp_path: Path) -> None:
@@ -381,8 +399,9 @@ def test_build_log_follows_buildkit_plain_steps() -> None:
     for line in ["#5 [2/3] COPY code/ /app/", "#5 DONE 0.1s", "#6 [stage-0 3/3] RUN pip install x", "#6 0.3 boom"]:
         log.feed(line)
     assert [e for e in progress.events if e.startswith("STEP")] == [
-        "STEP step 2/3: COPY code/ /app/", "STEP step 3/3: RUN pip install x"
-    ]  # fmt: skip
+        "STEP step 2/3: COPY code/ /app/",
+        "STEP step 3/3: RUN pip install x",
+    ]
     assert log.failure("b").endswith("    #6 0.3 boom")
 
 

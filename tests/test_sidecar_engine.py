@@ -151,12 +151,18 @@ def project(tmp_path: Path, base_image: str) -> Path:
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text(f"MARKER = {marker!r}\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data: dict[str, Any] = {
-        "name": "sc-engine", "headless": True, "tpu": {"type": "v5p-8"}, "storage": {"scratch": "gs://bkt/s"},
+        "name": "sc-engine",
+        "headless": True,
+        "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"},
         "sidecar": {
-            "repository": f"{REGISTRY}/pwdeploy-test/sidecar-{marker[:8]}", "base_image": base_image,
-            "source_dir": "src", "requirements": "requirements.txt", "pip_args": ["--no-index"],
+            "repository": f"{REGISTRY}/pwdeploy-test/sidecar-{marker[:8]}",
+            "base_image": base_image,
+            "source_dir": "src",
+            "requirements": "requirements.txt",
+            "pip_args": ["--no-index"],
         },
-    }  # fmt: skip
+    }
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
     return tmp_path
 
@@ -181,9 +187,11 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
     _docker(docker_env, "pull", image)
     labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
     assert labels == {
-        "dev.pwdeploy.version": "0.1.0", "dev.pwdeploy.jax-version": job.pathways_version,
-        "dev.pwdeploy.python-version": PY, "dev.pwdeploy.inputs-hash": found.inputs_hash,
-    }  # fmt: skip
+        "dev.pwdeploy.version": "0.1.0",
+        "dev.pwdeploy.jax-version": job.pathways_version,
+        "dev.pwdeploy.python-version": PY,
+        "dev.pwdeploy.inputs-hash": found.inputs_hash,
+    }
     served = _docker(docker_env, "run", "--rm", "--network", "none", image)
     assert served.strip() == "stand-in colocated-python server: --serve", "the base entrypoint and cmd are kept"
     script = "cat /app/mypkg/__init__.py; cat /opt/venv/pip-calls.log; echo PYTHONPATH=$PYTHONPATH"

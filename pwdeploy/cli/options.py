@@ -55,9 +55,15 @@ def job_options(func: F) -> F:
     for field in reversed([f for f in FIELDS if f.flag]):
         func = _option(field)(func)
     return click.option(
-        "-f", "--file", FILE_PARAM, type=click.Path(dir_okay=False, path_type=Path), default=None,
-        envvar="PWDEPLOY_FILE", metavar="FILE", help="Job config YAML file [env PWDEPLOY_FILE]",
-    )(func)  # fmt: skip
+        "-f",
+        "--file",
+        FILE_PARAM,
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        envvar="PWDEPLOY_FILE",
+        metavar="FILE",
+        help="Job config YAML file [env PWDEPLOY_FILE]",
+    )(func)
 
 
 def overrides_from(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
