@@ -121,8 +121,10 @@ def measure(images: list[str], runs: int) -> None:
         for mode, threads in (("concurrent", len(images)), ("sequential", 1)):
             times = [run_once(images, threads, Path(config_dir)) for _ in range(runs)]
             results[mode] = statistics.median(times)
-            print(f"{mode:<11} {len(images)} images: median {results[mode] * 1000:7.1f} ms "
-                  f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}) over {runs} runs")  # fmt: skip
+            print(
+                f"{mode:<11} {len(images)} images: median {results[mode] * 1000:7.1f} ms "
+                f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}) over {runs} runs"
+            )
     print(f"sequential / concurrent: {results['sequential'] / results['concurrent']:.2f}x")
 
 

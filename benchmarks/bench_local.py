@@ -85,8 +85,19 @@ def main() -> None:
     parser.add_argument("--gcs", action="store_true", help="also measure a gs:// cache on the GCS emulator")
     args = parser.parse_args()
     DATA_WORKERS[1] = str(args.data_workers)
-    keys = ("eps_1", "eps_n", "cold", "warm", "wrapped", "unchecked", "direct", "cold_wall", "gcs_cold", "gcs_warm",
-            "gcs_wall")  # fmt: skip
+    keys = (
+        "eps_1",
+        "eps_n",
+        "cold",
+        "warm",
+        "wrapped",
+        "unchecked",
+        "direct",
+        "cold_wall",
+        "gcs_cold",
+        "gcs_warm",
+        "gcs_wall",
+    )
     samples: dict[str, list[float]] = {k: [] for k in keys}
     emulator = start_emulator() if args.gcs else None
     try:

@@ -44,8 +44,15 @@ from pwdeploy.values import (
 )
 
 __all__ = [
-    "RESERVED_ENV", "GcsPath", "JobConfig", "SecretRef", "check_image_pinned", "load_job", "merge", "parse_gcs",
-]  # fmt: skip
+    "RESERVED_ENV",
+    "GcsPath",
+    "JobConfig",
+    "SecretRef",
+    "check_image_pinned",
+    "load_job",
+    "merge",
+    "parse_gcs",
+]
 
 _T = TypeVar("_T")
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
@@ -62,9 +69,10 @@ def read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(None, f"config file {path} does not exist") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(
-            None, f"config file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+            None,
+            f"config file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
             hint="save it as UTF-8",
-        ) from None  # fmt: skip
+        ) from None
     except OSError as exc:
         raise ConfigError(None, f"cannot read config file {path}: {exc.strerror}") from None
     try:
@@ -242,16 +250,26 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
             errors.append(exc)
     raise_all(errors)
     return JobConfig(
-        name=parsed["name"], namespace=parsed["namespace"], pathways_version=parsed["pathways_version"],
-        allow_version_mismatch=parsed["allow_version_mismatch"], image_registry=parsed["image_registry"],
-        headless=parsed["headless"], xla_flags=parsed["xla_flags"], worker_flags=parsed["worker_flags"],
-        worker_env=parsed["worker_env"], images=_section(ImagesConfig, parsed, "images"),
+        name=parsed["name"],
+        namespace=parsed["namespace"],
+        pathways_version=parsed["pathways_version"],
+        allow_version_mismatch=parsed["allow_version_mismatch"],
+        image_registry=parsed["image_registry"],
+        headless=parsed["headless"],
+        xla_flags=parsed["xla_flags"],
+        worker_flags=parsed["worker_flags"],
+        worker_env=parsed["worker_env"],
+        images=_section(ImagesConfig, parsed, "images"),
         tpu=_section(TpuConfig, parsed, "tpu", slice=parsed["tpu.slice"]),
-        main=_section(MainConfig, parsed, "main"), head=_section(HeadConfig, parsed, "head"),
-        storage=_section(StorageConfig, parsed, "storage"), scheduling=_section(SchedulingConfig, parsed, "scheduling"),
-        sidecar=_section(SidecarConfig, parsed, "sidecar"), image=_section(ImageConfig, parsed, "image"),
-        local=_section(LocalConfig, parsed, "local"), base_dir=base_dir,
-    )  # fmt: skip
+        main=_section(MainConfig, parsed, "main"),
+        head=_section(HeadConfig, parsed, "head"),
+        storage=_section(StorageConfig, parsed, "storage"),
+        scheduling=_section(SchedulingConfig, parsed, "scheduling"),
+        sidecar=_section(SidecarConfig, parsed, "sidecar"),
+        image=_section(ImageConfig, parsed, "image"),
+        local=_section(LocalConfig, parsed, "local"),
+        base_dir=base_dir,
+    )
 
 
 def _section(cls: type[_T], parsed: Mapping[str, Any], section: str, **extra: Any) -> _T:

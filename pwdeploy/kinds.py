@@ -35,10 +35,14 @@ ZERO_DISABLES = frozenset({"head.transfer_shm_size"})
 # Set by pwdeploy in the user's container; users must not override them through main.env.
 RESERVED_ENV = frozenset(
     {
-        "JAX_PLATFORMS", "JAX_BACKEND_TARGET", "XCLOUD_ENVIRONMENT", "ENABLE_PATHWAYS_PERSISTENCE",
-        "PATHWAYS_HEAD", "PWDEPLOY_DATA_WORKERS",
+        "JAX_PLATFORMS",
+        "JAX_BACKEND_TARGET",
+        "XCLOUD_ENVIRONMENT",
+        "ENABLE_PATHWAYS_PERSISTENCE",
+        "PATHWAYS_HEAD",
+        "PWDEPLOY_DATA_WORKERS",
     }
-)  # fmt: skip
+)
 
 _QUANTITY = f"^{quantity.PATTERN}$"
 _GCS = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"

@@ -134,9 +134,10 @@ def parse_gcs(value: Any, path: str) -> GcsPath:
     bucket = match.group(1)
     if max(map(len, bucket.split("."))) > 63 or bucket.startswith("goog") or re.fullmatch(r"[0-9.]+", bucket):
         raise ConfigError(
-            path, f"{value!r}: a bucket name has at most 63 characters between dots, does not start with 'goog' "
+            path,
+            f"{value!r}: a bucket name has at most 63 characters between dots, does not start with 'goog' "
             "and is not an IP address",
-        )  # fmt: skip
+        )
     if any(ord(char) < 32 or 127 <= ord(char) <= 159 for char in prefix):
         raise ConfigError(path, f"{value!r} has a control character in its path")
     return GcsPath(bucket, prefix)

@@ -6,10 +6,11 @@ import atexit
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -28,9 +29,11 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--update-goldens", action="store_true", default=False,
+        "--update-goldens",
+        action="store_true",
+        default=False,
         help="Rewrite golden manifests (tests/golden, manifests/) from the current renderer.",
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -38,18 +41,38 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
 
 
+# The jax version the CLI fixtures report as installed, so tests do not depend on what pip installed. Code that
+# calls load_job directly passes ``installed_jax=lambda: JAX_VERSION`` itself.
+JAX_VERSION = "0.10.2"
+
+
+class SeamRunner(CliRunner):
+    """A CliRunner that passes the CLI's seams in the click context object: the installed-JAX lookup (pinned to
+    JAX_VERSION) and whatever a test adds with ``obj={...}`` (``clock``, ``cores``)."""
+
+    def invoke(
+        self,
+        cli: click.Command,
+        args: str | Sequence[str] | None = None,
+        input: str | bytes | IO[Any] | None = None,
+        env: Mapping[str, str | None] | None = None,
+        catch_exceptions: bool | None = None,
+        color: bool = False,
+        **extra: Any,
+    ) -> Result:
+        obj = {"installed_jax": lambda: JAX_VERSION, **extra.pop("obj", {})}
+        return super().invoke(cli, args, input, env, catch_exceptions, color, obj=obj, **extra)
+
+
 @pytest.fixture
 def runner() -> CliRunner:
-    return CliRunner()
+    return SeamRunner()
 
 
 @pytest.fixture
-def jax_version(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Pin the 'installed jax' seen by the config, so tests do not depend on what pip installed."""
-    import pwdeploy.config
-
-    monkeypatch.setattr(pwdeploy.config, "installed_jax_version", lambda: "0.10.2")
-    return "0.10.2"
+def jax_version() -> str:
+    """The jax version the CLI fixtures (``runner``, ``cluster_cli``) report as installed."""
+    return JAX_VERSION
 
 
 # ---------------------------------------------------------------------------------------------- cluster (stub)
@@ -93,10 +116,10 @@ def kc(kubeconfig: Path) -> list[str]:
 
 @pytest.fixture
 def cluster_cli(clock: FakeClock) -> ClusterCli:
-    """Run ``pwdeploy ARGS`` with the fake clock passed in the click context object (the CLI's clock seam)."""
+    """Run ``pwdeploy ARGS`` with the fake clock (and the pinned jax) passed in the click context object."""
     from pwdeploy.cli import cli
 
-    runner = CliRunner()
+    runner = SeamRunner()
 
     def invoke(args: list[str], input: str | None = None) -> Result:
         return runner.invoke(cli, args, input=input, obj={"clock": clock})

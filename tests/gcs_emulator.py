@@ -9,7 +9,7 @@ Use the fixtures from a test module::
 
 ``gcs_emulator`` (session) starts one in-memory emulator and stops it at the end; ``emulator_env`` points
 STORAGE_EMULATOR_HOST at it for one test. Without the emulator the tests skip with the reason, except in CI
-(CI=true), where they fail: a CI run must never pass because a service was missing.
+(CI=true), where they fail (tests/services.py).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from tests.services import unavailable
 
 START_SECONDS = 20.0
 
@@ -111,18 +113,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"GCS emulator unavailable in CI: {reason}", pytrace=False)
-    pytest.skip(f"GCS emulator unavailable: {reason}")
-
-
 @pytest.fixture(scope="session")
 def gcs_emulator() -> Iterator[GcsEmulator]:
     try:
         import gcp_storage_emulator  # noqa: F401
     except ImportError:
-        _unavailable("gcp-storage-emulator is not installed (pip install -e .[dev])")
+        unavailable("GCS emulator unavailable: gcp-storage-emulator is not installed (pip install -e .[dev])")
     for attempt in range(3):  # another process may take the free port between picking and binding it
         emulator = GcsEmulator()
         try:
@@ -131,7 +127,7 @@ def gcs_emulator() -> Iterator[GcsEmulator]:
         except (RuntimeError, OSError) as exc:
             emulator.stop()
             if attempt == 2:
-                _unavailable(str(exc))
+                unavailable(f"GCS emulator unavailable: {exc}")
     try:
         yield emulator
     finally:

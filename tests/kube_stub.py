@@ -61,9 +61,15 @@ class Injected:
 
 def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-        "reason": reason, "details": details or {}, "code": code,
-    }  # fmt: skip
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": details or {},
+        "code": code,
+    }
 
 
 def small_job(
@@ -71,9 +77,16 @@ def small_job(
 ) -> JobConfig:
     """A small job config (``overrides``: dotted config paths such as ``tpu.type``) with the Pathways 0.10.2
     images, whatever jax is installed."""
-    values = {"name": name, "namespace": namespace, "tpu.type": "v5p-8", "tpu.slices": 2,
-              "main.image": "python:3.11.9-slim", "main.command": "python3 train.py",
-              "storage.scratch": "gs://stub-bucket/scratch", **(overrides or {})}  # fmt: skip
+    values = {
+        "name": name,
+        "namespace": namespace,
+        "tpu.type": "v5p-8",
+        "tpu.slices": 2,
+        "main.image": "python:3.11.9-slim",
+        "main.command": "python3 train.py",
+        "storage.scratch": "gs://stub-bucket/scratch",
+        **(overrides or {}),
+    }
     return load_job(None, {k: v for k, v in values.items() if v is not None}, installed_jax=lambda: "0.10.2")
 
 
@@ -97,11 +110,15 @@ def node(
 ) -> dict[str, Any]:
     """A Node as the API returns it: labels, allocatable resources, the Ready condition."""
     return {
-        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels)},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels)},
         "spec": {"unschedulable": True} if cordoned else {},
-        "status": {"allocatable": dict(allocatable),
-                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }  # fmt: skip
+        "status": {
+            "allocatable": dict(allocatable),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
 
 
 class _Reply(Exception):
@@ -164,23 +181,30 @@ class StubKubeApiServer:
     def write_kubeconfig(self, path: Path, contexts: dict[str, tuple[str, str | None]], current: str | None) -> Path:
         """Write a kubeconfig whose contexts (name -> (token, namespace)) all point at this server."""
         config = {
-            "apiVersion": "v1", "kind": "Config",
+            "apiVersion": "v1",
+            "kind": "Config",
             "clusters": [{"name": "stub", "cluster": {"server": self.url}}],
             "users": [{"name": f"user-{n}", "user": {"token": tok}} for n, (tok, _) in contexts.items()],
             "contexts": [
                 {"name": n, "context": {"cluster": "stub", "user": f"user-{n}", **({"namespace": ns} if ns else {})}}
                 for n, (_, ns) in contexts.items()
             ],
-        }  # fmt: skip
+        }
         if current is not None:
             config["current-context"] = current
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         return path
 
     def fail(
-        self, method: str, path_regex: str, status: int, *, times: int = 1, delay: float = 0.0,
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        *,
+        times: int = 1,
+        delay: float = 0.0,
         headers: dict[str, str] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Answer the next ``times`` matching requests with ``status`` (0: no answer, only the delay)."""
         self.injected.append(Injected(method, re.compile(path_regex), status, times, delay, headers or {}))
 
@@ -247,9 +271,11 @@ class StubKubeApiServer:
             self._route(record)
             raise _Reply(500, status_body(500, "InternalError", "stub: unrouted"))
         except _Reply as reply:
-            payload = reply.body if isinstance(reply.body, bytes) else (
-                reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode()
-            )  # fmt: skip
+            payload = (
+                reply.body
+                if isinstance(reply.body, bytes)
+                else (reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode())
+            )
             try:
                 h.send_response(reply.code)
                 h.send_header("Content-Type", reply.content_type)
@@ -275,8 +301,10 @@ class StubKubeApiServer:
                     time.sleep(inj.delay)
                 if inj.status:
                     reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}
-                    reply = _Reply(inj.status, status_body(inj.status, reason.get(inj.status, "Unknown"),
-                                                           "etcdserver: request timed out"))  # fmt: skip
+                    reply = _Reply(
+                        inj.status,
+                        status_body(inj.status, reason.get(inj.status, "Unknown"), "etcdserver: request timed out"),
+                    )
                     reply.headers = inj.headers  # type: ignore[attr-defined]
                     raise reply
                 return
@@ -307,23 +335,47 @@ class StubKubeApiServer:
         if path == f"/apis/{JOBSET_GV}":
             if not self.jobset_installed:
                 raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
-            raise _Reply(200, {
-                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": JOBSET_GV,
-                "resources": [{"name": "jobsets", "singularName": "jobset", "namespaced": True, "kind": "JobSet",
-                               "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"]}],
-            })  # fmt: skip
+            raise _Reply(
+                200,
+                {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": JOBSET_GV,
+                    "resources": [
+                        {
+                            "name": "jobsets",
+                            "singularName": "jobset",
+                            "namespaced": True,
+                            "kind": "JobSet",
+                            "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+                        }
+                    ],
+                },
+            )
         if path == "/apis/kueue.x-k8s.io":
             if self.kueue_version is None:
                 raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
             gv = {"groupVersion": f"kueue.x-k8s.io/{self.kueue_version}", "version": self.kueue_version}
-            raise _Reply(200, {"kind": "APIGroup", "apiVersion": "v1", "name": "kueue.x-k8s.io",
-                               "versions": [gv], "preferredVersion": gv})  # fmt: skip
+            raise _Reply(
+                200,
+                {
+                    "kind": "APIGroup",
+                    "apiVersion": "v1",
+                    "name": "kueue.x-k8s.io",
+                    "versions": [gv],
+                    "preferredVersion": gv,
+                },
+            )
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)", path)
         if m and r.method == "GET":
             self._check_rbac(r, "get", "namespaces", "", None, m[1])
             if m[1] not in self.namespaces:
-                raise _Reply(404, status_body(404, "NotFound", f'namespaces "{m[1]}" not found',
-                                              {"name": m[1], "kind": "namespaces"}))  # fmt: skip
+                raise _Reply(
+                    404,
+                    status_body(
+                        404, "NotFound", f'namespaces "{m[1]}" not found', {"name": m[1], "kind": "namespaces"}
+                    ),
+                )
             raise _Reply(200, {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": m[1]}})
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
         if m:
@@ -347,9 +399,15 @@ class StubKubeApiServer:
         name = "jobsets.jobset.x-k8s.io"
         self._check_rbac(r, "get", "customresourcedefinitions", "apiextensions.k8s.io", None, name)
         if not self.jobset_installed:
-            raise _Reply(404, status_body(404, "NotFound", f'customresourcedefinitions.apiextensions.k8s.io "{name}" '
-                                          "not found", {"name": name, "group": "apiextensions.k8s.io",
-                                                        "kind": "customresourcedefinitions"}))  # fmt: skip
+            raise _Reply(
+                404,
+                status_body(
+                    404,
+                    "NotFound",
+                    f'customresourcedefinitions.apiextensions.k8s.io "{name}" not found',
+                    {"name": name, "group": "apiextensions.k8s.io", "kind": "customresourcedefinitions"},
+                ),
+            )
         raise _Reply(200, self.jobset_crd if self.jobset_crd is not None else crd_object(self.crd_version))
 
     def _access_review(self, r: Recorded) -> None:
@@ -364,11 +422,13 @@ class StubKubeApiServer:
         self._check_rbac(r, "get", "secrets", "", ns, name)
         secret = self.objects.get(("secrets", ns, name))
         if secret is None:
-            raise _Reply(404, status_body(404, "NotFound", f'secrets "{name}" not found',
-                                          {"name": name, "kind": "secrets"}))  # fmt: skip
+            raise _Reply(
+                404, status_body(404, "NotFound", f'secrets "{name}" not found', {"name": name, "kind": "secrets"})
+            )
         if "as=PartialObjectMetadata" in (r.headers.get("Accept") or ""):
-            raise _Reply(200, {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                               "metadata": secret["metadata"]})  # fmt: skip
+            raise _Reply(
+                200, {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": secret["metadata"]}
+            )
         raise _Reply(200, secret)
 
     def _check_rbac(self, r: Recorded, verb: str, plural: str, group: str, ns: str | None, name: str | None) -> None:
@@ -376,8 +436,10 @@ class StubKubeApiServer:
             return
         target = f'{plural}.{group} "{name}"' if name and group else (f'{plural} "{name}"' if name else plural)
         where = f' in the namespace "{ns}"' if ns else " at the cluster scope"
-        message = (f'{target} is forbidden: User "{self._user(r)}" cannot {verb} resource "{plural}" '
-                   f'in API group "{group}"{where}')  # fmt: skip
+        message = (
+            f'{target} is forbidden: User "{self._user(r)}" cannot {verb} resource "{plural}" '
+            f'in API group "{group}"{where}'
+        )
         raise _Reply(403, status_body(403, "Forbidden", message, {"name": name or "", "group": group, "kind": plural}))
 
     def _resource(self, r: Recorded, plural: str, group: str, version: str, ns: str | None, name: str | None) -> None:
@@ -386,19 +448,31 @@ class StubKubeApiServer:
         if name is None and r.method == "GET":
             self._list(r, plural, group, version, ns)
         if ns is not None and ns not in self.namespaces and r.method in ("PATCH", "POST"):
-            raise _Reply(404, status_body(404, "NotFound", f'namespaces "{ns}" not found',
-                                          {"name": ns, "kind": "namespaces"}))  # fmt: skip
+            raise _Reply(
+                404, status_body(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
+            )
         if name is None and r.method == "POST":
             name = (r.body or {}).get("metadata", {}).get("name")
             if (plural, ns, name) in self.objects:
-                raise _Reply(409, status_body(409, "AlreadyExists", f'{plural}.{group} "{name}" already exists',
-                                              {"name": name, "group": group, "kind": plural}))  # fmt: skip
+                raise _Reply(
+                    409,
+                    status_body(
+                        409,
+                        "AlreadyExists",
+                        f'{plural}.{group} "{name}" already exists',
+                        {"name": name, "group": group, "kind": plural},
+                    ),
+                )
             self._store(r, plural, ns or "", name or "", r.body, 201)
         assert ns is not None and name is not None
         key = (plural, ns, name)
         current = self.objects.get(key)
-        missing = _Reply(404, status_body(404, "NotFound", f'{plural}.{group} "{name}" not found',
-                                          {"name": name, "group": group, "kind": plural}))  # fmt: skip
+        missing = _Reply(
+            404,
+            status_body(
+                404, "NotFound", f'{plural}.{group} "{name}" not found', {"name": name, "group": group, "kind": plural}
+            ),
+        )
         if r.method == "GET":
             if current is None:
                 raise missing
@@ -426,21 +500,39 @@ class StubKubeApiServer:
         if r.headers.get("Content-Type") != APPLY_PATCH:
             raise _Reply(415, status_body(415, "UnsupportedMediaType", "stub: only server-side apply is served"))
         if not r.q("fieldManager"):
-            raise _Reply(422, status_body(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: '
-                                          "Required value: is required for apply patch",
-                                          {"causes": [{"reason": "FieldValueRequired", "field": "fieldManager",
-                                                       "message": "Required value"}]}))  # fmt: skip
+            raise _Reply(
+                422,
+                status_body(
+                    422,
+                    "Invalid",
+                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+                    {
+                        "causes": [
+                            {"reason": "FieldValueRequired", "field": "fieldManager", "message": "Required value"}
+                        ]
+                    },
+                ),
+            )
         body = r.body if isinstance(r.body, dict) else yaml.safe_load(r.body)
         if body.get("metadata", {}).get("name") != key[2]:
             raise _Reply(400, status_body(400, "BadRequest", "the name of the object does not match the URL"))
         if current is None:
             self._store(r, *key, body, 201)
         if current.get("spec") != body.get("spec"):
-            cause = {"reason": "FieldValueInvalid", "field": "spec.replicatedJobs",
-                     "message": "Invalid value: \"array\": field is immutable"}  # fmt: skip
-            raise _Reply(422, status_body(422, "Invalid", f'JobSet.jobset.x-k8s.io "{key[2]}" is invalid: '
-                                          "spec.replicatedJobs: field is immutable",
-                                          {"name": key[2], "kind": "JobSet", "causes": [cause]}))  # fmt: skip
+            cause = {
+                "reason": "FieldValueInvalid",
+                "field": "spec.replicatedJobs",
+                "message": 'Invalid value: "array": field is immutable',
+            }
+            raise _Reply(
+                422,
+                status_body(
+                    422,
+                    "Invalid",
+                    f'JobSet.jobset.x-k8s.io "{key[2]}" is invalid: spec.replicatedJobs: field is immutable',
+                    {"name": key[2], "kind": "JobSet", "causes": [cause]},
+                ),
+            )
         merged = copy.deepcopy(current)
         for part in ("labels", "annotations"):
             merged["metadata"].setdefault(part, {}).update(body.get("metadata", {}).get(part) or {})
@@ -453,8 +545,9 @@ class StubKubeApiServer:
         meta = obj.setdefault("metadata", {})
         meta["namespace"] = ns
         self._stamp(meta)
-        meta["managedFields"] = [{"manager": r.q("fieldManager") or "unknown",
-                                  "operation": "Apply" if r.method == "PATCH" else "Update"}]  # fmt: skip
+        meta["managedFields"] = [
+            {"manager": r.q("fieldManager") or "unknown", "operation": "Apply" if r.method == "PATCH" else "Update"}
+        ]
         if r.q("dryRun") != "All":
             self.objects[(plural, ns, name)] = obj
         raise _Reply(code, obj)

@@ -14,9 +14,12 @@ from pwdeploy.config import JobConfig, load_job
 from tests.kube_stub import StubKubeApiServer
 
 BASE = {
-    "name": "demo", "tpu.type": "v6e-16", "main.image": "r.example/p/img:1", "main.command": "python3 train.py",
+    "name": "demo",
+    "tpu.type": "v6e-16",
+    "main.image": "r.example/p/img:1",
+    "main.command": "python3 train.py",
     "storage.scratch": "gs://bucket/scratch",
-}  # fmt: skip
+}
 FLAGS = [
     "--name", "demo", "--tpu-type", "v6e-16", "--image", "r.example/p/img:1", "--command", "python3 t.py",
     "--gcs-scratch", "gs://bucket/scratch", "--pathways-version", "0.10.2", "--allow-version-mismatch",
@@ -39,8 +42,9 @@ def test_worker_memory_through_kueue() -> None:
     assert "--worker-memory" in warning
 
 
-@pytest.mark.parametrize("name", ["HF_TOKEN", "WANDB_API_KEY", "DB_PASSWORD", "AWS_SECRET", "GCP_CREDENTIALS",
-                                  "TOKEN", "openai_api_key"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", ["HF_TOKEN", "WANDB_API_KEY", "DB_PASSWORD", "AWS_SECRET", "GCP_CREDENTIALS", "TOKEN", "openai_api_key"]
+)
 def test_literal_credentials_point_to_secret_env(name: str) -> None:
     (warning,) = job_warnings(_job(**{"main.env": {name: "s3cr3t"}}))
     assert warning.startswith(f"main.env.{name} looks like a credential")

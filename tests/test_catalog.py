@@ -93,19 +93,29 @@ def test_explicit_topology() -> None:
 
 @pytest.mark.parametrize(
     ("family", "topology", "message"),
-    [("v6e", "4x5", "is not a v6e topology; valid: 1x1, 2x2"), ("v6e", "2x2x2", "AxB"), ("v5p", "4x4", "AxBxC"),
-     ("v5p", "12x4x4", "A<=B<=C"), ("v7", "2x2", "unknown TPU family"), ("v5e", "1x1", "valid: 2x2, 2x4"),
-     ("v4", "16x16x24", "96 cubes of 4x4x4; v4 slices have at most 64"), ("v5p", "4x4x260", "up to 256"),
-     ("tpu7x", "4x4x580", "up to 256"), ("tpu7x", "12x12x68", "153 cubes")],
-)  # fmt: skip
+    [
+        ("v6e", "4x5", "is not a v6e topology; valid: 1x1, 2x2"),
+        ("v6e", "2x2x2", "AxB"),
+        ("v5p", "4x4", "AxBxC"),
+        ("v5p", "12x4x4", "A<=B<=C"),
+        ("v7", "2x2", "unknown TPU family"),
+        ("v5e", "1x1", "valid: 2x2, 2x4"),
+        ("v4", "16x16x24", "96 cubes of 4x4x4; v4 slices have at most 64"),
+        ("v5p", "4x4x260", "up to 256"),
+        ("tpu7x", "4x4x580", "up to 256"),
+        ("tpu7x", "12x12x68", "153 cubes"),
+    ],
+)
 def test_bad_topologies(family: str, topology: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as err:
         catalog.from_topology(family, topology)
     assert err.value.field == ("tpu.family" if family == "v7" else "tpu.topology")
 
 
-@pytest.mark.parametrize(("family", "topology"), [("v5p", "4x4x28"), ("v5p", "16x20x28"), ("tpu7x", "12x12x64"),
-                                                  ("v4", "16x16x16"), ("v6e", "1x1"), ("v5e", "2x2")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("family", "topology"),
+    [("v5p", "4x4x28"), ("v5p", "16x20x28"), ("tpu7x", "12x12x64"), ("v4", "16x16x16"), ("v6e", "1x1"), ("v5e", "2x2")],
+)
 def test_largest_and_smallest_accepted(family: str, topology: str) -> None:
     assert catalog.from_topology(family, topology).topology == topology
 
@@ -162,8 +172,11 @@ def test_every_cube_count_with_a_topology_has_a_name(family_name: str, cubes: in
     assert all(_accepted(family_name, list(map(int, s.split("x")))) for s in shapes)
 
 
-@given(st.sampled_from(list(catalog.FAMILIES.values())).flatmap(
-    lambda f: st.tuples(st.just(f), st.sampled_from(f.small_topologies))))  # fmt: skip
+@given(
+    st.sampled_from(list(catalog.FAMILIES.values())).flatmap(
+        lambda f: st.tuples(st.just(f), st.sampled_from(f.small_topologies))
+    )
+)
 def test_every_small_size_round_trips(pair: tuple[catalog.TpuFamily, str]) -> None:
     family, topology = pair
     by_topology = catalog.from_topology(family.name, topology)

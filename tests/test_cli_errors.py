@@ -35,7 +35,6 @@ def _errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error: ")]
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_three_mistakes_in_file_flag_and_env_are_reported_together(runner: CliRunner, tmp_path: Path) -> None:
     path = _write(tmp_path, {**GOOD, "tpu": {"type": "v5p-8", "slices": 0}})
     result = runner.invoke(
@@ -51,7 +50,6 @@ def test_three_mistakes_in_file_flag_and_env_are_reported_together(runner: CliRu
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_cross_field_checks_run_only_when_their_inputs_parsed(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["render", *FLAGS, "--main-memory", "8Gi", "--elastic-slices", "x"])
     lines = _errors(result.stderr)
@@ -77,14 +75,12 @@ def test_unknown_fields_and_missing_fields_together(runner: CliRunner, tmp_path:
 @pytest.mark.parametrize(
     ("value", "parsed"), [("false", "--enable_gcs_olm=false"), ("0", "--enable_gcs_olm=false"), ("true", None)]
 )
-@pytest.mark.usefixtures("jax_version")
 def test_boolean_env_defaults(runner: CliRunner, value: str, parsed: str | None) -> None:
     result = runner.invoke(cli, ["render", *FLAGS, "--no-validate"], env={"PWDEPLOY_GCS_OLM": value})
     assert result.exit_code == 0, result.output
     assert ("--enable_gcs_olm=false" in result.stdout) is (parsed is not None)
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_headless_from_the_environment(runner: CliRunner) -> None:
     no_main = ["--name", "demo", "--tpu-type", "v5p-8", "--gcs-scratch", "gs://my-bucket/pathways", "--no-validate"]
     for value in ("1", "true"):
@@ -119,11 +115,14 @@ def test_config_that_is_not_utf8(runner: CliRunner, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("section", "key", "flag"),
-    [("main", "image", "--image"), ("sidecar", "image", "--sidecar-image"),
-     ("images", "server", "--server-image"), ("images", "proxy_server", "--proxy-server-image"),
-     ("image", "base", "--image-base")],
-)  # fmt: skip
-@pytest.mark.usefixtures("jax_version")
+    [
+        ("main", "image", "--image"),
+        ("sidecar", "image", "--sidecar-image"),
+        ("images", "server", "--server-image"),
+        ("images", "proxy_server", "--proxy-server-image"),
+        ("image", "base", "--image-base"),
+    ],
+)
 def test_image_references_follow_the_oci_grammar(
     runner: CliRunner, tmp_path: Path, section: str, key: str, flag: str
 ) -> None:
@@ -136,7 +135,6 @@ def test_image_references_follow_the_oci_grammar(
     assert result.exit_code == 2 and f"(from {flag})" in result.stderr, result.output
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_unwritable_output_dir_is_bad_input(runner: CliRunner, tmp_path: Path) -> None:
     blocker = tmp_path / "file.txt"
     blocker.write_text("")
@@ -146,7 +144,6 @@ def test_unwritable_output_dir_is_bad_input(runner: CliRunner, tmp_path: Path) -
     assert "internal error" not in result.stderr
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_pathways_version_read_as_a_float_suggests_quoting(runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(GOOD) + "pathways_version: 0.10\n")

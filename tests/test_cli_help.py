@@ -57,10 +57,16 @@ def test_help_shows_defaults_and_value_types(runner: CliRunner) -> None:
     assert _line(text, "--num-slices INTEGER").endswith("[default: 1]")
     assert _line(text, "--gcs-olm / --no-gcs-olm").endswith("[default: --gcs-olm]")
     for option in (
-        "--gcs-scratch GCS URI", "--env KEY=VALUE", "--secret-env NAME=SECRET/KEY", "--xla-flag --NAME=VALUE",
-        "--restart-strategy [BlockingRecreate|Recreate]", "--image IMAGE", "--main-memory QUANTITY",
-        "--tpu-type TYPE", "--sidecar-source-dir PATH",
-    ):  # fmt: skip
+        "--gcs-scratch GCS URI",
+        "--env KEY=VALUE",
+        "--secret-env NAME=SECRET/KEY",
+        "--xla-flag --NAME=VALUE",
+        "--restart-strategy [BlockingRecreate|Recreate]",
+        "--image IMAGE",
+        "--main-memory QUANTITY",
+        "--tpu-type TYPE",
+        "--sidecar-source-dir PATH",
+    ):
         assert _line(text, option.split(" ")[0] + " ").startswith(option), option
     job_part = text[text.index("Job (") : text.index("Example:")]
     assert " TEXT " not in job_part
@@ -94,9 +100,12 @@ def test_top_level_help_documents_completion(runner: CliRunner) -> None:
 
 def test_bash_completion_completes_job_flags() -> None:
     env = {
-        **os.environ, "PYTHONPATH": str(REPO), "_PWDEPLOY_COMPLETE": "bash_complete",
-        "COMP_WORDS": "pwdeploy render --num-sl", "COMP_CWORD": "2",
-    }  # fmt: skip
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "_PWDEPLOY_COMPLETE": "bash_complete",
+        "COMP_WORDS": "pwdeploy render --num-sl",
+        "COMP_CWORD": "2",
+    }
     code = "from pwdeploy.cli import main; main()"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0 and result.stdout.strip() == "plain,--num-slices", result

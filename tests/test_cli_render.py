@@ -21,7 +21,6 @@ FLAGS = [
 ]  # fmt: skip
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_render_from_flags(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["render", *FLAGS, "--no-validate"])
     assert result.exit_code == 0, result.output
@@ -31,7 +30,6 @@ def test_render_from_flags(runner: CliRunner) -> None:
     assert worker["replicas"] == 2
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_render_json_and_flags_over_file(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["render", "-f", EXAMPLE, "-o", "json", "--num-slices", "3", "--no-validate"])
     assert result.exit_code == 0, result.output
@@ -39,13 +37,11 @@ def test_render_json_and_flags_over_file(runner: CliRunner) -> None:
     assert obj["spec"]["replicatedJobs"][1]["replicas"] == 3
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_env_defaults(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--no-validate"], env={"PWDEPLOY_NAMESPACE": "team-a"})
     assert yaml.safe_load(result.stdout)["metadata"]["namespace"] == "team-a"
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_output_dir(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--output-dir", str(tmp_path / "out"), "--no-validate"])
     assert result.exit_code == 0, result.output
@@ -54,7 +50,6 @@ def test_output_dir(runner: CliRunner, tmp_path: Path) -> None:
     assert written.stat().st_mode & 0o044 == 0o044  # readable by others, like any file a user writes for review
 
 
-@pytest.mark.usefixtures("jax_version")
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -82,7 +77,6 @@ def test_bad_flags_exit_2_with_the_field(runner: CliRunner, args: list[str], mes
     assert result.stdout == ""
 
 
-@pytest.mark.usefixtures("jax_version")
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -102,7 +96,6 @@ def test_bad_files_exit_2(runner: CliRunner, tmp_path: Path, text: str, message:
     assert message in result.stderr
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_errors_name_the_file_that_set_the_value(runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text("name: demo\nnamespace: Team\ntpu: {type: v5p-8}\n")
@@ -119,7 +112,6 @@ def test_missing_file_and_debug(runner: CliRunner, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "Traceback" in result.stderr
 
 
-@pytest.mark.usefixtures("jax_version")
 def test_output_dir_not_written_on_error(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = runner.invoke(cli, ["render", *FLAGS, "--num-slices", "0", "--output-dir", str(out)])
@@ -159,7 +151,7 @@ def test_help_and_render_do_not_import_heavy_modules() -> None:
         "heavy = ('jax', 'kubernetes', 'google.cloud.storage', 'pathwaysutils', 'docker')\n"
         "heavy = [m for m in heavy if m in sys.modules]\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
-    ).replace("%r", repr(EXAMPLE))  # fmt: skip
+    ).replace("%r", repr(EXAMPLE))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "HEAVY []" in result.stderr, result.stderr
 

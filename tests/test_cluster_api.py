@@ -136,8 +136,11 @@ def test_404_for_a_missing_namespace_on_apply(kube: Kube) -> None:
 def test_409_already_exists(kube: Kube, stub: StubKubeApiServer) -> None:
     stub.put("jobsets", {**JOBSET, "metadata": {"name": "demo", "namespace": "default"}})
     action = Action("create", JOBSETS, "default")
-    with pytest.raises(ApiError, match=r'conflict \(409\) to create jobsets.jobset.x-k8s.io in namespace .*"demo" '
-                       "already exists") as info:  # fmt: skip
+    with pytest.raises(
+        ApiError,
+        match=r'conflict \(409\) to create jobsets.jobset.x-k8s.io in namespace .*"demo" '
+        "already exists",
+    ) as info:
         kube.request(action, "POST", JOBSETS.path("default"), body=JOBSET)
     assert "--replace" in str(info.value)
 

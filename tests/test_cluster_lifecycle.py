@@ -21,18 +21,37 @@ def jobset(name: str = "dp-example", namespace: str = "default", slices: int = 2
     return rendered_jobset(name, namespace, tpu_type="v5p-16", slices=slices, status=status)
 
 
-def pod(rj: str, index: int = 0, host: int = 0, phase: str = "Running", *, containers: tuple[str, ...] = (),
-        scheduled: bool = True, job: str = "dp-example", **status: Any) -> dict[str, Any]:  # fmt: skip
+def pod(
+    rj: str,
+    index: int = 0,
+    host: int = 0,
+    phase: str = "Running",
+    *,
+    containers: tuple[str, ...] = (),
+    scheduled: bool = True,
+    job: str = "dp-example",
+    **status: Any,
+) -> dict[str, Any]:
     defaults = (ids.MAIN_CONTAINER,) if rj == ids.HEAD_JOB else (ids.WORKER_CONTAINER,)
     init = (ids.PROXY_CONTAINER, ids.RM_CONTAINER) if rj == ids.HEAD_JOB else ()
     return {
-        "metadata": {"name": f"{job}-{rj}-{index}-{host}-x7k2p", "namespace": "default", "labels": {
-            ids.JOBSET_NAME_LABEL: job, ids.REPLICATED_JOB_LABEL: rj,
-            ids.JOB_INDEX_LABEL: str(index), ids.COMPLETION_INDEX_LABEL: str(host)}},
-        "spec": {"nodeName": "node-1" if scheduled else None, "initContainers": [{"name": c} for c in init],
-                 "containers": [{"name": c} for c in containers or defaults]},
+        "metadata": {
+            "name": f"{job}-{rj}-{index}-{host}-x7k2p",
+            "namespace": "default",
+            "labels": {
+                ids.JOBSET_NAME_LABEL: job,
+                ids.REPLICATED_JOB_LABEL: rj,
+                ids.JOB_INDEX_LABEL: str(index),
+                ids.COMPLETION_INDEX_LABEL: str(host),
+            },
+        },
+        "spec": {
+            "nodeName": "node-1" if scheduled else None,
+            "initContainers": [{"name": c} for c in init],
+            "containers": [{"name": c} for c in containers or defaults],
+        },
         "status": {"phase": phase, **status},
-    }  # fmt: skip
+    }
 
 
 # ---------------------------------------------------------------------------------------------- pure summaries
@@ -50,8 +69,12 @@ def test_job_state_from_conditions_and_ready_counts() -> None:
 
 
 def test_progress_counts_pods_per_component_and_slice() -> None:
-    pods = [pod(ids.HEAD_JOB), pod(ids.WORKER_JOB, 0, 0), pod(ids.WORKER_JOB, 0, 1, "Pending"),
-            pod(ids.WORKER_JOB, 1, 0, "Pending", scheduled=False)]  # fmt: skip
+    pods = [
+        pod(ids.HEAD_JOB),
+        pod(ids.WORKER_JOB, 0, 0),
+        pod(ids.WORKER_JOB, 0, 1, "Pending"),
+        pod(ids.WORKER_JOB, 1, 0, "Pending", scheduled=False),
+    ]
     groups = progress(jobset(), pods)
     assert groups == [
         GroupProgress("head", 1, scheduled=1, running=1),
@@ -71,8 +94,11 @@ def test_progress_line_sums_many_slices() -> None:
 def test_age() -> None:
     now = datetime(2026, 1, 2, 3, 0, tzinfo=UTC)
     assert [age(t, now) for t in ("2026-01-02T02:59:30Z", "2026-01-02T02:00:00Z", "2025-12-30T00:00:00Z", None)] == [
-        "30s", "1h", "3d", "-",
-    ]  # fmt: skip
+        "30s",
+        "1h",
+        "3d",
+        "-",
+    ]
 
 
 def test_display_rewrites_one_line_on_a_terminal_and_prints_changes_otherwise() -> None:
@@ -90,7 +116,7 @@ def test_display_rewrites_one_line_on_a_terminal_and_prints_changes_otherwise() 
 
 
 def test_wait_shows_progress_until_running(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
 ) -> None:
     def world(polls: int) -> None:  # what the controllers would do between two polls
         obj = stub.get("jobsets", "default", "dp-example")
@@ -101,8 +127,9 @@ def test_wait_shows_progress_until_running(
         if polls == 2:
             for p in (pod(ids.HEAD_JOB), pod(ids.WORKER_JOB, 0), pod(ids.WORKER_JOB, 1)):
                 stub.put("pods", p)
-            obj["status"] = {"replicatedJobsStatus": [{"name": ids.HEAD_JOB, "ready": 1},
-                                                      {"name": ids.WORKER_JOB, "ready": 2}]}  # fmt: skip
+            obj["status"] = {
+                "replicatedJobsStatus": [{"name": ids.HEAD_JOB, "ready": 1}, {"name": ids.WORKER_JOB, "ready": 2}]
+            }
 
     clock.on_sleep = world
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait"])
@@ -116,7 +143,7 @@ def test_wait_shows_progress_until_running(
 
 
 def test_ctrl_c_while_waiting_leaves_the_job_running(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
 ) -> None:
     def interrupt(polls: int) -> None:
         raise KeyboardInterrupt
@@ -131,13 +158,21 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(
 
 
 def test_wait_done_reports_a_failed_job(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock, jax_version: str
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
 ) -> None:
     def fail(polls: int) -> None:
         obj = stub.get("jobsets", "default", "dp-example")
         assert obj is not None
-        obj["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs",
-                                         "message": "jobset failed due to one or more job failures"}]}  # fmt: skip
+        obj["status"] = {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "FailedJobs",
+                    "message": "jobset failed due to one or more job failures",
+                }
+            ]
+        }
 
     clock.on_sleep = fail
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait=done"])
@@ -146,7 +181,7 @@ def test_wait_done_reports_a_failed_job(
     assert "pwdeploy status dp-example -n default" in result.stderr
 
 
-def test_wait_timeout(cluster_cli: ClusterCli, kc: list[str], clock: FakeClock, jax_version: str) -> None:
+def test_wait_timeout(cluster_cli: ClusterCli, kc: list[str], clock: FakeClock) -> None:
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait", "--timeout", "5"])
     assert result.exit_code == 4 and "is not running after 5 s (it keeps going: Pending)" in result.stderr
     assert clock.sleeps == [2.0, 2.0, 2.0]
@@ -156,8 +191,10 @@ def test_wait_timeout(cluster_cli: ClusterCli, kc: list[str], clock: FakeClock, 
 
 
 def test_list_shows_managed_jobsets(cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer) -> None:
-    stub.put("jobsets", jobset("alpha", replicatedJobsStatus=[{"name": "pathways-head", "ready": 1},
-                                                              {"name": "worker", "ready": 2}]))  # fmt: skip
+    stub.put(
+        "jobsets",
+        jobset("alpha", replicatedJobsStatus=[{"name": "pathways-head", "ready": 1}, {"name": "worker", "ready": 2}]),
+    )
     stub.put("jobsets", jobset("beta", "team", slices=4))
     foreign = jobset("gamma")
     foreign["metadata"]["labels"] = {}
@@ -168,8 +205,9 @@ def test_list_shows_managed_jobsets(cluster_cli: ClusterCli, kc: list[str], stub
     assert stub.requests[-1].q("labelSelector") == "app.kubernetes.io/managed-by=pwdeploy"
     everywhere = cluster_cli(["list", "-A", *kc])
     assert [line.split()[:3] for line in everywhere.stdout.splitlines()[1:]] == [
-        ["default", "alpha", "Running"], ["team", "beta", "Pending"],
-    ]  # fmt: skip
+        ["default", "alpha", "Running"],
+        ["team", "beta", "Pending"],
+    ]
     assert stub.requests[-1].path == "/apis/jobset.x-k8s.io/v1alpha2/jobsets"
     empty = cluster_cli(["list", "-n", "ghost", *kc])
     assert empty.exit_code == 0 and "no pwdeploy jobs in namespace ghost" in empty.stderr
@@ -178,16 +216,47 @@ def test_list_shows_managed_jobsets(cluster_cli: ClusterCli, kc: list[str], stub
 def test_status_shows_pods_per_slice_and_warning_events(
     cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
 ) -> None:
-    stub.put("jobsets", jobset(slices=1, conditions=[
-        {"type": "StartupPolicyInProgress", "status": "True", "reason": "InOrderStartupPolicyInProgress",
-         "message": "in order startup policy is in progress"}]))  # fmt: skip
-    stub.put("pods", pod(ids.HEAD_JOB, initContainerStatuses=[
-        {"name": ids.PROXY_CONTAINER, "ready": True, "restartCount": 1},
-        {"name": ids.RM_CONTAINER, "ready": True, "restartCount": 0}],
-        containerStatuses=[{"name": ids.MAIN_CONTAINER, "ready": True, "restartCount": 0}]))  # fmt: skip
-    stub.put("pods", pod(ids.WORKER_JOB, 0, 0, containerStatuses=[
-        {"name": ids.WORKER_CONTAINER, "ready": False, "restartCount": 0,
-         "state": {"waiting": {"reason": "ImagePullBackOff"}}}]))  # fmt: skip
+    stub.put(
+        "jobsets",
+        jobset(
+            slices=1,
+            conditions=[
+                {
+                    "type": "StartupPolicyInProgress",
+                    "status": "True",
+                    "reason": "InOrderStartupPolicyInProgress",
+                    "message": "in order startup policy is in progress",
+                }
+            ],
+        ),
+    )
+    stub.put(
+        "pods",
+        pod(
+            ids.HEAD_JOB,
+            initContainerStatuses=[
+                {"name": ids.PROXY_CONTAINER, "ready": True, "restartCount": 1},
+                {"name": ids.RM_CONTAINER, "ready": True, "restartCount": 0},
+            ],
+            containerStatuses=[{"name": ids.MAIN_CONTAINER, "ready": True, "restartCount": 0}],
+        ),
+    )
+    stub.put(
+        "pods",
+        pod(
+            ids.WORKER_JOB,
+            0,
+            0,
+            containerStatuses=[
+                {
+                    "name": ids.WORKER_CONTAINER,
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"waiting": {"reason": "ImagePullBackOff"}},
+                }
+            ],
+        ),
+    )
     stub.put(
         "pods",
         pod(
@@ -206,9 +275,16 @@ def test_status_shows_pods_per_slice_and_warning_events(
         ),
     )
     for i, who in enumerate(("dp-example-worker-0-1-x7k2p", "other-worker-0-0-aaaaa")):
-        stub.put("events", {"metadata": {"name": f"e{i}", "namespace": "default"}, "type": "Warning",
-                            "reason": "FailedScheduling", "message": f"no TPU for {who}",
-                            "involvedObject": {"kind": "Pod", "name": who}})  # fmt: skip
+        stub.put(
+            "events",
+            {
+                "metadata": {"name": f"e{i}", "namespace": "default"},
+                "type": "Warning",
+                "reason": "FailedScheduling",
+                "message": f"no TPU for {who}",
+                "involvedObject": {"kind": "Pod", "name": who},
+            },
+        )
     result = cluster_cli(["status", "dp-example", *kc])
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -234,8 +310,9 @@ def test_logs_of_a_worker_host_with_tail(cluster_cli: ClusterCli, kc: list[str],
     stub.put("jobsets", jobset())
     stub.put("pods", pod("worker", 1, 1))
     stub.logs[("default", "dp-example-worker-1-1-x7k2p", "pathways-worker")] = "boot\nready\nstep 1\n"
-    result = cluster_cli(["logs", "dp-example", "--component", "worker", "--slice", "1", "--host", "1",
-                                 "--tail", "2", *kc])  # fmt: skip
+    result = cluster_cli(
+        ["logs", "dp-example", "--component", "worker", "--slice", "1", "--host", "1", "--tail", "2", *kc]
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout == "ready\nstep 1\n"
     listing, read = stub.requests[-2:]

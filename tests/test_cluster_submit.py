@@ -10,14 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from pwdeploy import __version__
 from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.submit import (
-    CONFIG_HASH_ANNOTATION,
     DryRun,
     InterruptedReplace,
     config_hash,
@@ -25,7 +23,7 @@ from pwdeploy.cluster.submit import (
     submit,
 )
 from pwdeploy.errors import ClusterError, PwdeployError
-from tests.conftest import REPO, ClusterCli
+from tests.conftest import REPO, ClusterCli, SeamRunner
 from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer, rendered_jobset
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
@@ -43,7 +41,7 @@ def test_mark_managed_records_hash_and_keeps_the_rendered_object() -> None:
     rendered = tiny_jobset()
     (marked,) = mark_managed([rendered], "default")
     assert rendered == tiny_jobset()  # not mutated
-    digest = marked["metadata"]["annotations"].pop(CONFIG_HASH_ANNOTATION)
+    digest = marked["metadata"]["annotations"].pop(ids.CONFIG_HASH_ANNOTATION)
     assert marked == rendered and digest == config_hash([rendered]) and len(digest) == 16
 
 
@@ -201,12 +199,12 @@ def test_client_dry_run_sends_no_writes(kube: Kube, stub: StubKubeApiServer) -> 
 
 
 @pytest.fixture
-def cli_env(kc: list[str], jax_version: str) -> list[str]:
+def cli_env(kc: list[str]) -> list[str]:
     return kc
 
 
 def rendered_example(*flags: str) -> list[dict[str, Any]]:
-    result = CliRunner().invoke(cli, ["render", "-f", EXAMPLE, "-o", "json", *flags])
+    result = SeamRunner().invoke(cli, ["render", "-f", EXAMPLE, "-o", "json", *flags])
     assert result.exit_code == 0, result.output
     return [json.loads(result.stdout)]
 
@@ -220,7 +218,7 @@ def test_cli_submit_sends_exactly_the_rendered_manifest(
     (patch,) = stub.writes()
     rendered = rendered_example()
     expected = copy.deepcopy(rendered[0])
-    expected["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] = config_hash(rendered)
+    expected["metadata"]["annotations"][ids.CONFIG_HASH_ANNOTATION] = config_hash(rendered)
     assert patch.path == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/dp-example"
     assert patch.body == expected
 
@@ -284,7 +282,7 @@ def test_cli_preflight_failure_blocks_submit_without_gcs_credentials(
 ) -> None:
     for var in ("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "CLOUDSDK_CONFIG"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    monkeypatch.setenv("NO_GCE_CHECK", "true")
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env])
     assert result.exit_code == 6, result.output
@@ -304,7 +302,7 @@ def test_cli_headless_prints_the_connect_recipe(
 
 
 def test_cli_submit_without_namespace_uses_the_context_namespace(
-    cluster_cli: ClusterCli, stub: StubKubeApiServer, tmp_path: Path, jax_version: str
+    cluster_cli: ClusterCli, stub: StubKubeApiServer, tmp_path: Path
 ) -> None:
     kubeconfig = stub.write_kubeconfig(tmp_path / "kc", {"team-ctx": ("stub-token", "team")}, current="team-ctx")
     config = tmp_path / "job.yaml"
@@ -319,7 +317,7 @@ def test_cli_submit_without_namespace_uses_the_context_namespace(
 
 
 def rendered_example_from(config: Path) -> list[dict[str, Any]]:
-    result = CliRunner().invoke(cli, ["render", "-f", str(config), "-o", "json"])
+    result = SeamRunner().invoke(cli, ["render", "-f", str(config), "-o", "json"])
     assert result.exit_code == 0, result.output
     return [json.loads(result.stdout)]
 

@@ -88,6 +88,7 @@ def test_colocated_batches_are_the_records_batches() -> None:
 def test_records_are_written_once_and_deterministic(tmp_path: Path) -> None:
     sys.path.insert(0, str(EXAMPLE.parent))
     try:
+        import dp_data  # where train.py finds it: beside it, in sidecar/src
         import train
     finally:
         sys.path.remove(str(EXAMPLE.parent))
@@ -98,7 +99,7 @@ def test_records_are_written_once_and_deterministic(tmp_path: Path) -> None:
     assert train.write_records(tmp_path / "a", 5) == first and first.stat().st_mtime_ns == mtime
     batches, buffer = train.grain_batches(first, batch=64, steps=9, workers=0)
     loaded = list(batches)
-    x, y = train.dp_data.examples(5)
+    x, y = dp_data.examples(5)
     assert len(loaded) == 9 and buffer == 0
     assert (loaded[8][0] == x[:64]).all() and (loaded[1][1] == y[64:128]).all()  # in order, cycling
 

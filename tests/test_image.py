@@ -30,9 +30,14 @@ def write_job(tmp_path: Path, image: dict[str, Any], code: str = "from pwdeploy 
     (tmp_path / "train.py").write_text(code)
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data = {
-        "name": "img-test", "pathways_version": "0.10.2", "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"}, "main": {"command": "python3 train.py"}, "image": image, **top,
-    }  # fmt: skip
+        "name": "img-test",
+        "pathways_version": "0.10.2",
+        "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"},
+        "main": {"command": "python3 train.py"},
+        "image": image,
+        **top,
+    }
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -56,13 +61,15 @@ def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_t
         ("RUN", f"python -m pip install --no-cache-dir --no-deps /opt/pwdeploy/{whl}"),
         ("COPY", "code/ /app/"),
         ("WORKDIR", "/app"),
-    ]  # fmt: skip
+    ]
     assert steps[-1][0] == "LABEL", "last: the hash in it must not invalidate the cached installs"
     labels = dict(item.split("=", 1) for item in steps[-1][1].split())
     assert labels == {
-        "dev.pwdeploy.version": '"0.1.0"', "dev.pwdeploy.jax-version": '"0.10.2"',
-        "dev.pwdeploy.python-version": f'"{PY}"', "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',
-    }  # fmt: skip
+        "dev.pwdeploy.version": '"0.1.0"',
+        "dev.pwdeploy.jax-version": '"0.10.2"',
+        "dev.pwdeploy.python-version": f'"{PY}"',
+        "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',
+    }
     assert [f.name for f in found.files] == ["requirements.txt", "code/requirements.txt", "code/train.py", whl]
 
 
@@ -121,7 +128,7 @@ def test_official_base_of_another_python_than_the_sidecar_is_refused(tmp_path: P
         spec.collect(job_at(path), path)
 
 
-def test_build_without_repository_names_the_field(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+def test_build_without_repository_names_the_field(runner: CliRunner, tmp_path: Path) -> None:
     path = write_job(tmp_path, {}, main={"command": "python3 train.py", "image": "r.example/pre:1"})
     result = runner.invoke(cli, ["image", "build", "-f", str(path)])
     assert result.exit_code == 2 and result.stdout == ""
@@ -135,9 +142,14 @@ def test_main_image_is_still_required_without_a_repository(tmp_path: Path) -> No
 
 def _entry(found: Any, repository: str = REPOSITORY) -> lock.LockEntry:
     return lock.LockEntry(
-        repository=repository, tag=found.tag(repository), digest="sha256:" + "d" * 64, inputs_hash=found.inputs_hash,
-        base_image=found.base_image, jax_version="0.10.2", python_version=PY,
-    )  # fmt: skip
+        repository=repository,
+        tag=found.tag(repository),
+        digest="sha256:" + "d" * 64,
+        inputs_hash=found.inputs_hash,
+        base_image=found.base_image,
+        jax_version="0.10.2",
+        python_version=PY,
+    )
 
 
 def _main_image(result: Any) -> str:
@@ -147,9 +159,7 @@ def _main_image(result: Any) -> str:
     return str(main["image"])
 
 
-def test_render_asks_for_a_push_pins_the_lock_and_explains_a_stale_one(
-    runner: CliRunner, tmp_path: Path, jax_version: str
-) -> None:
+def test_render_asks_for_a_push_pins_the_lock_and_explains_a_stale_one(runner: CliRunner, tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY})
     render = ["render", "-f", str(path), "--no-validate"]
     result = runner.invoke(cli, render)
@@ -175,13 +185,27 @@ def test_a_sidecar_lock_written_before_the_job_image_existed_still_pins(tmp_path
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "m.py").write_text("X = 1\n")
     base = f"r.example/b:1-python_{PY}-jax_0.10.2"
-    path = write_job(tmp_path, {"repository": REPOSITORY}, sidecar={"repository": "r.example/sc", "base_image": base,
-                                                                     "source_dir": "src"})  # fmt: skip
+    path = write_job(
+        tmp_path,
+        {"repository": REPOSITORY},
+        sidecar={"repository": "r.example/sc", "base_image": base, "source_dir": "src"},
+    )
     job = job_at(path)
     hashes = sidecar.collect(job).inputs_hash
-    old = {"version": 1, "jobs": {"img-test": {
-        "repository": "r.example/sc", "tag": f"r.example/sc:{hashes[:16]}", "digest": "sha256:" + "e" * 64,
-        "inputs_hash": hashes, "base_image": base, "jax_version": "0.10.2", "python_version": PY}}}  # fmt: skip
+    old = {
+        "version": 1,
+        "jobs": {
+            "img-test": {
+                "repository": "r.example/sc",
+                "tag": f"r.example/sc:{hashes[:16]}",
+                "digest": "sha256:" + "e" * 64,
+                "inputs_hash": hashes,
+                "base_image": base,
+                "jax_version": "0.10.2",
+                "python_version": PY,
+            }
+        },
+    }
     (tmp_path / "pwdeploy-sidecar.lock").write_text(json.dumps(old, indent=2))  # as pwdeploy 0.1.0 wrote it
     lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job, path)))
     pinned, warnings = pin.pin_pushed(job, path)
@@ -227,7 +251,7 @@ def test_verify_jax_with_a_stand_in_engine() -> None:
         assert stand_in.removed == ["r/x:1"], "a rejected image is untagged"
 
 
-def test_example_job_image_dockerfile(runner: CliRunner, jax_version: str) -> None:
+def test_example_job_image_dockerfile(runner: CliRunner) -> None:
     example = REPO / "examples" / "data_parallel" / "job.yaml"
     result = runner.invoke(cli, ["image", "dockerfile", "-f", str(example), "--sidecar-python", "3.11"])
     assert result.exit_code == 0, result.output

@@ -5,7 +5,8 @@ imported with `docker import` whose `python` is a busybox sh script. It records 
 (arguments and requirement files) in /imitation/pip-calls.log, fails on a requirement named FAIL-INSTALL, and
 answers `python -c "import jax; print(jax.__version__)"` with the version the last pip call pinned (jax==V), or
 with $IMITATION_JAX when the base sets it (a base whose jax differs from the one the job needs).
-Engine and registry come from tests/test_sidecar_engine.py (skip with the reason, or fail with CI=true).
+Engine and registry come from tests/test_sidecar_engine.py (skip with the reason, or fail with CI=true:
+tests/services.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pwdeploy.config import load_job
 from pwdeploy.images import job as spec
 from pwdeploy.images import pin
 from tests import test_sidecar_engine as engine_fixtures
-from tests.test_sidecar_engine import PY, REGISTRY, _docker, _unavailable
+from tests.services import unavailable
+from tests.test_sidecar_engine import PY, REGISTRY, _docker
 
 pytestmark = pytest.mark.docker
 docker_env = engine_fixtures.docker_env  # the running engine (session fixture)
@@ -69,7 +71,7 @@ exit 2
 def _imitation_python_base(env: dict[str, str], tag: str, *changes: str) -> str:
     busybox = Path(shutil.which("busybox") or "/bin/busybox")
     if not busybox.exists() or not engine_fixtures._is_static_elf(busybox):
-        _unavailable("a static busybox is needed for the test base image (apt-get install busybox-static)")
+        unavailable("a static busybox is needed for the test base image (apt-get install busybox-static)")
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
         for directory in ("bin", "tmp", "usr", "usr/local", "usr/local/bin", "imitation"):
@@ -113,13 +115,18 @@ def project(tmp_path: Path, python_base: str) -> Path:
     (tmp_path / "train.py").write_text(f"from pwdeploy import runtime\nMARKER = {marker!r}\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data: dict[str, Any] = {
-        "name": "img-engine", "pathways_version": "0.10.2", "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"}, "main": {"command": "python3 train.py --steps 3"},
+        "name": "img-engine",
+        "pathways_version": "0.10.2",
+        "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"},
+        "main": {"command": "python3 train.py --steps 3"},
         "image": {
-            "repository": f"{REGISTRY}/pwdeploy-test/job-{marker[:8]}", "base": python_base,
-            "requirements": "requirements.txt", "pip_args": ["--no-index"],
+            "repository": f"{REGISTRY}/pwdeploy-test/job-{marker[:8]}",
+            "base": python_base,
+            "requirements": "requirements.txt",
+            "pip_args": ["--no-index"],
         },
-    }  # fmt: skip
+    }
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
     return tmp_path
 
@@ -129,7 +136,7 @@ def _image(runner: CliRunner, env: dict[str, str], project: Path, *args: str) ->
 
 
 def test_build_push_on_imitation_python_base_installs_jax_and_render_pins_it(
-    runner: CliRunner, docker_env: dict[str, str], project: Path, jax_version: str
+    runner: CliRunner, docker_env: dict[str, str], project: Path
 ) -> None:
     result = _image(runner, docker_env, project, "--push")
     assert result.exit_code == 0, result.output
@@ -137,27 +144,31 @@ def test_build_push_on_imitation_python_base_installs_jax_and_render_pins_it(
     assert image.startswith(f"{REGISTRY}/pwdeploy-test/job-") and "@sha256:" in image
     assert "jax checked by label dev.pwdeploy.jax-version and `python -c" in result.stderr
     assert (project / "pwdeploy-image.lock").is_file() and not (project / "pwdeploy-sidecar.lock").exists()
-    job = load_job(project / "job.yaml")
+    job = load_job(project / "job.yaml", installed_jax=lambda: "0.10.2")
     found = spec.collect(job, project / "job.yaml")
     _docker(docker_env, "image", "rm", found.tag(image.split("@")[0]))
     _docker(docker_env, "pull", image)
     labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
     assert labels == {
-        "dev.pwdeploy.version": "0.1.0", "dev.pwdeploy.jax-version": "0.10.2",
-        "dev.pwdeploy.python-version": PY, "dev.pwdeploy.inputs-hash": found.inputs_hash,
-    }  # fmt: skip
+        "dev.pwdeploy.version": "0.1.0",
+        "dev.pwdeploy.jax-version": "0.10.2",
+        "dev.pwdeploy.python-version": PY,
+        "dev.pwdeploy.inputs-hash": found.inputs_hash,
+    }
     script = "pwd; ls; ls /opt/pwdeploy; cat /imitation/pip-calls.log"
     inside = _docker(docker_env, "run", "--rm", "--network", "none", image, "sh", "-c", script).splitlines()
     wheel = "pwdeploy-0.1.0-py3-none-any.whl"
     assert inside == [
         "/app",  # the working directory holds the copied config folder ...
-        "requirements.txt", "train.py",  # ... without the config file or the lock
-        wheel, "requirements.txt",
+        "requirements.txt",
+        "train.py",  # ... without the config file or the lock
+        wheel,
+        "requirements.txt",
         "pip install --no-cache-dir --no-index jax==0.10.2 pathwaysutils",
         "pip install --no-cache-dir --no-index -r /opt/pwdeploy/requirements.txt jax==0.10.2",
         "grain==0.2.10",
         f"pip install --no-cache-dir --no-deps /opt/pwdeploy/{wheel}",
-    ]  # fmt: skip
+    ]
     # render pins the main container to the pushed digest; a code change makes it stale.
     rendered = runner.invoke(cli, ["render", "-f", str(project / "job.yaml"), "--no-validate"])
     assert rendered.exit_code == 0, rendered.output
@@ -166,11 +177,16 @@ def test_build_push_on_imitation_python_base_installs_jax_and_render_pins_it(
     containers = head["template"]["spec"]["template"]["spec"]["containers"]
     assert [c["image"] for c in containers if c["command"] == ["python3", "train.py", "--steps", "3"]] == [image]
     (project / "train.py").write_text("from pwdeploy import runtime\nMARKER = 'changed'\n")
-    assert pin.pin_pushed(load_job(project / "job.yaml"), project / "job.yaml")[0].main.image is None
+    assert (
+        pin.pin_pushed(load_job(project / "job.yaml", installed_jax=lambda: "0.10.2"), project / "job.yaml")[
+            0
+        ].main.image
+        is None
+    )
 
 
 def test_unchanged_inputs_are_up_to_date_and_a_one_line_change_rebuilds(
-    runner: CliRunner, docker_env: dict[str, str], project: Path, jax_version: str
+    runner: CliRunner, docker_env: dict[str, str], project: Path
 ) -> None:
     first = _image(runner, docker_env, project)
     assert first.exit_code == 0 and "built " in first.stderr, first.output
@@ -194,7 +210,7 @@ def test_unchanged_inputs_are_up_to_date_and_a_one_line_change_rebuilds(
 
 
 def test_imitation_base_with_another_jax_is_a_build_error_naming_both_versions(
-    runner: CliRunner, docker_env: dict[str, str], project: Path, python_base_with_other_jax: str, jax_version: str
+    runner: CliRunner, docker_env: dict[str, str], project: Path, python_base_with_other_jax: str
 ) -> None:
     for attempt in range(2):  # the mismatching image is untagged, so a second build does not call it up to date
         result = _image(runner, docker_env, project, "--push", "--image-base", python_base_with_other_jax)
@@ -207,7 +223,7 @@ def test_imitation_base_with_another_jax_is_a_build_error_naming_both_versions(
 
 
 def test_failed_requirement_install_names_the_step(
-    runner: CliRunner, docker_env: dict[str, str], project: Path, jax_version: str
+    runner: CliRunner, docker_env: dict[str, str], project: Path
 ) -> None:
     (project / "requirements.txt").write_text("FAIL-INSTALL==1\n")
     result = _image(runner, docker_env, project, "--push")

@@ -112,11 +112,10 @@ def test_absurd_device_count_and_bad_flag(runner: CliRunner, job_file: Path) -> 
     assert "local.devices: must be an integer >= 1, not '0' (from --devices)" in result.stderr
 
 
-def test_many_devices_warn(runner: CliRunner, job_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pwdeploy.cli.local._cores", lambda: 2)
-    result = runner.invoke(cli, ["local", "env", "-f", str(job_file), "--devices", "64"])
+def test_many_devices_warn(runner: CliRunner, job_file: Path) -> None:
+    result = runner.invoke(cli, ["local", "env", "-f", str(job_file), "--devices", "64"], obj={"cores": 3})
     assert result.exit_code == 0
-    assert "warning: 64 emulated devices on 2 CPU core(s)" in result.stderr
+    assert "warning: 64 emulated devices on 3 CPU core(s)" in result.stderr
 
 
 def test_example_needs_no_real_image_or_bucket(runner: CliRunner) -> None:
@@ -139,8 +138,12 @@ except KeyboardInterrupt:
 def start_loop(job_file: Path, tmp_path: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job_file), "--", "python3", "-c", LOOP],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     return proc
 

@@ -18,13 +18,22 @@ from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
 BASE = {
-    "name": "demo", "tpu.type": "v6e-16", "tpu.slices": 2, "main.image": "r.example/p/img:1",
-    "main.command": "python3 train.py --steps 5", "storage.scratch": "gs://bucket/scratch",
-}  # fmt: skip
+    "name": "demo",
+    "tpu.type": "v6e-16",
+    "tpu.slices": 2,
+    "main.image": "r.example/p/img:1",
+    "main.command": "python3 train.py --steps 5",
+    "storage.scratch": "gs://bucket/scratch",
+}
 LOCAL_ONLY = {
-    "JAX_PLATFORMS", "XLA_FLAGS", "PJRT_NPROC", "PWDEPLOY_LOCAL_DEVICES", "JAX_COMPILATION_CACHE_DIR",
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
-}  # fmt: skip
+    "JAX_PLATFORMS",
+    "XLA_FLAGS",
+    "PJRT_NPROC",
+    "PWDEPLOY_LOCAL_DEVICES",
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+}
 
 
 def job(path: Path | None = None, **overrides: Any) -> JobConfig:
@@ -122,14 +131,15 @@ def test_compile_cache_local_gcs_and_default(tmp_path: Path, monkeypatch: pytest
     assert "JAX_COMPILATION_CACHE_DIR" not in local_env(job(), 1, hlo_dir=None, compile_cache=None)
 
 
-def test_gcs_compile_cache_warns_when_gcsfs_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pwdeploy.local.env.gcs_cache_supported", lambda: False)
-    warnings = plan(job(local__compile_cache="gs://bkt/cache"), cwd=Path.cwd(), cores=64).warnings
-    assert warnings == ("local.compile_cache gs://bkt/cache needs gcsfs (pip install gcsfs); without it JAX runs "
-                        "with no persistent cache",)  # fmt: skip
-    monkeypatch.setattr("pwdeploy.local.env.gcs_cache_supported", lambda: True)
-    assert plan(job(local__compile_cache="gs://bkt/cache"), cwd=Path.cwd(), cores=64).warnings == ()
-    assert plan(job(), cwd=Path.cwd(), cores=64).warnings == ()
+def test_gcs_compile_cache_warns_when_gcsfs_is_missing() -> None:
+    on_gcs = job(local__compile_cache="gs://bkt/cache")
+    warnings = plan(on_gcs, cwd=Path.cwd(), cores=64, gcs_supported=lambda: False).warnings
+    assert warnings == (
+        "local.compile_cache gs://bkt/cache needs gcsfs (pip install gcsfs); without it JAX runs "
+        "with no persistent cache",
+    )
+    assert plan(on_gcs, cwd=Path.cwd(), cores=64, gcs_supported=lambda: True).warnings == ()
+    assert plan(job(), cwd=Path.cwd(), cores=64, gcs_supported=lambda: False).warnings == ()
 
 
 def test_config_command_runs_beside_the_config_and_an_override_in_cwd(tmp_path: Path) -> None:
@@ -143,9 +153,13 @@ def test_config_command_runs_beside_the_config_and_an_override_in_cwd(tmp_path: 
 def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -> None:
     """One source of truth: the user container `main` in the rendered JobSet and the local run agree."""
     config = job(
-        storage__hlo_dump="gs://bkt/hlo", storage__profiles="gs://bkt/prof", storage__checkpoints="gs://bkt/ckpt",
-        main__env=["TRAIN_SEED=3", "EXTRA=x y"], main__data_workers=5, local__hlo_dir=str(tmp_path),
-    )  # fmt: skip
+        storage__hlo_dump="gs://bkt/hlo",
+        storage__profiles="gs://bkt/prof",
+        storage__checkpoints="gs://bkt/ckpt",
+        main__env=["TRAIN_SEED=3", "EXTRA=x y"],
+        main__data_workers=5,
+        local__hlo_dir=str(tmp_path),
+    )
     (jobset,) = manifests.build(config)
     head = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == ids.HEAD_JOB)
     containers = head["template"]["spec"]["template"]["spec"]["containers"]

@@ -49,8 +49,11 @@ def test_installed_xla_rejects_exactly_the_dropped_flags() -> None:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": " ".join(CPU_OK + TPU_ONLY)}
     probe = subprocess.run(
         [sys.executable, "-c", "import jax; jax.numpy.ones(2).block_until_ready()"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     match = re.search(r"Unknown flags in XLA_FLAGS: (.*)", probe.stderr)
     assert probe.returncode != 0 and match, probe.stderr[-2000:]
     assert sorted(match.group(1).split()) == sorted(TPU_ONLY)
@@ -61,7 +64,10 @@ def test_installed_xla_accepts_the_kept_flags() -> None:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": " ".join(kept)}
     probe = subprocess.run(
         [sys.executable, "-c", "import jax; print(float(jax.numpy.ones(2).sum()))"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert probe.returncode == 0, probe.stderr[-2000:]
     assert probe.stdout.splitlines()[-1] == "2.0"  # --xla_dump_hlo_as_text alone dumps to stdout first

@@ -40,8 +40,12 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
 def fake_adc(tmp_path: Path) -> str:
     """Application Default Credentials that can never be refreshed, as on a laptop that is offline."""
     path = tmp_path / "adc.json"
-    adc = {"type": "authorized_user", "client_id": "x.apps.googleusercontent.com", "client_secret": "x",
-           "refresh_token": "not-a-token"}  # fmt: skip
+    adc = {
+        "type": "authorized_user",
+        "client_id": "x.apps.googleusercontent.com",
+        "client_secret": "x",
+        "refresh_token": "not-a-token",
+    }
     path.write_text(json.dumps(adc), encoding="utf-8")
     return str(path)
 

@@ -67,7 +67,9 @@ def _pod(obj: dict[str, Any], rj: str) -> dict[str, Any]:
 
 
 def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [c for section in ("initContainers", "containers") for c in pod.get(section, []) if c["name"] == name]
+    found: list[dict[str, Any]] = [
+        c for section in ("initContainers", "containers") for c in pod.get(section, []) if c["name"] == name
+    ]
     assert len(found) == 1, f"{name}: {len(found)} containers"
     return found[0]
 
@@ -198,8 +200,10 @@ def test_transfer_memory_must_fit_the_containers_that_mount_it(overrides: dict[s
 def test_worker_flags_env_and_pinned_images() -> None:
     obj = _build("pinned-v5p.yaml")
     worker = _container(_pod(obj, ids.WORKER_JOB), ids.WORKER_CONTAINER)
-    assert worker["args"][-2:] == ["--megascale_grpc_premap_memory_bytes=17179869184",
-                                   "--tpu_pinned_host_allocation_recycle=true"]  # fmt: skip
+    assert worker["args"][-2:] == [
+        "--megascale_grpc_premap_memory_bytes=17179869184",
+        "--tpu_pinned_host_allocation_recycle=true",
+    ]
     env = _env(worker)
     assert env["LIBTPU_INIT_ARGS"] == "--xla_tpu_scoped_vmem_limit_kib=98304"
     assert env["MEGASCALE_GRPC_ENABLE_XOR_TRACER"] == "true"  # worker_env beats the default
@@ -221,8 +225,10 @@ def test_workers_get_the_producers_defaults() -> None:
 def test_secret_env_is_a_reference() -> None:
     main = _container(_pod(_build("pinned-v5p.yaml"), ids.HEAD_JOB), ids.MAIN_CONTAINER)
     refs = {e["name"]: e for e in main["env"] if "valueFrom" in e}
-    assert refs["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-credentials",
-                                                                                  "key": "token"}}}  # fmt: skip
+    assert refs["HF_TOKEN"] == {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "hf-credentials", "key": "token"}},
+    }
     assert refs["WANDB_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "wandb", "key": "api-key"}}
 
 
@@ -236,8 +242,9 @@ _ENV_NAMES = st.from_regex(r"SECRET_[A-Z0-9_]{1,12}", fullmatch=True)
 def test_secret_env_never_carries_a_value(refs: dict[str, tuple[str, str]]) -> None:
     """pwdeploy is given only where a secret lives, and renders exactly that: no entry with a value."""
     secret_env = {name: f"{secret}/{key}" for name, (secret, key) in refs.items()}
-    main = _container(_pod(_build("single-slice-v6e.yaml", **{"main.secret_env": secret_env}), ids.HEAD_JOB),
-                      ids.MAIN_CONTAINER)  # fmt: skip
+    main = _container(
+        _pod(_build("single-slice-v6e.yaml", **{"main.secret_env": secret_env}), ids.HEAD_JOB), ids.MAIN_CONTAINER
+    )
     entries = {e["name"]: e for e in main["env"] if e["name"] in refs}
     assert entries == {
         name: {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}

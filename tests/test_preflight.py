@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from pwdeploy.config import GcsPath, load_job, parse_gcs
+from pwdeploy.config import GcsPath, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.client import GcsFailure
 from pwdeploy.gcs.evaluate import Context, evaluate
 from pwdeploy.gcs.facts import BucketFacts, BucketMeta, IamAnswer, ProbeOutcome
-from pwdeploy.preflight import run_preflight
 from pwdeploy.preflight.gcs import by_bucket, check_region
 from pwdeploy.preflight.report import CheckResult, PreflightReport, Status
 from tests.gcs_emulator import free_port
@@ -109,8 +111,10 @@ def test_unanswered_iam_is_not_verified_never_ok() -> None:
     assert "backend did not answer" in rows[0].detail
 
 
-@pytest.mark.parametrize(("used", "olm", "status"), [(49, True, Status.OK), (50, True, Status.FAILED),
-                                                    (50, False, Status.OK), (0, True, Status.OK)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("used", "olm", "status"),
+    [(49, True, Status.OK), (50, True, Status.FAILED), (50, False, Status.OK), (0, True, Status.OK)],
+)
 def test_lifecycle_cap(used: int, olm: bool, status: Status) -> None:
     ctx = Context(enable_olm=olm, region="us-central1", member="MEMBER")
     granted = ALL if olm else ALL - {perms.BUCKETS_UPDATE}
@@ -128,9 +132,13 @@ def test_no_lifecycle_row_without_scratch() -> None:
 
 @pytest.mark.parametrize(
     ("location", "region", "status"),
-    [("US-CENTRAL1", "us-central1", Status.OK), ("US", "us-central1", Status.WARN),
-     ("EUROPE-WEST4", "us-central1", Status.WARN), ("US-CENTRAL1", None, Status.NOT_VERIFIED)],
-)  # fmt: skip
+    [
+        ("US-CENTRAL1", "us-central1", Status.OK),
+        ("US", "us-central1", Status.WARN),
+        ("EUROPE-WEST4", "us-central1", Status.WARN),
+        ("US-CENTRAL1", None, Status.NOT_VERIFIED),
+    ],
+)
 def test_region(location: str, region: str | None, status: Status) -> None:
     ctx = Context(enable_olm=True, region=region, member="MEMBER")
     rows = evaluate(facts(BucketMeta(location, "region", 0)), USES, ctx)
@@ -141,10 +149,12 @@ def test_region(location: str, region: str | None, status: Status) -> None:
 
 @pytest.mark.parametrize(
     ("location", "region", "says"),
-    [("US", "us-central1", "the US multi-region, which includes us-central1: no cross-region charge"),
-     ("EU", "us-central1", "bucket in EU (multi-region), cluster in us-central1: cross-region traffic"),
-     ("ASIA", "asia-southeast1", "the ASIA multi-region, which includes asia-southeast1")],
-)  # fmt: skip
+    [
+        ("US", "us-central1", "the US multi-region, which includes us-central1: no cross-region charge"),
+        ("EU", "us-central1", "bucket in EU (multi-region), cluster in us-central1: cross-region traffic"),
+        ("ASIA", "asia-southeast1", "the ASIA multi-region, which includes asia-southeast1"),
+    ],
+)
 def test_multi_region_bucket_that_spans_the_cluster_region(location: str, region: str, says: str) -> None:
     ctx = Context(enable_olm=True, region=region, member="MEMBER")
     rows = evaluate(facts(BucketMeta(location, "multi-region", 0)), USES, ctx)
@@ -193,9 +203,13 @@ def test_report_failed_table_and_json() -> None:
     data = json.loads(json.dumps(report.to_json()))
     assert data["summary"] == {"ok": 1, "warn": 1, "failed": 0, "not verified": 1}
     assert data["checks"][1] == {
-        "location": "gs://b", "fields": ["storage.scratch"], "check": "region", "status": "warn",
-        "detail": "far away", "fix": "move it",
-    }  # fmt: skip
+        "location": "gs://b",
+        "fields": ["storage.scratch"],
+        "check": "region",
+        "status": "warn",
+        "detail": "far away",
+        "fix": "move it",
+    }
     table = report.format_table().splitlines()
     assert table[0].split() == ["LOCATION", "CHECK", "STATUS", "DETAIL"]
     assert table[2].split()[:4] == ["gs://b", "(scratch)", "region", "warn"]
@@ -213,12 +227,16 @@ def test_empty_report() -> None:
 
 def test_by_bucket_groups_in_config_order() -> None:
     locations = {"storage.scratch": SCRATCH, "storage.profiles": GcsPath("other", ""), "storage.hlo_dump": HLO}
-    assert by_bucket(locations) == {"bkt": {"storage.scratch": SCRATCH, "storage.hlo_dump": HLO},
-                                    "other": {"storage.profiles": GcsPath("other", "")}}  # fmt: skip
+    assert by_bucket(locations) == {
+        "bkt": {"storage.scratch": SCRATCH, "storage.hlo_dump": HLO},
+        "other": {"storage.profiles": GcsPath("other", "")},
+    }
 
 
-@pytest.mark.parametrize(("given", "expected"), [("us-central1", "us-central1"), (" EUROPE-WEST4 ", "europe-west4"),
-                                                 (None, None), ("", None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [("us-central1", "us-central1"), (" EUROPE-WEST4 ", "europe-west4"), (None, None), ("", None)],
+)
 def test_region_values(given: str | None, expected: str | None) -> None:
     assert check_region(given) == expected
 
@@ -253,11 +271,26 @@ def test_parse_gcs_accepts(uri: str, bucket: str, prefix: str) -> None:
 @pytest.mark.parametrize(
     "uri",
     [
-        "s3://bkt/x", "gs://", "gs://ab", "gs://Bkt/x", "gs://-bkt", "gs://bkt-", "gs://bkt//x", "gs://a..b",
-        "gs://bkt x", "bkt/x", "gs:/bkt", 42, None,
-        "gs://" + "a" * 64, "gs://" + "a" * 64 + ".com", "gs://goog-bucket", "gs://192.168.5.4", "gs://bkt/a\x00b",
+        "s3://bkt/x",
+        "gs://",
+        "gs://ab",
+        "gs://Bkt/x",
+        "gs://-bkt",
+        "gs://bkt-",
+        "gs://bkt//x",
+        "gs://a..b",
+        "gs://bkt x",
+        "bkt/x",
+        "gs:/bkt",
+        42,
+        None,
+        "gs://" + "a" * 64,
+        "gs://" + "a" * 64 + ".com",
+        "gs://goog-bucket",
+        "gs://192.168.5.4",
+        "gs://bkt/a\x00b",
     ],
-)  # fmt: skip
+)
 def test_parse_gcs_rejects(uri: object) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_gcs(uri, "storage.hlo_dump")
@@ -265,29 +298,38 @@ def test_parse_gcs_rejects(uri: object) -> None:
     assert repr(uri) in str(caught.value)
 
 
-def test_no_application_default_credentials_is_a_failed_row(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, jax_version: str
-) -> None:
-    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud ADC file here
-    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{free_port()}")  # and no metadata server
-    monkeypatch.setenv("GCE_METADATA_IP", f"127.0.0.1:{free_port()}")
-    from google.auth.compute_engine import _metadata
+NO_ADC_PREFLIGHT = """
+import json
+from pwdeploy.config import load_job
+from pwdeploy.preflight import run_preflight
 
-    monkeypatch.setattr(_metadata, "_NO_GCE_CHECK", True, raising=False)  # skip ~3 s of metadata-server pings
-    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
-              "storage.scratch": "gs://bkt/s", "storage.profiles": "gs://other/p"}  # fmt: skip
-    report = run_preflight(load_job(None, values), check_images=False)
-    (row,) = report.results
-    assert (row.check, row.status, row.fields) == (
-        "credentials",
-        Status.FAILED,
-        ("storage.scratch", "storage.profiles"),
+values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
+          "storage.scratch": "gs://bkt/s", "storage.profiles": "gs://other/p"}
+report = run_preflight(load_job(None, values, installed_jax=lambda: "0.10.2"), check_images=False)
+rows = [[r.check, r.status.value, list(r.fields), r.detail, r.fix] for r in report.results]
+print(json.dumps({"failed": report.failed, "rows": rows}))
+"""
+
+
+def test_no_application_default_credentials_is_a_failed_row(tmp_path: Path) -> None:
+    # In a fresh process: google-auth reads NO_GCE_CHECK when it is imported (it skips ~3 s of metadata pings).
+    env = {k: v for k, v in os.environ.items() if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS")}
+    env |= {
+        "CLOUDSDK_CONFIG": str(tmp_path),  # no gcloud ADC file here
+        "GCE_METADATA_HOST": f"127.0.0.1:{free_port()}",  # and no metadata server
+        "GCE_METADATA_IP": f"127.0.0.1:{free_port()}",
+        "NO_GCE_CHECK": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", NO_ADC_PREFLIGHT], env=env, capture_output=True, text=True, timeout=60, check=False
     )
-    assert "no Application Default Credentials" in row.detail
-    assert row.fix is not None and "gcloud auth application-default login" in row.fix
-    assert report.failed
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    ((check, status, fields, detail, fix),) = report["rows"]
+    assert (check, status, fields) == ("credentials", Status.FAILED.value, ["storage.scratch", "storage.profiles"])
+    assert "no Application Default Credentials" in detail
+    assert fix is not None and "gcloud auth application-default login" in fix
+    assert report["failed"] is True
 
 
 def test_long_locations_get_their_own_line_and_references_stay_whole() -> None:

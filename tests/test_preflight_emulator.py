@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
 from typing import Any
 
@@ -79,8 +80,9 @@ def test_missing_bucket_fails(emulator_env: GcsEmulator) -> None:
     assert rows(report)[("probe", f"gs://{present}/s")] is Status.OK  # other buckets are still checked
 
 
-@pytest.mark.parametrize(("rules", "olm", "status"), [(49, True, Status.OK), (50, True, Status.FAILED),
-                                                      (50, False, Status.OK)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("rules", "olm", "status"), [(49, True, Status.OK), (50, True, Status.FAILED), (50, False, Status.OK)]
+)
 def test_lifecycle_rules_counted(emulator_env: GcsEmulator, rules: int, olm: bool, status: Status) -> None:
     bucket = emulator_env.create_bucket()
     emulator_env.patch_bucket(bucket, lifecycle(rules))
@@ -163,10 +165,12 @@ def test_probe_object_deleted_when_read_back_is_refused_by_wrapper(emulator_env:
     assert emulator_env.list_objects(bucket) == []  # the real delete ran after the failure
 
 
-def test_unreachable_endpoint_fails_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.slow
+def test_unreachable_endpoint_fails_within_the_retry_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")
-    monkeypatch.setattr(gcs_client, "RETRY_SECONDS", 0.5)
+    started = time.monotonic()
     report = gcs_preflight(job(scratch="gs://pwd-test-bucket/s", profiles="gs://pwd-test-other/p"))
+    assert time.monotonic() - started < gcs_client.RETRY_SECONDS + 5  # the client's own retries end in time
     first, second = report.results
     assert (first.check, first.status) == ("bucket", Status.FAILED)
     assert "cannot reach GCS" in first.detail
@@ -210,15 +214,6 @@ def test_emulator_fixture_starts_answers_and_stops() -> None:
         emulator.stop()
     assert emulator.process is not None and emulator.process.poll() is not None
     assert not emulator.answers()
-
-
-@pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
-def test_missing_emulator_fails_in_ci_and_skips_elsewhere(
-    monkeypatch: pytest.MonkeyPatch, ci: str, outcome: type[BaseException]
-) -> None:
-    monkeypatch.setenv("CI", ci)
-    with pytest.raises(outcome, match="GCS emulator unavailable"):
-        emulator._unavailable("it did not start")
 
 
 def test_preflight_modules_do_not_import_the_gcs_client() -> None:

@@ -55,8 +55,12 @@ def push_image(env: dict[str, str], repository: str, tag: str) -> str:
 def pushed(docker_env: dict[str, str]) -> dict[str, str]:
     """Four images in a fresh repository tree: image reference -> digest."""
     root = f"pwdeploy-test/preflight-{uuid.uuid4().hex[:8]}"
-    names = [("server", "20260730-jax_0.10.2"), ("proxy_server", "20260730-jax_0.10.2"), ("app", "v1"),
-             ("sidecar", "v1")]  # fmt: skip
+    names = [
+        ("server", "20260730-jax_0.10.2"),
+        ("proxy_server", "20260730-jax_0.10.2"),
+        ("app", "v1"),
+        ("sidecar", "v1"),
+    ]
     return {f"{REGISTRY}/{root}/{name}:{tag}": push_image(docker_env, f"{root}/{name}", tag) for name, tag in names}
 
 
@@ -68,9 +72,16 @@ def lookup(tmp_path: Path) -> Any:
 
 def job_with(images: list[str]) -> JobConfig:
     server, proxy, main, sidecar = images
-    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": main, "main.command": "python3 t.py",
-              "storage.scratch": "gs://bkt/s", "images.server": server, "images.proxy_server": proxy,
-              "sidecar.image": sidecar}  # fmt: skip
+    values = {
+        "name": "pf",
+        "tpu.type": "v5p-8",
+        "main.image": main,
+        "main.command": "python3 t.py",
+        "storage.scratch": "gs://bkt/s",
+        "images.server": server,
+        "images.proxy_server": proxy,
+        "sidecar.image": sidecar,
+    }
     return load_job(None, values, installed_jax=lambda: "0.10.2")
 
 
@@ -90,8 +101,9 @@ def test_missing_tag_fails_and_names_the_tags_there(pushed: dict[str, str], look
     repository = image.rsplit(":", 1)[0]
     row = check_image(f"{repository}:20260101-jax_0.10.2", ("images.server",), lookup)
     assert row.status is Status.FAILED
-    assert row.detail == (f"tag '20260101-jax_0.10.2' is not in {repository}; it has 1 tag(s), "
-                          "e.g. 20260730-jax_0.10.2")  # fmt: skip
+    assert row.detail == (
+        f"tag '20260101-jax_0.10.2' is not in {repository}; it has 1 tag(s), e.g. 20260730-jax_0.10.2"
+    )
     assert row.fix == "pin an existing one with --server-image (images.server)"
     missing_digest = check_image(f"{repository}@sha256:{'0' * 64}", ("main.image",), lookup)
     assert missing_digest.status is Status.FAILED and missing_digest.detail.startswith("digest sha256:000")
@@ -141,9 +153,11 @@ def test_cli_preflight_json_has_image_rows(
     assert good.exit_code == 0, good.output
     checks = [c for c in json.loads(good.stdout)["checks"] if c["check"] == "image"]
     assert [(c["location"], c["fields"], c["status"]) for c in checks] == [
-        (proxy, ["images.proxy_server"], "ok"), (server, ["images.server"], "ok"),
-        (main, ["main.image"], "ok"), (sidecar, ["sidecar.image"], "ok"),
-    ]  # fmt: skip
+        (proxy, ["images.proxy_server"], "ok"),
+        (server, ["images.server"], "ok"),
+        (main, ["main.image"], "ok"),
+        (sidecar, ["sidecar.image"], "ok"),
+    ]
     assert checks[2]["detail"] == f"exists, digest {pushed[main]}" and checks[2]["fix"] is None
 
     missing = main.rsplit(":", 1)[0] + ":v2"
@@ -152,8 +166,11 @@ def test_cli_preflight_json_has_image_rows(
     data = json.loads(bad.stdout)
     (row,) = [c for c in data["checks"] if c["location"] == missing]
     assert (row["status"], row["fields"], data["failed"], data["summary"]["failed"]) == (
-        "failed", ["main.image"], True, 1
-    )  # fmt: skip
+        "failed",
+        ["main.image"],
+        True,
+        1,
+    )
     assert "1 preflight check(s) failed" in bad.stderr
 
 
@@ -167,8 +184,12 @@ def stub_lookup(answers: dict[str, Lookup]) -> Any:
     return lookup
 
 
-def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax_version: str) -> None:
-    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
+def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin() -> None:
+    job = load_job(
+        None,
+        {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"},
+        installed_jax=lambda: "0.10.2",
+    )
     assert job_images(job) == {
         "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2": ("images.proxy_server",),
         "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2": ("images.server",),
@@ -182,19 +203,29 @@ def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax
     proxy_row, server_row = check_images(job, stub_lookup(answers))
     assert server_row.status is Status.FAILED
     assert server_row.detail.endswith("it has 4 tag(s), e.g. 20260730-jax_0.10.2, 20260801-jax_0.10.2")
-    assert server_row.fix == (f"list the tags: gcloud artifacts docker tags list {server}; "
-                              "pin an existing one with --server-image (images.server)")  # fmt: skip
+    assert server_row.fix == (
+        f"list the tags: gcloud artifacts docker tags list {server}; "
+        "pin an existing one with --server-image (images.server)"
+    )
     assert proxy_row.status is Status.NOT_VERIFIED
     assert proxy_row.fix is not None and proxy_row.fix.startswith("gcloud auth configure-docker us-docker.pkg.dev")
 
 
-def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail(jax_version: str) -> None:
+def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail() -> None:
     same = "127.0.0.1:5000/team/pw:1"
-    values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
-              "storage.scratch": "gs://bkt/s", "images.server": same, "images.proxy_server": same}  # fmt: skip
+    values = {
+        "name": "pf",
+        "tpu.type": "v5p-8",
+        "main.image": "r/i:1",
+        "main.command": "x",
+        "storage.scratch": "gs://bkt/s",
+        "images.server": same,
+        "images.proxy_server": same,
+    }
     with pytest.raises(ConfigError, match=r"main\.image: 'Bad/Ref:1' is not an image reference"):
-        load_job(None, {**values, "main.image": "Bad/Ref:1"})  # the config refuses it ...
-    job = load_job(None, values)
+        # the config refuses it ...
+        load_job(None, {**values, "main.image": "Bad/Ref:1"}, installed_jax=lambda: "0.10.2")
+    job = load_job(None, values, installed_jax=lambda: "0.10.2")
     job = job._replace(main=job.main._replace(image="Bad/Ref:1"))  # ... a reference from elsewhere is a row
     rows = check_images(job, stub_lookup({"127.0.0.1:5000/team/pw": Lookup("found", "sha256:" + "1" * 64)}))
     assert [(r.location, r.fields, r.status) for r in rows] == [
@@ -204,11 +235,15 @@ def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail
     assert rows[1].detail.startswith("not an image reference: 'Bad' is not a valid repository path component")
 
 
-def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_version: str) -> None:
+def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in() -> None:
     def no_credentials() -> Any:
         raise MissingCredentials("none here")
 
-    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
+    job = load_job(
+        None,
+        {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"},
+        installed_jax=lambda: "0.10.2",
+    )
     further = CheckResult("cluster", (), "cluster", Status.WARN, "a further source")
     report = run_preflight(
         job,
@@ -217,7 +252,10 @@ def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_versio
         extra_sources=[lambda: [further]],
     )
     assert [(r.check, r.status) for r in report.results] == [
-        ("credentials", Status.FAILED), ("image", Status.OK), ("image", Status.OK), ("cluster", Status.WARN),
-    ]  # fmt: skip
+        ("credentials", Status.FAILED),
+        ("image", Status.OK),
+        ("image", Status.OK),
+        ("cluster", Status.WARN),
+    ]
     assert report.to_json()["summary"] == {"ok": 2, "warn": 1, "failed": 1, "not verified": 0}
     assert any("node pool's service account" in note for note in report.notes)

@@ -177,8 +177,7 @@ def test_stub_name_unknown_in_a_get_body_needs_no_tag_list(stub: StubRegistry) -
 
 def bearer_registry(stub: StubRegistry, *, token_auth: Callable[[Seen], bool] = lambda s: True) -> None:
     """Manifests need ``Bearer tkn``; the token service at /token hands it out when ``token_auth`` agrees."""
-    challenge = (f'Bearer realm="http://{stub.host}/token",service="stub-registry",'
-                 'scope="repository:team/app:pull"')  # fmt: skip
+    challenge = f'Bearer realm="http://{stub.host}/token",service="stub-registry",scope="repository:team/app:pull"'
 
     def manifest(seen: Seen) -> Reply:
         if seen.headers.get("Authorization") != "Bearer tkn":
@@ -310,11 +309,14 @@ def no_google_token() -> str | None:
 def test_stub_helper_auths_and_store_in_docker_order(tmp_path: Path) -> None:
     helper_log = fake_helper(tmp_path, "gcloud", {"us-docker.pkg.dev": "from-helper"})
     store_log = fake_helper(tmp_path, "store", {"https://index.docker.io/v1/": "hub-secret", "quay.io": "quay"})
-    write_config(tmp_path, {
-        "credHelpers": {"us-docker.pkg.dev": "gcloud"},
-        "auths": {"https://index.docker.io/v1/": {}, "registry.example.com": {"auth": b64("bob:pw:with:colons")}},
-        "credsStore": "store",
-    })  # fmt: skip
+    write_config(
+        tmp_path,
+        {
+            "credHelpers": {"us-docker.pkg.dev": "gcloud"},
+            "auths": {"https://index.docker.io/v1/": {}, "registry.example.com": {"auth": b64("bob:pw:with:colons")}},
+            "credsStore": "store",
+        },
+    )
     found = Credentials(tmp_path, helper_path=str(tmp_path), google_token=no_google_token)
     assert found.for_registry("us-docker.pkg.dev") == Basic("u-gcloud", "from-helper", "docker-credential-gcloud")
     assert found.for_registry("registry.example.com") == Basic("bob", "pw:with:colons", "docker config")
@@ -341,8 +343,13 @@ def test_stub_adc_token_only_for_google_registries(tmp_path: Path) -> None:
 
 
 def test_stub_docker_config_wins_over_adc_and_a_missing_helper_is_nothing(tmp_path: Path) -> None:
-    write_config(tmp_path, {"auths": {"https://gcr.io": {"username": "_json_key", "password": "{}"}},
-                            "credHelpers": {"us-docker.pkg.dev": "not-installed"}})  # fmt: skip
+    write_config(
+        tmp_path,
+        {
+            "auths": {"https://gcr.io": {"username": "_json_key", "password": "{}"}},
+            "credHelpers": {"us-docker.pkg.dev": "not-installed"},
+        },
+    )
     found = Credentials(tmp_path, helper_path=str(tmp_path), google_token=lambda: None)
     assert found.for_registry("gcr.io") == Basic("_json_key", "{}", "docker config")
     assert found.for_registry("us-docker.pkg.dev") is None

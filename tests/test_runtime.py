@@ -107,18 +107,21 @@ def test_slice_count_from_devices_or_env() -> None:
     assert runtime.slice_count([Dev(None)], {}) == 1
 
 
-def test_initialize_on_pathways_calls_pathwaysutils_stub(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stub pathwaysutils: the real one would connect to a proxy that does not exist here."""
-    calls: list[str] = []
-    stub = type(sys)("pathwaysutils")
-    stub.initialize = lambda: calls.append("initialize")  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pathwaysutils", stub)
-    monkeypatch.setenv("JAX_PLATFORMS", "proxy")
-    assert runtime.initialize() is True
-    assert calls == ["initialize"]
-    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    assert runtime.initialize() is False
-    assert calls == ["initialize"]
+def test_initialize_on_pathways_calls_pathwaysutils_stub(tmp_path: Path) -> None:
+    """A stub pathwaysutils package, imported for real: the real one would connect to a proxy that does not exist."""
+    (tmp_path / "pathwaysutils").mkdir()
+    (tmp_path / "pathwaysutils" / "__init__.py").write_text("def initialize():\n    print('initialize')\n")
+    code = "from pwdeploy import runtime; print(runtime.initialize())"
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+
+    def printed(platforms: str) -> list[str]:
+        env = {**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": platforms}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split()
+
+    assert printed("proxy") == ["initialize", "True"]
+    assert printed("cpu") == ["False"]
 
 
 MiB = 2**20
@@ -155,13 +158,19 @@ def test_prepare_data_workers_marks_absl_flags_parsed() -> None:
     assert python(code) == "False True"
 
 
-def test_prepare_data_workers_in_a_spawned_worker_names_the_main_guard(monkeypatch: pytest.MonkeyPatch) -> None:
-    """multiprocessing sets ``_inheriting`` while a spawned worker imports the main script."""
-    import multiprocessing.process
-
-    monkeypatch.setattr(multiprocessing.process.current_process(), "_inheriting", True, raising=False)
-    with pytest.raises(RuntimeError, match='if __name__ == "__main__":'):
-        runtime.prepare_data_workers(2)
+def test_prepare_data_workers_in_a_spawned_worker_names_the_main_guard(tmp_path: Path) -> None:
+    """A spawned worker imports the unguarded main script again, and stops there with the fix (no Grain needed)."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import multiprocessing\nfrom pwdeploy import runtime\nruntime.prepare_data_workers(2)\n"
+        "worker = multiprocessing.get_context('spawn').Process(target=print)\nworker.start()\nworker.join()\n"
+        "print('worker exit code', worker.exitcode)\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.splitlines() == ["worker exit code 1"]
+    assert "RuntimeError: a data-loader worker was asked to start more workers" in done.stderr
+    assert 'put the training code under `if __name__ == "__main__":`' in done.stderr
 
 
 def test_unguarded_script_with_grain_workers_stops_with_the_fix(tmp_path: Path) -> None:
@@ -179,6 +188,7 @@ def test_unguarded_script_with_grain_workers_stops_with_the_fix(tmp_path: Path) 
 
 def test_one_device_with_two_slices_is_a_degenerate_mesh() -> None:
     code = "import json; from pwdeploy import runtime; print(json.dumps(dict(runtime.data_mesh(slices=True).shape)))"
-    out = python(code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1",
-                 PWDEPLOY_NUM_SLICES="2")  # fmt: skip
+    out = python(
+        code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1", PWDEPLOY_NUM_SLICES="2"
+    )
     assert json.loads(out) == {"slice": 1, "data": 1}

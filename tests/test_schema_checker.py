@@ -307,23 +307,21 @@ def test_unchecked_keywords_are_refused(schema: dict[str, Any], message: str) ->
         strip(schema, "at")
 
 
-def test_unsupported_keyword_in_kubernetes_validate_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unsupported_keyword_in_kubernetes_validate_is_a_clear_error(tmp_path: Path) -> None:
     folder = tmp_path / "schemas" / "v1.31.0-local-strict"
     folder.mkdir(parents=True)
     (folder / "_definitions.json").write_text(json.dumps({"$defs": {"Spec": {"type": "object", "minProperties": 1}}}))
     job = {"type": "object", "properties": {"spec": {"$ref": "/api/_definitions.json#/$defs/Spec"}}}
     (folder / "job-batch-v1.json").write_text(json.dumps(job))
-    monkeypatch.setattr(kubernetes_schemas, "schema_root", lambda: tmp_path / "schemas")
     with pytest.raises(PwdeployError) as info:
-        kubernetes_schemas.kind_schema((1, 31), "batch/v1", "Job")
+        kubernetes_schemas.kind_schema((1, 31), "batch/v1", "Job", root=tmp_path / "schemas")
     assert str(info.value) == (
         "the Kubernetes 1.31 schema of Job (batch/v1) from kubernetes-validate unknown cannot be checked: "
         "_definitions.json#/$defs/Spec/minProperties: JSON Schema keyword 'minProperties' is not supported\n"
         "  hint: install the kubernetes-validate version pwdeploy was released with, or render with --no-validate"
     )
-    assert kubernetes_schemas.kind_schema((1, 31), "v1", "Pod") is None  # no file: nothing to check against
+    # no file: nothing to check against
+    assert kubernetes_schemas.kind_schema((1, 31), "v1", "Pod", root=tmp_path / "schemas") is None
 
 
 # --- the cache -------------------------------------------------------------------------------------------------
@@ -333,37 +331,36 @@ def _cache_files(tmp_path: Path) -> list[Path]:
     return sorted((tmp_path / "cache" / "pwdeploy").glob("*"))
 
 
-def _never_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(self: object) -> None:
-        raise AssertionError("the full definitions file was read")
+def _read_the_full_definitions(version: tuple[int, int]) -> bool:
+    """Whether the schemas of ``version`` in memory came from kubernetes-validate's full definitions file (slow)
+    rather than from the cache alone."""
+    return kubernetes_schemas._store(version, kubernetes_schemas.schema_root())._all_definitions is not None
 
-    monkeypatch.setattr(kubernetes_schemas._Store, "_everything", refuse)
 
-
-def test_cache_is_written_once_and_then_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_is_written_once_and_then_used(tmp_path: Path) -> None:
     assert schemas.kubernetes_validator((1, 31), "batch/v1", "Job") is not None
     (cache,) = _cache_files(tmp_path)
     assert cache.name == f"k8s-1.31-kubernetes-validate-{_kv_version()}.json"
     assert cache.stat().st_size < 200_000  # the Job's definitions only, without descriptions
+    assert _read_the_full_definitions((1, 31))
     _forget()
-    _never_full(monkeypatch)
     job = schemas.kubernetes_validator((1, 31), "batch/v1", "Job")
-    assert job is not None
+    assert job is not None and not _read_the_full_definitions((1, 31))
     assert [str(p) for p in describe(job.errors({"apiVersion": "batch/v1", "kind": "Job", "spec": {"x": 1}}))] == [
         "spec.template: required field is missing",
         "spec.x: unknown field",
     ]
 
 
-def test_kinds_accumulate_in_one_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kinds_accumulate_in_one_file(tmp_path: Path) -> None:
     for api_version, kind in KINDS:
         assert schemas.kubernetes_validator((1, 31), api_version, kind) is not None
     assert len(_cache_files(tmp_path)) == 1
     _forget()
-    _never_full(monkeypatch)
     for api_version, kind in KINDS:
         checker = schemas.kubernetes_validator((1, 31), api_version, kind)
         assert checker is not None and checker.is_valid({"apiVersion": api_version, "kind": kind, "metadata": {}})
+    assert not _read_the_full_definitions((1, 31))
 
 
 @pytest.mark.parametrize("content", [b"", b"{not json", b'{"format": 1}', b"[]", b"\xff\xfe"])

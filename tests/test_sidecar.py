@@ -12,6 +12,7 @@ import shutil
 import stat
 import sys
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from pwdeploy.errors import BuildError, ConfigError
 from pwdeploy.images import engine, inputs, lock, pin, template
 from pwdeploy.images import sidecar as spec
 from tests.conftest import REPO
+from tests.services import unavailable
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 BASE = f"registry.example/team/sidecar-base:20260101-python_{PY}-jax_0.10.2"
@@ -37,9 +39,14 @@ def write_job(tmp_path: Path, sidecar: dict[str, Any], **top: Any) -> Path:
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text("def answer():\n    return 42\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data = {
-        "name": "sc-test", "pathways_version": "0.10.2", "headless": True, "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"}, "sidecar": sidecar, **top,
-    }  # fmt: skip
+        "name": "sc-test",
+        "pathways_version": "0.10.2",
+        "headless": True,
+        "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"},
+        "sidecar": sidecar,
+        **top,
+    }
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -84,25 +91,33 @@ def test_packaged_templates_are_the_reviewed_docker_dockerfiles(name: str) -> No
 
 def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
     sidecar = {
-        "repository": "registry.example/team/sidecar", "base_image": BASE, "source_dir": "src",
-        "requirements": "requirements.txt", "pip_args": ["--no-index", "--find-links", "/wheels dir"],
-    }  # fmt: skip
+        "repository": "registry.example/team/sidecar",
+        "base_image": BASE,
+        "source_dir": "src",
+        "requirements": "requirements.txt",
+        "pip_args": ["--no-index", "--find-links", "/wheels dir"],
+    }
     found = spec.collect(job_at(write_job(tmp_path, sidecar)))
     steps = instructions(found.dockerfile)
     assert steps[0] == ("FROM", BASE)
     assert steps[1][0] == "LABEL"
     labels = dict(item.split("=", 1) for item in steps[1][1].split())
     assert labels == {
-        'dev.pwdeploy.version': '"0.1.0"', 'dev.pwdeploy.jax-version': '"0.10.2"',
-        'dev.pwdeploy.python-version': f'"{PY}"', 'dev.pwdeploy.inputs-hash': f'"{found.inputs_hash}"',
-    }  # fmt: skip
+        "dev.pwdeploy.version": '"0.1.0"',
+        "dev.pwdeploy.jax-version": '"0.10.2"',
+        "dev.pwdeploy.python-version": f'"{PY}"',
+        "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',
+    }
     assert steps[2:] == [
         ("COPY", "requirements.txt /opt/pwdeploy/requirements.txt"),
-        ("RUN", "/opt/venv/bin/pip install --no-cache-dir -c /opt/venv/server_constraints.txt --no-index "
-                "--find-links '/wheels dir' -r /opt/pwdeploy/requirements.txt"),
+        (
+            "RUN",
+            "/opt/venv/bin/pip install --no-cache-dir -c /opt/venv/server_constraints.txt --no-index "
+            "--find-links '/wheels dir' -r /opt/pwdeploy/requirements.txt",
+        ),
         ("COPY", "code/ /app/"),
         ("ENV", "PYTHONPATH=/app${PYTHONPATH:+:$PYTHONPATH}"),
-    ]  # fmt: skip
+    ]
     assert not any(word in ("ENTRYPOINT", "CMD") for word, _ in steps), "the base entrypoint must be kept"
 
 
@@ -158,7 +173,7 @@ def test_base_version_mismatch_is_a_config_error(tmp_path: Path, base_image: str
     spec.prepare(job, allow_base_mismatch=True)  # the expert override
 
 
-def test_base_mismatch_through_the_cli(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+def test_base_mismatch_through_the_cli(runner: CliRunner, tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": "r.example/x", "base_image": f"r.example/b:1-python_{PY}-jax_0.9.0"})
     result = runner.invoke(cli, ["sidecar", "dockerfile", "-f", str(path)])
     assert result.exit_code == 2 and "jax 0.9.0 differs" in result.stderr and result.stdout == ""
@@ -224,7 +239,7 @@ def test_inputs_hash_is_stable_and_covers_every_input(tmp_path: Path) -> None:
         (tmp_path / junk).write_text("noise")
     assert spec.collect(job_at(path)).inputs_hash == first.inputs_hash
     hashes = {first.inputs_hash}
-    changes = [
+    changes: list[Callable[[], object]] = [
         lambda: (tmp_path / "src/mypkg/__init__.py").write_text("def answer():\n    return 43\n"),
         lambda: (tmp_path / "src/mypkg/new.py").write_text(""),
         lambda: (tmp_path / "src/mypkg/new.py").chmod(0o755),
@@ -263,9 +278,14 @@ def test_build_context_tar_holds_exactly_the_inputs(tmp_path: Path) -> None:
 
 def _entry(found: inputs.ImageInputs, repository: str = "r.example/x") -> lock.LockEntry:
     return lock.LockEntry(
-        repository=repository, tag=found.tag(repository), digest="sha256:" + "a" * 64,
-        inputs_hash=found.inputs_hash, base_image=found.base_image, jax_version="0.10.2", python_version=PY,
-    )  # fmt: skip
+        repository=repository,
+        tag=found.tag(repository),
+        digest="sha256:" + "a" * 64,
+        inputs_hash=found.inputs_hash,
+        base_image=found.base_image,
+        jax_version="0.10.2",
+        python_version=PY,
+    )
 
 
 def test_apply_lock_pins_the_digest_for_unchanged_inputs(tmp_path: Path) -> None:
@@ -311,10 +331,7 @@ def test_apply_lock_leaves_explicit_images_and_other_repositories(tmp_path: Path
     assert apply_lock(explicit).sidecar.image == "r.example/pre:1"
 
 
-def test_render_pins_locked_digest_and_stale_lock_is_explained(
-    runner: CliRunner, tmp_path: Path, jax_version: str
-) -> None:
-    pytest.importorskip("pwdeploy.manifests")
+def test_render_pins_locked_digest_and_stale_lock_is_explained(runner: CliRunner, tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"}))
     lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job)))
     result = runner.invoke(cli, ["render", "-f", str(tmp_path / "job.yaml"), "--no-validate"])
@@ -382,8 +399,9 @@ def test_build_log_follows_buildkit_plain_steps() -> None:
     for line in ["#5 [2/3] COPY code/ /app/", "#5 DONE 0.1s", "#6 [stage-0 3/3] RUN pip install x", "#6 0.3 boom"]:
         log.feed(line)
     assert [e for e in progress.events if e.startswith("STEP")] == [
-        "STEP step 2/3: COPY code/ /app/", "STEP step 3/3: RUN pip install x"
-    ]  # fmt: skip
+        "STEP step 2/3: COPY code/ /app/",
+        "STEP step 3/3: RUN pip install x",
+    ]
     assert log.failure("b").endswith("    #6 0.3 boom")
 
 
@@ -392,8 +410,9 @@ def test_missing_docker_cli_is_a_build_error() -> None:
         engine.DockerCli(binary="pwdeploy-no-such-docker").check()
 
 
-@pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI (apt-get install docker.io)")
-def test_no_engine_reachable_exits_5_and_writes_nothing(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+def test_no_engine_reachable_exits_5_and_writes_nothing(runner: CliRunner, tmp_path: Path) -> None:
+    if shutil.which("docker") is None:
+        unavailable("the docker CLI is not installed (apt-get install docker.io)")
     path = write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE, "source_dir": "src"})
     env = {"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     result = runner.invoke(cli, ["sidecar", "build", "--push", "-f", str(path)], env=env)
@@ -432,24 +451,33 @@ class StandInEngine:
         raise AssertionError("nothing to remove")
 
 
-def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE}))
+class FolderRemovedWhilePushing(StandInEngine):
+    """The job's folder disappears while the image is pushed, so the lock file cannot be written afterwards (a
+    read-only folder would not stop root, which these tests may run as)."""
 
-    def refuse(*args: Any) -> None:
-        raise PermissionError(13, "Permission denied")
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
 
-    monkeypatch.setattr(lock, "record", refuse)
+    def push(self, tag: str, progress: engine.Progress) -> str:
+        shutil.rmtree(self.folder)
+        return super().push(tag, progress)
+
+
+def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    job = job_at(write_job(project, {"repository": "r.example/x", "base_image": BASE}))
     with pytest.raises(BuildError) as caught:
-        spec.build(job, StandInEngine(), Recorder(), push=True)
+        spec.build(job, FolderRemovedWhilePushing(project), Recorder(), push=True)
     assert str(caught.value).startswith("pushed r.example/x:")
     assert (
-        f"as r.example/x@sha256:{'c' * 64}, but cannot record it in {tmp_path / 'pwdeploy-sidecar.lock'}: "
-        "Permission denied" in str(caught.value)
+        f"as r.example/x@sha256:{'c' * 64}, but cannot record it in {project / 'pwdeploy-sidecar.lock'}: "
+        "No such file or directory" in str(caught.value)
     )
     assert caught.value.hint is not None and f"sidecar.image: r.example/x@sha256:{'c' * 64}" in caught.value.hint
 
 
-def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path, jax_version: str) -> None:
+def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path) -> None:
     path = write_job(tmp_path, {"image": "r.example/pre:1", "base_image": BASE})
     result = runner.invoke(cli, ["sidecar", "build", "-f", str(path)])
     assert result.exit_code == 2 and "sidecar.repository: is required to build" in result.stderr
@@ -460,7 +488,7 @@ def test_build_requires_a_repository(runner: CliRunner, tmp_path: Path, jax_vers
 EXAMPLE = REPO / "examples" / "data_parallel" / "sidecar"
 
 
-def test_example_sidecar_dockerfile(runner: CliRunner, jax_version: str) -> None:
+def test_example_sidecar_dockerfile(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["sidecar", "dockerfile", "-f", str(EXAMPLE / "job.yaml"), "--sidecar-python", "3.11"])
     assert result.exit_code == 0, result.output
     steps = instructions(result.stdout)

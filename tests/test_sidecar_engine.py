@@ -1,7 +1,7 @@
 """Sidecar builds against a real Docker engine and the local registry on 127.0.0.1:5000.
 
 The engine is the one DOCKER_HOST names, or one this module starts with scripts/docker-services.sh. Without
-docker installed (or without root) the tests skip with the reason; with CI=true they fail instead.
+docker installed (or without root) the tests skip with the reason; with CI=true they fail (tests/services.py).
 
 No image can be pulled here, so the base is a busybox-static rootfs imported with `docker import` that imitates
 the colocated-Python base: /opt/venv/server_constraints.txt, an entrypoint, and a stand-in /opt/venv/bin/pip (a
@@ -31,13 +31,13 @@ from pwdeploy.config import installed_jax_version, load_job
 from pwdeploy.images import pin
 from pwdeploy.images import sidecar as spec
 from tests.conftest import REPO
+from tests.services import unavailable
 
 pytestmark = pytest.mark.docker
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 REGISTRY = "127.0.0.1:5000"
 SCRIPT = REPO / "scripts" / "docker-services.sh"
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 
 FAKE_PIP = """#!/bin/sh
 # Stand-in for pip in the test base image: records its arguments and the requirements it is given.
@@ -54,12 +54,6 @@ while [ $# -gt 0 ]; do
 done
 """
 ENTRYPOINT = '#!/bin/sh\necho "stand-in colocated-python server: $*"\n'
-
-
-def _unavailable(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(f"CI=true but {reason}")
-    pytest.skip(reason)
 
 
 def _docker(env: dict[str, str], *args: str, stdin: bytes | None = None) -> str:
@@ -84,20 +78,22 @@ def docker_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     env = dict(os.environ)
     started: Path | None = None
     if shutil.which("docker") is None:
-        _unavailable("the docker CLI is not installed (apt-get install docker.io)")
+        unavailable("the docker CLI is not installed (apt-get install docker.io)")
     if not env.get("DOCKER_HOST"):
         missing = [tool for tool in ("dockerd", "docker-registry") if shutil.which(tool) is None]
         if missing:
-            _unavailable(f"{', '.join(missing)} not installed (apt-get install docker.io docker-registry)")
+            unavailable(f"{', '.join(missing)} not installed (apt-get install docker.io docker-registry)")
         if os.geteuid() != 0:
-            _unavailable("starting dockerd needs root; or set DOCKER_HOST to a running engine")
+            unavailable("starting dockerd needs root; or set DOCKER_HOST to a running engine")
         started = tmp_path_factory.mktemp("docker")
         result = subprocess.run(["bash", str(SCRIPT), "start", str(started)], capture_output=True, text=True)
         assert result.returncode == 0, f"{SCRIPT} start failed:\n{result.stderr}"
         env["DOCKER_HOST"] = result.stdout.strip().rsplit("=", 1)[1]
     check = subprocess.run(["docker", "version"], env=env, capture_output=True, text=True)
-    assert check.returncode == 0, f"no engine at DOCKER_HOST={env['DOCKER_HOST']}: {check.stderr}"
-    assert _registry_up(), f"no registry on {REGISTRY} (scripts/docker-services.sh start runs one)"
+    if check.returncode != 0:
+        unavailable(f"no Docker engine answers at DOCKER_HOST={env['DOCKER_HOST']}: {check.stderr.strip()[-300:]}")
+    if not _registry_up():
+        unavailable(f"no registry on {REGISTRY} (scripts/docker-services.sh start runs one)")
     yield env
     if started is not None:
         subprocess.run(["bash", str(SCRIPT), "stop", str(started)], capture_output=True, check=False)
@@ -118,7 +114,7 @@ def base_image(docker_env: dict[str, str]) -> str:
     """A tiny stand-in for the colocated-Python base, tagged like the real one for this Python and JAX."""
     busybox = Path(shutil.which("busybox") or "/bin/busybox")
     if not busybox.exists() or not _is_static_elf(busybox):
-        _unavailable("a static busybox is needed for the test base image (apt-get install busybox-static)")
+        unavailable("a static busybox is needed for the test base image (apt-get install busybox-static)")
     tag = f"pwdeploy-test/sidecar-base:20260101-python_{PY}-jax_{installed_jax_version() or '0.10.2'}"
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
@@ -155,12 +151,18 @@ def project(tmp_path: Path, base_image: str) -> Path:
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text(f"MARKER = {marker!r}\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     data: dict[str, Any] = {
-        "name": "sc-engine", "headless": True, "tpu": {"type": "v5p-8"}, "storage": {"scratch": "gs://bkt/s"},
+        "name": "sc-engine",
+        "headless": True,
+        "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"},
         "sidecar": {
-            "repository": f"{REGISTRY}/pwdeploy-test/sidecar-{marker[:8]}", "base_image": base_image,
-            "source_dir": "src", "requirements": "requirements.txt", "pip_args": ["--no-index"],
+            "repository": f"{REGISTRY}/pwdeploy-test/sidecar-{marker[:8]}",
+            "base_image": base_image,
+            "source_dir": "src",
+            "requirements": "requirements.txt",
+            "pip_args": ["--no-index"],
         },
-    }  # fmt: skip
+    }
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
     return tmp_path
 
@@ -185,9 +187,11 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
     _docker(docker_env, "pull", image)
     labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
     assert labels == {
-        "dev.pwdeploy.version": "0.1.0", "dev.pwdeploy.jax-version": job.pathways_version,
-        "dev.pwdeploy.python-version": PY, "dev.pwdeploy.inputs-hash": found.inputs_hash,
-    }  # fmt: skip
+        "dev.pwdeploy.version": "0.1.0",
+        "dev.pwdeploy.jax-version": job.pathways_version,
+        "dev.pwdeploy.python-version": PY,
+        "dev.pwdeploy.inputs-hash": found.inputs_hash,
+    }
     served = _docker(docker_env, "run", "--rm", "--network", "none", image)
     assert served.strip() == "stand-in colocated-python server: --serve", "the base entrypoint and cmd are kept"
     script = "cat /app/mypkg/__init__.py; cat /opt/venv/pip-calls.log; echo PYTHONPATH=$PYTHONPATH"

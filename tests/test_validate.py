@@ -154,9 +154,11 @@ def test_other_kinds_and_several_objects() -> None:
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}}
     assert validate_objects([config_map, jobset()]) == []
     bad_pod = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "i:1", "restartPolicy": "Always", "imagePull": "x"}]},
-    }  # fmt: skip
+    }
     assert validate_objects([bad_pod]) == [
         "Pod/p: spec.containers[0].imagePull: unknown field; did you mean 'imagePullPolicy'?",
         "Pod/p: spec.containers[0].restartPolicy: only initContainers may set restartPolicy (Always makes a native "
@@ -532,11 +534,13 @@ def test_unsupported_kubernetes_version(version: str) -> None:
         ),
         (
             {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": "q"}},
-            ["LocalQueue/q: kind: no schema is known for LocalQueue in kueue.x-k8s.io/v1beta1 at Kubernetes 1.31, "
-             "so it cannot be checked"],
+            [
+                "LocalQueue/q: kind: no schema is known for LocalQueue in kueue.x-k8s.io/v1beta1 at Kubernetes 1.31, "
+                "so it cannot be checked"
+            ],
         ),
     ],
-)  # fmt: skip
+)
 def test_envelope_problems(obj: Any, expected: list[str]) -> None:
     assert validate_objects([obj]) == expected
 

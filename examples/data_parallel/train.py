@@ -176,7 +176,8 @@ def loss_fn(params: dict[str, Any], x: Any, y: Any) -> Any:
 def sgd(params: dict[str, Any], grads: dict[str, Any], lr: float) -> dict[str, Any]:
     import jax
 
-    return jax.tree.map(lambda p, g: p - lr * g, params, grads)
+    updated: dict[str, Any] = jax.tree.map(lambda p, g: p - lr * g, params, grads)
+    return updated
 
 
 def jit_trainer(params: dict[str, Any], lr: float, slices: bool) -> tuple[Any, Any, Any, Any]:
@@ -250,11 +251,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         mesh = Mesh(np.array(jax.devices()), ("data",))
         shard = args.batch // devices
         specs = [jax.ShapeDtypeStruct((devices, shard, n), np.float32) for n in (FEATURES, 1)]
-        place = lambda x, y: (per_device(x), per_device(y))  # noqa: E731
+
+        def place(x: Any, y: Any) -> tuple[Any, Any]:
+            return per_device(x), per_device(y)
+
     else:
         step_fn, params, by_example, mesh = jit_trainer(params, args.lr, slices=runtime.slice_count(jax.devices()) > 1)
         specs = [jax.ShapeDtypeStruct((args.batch, n), np.float32, sharding=by_example) for n in (FEATURES, 1)]
-        place = lambda x, y: (jax.device_put(x, by_example), jax.device_put(y, by_example))  # noqa: E731
+
+        def place(x: Any, y: Any) -> tuple[Any, Any]:
+            return jax.device_put(x, by_example), jax.device_put(y, by_example)
 
     start = time.perf_counter()
     step = step_fn.lower(params, *specs).compile()  # compiled once, ahead of the loop, to time it

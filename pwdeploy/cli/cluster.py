@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
 from pwdeploy.errors import ConfigError, PreflightError
 
 if TYPE_CHECKING:
@@ -32,15 +32,12 @@ def cluster_options(func: F) -> F:
 
 
 def namespace_option(func: F) -> F:
-    return click.option("-n", "--namespace", default=None,
-                        help="Namespace (default: the context's namespace).")(func)  # fmt: skip
+    return click.option("-n", "--namespace", default=None, help="Namespace (default: the context's namespace).")(func)
 
 
 def _clock() -> Clock | None:
     """The clock the caller passed in the click context object (``obj={"clock": ...}``); None: the system's."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.find_root().obj if ctx is not None else None
-    clock: Clock | None = obj.get("clock") if isinstance(obj, dict) else None
+    clock: Clock | None = seam("clock")
     return clock
 
 
@@ -51,9 +48,13 @@ def _connect(kubeconfig: Path | None, context: str | None) -> Kube:
 
 
 def with_cluster_rows(
-    report: PreflightReport, job: JobConfig, *, kube: Kube | None = None, kubeconfig: Path | None = None,
+    report: PreflightReport,
+    job: JobConfig,
+    *,
+    kube: Kube | None = None,
+    kubeconfig: Path | None = None,
     context: str | None = None,
-) -> PreflightReport:  # fmt: skip
+) -> PreflightReport:
     """``report`` with the cluster readiness rows first (``preflight --cluster`` and ``submit``); without ``kube``,
     the cluster is found from ``kubeconfig`` and ``context``."""
     import dataclasses
@@ -92,9 +93,17 @@ def with_cluster_rows(
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
 @click.option("--skip-preflight", is_flag=True, help="Skip the preflight checks (cluster readiness, GCS, images).")
 def submit(
-    namespace_alias: str | None, kubeconfig: Path | None, context: str | None, dry_run: str, wait: str | None,
-    timeout: float | None, replace: bool, yes: bool, skip_preflight: bool, **params: Any,
-) -> None:  # fmt: skip
+    namespace_alias: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    dry_run: str,
+    wait: str | None,
+    timeout: float | None,
+    replace: bool,
+    yes: bool,
+    skip_preflight: bool,
+    **params: Any,
+) -> None:
     """Render, check and submit a job as a JobSet (server-side apply, field manager pwdeploy).
 
     Submitting the same config again changes nothing; a different config under the same name needs --replace.
@@ -123,9 +132,13 @@ def submit(
     if not skip_preflight:
         _preflight(job, kube)
     outcome = sub.submit(
-        kube, marked, dry_run=mode, replace=replace, confirm=lambda q: yes or click.confirm(q, default=False, err=True),
+        kube,
+        marked,
+        dry_run=mode,
+        replace=replace,
+        confirm=lambda q: yes or click.confirm(q, default=False, err=True),
         on_progress=lambda line: click.echo(line, err=True),
-    )  # fmt: skip
+    )
     click.echo(outcome.describe(mode))
     if mode is not sub.DryRun.NONE:
         return
@@ -217,8 +230,15 @@ def list_jobs(namespace: str | None, all_namespaces: bool, kubeconfig: Path | No
     rows = [("NAMESPACE", "NAME", "STATE", "SLICES", "AGE")]
     for obj in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
         meta = obj["metadata"]
-        rows.append((meta.get("namespace", ""), meta["name"], job_state(obj).phase, slices_text(obj),
-                     age(meta.get("creationTimestamp"), now)))  # fmt: skip
+        rows.append(
+            (
+                meta.get("namespace", ""),
+                meta["name"],
+                job_state(obj).phase,
+                slices_text(obj),
+                age(meta.get("creationTimestamp"), now),
+            )
+        )
     click.echo(table([row if ns is None else row[1:] for row in rows]))
 
 
@@ -244,8 +264,10 @@ def status(name: str, namespace: str | None, kubeconfig: Path | None, context: s
     conditions = (obj.get("status") or {}).get("conditions") or []
     if conditions:
         rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
-        rows += [(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")),
-                  str(c.get("message", ""))) for c in conditions]  # fmt: skip
+        rows += [
+            (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
+            for c in conditions
+        ]
         click.echo("\n" + table(rows))
     if pods:
         ordered = sorted(pods, key=lambda p: (pod_group(p), p["metadata"].get("name", "")))
@@ -262,9 +284,13 @@ def status(name: str, namespace: str | None, kubeconfig: Path | None, context: s
 @click.command()
 @click.argument("name")
 @namespace_option
-@click.option("--component", type=click.Choice(["main", "proxy", "rm", "worker", "sidecar"]), default="main",
-              show_default=True, help="Container to read: the user's program, IFRT proxy, resource manager, "
-              "TPU worker or colocated-Python sidecar.")  # fmt: skip
+@click.option(
+    "--component",
+    type=click.Choice(["main", "proxy", "rm", "worker", "sidecar"]),
+    default="main",
+    show_default=True,
+    help="Container to read: the user's program, IFRT proxy, resource manager, TPU worker or colocated-Python sidecar.",
+)
 @click.option("--slice", "slice_index", type=click.IntRange(min=0), default=None, help="Worker slice (default 0).")
 @click.option("--host", type=click.IntRange(min=0), default=None, help="Worker host in the slice (default 0).")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
@@ -272,17 +298,26 @@ def status(name: str, namespace: str | None, kubeconfig: Path | None, context: s
 @click.option("-p", "--previous", is_flag=True, help="The previous (restarted) container's logs.")
 @cluster_options
 def logs(
-    name: str, namespace: str | None, component: str, slice_index: int | None, host: int | None, follow: bool,
-    tail: int | None, previous: bool, kubeconfig: Path | None, context: str | None,
-) -> None:  # fmt: skip
+    name: str,
+    namespace: str | None,
+    component: str,
+    slice_index: int | None,
+    host: int | None,
+    follow: bool,
+    tail: int | None,
+    previous: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+) -> None:
     """Print a job's container logs (`-f` follows them, as in kubectl)."""
     from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_lines
 
     if name.endswith((".yaml", ".yml", ".json")) or Path(name).exists():
         raise ConfigError(
-            None, f"{name!r} looks like a file, but logs takes the job's name (-f means --follow, as in kubectl)",
+            None,
+            f"{name!r} looks like a file, but logs takes the job's name (-f means --follow, as in kubectl)",
             hint="pwdeploy logs JOB_NAME -f  (the name is the config's `name`; `pwdeploy list` shows them)",
-        )  # fmt: skip
+        )
     if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
         flag = "--slice" if slice_index is not None else "--host"
         raise ConfigError(None, f"applies to --component worker or sidecar, not {component}", source=flag)
@@ -309,12 +344,16 @@ def delete(
     kube = _connect(kubeconfig, context)
     ns = namespace or kube.namespace
     if not js.is_managed(js.require_jobset(kube, ns, name)):
-        raise ClusterError(f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",
-                           hint="delete it with the tool that created it")  # fmt: skip
+        raise ClusterError(
+            f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",
+            hint="delete it with the tool that created it",
+        )
     if not yes and not click.confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now.", err=True):
         raise PwdeployError("not deleted")
     js.delete_jobset(kube, ns, name)
     if wait and not js.wait_gone(kube, ns, name):
-        raise ClusterError(f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s",
-                           hint=f"look for stuck pods or finalizers: pwdeploy status {name} -n {ns}")  # fmt: skip
+        raise ClusterError(
+            f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s",
+            hint=f"look for stuck pods or finalizers: pwdeploy status {name} -n {ns}",
+        )
     click.echo(f"jobset {name} deleted" if wait else f"jobset {name} deletion requested (pods stop in the background)")

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
 from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, plan, without_compile_cache
@@ -26,7 +26,9 @@ def local() -> None:
 
 
 def _cores() -> int:
-    return len(os.sched_getaffinity(0))
+    """The CPU cores this process may use; a caller may pass the count in the click context (``obj["cores"]``)."""
+    cores: int | None = seam("cores")
+    return cores if cores is not None else len(os.sched_getaffinity(0))
 
 
 def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, LocalPlan]:

@@ -55,9 +55,15 @@ def job_options(func: F) -> F:
     for field in reversed([f for f in FIELDS if f.flag]):
         func = _option(field)(func)
     return click.option(
-        "-f", "--file", FILE_PARAM, type=click.Path(dir_okay=False, path_type=Path), default=None,
-        envvar="PWDEPLOY_FILE", metavar="FILE", help="Job config YAML file [env PWDEPLOY_FILE]",
-    )(func)  # fmt: skip
+        "-f",
+        "--file",
+        FILE_PARAM,
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        envvar="PWDEPLOY_FILE",
+        metavar="FILE",
+        help="Job config YAML file [env PWDEPLOY_FILE]",
+    )(func)
 
 
 def overrides_from(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -84,6 +90,14 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
     return {key: params.pop(key) for key in list(params) if key.startswith(_PARAM_PREFIX)}
 
 
+def seam(name: str) -> Any:
+    """The seam ``name`` a caller passed in the click context object (``obj={"clock": ..., "installed_jax": ...,
+    "cores": ...}``, as tests do); None: the real one."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return obj.get(name) if isinstance(obj, dict) else None
+
+
 def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobConfig:
     """The validated job from ``-f`` and the flags; errors name the flag, variable or file that set a bad value.
 
@@ -94,7 +108,7 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
     file = params.get(FILE_PARAM)
     if file is None and not overrides:
         raise ConfigError(None, "no job config given (-f FILE or flags)", hint="e.g. pwdeploy render -f job.yaml")
-    job = load_job(file, overrides, sources=sources)
+    job = load_job(file, overrides, sources=sources, installed_jax=seam("installed_jax"))
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
 

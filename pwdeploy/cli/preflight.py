@@ -19,16 +19,30 @@ from pwdeploy.errors import ConfigError, PreflightError
 @click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True, help="Report format"
 )
-@click.option("--region", default=None, envvar="PWDEPLOY_REGION", help="The cluster's GCP region, e.g. us-central1 "
-              "(buckets elsewhere get a warning) [env PWDEPLOY_REGION]")  # fmt: skip
-@click.option("--cluster", "check_cluster", is_flag=True, help="Also check that the cluster can run the job "
-              "(Kubernetes version, JobSet, namespace, queue, TPU and head capacity, RBAC, Secrets).")  # fmt: skip
+@click.option(
+    "--region",
+    default=None,
+    envvar="PWDEPLOY_REGION",
+    help="The cluster's GCP region, e.g. us-central1 (buckets elsewhere get a warning) [env PWDEPLOY_REGION]",
+)
+@click.option(
+    "--cluster",
+    "check_cluster",
+    is_flag=True,
+    help="Also check that the cluster can run the job "
+    "(Kubernetes version, JobSet, namespace, queue, TPU and head capacity, RBAC, Secrets).",
+)
 @click.option("--no-gcs", is_flag=True, help="Skip the GCS checks (with --cluster).")
 @cluster_options
 def preflight(
-    output: str, region: str | None, check_cluster: bool, no_gcs: bool, kubeconfig: Path | None,
-    context: str | None, **kwargs: Any,
-) -> None:  # fmt: skip
+    output: str,
+    region: str | None,
+    check_cluster: bool,
+    no_gcs: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    **kwargs: Any,
+) -> None:
     """Check every GCS location of the job (bucket, permissions, lifecycle rules, region, a probe object) and that
     every image it references exists in its registry (proxy, server, main, sidecar); with --cluster, also whether
     the cluster can run it.

@@ -186,9 +186,15 @@ class Kube:
                 self.clock.sleep(self.retry.delay(attempt, _retry_after(exc)))
 
     def _send_once(
-        self, method: str, path: str, query: Sequence[tuple[str, str]], body: Any, content_type: str | None,
-        accept: str, stream: bool,
-    ) -> Any:  # fmt: skip
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        body: Any,
+        content_type: str | None,
+        accept: str,
+        stream: bool,
+    ) -> Any:
         from kubernetes.client.exceptions import ApiException
 
         headers = {"Accept": accept}
@@ -197,9 +203,13 @@ class Kube:
         elif body is not None:
             headers["Content-Type"] = "application/json"
         method, url, headers, body, post = self.api_client.param_serialize(
-            method=method, resource_path=path, query_params=list(query), header_params=headers, body=body,
+            method=method,
+            resource_path=path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
             auth_settings=["BearerToken"],
-        )  # fmt: skip
+        )
         timeout = (self.timeout[0], None) if stream else self.timeout
         response = self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
         if not 200 <= response.status < 300:

@@ -60,9 +60,13 @@ def apply_jobset(kube: Kube, obj: Object, *, dry_run: bool) -> Object:
     if dry_run:
         query.append(("dryRun", "All"))
     applied: Object = kube.request(
-        Action("patch", JOBSETS, namespace, name), "PATCH", JOBSETS.path(namespace, name),
-        query=query, body=obj, content_type=APPLY_PATCH,
-    )  # fmt: skip
+        Action("patch", JOBSETS, namespace, name),
+        "PATCH",
+        JOBSETS.path(namespace, name),
+        query=query,
+        body=obj,
+        content_type=APPLY_PATCH,
+    )
     return applied
 
 

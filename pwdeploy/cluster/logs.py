@@ -40,10 +40,14 @@ def find_pod(kube: Kube, namespace: str, name: str, component: str, slice_index:
     names = [c.get("name") for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]]
     if container not in names:
         if component == "main":
-            raise ClusterError(f"job {name} runs headless: it has no main container",
-                               hint="read the IFRT proxy's logs with --component proxy")  # fmt: skip
-        raise ClusterError(f"pod {pod['metadata']['name']} has no {container} container (containers: "
-                           f"{', '.join(str(n) for n in names)})")  # fmt: skip
+            raise ClusterError(
+                f"job {name} runs headless: it has no main container",
+                hint="read the IFRT proxy's logs with --component proxy",
+            )
+        raise ClusterError(
+            f"pod {pod['metadata']['name']} has no {container} container (containers: "
+            f"{', '.join(str(n) for n in names)})"
+        )
     return str(pod["metadata"]["name"])
 
 

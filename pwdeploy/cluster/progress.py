@@ -145,11 +145,18 @@ def _summed(groups: list[GroupProgress]) -> list[str]:
 
 def slices_text(jobset: Object) -> str:
     """``ready/total`` worker slices, from the JobSet status."""
-    replicas = next((int(rj.get("replicas", 1)) for rj in jobset.get("spec", {}).get("replicatedJobs") or []
-                     if rj.get("name") == WORKER_JOB), 0)  # fmt: skip
+    replicas = next(
+        (
+            int(rj.get("replicas", 1))
+            for rj in jobset.get("spec", {}).get("replicatedJobs") or []
+            if rj.get("name") == WORKER_JOB
+        ),
+        0,
+    )
     status = jobset.get("status") or {}
-    ready = next((int(s.get("ready") or 0) for s in status.get("replicatedJobsStatus") or []
-                  if s.get("name") == WORKER_JOB), 0)  # fmt: skip
+    ready = next(
+        (int(s.get("ready") or 0) for s in status.get("replicatedJobsStatus") or [] if s.get("name") == WORKER_JOB), 0
+    )
     return f"{ready}/{replicas}"
 
 
@@ -186,8 +193,10 @@ def _pod_state(status: dict[str, Any], statuses: list[dict[str, Any]]) -> str:
         terminated = (s.get("state") or {}).get("terminated") or {}
         if terminated.get("exitCode"):
             return f"{terminated.get('reason', 'Error')} (exit {terminated['exitCode']})"
-    unscheduled = next((c for c in status.get("conditions") or []
-                        if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)  # fmt: skip
+    unscheduled = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled" and c.get("status") == "False"),
+        None,
+    )
     if unscheduled is not None:
         return f"Unschedulable: {unscheduled.get('message', '')}".rstrip(": ")
     return str(status.get("phase", "Pending"))

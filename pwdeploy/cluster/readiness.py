@@ -52,9 +52,15 @@ TPU_RESOURCE = "google.com/tpu"
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"  # a Secret's metadata, no data
 # What submit, status, logs and delete need, in the job's namespace.
 NEEDED: tuple[tuple[str, Resource], ...] = (
-    ("create", JOBSETS), ("patch", JOBSETS), ("get", JOBSETS), ("delete", JOBSETS),
-    ("get", PODS), ("list", PODS), ("get", POD_LOGS), ("list", EVENTS),
-)  # fmt: skip
+    ("create", JOBSETS),
+    ("patch", JOBSETS),
+    ("get", JOBSETS),
+    ("delete", JOBSETS),
+    ("get", PODS),
+    ("list", PODS),
+    ("get", POD_LOGS),
+    ("list", EVENTS),
+)
 CHECKS = ("jobset-api", "namespace", "queue", "tpu-capacity", "head-capacity", "permissions")
 
 

@@ -104,10 +104,13 @@ def _lifecycle_row(facts: BucketFacts, uri: str, ctx: Context) -> CheckResult:
         return CheckResult(uri, fields, "lifecycle", Status.OK, detail)
     if used >= LIFECYCLE_RULE_CAP:
         return CheckResult(
-            uri, fields, "lifecycle", Status.FAILED,
+            uri,
+            fields,
+            "lifecycle",
+            Status.FAILED,
             f"{used} of {LIFECYCLE_RULE_CAP} lifecycle rules used; the compile cache needs one free to set its TTL",
             f"delete unused rules or share a bucket that has room, {OLM_ESCAPE}",
-        )  # fmt: skip
+        )
     detail = f"{used} of {LIFECYCLE_RULE_CAP} rules used; room for the compile cache's TTL rule"
     return CheckResult(uri, fields, "lifecycle", Status.OK, detail)
 
@@ -123,14 +126,20 @@ def _region_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Cont
         return CheckResult(uri, fields, "region", Status.OK, f"bucket in {ctx.region}, the cluster's region")
     fix = f"use a bucket in {ctx.region}"
     if _multi_region_holds(location, ctx.region):
-        detail = (f"bucket in the {location} multi-region, which includes {ctx.region}: no cross-region charge, "
-                  f"but a regional bucket in {ctx.region} answers with less latency")  # fmt: skip
+        detail = (
+            f"bucket in the {location} multi-region, which includes {ctx.region}: no cross-region charge, "
+            f"but a regional bucket in {ctx.region} answers with less latency"
+        )
         return CheckResult(uri, fields, "region", Status.WARN, detail, fix)
     kind = f" ({facts.meta.location_type})" if facts.meta.location_type else ""
     return CheckResult(
-        uri, fields, "region", Status.WARN,
-        f"bucket in {location}{kind}, cluster in {ctx.region}: cross-region traffic adds latency and cost", fix,
-    )  # fmt: skip
+        uri,
+        fields,
+        "region",
+        Status.WARN,
+        f"bucket in {location}{kind}, cluster in {ctx.region}: cross-region traffic adds latency and cost",
+        fix,
+    )
 
 
 # The GCS multi-regions and the prefix of the regions each one spans.

@@ -57,9 +57,14 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
         return BuildResult(tag, built=built, verified=verified)
     digest = engine.push(tag, progress)
     entry = lock.LockEntry(
-        repository=target.repository, tag=tag, digest=digest, inputs_hash=inputs.inputs_hash,
-        base_image=inputs.base_image, jax_version=inputs.jax_version, python_version=inputs.python_version,
-    )  # fmt: skip
+        repository=target.repository,
+        tag=tag,
+        digest=digest,
+        inputs_hash=inputs.inputs_hash,
+        base_image=inputs.base_image,
+        jax_version=inputs.jax_version,
+        python_version=inputs.python_version,
+    )
     try:
         lock.record(target.lock_path, target.job_name, entry)
     except OSError as exc:

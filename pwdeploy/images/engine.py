@@ -169,8 +169,9 @@ class DockerCli:
 
     def run(self, ref: str, command: list[str]) -> RunResult:
         """Run ``command`` in a throw-away container of the image, without network."""
-        result = self._run(["run", "--rm", "--network", "none", "--entrypoint", command[0], ref, *command[1:]],
-                           timeout=300)  # fmt: skip
+        result = self._run(
+            ["run", "--rm", "--network", "none", "--entrypoint", command[0], ref, *command[1:]], timeout=300
+        )
         return RunResult(result.returncode, result.stdout, result.stderr)
 
     def remove(self, ref: str) -> None:
@@ -192,9 +193,14 @@ class DockerCli:
     def _stream(self, args: list[str], log: BuildLog, stdin: IO[bytes] | None = None) -> int:
         try:
             proc = subprocess.Popen(
-                [self.binary, *args], env=self.env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True, errors="replace",
-            )  # fmt: skip
+                [self.binary, *args],
+                env=self.env,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
         except FileNotFoundError:
             raise self._no_cli() from None
         assert proc.stdout is not None

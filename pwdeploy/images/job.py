@@ -71,10 +71,14 @@ def collect(job: JobConfig, config_file: Path | None = None) -> inputs.ImageInpu
     base = base_image(job)
     official = _OFFICIAL_PYTHON.fullmatch(base)
     return inputs.assemble(
-        TEMPLATE, values, blocks, tuple(files),
-        base_image=base, python_version=official.group(1) if official else client_python(job),
+        TEMPLATE,
+        values,
+        blocks,
+        tuple(files),
+        base_image=base,
+        python_version=official.group(1) if official else client_python(job),
         jax_version=job.pathways_version,
-    )  # fmt: skip
+    )
 
 
 def target(job: JobConfig) -> Target:

@@ -20,24 +20,44 @@ def pin_pushed(job: JobConfig, config_file: Path | None = None) -> tuple[JobConf
     """The job with every pushed image pinned, and the warnings about recorded images that are stale."""
     warnings: list[str] = []
     if job.sidecar.repository is not None and job.sidecar.image is None:
-        image = _pushed(job, sidecar.lock_path(job), job.sidecar.repository, lambda: sidecar.collect(job).inputs_hash,
-                        "sidecar", "sidecar", "sidecar.image", warnings)  # fmt: skip
+        image = _pushed(
+            job,
+            sidecar.lock_path(job),
+            job.sidecar.repository,
+            lambda: sidecar.collect(job).inputs_hash,
+            "sidecar",
+            "sidecar",
+            "sidecar.image",
+            warnings,
+        )
         if image is not None:
             job = job._replace(sidecar=job.sidecar._replace(image=image))
     if not job.headless and job.image.repository is not None and job.main.image is None:
-        image = _pushed(job, job_image.lock_path(job), job.image.repository,
-                        lambda: job_image.collect(job, config_file).inputs_hash, "job image", "image", "main.image",
-                        warnings)  # fmt: skip
+        image = _pushed(
+            job,
+            job_image.lock_path(job),
+            job.image.repository,
+            lambda: job_image.collect(job, config_file).inputs_hash,
+            "job image",
+            "image",
+            "main.image",
+            warnings,
+        )
         if image is not None:
             job = job._replace(main=job.main._replace(image=image))
     return job, warnings
 
 
 def _pushed(
-    job: JobConfig, path: Path, repository: str, current_hash: Callable[[], str], what: str, command: str,
+    job: JobConfig,
+    path: Path,
+    repository: str,
+    current_hash: Callable[[], str],
+    what: str,
+    command: str,
     field: str,
     warnings: list[str],
-) -> str | None:  # fmt: skip
+) -> str | None:
     entry = lock.entry_for(path, job.name, repository)
     if entry is None:
         return None

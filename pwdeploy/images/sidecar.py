@@ -115,9 +115,14 @@ def collect(job: JobConfig) -> inputs.ImageInputs:
     }
     blocks = {"requirements": job.sidecar.requirements is not None, "source": job.sidecar.source_dir is not None}
     return inputs.assemble(
-        TEMPLATE, values, blocks, tuple(files),
-        base_image=base_image(job), python_version=client_python(job), jax_version=job.pathways_version,
-    )  # fmt: skip
+        TEMPLATE,
+        values,
+        blocks,
+        tuple(files),
+        base_image=base_image(job),
+        python_version=client_python(job),
+        jax_version=job.pathways_version,
+    )
 
 
 def prepare(job: JobConfig, *, allow_base_mismatch: bool = False) -> inputs.ImageInputs:

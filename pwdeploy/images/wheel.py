@@ -47,9 +47,10 @@ def _package_files(root: Path) -> list[Path]:
     found = [
         path
         for path in root.rglob("*")
-        if path.is_file() and not _SKIPPED_DIRS.intersection(path.relative_to(root).parts)
+        if path.is_file()
+        and not _SKIPPED_DIRS.intersection(path.relative_to(root).parts)
         and not path.name.endswith(_SKIPPED_SUFFIXES)
-    ]  # fmt: skip
+    ]
     return sorted(found, key=lambda path: path.relative_to(root).as_posix())
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from importlib.util import find_spec
 from pathlib import Path
@@ -203,6 +203,7 @@ def plan(
     cwd: Path,
     cores: int,
     environ: Mapping[str, str] | None = None,
+    gcs_supported: Callable[[], bool] = gcs_cache_supported,
 ) -> LocalPlan:
     devices, warnings = device_count(job, cores)
     hlo_dir = local_hlo_dir(job)
@@ -213,7 +214,7 @@ def plan(
         notes.append(
             "TPU-only XLA flags are left out of local runs (the CPU backend does not know them): " + " ".join(dropped)
         )
-    if cache is not None and cache.startswith("gs://") and not gcs_cache_supported():
+    if cache is not None and cache.startswith("gs://") and not gcs_supported():
         warnings.append(
             f"local.compile_cache {cache} needs gcsfs (pip install gcsfs); without it JAX runs with no persistent cache"
         )

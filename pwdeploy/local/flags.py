@@ -5,9 +5,17 @@ from __future__ import annotations
 # Families of flags that only libtpu (or the Pathways/megascale runtime) defines. The open-source XLA in
 # jaxlib rejects them at start-up ("Unknown flags in XLA_FLAGS").
 TPU_ONLY_PREFIXES = (
-    "xla_tpu_", "xla_jf_", "xla_sc_", "xla_vf_", "xla_megascale_", "megascale_", "tpu_", "xla_enable_async_",
-    "xla_pf_", "xla_mosaic_on_device_checks",
-)  # fmt: skip
+    "xla_tpu_",
+    "xla_jf_",
+    "xla_sc_",
+    "xla_vf_",
+    "xla_megascale_",
+    "megascale_",
+    "tpu_",
+    "xla_enable_async_",
+    "xla_pf_",
+    "xla_mosaic_on_device_checks",
+)
 # TPU-only flags outside those families, as they appear in common TPU training recipes.
 TPU_ONLY_NAMES = frozenset(
     {

@@ -12,13 +12,31 @@ GENERATED_SUFFIX = 5  # the random suffix Kubernetes appends to pod names
 
 # Key order of the rendered pod specs and containers, however a variant step added the keys.
 POD_KEYS = (
-    "hostNetwork", "dnsPolicy", "restartPolicy", "nodeSelector", "tolerations", "serviceAccountName",
-    "priorityClassName", "terminationGracePeriodSeconds", "initContainers", "containers", "volumes",
-)  # fmt: skip
+    "hostNetwork",
+    "dnsPolicy",
+    "restartPolicy",
+    "nodeSelector",
+    "tolerations",
+    "serviceAccountName",
+    "priorityClassName",
+    "terminationGracePeriodSeconds",
+    "initContainers",
+    "containers",
+    "volumes",
+)
 CONTAINER_KEYS = (
-    "name", "image", "imagePullPolicy", "command", "args", "env", "ports", "resources", "volumeMounts",
-    "securityContext", "restartPolicy",
-)  # fmt: skip
+    "name",
+    "image",
+    "imagePullPolicy",
+    "command",
+    "args",
+    "env",
+    "ports",
+    "resources",
+    "volumeMounts",
+    "securityContext",
+    "restartPolicy",
+)
 
 
 def drop_none(**items: Any) -> Manifest:

@@ -79,11 +79,17 @@ def check_transfer_memory_fits(job: JobConfig) -> None:
     size = parse_quantity(job.head.transfer_shm_size, "head.transfer_shm_size", allow_zero=True)
     main_total = size + parse_quantity(job.main.shm_size, "main.shm_size")
     checks = (
-        (main_total, parse_quantity(job.main.memory, "main.memory"),
-         f"main.memory ({job.main.memory}) together with main.shm_size ({job.main.shm_size})"),
-        (size, parse_quantity(job.head.proxy_memory, "head.proxy_memory"),
-         f"head.proxy_memory ({job.head.proxy_memory})"),
-    )  # fmt: skip
+        (
+            main_total,
+            parse_quantity(job.main.memory, "main.memory"),
+            f"main.memory ({job.main.memory}) together with main.shm_size ({job.main.shm_size})",
+        ),
+        (
+            size,
+            parse_quantity(job.head.proxy_memory, "head.proxy_memory"),
+            f"head.proxy_memory ({job.head.proxy_memory})",
+        ),
+    )
     for needed, limit, what in checks:
         if needed >= limit:
             raise ConfigError(

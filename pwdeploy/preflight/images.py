@@ -81,8 +81,11 @@ def _missing_fix(ref: ImageRef, fields: tuple[str, ...]) -> str:
         command = "container images list-tags" if "gcr.io" in ref.registry else "artifacts docker tags list"
         steps.append(f"list the tags: gcloud {command} {ref.name}")
     if "images.server" in fields or "images.proxy_server" in fields:
-        flags = [flag for field, flag in (("images.server", "--server-image"),
-                 ("images.proxy_server", "--proxy-server-image")) if field in fields]  # fmt: skip
+        flags = [
+            flag
+            for field, flag in (("images.server", "--server-image"), ("images.proxy_server", "--proxy-server-image"))
+            if field in fields
+        ]
         steps.append(f"pin an existing one with {' / '.join(flags)} ({' / '.join(fields)})")
     if "sidecar.image" in fields:
         steps.append("push it: pwdeploy sidecar build --push (or correct sidecar.image)")
@@ -95,8 +98,10 @@ def _missing_fix(ref: ImageRef, fields: tuple[str, ...]) -> str:
 def _access_fix(ref: ImageRef, found: Lookup) -> str | None:
     if found.kind == "denied":
         if is_google_registry(ref.registry):
-            return (f"gcloud auth configure-docker {ref.registry.split('/')[0]} (or gcloud auth application-default "
-                    "login); reading needs roles/artifactregistry.reader")  # fmt: skip
+            return (
+                f"gcloud auth configure-docker {ref.registry.split('/')[0]} (or gcloud auth application-default "
+                "login); reading needs roles/artifactregistry.reader"
+            )
         return f"docker login {ref.registry}"
     if found.kind == "unreachable":
         return f"check network access to {ref.api_host}"
@@ -105,6 +110,10 @@ def _access_fix(ref: ImageRef, found: Lookup) -> str | None:
 
 def _unpushed_sidecar_row(job: JobConfig) -> CheckResult:
     return CheckResult(
-        job.sidecar.repository or "", ("sidecar.repository",), "image", Status.FAILED,
-        "no pushed sidecar image matches the current inputs", "pwdeploy sidecar build --push, or set sidecar.image",
-    )  # fmt: skip
+        job.sidecar.repository or "",
+        ("sidecar.repository",),
+        "image",
+        Status.FAILED,
+        "no pushed sidecar image matches the current inputs",
+        "pwdeploy sidecar build --push, or set sidecar.image",
+    )

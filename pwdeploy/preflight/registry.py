@@ -120,8 +120,10 @@ class _Conversation:
     def _answer(self, challenge: str) -> bool:
         """Earn an Authorization header for the challenge; False when there is nothing to answer it with."""
         scheme, _, params_text = challenge.strip().partition(" ")
-        params = {m.group(1).lower(): m.group(2) if m.group(2) is not None else m.group(3)
-                  for m in CHALLENGE_PARAM.finditer(params_text)}  # fmt: skip
+        params = {
+            m.group(1).lower(): m.group(2) if m.group(2) is not None else m.group(3)
+            for m in CHALLENGE_PARAM.finditer(params_text)
+        }
         basic = self._credentials(self.ref.registry)
         if scheme.lower() == "basic":
             if basic is None:

@@ -35,10 +35,22 @@ ANNOTATIONS = frozenset(
 )
 CHECKED = frozenset(
     {
-        "type", "properties", "additionalProperties", "required", "items", "enum", "const", "$ref",
-        "oneOf", "anyOf", "allOf", "minimum", "maximum", "maxItems",
+        "type",
+        "properties",
+        "additionalProperties",
+        "required",
+        "items",
+        "enum",
+        "const",
+        "$ref",
+        "oneOf",
+        "anyOf",
+        "allOf",
+        "minimum",
+        "maximum",
+        "maxItems",
     }
-)  # fmt: skip
+)
 TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 _LOCAL_REF = re.compile(r"#/\$defs/([^/~]+)")
 # Python classes of the JSON types; integer and number are tested apart because bool subclasses int.

@@ -15,9 +15,16 @@ from pwdeploy.validation.problems import Problem, child, duplicates, items, mapp
 
 _VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
 _FIELD_PATHS = (
-    "metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
-    "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs",
-)  # fmt: skip
+    "metadata.name",
+    "metadata.namespace",
+    "metadata.uid",
+    "spec.nodeName",
+    "spec.serviceAccountName",
+    "status.hostIP",
+    "status.hostIPs",
+    "status.podIP",
+    "status.podIPs",
+)
 _LABEL_FIELD = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
 _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 

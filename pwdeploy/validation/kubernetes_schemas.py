@@ -54,10 +54,13 @@ def kubernetes_versions() -> tuple[tuple[int, int], ...]:
     return tuple(sorted(found))
 
 
-def kind_schema(version: tuple[int, int], api_version: str, kind: str) -> tuple[Schema, dict[str, Schema]] | None:
+def kind_schema(
+    version: tuple[int, int], api_version: str, kind: str, *, root: Path | None = None
+) -> tuple[Schema, dict[str, Schema]] | None:
     """The stripped schema of ``kind`` in ``api_version`` and the definitions it may refer to; None when
-    kubernetes-validate ships no schema for it. PwdeployError when the schema uses JSON Schema the checker lacks."""
-    store = _store(version)
+    kubernetes-validate ships no schema for it. PwdeployError when the schema uses JSON Schema the checker lacks.
+    ``root`` is the schema folder (default: kubernetes-validate's)."""
+    store = _store(version, root or schema_root())
     try:
         return store.kind(api_version, kind)
     except UnsupportedSchema as exc:
@@ -93,8 +96,8 @@ def _definition_ref(target: str) -> str:
 
 
 @functools.cache
-def _store(version: tuple[int, int]) -> _Store:
-    folder = schema_root() / f"v{version[0]}.{version[1]}.0-local-strict"
+def _store(version: tuple[int, int], root: Path) -> _Store:
+    folder = root / f"v{version[0]}.{version[1]}.0-local-strict"
     directory = cache_dir()
     store = _Store(folder, _source_stamp(folder))
     if directory is not None:
