@@ -1,7 +1,8 @@
 """Helpers for job code, the same locally and on Pathways.
 
-Import cost matters here: this module imports only the standard library (and pwdeploy.identifiers, which imports nothing) at import time; jax is imported by
-the functions that build device meshes, pathwaysutils only when the job runs on Pathways.
+Import cost matters here: this module imports only the standard library (and pwdeploy.identifiers, which imports
+nothing) at import time; jax is imported by the functions that build device meshes, pathwaysutils only when the
+job runs on Pathways.
 """
 
 from __future__ import annotations
