@@ -242,7 +242,7 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
             errors.append(exc)
             parsed[field.path] = _BAD
     for inputs, check in checks(installed_jax, base_dir):
-        if any(parsed[path] is _BAD for path in inputs):
+        if any(parsed.get(path, _BAD) is _BAD for path in inputs):  # also what a failed check would have made
             continue
         try:
             parsed.update(check(parsed) or {})

@@ -13,6 +13,7 @@ from typing import Any
 
 from pwdeploy import catalog
 from pwdeploy.errors import ConfigError
+from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
 from pwdeploy.quantity import parse_quantity
 from pwdeploy.validation import names
 from pwdeploy.values import check_image_pinned, check_name, parse_gcs
@@ -40,6 +41,8 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("headless", "main.shm_size", "main.memory"), _main_shm),
         (("tpu.shm_size", "tpu.worker_memory"), _worker_shm),
         (("tpu.elastic_slices", "tpu.slices"), _elastic),
+        (("name", "tpu.slices", "tpu.slice"), _name_length),
+        (("headless", "head.transfer_shm_size", "main.shm_size", "main.memory", "head.proxy_memory"), _transfer),
     ]
 
 
@@ -191,3 +194,42 @@ def _check_fits(size: str, size_path: str, limit: str, limit_path: str) -> None:
             f"{size} does not fit inside {limit_path} ({limit}): /dev/shm is memory-backed and counts against "
             "the container's memory limit; lower it or raise the limit",
         )
+
+
+def _name_length(parsed: Mapping[str, Any]) -> None:
+    """The exact bound on the JobSet's name, from the longest pod name it will generate."""
+    suffix = names.longest_pod_name_suffix(HEAD_JOB, WORKER_JOB, parsed["tpu.slices"], parsed["tpu.slice"].vms)
+    bound = names.MAX_LABEL - len(suffix)
+    name = parsed["name"]
+    if len(name) > bound:
+        raise ConfigError(
+            "name",
+            f"{name!r} is {len(name)} characters; this job's longest pod name is '<name>{suffix}', which must fit "
+            f"in {names.MAX_LABEL}, so the name can be at most {bound} characters",
+        )
+
+
+def _transfer(parsed: Mapping[str, Any]) -> None:
+    """The client-proxy transfer directory is memory-backed and charged to both containers that mount it."""
+    size_text = parsed["head.transfer_shm_size"]
+    size = parse_quantity(size_text, "head.transfer_shm_size", allow_zero=True)
+    shm = parse_quantity(parsed["main.shm_size"], "main.shm_size")
+    if parsed["headless"] or size == 0 or shm >= parse_quantity(parsed["main.memory"], "main.memory"):
+        return  # nothing to share, or /dev/shm alone is too big (that check says so)
+    main_total = size + shm
+    limits = (
+        (
+            main_total,
+            parsed["main.memory"],
+            f"main.memory ({parsed['main.memory']}) together with main.shm_size ({parsed['main.shm_size']})",
+        ),
+        (size, parsed["head.proxy_memory"], f"head.proxy_memory ({parsed['head.proxy_memory']})"),
+    )
+    for needed, limit, what in limits:
+        if needed >= parse_quantity(limit, "memory"):
+            raise ConfigError(
+                "head.transfer_shm_size",
+                f"{size_text} does not fit inside {what}: the transfer directory is memory-backed and counts "
+                "against the memory limit of main and pathways-proxy",
+                hint="lower --transfer-shm-size (0 turns it off) or raise the memory limit",
+            )

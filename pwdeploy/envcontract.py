@@ -7,30 +7,31 @@ client-proxy transfer directory; local runs leave it out (there is no proxy to s
 
 from __future__ import annotations
 
+from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.identifiers import PROXY_PORT, TRANSFER_DIR
 
-DATA_WORKERS = "PWDEPLOY_DATA_WORKERS"
+DATA_WORKERS = ids.DATA_WORKERS_ENV
 
 
 def job_env(job: JobConfig, *, hlo_dump: str | None = None) -> dict[str, str]:
     """pwdeploy's env contract, in a stable order. ``hlo_dump`` replaces the GCS HLO location (local runs)."""
     tpu = job.tpu
     env = {
-        "PWDEPLOY_JOB_NAME": job.name,
+        ids.JOB_NAME_ENV: job.name,
         DATA_WORKERS: str(job.main.data_workers),
-        "PWDEPLOY_TPU_TYPE": tpu.slice.type_name,
-        "PWDEPLOY_TPU_TOPOLOGY": tpu.slice.topology,
-        "PWDEPLOY_NUM_SLICES": str(tpu.slices),
-        "PWDEPLOY_CHIPS_PER_SLICE": str(tpu.slice.chips),
-        "PWDEPLOY_NUM_DEVICES": str(tpu.total_chips),
-        "PWDEPLOY_PATHWAYS_VERSION": job.pathways_version,
+        ids.TPU_TYPE_ENV: tpu.slice.type_name,
+        ids.TPU_TOPOLOGY_ENV: tpu.slice.topology,
+        ids.NUM_SLICES_ENV: str(tpu.slices),
+        ids.CHIPS_PER_SLICE_ENV: str(tpu.slice.chips),
+        ids.NUM_DEVICES_ENV: str(tpu.total_chips),
+        ids.PATHWAYS_VERSION_ENV: job.pathways_version,
     }
     storage = job.storage
     optional = {
-        "PWDEPLOY_HLO_DUMP_DIR": hlo_dump or (storage.hlo_dump.uri if storage.hlo_dump else None),
-        "PWDEPLOY_PROFILE_DIR": storage.profiles.uri if storage.profiles else None,
-        "PWDEPLOY_CHECKPOINT_DIR": storage.checkpoints.uri if storage.checkpoints else None,
+        ids.HLO_DUMP_DIR_ENV: hlo_dump or (storage.hlo_dump.uri if storage.hlo_dump else None),
+        ids.PROFILE_DIR_ENV: storage.profiles.uri if storage.profiles else None,
+        ids.CHECKPOINT_DIR_ENV: storage.checkpoints.uri if storage.checkpoints else None,
     }
     env.update({k: v for k, v in optional.items() if v is not None})
     env.update(dict(job.main.env))

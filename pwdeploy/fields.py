@@ -10,6 +10,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
+from pwdeploy.identifiers import JOB_ENV_NAMES
+
 
 class Kind(Enum):
     STR = "string"
@@ -47,9 +49,11 @@ class Field(NamedTuple):
 
     @property
     def env_name(self) -> str | None:
+        """``PWDEPLOY_<FLAG>``, the flag's environment default; None where a job's own env contract uses the name."""
         if self.flag is None or not self.envvar:
             return None
-        return "PWDEPLOY_" + self.flag.split("/")[0].lstrip("-").replace("-", "_").upper()  # --gcs-olm/--no-...
+        name = "PWDEPLOY_" + self.flag.split("/")[0].lstrip("-").replace("-", "_").upper()  # --gcs-olm/--no-...
+        return None if name in JOB_ENV_NAMES else name
 
 
 _ = Field

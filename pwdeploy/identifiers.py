@@ -53,3 +53,35 @@ REPLICATED_JOB_REPLICAS_LABEL = "jobset.sigs.k8s.io/replicatedjob-replicas"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+# The env contract: variables pwdeploy sets for the job's program (pwdeploy.envcontract, local runs). They are
+# outputs, never read back as flag defaults: a shell that ran `eval "$(pwdeploy local env ...)"`, or a program
+# inside a job that calls pwdeploy, must not have the job's own values override another config.
+JOB_NAME_ENV = "PWDEPLOY_JOB_NAME"
+DATA_WORKERS_ENV = "PWDEPLOY_DATA_WORKERS"
+TPU_TYPE_ENV = "PWDEPLOY_TPU_TYPE"
+TPU_TOPOLOGY_ENV = "PWDEPLOY_TPU_TOPOLOGY"
+NUM_SLICES_ENV = "PWDEPLOY_NUM_SLICES"
+CHIPS_PER_SLICE_ENV = "PWDEPLOY_CHIPS_PER_SLICE"
+NUM_DEVICES_ENV = "PWDEPLOY_NUM_DEVICES"
+PATHWAYS_VERSION_ENV = "PWDEPLOY_PATHWAYS_VERSION"
+HLO_DUMP_DIR_ENV = "PWDEPLOY_HLO_DUMP_DIR"
+PROFILE_DIR_ENV = "PWDEPLOY_PROFILE_DIR"
+CHECKPOINT_DIR_ENV = "PWDEPLOY_CHECKPOINT_DIR"
+LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
+JOB_ENV_NAMES = frozenset(
+    {
+        JOB_NAME_ENV,
+        DATA_WORKERS_ENV,
+        TPU_TYPE_ENV,
+        TPU_TOPOLOGY_ENV,
+        NUM_SLICES_ENV,
+        CHIPS_PER_SLICE_ENV,
+        NUM_DEVICES_ENV,
+        PATHWAYS_VERSION_ENV,
+        HLO_DUMP_DIR_ENV,
+        PROFILE_DIR_ENV,
+        CHECKPOINT_DIR_ENV,
+        LOCAL_DEVICES_ENV,
+    }
+)

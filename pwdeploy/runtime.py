@@ -1,7 +1,8 @@
 """Helpers for job code, the same locally and on Pathways.
 
-Import cost matters here: this module imports only the standard library at import time; jax is imported by
-the functions that build device meshes, pathwaysutils only when the job runs on Pathways.
+Import cost matters here: this module imports only the standard library (and pwdeploy.identifiers, which imports
+nothing) at import time; jax is imported by the functions that build device meshes, pathwaysutils only when the
+job runs on Pathways.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-DATA_WORKERS = "PWDEPLOY_DATA_WORKERS"  # the same name as pwdeploy.envcontract.DATA_WORKERS (kept import-free)
-NUM_SLICES = "PWDEPLOY_NUM_SLICES"
+from pwdeploy import identifiers as ids  # names only, no imports of its own
+
+DATA_WORKERS = ids.DATA_WORKERS_ENV
+NUM_SLICES = ids.NUM_SLICES_ENV
 
 
 def data_workers(

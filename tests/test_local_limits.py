@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.local.limits import Usage, exceeded, human, summary
@@ -33,11 +36,12 @@ def local_run(*flags: str, program: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_limits_name_the_field_to_raise() -> None:
-    config = job(main__shm_size="32Mi", main__memory="256Mi")
+    config = job(main__shm_size="32Mi", main__memory="256Mi", head__transfer_shm_size="0")
     assert exceeded(Usage(memory_bytes=100 * MiB, shm_bytes=10 * MiB), config) == []
     shm, memory = exceeded(Usage(memory_bytes=300 * MiB, shm_bytes=64 * MiB), config)
     assert shm.startswith("main.shm_size: the job used 64 MiB of /dev/shm, more than 32Mi") and "SIGBUS" in shm
-    assert memory.startswith("main.memory: the job's processes held 300 MiB, more than 256Mi") and "OOM" in memory
+    assert memory.startswith("main.memory: the job held 300 MiB (its processes and /dev/shm), more than 256Mi")
+    assert "OOM" in memory
 
 
 def test_summary_line() -> None:
@@ -63,10 +67,19 @@ def test_shm_within_main_shm_size_passes() -> None:
 
 
 def test_memory_beyond_main_memory_is_refused_and_the_check_can_be_skipped() -> None:
-    done = local_run("--main-memory", "256Mi", "--shm-size", "64Mi", program=HOLD_MEMORY)
+    done = local_run("--main-memory", "256Mi", "--shm-size", "64Mi", "--transfer-shm-size", "0", program=HOLD_MEMORY)
     assert done.returncode == 8, done.stderr
-    assert "error: main.memory: the job's processes held" in done.stderr and "raise main.memory" in done.stderr
-    skipped = local_run("--main-memory", "256Mi", "--shm-size", "64Mi", "--no-limits-check", program=HOLD_MEMORY)
+    assert "error: main.memory: the job held" in done.stderr and "raise main.memory" in done.stderr
+    skipped = local_run(
+        "--main-memory",
+        "256Mi",
+        "--shm-size",
+        "64Mi",
+        "--transfer-shm-size",
+        "0",
+        "--no-limits-check",
+        program=HOLD_MEMORY,
+    )
     assert skipped.returncode == 0, skipped.stderr
     assert "peak memory" not in skipped.stderr
 
@@ -74,7 +87,7 @@ def test_memory_beyond_main_memory_is_refused_and_the_check_can_be_skipped() -> 
 def test_memory_of_child_processes_counts() -> None:
     """Data-loader workers are children of the job: their memory is the container's too."""
     program = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {HOLD_MEMORY!r}], check=True)"
-    done = local_run("--main-memory", "256Mi", "--shm-size", "64Mi", program=program)
+    done = local_run("--main-memory", "256Mi", "--shm-size", "64Mi", "--transfer-shm-size", "0", program=program)
     assert done.returncode == 8, done.stderr
 
 
@@ -88,3 +101,38 @@ def test_psutil_is_imported_only_when_a_run_is_checked() -> None:
     code = "import sys, pwdeploy.cli.local, pwdeploy.local.runner; print('psutil' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
+
+
+FORKED_HOLDERS = """
+import os, sys, time
+block = bytearray(os.urandom(1 << 20)) * 200  # 200 MiB written by the parent
+children = [os.fork() for _ in range(3)]
+if 0 in children:
+    time.sleep(30)
+    os._exit(0)
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_pages_shared_by_forked_workers_count_once() -> None:
+    """Forked loader workers share the parent's pages: resident memory counts them 4 times, the cluster once."""
+    import psutil
+
+    from pwdeploy.local.limits import _proportional, tree_memory
+
+    if _proportional(os.getpid()) is None:
+        pytest.skip("this kernel's smaps_rollup has no Pss_Anon/Pss_File")
+    proc = subprocess.Popen([sys.executable, "-c", FORKED_HOLDERS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        resident = sum(p.memory_info().rss for p in tree)
+        held = tree_memory(proc.pid)
+    finally:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        proc.wait()
+    assert resident > 700 * MiB  # four processes each map the 200 MiB
+    assert 150 * MiB < held < 300 * MiB

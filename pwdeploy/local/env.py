@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from importlib.util import find_spec
 from pathlib import Path
 
+from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.envcontract import job_env
 from pwdeploy.errors import ConfigError
@@ -27,7 +28,7 @@ PYTHON_NAMES = frozenset({"python", "python3", f"python3.{sys.version_info.minor
 # Where a local run writes what the job would write to the cluster's buckets (in the config file's folder, beside
 # the default compile cache and HLO directory): a local run must not write a production checkpoint or profile.
 LOCAL_STATE = Path(".pwdeploy")
-LOCAL_OUTPUTS = {"PWDEPLOY_PROFILE_DIR": "profiles", "PWDEPLOY_CHECKPOINT_DIR": "checkpoints"}  # storage.<value>
+LOCAL_OUTPUTS = {ids.PROFILE_DIR_ENV: "profiles", ids.CHECKPOINT_DIR_ENV: "checkpoints"}  # storage.<value>
 CACHE_VARS = (
     "JAX_COMPILATION_CACHE_DIR",
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
@@ -133,7 +134,7 @@ def local_env(
             "JAX_PLATFORMS": "cpu",
             "XLA_FLAGS": flags,
             "PJRT_NPROC": str(THREADS_PER_DEVICE * devices),
-            "PWDEPLOY_LOCAL_DEVICES": str(devices),
+            ids.LOCAL_DEVICES_ENV: str(devices),
         }
     )
     if job.sidecar.source_dir is not None:  # the sidecar image has it at /app, on PYTHONPATH

@@ -1,9 +1,12 @@
 """Checking a local run against the limits its container would have on the cluster.
 
 While the job runs, a sampling thread reads the job's whole process tree (the program and every worker it
-starts): resident memory summed over the tree, and /dev/shm in use beyond what was used when the job started.
-After the job, the peaks are compared with ``main.memory`` and ``main.shm_size``: more /dev/shm than the
-container's memory-backed volume is a SIGBUS on the cluster, more memory an OOM kill.
+starts) and /dev/shm in use beyond what was used when the job started. A container's memory limit is charged
+what its processes hold, each page once, plus its memory-backed volumes, so the memory figure is the tree's
+proportional set size (a page shared by n processes counts 1/n in each: forked Grain workers are not counted
+n times) without the shared-memory pages it maps, plus the /dev/shm in use. After the job, the peaks are compared
+with ``main.memory`` and ``main.shm_size``: more /dev/shm than the container's memory-backed volume is a SIGBUS on
+the cluster, more memory an OOM kill.
 psutil is imported here only, and this module only by ``local run``.
 """
 
@@ -27,7 +30,7 @@ INTERVAL_SECONDS = 0.1  # a few hundred psutil reads a second would cost the job
 class Usage:
     """Peaks seen while the job ran."""
 
-    memory_bytes: int = 0  # resident memory summed over the process tree
+    memory_bytes: int = 0  # what the container would be charged: the tree's memory plus /dev/shm, at one instant
     shm_bytes: int = 0  # /dev/shm used beyond what was used when the job started
     samples: int = 0
 
@@ -37,8 +40,12 @@ def shm_used(path: Path = SHM) -> int:
     return (stat.f_blocks - stat.f_bfree) * stat.f_frsize
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants (processes that end meanwhile count as 0)."""
+def tree_memory(pid: int) -> int:
+    """Bytes ``pid`` and all its descendants hold, each page once (processes that end meanwhile count as 0).
+
+    Linux: proportional set size without shared-memory pages (``Pss_Anon + Pss_File`` of smaps_rollup), so
+    /dev/shm, which is counted on its own, is not counted twice; elsewhere resident memory.
+    """
     import psutil
 
     try:
@@ -48,9 +55,21 @@ def tree_rss(pid: int) -> int:
         return 0
     total = 0
     for process in processes:
-        with suppress(psutil.Error):
-            total += process.memory_info().rss
+        with suppress(psutil.Error, OSError):
+            total += _proportional(process.pid) or process.memory_info().rss
     return total
+
+
+def _proportional(pid: int) -> int | None:
+    """``Pss_Anon + Pss_File`` of /proc/PID/smaps_rollup in bytes; None where the kernel does not give them."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text(encoding="ascii")
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines()[1:] if ":" in line)
+    if "Pss_Anon" not in fields or "Pss_File" not in fields:
+        return None
+    return sum(int(fields[name].split()[0]) * 1024 for name in ("Pss_Anon", "Pss_File"))
 
 
 @contextmanager
@@ -61,8 +80,9 @@ def sampled(pid: int, *, interval: float = INTERVAL_SECONDS, shm: Path = SHM) ->
     stop = threading.Event()
 
     def sample() -> None:
-        usage.memory_bytes = max(usage.memory_bytes, tree_rss(pid))
-        usage.shm_bytes = max(usage.shm_bytes, shm_used(shm) - baseline)
+        in_shm = max(0, shm_used(shm) - baseline)
+        usage.memory_bytes = max(usage.memory_bytes, tree_memory(pid) + in_shm)
+        usage.shm_bytes = max(usage.shm_bytes, in_shm)
         usage.samples += 1
 
     def loop() -> None:
@@ -100,7 +120,8 @@ def exceeded(usage: Usage, job: JobConfig) -> list[str]:
     memory_limit = int(parse_quantity(job.main.memory, "main.memory"))
     if usage.memory_bytes > memory_limit:
         problems.append(
-            f"main.memory: the job's processes held {human(usage.memory_bytes)}, more than {job.main.memory}; "
+            f"main.memory: the job held {human(usage.memory_bytes)} (its processes and /dev/shm), more than "
+            f"{job.main.memory}; "
             "on the cluster it would be OOM-killed: raise main.memory (--main-memory)"
         )
     return problems

@@ -12,14 +12,12 @@ from pwdeploy.atomic import write_text_atomic
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.jobset import jobset
-from pwdeploy.manifests.names import check_name_length
 
 __all__ = ["Manifest", "build", "file_name", "to_json", "to_yaml", "write_dir"]
 
 
 def build(job: JobConfig) -> list[Manifest]:
     """Every object the job needs, in the order to apply them."""
-    check_name_length(job)
     return [jobset(job)]
 
 

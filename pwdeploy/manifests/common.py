@@ -8,8 +8,6 @@ from typing import Any
 
 Manifest = dict[str, Any]
 
-GENERATED_SUFFIX = 5  # the random suffix Kubernetes appends to pod names
-
 # Key order of the rendered pod specs and containers, however a variant step added the keys.
 POD_KEYS = (
     "hostNetwork",

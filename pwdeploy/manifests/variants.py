@@ -17,7 +17,6 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.head import transfer_memory_on
-from pwdeploy.quantity import parse_quantity
 
 HLO_UPLOAD_INTERVAL_S = 60
 
@@ -74,39 +73,12 @@ def colocated_python(job: JobConfig, pods: Pods) -> Pods:
 # ------------------------------------------------------------------------- client-proxy transfer memory
 
 
-def check_transfer_memory_fits(job: JobConfig) -> None:
-    """The transfer directory is memory-backed and charged to both containers that write it."""
-    size = parse_quantity(job.head.transfer_shm_size, "head.transfer_shm_size", allow_zero=True)
-    main_total = size + parse_quantity(job.main.shm_size, "main.shm_size")
-    checks = (
-        (
-            main_total,
-            parse_quantity(job.main.memory, "main.memory"),
-            f"main.memory ({job.main.memory}) together with main.shm_size ({job.main.shm_size})",
-        ),
-        (
-            size,
-            parse_quantity(job.head.proxy_memory, "head.proxy_memory"),
-            f"head.proxy_memory ({job.head.proxy_memory})",
-        ),
-    )
-    for needed, limit, what in checks:
-        if needed >= limit:
-            raise ConfigError(
-                "head.transfer_shm_size",
-                f"{job.head.transfer_shm_size} does not fit inside {what}: the transfer directory is memory-backed "
-                "and counts against the memory limit of main and pathways-proxy",
-                hint="lower --transfer-shm-size (0 turns it off) or raise the memory limit",
-            )
-
-
 def transfer_memory(job: JobConfig, pods: Pods) -> Pods:
     """The JAX client and the proxy pass large buffers through files in one memory-backed directory instead
     of gRPC. Headless pods have no client; size 0 turns it off. The client's variables come with its proxy
     connection (envcontract.proxy_env); this step adds the volume and the proxy's side."""
     if not transfer_memory_on(job):
         return pods
-    check_transfer_memory_fits(job)
     volume = c.memory_volume(ids.TRANSFER_VOLUME, job.head.transfer_shm_size)
     head = c.add_volume(pods.head, volume, ids.TRANSFER_DIR, ids.PROXY_CONTAINER, ids.MAIN_CONTAINER)
     head = c.add_env(head, ids.PROXY_CONTAINER, [c.env_value(envcontract.TRANSFER_DIRECTORY_ENV, ids.TRANSFER_DIR)])

@@ -93,3 +93,16 @@ def port_name(value: str) -> str | None:
             "with at least one letter"
         )
     return None
+
+
+GENERATED_SUFFIX = 5  # the random suffix Kubernetes appends to pod names
+
+
+def longest_pod_name_suffix(head_job: str, worker_job: str, slices: int, vms: int) -> str:
+    """What the longest pod name of a Pathways JobSet appends to its name (random suffix as x).
+
+    The JobSet webhook requires child Job names ``<jobset>-<replicatedJob>-<jobIndex>`` and pod names
+    ``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>-xxxxx`` to be DNS-1035 labels.
+    """
+    rand = "x" * GENERATED_SUFFIX
+    return max(f"-{head_job}-0-0-{rand}", f"-{worker_job}-{slices - 1}-{vms - 1}-{rand}", key=len)
