@@ -1,20 +1,23 @@
 """Cluster readiness: can this cluster run this job? Read-only checks through the Kubernetes API, one preflight
 report row each, run concurrently.
 
-``kubernetes-version`` is asked first, alone: it also tells whether the API server answers at all, so an
-unreachable cluster costs one request (with its retries) instead of one per check. The other checks then run
-side by side: ``jobset-api``, ``namespace``, ``queue``, ``tpu-capacity``, ``head-capacity``, ``permissions``
+The control plane's version is asked first, alone: it also tells whether the API server answers at all, so an
+unreachable cluster costs one request (with its retries) instead of one per check. The checks then run side by
+side: ``kubernetes-version`` (the control plane, and the kubelets of the nodes that would run pods with native
+sidecars), ``jobset-api``, ``namespace``, ``queue``, ``tpu-capacity``, ``head-capacity``, ``permissions``
 (SelfSubjectAccessReviews, the only POSTs: they change nothing) and one ``secret`` row per Secret that
-``main.secret_env`` references. A check the API server will not answer for this identity is ``not verified``.
+``main.secret_env`` references. Each node list is asked once however many checks read it. A check the API
+server will not answer for this identity is ``not verified``.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -49,13 +52,40 @@ JOBSET_INSTALL = (
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 TPU_RESOURCE = "google.com/tpu"
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"  # the workers' exclusive topology: one slice per node pool
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"  # a Secret's metadata, no data
 # What submit, status, logs and delete need, in the job's namespace.
 NEEDED: tuple[tuple[str, Resource], ...] = (
     ("create", JOBSETS), ("patch", JOBSETS), ("get", JOBSETS), ("delete", JOBSETS),
     ("get", PODS), ("list", PODS), ("get", POD_LOGS), ("list", EVENTS),
 )  # fmt: skip
-CHECKS = ("jobset-api", "namespace", "queue", "tpu-capacity", "head-capacity", "permissions")
+PLACEHOLDER_TAG = "unpushed"  # renders a job whose pushed image is missing: the image rows report it
+
+
+class NodeLists:
+    """Nodes by label selector, each list asked once however many checks read it (the checks run side by side);
+    an ApiError is kept and raised to every reader."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._found: dict[str, list[Object] | ApiError] = {}
+
+    def get(self, selector: dict[str, str]) -> list[Object]:
+        key = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._found:
+                try:
+                    self._found[key] = list_nodes(self._kube, selector)
+                except ApiError as exc:
+                    self._found[key] = exc
+            found = self._found[key]
+        if isinstance(found, ApiError):
+            raise found
+        return found
 
 
 @dataclass(frozen=True)
@@ -66,6 +96,10 @@ class Target:
     jobset: Object
     namespace: str
     kube: Kube
+    nodes: NodeLists = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", NodeLists(self.kube))
 
     @property
     def location(self) -> str:
@@ -84,7 +118,7 @@ def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[C
     """One row per readiness check, in a fixed order; ``max_workers`` requests are in flight at most."""
     from pwdeploy import manifests
 
-    (jobset,) = [obj for obj in manifests.build(job) if obj.get("kind") == "JobSet"]
+    (jobset,) = [obj for obj in manifests.build(renderable(job)) if obj.get("kind") == "JobSet"]
     target = Target(job, jobset, job.namespace or kube.namespace, kube)
     checks: list[tuple[str, Check]] = [
         ("jobset-api", check_jobset_api),
@@ -104,12 +138,23 @@ def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[C
                 target.row("kubernetes-version", Status.FAILED, exc.message, exc.hint),
                 *(target.row(name, Status.NOT_VERIFIED, skipped) for name, _ in checks),
             ]
-        first = _not_verified(target, "kubernetes-version", exc)
+        error = exc
+        checks.insert(0, ("kubernetes-version", lambda t: _not_verified(t, "kubernetes-version", error)))
     else:
-        first = version_row(target, version)
+        checks.insert(0, ("kubernetes-version", functools.partial(check_kubernetes_version, version=version)))
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        rows = list(pool.map(lambda named: _guarded(target, *named), checks))
-    return [first, *rows]
+        return list(pool.map(lambda named: _guarded(target, *named), checks))
+
+
+def renderable(job: JobConfig) -> JobConfig:
+    """``job`` with a placeholder for a pushed image it lacks (``image.repository`` or ``sidecar.repository`` set,
+    nothing pushed matches): what the cluster is asked does not depend on the image, and the image rows of
+    preflight name the missing one with its fix."""
+    if not job.headless and job.main.image is None and job.image.repository:
+        job = job._replace(main=job.main._replace(image=f"{job.image.repository}:{PLACEHOLDER_TAG}"))
+    if job.sidecar.image is None and job.sidecar.repository:
+        job = job._replace(sidecar=job.sidecar._replace(image=f"{job.sidecar.repository}:{PLACEHOLDER_TAG}"))
+    return job
 
 
 def _guarded(target: Target, name: str, check: Check) -> CheckResult:
@@ -134,17 +179,88 @@ def kubernetes_version(kube: Kube) -> tuple[int, int, str]:
 
 
 def version_row(target: Target, version: tuple[int, int, str]) -> CheckResult:
+    """The control plane alone."""
     major, minor, text = version
     if (major, minor) >= MIN_KUBERNETES:
         return target.row("kubernetes-version", Status.OK, f"{text}: native sidecars are on")
-    needed = ".".join(map(str, MIN_KUBERNETES))
     return target.row(
         "kubernetes-version",
         Status.FAILED,
-        f"{text}: the head's proxy and resource manager run as native sidecars, on by default from {needed}",
-        f"upgrade the control plane and nodes to {needed} or later "
+        f"{text}: the head's proxy and resource manager run as native sidecars, on by default from {_MIN}",
+        f"upgrade the control plane and nodes to {_MIN} or later "
         "(gcloud container clusters upgrade CLUSTER --master --cluster-version VERSION)",
     )
+
+
+_MIN = ".".join(map(str, MIN_KUBERNETES))
+
+
+def check_kubernetes_version(target: Target, *, version: tuple[int, int, str]) -> CheckResult:
+    """The control plane, then the kubelets of the nodes that would run a pod with native sidecars (node pools
+    can lag the control plane; an older kubelet runs them as init containers that never finish)."""
+    row = version_row(target, version)
+    notes: list[str] = []
+    worst = row.status
+    fixes = [row.fix] if row.fix else []
+    for role, spec in native_sidecar_pods(target.jobset):
+        try:
+            nodes = [n for n in target.nodes.get(node_selector(spec)) if schedulable(n)]
+        except ApiError as exc:
+            notes.append(f"kubelets of the {role} nodes not checked: {exc.message}")
+            continue
+        status, note, fix = kubelet_lag(role, nodes)
+        if note:
+            notes.append(note)
+        if fix:
+            fixes.append(fix)
+        if status is Status.FAILED or (status is Status.WARN and worst is Status.OK):
+            worst = status
+    detail = "; ".join([row.detail, *notes])
+    return target.row("kubernetes-version", worst, detail, "; ".join(fixes) or None)
+
+
+def native_sidecar_pods(jobset: Object) -> list[tuple[str, Object]]:
+    """(head or worker, pod spec) of every replicated job whose pods have native sidecars."""
+    coordinator = (jobset["spec"].get("coordinator") or {}).get("replicatedJob")
+    found = []
+    for rj in jobset["spec"]["replicatedJobs"]:
+        spec = rj["template"]["spec"]["template"]["spec"]
+        if any(c.get("restartPolicy") == "Always" for c in spec.get("initContainers") or []):
+            found.append(("head" if rj["name"] == coordinator else "worker", spec))
+    return found
+
+
+def kubelet_lag(role: str, nodes: list[Object]) -> tuple[Status, str | None, str | None]:
+    """(status, note, fix) for the kubelets of ``nodes``: failed when every one is older than 1.29, a warning
+    when some are (the scheduler may pick one); no note without versions to read."""
+    versions = {n["metadata"]["name"]: kubelet_version(n) for n in nodes}
+    known = {name: v for name, v in versions.items() if v is not None}
+    if not known:
+        return Status.OK, None, None
+    old = [n for n in nodes if (v := known.get(n["metadata"]["name"])) is not None and v[:2] < MIN_KUBERNETES]
+    texts = sorted({v[2] for v in known.values()})
+    if not old:
+        return Status.OK, f"{role} node kubelets {', '.join(texts)}", None
+    pools = sorted({str((n["metadata"].get("labels") or {}).get(NODE_POOL_LABEL, "POOL")) for n in old})
+    old_texts = sorted({v[2] for n in old if (v := known[n["metadata"]["name"]])})
+    note = (
+        f"kubelet {', '.join(old_texts)} on {len(old)} of {len(known)} {role} node(s) (node pool "
+        f"{', '.join(pools)}): before {_MIN} it runs native sidecars as init containers that never finish, so the "
+        f"{role} pods stay in Init"
+    )
+    fix = "; ".join(f"upgrade the node pool: gcloud container node-pools upgrade {p} --cluster CLUSTER" for p in pools)
+    return (Status.FAILED if len(old) == len(known) else Status.WARN), note, fix
+
+
+def kubelet_version(node: Object) -> tuple[int, int, str] | None:
+    """(major, minor, text) of ``status.nodeInfo.kubeletVersion`` (``v1.31.4-gke.1256000``); None when absent."""
+    text = str(((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "")
+    found = re.match(r"v?(\d+)\.(\d+)", text)
+    return (int(found[1]), int(found[2]), text) if found else None
+
+
+def node_selector(spec: Object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
 
 
 # ---------------------------------------------------------------------------------------------- jobset-api
@@ -307,42 +423,86 @@ def allocatable(node: Object, resource: str) -> Decimal:
 
 
 def check_tpu_capacity(target: Target) -> CheckResult:
-    """Ready TPU nodes of the job's accelerator and topology, with the chips a worker pod asks for."""
+    """Node pools that can each hold a slice: the workers' exclusive topology is the node pool, so every slice
+    needs a pool of its own with VMs-per-slice Ready, schedulable nodes of the job's accelerator and topology,
+    each with the chips a worker pod asks for."""
     tpu = target.job.tpu
     shape = tpu.slice
     selector = {TPU_ACCELERATOR_LABEL: shape.accelerator, TPU_TOPOLOGY_LABEL: shape.topology}
     nodes = _nodes_or_none(target, selector)
     if nodes is None:
         return _nodes_forbidden(target, "tpu-capacity", ("tpu",))
-    usable = sum(schedulable(n) and allocatable(n, TPU_RESOURCE) >= shape.chips_per_vm for n in nodes)
-    needed = tpu.slices * shape.vms
+    sizes = pool_sizes(n for n in nodes if schedulable(n) and allocatable(n, TPU_RESOURCE) >= shape.chips_per_vm)
+    holding = sum(size >= shape.vms for size in sizes.values())
     what = (
-        f"{usable} Ready node(s) of {shape.accelerator} {shape.topology} with {shape.chips_per_vm} "
-        f"{TPU_RESOURCE} allocatable; the job needs {needed} ({tpu.slices} slice(s) x {shape.vms} VM(s))"
+        f"{_pools(sizes)} x {shape.accelerator} {shape.topology} nodes (Ready, schedulable, {shape.chips_per_vm} "
+        f"{TPU_RESOURCE} each); the job needs {_count(tpu.slices, 'pool')} (one per slice) of "
+        f"{_count(shape.vms, 'node')}"
     )
-    if usable >= needed:
+    if holding >= tpu.slices:
         return target.row("tpu-capacity", Status.OK, what, fields=("tpu",))
+    short = f", and {holding} of them hold(s) a slice" if holding != len(sizes) else ""
     return target.row(
         "tpu-capacity",
         Status.WARN,
-        f"{what}: the workers wait unless node pools autoscale from zero or use queued provisioning",
-        f"create TPU node pools of {shape.accelerator} with topology {shape.topology} ({shape.vms} node(s) per "
-        "slice), or check that autoscaling or queued provisioning covers them",
+        f"{what}{short}: the workers wait unless node pools autoscale from zero or use queued provisioning",
+        f"create TPU node pools of {shape.accelerator} with topology {shape.topology}, one per slice with "
+        f"{_count(shape.vms, 'node')}, or check that autoscaling or queued provisioning covers them",
         ("tpu",),
     )
 
 
+def pool_sizes(nodes: Iterable[Object]) -> dict[str, int]:
+    """Nodes per node pool (``cloud.google.com/gke-nodepool``); a node without the label is in no pool and can take
+    no slice."""
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        pool = (node["metadata"].get("labels") or {}).get(NODE_POOL_LABEL)
+        if pool is not None:
+            sizes[pool] = sizes.get(pool, 0) + 1
+    return sizes
+
+
+def _pools(sizes: dict[str, int]) -> str:
+    """``1 node pool of 2``, ``2 node pools of 1``, ``1 node pool of 4, 2 of 1``; ``0 node pools of``."""
+    if not sizes:
+        return "0 node pools of"
+    by_size: dict[int, int] = {}
+    for size in sorted(sizes.values(), reverse=True):
+        by_size[size] = by_size.get(size, 0) + 1
+    parts = [f"{pools} of {size}" for size, pools in by_size.items()]
+    first_pools = next(iter(by_size.values()))
+    parts[0] = f"{_count(first_pools, 'node pool')} of {next(iter(by_size))}"
+    return ", ".join(parts)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def check_head_capacity(target: Target) -> CheckResult:
-    """Nodes matching the head pod's nodeSelector whose allocatable cpu and memory hold the head pod."""
+    """Ready, schedulable nodes matching the head pod's nodeSelector whose allocatable cpu and memory hold it."""
     spec = head_pod_spec(target.jobset)
-    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    selector = node_selector(spec)
     where = ",".join(f"{k}={v}" for k, v in selector.items())
     need = pod_requests(spec)
     asks = f"{_cpu(need['cpu'])} CPU and {_memory(need['memory'])} memory"
     fields = ("head.node_pool",)
-    nodes = _nodes_or_none(target, selector)
-    if nodes is None:
+    matching = _nodes_or_none(target, selector)
+    if matching is None:
         return _nodes_forbidden(target, "head-capacity", fields)
+    nodes = [n for n in matching if schedulable(n)]
+    down = len(matching) - len(nodes)
+    besides = f" ({down} more NotReady or cordoned)" if down else ""
+    if not nodes and down:
+        return target.row(
+            "head-capacity",
+            Status.WARN,
+            f"none of the {down} node(s) with {where} is Ready and schedulable (NotReady or cordoned): the head "
+            "waits until one is, or the node pool adds one",
+            f"kubectl get nodes -l {where}; uncordon them (kubectl uncordon NODE) or repair the node pool",
+            fields,
+        )
     if not nodes:
         return target.row(
             "head-capacity",
@@ -358,7 +518,7 @@ def check_head_capacity(target: Target) -> CheckResult:
         return target.row(
             "head-capacity",
             Status.OK,
-            f"{len(fit)} of {len(nodes)} node(s) with {where} allocate the head pod's {asks}",
+            f"{len(fit)} of {len(nodes)} Ready node(s) with {where} allocate the head pod's {asks}{besides}",
             None,
             fields,
         )
@@ -367,8 +527,8 @@ def check_head_capacity(target: Target) -> CheckResult:
     return target.row(
         "head-capacity",
         Status.FAILED,
-        f"the head pod requests {asks}; the {len(nodes)} node(s) with {where} allocate at most "
-        f"{_cpu(most_cpu)} CPU and {_memory(most_memory)} memory",
+        f"the head pod requests {asks}; the {len(nodes)} Ready node(s) with {where} allocate at most "
+        f"{_cpu(most_cpu)} CPU and {_memory(most_memory)} memory{besides}",
         "use a larger machine type for that node pool, or lower main.cpu/main.memory, head.proxy_cpu/proxy_memory "
         "and head.rm_cpu/rm_memory",
         fields,
@@ -407,7 +567,7 @@ def _request(container: Object, resource: str) -> Decimal:
 
 def _nodes_or_none(target: Target, selector: dict[str, str]) -> list[Object] | None:
     try:
-        return list_nodes(target.kube, selector)
+        return target.nodes.get(selector)
     except ApiError as exc:
         if exc.status == 403:
             return None
