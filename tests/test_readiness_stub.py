@@ -383,6 +383,10 @@ def test_nodes_forbidden_is_not_verified_against_stub(stub: StubKubeApiServer, k
         row = found[check]
         assert (row.status, row.detail) == (Status.NOT_VERIFIED, "this identity may not list nodes")
         assert row.fix is not None and "kubectl auth can-i list nodes" in row.fix
+    version = found["kubernetes-version"]
+    assert version.status is Status.OK and version.detail.startswith(
+        "v1.31.4-gke.1256000: native sidecars are on; kubelets of the head nodes not checked: "
+    )
 
 
 def test_pod_requests_sum_sidecars_with_containers_and_take_the_init_peak() -> None:
