@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from pwdeploy.cluster.api import Kube
-from pwdeploy.cluster.readiness import check_cluster, pod_requests, unknown_fields
+from pwdeploy.cluster.nodes import pod_requests
+from pwdeploy.cluster.readiness import check_cluster, unknown_fields
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.preflight.report import CheckResult, Status
 from tests import gcs_emulator as emulator
