@@ -106,18 +106,28 @@ def rendered_jobset(
 
 
 def node(
-    name: str, labels: dict[str, str], allocatable: dict[str, str], *, ready: bool = True, cordoned: bool = False
+    name: str,
+    labels: dict[str, str],
+    allocatable: dict[str, str],
+    *,
+    ready: bool = True,
+    cordoned: bool = False,
+    kubelet: str | None = None,
 ) -> dict[str, Any]:
-    """A Node as the API returns it: labels, allocatable resources, the Ready condition."""
+    """A Node as the API returns it: labels, allocatable resources, the Ready condition and, when given, the
+    kubelet's version (status.nodeInfo.kubeletVersion)."""
+    status: dict[str, Any] = {
+        "allocatable": dict(allocatable),
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+    }
+    if kubelet is not None:
+        status["nodeInfo"] = {"kubeletVersion": kubelet}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": dict(labels)},
         "spec": {"unschedulable": True} if cordoned else {},
-        "status": {
-            "allocatable": dict(allocatable),
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
+        "status": status,
     }
 
 

@@ -145,9 +145,28 @@ def test_cli_preflight_json_has_image_rows(
 ) -> None:
     server, proxy, main, sidecar = pushed
     bucket = emulator_env.create_bucket()
-    flags = ["preflight", "-o", "json", "--name", "pf", "--tpu-type", "v5p-8", "--command", "python3 t.py",
-             "--pathways-version", "0.10.2", "--allow-version-mismatch", "--gcs-scratch", f"gs://{bucket}/s",
-             "--server-image", server, "--proxy-server-image", proxy, "--sidecar-image", sidecar]  # fmt: skip
+    flags = [
+        "preflight",
+        "-o",
+        "json",
+        "--name",
+        "pf",
+        "--tpu-type",
+        "v5p-8",
+        "--command",
+        "python3 t.py",
+        "--pathways-version",
+        "0.10.2",
+        "--allow-version-mismatch",
+        "--gcs-scratch",
+        f"gs://{bucket}/s",
+        "--server-image",
+        server,
+        "--proxy-server-image",
+        proxy,
+        "--sidecar-image",
+        sidecar,
+    ]
     env = {"DOCKER_CONFIG": str(tmp_path)}
     good = runner.invoke(cli, [*flags, "--image", main], env=env)
     assert good.exit_code == 0, good.output
@@ -184,12 +203,8 @@ def stub_lookup(answers: dict[str, Lookup]) -> Any:
     return lookup
 
 
-def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin() -> None:
-    job = load_job(
-        None,
-        {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"},
-        installed_jax=lambda: "0.10.2",
-    )
+def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax_version: str) -> None:
+    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
     assert job_images(job) == {
         "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2": ("images.proxy_server",),
         "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2": ("images.server",),
@@ -211,7 +226,7 @@ def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin() -
     assert proxy_row.fix is not None and proxy_row.fix.startswith("gcloud auth configure-docker us-docker.pkg.dev")
 
 
-def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail() -> None:
+def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail(jax_version: str) -> None:
     same = "127.0.0.1:5000/team/pw:1"
     values = {
         "name": "pf",
@@ -223,9 +238,8 @@ def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail
         "images.proxy_server": same,
     }
     with pytest.raises(ConfigError, match=r"main\.image: 'Bad/Ref:1' is not an image reference"):
-        # the config refuses it ...
-        load_job(None, {**values, "main.image": "Bad/Ref:1"}, installed_jax=lambda: "0.10.2")
-    job = load_job(None, values, installed_jax=lambda: "0.10.2")
+        load_job(None, {**values, "main.image": "Bad/Ref:1"})  # the config refuses it ...
+    job = load_job(None, values)
     job = job._replace(main=job.main._replace(image="Bad/Ref:1"))  # ... a reference from elsewhere is a row
     rows = check_images(job, stub_lookup({"127.0.0.1:5000/team/pw": Lookup("found", "sha256:" + "1" * 64)}))
     assert [(r.location, r.fields, r.status) for r in rows] == [
@@ -235,15 +249,63 @@ def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail
     assert rows[1].detail.startswith("not an image reference: 'Bad' is not a valid repository path component")
 
 
-def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in() -> None:
+def test_stub_lookup_hlo_uploader_image_is_checked_with_an_hlo_dump(jax_version: str) -> None:
+    values = {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"}
+    assert "google/cloud-sdk:502.0.0-slim" not in job_images(load_job(None, values))
+    uploader = "127.0.0.1:5000/team/cloud-sdk:1"
+    job = load_job(None, {**values, "storage.hlo_dump": "gs://bkt/hlo", "storage.hlo_uploader_image": uploader})
+    assert job_images(job)[uploader] == ("storage.hlo_uploader_image",)
+    answers = {
+        "127.0.0.1:5000/team/cloud-sdk": Lookup(
+            "name_unknown", "repository 127.0.0.1:5000/team/cloud-sdk does not exist"
+        )
+    }
+    found = {
+        ref: Lookup("found", "sha256:" + "3" * 64)
+        for ref in (
+            "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server",
+            "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server",
+        )
+    }
+    *servers, row = check_images(job, stub_lookup({**answers, **found}))
+    assert [r.status for r in servers] == [Status.OK, Status.OK]
+    assert (row.location, row.fields, row.status) == (uploader, ("storage.hlo_uploader_image",), Status.FAILED)
+    assert row.fix == "set --hlo-uploader-image (storage.hlo_uploader_image) to an existing image that has gcloud"
+
+
+def test_stub_lookup_image_repository_without_a_pushed_image_fails(jax_version: str, tmp_path: Path) -> None:
+    """image.repository set and no pushed image recorded: main.image stays unset after pinning (render would stop);
+    preflight fails a row naming the repository, beside the other images."""
+    from pwdeploy.images.pin import pin_pushed
+
+    values = {
+        "name": "pf",
+        "tpu.type": "v5p-8",
+        "main.command": "python3 t.py",
+        "storage.scratch": "gs://bkt/s",
+        "image.repository": "127.0.0.1:5000/team/jobs",
+    }
+    config = tmp_path / "job.yaml"
+    config.write_text("name: pf\n", encoding="utf-8")  # the lock would sit beside it; none was written
+    job, warnings = pin_pushed(load_job(None, values), config)
+    assert job.main.image is None and warnings == []
+    rows = check_images(job, lambda ref: Lookup("found", "sha256:" + "4" * 64))
+    assert [(r.location, r.fields, r.status) for r in rows] == [
+        ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2", ("images.proxy_server",), Status.OK),
+        ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2", ("images.server",), Status.OK),
+        ("127.0.0.1:5000/team/jobs", ("image.repository",), Status.FAILED),
+    ]
+    assert rows[-1].detail == "no pushed job image matches the current inputs"
+    assert rows[-1].fix == "pwdeploy image build --push, or set main.image"
+    headless = check_images(job._replace(headless=True), lambda ref: Lookup("found", "sha256:" + "4" * 64))
+    assert [r.fields for r in headless] == [("images.proxy_server",), ("images.server",)]  # no main container
+
+
+def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_version: str) -> None:
     def no_credentials() -> Any:
         raise MissingCredentials("none here")
 
-    job = load_job(
-        None,
-        {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"},
-        installed_jax=lambda: "0.10.2",
-    )
+    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
     further = CheckResult("cluster", (), "cluster", Status.WARN, "a further source")
     report = run_preflight(
         job,
@@ -252,10 +314,39 @@ def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in() -> None:
         extra_sources=[lambda: [further]],
     )
     assert [(r.check, r.status) for r in report.results] == [
+        ("cluster", Status.WARN),
         ("credentials", Status.FAILED),
         ("image", Status.OK),
         ("image", Status.OK),
-        ("cluster", Status.WARN),
     ]
     assert report.to_json()["summary"] == {"ok": 2, "warn": 1, "failed": 1, "not verified": 0}
     assert any("node pool's service account" in note for note in report.notes)
+    no_gcs = run_preflight(
+        job,
+        client_factory=no_credentials,
+        image_lookup=lambda ref: Lookup("found", "sha256:" + "2" * 64),
+        check_gcs=False,
+        extra_sources=[lambda: [further]],
+    )
+    assert [r.check for r in no_gcs.results] == ["cluster", "image", "image"]
+
+
+def test_stub_lookup_sources_run_side_by_side(jax_version: str) -> None:
+    """A slow further source (the cluster) and slow image lookups overlap: the report takes the longest, not the
+    sum."""
+    import time
+
+    def slow_lookup(ref: ImageRef) -> Lookup:
+        time.sleep(0.5)
+        return Lookup("found", "sha256:" + "5" * 64)
+
+    def slow_source() -> list[CheckResult]:
+        time.sleep(0.5)
+        return [CheckResult("cluster", (), "cluster", Status.OK, "a further source")]
+
+    job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
+    start = time.perf_counter()
+    report = run_preflight(job, image_lookup=slow_lookup, check_gcs=False, extra_sources=[slow_source])
+    elapsed = time.perf_counter() - start
+    assert [r.check for r in report.results] == ["cluster", "image", "image"]
+    assert elapsed < 0.9, f"{elapsed:.2f} s: the sources ran one after another"

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from pwdeploy.cluster.api import Kube
-from pwdeploy.cluster.readiness import check_cluster, pod_requests, unknown_fields
+from pwdeploy.cluster.nodes import pod_requests
+from pwdeploy.cluster.readiness import check_cluster, unknown_fields
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.preflight.report import CheckResult, Status
 from tests import gcs_emulator as emulator
@@ -27,18 +28,23 @@ emulator_env = emulator.emulator_env
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
 V5P = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x1"}
-CPU_POOL = {"cloud.google.com/gke-nodepool": "cpu-np"}
+POOL = "cloud.google.com/gke-nodepool"
+CPU_POOL = {POOL: "cpu-np"}
+KUBELET = "v1.31.4-gke.1256000"
+TPU_NODE = {"google.com/tpu": "4", "cpu": "207", "memory": "440Gi"}
 BIG_CPU_NODE = {"cpu": "63770m", "memory": "250Gi"}  # an n2-standard-64's allocatable, roughly
 CHECK_NAMES = ["kubernetes-version", "jobset-api", "namespace", "queue", "tpu-capacity", "head-capacity", "permissions"]
 
-crd_path(CRD_VERSIONS[0])  # the JobSet CRDs: fails (CI) or skips the module when they are missing
+if not crd_path(CRD_VERSIONS[0]).is_file():
+    pytest.skip(f"the JobSet CRDs are not in {crd_path(CRD_VERSIONS[0]).parent}", allow_module_level=True)
 
 
 def ready(stub: StubKubeApiServer, tpu_nodes: int = 2) -> StubKubeApiServer:
-    """A cluster that can run ``small_job()``: TPU nodes for 2 slices of v5p-8 and a large CPU node."""
+    """A cluster that can run ``small_job()``: a TPU node pool of one node per slice of v5p-8 and a large CPU
+    node, every kubelet at the control plane's version."""
     for i in range(tpu_nodes):
-        stub.add_node(node(f"tpu-{i}", V5P, {"google.com/tpu": "4", "cpu": "207", "memory": "440Gi"}))
-    stub.add_node(node("cpu-0", CPU_POOL, BIG_CPU_NODE))
+        stub.add_node(node(f"tpu-{i}", {**V5P, POOL: f"tpu-np-{i}"}, TPU_NODE, kubelet=KUBELET))
+    stub.add_node(node("cpu-0", CPU_POOL, BIG_CPU_NODE, kubelet=KUBELET))
     return stub
 
 
@@ -58,13 +64,15 @@ def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube
     assert {r.status for r in found} == {Status.OK}, [(r.check, r.detail) for r in found]
     assert {r.location for r in found} == {"stub"}
     by_name = {r.check: r for r in found}
-    assert by_name["kubernetes-version"].detail == "v1.31.4-gke.1256000: native sidecars are on"
+    assert by_name["kubernetes-version"].detail == (
+        "v1.31.4-gke.1256000: native sidecars are on; head node kubelets v1.31.4-gke.1256000"
+    )
     assert by_name["tpu-capacity"].detail == (
-        "2 Ready node(s) of tpu-v5p-slice 2x2x1 with 4 google.com/tpu allocatable; the job needs 2 "
-        "(2 slice(s) x 1 VM(s))"
+        "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs "
+        "2 pools (one per slice) of 1 node"
     )
     assert by_name["head-capacity"].detail == (
-        "1 of 1 node(s) with cloud.google.com/gke-nodepool=cpu-np allocate the head pod's 48 CPU and 232Gi memory"
+        "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np allocate the head pod's 48 CPU and 232Gi memory"
     )
     assert "create, patch, get, delete jobsets.jobset.x-k8s.io; get, list pods; get pods/log; list events" in (
         by_name["permissions"].detail
@@ -118,6 +126,39 @@ def test_kubernetes_before_1_29_fails_against_stub(stub: StubKubeApiServer, kube
     row = rows(small_job(), kube)["kubernetes-version"]
     assert row.status is Status.FAILED and row.detail.startswith("v1.28.15-gke.1: the head's proxy and resource")
     assert "on by default from 1.29" in row.detail and row.fix is not None and "upgrade" in row.fix
+
+
+def test_head_pool_kubelet_before_1_29_fails_with_the_upgrade_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    """The control plane is 1.31; the head's node pool lags at 1.28, where native sidecars block as init
+    containers."""
+    ready(stub, tpu_nodes=2)
+    stub.add_node(node("cpu-0", CPU_POOL, BIG_CPU_NODE, kubelet="v1.28.15-gke.1"))
+    stub.add_node(node("cpu-old-down", CPU_POOL, BIG_CPU_NODE, kubelet="v1.27.1", ready=False))  # cannot run the head
+    row = rows(small_job(), kube)["kubernetes-version"]
+    assert row.status is Status.FAILED
+    assert row.detail == (
+        "v1.31.4-gke.1256000: native sidecars are on; kubelet v1.28.15-gke.1 on 1 of 1 head node(s) (node pool "
+        "cpu-np): before 1.29 it runs native sidecars as init containers that never finish, so the head pods stay "
+        "in Init"
+    )
+    assert row.fix == "upgrade the node pool: gcloud container node-pools upgrade cpu-np --cluster CLUSTER"
+    stub.add_node(node("cpu-1", CPU_POOL, BIG_CPU_NODE, kubelet=KUBELET))
+    mixed = rows(small_job(), kube)["kubernetes-version"]
+    assert mixed.status is Status.WARN and "kubelet v1.28.15-gke.1 on 1 of 2 head node(s)" in mixed.detail
+    assert len(stub.sent("GET", "/api/v1/nodes")) == 4, "each node list asked once per run"
+
+
+def test_worker_kubelets_are_checked_when_workers_have_native_sidecars_against_stub(
+    stub: StubKubeApiServer, kube: Kube
+) -> None:
+    ready(stub, tpu_nodes=1)
+    stub.add_node(node("tpu-1", {**V5P, POOL: "tpu-np-1"}, TPU_NODE, kubelet="v1.28.3"))
+    assert rows(small_job(), kube)["kubernetes-version"].status is Status.OK  # no sidecar: workers have none
+    row = rows(small_job({"sidecar.image": "us-docker.pkg.dev/p/r/sidecar:1"}), kube)["kubernetes-version"]
+    assert row.status is Status.WARN
+    assert "; worker node kubelets" not in row.detail
+    assert "kubelet v1.28.3 on 1 of 2 worker node(s) (node pool tpu-np-1)" in row.detail
+    assert row.fix == "upgrade the node pool: gcloud container node-pools upgrade tpu-np-1 --cluster CLUSTER"
 
 
 def test_refused_credentials_fail_once_and_skip_the_rest_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
@@ -240,19 +281,22 @@ def test_queue_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
 # ---------------------------------------------------------------------------------------------- capacity
 
 
-def test_too_few_tpu_nodes_is_a_warning_naming_both_numbers_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+def test_too_few_tpu_pools_is_a_warning_naming_both_numbers_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     ready(stub, tpu_nodes=1)
-    stub.add_node(node("tpu-down", V5P, {"google.com/tpu": "4"}, ready=False))
-    stub.add_node(node("tpu-cordoned", V5P, {"google.com/tpu": "4"}, cordoned=True))
-    other = {**V5P, "cloud.google.com/gke-tpu-topology": "2x2x2"}
-    stub.add_node(node("tpu-other-shape", other, {"google.com/tpu": "4"}))
+    stub.add_node(node("tpu-down", {**V5P, POOL: "tpu-np-1"}, TPU_NODE, ready=False))
+    stub.add_node(node("tpu-cordoned", {**V5P, POOL: "tpu-np-2"}, TPU_NODE, cordoned=True))
+    stub.add_node(node("tpu-few-chips", {**V5P, POOL: "tpu-np-3"}, {"google.com/tpu": "2"}))
+    stub.add_node(node("tpu-no-pool", V5P, TPU_NODE))  # no node pool label: the exclusive topology cannot place it
+    other = {**V5P, "cloud.google.com/gke-tpu-topology": "2x2x2", POOL: "tpu-np-4"}
+    stub.add_node(node("tpu-other-shape", other, TPU_NODE))
     row = rows(small_job(), kube)["tpu-capacity"]
     assert row.status is Status.WARN
     assert row.detail.startswith(
-        "1 Ready node(s) of tpu-v5p-slice 2x2x1 with 4 google.com/tpu allocatable; the job needs 2 "
-        "(2 slice(s) x 1 VM(s)): the workers wait unless node pools autoscale"
+        "1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs 2 "
+        "pools (one per slice) of 1 node: the workers wait unless node pools autoscale"
     )
     assert "queued provisioning" in row.detail
+    assert row.fix is not None and "one per slice with 1 node" in row.fix
     assert {r.q("labelSelector") for r in stub.sent("GET", "/api/v1/nodes")} == {
         "cloud.google.com/gke-tpu-accelerator=tpu-v5p-slice,cloud.google.com/gke-tpu-topology=2x2x1",
         "cloud.google.com/gke-nodepool=cpu-np",
@@ -261,8 +305,41 @@ def test_too_few_tpu_nodes_is_a_warning_naming_both_numbers_against_stub(stub: S
 
 def test_no_tpu_nodes_at_all_is_a_warning_against_stub(kube: Kube) -> None:
     row = rows(small_job({"tpu.type": "v5p-16", "tpu.slices": 3}), kube)["tpu-capacity"]
-    assert row.status is Status.WARN and row.detail.startswith("0 Ready node(s) of tpu-v5p-slice 2x2x2")
-    assert "the job needs 6 (3 slice(s) x 2 VM(s))" in row.detail
+    assert row.status is Status.WARN and row.detail.startswith("0 node pools of x tpu-v5p-slice 2x2x2 nodes")
+    assert "the job needs 3 pools (one per slice) of 2 nodes:" in row.detail
+
+
+def test_one_pool_of_two_nodes_holds_one_slice_not_two_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    """The workers' exclusive topology is the node pool: two nodes in one pool take one slice of v5p-8."""
+    for i in range(2):
+        stub.add_node(node(f"tpu-{i}", {**V5P, POOL: "tpu-np"}, TPU_NODE))
+    row = rows(small_job(), kube)["tpu-capacity"]
+    assert row.status is Status.WARN
+    assert row.detail.startswith(
+        "1 node pool of 2 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs 2 "
+        "pools (one per slice) of 1 node: "
+    )
+
+
+def test_multi_host_slices_need_whole_pools_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    v5p_16 = {**V5P, "cloud.google.com/gke-tpu-topology": "2x2x2"}
+    for pool, size in (("tpu-np-0", 2), ("tpu-np-1", 1)):
+        for i in range(size):
+            stub.add_node(node(f"{pool}-{i}", {**v5p_16, POOL: pool}, TPU_NODE))
+    job = small_job({"tpu.type": "v5p-16", "tpu.slices": 2})
+    short = rows(job, kube)["tpu-capacity"]
+    assert short.status is Status.WARN
+    assert short.detail.startswith(
+        "1 node pool of 2, 1 of 1 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu each); the job "
+        "needs 2 pools (one per slice) of 2 nodes, and 1 of them hold(s) a slice: the workers wait"
+    )
+    stub.add_node(node("tpu-np-1-1", {**v5p_16, POOL: "tpu-np-1"}, TPU_NODE))
+    enough = rows(job, kube)["tpu-capacity"]
+    assert (enough.status, enough.detail) == (
+        Status.OK,
+        "2 node pools of 2 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs "
+        "2 pools (one per slice) of 2 nodes",
+    )
 
 
 def test_head_pod_that_fits_no_node_fails_with_the_numbers_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
@@ -271,7 +348,7 @@ def test_head_pod_that_fits_no_node_fails_with_the_numbers_against_stub(stub: St
     row = rows(small_job(), kube)["head-capacity"]
     assert row.status is Status.FAILED
     assert row.detail == (
-        "the head pod requests 48 CPU and 232Gi memory; the 2 node(s) with cloud.google.com/gke-nodepool=cpu-np "
+        "the head pod requests 48 CPU and 232Gi memory; the 2 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np "
         "allocate at most 31.85 CPU and 120Gi memory"
     )
     smaller = small_job(
@@ -289,6 +366,25 @@ def test_head_pod_that_fits_no_node_fails_with_the_numbers_against_stub(stub: St
     assert rows(smaller, kube)["head-capacity"].status is Status.OK
 
 
+def test_head_nodes_not_ready_or_cordoned_do_not_count_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.add_node(node("cpu-down", CPU_POOL, BIG_CPU_NODE, ready=False))
+    stub.add_node(node("cpu-cordoned", CPU_POOL, BIG_CPU_NODE, cordoned=True))
+    row = rows(small_job(), kube)["head-capacity"]
+    assert row.status is Status.WARN
+    assert row.detail.startswith(
+        "none of the 2 node(s) with cloud.google.com/gke-nodepool=cpu-np is Ready and schedulable (NotReady or "
+        "cordoned)"
+    )
+    assert row.fix is not None and "kubectl uncordon NODE" in row.fix
+    stub.add_node(node("cpu-small", CPU_POOL, {"cpu": "15890m", "memory": "57Gi"}))
+    small = rows(small_job(), kube)["head-capacity"]
+    assert small.status is Status.FAILED
+    assert small.detail.endswith("allocate at most 15.89 CPU and 57Gi memory (2 more NotReady or cordoned)")
+    stub.add_node(node("cpu-big", CPU_POOL, BIG_CPU_NODE))
+    ok = rows(small_job(), kube)["head-capacity"]
+    assert ok.status is Status.OK and ok.detail.startswith("1 of 2 Ready node(s) with")
+
+
 def test_no_node_for_the_head_is_a_warning_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.add_node(node("cpu-0", {"cloud.google.com/gke-nodepool": "other"}, BIG_CPU_NODE))
     row = rows(small_job(), kube)["head-capacity"]
@@ -304,6 +400,10 @@ def test_nodes_forbidden_is_not_verified_against_stub(stub: StubKubeApiServer, k
         row = found[check]
         assert (row.status, row.detail) == (Status.NOT_VERIFIED, "this identity may not list nodes")
         assert row.fix is not None and "kubectl auth can-i list nodes" in row.fix
+    version = found["kubernetes-version"]
+    assert version.status is Status.OK and version.detail.startswith(
+        "v1.31.4-gke.1256000: native sidecars are on; kubelets of the head nodes not checked: "
+    )
 
 
 def test_pod_requests_sum_sidecars_with_containers_and_take_the_init_peak() -> None:
@@ -374,19 +474,29 @@ def test_secret_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
 
 
 def test_cli_preflight_cluster_no_gcs_json_against_stub(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, jax_version: str
 ) -> None:
+    """--no-gcs leaves out the GCS rows only: the cluster rows come first, then the image rows (not verified here:
+    no registry is reachable from the tests)."""
     result = cluster_cli(["preflight", "-f", EXAMPLE, "--cluster", "--no-gcs", "-o", "json", *kc])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert [c["check"] for c in report["checks"]] == CHECK_NAMES
-    assert {c["location"] for c in report["checks"]} == {"stub"}
-    assert report["failed"] is False and report["summary"] == {"ok": 5, "warn": 2, "failed": 0, "not verified": 0}
-    assert not any(c["location"].startswith("gs://") for c in report["checks"])
+    checks = report["checks"]
+    assert [c["check"] for c in checks] == [*CHECK_NAMES, "image", "image", "image", "image"]
+    assert {c["location"] for c in checks[: len(CHECK_NAMES)]} == {"stub"}
+    assert [c["fields"] for c in checks[len(CHECK_NAMES) :]] == [
+        ["images.proxy_server"],
+        ["images.server"],
+        ["main.image"],
+        ["storage.hlo_uploader_image"],
+    ]
+    cluster_statuses = [c["status"] for c in checks[: len(CHECK_NAMES)]]
+    assert cluster_statuses.count("ok") == 5 and cluster_statuses.count("warn") == 2 and report["failed"] is False
+    assert not any(c["location"].startswith("gs://") for c in checks)
 
 
 def test_cli_preflight_cluster_failure_exits_6_against_stub(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, jax_version: str
 ) -> None:
     stub.jobset_installed = False
     result = cluster_cli(["preflight", "-f", EXAMPLE, "--cluster", "--no-gcs", *kc])
@@ -394,13 +504,36 @@ def test_cli_preflight_cluster_failure_exits_6_against_stub(
     assert "jobset-api" in result.stdout and "1 preflight check(s) failed" in result.stderr
 
 
-def test_cli_no_gcs_alone_is_refused(cluster_cli: ClusterCli) -> None:
-    result = cluster_cli(["preflight", "-f", EXAMPLE, "--no-gcs"])
-    assert result.exit_code == 2 and "--no-gcs: leaves nothing to check" in result.stderr
+def test_cli_no_gcs_alone_checks_the_images_only(cluster_cli: ClusterCli, jax_version: str) -> None:
+    result = cluster_cli(["preflight", "-f", EXAMPLE, "--no-gcs", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert [c["check"] for c in json.loads(result.stdout)["checks"]] == ["image"] * 4
+
+
+def test_cli_preflight_cluster_with_an_unpushed_job_image_is_a_failed_row_against_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, jax_version: str, tmp_path: Path
+) -> None:
+    """image.repository set, nothing pushed: render would stop; preflight still asks the cluster and fails the
+    image row with the fix."""
+    ready(stub)
+    config = tmp_path / "job.yaml"
+    config.write_text(Path(EXAMPLE).read_text(encoding="utf-8"), encoding="utf-8")
+    flags = ["--image-repository", "127.0.0.1:5000/team/jobs", "--image", ""]
+    result = cluster_cli(["preflight", "-f", str(config), *flags, "--cluster", "--no-gcs", "-o", "json", *kc])
+    assert result.exit_code == 6, result.output
+    checks = json.loads(result.stdout)["checks"]
+    assert [c["status"] for c in checks[: len(CHECK_NAMES)]] == ["ok"] * len(CHECK_NAMES)
+    (unpushed,) = [c for c in checks if c["fields"] == ["image.repository"]]
+    assert (unpushed["location"], unpushed["status"], unpushed["detail"]) == (
+        "127.0.0.1:5000/team/jobs",
+        "failed",
+        "no pushed job image matches the current inputs",
+    )
+    assert unpushed["fix"] == "pwdeploy image build --push, or set main.image"
 
 
 def test_cli_submit_stops_on_a_failed_cluster_row_against_stub(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, jax_version: str
 ) -> None:
     stub.version = {"major": "1", "minor": "27", "gitVersion": "v1.27.3"}
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc])
@@ -410,7 +543,7 @@ def test_cli_submit_stops_on_a_failed_cluster_row_against_stub(
 
 
 def test_cli_submit_checks_the_cluster_and_gcs_then_applies_against_stub(
-    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, emulator_env: GcsEmulator
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, emulator_env: GcsEmulator, jax_version: str
 ) -> None:
     ready(stub)
     bucket = emulator_env.create_bucket()
@@ -421,3 +554,23 @@ def test_cli_submit_checks_the_cluster_and_gcs_then_applies_against_stub(
     assert ") created" in result.stdout
     assert stub.sent("GET", "/version") and len(stub.sent("POST")) == 8
     assert [w.method for w in stub.writes()] == ["PATCH"]
+    assert not any(line.startswith("warning: ") for line in result.stderr.splitlines()), "the cluster is ready"
+
+
+def test_cli_submit_prints_the_rows_that_are_not_ok_then_applies_against_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, emulator_env: GcsEmulator, jax_version: str
+) -> None:
+    ready(stub, tpu_nodes=1)
+    bucket = emulator_env.create_bucket()
+    result = cluster_cli(
+        ["submit", "-f", EXAMPLE, *kc, "--gcs-scratch", f"gs://{bucket}/scratch", "--hlo-dump", f"gs://{bucket}/hlo"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    warned = [line for line in lines if line.startswith("warning: ")]
+    assert warned == [
+        "warning: tpu-capacity stub: 1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 "
+        "google.com/tpu each); the job needs 2 pools (one per slice) of 1 node: the workers wait unless node pools "
+        "autoscale from zero or use queued provisioning"
+    ]
+    assert result.output.index("warning: tpu-capacity") < result.output.index(") created")

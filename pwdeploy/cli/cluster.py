@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.api import Clock, Kube
     from pwdeploy.cluster.wait import Until
     from pwdeploy.config import JobConfig
-    from pwdeploy.preflight import PreflightReport
+    from pwdeploy.preflight import PreflightReport, RowSource
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,22 +47,16 @@ def _connect(kubeconfig: Path | None, context: str | None) -> Kube:
     return connect(kubeconfig, context, clock=_clock())
 
 
-def with_cluster_rows(
-    report: PreflightReport,
-    job: JobConfig,
-    *,
-    kube: Kube | None = None,
-    kubeconfig: Path | None = None,
-    context: str | None = None,
-) -> PreflightReport:
-    """``report`` with the cluster readiness rows first (``preflight --cluster`` and ``submit``); without ``kube``,
-    the cluster is found from ``kubeconfig`` and ``context``."""
-    import dataclasses
-
+def cluster_source(
+    job: JobConfig, *, kube: Kube | None = None, kubeconfig: Path | None = None, context: str | None = None
+) -> RowSource:
+    """The cluster readiness rows as a preflight source (``preflight --cluster`` and ``submit``): passed as
+    ``extra_sources``, they run beside the GCS and image checks and come first in the report. Without ``kube``,
+    the cluster is found from ``kubeconfig`` and ``context`` now, so a bad kubeconfig stops before any check."""
     from pwdeploy.cluster.readiness import check_cluster
 
-    rows = check_cluster(job, kube or _connect(kubeconfig, context))
-    return dataclasses.replace(report, results=(*rows, *report.results))
+    connected = kube or _connect(kubeconfig, context)
+    return lambda: check_cluster(job, connected)
 
 
 # ---------------------------------------------------------------------------------------------- submit
@@ -159,15 +153,26 @@ def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str) -> 
 
 
 def _preflight(job: JobConfig, kube: Kube) -> None:
-    """The cluster readiness checks, then the GCS ones; a failed row stops submit before anything is created."""
+    """The cluster readiness, GCS and image checks, side by side; a failed row stops submit before anything is
+    created, and the rows that are not ok are printed on stderr before it goes on."""
     from pwdeploy.preflight import run_preflight
 
-    report = with_cluster_rows(run_preflight(job), job, kube=kube)
+    report = run_preflight(job, extra_sources=[cluster_source(job, kube=kube)])
     if report.failed:
         raise PreflightError(
             "preflight failed; nothing was submitted:\n" + report.format_table(),
             hint="fix what the report names, or pass --skip-preflight to submit anyway",
         )
+    for line in unsettled_rows(report):
+        click.echo(line, err=True)
+
+
+def unsettled_rows(report: PreflightReport) -> list[str]:
+    """One line per row that is not ok: ``warning: CHECK LOCATION: DETAIL`` (or ``not verified: ...``)."""
+    from pwdeploy.preflight import Status
+
+    word = {Status.WARN: "warning", Status.NOT_VERIFIED: "not verified", Status.FAILED: "failed"}
+    return [f"{word[r.status]}: {r.check} {r.location}: {r.detail}" for r in report.results if r.status in word]
 
 
 def _wait(kube: Kube, name: str, namespace: str, until: Until, timeout: float | None) -> None:

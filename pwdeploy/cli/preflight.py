@@ -11,7 +11,7 @@ import click
 
 from pwdeploy.cli.cluster import cluster_options
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
-from pwdeploy.errors import ConfigError, PreflightError
+from pwdeploy.errors import PreflightError
 
 
 @click.command("preflight")
@@ -32,7 +32,11 @@ from pwdeploy.errors import ConfigError, PreflightError
     help="Also check that the cluster can run the job "
     "(Kubernetes version, JobSet, namespace, queue, TPU and head capacity, RBAC, Secrets).",
 )
-@click.option("--no-gcs", is_flag=True, help="Skip the GCS checks (with --cluster).")
+@click.option(
+    "--no-gcs",
+    is_flag=True,
+    help="Skip the GCS checks; the images (and with --cluster, the cluster) are still checked.",
+)
 @cluster_options
 def preflight(
     output: str,
@@ -44,20 +48,17 @@ def preflight(
     **kwargs: Any,
 ) -> None:
     """Check every GCS location of the job (bucket, permissions, lifecycle rules, region, a probe object) and that
-    every image it references exists in its registry (proxy, server, main, sidecar); with --cluster, also whether
-    the cluster can run it.
+    every image it references exists in its registry (proxy, server, main, sidecar, HLO uploader); with --cluster,
+    also whether the cluster can run it. The sources are checked side by side.
 
     Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
     """
-    from pwdeploy.cli.cluster import with_cluster_rows
-    from pwdeploy.preflight import PreflightReport, run_preflight
+    from pwdeploy.cli.cluster import cluster_source
+    from pwdeploy.preflight import run_preflight
 
-    if no_gcs and not check_cluster:
-        raise ConfigError("--no-gcs", "leaves nothing to check", hint="add --cluster, or drop --no-gcs")
     job = job_from_params(pop_job_params(kwargs))
-    report = PreflightReport(()) if no_gcs else run_preflight(job, region=region)
-    if check_cluster:
-        report = with_cluster_rows(report, job, kubeconfig=kubeconfig, context=context)
+    sources = [cluster_source(job, kubeconfig=kubeconfig, context=context)] if check_cluster else []
+    report = run_preflight(job, region=region, check_gcs=not no_gcs, extra_sources=sources)
     if output == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -1,11 +1,13 @@
 """Cluster readiness: can this cluster run this job? Read-only checks through the Kubernetes API, one preflight
 report row each, run concurrently.
 
-``kubernetes-version`` is asked first, alone: it also tells whether the API server answers at all, so an
-unreachable cluster costs one request (with its retries) instead of one per check. The other checks then run
-side by side: ``jobset-api``, ``namespace``, ``queue``, ``tpu-capacity``, ``head-capacity``, ``permissions``
+The control plane's version is asked first, alone: it also tells whether the API server answers at all, so an
+unreachable cluster costs one request (with its retries) instead of one per check. The checks then run side by
+side: ``kubernetes-version`` (the control plane, and the kubelets of the nodes that would run pods with native
+sidecars), ``jobset-api``, ``namespace``, ``queue``, ``tpu-capacity``, ``head-capacity``, ``permissions``
 (SelfSubjectAccessReviews, the only POSTs: they change nothing) and one ``secret`` row per Secret that
-``main.secret_env`` references. A check the API server will not answer for this identity is ``not verified``.
+``main.secret_env`` references. Each node list is asked once however many checks read it. A check the API
+server will not answer for this identity is ``not verified``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -35,10 +37,20 @@ from pwdeploy.cluster.api import (
     rbac_hint,
 )
 from pwdeploy.cluster.jobsets import Object
+from pwdeploy.cluster.nodes import (
+    NODE_POOL_LABEL,
+    NodeLists,
+    allocatable,
+    head_pod_spec,
+    kubelet_version,
+    native_sidecar_pods,
+    node_selector,
+    pod_requests,
+    pool_sizes,
+    schedulable,
+)
 from pwdeploy.config import JobConfig, SecretRef
-from pwdeploy.errors import ConfigError
 from pwdeploy.preflight.report import CheckResult, Status
-from pwdeploy.quantity import parse_quantity
 
 MIN_KUBERNETES = (1, 29)  # native sidecars (initContainers with restartPolicy Always) are on by default from 1.29
 JOBSET_CRD = f"{JOBSETS.plural}.{JOBSETS.group}"
@@ -61,7 +73,7 @@ NEEDED: tuple[tuple[str, Resource], ...] = (
     ("get", POD_LOGS),
     ("list", EVENTS),
 )
-CHECKS = ("jobset-api", "namespace", "queue", "tpu-capacity", "head-capacity", "permissions")
+PLACEHOLDER_TAG = "unpushed"  # renders a job whose pushed image is missing: the image rows report it
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,10 @@ class Target:
     jobset: Object
     namespace: str
     kube: Kube
+    nodes: NodeLists = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", NodeLists(self.kube))
 
     @property
     def location(self) -> str:
@@ -90,7 +106,7 @@ def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[C
     """One row per readiness check, in a fixed order; ``max_workers`` requests are in flight at most."""
     from pwdeploy import manifests
 
-    (jobset,) = [obj for obj in manifests.build(job) if obj.get("kind") == "JobSet"]
+    (jobset,) = [obj for obj in manifests.build(renderable(job)) if obj.get("kind") == "JobSet"]
     target = Target(job, jobset, job.namespace or kube.namespace, kube)
     checks: list[tuple[str, Check]] = [
         ("jobset-api", check_jobset_api),
@@ -110,12 +126,23 @@ def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[C
                 target.row("kubernetes-version", Status.FAILED, exc.message, exc.hint),
                 *(target.row(name, Status.NOT_VERIFIED, skipped) for name, _ in checks),
             ]
-        first = _not_verified(target, "kubernetes-version", exc)
+        error = exc
+        checks.insert(0, ("kubernetes-version", lambda t: _not_verified(t, "kubernetes-version", error)))
     else:
-        first = version_row(target, version)
+        checks.insert(0, ("kubernetes-version", functools.partial(check_kubernetes_version, version=version)))
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        rows = list(pool.map(lambda named: _guarded(target, *named), checks))
-    return [first, *rows]
+        return list(pool.map(lambda named: _guarded(target, *named), checks))
+
+
+def renderable(job: JobConfig) -> JobConfig:
+    """``job`` with a placeholder for a pushed image it lacks (``image.repository`` or ``sidecar.repository`` set,
+    nothing pushed matches): what the cluster is asked does not depend on the image, and the image rows of
+    preflight name the missing one with its fix."""
+    if not job.headless and job.main.image is None and job.image.repository:
+        job = job._replace(main=job.main._replace(image=f"{job.image.repository}:{PLACEHOLDER_TAG}"))
+    if job.sidecar.image is None and job.sidecar.repository:
+        job = job._replace(sidecar=job.sidecar._replace(image=f"{job.sidecar.repository}:{PLACEHOLDER_TAG}"))
+    return job
 
 
 def _guarded(target: Target, name: str, check: Check) -> CheckResult:
@@ -140,17 +167,66 @@ def kubernetes_version(kube: Kube) -> tuple[int, int, str]:
 
 
 def version_row(target: Target, version: tuple[int, int, str]) -> CheckResult:
+    """The control plane alone."""
     major, minor, text = version
     if (major, minor) >= MIN_KUBERNETES:
         return target.row("kubernetes-version", Status.OK, f"{text}: native sidecars are on")
-    needed = ".".join(map(str, MIN_KUBERNETES))
     return target.row(
         "kubernetes-version",
         Status.FAILED,
-        f"{text}: the head's proxy and resource manager run as native sidecars, on by default from {needed}",
-        f"upgrade the control plane and nodes to {needed} or later "
+        f"{text}: the head's proxy and resource manager run as native sidecars, on by default from {_MIN}",
+        f"upgrade the control plane and nodes to {_MIN} or later "
         "(gcloud container clusters upgrade CLUSTER --master --cluster-version VERSION)",
     )
+
+
+_MIN = ".".join(map(str, MIN_KUBERNETES))
+
+
+def check_kubernetes_version(target: Target, *, version: tuple[int, int, str]) -> CheckResult:
+    """The control plane, then the kubelets of the nodes that would run a pod with native sidecars (node pools
+    can lag the control plane; an older kubelet runs them as init containers that never finish)."""
+    row = version_row(target, version)
+    notes: list[str] = []
+    worst = row.status
+    fixes = [row.fix] if row.fix else []
+    for role, spec in native_sidecar_pods(target.jobset):
+        try:
+            nodes = [n for n in target.nodes.get(node_selector(spec)) if schedulable(n)]
+        except ApiError as exc:
+            notes.append(f"kubelets of the {role} nodes not checked: {exc.message}")
+            continue
+        status, note, fix = kubelet_lag(role, nodes)
+        if note:
+            notes.append(note)
+        if fix:
+            fixes.append(fix)
+        if status is Status.FAILED or (status is Status.WARN and worst is Status.OK):
+            worst = status
+    detail = "; ".join([row.detail, *notes])
+    return target.row("kubernetes-version", worst, detail, "; ".join(fixes) or None)
+
+
+def kubelet_lag(role: str, nodes: list[Object]) -> tuple[Status, str | None, str | None]:
+    """(status, note, fix) for the kubelets of ``nodes``: failed when every one is older than 1.29, a warning
+    when some are (the scheduler may pick one); no note without versions to read."""
+    versions = {n["metadata"]["name"]: kubelet_version(n) for n in nodes}
+    known = {name: v for name, v in versions.items() if v is not None}
+    if not known:
+        return Status.OK, None, None
+    old = [n for n in nodes if (v := known.get(n["metadata"]["name"])) is not None and v[:2] < MIN_KUBERNETES]
+    texts = sorted({v[2] for v in known.values()})
+    if not old:
+        return Status.OK, f"{role} node kubelets {', '.join(texts)}", None
+    pools = sorted({str((n["metadata"].get("labels") or {}).get(NODE_POOL_LABEL, "POOL")) for n in old})
+    old_texts = sorted({v[2] for n in old if (v := known[n["metadata"]["name"]])})
+    note = (
+        f"kubelet {', '.join(old_texts)} on {len(old)} of {len(known)} {role} node(s) (node pool "
+        f"{', '.join(pools)}): before {_MIN} it runs native sidecars as init containers that never finish, so the "
+        f"{role} pods stay in Init"
+    )
+    fix = "; ".join(f"upgrade the node pool: gcloud container node-pools upgrade {p} --cluster CLUSTER" for p in pools)
+    return (Status.FAILED if len(old) == len(known) else Status.WARN), note, fix
 
 
 # ---------------------------------------------------------------------------------------------- jobset-api
@@ -291,64 +367,76 @@ def check_queue(target: Target) -> CheckResult:
 # ---------------------------------------------------------------------------------------------- capacity
 
 
-def list_nodes(kube: Kube, selector: dict[str, str]) -> list[Object]:
-    query = [("labelSelector", ",".join(f"{k}={v}" for k, v in selector.items()))]
-    answer = kube.request(Action("list", NODES), "GET", NODES.path(), query=query)
-    return list(answer.get("items") or [])
-
-
-def schedulable(node: Object) -> bool:
-    """Ready and not cordoned."""
-    conditions = (node.get("status") or {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    return ready and not (node.get("spec") or {}).get("unschedulable")
-
-
-def allocatable(node: Object, resource: str) -> Decimal:
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
-    try:
-        return parse_quantity(value, resource, allow_zero=True) if value is not None else Decimal(0)
-    except ConfigError:
-        return Decimal(0)
-
-
 def check_tpu_capacity(target: Target) -> CheckResult:
-    """Ready TPU nodes of the job's accelerator and topology, with the chips a worker pod asks for."""
+    """Node pools that can each hold a slice: the workers' exclusive topology is the node pool, so every slice
+    needs a pool of its own with VMs-per-slice Ready, schedulable nodes of the job's accelerator and topology,
+    each with the chips a worker pod asks for."""
     tpu = target.job.tpu
     shape = tpu.slice
     selector = {TPU_ACCELERATOR_LABEL: shape.accelerator, TPU_TOPOLOGY_LABEL: shape.topology}
     nodes = _nodes_or_none(target, selector)
     if nodes is None:
         return _nodes_forbidden(target, "tpu-capacity", ("tpu",))
-    usable = sum(schedulable(n) and allocatable(n, TPU_RESOURCE) >= shape.chips_per_vm for n in nodes)
-    needed = tpu.slices * shape.vms
+    sizes = pool_sizes(n for n in nodes if schedulable(n) and allocatable(n, TPU_RESOURCE) >= shape.chips_per_vm)
+    holding = sum(size >= shape.vms for size in sizes.values())
     what = (
-        f"{usable} Ready node(s) of {shape.accelerator} {shape.topology} with {shape.chips_per_vm} "
-        f"{TPU_RESOURCE} allocatable; the job needs {needed} ({tpu.slices} slice(s) x {shape.vms} VM(s))"
+        f"{_pools(sizes)} x {shape.accelerator} {shape.topology} nodes (Ready, schedulable, {shape.chips_per_vm} "
+        f"{TPU_RESOURCE} each); the job needs {_count(tpu.slices, 'pool')} (one per slice) of "
+        f"{_count(shape.vms, 'node')}"
     )
-    if usable >= needed:
+    if holding >= tpu.slices:
         return target.row("tpu-capacity", Status.OK, what, fields=("tpu",))
+    short = f", and {holding} of them hold(s) a slice" if holding != len(sizes) else ""
     return target.row(
         "tpu-capacity",
         Status.WARN,
-        f"{what}: the workers wait unless node pools autoscale from zero or use queued provisioning",
-        f"create TPU node pools of {shape.accelerator} with topology {shape.topology} ({shape.vms} node(s) per "
-        "slice), or check that autoscaling or queued provisioning covers them",
+        f"{what}{short}: the workers wait unless node pools autoscale from zero or use queued provisioning",
+        f"create TPU node pools of {shape.accelerator} with topology {shape.topology}, one per slice with "
+        f"{_count(shape.vms, 'node')}, or check that autoscaling or queued provisioning covers them",
         ("tpu",),
     )
 
 
+def _pools(sizes: dict[str, int]) -> str:
+    """``1 node pool of 2``, ``2 node pools of 1``, ``1 node pool of 4, 2 of 1``; ``0 node pools of``."""
+    if not sizes:
+        return "0 node pools of"
+    by_size: dict[int, int] = {}
+    for size in sorted(sizes.values(), reverse=True):
+        by_size[size] = by_size.get(size, 0) + 1
+    parts = [f"{pools} of {size}" for size, pools in by_size.items()]
+    first_pools = next(iter(by_size.values()))
+    parts[0] = f"{_count(first_pools, 'node pool')} of {next(iter(by_size))}"
+    return ", ".join(parts)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def check_head_capacity(target: Target) -> CheckResult:
-    """Nodes matching the head pod's nodeSelector whose allocatable cpu and memory hold the head pod."""
+    """Ready, schedulable nodes matching the head pod's nodeSelector whose allocatable cpu and memory hold it."""
     spec = head_pod_spec(target.jobset)
-    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    selector = node_selector(spec)
     where = ",".join(f"{k}={v}" for k, v in selector.items())
     need = pod_requests(spec)
     asks = f"{_cpu(need['cpu'])} CPU and {_memory(need['memory'])} memory"
     fields = ("head.node_pool",)
-    nodes = _nodes_or_none(target, selector)
-    if nodes is None:
+    matching = _nodes_or_none(target, selector)
+    if matching is None:
         return _nodes_forbidden(target, "head-capacity", fields)
+    nodes = [n for n in matching if schedulable(n)]
+    down = len(matching) - len(nodes)
+    besides = f" ({down} more NotReady or cordoned)" if down else ""
+    if not nodes and down:
+        return target.row(
+            "head-capacity",
+            Status.WARN,
+            f"none of the {down} node(s) with {where} is Ready and schedulable (NotReady or cordoned): the head "
+            "waits until one is, or the node pool adds one",
+            f"kubectl get nodes -l {where}; uncordon them (kubectl uncordon NODE) or repair the node pool",
+            fields,
+        )
     if not nodes:
         return target.row(
             "head-capacity",
@@ -364,7 +452,7 @@ def check_head_capacity(target: Target) -> CheckResult:
         return target.row(
             "head-capacity",
             Status.OK,
-            f"{len(fit)} of {len(nodes)} node(s) with {where} allocate the head pod's {asks}",
+            f"{len(fit)} of {len(nodes)} Ready node(s) with {where} allocate the head pod's {asks}{besides}",
             None,
             fields,
         )
@@ -373,47 +461,17 @@ def check_head_capacity(target: Target) -> CheckResult:
     return target.row(
         "head-capacity",
         Status.FAILED,
-        f"the head pod requests {asks}; the {len(nodes)} node(s) with {where} allocate at most "
-        f"{_cpu(most_cpu)} CPU and {_memory(most_memory)} memory",
+        f"the head pod requests {asks}; the {len(nodes)} Ready node(s) with {where} allocate at most "
+        f"{_cpu(most_cpu)} CPU and {_memory(most_memory)} memory{besides}",
         "use a larger machine type for that node pool, or lower main.cpu/main.memory, head.proxy_cpu/proxy_memory "
         "and head.rm_cpu/rm_memory",
         fields,
     )
 
 
-def head_pod_spec(jobset: Object) -> Object:
-    coordinator = (jobset["spec"].get("coordinator") or {}).get("replicatedJob")
-    (head,) = [rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == coordinator]
-    spec: Object = head["template"]["spec"]["template"]["spec"]
-    return spec
-
-
-def pod_requests(spec: Object) -> dict[str, Decimal]:
-    """The pod's cpu and memory requests as the scheduler sums them: native sidecars (restartPolicy Always) add
-    to the containers; other init containers run alone, beside the sidecars started before them."""
-    totals = {}
-    for resource in ("cpu", "memory"):
-        sidecars = init_peak = Decimal(0)
-        for container in spec.get("initContainers") or []:
-            if container.get("restartPolicy") == "Always":
-                sidecars += _request(container, resource)
-                init_peak = max(init_peak, sidecars)
-            else:
-                init_peak = max(init_peak, sidecars + _request(container, resource))
-        regular = sum((_request(c, resource) for c in spec.get("containers") or []), Decimal(0))
-        totals[resource] = max(init_peak, sidecars + regular)
-    return totals
-
-
-def _request(container: Object, resource: str) -> Decimal:
-    res = container.get("resources") or {}
-    value = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
-    return parse_quantity(value, resource, allow_zero=True) if value is not None else Decimal(0)
-
-
 def _nodes_or_none(target: Target, selector: dict[str, str]) -> list[Object] | None:
     try:
-        return list_nodes(target.kube, selector)
+        return target.nodes.get(selector)
     except ApiError as exc:
         if exc.status == 403:
             return None

@@ -2,7 +2,8 @@
 
 Sources: GCS (``preflight.gcs``: buckets, permissions, lifecycle, region, probes) and images
 (``preflight.images``: every image the job references exists). A further source is any function that returns
-rows (``RowSource``), passed as ``extra_sources``. The sources run side by side; their rows keep source order.
+rows (``RowSource``), passed as ``extra_sources``, e.g. the cluster's readiness. The sources run side by side;
+the report lists the further sources' rows first, then GCS, then images.
 
 The sources are imported when they run: ``pwdeploy.gcs`` builds rows of ``preflight.report``, so importing them
 here would make a cycle, and ``import pwdeploy.preflight`` stays light.
@@ -32,10 +33,12 @@ def run_preflight(
     client_factory: Callable[[], Any] = gcs_client.default_client,
     region: str | None = None,
     image_lookup: ImageLookup | None = None,
+    check_gcs: bool = True,
     check_images: bool = True,
     extra_sources: Sequence[RowSource] = (),
 ) -> PreflightReport:
-    """Every check for ``job``: GCS, then images (unless ``check_images`` is false), then ``extra_sources``.
+    """Every check for ``job``: ``extra_sources``, then GCS (unless ``check_gcs`` is false), then images (unless
+    ``check_images`` is false), all at once.
 
     ``client_factory`` builds the google.cloud.storage client and ``image_lookup`` asks a registry for a manifest
     (default: a ``RegistryClient`` with docker's credentials); both are seams for tests. ``region`` is the
@@ -44,12 +47,13 @@ def run_preflight(
     from pwdeploy.preflight import gcs
 
     region = gcs.check_region(region)
-    parts: list[Callable[[], PreflightReport]] = [
-        lambda: gcs.check_gcs(job, client_factory=client_factory, region=region)
-    ]
+    parts: list[Callable[[], PreflightReport]] = [_as_report(source) for source in extra_sources]
+    if check_gcs:
+        parts.append(lambda: gcs.check_gcs(job, client_factory=client_factory, region=region))
     if check_images:
         parts.append(lambda: PreflightReport(tuple(_image_rows(job, image_lookup))))
-    parts.extend(_as_report(source) for source in extra_sources)
+    if not parts:
+        return PreflightReport(())
     with ThreadPoolExecutor(max_workers=len(parts)) as pool:
         reports = [future.result() for future in [pool.submit(part) for part in parts]]
     return reports[0].combine(*reports[1:])

@@ -1,8 +1,10 @@
 """The image source of preflight: does every image the job references exist in its registry?
 
-Proxy and server (pinned or derived), main (unless headless) and the sidecar, each looked up once however many
-fields name it, all at once in a thread pool. Found: ok with the digest. A missing tag or repository: failed,
-with the fix. No answer, refused access or anything unexpected: not verified, never ok.
+Proxy and server (pinned or derived), main (unless headless), the sidecar and the HLO uploader (with an HLO
+dump), each looked up once however many fields name it, all at once in a thread pool. Found: ok with the digest.
+A missing tag or repository: failed, with the fix; so is a repository (``image.repository``,
+``sidecar.repository``) with no pushed image that matches the job. No answer, refused access or anything
+unexpected: not verified, never ok.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def job_images(job: JobConfig) -> dict[str, tuple[str, ...]]:
         named.append(("main.image", job.main.image))
     if job.sidecar.image is not None:
         named.append(("sidecar.image", job.sidecar.image))
+    if job.storage.hlo_dump is not None:
+        named.append(("storage.hlo_uploader_image", job.storage.hlo_uploader_image))
     found: dict[str, tuple[str, ...]] = {}
     for field, image in named:
         found[image] = (*found.get(image, ()), field)
@@ -40,7 +44,11 @@ def job_images(job: JobConfig) -> dict[str, tuple[str, ...]]:
 def check_images(job: JobConfig, lookup: ImageLookup, *, threads: int = MAX_THREADS) -> list[CheckResult]:
     """One ``image`` row per referenced image; ``lookup`` asks the registry (the seam)."""
     images = job_images(job)
-    rows = [_unpushed_sidecar_row(job)] if job.sidecar.repository and job.sidecar.image is None else []
+    rows = []
+    if not job.headless and job.image.repository and job.main.image is None:
+        rows.append(_unpushed_row(job.image.repository, "image.repository", "job", "image", "main.image"))
+    if job.sidecar.repository and job.sidecar.image is None:
+        rows.append(_unpushed_row(job.sidecar.repository, "sidecar.repository", "sidecar", "sidecar", "sidecar.image"))
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(images)))) as pool:
         checked = list(pool.map(lambda item: check_image(item[0], item[1], lookup), images.items()))
     return [*checked, *rows]
@@ -89,6 +97,8 @@ def _missing_fix(ref: ImageRef, fields: tuple[str, ...]) -> str:
         steps.append(f"pin an existing one with {' / '.join(flags)} ({' / '.join(fields)})")
     if "sidecar.image" in fields:
         steps.append("push it: pwdeploy sidecar build --push (or correct sidecar.image)")
+    if "storage.hlo_uploader_image" in fields:
+        steps.append("set --hlo-uploader-image (storage.hlo_uploader_image) to an existing image that has gcloud")
     if "main.image" in fields:
         pushed = f"{ref.name}:{ref.tag}" if ref.tag and not ref.digest else ref.name
         steps.append(f"push it (docker push {pushed}) or correct main.image (--image)")
@@ -108,12 +118,12 @@ def _access_fix(ref: ImageRef, found: Lookup) -> str | None:
     return None
 
 
-def _unpushed_sidecar_row(job: JobConfig) -> CheckResult:
+def _unpushed_row(repository: str, field: str, what: str, command: str, image_field: str) -> CheckResult:
     return CheckResult(
-        job.sidecar.repository or "",
-        ("sidecar.repository",),
+        repository,
+        (field,),
         "image",
         Status.FAILED,
-        "no pushed sidecar image matches the current inputs",
-        "pwdeploy sidecar build --push, or set sidecar.image",
+        f"no pushed {what} image matches the current inputs",
+        f"pwdeploy {command} build --push, or set {image_field}",
     )

@@ -1,0 +1,126 @@
+"""What the Kubernetes API says about nodes, and what a rendered pod asks of them: node lists by label selector
+(each asked once), readiness, allocatable resources, node pools, kubelet versions, a pod's requests."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from decimal import Decimal
+
+from pwdeploy.cluster.api import NODES, Action, ApiError, Kube
+from pwdeploy.cluster.jobsets import Object
+from pwdeploy.errors import ConfigError
+from pwdeploy.quantity import parse_quantity
+
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"  # the workers' exclusive topology: one slice per node pool
+
+
+class NodeLists:
+    """Nodes by label selector, each list asked once however many checks read it (the checks run side by side);
+    an ApiError is kept and raised to every reader."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._found: dict[str, list[Object] | ApiError] = {}
+
+    def get(self, selector: dict[str, str]) -> list[Object]:
+        key = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._found:
+                try:
+                    self._found[key] = list_nodes(self._kube, selector)
+                except ApiError as exc:
+                    self._found[key] = exc
+            found = self._found[key]
+        if isinstance(found, ApiError):
+            raise found
+        return found
+
+
+def native_sidecar_pods(jobset: Object) -> list[tuple[str, Object]]:
+    """(head or worker, pod spec) of every replicated job whose pods have native sidecars."""
+    coordinator = (jobset["spec"].get("coordinator") or {}).get("replicatedJob")
+    found = []
+    for rj in jobset["spec"]["replicatedJobs"]:
+        spec = rj["template"]["spec"]["template"]["spec"]
+        if any(c.get("restartPolicy") == "Always" for c in spec.get("initContainers") or []):
+            found.append(("head" if rj["name"] == coordinator else "worker", spec))
+    return found
+
+
+def kubelet_version(node: Object) -> tuple[int, int, str] | None:
+    """(major, minor, text) of ``status.nodeInfo.kubeletVersion`` (``v1.31.4-gke.1256000``); None when absent."""
+    text = str(((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "")
+    found = re.match(r"v?(\d+)\.(\d+)", text)
+    return (int(found[1]), int(found[2]), text) if found else None
+
+
+def node_selector(spec: Object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+
+
+def list_nodes(kube: Kube, selector: dict[str, str]) -> list[Object]:
+    query = [("labelSelector", ",".join(f"{k}={v}" for k, v in selector.items()))]
+    answer = kube.request(Action("list", NODES), "GET", NODES.path(), query=query)
+    return list(answer.get("items") or [])
+
+
+def schedulable(node: Object) -> bool:
+    """Ready and not cordoned."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return ready and not (node.get("spec") or {}).get("unschedulable")
+
+
+def allocatable(node: Object, resource: str) -> Decimal:
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+    try:
+        return parse_quantity(value, resource, allow_zero=True) if value is not None else Decimal(0)
+    except ConfigError:
+        return Decimal(0)
+
+
+def pool_sizes(nodes: Iterable[Object]) -> dict[str, int]:
+    """Nodes per node pool (``cloud.google.com/gke-nodepool``); a node without the label is in no pool and can take
+    no slice."""
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        pool = (node["metadata"].get("labels") or {}).get(NODE_POOL_LABEL)
+        if pool is not None:
+            sizes[pool] = sizes.get(pool, 0) + 1
+    return sizes
+
+
+def head_pod_spec(jobset: Object) -> Object:
+    coordinator = (jobset["spec"].get("coordinator") or {}).get("replicatedJob")
+    (head,) = [rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == coordinator]
+    spec: Object = head["template"]["spec"]["template"]["spec"]
+    return spec
+
+
+def pod_requests(spec: Object) -> dict[str, Decimal]:
+    """The pod's cpu and memory requests as the scheduler sums them: native sidecars (restartPolicy Always) add
+    to the containers; other init containers run alone, beside the sidecars started before them."""
+    totals = {}
+    for resource in ("cpu", "memory"):
+        sidecars = init_peak = Decimal(0)
+        for container in spec.get("initContainers") or []:
+            if container.get("restartPolicy") == "Always":
+                sidecars += _request(container, resource)
+                init_peak = max(init_peak, sidecars)
+            else:
+                init_peak = max(init_peak, sidecars + _request(container, resource))
+        regular = sum((_request(c, resource) for c in spec.get("containers") or []), Decimal(0))
+        totals[resource] = max(init_peak, sidecars + regular)
+    return totals
+
+
+def _request(container: Object, resource: str) -> Decimal:
+    res = container.get("resources") or {}
+    value = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
+    return parse_quantity(value, resource, allow_zero=True) if value is not None else Decimal(0)
