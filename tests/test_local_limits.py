@@ -41,10 +41,10 @@ def test_limits_name_the_field_to_raise() -> None:
 
 
 def test_summary_line() -> None:
-    line = summary(Usage(memory_bytes=int(1.3 * 2**30), shm_bytes=48 * MiB), job(), cpus=2)
+    line = summary(Usage(memory_bytes=int(1.3 * 2**30), shm_bytes=48 * MiB, children=8), job(), cpus=2)
     assert line == (
         "pwdeploy local: peak memory 1.3 GiB of main.memory 32Gi, peak /dev/shm 48 MiB of main.shm_size 8Gi, "
-        "7 data workers on 2 local CPUs"
+        "peak 8 child processes (main.data_workers 7) on 2 local CPUs"
     )
     assert [human(0), human(3 * 1024), human(5 * MiB)] == ["0 B", "3 KiB", "5 MiB"]
 

@@ -30,6 +30,7 @@ class Usage:
     memory_bytes: int = 0  # resident memory summed over the process tree
     shm_bytes: int = 0  # /dev/shm used beyond what was used when the job started
     samples: int = 0
+    children: int = 0  # processes under the job at once (its data workers, multiprocessing's helpers)
 
 
 def shm_used(path: Path = SHM) -> int:
@@ -39,18 +40,23 @@ def shm_used(path: Path = SHM) -> int:
 
 def tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and all its descendants (processes that end meanwhile count as 0)."""
+    return tree_usage(pid)[0]
+
+
+def tree_usage(pid: int) -> tuple[int, int]:
+    """(resident bytes of ``pid`` and all its descendants, how many descendants it has now)."""
     import psutil
 
     try:
         root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
+        children = root.children(recursive=True)
     except psutil.Error:
-        return 0
+        return 0, 0
     total = 0
-    for process in processes:
+    for process in (root, *children):
         with suppress(psutil.Error):
             total += process.memory_info().rss
-    return total
+    return total, len(children)
 
 
 @contextmanager
@@ -61,7 +67,9 @@ def sampled(pid: int, *, interval: float = INTERVAL_SECONDS, shm: Path = SHM) ->
     stop = threading.Event()
 
     def sample() -> None:
-        usage.memory_bytes = max(usage.memory_bytes, tree_rss(pid))
+        memory, children = tree_usage(pid)
+        usage.memory_bytes = max(usage.memory_bytes, memory)
+        usage.children = max(usage.children, children)
         usage.shm_bytes = max(usage.shm_bytes, shm_used(shm) - baseline)
         usage.samples += 1
 
@@ -80,11 +88,16 @@ def sampled(pid: int, *, interval: float = INTERVAL_SECONDS, shm: Path = SHM) ->
 
 
 def summary(usage: Usage, job: JobConfig, *, cpus: int) -> str:
-    """The one line printed after a checked run."""
+    """The one line printed after a checked run.
+
+    main.data_workers is what the job was offered (PWDEPLOY_DATA_WORKERS); whether its loader started them shows
+    in the child processes counted (a loader that works in-process, like colocated Python, starts none).
+    """
+    children = f"{usage.children} child process" + ("" if usage.children == 1 else "es")
     return (
         f"pwdeploy local: peak memory {human(usage.memory_bytes)} of main.memory {job.main.memory}, "
         f"peak /dev/shm {human(usage.shm_bytes)} of main.shm_size {job.main.shm_size}, "
-        f"{job.main.data_workers} data workers on {cpus} local CPUs"
+        f"peak {children} (main.data_workers {job.main.data_workers}) on {cpus} local CPUs"
     )
 
 
