@@ -1,0 +1,35 @@
+"""Config mistakes a new user makes: one line naming the field and the fix, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pwdeploy import envcontract
+from pwdeploy.cli import cli
+from pwdeploy.errors import ConfigError
+from pwdeploy.kinds import RESERVED_ENV, check_not_reserved
+from tests.conftest import REPO
+
+EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
+
+
+def test_every_variable_pointing_jax_at_the_proxy_is_reserved() -> None:
+    for name in envcontract.proxy_env():
+        assert name in RESERVED_ENV
+        with pytest.raises(ConfigError):
+            check_not_reserved(name, f"main.env.{name}")
+
+
+@pytest.mark.parametrize("flag", ["--env", "--secret-env"], ids=["literal", "secret"])
+@pytest.mark.parametrize("name", sorted(envcontract.proxy_env().keys() - {"JAX_PLATFORMS"}))
+def test_main_env_cannot_override_what_pwdeploy_sets(runner: CliRunner, jax_version: str, flag: str, name: str) -> None:
+    value = "my-secret/key" if flag == "--secret-env" else "1"
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE, flag, f"{name}={value}"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    field = "main.env" if flag == "--env" else "main.secret_env"
+    assert result.stderr.startswith(f"error: {field}.{name}: is set by pwdeploy"), result.stderr
+    if name.startswith("IFRT_PROXY_"):
+        assert "head.transfer_shm_size" in result.stderr
+    assert "Traceback" not in result.stderr
