@@ -152,8 +152,17 @@ def load_job(
         if error.source is None and field is not None:
             from_file = str(path) if field.path in raw else None
             error.source = (sources or {}).get(field.path) if field.path in given else from_file
-    raise_all(errors)
+    raise_all(_once(errors))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _once(errors: list[ConfigError]) -> list[ConfigError]:
+    """The errors without repeats: a value that failed to merge (a bad --env name) fails again when its field
+    is parsed."""
+    unique: dict[str, ConfigError] = {}
+    for error in errors:
+        unique.setdefault(str(error), error)
+    return list(unique.values())
 
 
 def _field_of(path: str | None) -> Field | None:

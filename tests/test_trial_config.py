@@ -33,3 +33,12 @@ def test_main_env_cannot_override_what_pwdeploy_sets(runner: CliRunner, jax_vers
     if name.startswith("IFRT_PROXY_"):
         assert "head.transfer_shm_size" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_bad_env_name_from_a_flag_is_reported_once(runner: CliRunner, jax_version: str) -> None:
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--env", "A B=1", "--main-memory", "3Q"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "error: main.env.A B: is not a valid environment variable name (from --env)",
+        "error: main.memory: '3Q' is not a Kubernetes quantity; use e.g. 8, 500m, 16Gi, 100G (from --main-memory)",
+    ]
