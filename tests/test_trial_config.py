@@ -42,3 +42,15 @@ def test_a_bad_env_name_from_a_flag_is_reported_once(runner: CliRunner, jax_vers
         "error: main.env.A B: is not a valid environment variable name (from --env)",
         "error: main.memory: '3Q' is not a Kubernetes quantity; use e.g. 8, 500m, 16Gi, 100G (from --main-memory)",
     ]
+
+
+def test_headless_with_a_command_warns_that_it_does_not_run(runner: CliRunner, jax_version: str) -> None:
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--headless"])
+    assert result.exit_code == 0, result.output
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warning.startswith("warning: headless: main.command (python3 train.py --steps 200) does not run")
+    bare = runner.invoke(
+        cli, ["render", "--name", "nb", "--tpu-type", "v5p-8", "--gcs-scratch", "gs://bkt/s", "--headless"]
+    )
+    assert bare.exit_code == 0, bare.output
+    assert "warning:" not in bare.stderr
