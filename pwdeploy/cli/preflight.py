@@ -30,8 +30,8 @@ def preflight(
     context: str | None, **kwargs: Any,
 ) -> None:  # fmt: skip
     """Check every GCS location of the job (bucket, permissions, lifecycle rules, region, a probe object) and that
-    every image it references exists in its registry (proxy, server, main, sidecar); with --cluster, also whether
-    the cluster can run it.
+    every image it references exists in its registry (proxy, server, main, sidecar, HLO uploader); with
+    --cluster, also whether the cluster can run it.
 
     Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
     """

@@ -1,8 +1,9 @@
 """The image source of preflight: does every image the job references exist in its registry?
 
-Proxy and server (pinned or derived), main (unless headless) and the sidecar, each looked up once however many
-fields name it, all at once in a thread pool. Found: ok with the digest. A missing tag or repository: failed,
-with the fix. No answer, refused access or anything unexpected: not verified, never ok.
+Proxy and server (pinned or derived), main (unless headless), the sidecar and, with storage.hlo_dump, the HLO
+uploader, each looked up once however many fields name it, all at once in a thread pool. Found: ok with the
+digest. A missing tag or repository: failed, with the fix. No answer, refused access or anything unexpected: not
+verified, never ok.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def job_images(job: JobConfig) -> dict[str, tuple[str, ...]]:
         named.append(("main.image", job.main.image))
     if job.sidecar.image is not None:
         named.append(("sidecar.image", job.sidecar.image))
+    if job.storage.hlo_dump is not None:  # the head pod's uploader container
+        named.append(("storage.hlo_uploader_image", job.storage.hlo_uploader_image))
     found: dict[str, tuple[str, ...]] = {}
     for field, image in named:
         found[image] = (*found.get(image, ()), field)
@@ -89,6 +92,8 @@ def _missing_fix(ref: ImageRef, fields: tuple[str, ...]) -> str:
     if "main.image" in fields:
         pushed = f"{ref.name}:{ref.tag}" if ref.tag and not ref.digest else ref.name
         steps.append(f"push it (docker push {pushed}) or correct main.image (--image)")
+    if "storage.hlo_uploader_image" in fields:
+        steps.append("name an existing image with gcloud in it: storage.hlo_uploader_image (--hlo-uploader-image)")
     return "; ".join(steps)
 
 
