@@ -96,3 +96,35 @@ def test_built_sidecar_example_image_finds_its_script(
     script = "pwd; ls ../train.py; ls src"
     inside = _docker(docker_env, "run", "--rm", "--network", "none", image, "sh", "-c", script).splitlines()
     assert inside == ["/app/sidecar", "../train.py", "dp_data"]
+
+
+def test_sidecar_example_runs_its_own_image_once_both_are_pushed(
+    runner: CliRunner, jax_version: str, tmp_path: Path
+) -> None:
+    """Its main container must not reuse the plain example's image: there /app is the working directory and
+    ../train.py is not found."""
+    from pwdeploy.images import lock
+    from pwdeploy.images import sidecar as sidecar_spec
+
+    project = tmp_path / "data_parallel"
+    shutil.copytree(EXAMPLES, project, ignore=shutil.ignore_patterns(".pwdeploy", "__pycache__", "*.lock"))
+    config = project / "sidecar" / "job.yaml"
+    job = load_job(config)
+    assert job.main.image is None and job.image.repository is not None
+    for lock_file, found, repository in (
+        (spec.lock_path(job), spec.collect(job, config), job.image.repository),
+        (sidecar_spec.lock_path(job), sidecar_spec.collect(job), job.sidecar.repository or ""),
+    ):
+        entry = lock.LockEntry(
+            repository=repository, tag=found.tag(repository), digest="sha256:" + "d" * 64,
+            inputs_hash=found.inputs_hash, base_image=found.base_image, jax_version="0.10.2",
+            python_version=found.python_version,
+        )  # fmt: skip
+        lock.record(lock_file, job.name, entry)
+    result = runner.invoke(cli, ["render", "-f", str(config), "--no-validate"])
+    assert result.exit_code == 0, result.output
+    (jobset,) = yaml.safe_load_all(result.stdout)
+    head = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == "pathways-head")
+    (main,) = [c for c in head["template"]["spec"]["template"]["spec"]["containers"] if c["name"] == "main"]
+    assert main["image"] == f"{job.image.repository}@sha256:{'d' * 64}"
+    assert main["command"][:2] == ["python3", "../train.py"]
