@@ -54,3 +54,13 @@ def test_headless_with_a_command_warns_that_it_does_not_run(runner: CliRunner, j
     )
     assert bare.exit_code == 0, bare.output
     assert "warning:" not in bare.stderr
+
+
+@pytest.mark.parametrize("command", [["render"], ["local", "run"], ["image", "dockerfile"], ["preflight"]])
+def test_no_config_hint_names_the_command_that_was_run(runner: CliRunner, command: list[str]) -> None:
+    result = runner.invoke(cli, command)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "error: no job config given (-f FILE or flags)",
+        f"  hint: e.g. pwdeploy {' '.join(command)} -f job.yaml",
+    ]
