@@ -51,6 +51,25 @@ _T = TypeVar("_T")
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
 
 
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    """A mapping whose keys are all different: YAML itself keeps the last of two equal keys without a word, so a
+    second ``main:`` block would silently replace the first."""
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+            if key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key_node.value!r} appears twice in one mapping; keep one", key_node.start_mark
+                )
+            seen.add(key_node.value)
+    return _SAFE_LOADER.construct_mapping(loader, node, deep)
+
+
+_LOADER: type[yaml.SafeLoader] = type(
+    "UniqueKeyLoader", (_SAFE_LOADER,), {"construct_mapping": _construct_unique_mapping}
+)
+
+
 # ---------------------------------------------------------------------------------------------- loading
 
 
@@ -68,7 +87,7 @@ def read_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(None, f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        data = yaml.load(text, Loader=_SAFE_LOADER)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -64,3 +66,19 @@ def test_no_config_hint_names_the_command_that_was_run(runner: CliRunner, comman
         "error: no job config given (-f FILE or flags)",
         f"  hint: e.g. pwdeploy {' '.join(command)} -f job.yaml",
     ]
+
+
+def test_a_key_given_twice_is_refused_with_its_line(runner: CliRunner, jax_version: str, tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    text = (REPO / "examples" / "data_parallel" / "job.yaml").read_text(encoding="utf-8")
+    config.write_text(text + "main:\n  cpu: 2\n", encoding="utf-8")  # a second main block would replace the first
+    result = runner.invoke(cli, ["render", "-f", str(config)])
+    assert result.exit_code == 2, result.output
+    line = text.count("\n") + 1
+    assert (
+        result.stderr
+        == f"error: {config}: invalid YAML at line {line}, column 1: 'main' appears twice in one mapping; keep one\n"
+    )
+    merged = tmp_path / "anchors.yaml"  # a YAML merge key is not a repeat
+    merged.write_text(text.replace("main:\n", "base: &b {cpu: 8}\nmain:\n  <<: *b\n", 1), encoding="utf-8")
+    assert "appears twice" not in runner.invoke(cli, ["render", "-f", str(merged)]).stderr
