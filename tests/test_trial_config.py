@@ -82,3 +82,14 @@ def test_a_key_given_twice_is_refused_with_its_line(runner: CliRunner, jax_versi
     merged = tmp_path / "anchors.yaml"  # a YAML merge key is not a repeat
     merged.write_text(text.replace("main:\n", "base: &b {cpu: 8}\nmain:\n  <<: *b\n", 1), encoding="utf-8")
     assert "appears twice" not in runner.invoke(cli, ["render", "-f", str(merged)]).stderr
+
+
+def test_an_env_entry_with_nothing_after_the_colon_says_so(runner: CliRunner, jax_version: str, tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    text = (REPO / "examples" / "data_parallel" / "job.yaml").read_text(encoding="utf-8")
+    config.write_text(text.replace('TRAIN_SEED: "0"', "TRAIN_SEED:"), encoding="utf-8")
+    result = runner.invoke(cli, ["render", "-f", str(config)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: main.env.TRAIN_SEED: must be a string, not a null value (nothing after the colon) (from {config})\n"
+    )
