@@ -16,7 +16,7 @@ _CREDENTIAL_NAME = re.compile(
 
 def job_warnings(job: JobConfig) -> list[str]:
     """Every warning for ``job``, each one line that names the field and the fix."""
-    return [*_kueue_memory(job), *_literal_credentials(job), *_gcs_dump_flag(job)]
+    return [*_kueue_memory(job), *_literal_credentials(job), *_gcs_dump_flag(job), *_headless_command(job)]
 
 
 def _kueue_memory(job: JobConfig) -> list[str]:
@@ -44,4 +44,13 @@ def _gcs_dump_flag(job: JobConfig) -> list[str]:
         "(--hlo-dump): the proxy dumps to its pod and an uploader copies the files there"
         for flag in job.xla_flags
         if flag.startswith("--xla_dump_to=gs://")
+    ]
+
+
+def _headless_command(job: JobConfig) -> list[str]:
+    if not job.headless or not job.main.command:
+        return []
+    return [
+        f"headless: main.command ({' '.join(job.main.command)}) does not run: a headless job has no main "
+        "container, you connect to its proxy from your own machine; drop --headless (headless) to run it"
     ]

@@ -58,6 +58,25 @@ _T = TypeVar("_T")
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
 
 
+def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    """A mapping whose keys are all different: YAML itself keeps the last of two equal keys without a word, so a
+    second ``main:`` block would silently replace the first."""
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+            if key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key_node.value!r} appears twice in one mapping; keep one", key_node.start_mark
+                )
+            seen.add(key_node.value)
+    return _SAFE_LOADER.construct_mapping(loader, node, deep)
+
+
+_LOADER: type[yaml.SafeLoader] = type(
+    "UniqueKeyLoader", (_SAFE_LOADER,), {"construct_mapping": _construct_unique_mapping}
+)
+
+
 # ---------------------------------------------------------------------------------------------- loading
 
 
@@ -76,7 +95,7 @@ def read_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(None, f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        data = yaml.load(text, Loader=_SAFE_LOADER)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -160,8 +179,17 @@ def load_job(
         if error.source is None and field is not None:
             from_file = str(path) if field.path in raw else None
             error.source = (sources or {}).get(field.path) if field.path in given else from_file
-    raise_all(errors)
+    raise_all(_once(errors))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _once(errors: list[ConfigError]) -> list[ConfigError]:
+    """The errors without repeats: a value that failed to merge (a bad --env name) fails again when its field
+    is parsed."""
+    unique: dict[str, ConfigError] = {}
+    for error in errors:
+        unique.setdefault(str(error), error)
+    return list(unique.values())
 
 
 def _field_of(path: str | None) -> Field | None:

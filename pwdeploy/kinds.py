@@ -32,6 +32,8 @@ from pwdeploy.values import (
 # Quantities where 0 is a meaningful value: "off".
 ZERO_DISABLES = frozenset({"head.transfer_shm_size"})
 
+# The client-proxy shared-memory transfer's variables (pwdeploy.envcontract), set from head.transfer_shm_size.
+TRANSFER_ENV = frozenset({"IFRT_PROXY_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY", "IFRT_PROXY_LARGE_TRANSFER_THRESHOLD"})
 # Set by pwdeploy in the user's container; users must not override them through main.env.
 RESERVED_ENV = frozenset(
     {
@@ -41,6 +43,7 @@ RESERVED_ENV = frozenset(
         "ENABLE_PATHWAYS_PERSISTENCE",
         "PATHWAYS_HEAD",
         "PWDEPLOY_DATA_WORKERS",
+        *TRANSFER_ENV,
     }
 )
 
@@ -96,6 +99,12 @@ def _secret_env(field: Field, value: Any, base_dir: Path) -> tuple[SecretRef, ..
 
 
 def check_not_reserved(name: str, where: str) -> None:
+    if name in TRANSFER_ENV:
+        raise ConfigError(
+            where,
+            "is set by pwdeploy (the client-proxy shared-memory transfer); remove it from the config",
+            hint="size or turn off that transfer with head.transfer_shm_size (--transfer-shm-size; 0: off)",
+        )
     if name in RESERVED_ENV or name.startswith("PWDEPLOY_"):
         raise ConfigError(where, "is set by pwdeploy; remove it from the config")
 

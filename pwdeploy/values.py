@@ -173,9 +173,8 @@ def check_image_pinned(image: str, path: str) -> None:
 
 
 def kind_name(value: Any) -> str:
-    return {dict: "mapping", list: "list", str: "string", int: "integer", float: "number", bool: "boolean"}.get(
-        type(value), type(value).__name__
-    )
+    kinds = {dict: "mapping", list: "list", str: "string", int: "integer", float: "number", bool: "boolean"}
+    return "null value (nothing after the colon)" if value is None else kinds.get(type(value), type(value).__name__)
 
 
 def check_name(value: str, path: str, rule: Callable[[str], str | None]) -> str:

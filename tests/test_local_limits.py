@@ -45,10 +45,10 @@ def test_limits_name_the_field_to_raise() -> None:
 
 
 def test_summary_line() -> None:
-    line = summary(Usage(memory_bytes=int(1.3 * 2**30), shm_bytes=48 * MiB), job(), cpus=2)
+    line = summary(Usage(memory_bytes=int(1.3 * 2**30), shm_bytes=48 * MiB, children=8), job(), cpus=2)
     assert line == (
         "pwdeploy local: peak memory 1.3 GiB of main.memory 32Gi, peak /dev/shm 48 MiB of main.shm_size 8Gi, "
-        "7 data workers on 2 local CPUs"
+        "peak 8 child processes (main.data_workers 7) on 2 local CPUs"
     )
     assert [human(0), human(3 * 1024), human(5 * MiB)] == ["0 B", "3 KiB", "5 MiB"]
 
@@ -128,7 +128,7 @@ def test_pages_shared_by_forked_workers_count_once() -> None:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
         resident = sum(p.memory_info().rss for p in tree)
-        held = tree_memory(proc.pid)
+        held, _ = tree_memory(proc.pid)
     finally:
         for child in psutil.Process(proc.pid).children(recursive=True):
             child.kill()

@@ -126,14 +126,16 @@ def grain_batches(
 def _closing(iterator: Any) -> Iterator[Any]:
     """The iterator's batches (tuples of arrays), each copied out of /dev/shm at once (the shared block is
     freed as the copy is made, not when JAX lets go of the array); then, or if the loop stops early, the
-    workers stop."""
+    workers stop and the blocks Grain still holds are freed."""
     import numpy as np
 
+    batch = None
     try:
         for batch in iterator:
             yield tuple(np.array(part) for part in batch)
     finally:
-        iterator.close()
+        batch = None  # the last batch's blocks are let go before the loader waits for their unlinking
+        runtime.close_data_loader(iterator)
 
 
 def colocated_batches(mesh: Any, *, seed: int, batch: int, steps: int) -> Iterator[tuple[Any, Any]]:

@@ -67,7 +67,8 @@ def image() -> None:
 
     The image is image.base (default: the official slim Python image of the client's Python) plus
     jax==pathways_version, pathwaysutils, image.requirements, pwdeploy when the code imports it, and
-    image.source_dir (default: the config's folder) in /app, the working directory.
+    image.source_dir (default: the config's folder) in /app; main.command runs in the config's
+    folder there, as in `local run`.
     """
 
 

@@ -107,7 +107,10 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
     overrides, sources = overrides_from(params)
     file = params.get(FILE_PARAM)
     if file is None and not overrides:
-        raise ConfigError(None, "no job config given (-f FILE or flags)", hint="e.g. pwdeploy render -f job.yaml")
+        context = click.get_current_context(silent=True)
+        names = context.command_path.split()[1:] if context is not None else ["render"]  # after the program's name
+        command = " ".join(["pwdeploy", *names])
+        raise ConfigError(None, "no job config given (-f FILE or flags)", hint=f"e.g. {command} -f job.yaml")
     job = load_job(file, overrides, sources=sources, installed_jax=seam("installed_jax"))
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config

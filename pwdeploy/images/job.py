@@ -2,8 +2,9 @@
 
 A Python base of the client's Python (``image.base``, default the official ``python:<X.Y>-slim-bookworm``), the
 jax of the Pathways server and proxy (``jax==<pathways_version>``), pathwaysutils, ``image.requirements``, a wheel
-of pwdeploy when the code imports it, and ``image.source_dir`` (default: the config's folder) copied to /app,
-the working directory, so ``main.command`` runs as ``pwdeploy local run`` runs it in the config's folder. The
+of pwdeploy when the code imports it, and ``image.source_dir`` (default: the config's folder) copied to /app.
+The working directory is the config's folder as copied (``/app/<its path under source_dir>`` when source_dir is
+a folder above it), so ``main.command`` runs as ``pwdeploy local run`` runs it in the config's folder. The
 config file itself is not copied: editing it (resources, flags) must not make the pushed image stale.
 """
 
@@ -22,6 +23,7 @@ from pwdeploy.images.engine import Engine, Progress
 from pwdeploy.images.sidecar import client_python
 
 TEMPLATE = "Dockerfile.job"
+APP = "/app"  # where image.source_dir is copied
 VERSION_COMMAND = ("python", "-c", "import jax; print(jax.__version__)")
 _IMPORTS_PWDEPLOY = re.compile(rb"^[ \t]*(?:from|import)[ \t]+pwdeploy\b", re.MULTILINE)
 _OFFICIAL_PYTHON = re.compile(r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*")
@@ -63,6 +65,7 @@ def collect(job: JobConfig, config_file: Path | None = None) -> inputs.ImageInpu
     if needs_pwdeploy:
         files.append(inputs.ContextFile(wheel.wheel_name(), wheel.build_wheel()))
     values = {
+        "workdir": workdir(job),
         "pwdeploy_version": __version__,
         "pip_args": "".join(" " + shlex.quote(arg) for arg in job.image.pip_args),
         "pwdeploy_wheel": wheel.wheel_name(),
@@ -79,6 +82,20 @@ def collect(job: JobConfig, config_file: Path | None = None) -> inputs.ImageInpu
         python_version=official.group(1) if official else client_python(job),
         jax_version=job.pathways_version,
     )
+
+
+def workdir(job: JobConfig) -> str:
+    """Where ``main.command`` runs in the image: the config's folder as copied under /app.
+
+    A source_dir that does not hold the config's folder is copied to /app, which is then the working directory;
+    ``main.command`` must then name paths as they are in that folder.
+    """
+    source = (job.image.source_dir or job.base_dir).resolve()
+    try:
+        relative = job.base_dir.resolve().relative_to(source)
+    except ValueError:
+        return APP
+    return APP if relative == Path() else f"{APP}/{relative.as_posix()}"
 
 
 def target(job: JobConfig) -> Target:

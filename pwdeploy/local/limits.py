@@ -33,6 +33,7 @@ class Usage:
     memory_bytes: int = 0  # what the container would be charged: the tree's memory plus /dev/shm, at one instant
     shm_bytes: int = 0  # /dev/shm used beyond what was used when the job started
     samples: int = 0
+    children: int = 0  # processes under the job at once (its data workers, multiprocessing's helpers)
 
 
 def shm_used(path: Path = SHM) -> int:
@@ -40,24 +41,25 @@ def shm_used(path: Path = SHM) -> int:
     return (stat.f_blocks - stat.f_bfree) * stat.f_frsize
 
 
-def tree_memory(pid: int) -> int:
-    """Bytes ``pid`` and all its descendants hold, each page once (processes that end meanwhile count as 0).
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(bytes ``pid`` and all its descendants hold, each page once; how many descendants it has now).
 
-    Linux: proportional set size without shared-memory pages (``Pss_Anon + Pss_File`` of smaps_rollup), so
-    /dev/shm, which is counted on its own, is not counted twice; elsewhere resident memory.
+    Processes that end meanwhile count as 0. Linux: proportional set size without shared-memory pages
+    (``Pss_Anon + Pss_File`` of smaps_rollup), so /dev/shm, which is counted on its own, is not counted twice;
+    elsewhere resident memory.
     """
     import psutil
 
     try:
         root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
+        children = root.children(recursive=True)
     except psutil.Error:
-        return 0
+        return 0, 0
     total = 0
-    for process in processes:
+    for process in (root, *children):
         with suppress(psutil.Error, OSError):
             total += _proportional(process.pid) or process.memory_info().rss
-    return total
+    return total, len(children)
 
 
 def _proportional(pid: int) -> int | None:
@@ -81,7 +83,9 @@ def sampled(pid: int, *, interval: float = INTERVAL_SECONDS, shm: Path = SHM) ->
 
     def sample() -> None:
         in_shm = max(0, shm_used(shm) - baseline)
-        usage.memory_bytes = max(usage.memory_bytes, tree_memory(pid) + in_shm)
+        memory, children = tree_memory(pid)
+        usage.memory_bytes = max(usage.memory_bytes, memory + in_shm)
+        usage.children = max(usage.children, children)
         usage.shm_bytes = max(usage.shm_bytes, in_shm)
         usage.samples += 1
 
@@ -100,11 +104,16 @@ def sampled(pid: int, *, interval: float = INTERVAL_SECONDS, shm: Path = SHM) ->
 
 
 def summary(usage: Usage, job: JobConfig, *, cpus: int) -> str:
-    """The one line printed after a checked run."""
+    """The one line printed after a checked run.
+
+    main.data_workers is what the job was offered (PWDEPLOY_DATA_WORKERS); whether its loader started them shows
+    in the child processes counted (a loader that works in-process, like colocated Python, starts none).
+    """
+    children = f"{usage.children} child process" + ("" if usage.children == 1 else "es")
     return (
         f"pwdeploy local: peak memory {human(usage.memory_bytes)} of main.memory {job.main.memory}, "
         f"peak /dev/shm {human(usage.shm_bytes)} of main.shm_size {job.main.shm_size}, "
-        f"{job.main.data_workers} data workers on {cpus} local CPUs"
+        f"peak {children} (main.data_workers {job.main.data_workers}) on {cpus} local CPUs"
     )
 
 
