@@ -445,7 +445,7 @@ class StandInEngine:
         return "sha256:" + "c" * 64
 
     def run(self, ref: str, command: list[str]) -> engine.RunResult:
-        raise AssertionError("the sidecar's JAX is checked by its label only")
+        raise AssertionError("the sidecar's JAX is checked by its base tag, before the build")
 
     def remove(self, ref: str) -> None:
         raise AssertionError("nothing to remove")
