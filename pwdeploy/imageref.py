@@ -10,7 +10,7 @@ a host, and ``_`` cannot be in one. Imports only ``re``: config parsing uses it 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
@@ -29,18 +29,13 @@ REPOSITORY = rf"(?:{_NAMES_HOST}({HOST})/|{_NAMES_NO_HOST})({COMPONENT}(?:/{COMP
 # Groups: 1 host (None on Docker Hub), 2 path, 3 tag, 4 digest.
 REFERENCE = re.compile(rf"{REPOSITORY}(?::({TAG}))?(?:@({DIGEST}))?")
 
-_HOST_RE = re.compile(HOST)
-_COMPONENT_RE = re.compile(COMPONENT)
-_TAG_RE = re.compile(TAG)
-_DIGEST_RE = re.compile(DIGEST)
 
 
 class BadReference(ValueError):
     """Text that is not an image reference; the message says which part is wrong."""
 
 
-@dataclass(frozen=True)
-class ImageRef:
+class ImageRef(NamedTuple):  # a NamedTuple: a dataclass would import dataclasses into every render
     registry: str  # host[:port] as written; docker.io for Docker Hub
     repository: str  # e.g. library/python, cloud-tpu-v2-images/pathways/server
     tag: str | None
@@ -94,22 +89,22 @@ def parse_reference(text: str) -> ImageRef:
 
 
 def _problem(text: str) -> str:
-    """Which part of a text the grammar refused, for the message."""
+    """Which part of a text the grammar refused, for the message (only on errors: nothing compiled at import)."""
     rest, digest = text.split("@", 1) if "@" in text else (text, None)
-    if digest is not None and not _DIGEST_RE.fullmatch(digest):
+    if digest is not None and not re.fullmatch(DIGEST, digest):
         return f"{digest!r} is not a digest (algorithm:hex, e.g. sha256:...)"
     head, _, last = rest.rpartition("/")
     if ":" in last:
         last, tag = last.split(":", 1)
-        if not _TAG_RE.fullmatch(tag):
+        if not re.fullmatch(TAG, tag):
             return f"{tag!r} is not a valid tag (ASCII letters, digits, '_', '.', '-'; at most 128)"
     name = f"{head}/{last}" if head else last
     first, _, remainder = name.partition("/")
     names_host = bool(remainder) and (re.search(r"[.:]", first) is not None or first == "localhost")
-    if names_host and not _HOST_RE.fullmatch(first):
+    if names_host and not re.fullmatch(HOST, first):
         return f"{first!r} is not a registry host (ASCII letters, digits, '-' and '.', an optional :port)"
     bad = next(
-        (part for part in (remainder if names_host else name).split("/") if not _COMPONENT_RE.fullmatch(part)), None
+        (part for part in (remainder if names_host else name).split("/") if not re.fullmatch(COMPONENT, part)), None
     )
     if bad is not None:
         return f"{bad!r} is not a valid repository path component (lower-case ASCII letters, digits, . _ -)"

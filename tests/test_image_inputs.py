@@ -143,6 +143,8 @@ def test_files_that_look_like_credentials_are_named_in_a_warning(tmp_path: Path,
     assert warning.startswith(f"image.source_dir {tmp_path}: {listed} look like credentials and would be copied")
     assert "notes.md" not in warning
     assert f"list them in {tmp_path / '.dockerignore'}" in warning
+    printed = runner.invoke(cli, ["image", "dockerfile", "-f", str(path)])
+    assert printed.exit_code == 0 and printed.stderr == f"warning: {warning}\n" and printed.stdout.startswith("#")
     (tmp_path / ".dockerignore").write_text(".env\n.netrc\n*.json\nid_rsa*\nkeys\n")
     assert _collect(path).warnings == ()
 

@@ -61,10 +61,14 @@ def run_build(build: Callable[[Engine, Progress], BuildResult]) -> None:
     report(result)
 
 
+def warn(warnings: tuple[str, ...]) -> None:
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
 def report(result: BuildResult) -> None:
     """Warnings and what a build did, on stderr; the image (REPO@sha256:... once pushed, else the tag) on stdout."""
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
+    warn(result.warnings)
     if result.built:
         click.echo(f"built {result.tag} for {result.platform}; jax checked by {result.verified}", err=True)
     elif not result.pushed and result.image is None:
@@ -94,7 +98,9 @@ def dockerfile(**params: Any) -> None:
 
     file = params.get("job__file")
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
-    click.echo(collect(job, file).dockerfile, nl=False)
+    found = collect(job, file)
+    warn(found.warnings)
+    click.echo(found.dockerfile, nl=False)
 
 
 @image.command()

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from pwdeploy.cli.image import run_build
+from pwdeploy.cli.image import run_build, warn
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 
 _allow_base_mismatch = click.option(
@@ -33,7 +33,9 @@ def dockerfile(allow_base_mismatch: bool, **params: Any) -> None:
     from pwdeploy.images.sidecar import prepare
 
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
-    click.echo(prepare(job, allow_base_mismatch=allow_base_mismatch).dockerfile, nl=False)
+    found = prepare(job, allow_base_mismatch=allow_base_mismatch)
+    warn(found.warnings)
+    click.echo(found.dockerfile, nl=False)
 
 
 @sidecar.command()
