@@ -30,7 +30,6 @@ REPOSITORY = rf"(?:{_NAMES_HOST}({HOST})/|{_NAMES_NO_HOST})({COMPONENT}(?:/{COMP
 REFERENCE = re.compile(rf"{REPOSITORY}(?::({TAG}))?(?:@({DIGEST}))?")
 
 
-
 class BadReference(ValueError):
     """Text that is not an image reference; the message says which part is wrong."""
 
