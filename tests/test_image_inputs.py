@@ -18,11 +18,12 @@ from pwdeploy.cli import cli
 from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.fields import Kind
 from pwdeploy.imageref import REFERENCE, BadReference, parse_reference
-from pwdeploy.images import engine, inputs
+from pwdeploy.images import engine, inputs, sidecar
 from pwdeploy.images import job as spec
 from pwdeploy.images.ignore import IgnoreRules
 from pwdeploy.kinds import KINDS
 from pwdeploy.values import parse_image
+from tests import test_sidecar
 from tests.test_image import REPOSITORY, job_at, write_job
 from tests.test_sidecar import instructions
 
@@ -34,6 +35,10 @@ def _collect(path: Path, pathwaysutils: str | None = "0.1.13") -> inputs.ImageIn
 def test_both_kinds_target_linux_amd64_and_the_platform_is_hashed(tmp_path: Path) -> None:
     found = _collect(write_job(tmp_path, {"repository": REPOSITORY}))
     assert found.platform == inputs.TARGET_PLATFORM == "linux/amd64"
+    (tmp_path / "sc").mkdir()
+    sidecar_section = {"repository": "r.example/x", "base_image": test_sidecar.BASE, "source_dir": "src"}
+    sidecar_job = test_sidecar.job_at(test_sidecar.write_job(tmp_path / "sc", sidecar_section))
+    assert sidecar.collect(sidecar_job).platform == "linux/amd64"
     values = {"pwdeploy_version": "0.1.0", "pip_args": "", "pwdeploy_wheel": "w.whl", "pathwaysutils_version": "1"}
     blocks = {"requirements": False, "pwdeploy": False}
 
