@@ -13,10 +13,10 @@ from typing import Any, NamedTuple
 from pwdeploy import quantity
 from pwdeploy.errors import ConfigError
 from pwdeploy.fields import Field, Kind
+from pwdeploy.imageref import REFERENCE
 from pwdeploy.jobconfig import SecretRef
 from pwdeploy.validation import names
 from pwdeploy.values import (
-    IMAGE_REFERENCE,
     check_name,
     kind_name,
     parse_bool,
@@ -49,7 +49,7 @@ RESERVED_ENV = frozenset(
 
 _QUANTITY = f"^{quantity.PATTERN}$"
 _GCS = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"
-_IMAGE = f"^(|{IMAGE_REFERENCE.pattern})$"  # empty: unset
+_IMAGE = f"^(|{REFERENCE.pattern})$"  # empty: unset
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 

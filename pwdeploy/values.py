@@ -8,19 +8,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from pwdeploy.errors import ConfigError
+from pwdeploy.imageref import BadReference, parse_reference
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 FLAG_ITEM = re.compile(r"--([A-Za-z][A-Za-z0-9_]*)(?:=(\S+))?")
 GCS_URI = re.compile(r"gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/[^\s]*)?")
-
-# The OCI distribution reference grammar: [domain[:port]/]path[:tag][@algorithm:hex].
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*(?::[0-9]+)?"
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE_NAME = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
-_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-IMAGE_REFERENCE = re.compile(rf"({IMAGE_NAME})(?::{_TAG})?(?:@{_DIGEST})?")
 
 
 class GcsPath(NamedTuple):
@@ -148,13 +140,14 @@ def parse_image(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(path, f"must be an image reference string, not a {kind_name(value)}")
     text = value.strip()
-    match = IMAGE_REFERENCE.fullmatch(text)
-    if match is None or len(match.group(1)) > 255:
+    try:
+        parse_reference(text)
+    except BadReference as exc:
         raise ConfigError(
             path,
-            f"{value!r} is not an image reference; write [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST] "
+            f"{value!r} is not an image reference ({exc}); write [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST] "
             "(lower-case repository, no spaces), e.g. us-docker.pkg.dev/my-project/jobs/train:1.0",
-        )
+        ) from None
     return text
 
 

@@ -49,12 +49,13 @@ def job_at(path: Path) -> JobConfig:
 
 def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_the_folder(tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY, "requirements": "requirements.txt", "pip_args": ["--pre"]})
-    found = spec.collect(job_at(path), path)
+    found = spec.collect(job_at(path), path, pathwaysutils_version=lambda: "0.1.13")
     steps = instructions(found.dockerfile)
     whl = wheel.wheel_name()
     assert steps[0] == ("FROM", f"python:{PY}-slim-bookworm")
-    assert steps[1:-1] == [
-        ("RUN", 'python -m pip install --no-cache-dir --pre "jax==0.10.2" pathwaysutils'),
+    assert steps[2][0] == "RUN" and steps[2][1].startswith('python -c "import sys, jax;'), "checked after install"
+    assert steps[1:2] + steps[3:-1] == [
+        ("RUN", 'python -m pip install --no-cache-dir --pre "jax==0.10.2" "pathwaysutils==0.1.13"'),
         ("COPY", "requirements.txt /opt/pwdeploy/requirements.txt"),
         ("RUN", 'python -m pip install --no-cache-dir --pre -r /opt/pwdeploy/requirements.txt "jax==0.10.2"'),
         ("COPY", f"{whl} /opt/pwdeploy/{whl}"),
@@ -76,7 +77,7 @@ def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_t
 def test_code_that_does_not_import_pwdeploy_gets_no_wheel(tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY, "base": "python:3.12-slim-bookworm"}, code="import jax\n")
     found = spec.collect(job_at(path), path)
-    assert [word for word, _ in instructions(found.dockerfile)] == ["FROM", "RUN", "COPY", "WORKDIR", "LABEL"]
+    assert [word for word, _ in instructions(found.dockerfile)] == ["FROM", "RUN", "RUN", "COPY", "WORKDIR", "LABEL"]
     assert found.python_version == "3.12" and instructions(found.dockerfile)[0] == ("FROM", "python:3.12-slim-bookworm")
 
 
@@ -214,14 +215,11 @@ def test_a_sidecar_lock_written_before_the_job_image_existed_still_pins(tmp_path
 
 
 class StandInEngine:
-    """Stands in for the engine: an image with the given label, whose `python -c` prints ``answer``."""
+    """Stands in for the engine after a build: running the image's `python -c` answers ``answer``."""
 
-    def __init__(self, label: str, answer: engine.RunResult) -> None:
-        self.label, self.answer = label, answer
+    def __init__(self, answer: engine.RunResult) -> None:
+        self.answer = answer
         self.removed: list[str] = []
-
-    def image_labels(self, ref: str) -> dict[str, str] | None:
-        return {"dev.pwdeploy.jax-version": self.label}
 
     def run(self, ref: str, command: list[str]) -> engine.RunResult:
         return self.answer
@@ -230,23 +228,26 @@ class StandInEngine:
         self.removed.append(ref)
 
 
-def _verify(stand_in: StandInEngine) -> str:
-    return build.verify_jax(stand_in, "r/x:1", "0.10.2", spec.VERSION_COMMAND)  # type: ignore[arg-type]
+def _verify(stand_in: StandInEngine, folder: Path) -> str:
+    where = spec.target(job_at(write_job(folder, {"repository": REPOSITORY})))
+    return build.verify_jax(stand_in, "r/x:1", "0.10.2", where)  # type: ignore[arg-type]
 
 
-def test_verify_jax_with_a_stand_in_engine() -> None:
-    assert _verify(StandInEngine("0.10.2", engine.RunResult(0, "0.10.2"))).startswith(
-        "label dev.pwdeploy.jax-version and"
-    )
+def test_verify_jax_with_a_stand_in_engine(tmp_path: Path) -> None:
+    done = _verify(StandInEngine(engine.RunResult(0, "0.10.2")), tmp_path)
+    assert done == "a step of the build and `python -c 'import jax; print(jax.__version__)'` in the image"
+    assert "label" not in done, "the label repeats pathways_version: it is no check"
     foreign = engine.RunResult(1, "", "exec /usr/local/bin/python: exec format error")
-    assert "only (this engine cannot run" in _verify(StandInEngine("0.10.2", foreign))
+    assert (
+        _verify(StandInEngine(foreign), tmp_path)
+        == "a step of the build only (this engine cannot run the image's platform)"
+    )
     for stand_in, message in [
-        (StandInEngine("0.9.0", engine.RunResult(0, "0.10.2")), "has jax 0.9.0 (from label"),
-        (StandInEngine("0.10.2", engine.RunResult(0, "0.10.1\n", "a warning\n")), "has jax 0.10.1 (from `python -c"),
-        (StandInEngine("0.10.2", engine.RunResult(1, "", "No module named 'jax'")), "failed in it (exit 1)"),
+        (StandInEngine(engine.RunResult(0, "0.10.1\n", "a warning\n")), "finds jax 0.10.1 in it while pathways"),
+        (StandInEngine(engine.RunResult(1, "", "No module named 'jax'")), "failed in it (exit 1)"),
     ]:
         with pytest.raises(BuildError) as caught:
-            _verify(stand_in)
+            _verify(stand_in, tmp_path)
         assert message in str(caught.value)
         assert stand_in.removed == ["r/x:1"], "a rejected image is untagged"
 

@@ -4,13 +4,16 @@ No image can be pulled here, so the base is an imitation of an official Python i
 imported with `docker import` whose `python` is a busybox sh script. It records every `python -m pip install`
 (arguments and requirement files) in /imitation/pip-calls.log, fails on a requirement named FAIL-INSTALL, and
 answers `python -c "import jax; print(jax.__version__)"` with the version the last pip call pinned (jax==V), or
-with $IMITATION_JAX when the base sets it (a base whose jax differs from the one the job needs).
+with $IMITATION_JAX when the base sets it (a base whose jax differs from the one the job needs); given an argument
+after the script, it imitates the Dockerfile's check step (tests/test_image_inputs.py runs the real one): it prints
+`jax V` and exits 1 with a message unless V equals the argument.
 Engine and registry come from tests/test_sidecar_engine.py (skip with the reason, or fail with CI=true:
 tests/services.py).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import shutil
 import tarfile
@@ -29,6 +32,8 @@ from pwdeploy.images import pin
 from tests import test_sidecar_engine as engine_fixtures
 from tests.services import unavailable
 from tests.test_sidecar_engine import PY, REGISTRY, _docker
+
+PATHWAYSUTILS = importlib.metadata.version("pathwaysutils")  # the job image pins the one installed here
 
 pytestmark = pytest.mark.docker
 docker_env = engine_fixtures.docker_env  # the running engine (session fixture)
@@ -56,11 +61,17 @@ if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
 fi
 if [ "$1" = "-c" ]; then
   case "$2" in
-    *"import jax"*)
-      if [ -n "$IMITATION_JAX" ]; then echo "$IMITATION_JAX"; exit 0; fi
-      if [ -f /imitation/jax-version ]; then cat /imitation/jax-version; exit 0; fi
-      echo "ModuleNotFoundError: No module named 'jax'" >&2
-      exit 1 ;;
+    *"import jax"* | *"import sys, jax"*)
+      if [ -n "$IMITATION_JAX" ]; then found="$IMITATION_JAX"
+      elif [ -f /imitation/jax-version ]; then found=$(cat /imitation/jax-version)
+      else echo "ModuleNotFoundError: No module named 'jax'" >&2; exit 1; fi
+      if [ $# -ge 3 ]; then
+        # The Dockerfile's check step: prints the version, fails unless it equals sys.argv[1].
+        echo "jax $found"
+        if [ "$found" != "$3" ]; then echo "jax $found is installed, but pathways_version is $3" >&2; exit 1; fi
+        exit 0
+      fi
+      echo "$found"; exit 0 ;;
   esac
 fi
 echo "imitation python: unsupported arguments: $*" >&2
@@ -114,6 +125,7 @@ def project(tmp_path: Path, python_base: str) -> Path:
     marker = uuid.uuid4().hex
     (tmp_path / "train.py").write_text(f"from pwdeploy import runtime\nMARKER = {marker!r}\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
+    (tmp_path / ".env").write_text("TOKEN=1\n")  # copied (with a warning) until .dockerignore names it
     data: dict[str, Any] = {
         "name": "img-engine",
         "pathways_version": "0.10.2",
@@ -142,12 +154,16 @@ def test_build_push_on_imitation_python_base_installs_jax_and_render_pins_it(
     assert result.exit_code == 0, result.output
     image = result.stdout.strip()
     assert image.startswith(f"{REGISTRY}/pwdeploy-test/job-") and "@sha256:" in image
-    assert "jax checked by label dev.pwdeploy.jax-version and `python -c" in result.stderr
+    assert "for linux/amd64; jax checked by a step of the build and `python -c" in result.stderr
+    assert "warning: image.source_dir" in result.stderr and ".env look like credentials" in result.stderr
     assert (project / "pwdeploy-image.lock").is_file() and not (project / "pwdeploy-sidecar.lock").exists()
     job = load_job(project / "job.yaml", installed_jax=lambda: "0.10.2")
     found = spec.collect(job, project / "job.yaml")
     _docker(docker_env, "image", "rm", found.tag(image.split("@")[0]))
     _docker(docker_env, "pull", image)
+    assert _docker(docker_env, "image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", image).strip() == (
+        "linux/amd64"
+    )
     labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
     assert labels == {
         "dev.pwdeploy.version": "0.1.0",
@@ -164,7 +180,7 @@ def test_build_push_on_imitation_python_base_installs_jax_and_render_pins_it(
         "train.py",  # ... without the config file or the lock
         wheel,
         "requirements.txt",
-        "pip install --no-cache-dir --no-index jax==0.10.2 pathwaysutils",
+        f"pip install --no-cache-dir --no-index jax==0.10.2 pathwaysutils=={PATHWAYSUTILS}",
         "pip install --no-cache-dir --no-index -r /opt/pwdeploy/requirements.txt jax==0.10.2",
         "grain==0.2.10",
         f"pip install --no-cache-dir --no-deps /opt/pwdeploy/{wheel}",
@@ -201,7 +217,7 @@ def test_unchanged_inputs_are_up_to_date_and_a_one_line_change_rebuilds(
         handle.write("STEPS = 3\n")
     changed = _image(runner, docker_env, project)
     assert changed.exit_code == 0 and "built " in changed.stderr and changed.stdout != first.stdout
-    jax_step = changed.stderr.split("pathwaysutils\n", 1)[1].split("\n[", 1)[0]
+    jax_step = changed.stderr.split(f'"pathwaysutils=={PATHWAYSUTILS}"\n', 1)[1].split("\n[", 1)[0]
     assert "Using cache" in jax_step, "a code change must not reinstall jax"
     pushed = _image(runner, docker_env, project, "--push")
     assert pushed.exit_code == 0 and "pushed " in pushed.stderr and "[1/" not in pushed.stderr, pushed.output
@@ -216,8 +232,8 @@ def test_imitation_base_with_another_jax_is_a_build_error_naming_both_versions(
         result = _image(runner, docker_env, project, "--push", "--image-base", python_base_with_other_jax)
         assert result.exit_code == 5, (attempt, result.output)
         message = result.stderr.split("error: ", 1)[1]
-        assert "has jax 0.9.0 (from `python -c 'import jax; print(jax.__version__)'`)" in message
-        assert "while pathways_version is 0.10.2" in message and "[1/" in result.stderr
+        assert "failed at step 3/" in message and 'RUN python -c "import sys, jax;' in message
+        assert "jax 0.9.0 is installed, but pathways_version is 0.10.2" in message and "[1/" in result.stderr
         assert "Traceback" not in result.stderr and result.stdout == ""
     assert not (project / "pwdeploy-image.lock").exists()
 

@@ -21,10 +21,10 @@ from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError
 from pwdeploy.gcs.client import MissingCredentials
+from pwdeploy.imageref import ImageRef
 from pwdeploy.preflight import run_preflight
 from pwdeploy.preflight.credentials import Credentials
 from pwdeploy.preflight.images import check_image, check_images, job_images
-from pwdeploy.preflight.reference import ImageRef
 from pwdeploy.preflight.registry import Lookup, RegistryClient
 from pwdeploy.preflight.report import CheckResult, Status
 from tests import gcs_emulator as emulator

@@ -20,9 +20,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from pwdeploy.imageref import BadReference, ImageRef, parse_reference
 from pwdeploy.preflight import credentials as creds
 from pwdeploy.preflight.credentials import Basic, Credentials
-from pwdeploy.preflight.reference import BadReference, ImageRef, parse_reference
 from pwdeploy.preflight.registry import ACCEPT, MANIFEST_TYPES, RegistryClient
 
 DIGEST = "sha256:" + "ab" * 32

@@ -435,7 +435,7 @@ class StandInEngine:
     def image_labels(self, ref: str) -> dict[str, str] | None:
         return self.labels.get(ref)
 
-    def build(self, context_tar: Path, tag: str, progress: engine.Progress) -> str:
+    def build(self, context_tar: Path, tag: str, progress: engine.Progress, platform: str) -> str:
         with tarfile.open(context_tar) as tar:
             text = tar.extractfile("Dockerfile").read().decode()  # type: ignore[union-attr]
         self.labels[tag] = dict(re.findall(r'(dev\.pwdeploy\.[a-z-]+)="([^"]*)"', text))
@@ -445,7 +445,7 @@ class StandInEngine:
         return "sha256:" + "c" * 64
 
     def run(self, ref: str, command: list[str]) -> engine.RunResult:
-        raise AssertionError("the sidecar's JAX is checked by its label only")
+        raise AssertionError("the sidecar's JAX is checked by its base tag, before the build")
 
     def remove(self, ref: str) -> None:
         raise AssertionError("nothing to remove")

@@ -178,6 +178,7 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
     repository = image.split("@")[0]
     assert image.startswith(f"{REGISTRY}/pwdeploy-test/sidecar-") and "@sha256:" in image
     assert "[4/6] RUN /opt/venv/bin/pip install" in result.stderr and f"as {image}" in result.stderr
+    assert "for linux/amd64; jax checked by the base image's tag (jax_V), before the build" in result.stderr
     # The lock names this digest, and the job now resolves its sidecar to it.
     job = load_job(project / "job.yaml")
     assert pin.pin_pushed(job)[0].sidecar.image == image
@@ -185,6 +186,9 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
     # Pull by digest from the registry (after dropping the local copies), then inspect and run it.
     _docker(docker_env, "image", "rm", found.tag(repository))
     _docker(docker_env, "pull", image)
+    assert _docker(docker_env, "image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", image).strip() == (
+        "linux/amd64"
+    )
     labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
     assert labels == {
         "dev.pwdeploy.version": "0.1.0",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pwdeploy.config import load_job
+from pwdeploy.imageref import ImageRef
 from pwdeploy.preflight.images import check_images, job_images
-from pwdeploy.preflight.reference import ImageRef
 from pwdeploy.preflight.registry import Lookup
 from pwdeploy.preflight.report import Status
 from tests.conftest import REPO

@@ -1,10 +1,11 @@
 """`pwdeploy image dockerfile` and `pwdeploy image build [--push]`: the job's own (main) container image; and the
-build output and result lines every image command shares."""
+build command body (progress, warnings, result lines) every image command shares."""
 
 from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
@@ -13,7 +14,7 @@ from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 
 if TYPE_CHECKING:
     from pwdeploy.images.build import BuildResult
-    from pwdeploy.images.engine import BuildStep
+    from pwdeploy.images.engine import BuildStep, Engine, Progress
 
 
 class StreamProgress:
@@ -48,10 +49,28 @@ class StreamProgress:
             self._status = False
 
 
+def run_build(build: Callable[[Engine, Progress], BuildResult]) -> None:
+    """Run one spec's build on the docker engine with progress on stderr, then report it."""
+    from pwdeploy.images.engine import DockerCli
+
+    progress = StreamProgress(sys.stderr)
+    try:
+        result = build(DockerCli(), progress)
+    finally:
+        progress.done()
+    report(result)
+
+
+def warn(warnings: tuple[str, ...]) -> None:
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
 def report(result: BuildResult) -> None:
-    """What a build did, on stderr; the image (REPO@sha256:... once pushed, else the tag) on stdout."""
+    """Warnings and what a build did, on stderr; the image (REPO@sha256:... once pushed, else the tag) on stdout."""
+    warn(result.warnings)
     if result.built:
-        click.echo(f"built {result.tag}; jax checked by {result.verified}", err=True)
+        click.echo(f"built {result.tag} for {result.platform}; jax checked by {result.verified}", err=True)
     elif not result.pushed and result.image is None:
         click.echo(f"up to date: {result.tag} (an image with these inputs exists)", err=True)
     if result.pushed:
@@ -66,9 +85,9 @@ def image() -> None:
     """Build and push the job's own (main) container image.
 
     The image is image.base (default: the official slim Python image of the client's Python) plus
-    jax==pathways_version, pathwaysutils, image.requirements, pwdeploy when the code imports it, and
-    image.source_dir (default: the config's folder) in /app; main.command runs in the config's
-    folder there, as in `local run`.
+    jax==pathways_version, the pathwaysutils installed beside pwdeploy, image.requirements, pwdeploy when the
+    code imports it, and image.source_dir (default: the config's folder) in /app; main.command runs in the
+    config's folder there, as in `local run`.
     """
 
 
@@ -80,7 +99,9 @@ def dockerfile(**params: Any) -> None:
 
     file = params.get("job__file")
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
-    click.echo(collect(job, file).dockerfile, nl=False)
+    found = collect(job, file)
+    warn(found.warnings)
+    click.echo(found.dockerfile, nl=False)
 
 
 @image.command()
@@ -89,18 +110,14 @@ def dockerfile(**params: Any) -> None:
 def build(push: bool, **params: Any) -> None:
     """Build the job image as image.repository:<inputs hash>; unchanged inputs are not rebuilt.
 
-    After a build, the image's jax must equal pathways_version (its label, and `python -c` in it). The engine
+    The image is built for linux/amd64 (the GKE nodes), whatever this machine is. A step of the build checks
+    that the installed jax equals pathways_version, and so does `python -c` in the built image where the engine
+    can run it. Files the source folder's .dockerignore names are left out. The engine
     is the one DOCKER_HOST (or the current docker context) names. With --push, the pushed digest is recorded
     next to the config and `pwdeploy render` pins main.image to it.
     """
     from pwdeploy.images import job as spec
-    from pwdeploy.images.engine import DockerCli
 
     file = params.get("job__file")
     job = job_from_params(pop_job_params(params), pin_images=False)
-    progress = StreamProgress(sys.stderr)
-    try:
-        result = spec.build(job, DockerCli(), progress, push=push, config_file=file)
-    finally:
-        progress.done()
-    report(result)
+    run_build(lambda engine, progress: spec.build(job, engine, progress, push=push, config_file=file))

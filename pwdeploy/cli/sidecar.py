@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
-from pwdeploy.cli.image import StreamProgress, report
+from pwdeploy.cli.image import run_build, warn
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 
 _allow_base_mismatch = click.option(
@@ -34,7 +33,9 @@ def dockerfile(allow_base_mismatch: bool, **params: Any) -> None:
     from pwdeploy.images.sidecar import prepare
 
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
-    click.echo(prepare(job, allow_base_mismatch=allow_base_mismatch).dockerfile, nl=False)
+    found = prepare(job, allow_base_mismatch=allow_base_mismatch)
+    warn(found.warnings)
+    click.echo(found.dockerfile, nl=False)
 
 
 @sidecar.command()
@@ -44,16 +45,13 @@ def dockerfile(allow_base_mismatch: bool, **params: Any) -> None:
 def build(push: bool, allow_base_mismatch: bool, **params: Any) -> None:
     """Build the sidecar image as sidecar.repository:<inputs hash>; unchanged inputs are not rebuilt.
 
-    The engine is the one DOCKER_HOST (or the current docker context) names. With --push, the pushed
+    The image is built for linux/amd64 (the GKE nodes); files the source folder's .dockerignore names are left
+    out. The engine is the one DOCKER_HOST (or the current docker context) names. With --push, the pushed
     digest is recorded next to the config and `pwdeploy render` pins the workers' sidecar to it.
     """
     from pwdeploy.images import sidecar as spec
-    from pwdeploy.images.engine import DockerCli
 
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
-    progress = StreamProgress(sys.stderr)
-    try:
-        result = spec.build(job, DockerCli(), progress, push=push, allow_base_mismatch=allow_base_mismatch)
-    finally:
-        progress.done()
-    report(result)
+    run_build(
+        lambda engine, progress: spec.build(job, engine, progress, push=push, allow_base_mismatch=allow_base_mismatch)
+    )

@@ -1,5 +1,8 @@
-"""The build flow both image specs share: build unless an image with the same inputs hash exists, verify its JAX
-version, optionally push and record the digest in the spec's lock file.
+"""The build flow both image specs share: build unless an image with the same inputs hash exists, check its JAX
+version where the engine can run it, optionally push and record the digest in the spec's lock file.
+
+The jax-version label is a record of pathways_version, never a check: the checks are a step of the job image's
+build (its Dockerfile runs ``import jax`` and compares) and, after the build, ``version_command`` in the image.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from pathlib import Path
 from pwdeploy.errors import BuildError
 from pwdeploy.images import lock
 from pwdeploy.images.engine import Engine, Progress
-from pwdeploy.images.inputs import HASH_LABEL, JAX_LABEL, ImageInputs, write_context
+from pwdeploy.images.inputs import HASH_LABEL, ImageInputs, write_context
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,8 @@ class Target:
     job_name: str
     lock_path: Path
     pin_field: str  # the config field a user can set to the pushed image instead (named when the lock is unwritable)
-    version_command: tuple[str, ...] | None = None  # prints the image's jax version; None: the label is the check
+    jax_check: str  # how the build itself makes sure of the jax version, for the report
+    version_command: tuple[str, ...] | None = None  # prints the built image's jax version; None: no run check
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,8 @@ class BuildResult:
     image: str | None = None  # repository@sha256:... once pushed
     lock_path: Path | None = None  # where the pushed digest was recorded
     verified: str | None = None  # after a build: how the JAX version was checked
+    platform: str | None = None  # after a build: the os/arch it was built for
+    warnings: tuple[str, ...] = ()  # about the inputs (files that look like credentials)
 
 
 def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: Progress, *, push: bool) -> BuildResult:
@@ -51,10 +57,11 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
             context = Path(scratch, "context.tar")
             with context.open("wb") as out:
                 write_context(inputs, out)
-            engine.build(context, tag, progress)
-        verified = verify_jax(engine, tag, inputs.jax_version, target.version_command)
+            engine.build(context, tag, progress, inputs.platform)
+        verified = verify_jax(engine, tag, inputs.jax_version, target)
+    platform = inputs.platform if built else None
     if not push:
-        return BuildResult(tag, built=built, verified=verified)
+        return BuildResult(tag, built=built, verified=verified, platform=platform, warnings=inputs.warnings)
     digest = engine.push(tag, progress)
     entry = lock.LockEntry(
         repository=target.repository,
@@ -73,35 +80,40 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
             hint=f"make {target.lock_path.parent} writable and run the build again (it will not rebuild), "
             f"or set {target.pin_field}: {entry.image}",
         ) from None
-    return BuildResult(tag, built=built, pushed=True, image=entry.image, lock_path=target.lock_path, verified=verified)
+    return BuildResult(
+        tag,
+        built=built,
+        pushed=True,
+        image=entry.image,
+        lock_path=target.lock_path,
+        verified=verified,
+        platform=platform,
+        warnings=inputs.warnings,
+    )
 
 
-def verify_jax(engine: Engine, tag: str, expected: str, command: tuple[str, ...] | None) -> str:
-    """How the built image's jax was found equal to ``expected``: its label, and ``command`` where the engine can
-    run the image. A mismatch untags the image (so it is not "up to date" next time) and is a BuildError."""
-    label = (engine.image_labels(tag) or {}).get(JAX_LABEL)
-    if label != expected:
-        _reject(engine, tag, str(label), f"label {JAX_LABEL}", expected)
+def verify_jax(engine: Engine, tag: str, expected: str, target: Target) -> str:
+    """How the built image's jax was found equal to ``expected``: ``target.jax_check``, and its version command
+    where the engine can run the image. A mismatch untags the image (so it is not "up to date" next time) and is a
+    BuildError."""
+    command = target.version_command
     if command is None:
-        return f"label {JAX_LABEL}"
+        return target.jax_check
     result = engine.run(tag, list(command))
     if result.cannot_run_here:
-        return f"label {JAX_LABEL} only (this engine cannot run the image's architecture)"
+        return f"{target.jax_check} only (this engine cannot run the image's platform)"
     lines = result.stdout.strip().splitlines()  # the version is stdout's last line; warnings go to stderr
     if result.returncode != 0 or not lines:
         output = (result.stdout + result.stderr).strip().splitlines()
         tail = "\n".join(f"    {line}" for line in output[-10:]) or "    (no output)"
         engine.remove(tag)
         raise BuildError(f"built {tag}, but `{shlex.join(command)}` failed in it (exit {result.returncode}):\n{tail}")
-    if lines[-1].strip() != expected:
-        _reject(engine, tag, lines[-1].strip(), f"`{shlex.join(command)}`", expected)
-    return f"label {JAX_LABEL} and `{shlex.join(command)}`"
-
-
-def _reject(engine: Engine, tag: str, found: str, how: str, expected: str) -> None:
-    engine.remove(tag)
-    raise BuildError(
-        f"built {tag}, but it has jax {found} (from {how}) while pathways_version is {expected}",
-        hint="the client's jax must equal the Pathways server and proxy; check what the base image and "
-        "the requirements install (the image was untagged, nothing was pushed)",
-    )
+    found = lines[-1].strip()
+    if found != expected:
+        engine.remove(tag)
+        raise BuildError(
+            f"built {tag}, but `{shlex.join(command)}` finds jax {found} in it while pathways_version is {expected}",
+            hint="the client's jax must equal the Pathways server and proxy; check what the base image and "
+            "the requirements install (the image was untagged, nothing was pushed)",
+        )
+    return f"{target.jax_check} and `{shlex.join(command)}` in the image"

@@ -59,7 +59,7 @@ class Engine(Protocol):
 
     def image_labels(self, ref: str) -> dict[str, str] | None: ...
 
-    def build(self, context_tar: Path, tag: str, progress: Progress) -> str: ...
+    def build(self, context_tar: Path, tag: str, progress: Progress, platform: str) -> str: ...
 
     def push(self, tag: str, progress: Progress) -> str: ...
 
@@ -139,10 +139,11 @@ class DockerCli:
         labels = json.loads(result.stdout or "null")
         return {str(k): str(v) for k, v in (labels or {}).items()}
 
-    def build(self, context_tar: Path, tag: str, progress: Progress) -> str:
-        """Build from a tar context and tag it; the image id. BuildError names the failing step."""
+    def build(self, context_tar: Path, tag: str, progress: Progress, platform: str) -> str:
+        """Build from a tar context for ``platform`` (os/arch) and tag it; the image id. BuildError names the
+        failing step."""
         iidfile = context_tar.with_suffix(".iid")
-        args = ["build", "--iidfile", str(iidfile), "--tag", tag]
+        args = ["build", "--platform", platform, "--iidfile", str(iidfile), "--tag", tag]
         if self.env["DOCKER_BUILDKIT"] != "0":
             args += ["--progress", "plain"]
         log = BuildLog(progress)

@@ -1,8 +1,10 @@
 """Build inputs shared by every image spec: the rendered Dockerfile, the files of the build context, their hash.
 
 The build context is a tar pwdeploy writes itself (the Dockerfile plus the files a spec names), so nothing outside
-the configured inputs reaches the engine, and the hash covers exactly what is sent. The hash names the image tag
-(``REPOSITORY:<first 16 hex digits>``): unchanged inputs give the same tag and are not rebuilt.
+the configured inputs reaches the engine, and the hash covers exactly what is sent. A source folder's
+``.dockerignore`` leaves files out (``pwdeploy.images.ignore``). Every image is built for ``TARGET_PLATFORM``, the
+platform of the GKE TPU nodes, whatever the building machine is; the platform is part of the hash. The hash names
+the image tag (``REPOSITORY:<first 16 hex digits>``): unchanged inputs give the same tag and are not rebuilt.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 import stat
 import tarfile
 from collections.abc import Iterator, Mapping
@@ -19,20 +20,19 @@ from pathlib import Path
 from typing import IO
 
 from pwdeploy.errors import ConfigError
+from pwdeploy.imageref import BadReference, parse_reference
 from pwdeploy.images import template
+from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules, looks_like_credentials
 from pwdeploy.images.lock import LOCK_NAMES
 
 HASH_LABEL = "dev.pwdeploy.inputs-hash"
-JAX_LABEL = "dev.pwdeploy.jax-version"
+TARGET_PLATFORM = "linux/amd64"  # GKE TPU VMs are x86-64: an arm64 image fails there with "exec format error"
 TAG_LENGTH = 16  # hex digits of the inputs hash in the tag
 # Never part of an image: version control, caches, virtual environments, pwdeploy's own state and lock files.
 EXCLUDED_DIRS = frozenset(
     {".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", ".pwdeploy"}
 )
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
-# A Docker repository: [host[:port]/]path, lower-case components, no tag or digest.
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REPOSITORY = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*")
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,9 @@ class ImageInputs:
     jax_version: str
     dockerfile: str  # rendered, with the inputs hash in its labels
     files: tuple[ContextFile, ...]
-    inputs_hash: str  # sha256 hex of the Dockerfile (without the hash) and every file's name, mode and content
+    inputs_hash: str  # sha256 hex of the platform, the Dockerfile (without the hash) and every file
+    platform: str = TARGET_PLATFORM  # os/arch the image is built for
+    warnings: tuple[str, ...] = ()  # for the user (files that look like credentials); not part of the hash
 
     def tag(self, repository: str) -> str:
         return f"{repository}:{self.inputs_hash[:TAG_LENGTH]}"
@@ -67,13 +69,15 @@ def assemble(
     base_image: str,
     python_version: str,
     jax_version: str,
+    platform: str = TARGET_PLATFORM,
+    warnings: tuple[str, ...] = (),
 ) -> ImageInputs:
     """Render the template twice: without the hash (to compute it over the Dockerfile and files), then with it."""
     text = template.template_text(template_name)
     common = {**values, "base_image": base_image, "python_version": python_version, "jax_version": jax_version}
-    digest = _hash(template.render(text, {**common, "inputs_hash": ""}, blocks), files)
+    digest = _hash(platform, template.render(text, {**common, "inputs_hash": ""}, blocks), files)
     dockerfile = template.render(text, {**common, "inputs_hash": digest}, blocks)
-    return ImageInputs(base_image, python_version, jax_version, dockerfile, files, digest)
+    return ImageInputs(base_image, python_version, jax_version, dockerfile, files, digest, platform, warnings)
 
 
 def check_repository(repository: str | None, field: str, what: str) -> str:
@@ -90,12 +94,14 @@ def check_repository(repository: str | None, field: str, what: str) -> str:
             field,
             f"{repository!r} has a tag or digest; give the repository only (pwdeploy tags it with the inputs hash)",
         )
-    if not _REPOSITORY.fullmatch(repository):
+    try:
+        parse_reference(repository)
+    except BadReference as exc:
         raise ConfigError(
             field,
-            f"{repository!r} is not a Docker repository; use [host[:port]/]path with lower-case letters, digits, "
-            "'.', '_' and '-'",
-        )
+            f"{repository!r} is not a Docker repository ({exc}); use [host[:port]/]path with lower-case letters, "
+            "digits, '.', '_' and '-'",
+        ) from None
     return repository
 
 
@@ -108,14 +114,33 @@ def requirements_file(path: Path, field: str) -> ContextFile:
 def directory_files(
     root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozenset()
 ) -> Iterator[ContextFile]:
-    """The files under ``root`` as ``prefix/relative/path``, in a fixed order; ``skip`` names files left out."""
+    """The files under ``root`` as ``prefix/relative/path``, in a fixed order, less those its ``.dockerignore``
+    leaves out; ``skip`` names more files left out."""
     if not root.is_dir():
         raise ConfigError(field, f"{root} is not a directory")
-    for path in _walk(root):
+    try:
+        rules = IgnoreRules.read(root)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(field, f"cannot read {root / IGNORE_FILE}: {exc}") from None
+    for path in _walk(root, rules):
         if path.resolve() in skip:
             continue
         relative = path.relative_to(root).as_posix()
         yield ContextFile(f"{prefix}/{relative}", path, bool(path.stat().st_mode & stat.S_IXUSR))
+
+
+def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, prefix: str) -> tuple[str, ...]:
+    """A warning naming the files copied from ``root`` whose names look like credentials (.env, keys, ...)."""
+    found = [item.name[len(prefix) + 1 :] for item in files if item.name.startswith(prefix + "/")]
+    suspicious = [name for name in found if looks_like_credentials(name)]
+    if not suspicious:
+        return ()
+    listed = ", ".join(suspicious[:10]) + (f" and {len(suspicious) - 10} more" if len(suspicious) > 10 else "")
+    return (
+        f"{field} {root}: {listed} look like credentials and would be copied into the image, readable by everyone "
+        f"who can pull it; list them in {root / IGNORE_FILE} (one pattern a line, e.g. "
+        f"{suspicious[0].rsplit('/', 1)[-1]}) to leave them out",
+    )
 
 
 def write_context(inputs: ImageInputs, out: IO[bytes]) -> None:
@@ -132,19 +157,24 @@ def write_context(inputs: ImageInputs, out: IO[bytes]) -> None:
                 _add(tar, item.name, os.fstat(handle.fileno()).st_size, mode, handle)
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    """Regular files under root (symlinks to files followed, to directories not), in a fixed order."""
+def _walk(root: Path, rules: IgnoreRules) -> Iterator[Path]:
+    """Regular files under root that ``rules`` keep (symlinks to files followed, to directories not), in a fixed
+    order; folders left out as a whole are not read (a dataset folder costs nothing)."""
     for directory, subdirs, names in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if d not in EXCLUDED_DIRS)
+        here = Path(directory).relative_to(root).as_posix()
+        at = "" if here == "." else here + "/"
+        subdirs[:] = sorted(d for d in subdirs if d not in EXCLUDED_DIRS and not rules.prunes(at + d))
         for name in sorted(names):
             path = Path(directory, name)
-            if name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or not path.is_file():
+            if name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or rules.excluded(at + name):
                 continue
-            yield path
+            if path.is_file():
+                yield path
 
 
-def _hash(dockerfile_text: str, files: tuple[ContextFile, ...]) -> str:
+def _hash(platform: str, dockerfile_text: str, files: tuple[ContextFile, ...]) -> str:
     digest = hashlib.sha256()
+    digest.update(b"platform\0" + platform.encode() + b"\0")
     digest.update(b"Dockerfile\0" + dockerfile_text.encode() + b"\0")
     for item in files:
         if isinstance(item.source, bytes):

@@ -1,8 +1,9 @@
 """The job image spec: the job's own (main) container, template docker/Dockerfile.job, lock pwdeploy-image.lock.
 
 A Python base of the client's Python (``image.base``, default the official ``python:<X.Y>-slim-bookworm``), the
-jax of the Pathways server and proxy (``jax==<pathways_version>``), pathwaysutils, ``image.requirements``, a wheel
-of pwdeploy when the code imports it, and ``image.source_dir`` (default: the config's folder) copied to /app.
+jax of the Pathways server and proxy (``jax==<pathways_version>``, checked by a step of the build), the
+pathwaysutils installed beside pwdeploy (pinned: its version is part of the inputs hash), ``image.requirements``,
+a wheel of pwdeploy when the code imports it, and ``image.source_dir`` (default: the config's folder) copied to /app.
 The working directory is the config's folder as copied (``/app/<its path under source_dir>`` when source_dir is
 a folder above it), so ``main.command`` runs as ``pwdeploy local run`` runs it in the config's folder. The
 config file itself is not copied: editing it (resources, flags) must not make the pushed image stale.
@@ -10,13 +11,16 @@ config file itself is not copied: editing it (resources, flags) must not make th
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.images import inputs, lock, wheel
 from pwdeploy.images.build import BuildResult, Target, build_image
 from pwdeploy.images.engine import Engine, Progress
@@ -25,6 +29,7 @@ from pwdeploy.images.sidecar import client_python
 TEMPLATE = "Dockerfile.job"
 APP = "/app"  # where image.source_dir is copied
 VERSION_COMMAND = ("python", "-c", "import jax; print(jax.__version__)")
+JAX_CHECK = "a step of the build"  # the RUN after the jax install in the Dockerfile
 _IMPORTS_PWDEPLOY = re.compile(rb"^[ \t]*(?:from|import)[ \t]+pwdeploy\b", re.MULTILINE)
 _OFFICIAL_PYTHON = re.compile(r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*")
 
@@ -49,15 +54,34 @@ def base_image(job: JobConfig) -> str:
     return job.image.base
 
 
-def collect(job: JobConfig, config_file: Path | None = None) -> inputs.ImageInputs:
+def installed_pathwaysutils() -> str | None:
+    """The version of the pathwaysutils beside pwdeploy, from its dist-info folder name (no import, no metadata)."""
+    for entry in sys.path:
+        try:
+            found = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in found:
+            if name.startswith("pathwaysutils-") and name.endswith(".dist-info"):
+                return name[len("pathwaysutils-") : -len(".dist-info")]
+    return None
+
+
+def collect(
+    job: JobConfig,
+    config_file: Path | None = None,
+    *,
+    pathwaysutils_version: Callable[[], str | None] = installed_pathwaysutils,
+) -> inputs.ImageInputs:
     """Gather and hash the inputs (``config_file`` is left out of the copied folder); ConfigError for a missing
-    source directory or requirements file."""
+    source directory or requirements file, DependencyError when pathwaysutils is not installed here."""
     source = job.image.source_dir or job.base_dir
     field = "image.source_dir"
     skip = frozenset({config_file.resolve()}) if config_file is not None else frozenset()
     code = tuple(inputs.directory_files(source, field, "code", skip=skip))
     if not code:
         raise ConfigError(field, f"{source} holds no files to copy into the image")
+    warnings = inputs.credential_warnings(code, source, field, "code")
     files = [*code]
     if job.image.requirements is not None:
         files.insert(0, inputs.requirements_file(job.image.requirements, "image.requirements"))
@@ -69,6 +93,7 @@ def collect(job: JobConfig, config_file: Path | None = None) -> inputs.ImageInpu
         "pwdeploy_version": __version__,
         "pip_args": "".join(" " + shlex.quote(arg) for arg in job.image.pip_args),
         "pwdeploy_wheel": wheel.wheel_name(),
+        "pathwaysutils_version": _pathwaysutils_pin(pathwaysutils_version),
     }
     blocks = {"requirements": job.image.requirements is not None, "pwdeploy": needs_pwdeploy}
     base = base_image(job)
@@ -81,6 +106,7 @@ def collect(job: JobConfig, config_file: Path | None = None) -> inputs.ImageInpu
         base_image=base,
         python_version=official.group(1) if official else client_python(job),
         jax_version=job.pathways_version,
+        warnings=warnings,
     )
 
 
@@ -100,7 +126,7 @@ def workdir(job: JobConfig) -> str:
 
 def target(job: JobConfig) -> Target:
     repository = inputs.check_repository(job.image.repository, "image.repository", "job image")
-    return Target(repository, job.name, lock_path(job), "main.image", VERSION_COMMAND)
+    return Target(repository, job.name, lock_path(job), "main.image", JAX_CHECK, VERSION_COMMAND)
 
 
 def build(
@@ -108,6 +134,16 @@ def build(
 ) -> BuildResult:
     where = target(job)
     return build_image(where, collect(job, config_file), engine, progress, push=push)
+
+
+def _pathwaysutils_pin(installed: Callable[[], str | None]) -> str:
+    version = installed()
+    if version is None:
+        raise DependencyError(
+            "pathwaysutils is not installed beside pwdeploy; the job image pins the client's pathwaysutils to it",
+            hint="pip install pathwaysutils (in the environment that runs pwdeploy)",
+        )
+    return version
 
 
 def _imports_pwdeploy(item: inputs.ContextFile) -> bool:

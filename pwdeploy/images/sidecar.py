@@ -8,6 +8,7 @@ minor version or jax differs from the sidecar's, so pwdeploy reads both from the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import sys
@@ -105,10 +106,13 @@ def lock_path(job: JobConfig) -> Path:
 def collect(job: JobConfig) -> inputs.ImageInputs:
     """Gather and hash the inputs; ConfigError for a missing source directory or requirements file."""
     files: list[inputs.ContextFile] = []
+    warnings: tuple[str, ...] = ()
     if job.sidecar.requirements is not None:
         files.append(inputs.requirements_file(job.sidecar.requirements, "sidecar.requirements"))
     if job.sidecar.source_dir is not None:
-        files.extend(inputs.directory_files(job.sidecar.source_dir, "sidecar.source_dir", "code"))
+        code = tuple(inputs.directory_files(job.sidecar.source_dir, "sidecar.source_dir", "code"))
+        warnings = inputs.credential_warnings(code, job.sidecar.source_dir, "sidecar.source_dir", "code")
+        files.extend(code)
     values = {
         "pwdeploy_version": __version__,
         "pip_args": "".join(" " + shlex.quote(arg) for arg in job.sidecar.pip_args),
@@ -122,6 +126,7 @@ def collect(job: JobConfig) -> inputs.ImageInputs:
         base_image=base_image(job),
         python_version=client_python(job),
         jax_version=job.pathways_version,
+        warnings=warnings,
     )
 
 
@@ -135,11 +140,15 @@ def prepare(job: JobConfig, *, allow_base_mismatch: bool = False) -> inputs.Imag
 
 def target(job: JobConfig) -> Target:
     repository = inputs.check_repository(job.sidecar.repository, "sidecar.repository", "sidecar")
-    return Target(repository, job.name, lock_path(job), "sidecar.image")
+    return Target(
+        repository, job.name, lock_path(job), "sidecar.image", "the base image's tag (jax_V), before the build"
+    )
 
 
 def build(
     job: JobConfig, engine: Engine, progress: Progress, *, push: bool = False, allow_base_mismatch: bool = False
 ) -> BuildResult:
     where = target(job)
+    if allow_base_mismatch:
+        where = dataclasses.replace(where, jax_check="nothing (--allow-base-mismatch)")
     return build_image(where, prepare(job, allow_base_mismatch=allow_base_mismatch), engine, progress, push=push)

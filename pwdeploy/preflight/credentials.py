@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pwdeploy.preflight.reference import DOCKER_HUB, DOCKER_HUB_API
+from pwdeploy.imageref import DOCKER_HUB, DOCKER_HUB_API
 
 HELPER_TIMEOUT = 10.0  # seconds; a helper may ask a keychain or gcloud
 DOCKER_HUB_KEY = "https://index.docker.io/v1/"  # the key docker stores Hub credentials under

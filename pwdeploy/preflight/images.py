@@ -14,8 +14,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from pwdeploy.config import JobConfig
+from pwdeploy.imageref import BadReference, ImageRef, parse_reference
 from pwdeploy.preflight.credentials import is_google_registry
-from pwdeploy.preflight.reference import BadReference, ImageRef, parse_reference
 from pwdeploy.preflight.registry import Lookup
 from pwdeploy.preflight.report import CheckResult, Status
 

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import requests
 
+from pwdeploy.imageref import ImageRef
 from pwdeploy.preflight.credentials import Basic
-from pwdeploy.preflight.reference import ImageRef
 
 # (connect, read) seconds per request: a preflight must not hang on a registry that does not answer.
 TIMEOUT = (3.0, 10.0)

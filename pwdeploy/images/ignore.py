@@ -1,0 +1,105 @@
+"""``.dockerignore`` in a source folder, read as Docker reads it, and the files that look like credentials.
+
+Docker's rules: one pattern a line, relative to the folder (a leading ``/`` changes nothing), ``#`` starts a
+comment line, blank lines are skipped; ``*`` matches any run of characters but ``/``, ``?`` one such character,
+``[...]`` a class, ``**`` any number of folders (none included), a backslash escapes; ``!`` before a pattern re-includes
+what an earlier pattern left out; the last pattern that matches a path, or one of its parent folders, decides.
+A small matcher, so no dependency: the libraries that exist follow gitignore, whose rules differ
+(``*.pem`` there matches in every folder, in Docker only at the top).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+IGNORE_FILE = ".dockerignore"
+# Names that usually hold secrets; a pushed image is readable by everyone who can pull it.
+CREDENTIAL_NAMES = (".env", "*.pem", "*key*.json", "credentials*.json", "id_rsa*", ".netrc", ".npmrc", ".pypirc")
+
+
+@dataclass(frozen=True)
+class Rule:
+    regex: re.Pattern[str]
+    exception: bool  # a "!" line: matching paths are copied after all
+
+
+class IgnoreRules:
+    """The rules of one ``.dockerignore`` (none when the file does not exist)."""
+
+    def __init__(self, rules: tuple[Rule, ...] = ()) -> None:
+        self.rules = rules
+        self.has_exceptions = any(rule.exception for rule in rules)
+
+    @classmethod
+    def parse(cls, text: str) -> IgnoreRules:
+        rules = []
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            exception = line.startswith("!")
+            pattern = posixpath.normpath(line[1:].strip() if exception else line).lstrip("/")
+            if pattern in ("", "."):
+                continue
+            rules.append(Rule(re.compile(_regex(pattern)), exception))
+        return cls(tuple(rules))
+
+    @classmethod
+    def read(cls, folder: Path) -> IgnoreRules:
+        path = folder / IGNORE_FILE
+        return cls.parse(path.read_text(encoding="utf-8")) if path.is_file() else cls()
+
+    def excluded(self, relative: str) -> bool:
+        """Whether the path (relative, with ``/``) is left out of the build context."""
+        parents = relative.split("/")
+        candidates = ["/".join(parents[: i + 1]) for i in range(len(parents))]
+        excluded = False
+        for rule in self.rules:
+            if any(rule.regex.fullmatch(candidate) for candidate in candidates):
+                excluded = not rule.exception
+        return excluded
+
+    def prunes(self, relative_dir: str) -> bool:
+        """Whether a whole folder can be skipped unread: excluded, and no exception could bring a file back."""
+        return not self.has_exceptions and self.excluded(relative_dir)
+
+
+def looks_like_credentials(relative: str) -> bool:
+    name = relative.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in CREDENTIAL_NAMES)
+
+
+def _regex(pattern: str) -> str:
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if pattern.startswith("**", i):
+            i += 2
+            if pattern.startswith("/", i):  # "**/": any folders, none included
+                out.append("(?:.*/)?")
+                i += 1
+            else:
+                out.append(".*")
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "\\" and i + 1 < len(pattern):
+            i += 1
+            out.append(re.escape(pattern[i]))
+        elif char == "[":
+            end = pattern.find("]", i + 2)
+            if end == -1:
+                out.append(re.escape(char))
+            else:
+                out.append(f"[{pattern[i + 1 : end]}]")  # as Go's filepath.Match: [^...] negates
+                i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)

@@ -1,0 +1,231 @@
+"""Image inputs without an engine: the target platform, .dockerignore (Docker's rules), the credential warning, the
+jax check step of the job Dockerfile (run by the real python3 against a stand-in jax module), the pathwaysutils
+pin, and the one image-reference grammar that config, preflight and the image builds share."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from pwdeploy.errors import ConfigError, DependencyError
+from pwdeploy.fields import Kind
+from pwdeploy.imageref import REFERENCE, BadReference, parse_reference
+from pwdeploy.images import engine, inputs, sidecar
+from pwdeploy.images import job as spec
+from pwdeploy.images.ignore import IgnoreRules
+from pwdeploy.kinds import KINDS
+from pwdeploy.values import parse_image
+from tests import test_sidecar
+from tests.test_image import REPOSITORY, job_at, write_job
+from tests.test_sidecar import instructions
+
+
+def _collect(path: Path, pathwaysutils: str | None = "0.1.13") -> inputs.ImageInputs:
+    return spec.collect(job_at(path), path, pathwaysutils_version=lambda: pathwaysutils)
+
+
+def test_both_kinds_target_linux_amd64_and_the_platform_is_hashed(tmp_path: Path) -> None:
+    found = _collect(write_job(tmp_path, {"repository": REPOSITORY}))
+    assert found.platform == inputs.TARGET_PLATFORM == "linux/amd64"
+    (tmp_path / "sc").mkdir()
+    sidecar_section = {"repository": "r.example/x", "base_image": test_sidecar.BASE, "source_dir": "src"}
+    sidecar_job = test_sidecar.job_at(test_sidecar.write_job(tmp_path / "sc", sidecar_section))
+    assert sidecar.collect(sidecar_job).platform == "linux/amd64"
+    values = {
+        "pwdeploy_version": "0.1.0",
+        "pip_args": "",
+        "pwdeploy_wheel": "w.whl",
+        "pathwaysutils_version": "1",
+        "workdir": "/app",
+    }
+    blocks = {"requirements": False, "pwdeploy": False}
+
+    def assemble(platform: str) -> inputs.ImageInputs:
+        return inputs.assemble(
+            spec.TEMPLATE,
+            values,
+            blocks,
+            (),
+            base_image="b:1",
+            python_version="3.11",
+            jax_version="0.10.2",
+            platform=platform,
+        )
+
+    assert assemble("linux/amd64").inputs_hash != assemble("linux/arm64").inputs_hash
+
+
+def test_docker_cli_builds_for_the_platform(tmp_path: Path) -> None:
+    """A recording stand-in for the docker binary: the argument list the build passes."""
+    recorder = tmp_path / "docker"
+    recorder.write_text(
+        '#!/bin/sh\necho "$@" > "$(dirname "$0")/args"\n'
+        'while [ $# -gt 0 ]; do [ "$1" = --iidfile ] && echo sha256:1 > "$2"; shift; done\ncat > /dev/null\n'
+    )
+    recorder.chmod(0o755)
+    context = tmp_path / "context.tar"
+    context.write_bytes(b"")
+
+    class Quiet:
+        def step(self, step: engine.BuildStep) -> None: ...
+
+        def line(self, text: str) -> None: ...
+
+    assert engine.DockerCli(str(recorder), env={}).build(context, "r/x:1", Quiet(), "linux/amd64") == "sha256:1"
+    args = (tmp_path / "args").read_text().split()
+    assert args[:3] == ["build", "--platform", "linux/amd64"] and args[-3:] == ["--tag", "r/x:1", "-"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "excluded"),
+    [
+        ("*.pem", "a.pem", True),
+        ("*.pem", "sub/a.pem", False),  # Docker: relative to the root, unlike .gitignore
+        ("**/*.pem", "sub/deep/a.pem", True),
+        ("**/*.pem", "a.pem", True),
+        ("/data", "data/big/x.bin", True),  # a folder leaves out all below it
+        ("data/", "data/x", True),
+        ("d?ta", "data", True),
+        ("d?ta", "da/ta", False),
+        ("*", "sub/x", True),
+        ("sub/*", "sub/deep/x", True),
+        ("[a-c].txt", "b.txt", True),
+        ("[^a-c].txt", "b.txt", False),
+        ("# comment", "# comment", False),
+        ("a\\*b", "a*b", True),
+        ("a\\*b", "axb", False),
+        ("logs/**", "logs/a/b", True),
+        ("logs/**", "logs2/a", False),
+    ],
+)
+def test_dockerignore_patterns(pattern: str, path: str, excluded: bool) -> None:
+    assert IgnoreRules.parse(pattern).excluded(path) is excluded
+
+
+def test_exceptions_and_the_last_match_decides() -> None:
+    rules = IgnoreRules.parse("# secrets\n\n*.json\n!config.json\nconfig.json.bak\ndata\n!data/keep.txt\n")
+    assert [rules.excluded(p) for p in ("a.json", "config.json", "data/x", "data/keep.txt", "b.txt")] == [
+        True,
+        False,
+        True,
+        False,
+        False,
+    ]
+    assert IgnoreRules.parse("!a\na").excluded("a"), "a later pattern overrides an earlier exception"
+
+
+def test_dockerignore_leaves_files_out_of_the_context_and_the_hash(tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    (tmp_path / "data" / "shards").mkdir(parents=True)
+    (tmp_path / "data" / "shards" / "0.bin").write_bytes(b"x" * 100)
+    (tmp_path / "data" / "README").write_text("kept by an exception")
+    (tmp_path / ".env").write_text("TOKEN=1\n")
+    (tmp_path / ".dockerignore").write_text(".env\ndata\n!data/README\n")
+    found = _collect(path)
+    names = [item.name for item in found.files]
+    assert names[:4] == ["code/.dockerignore", "code/requirements.txt", "code/train.py", "code/data/README"]
+    assert not any(".env" in name or "shards" in name for name in names) and found.warnings == ()
+    (tmp_path / "data" / "shards" / "0.bin").write_bytes(b"changed")
+    (tmp_path / ".env").write_text("TOKEN=2\n")
+    assert _collect(path).inputs_hash == found.inputs_hash, "ignored files do not change the image"
+
+
+def test_an_excluded_folder_is_skipped_unread_unless_an_exception_could_reach_into_it() -> None:
+    assert IgnoreRules.parse("datasets\n").prunes("datasets")
+    assert not IgnoreRules.parse("datasets\n!datasets/README\n").prunes("datasets")
+    assert not IgnoreRules.parse("*.bin\n").prunes("datasets")
+
+
+def test_files_that_look_like_credentials_are_named_in_a_warning(tmp_path: Path, runner: CliRunner) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    (tmp_path / "keys").mkdir()
+    for name in (".env", "sa-key.json", "keys/tls.pem", "credentials-prod.json", "id_rsa.pub", ".netrc", "notes.md"):
+        (tmp_path / name).write_text("x")
+    (warning,) = _collect(path).warnings
+    listed = ".env, .netrc, credentials-prod.json, id_rsa.pub, sa-key.json, keys/tls.pem"
+    assert warning.startswith(f"image.source_dir {tmp_path}: {listed} look like credentials and would be copied")
+    assert "notes.md" not in warning
+    assert f"list them in {tmp_path / '.dockerignore'}" in warning
+    printed = runner.invoke(cli, ["image", "dockerfile", "-f", str(path)])
+    assert printed.exit_code == 0 and printed.stderr == f"warning: {warning}\n" and printed.stdout.startswith("#")
+    (tmp_path / ".dockerignore").write_text(".env\n.netrc\n*.json\nid_rsa*\nkeys\n")
+    assert _collect(path).warnings == ()
+
+
+def _jax_check(dockerfile: str) -> list[str]:
+    (check,) = [arg for word, arg in instructions(dockerfile) if word == "RUN" and "import sys, jax" in arg]
+    return shlex.split(check)
+
+
+def test_the_build_step_checks_the_installed_jax_with_the_real_python(tmp_path: Path) -> None:
+    (tmp_path / "job").mkdir()
+    argv = _jax_check(_collect(write_job(tmp_path / "job", {"repository": REPOSITORY})).dockerfile)
+    assert argv[:2] == ["python", "-c"] and argv[-1] == "0.10.2"
+    for version, code in (("0.10.2", 0), ("0.9.0", 1)):
+        module = tmp_path / version / "jax"
+        module.mkdir(parents=True)
+        (module / "__init__.py").write_text(f"__version__ = {version!r}\n")
+        env = {"PYTHONPATH": str(module.parent)}
+        done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True, check=False)
+        assert (done.returncode, done.stdout) == (code, f"jax {version}\n"), done.stderr
+    assert done.stderr.strip() == "jax 0.9.0 is installed, but pathways_version is 0.10.2"
+
+
+def test_pathwaysutils_is_pinned_to_the_installed_version(tmp_path: Path, runner: CliRunner) -> None:
+    assert spec.installed_pathwaysutils() == importlib.metadata.version("pathwaysutils")
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    first = _collect(path, "0.1.13")
+    assert '"jax==0.10.2" "pathwaysutils==0.1.13"' in instructions(first.dockerfile)[1][1]
+    assert _collect(path, "0.1.14").inputs_hash != first.inputs_hash
+    with pytest.raises(DependencyError) as caught:
+        _collect(path, None)
+    assert caught.value.exit_code == 9 and "pip install pathwaysutils" in str(caught.value.hint)
+    result = runner.invoke(cli, ["image", "dockerfile", "-f", str(path)])
+    assert f"pathwaysutils=={importlib.metadata.version('pathwaysutils')}" in result.stdout
+
+
+REFERENCES = [
+    ("python:3.11-slim", True),
+    ("us-docker.pkg.dev/p/r/app:1.0", True),
+    ("localhost:5000/a/b@sha256:" + "a" * 64, True),
+    ("[::1]:5000/x:v", True),
+    ("localhost/x", True),
+    ("team/app", True),
+    ("my-host.io/a.b/c__d/e-f:T_1", True),
+    ("host_name.io/x:1", False),  # names a host ("." in it), and "_" cannot be in one
+    ("x:ünicode", False),  # tags are ASCII
+    ("Team/app:1", False),
+    ("reg.io//app", False),
+    ("reg.io/a..b", False),
+    ("app:-x", False),
+    ("reg.io/app@sha256:xyz", False),
+]
+
+
+@pytest.mark.parametrize(("text", "valid"), REFERENCES)
+def test_config_preflight_images_and_the_schema_agree_on_references(text: str, valid: bool) -> None:
+    def accepts(check: object, *args: object) -> bool:
+        try:
+            check(*args)  # type: ignore[operator]
+        except (ConfigError, BadReference):
+            return False
+        return True
+
+    schema = KINDS[Kind.IMAGE].schema  # the JSON Schema pattern of image fields
+    pattern = schema(None)["pattern"]  # type: ignore[arg-type]
+    repository = re.sub(r"(:[^/]*|@.*)$", "", text)
+    assert accepts(parse_image, text, "main.image") is valid
+    assert accepts(parse_reference, text) is valid
+    assert (re.fullmatch(pattern, text) is not None) is valid
+    assert (REFERENCE.fullmatch(text) is not None) is valid
+    if valid:
+        assert accepts(inputs.check_repository, repository, "image.repository", "job image")
+    assert accepts(inputs.check_repository, "host_name.io/x", "image.repository", "job image") is False
