@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import traceback
 from typing import Any
 
 import click
@@ -102,6 +101,8 @@ class PwdeployGroup(LazyGroup):
             sys.exit(exc.exit_code)
         except PwdeployError as exc:
             if self.debug:
+                import traceback  # only with --debug: 2 ms of every command's start-up otherwise
+
                 traceback.print_exc()
             for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
                 click.echo(f"error: {error}", err=True)

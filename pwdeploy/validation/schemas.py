@@ -8,7 +8,6 @@ error, and read through the cache in pwdeploy.validation.kubernetes_schemas.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import re
@@ -77,6 +76,8 @@ def _describe(error: SchemaError, prefix: str) -> Iterator[Problem]:
     path = join(prefix, error.path)
     kind, value, instance = error.keyword, error.value, error.instance
     if kind == "additionalProperties" and isinstance(instance, Mapping):
+        import difflib  # only for a problem: render never pays for it
+
         known = sorted(error.schema.get("properties", {}))
         for key in sorted({str(key) for key in instance} - set(known)):
             close = difflib.get_close_matches(key, known, n=1)
