@@ -283,12 +283,22 @@ def test_elastic_slices() -> None:
     assert _container(head, ids.MAIN_CONTAINER)["securityContext"] == {"privileged": True}
 
 
-def test_images_pinned_to_one_version() -> None:
-    (obj,) = manifests.build(_job(EXAMPLE))
+def _pathways_images(config: Path) -> list[str]:
+    (obj,) = manifests.build(_job(config))
     head, worker = _pod(obj, ids.HEAD_JOB), _pod(obj, ids.WORKER_JOB)
     images = [_container(head, name)["image"] for name in (ids.PROXY_CONTAINER, ids.RM_CONTAINER)]
-    images.append(_container(worker, ids.WORKER_CONTAINER)["image"])
-    assert all(i.endswith(":jax-0.10.2") for i in images)
+    return [*images, _container(worker, ids.WORKER_CONTAINER)["image"]]
+
+
+def test_images_pinned_to_one_version() -> None:
+    derived = _pathways_images(GOLDEN / "configs" / "multi-slice-v5p.yaml")
+    assert all(i.endswith(":jax-0.10.2") for i in derived)
+    pinned = _pathways_images(EXAMPLE)  # the example pins a dated release of the same JAX version
+    assert [i.rsplit("/", 1)[-1] for i in pinned] == [
+        "proxy_server:20260730-jax_0.10.2",
+        "server:20260730-jax_0.10.2",
+        "server:20260730-jax_0.10.2",
+    ]
 
 
 ALL_GOLDENS = [*sorted(GOLDEN.glob("*.yaml")), REPO / "manifests" / "dp-example.yaml"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import sys
@@ -323,6 +324,14 @@ def _first_tree(tree: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    missing = [name for name in ("grain", "array_record") if importlib.util.find_spec(name) is None]
+    if missing:
+        print(
+            f"train.py: {' and '.join(missing)} not installed: the example reads its data with them; "
+            "pip install 'pwdeploy[example]' (or -r requirements.txt beside this file)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         result = train(args)
     except KeyboardInterrupt:
