@@ -26,10 +26,13 @@ __all__ = ["docker_env", "python_base"]  # fixtures used below
 def write_job(config_dir: Path, image: dict[str, Any], command: str = "python3 train.py") -> Path:
     config_dir.mkdir(parents=True, exist_ok=True)
     data = {
-        "name": "workdir-test", "pathways_version": "0.10.2", "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"}, "main": {"command": command},
+        "name": "workdir-test",
+        "pathways_version": "0.10.2",
+        "tpu": {"type": "v5p-8"},
+        "storage": {"scratch": "gs://bkt/s"},
+        "main": {"command": command},
         "image": {"repository": "r.example/team/job", **image},
-    }  # fmt: skip
+    }
     path = config_dir / "job.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
@@ -116,10 +119,14 @@ def test_sidecar_example_runs_its_own_image_once_both_are_pushed(
         (sidecar_spec.lock_path(job), sidecar_spec.collect(job), job.sidecar.repository or ""),
     ):
         entry = lock.LockEntry(
-            repository=repository, tag=found.tag(repository), digest="sha256:" + "d" * 64,
-            inputs_hash=found.inputs_hash, base_image=found.base_image, jax_version="0.10.2",
+            repository=repository,
+            tag=found.tag(repository),
+            digest="sha256:" + "d" * 64,
+            inputs_hash=found.inputs_hash,
+            base_image=found.base_image,
+            jax_version="0.10.2",
             python_version=found.python_version,
-        )  # fmt: skip
+        )
         lock.record(lock_file, job.name, entry)
     result = runner.invoke(cli, ["render", "-f", str(config), "--no-validate"])
     assert result.exit_code == 0, result.output
