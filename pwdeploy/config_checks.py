@@ -14,11 +14,13 @@ from typing import Any
 from pwdeploy import catalog
 from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
+from pwdeploy.imageref import BadReference, parse_reference
 from pwdeploy.quantity import parse_quantity
 from pwdeploy.validation import names
 from pwdeploy.values import check_image_pinned, check_name, parse_gcs
 
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+_TAG_JAX = re.compile(r":(?:.*[-_])?jax[-_]([0-9]+\.[0-9]+\.[0-9]+)$")  # server:jax-0.10.2, :20260730-jax_0.10.2
 
 Check = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
 
@@ -31,6 +33,8 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("pathways_version", "allow_version_mismatch"), lambda p: _pathways_version(p, installed_jax)),
         (("xla_flags",), _xla_flags),
         (("images.server", "images.proxy_server", "sidecar.image", "storage.hlo_uploader_image"), _pinned_images),
+        (("images.server", "images.proxy_server", "pathways_version", "allow_version_mismatch"), _pathways_tags),
+        (("image.repository", "sidecar.repository"), _repositories),
         (("tpu.type", "tpu.family", "tpu.topology"), _resolve_slice),
         (("main.cpu", "main.data_workers"), _data_workers),
         (("storage.scratch",), _scratch),
@@ -133,6 +137,40 @@ def _pinned_images(parsed: Mapping[str, Any]) -> None:
             check_image_pinned(parsed[path], path)
 
 
+def _pathways_tags(parsed: Mapping[str, Any]) -> None:
+    """A pinned server or proxy whose tag names another JAX version than the job's: the classic failed start."""
+    if parsed["allow_version_mismatch"] or parsed["pathways_version"] is None:
+        return
+    for path in ("images.server", "images.proxy_server"):
+        image = parsed[path]
+        found = _TAG_JAX.search(image.split("@")[0].rsplit("/", 1)[-1]) if image else None
+        if found and found.group(1) != parsed["pathways_version"]:
+            raise ConfigError(
+                path,
+                f"{image} is a Pathways release for jax {found.group(1)}, but pathways_version is "
+                f"{parsed['pathways_version']}; the client's jax, the proxy and the server must agree",
+                hint=f"pin the release of jax {parsed['pathways_version']} (tags *-jax_{parsed['pathways_version']}), "
+                "or pass --allow-version-mismatch",
+            )
+
+
+def _repositories(parsed: Mapping[str, Any]) -> None:
+    """Where `pwdeploy image build` and `sidecar build` push: a bare repository, checked before any build."""
+    for path in ("image.repository", "sidecar.repository"):
+        repository = parsed[path]
+        if repository is None:
+            continue
+        last = repository.rsplit("/", 1)[-1]
+        if "@" in repository or ":" in last:
+            raise ConfigError(
+                path, f"{repository!r} has a tag or digest; give the repository only (builds tag it themselves)"
+            )
+        try:
+            parse_reference(repository)
+        except BadReference as exc:
+            raise ConfigError(path, f"{repository!r} is not a Docker repository ({exc})") from None
+
+
 def _scheduling(parsed: Mapping[str, Any]) -> None:
     for path in ("scheduling.queue", "scheduling.priority_class", "scheduling.service_account"):
         _optional_name(parsed, path, names.dns1123_subdomain)
@@ -198,9 +236,11 @@ def _check_fits(size: str, size_path: str, limit: str, limit_path: str) -> None:
 
 def _name_length(parsed: Mapping[str, Any]) -> None:
     """The exact bound on the JobSet's name, from the longest pod name it will generate."""
+    name = parsed["name"]
+    if name is None:
+        return  # the name check says it is required
     suffix = names.longest_pod_name_suffix(HEAD_JOB, WORKER_JOB, parsed["tpu.slices"], parsed["tpu.slice"].vms)
     bound = names.MAX_LABEL - len(suffix)
-    name = parsed["name"]
     if len(name) > bound:
         raise ConfigError(
             "name",
