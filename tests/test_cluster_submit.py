@@ -335,3 +335,13 @@ def test_flags_that_would_be_ignored_are_refused(
     result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", *flags])
     assert result.exit_code == 2 and result.stderr.startswith(message), result.output
     assert stub.requests == [], "refused before connecting"
+
+
+def test_cli_submit_passes_region_to_its_preflight(
+    cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer
+) -> None:
+    """--region reaches the GCS checks of submit as it does those of preflight: a zone is refused by name."""
+    result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--region", "us-central1-a"])
+    assert result.exit_code == 2, result.output
+    assert "--region: 'us-central1-a' is not a GCP region" in result.output and "not the zone" in result.output
+    assert stub.writes() == []

@@ -31,6 +31,16 @@ def cluster_options(func: F) -> F:
     return click.option("--context", default=None, help="Kubeconfig context (default: its current-context).")(func)
 
 
+def region_option(func: F) -> F:
+    """``--region``: the cluster's GCP region, for preflight's bucket-location check (preflight and submit)."""
+    return click.option(
+        "--region",
+        default=None,
+        envvar="PWDEPLOY_REGION",
+        help="The cluster's GCP region, e.g. us-central1 (buckets elsewhere get a warning) [env PWDEPLOY_REGION]",
+    )(func)
+
+
 def namespace_option(func: F) -> F:
     return click.option("-n", "--namespace", default=None, help="Namespace (default: the context's namespace).")(func)
 
@@ -86,6 +96,7 @@ def cluster_source(
 @click.option("--replace", is_flag=True, help="Delete a different job of the same name and create this one.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
 @click.option("--skip-preflight", is_flag=True, help="Skip the preflight checks (cluster readiness, GCS, images).")
+@region_option
 def submit(
     namespace_alias: str | None,
     kubeconfig: Path | None,
@@ -96,6 +107,7 @@ def submit(
     replace: bool,
     yes: bool,
     skip_preflight: bool,
+    region: str | None,
     **params: Any,
 ) -> None:
     """Render, check and submit a job as a JobSet (server-side apply, field manager pwdeploy).
@@ -124,7 +136,7 @@ def submit(
     marked = sub.mark_managed(objects, namespace)
     mode = sub.DryRun(dry_run)
     if not skip_preflight:
-        _preflight(job, kube)
+        _preflight(job, kube, region)
     outcome = sub.submit(
         kube,
         marked,
@@ -152,12 +164,12 @@ def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str) -> 
         raise ConfigError("--wait", f"a --dry-run={dry_run} creates nothing to wait for", hint="drop one of them")
 
 
-def _preflight(job: JobConfig, kube: Kube) -> None:
+def _preflight(job: JobConfig, kube: Kube, region: str | None) -> None:
     """The cluster readiness, GCS and image checks, side by side; a failed row stops submit before anything is
     created, and the rows that are not ok are printed on stderr before it goes on."""
     from pwdeploy.preflight import run_preflight
 
-    report = run_preflight(job, extra_sources=[cluster_source(job, kube=kube)])
+    report = run_preflight(job, region=region, extra_sources=[cluster_source(job, kube=kube)])
     if report.failed:
         raise PreflightError(
             "preflight failed; nothing was submitted:\n" + report.format_table(),

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from pwdeploy.cli.cluster import cluster_options
+from pwdeploy.cli.cluster import cluster_options, region_option
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 from pwdeploy.errors import PreflightError
 
@@ -19,12 +19,7 @@ from pwdeploy.errors import PreflightError
 @click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True, help="Report format"
 )
-@click.option(
-    "--region",
-    default=None,
-    envvar="PWDEPLOY_REGION",
-    help="The cluster's GCP region, e.g. us-central1 (buckets elsewhere get a warning) [env PWDEPLOY_REGION]",
-)
+@region_option
 @click.option(
     "--cluster",
     "check_cluster",
