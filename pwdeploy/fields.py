@@ -168,7 +168,7 @@ FIELDS: tuple[Field, ...] = (
       "Where `pwdeploy image build` tags and pushes the job image (registry/repo); render pins main.image to it",
       "--image-repository"),
     _("image.base", Kind.IMAGE, None,
-      "Base image of the job image; default: the official python:<X.Y>-slim image of the client's Python",
+      "Base image of the job image; default: python:<X.Y>-slim-bookworm of the client's Python",
       "--image-base"),
     _("image.source_dir", Kind.PATH, None, "Directory copied into the job image; default: the config's folder",
       "--image-source-dir"),

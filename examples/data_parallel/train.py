@@ -324,11 +324,13 @@ def _first_tree(tree: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    missing = [name for name in ("grain", "array_record") if importlib.util.find_spec(name) is None]
+    needed = ("grain", "array_record") if args.loader == "grain" else ()
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
         print(
-            f"train.py: {' and '.join(missing)} not installed: the example reads its data with them; "
-            "pip install 'pwdeploy[example]' (or -r requirements.txt beside this file)",
+            f"train.py: {' and '.join(missing)} not installed: the Grain loader reads the example's data with them; "
+            "install the example's extra (pip install -e '.[example]' in the pwdeploy checkout) or "
+            "requirements.txt beside this file, or pass --loader colocated_python",
             file=sys.stderr,
         )
         return 2
