@@ -48,7 +48,7 @@ class LockEntry:
     base_image: str
     jax_version: str
     python_version: str
-    built_with: BuiltWith | None = None  # None in entries written by pwdeploy 0.1.0 and earlier
+    built_with: BuiltWith | None = None  # None in entries written before it was recorded
 
     @property
     def image(self) -> str:

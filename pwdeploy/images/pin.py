@@ -63,7 +63,7 @@ def _pushed(
     entry = lock.entry_for(path, job.name, repository)
     if entry is None:
         return None
-    # An entry without built_with (pwdeploy 0.1.0) is checked with this machine's parameters.
+    # An entry without built_with (written before it was recorded) is checked with this machine's parameters.
     if collect(entry.built_with).inputs_hash != entry.inputs_hash:
         warnings.append(
             f"the {what} inputs of {job.name} changed since {entry.image} was pushed (recorded in {path}); not "
