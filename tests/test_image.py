@@ -57,7 +57,11 @@ def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_t
     assert steps[1:2] + steps[3:-1] == [
         ("RUN", 'python -m pip install --no-cache-dir --pre "jax==0.10.2" "pathwaysutils==0.1.13"'),
         ("COPY", "requirements.txt /opt/pwdeploy/requirements.txt"),
-        ("RUN", 'python -m pip install --no-cache-dir --pre -r /opt/pwdeploy/requirements.txt "jax==0.10.2"'),
+        (
+            "RUN",
+            "python -m pip install --no-cache-dir --pre -r /opt/pwdeploy/requirements.txt "
+            '"jax==0.10.2" "pathwaysutils==0.1.13"',
+        ),
         ("COPY", f"{whl} /opt/pwdeploy/{whl}"),
         ("RUN", f"python -m pip install --no-cache-dir --no-deps /opt/pwdeploy/{whl}"),
         ("COPY", "code/ /app/"),

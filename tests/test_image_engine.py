@@ -181,7 +181,8 @@ def test_build_push_on_imitation_python_base_installs_jax_and_render_pins_it(
         wheel,
         "requirements.txt",
         f"pip install --no-cache-dir --no-index jax==0.10.2 pathwaysutils=={PATHWAYSUTILS}",
-        "pip install --no-cache-dir --no-index -r /opt/pwdeploy/requirements.txt jax==0.10.2",
+        "pip install --no-cache-dir --no-index -r /opt/pwdeploy/requirements.txt jax==0.10.2 "
+        f"pathwaysutils=={PATHWAYSUTILS}",
         "grain==0.2.10",
         f"pip install --no-cache-dir --no-deps /opt/pwdeploy/{wheel}",
     ]

@@ -32,7 +32,7 @@ def _cores() -> int:
 
 
 def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, LocalPlan]:
-    job = job_from_params(pop_job_params(params))
+    job = job_from_params(pop_job_params(params), pin_images=False)  # a local run uses no image
     return job, plan(job, command, cwd=Path.cwd(), cores=_cores(), environ=os.environ)
 
 

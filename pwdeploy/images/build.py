@@ -47,7 +47,9 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
     if push:
         entry = lock.entry_for(target.lock_path, target.job_name, target.repository)
         if entry is not None and entry.inputs_hash == inputs.inputs_hash:
-            return BuildResult(tag, built=False, image=entry.image, lock_path=target.lock_path)
+            return BuildResult(
+                tag, built=False, image=entry.image, lock_path=target.lock_path, warnings=inputs.warnings
+            )
     engine.check()
     labels = engine.image_labels(tag)
     built = labels is None or labels.get(HASH_LABEL) != inputs.inputs_hash
@@ -71,6 +73,7 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
         base_image=inputs.base_image,
         jax_version=inputs.jax_version,
         python_version=inputs.python_version,
+        built_with=inputs.built_with,
     )
     try:
         lock.record(target.lock_path, target.job_name, entry)

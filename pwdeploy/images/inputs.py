@@ -23,7 +23,7 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import BadReference, parse_reference
 from pwdeploy.images import template
 from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules, looks_like_credentials
-from pwdeploy.images.lock import LOCK_NAMES
+from pwdeploy.images.lock import LOCK_NAMES, BuiltWith
 
 HASH_LABEL = "dev.pwdeploy.inputs-hash"
 TARGET_PLATFORM = "linux/amd64"  # GKE TPU VMs are x86-64: an arm64 image fails there with "exec format error"
@@ -40,6 +40,7 @@ class ContextFile:
     name: str  # path inside the build context, with forward slashes
     source: Path | bytes  # a file on disk, or content pwdeploy generated
     executable: bool = False
+    digest: str | None = None  # sha256 hex of the content, when known without reading it (a recorded wheel)
 
     def read(self) -> bytes:
         return self.source if isinstance(self.source, bytes) else self.source.read_bytes()
@@ -55,6 +56,7 @@ class ImageInputs:
     inputs_hash: str  # sha256 hex of the platform, the Dockerfile (without the hash) and every file
     platform: str = TARGET_PLATFORM  # os/arch the image is built for
     warnings: tuple[str, ...] = ()  # for the user (files that look like credentials); not part of the hash
+    built_with: BuiltWith | None = None  # the parameters taken from the machine, recorded in the lock with the hash
 
     def tag(self, repository: str) -> str:
         return f"{repository}:{self.inputs_hash[:TAG_LENGTH]}"
@@ -71,13 +73,16 @@ def assemble(
     jax_version: str,
     platform: str = TARGET_PLATFORM,
     warnings: tuple[str, ...] = (),
+    built_with: BuiltWith | None = None,
 ) -> ImageInputs:
     """Render the template twice: without the hash (to compute it over the Dockerfile and files), then with it."""
     text = template.template_text(template_name)
     common = {**values, "base_image": base_image, "python_version": python_version, "jax_version": jax_version}
     digest = _hash(platform, template.render(text, {**common, "inputs_hash": ""}, blocks), files)
     dockerfile = template.render(text, {**common, "inputs_hash": digest}, blocks)
-    return ImageInputs(base_image, python_version, jax_version, dockerfile, files, digest, platform, warnings)
+    return ImageInputs(
+        base_image, python_version, jax_version, dockerfile, files, digest, platform, warnings, built_with
+    )
 
 
 def check_repository(repository: str | None, field: str, what: str) -> str:
@@ -177,7 +182,9 @@ def _hash(platform: str, dockerfile_text: str, files: tuple[ContextFile, ...]) -
     digest.update(b"platform\0" + platform.encode() + b"\0")
     digest.update(b"Dockerfile\0" + dockerfile_text.encode() + b"\0")
     for item in files:
-        if isinstance(item.source, bytes):
+        if item.digest is not None:
+            content = item.digest
+        elif isinstance(item.source, bytes):
             content = hashlib.sha256(item.source).hexdigest()
         else:
             with item.source.open("rb") as handle:

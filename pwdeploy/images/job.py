@@ -4,6 +4,8 @@ A Python base of the client's Python (``image.base``, default the official ``pyt
 jax of the Pathways server and proxy (``jax==<pathways_version>``, checked by a step of the build), the
 pathwaysutils installed beside pwdeploy (pinned: its version is part of the inputs hash), ``image.requirements``,
 a wheel of pwdeploy when the code imports it, and ``image.source_dir`` (default: the config's folder) copied to /app.
+The Python of the default base, the pathwaysutils and pwdeploy versions and the wheel's digest come from the
+machine that builds; the lock records them (``lock.BuiltWith``) and ``collect`` takes them back to check a pin.
 The working directory is the config's folder as copied (``/app/<its path under source_dir>`` when source_dir is
 a folder above it), so ``main.command`` runs as ``pwdeploy local run`` runs it in the config's folder. The
 config file itself is not copied: editing it (resources, flags) must not make the pushed image stale.
@@ -11,6 +13,7 @@ config file itself is not copied: editing it (resources, flags) must not make th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -24,7 +27,7 @@ from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.images import inputs, lock, wheel
 from pwdeploy.images.build import BuildResult, Target, build_image
 from pwdeploy.images.engine import Engine, Progress
-from pwdeploy.images.sidecar import client_python
+from pwdeploy.images.sidecar import client_python, running_python
 
 TEMPLATE = "Dockerfile.job"
 APP = "/app"  # where image.source_dir is copied
@@ -38,17 +41,18 @@ def lock_path(job: JobConfig) -> Path:
     return job.base_dir / lock.JOB_IMAGE_LOCK
 
 
-def base_image(job: JobConfig) -> str:
-    """``image.base``, else the official slim Python image of the client's Python."""
+def base_image(job: JobConfig, running: str | None = None) -> str:
+    """``image.base``, else the official slim Python image of the client's Python (``running``: as in
+    ``client_python``)."""
     if job.image.base is None:
-        return f"python:{client_python(job)}-slim-bookworm"
+        return f"python:{client_python(job, running)}-slim-bookworm"
     check_image_pinned(job.image.base, "image.base")
     official = _OFFICIAL_PYTHON.fullmatch(job.image.base)
-    if official and job.sidecar.enabled and official.group(1) != client_python(job):
+    if official and job.sidecar.enabled and official.group(1) != client_python(job, running):
         raise ConfigError(
             "image.base",
             f"{job.image.base} runs Python {official.group(1)}, but the sidecar is built for the client's Python "
-            f"{client_python(job)}; colocated Python needs both equal",
+            f"{client_python(job, running)}; colocated Python needs both equal",
             hint="use a base of the same Python, or set sidecar.python_version to the base's",
         )
     return job.image.base
@@ -72,9 +76,14 @@ def collect(
     config_file: Path | None = None,
     *,
     pathwaysutils_version: Callable[[], str | None] = installed_pathwaysutils,
+    built_with: lock.BuiltWith | None = None,
 ) -> inputs.ImageInputs:
     """Gather and hash the inputs (``config_file`` is left out of the copied folder); ConfigError for a missing
-    source directory or requirements file, DependencyError when pathwaysutils is not installed here."""
+    source directory or requirements file, DependencyError when pathwaysutils is not installed here.
+
+    ``built_with``: the machine's parameters recorded with a pushed image, to check it (its recorded wheel digest
+    stands for the wheel, which is then not built); default this machine's.
+    """
     source = job.image.source_dir or job.base_dir
     field = "image.source_dir"
     skip = frozenset({config_file.resolve()}) if config_file is not None else frozenset()
@@ -86,17 +95,27 @@ def collect(
     if job.image.requirements is not None:
         files.insert(0, inputs.requirements_file(job.image.requirements, "image.requirements"))
     needs_pwdeploy = any(_imports_pwdeploy(item) for item in code)
+    python = built_with.python if built_with else running_python()
+    version = built_with.pwdeploy if built_with else __version__
+    pathwaysutils = (built_with and built_with.pathwaysutils) or _pathwaysutils_pin(pathwaysutils_version)
+    wheel_digest = None
     if needs_pwdeploy:
-        files.append(inputs.ContextFile(wheel.wheel_name(), wheel.build_wheel()))
+        wheel_digest = built_with.pwdeploy_wheel if built_with else None
+        if wheel_digest is None:
+            data = wheel.build_wheel()
+            wheel_digest = hashlib.sha256(data).hexdigest()
+            files.append(inputs.ContextFile(wheel.wheel_name(version), data))
+        else:  # the recorded wheel: its digest is all the hash needs
+            files.append(inputs.ContextFile(wheel.wheel_name(version), b"", digest=wheel_digest))
     values = {
         "workdir": workdir(job),
-        "pwdeploy_version": __version__,
+        "pwdeploy_version": version,
         "pip_args": "".join(" " + shlex.quote(arg) for arg in job.image.pip_args),
-        "pwdeploy_wheel": wheel.wheel_name(),
-        "pathwaysutils_version": _pathwaysutils_pin(pathwaysutils_version),
+        "pwdeploy_wheel": wheel.wheel_name(version),
+        "pathwaysutils_version": pathwaysutils,
     }
     blocks = {"requirements": job.image.requirements is not None, "pwdeploy": needs_pwdeploy}
-    base = base_image(job)
+    base = base_image(job, python)
     official = _OFFICIAL_PYTHON.fullmatch(base)
     return inputs.assemble(
         TEMPLATE,
@@ -104,9 +123,10 @@ def collect(
         blocks,
         tuple(files),
         base_image=base,
-        python_version=official.group(1) if official else client_python(job),
+        python_version=official.group(1) if official else client_python(job, python),
         jax_version=job.pathways_version,
         warnings=warnings,
+        built_with=lock.BuiltWith(python, version, pathwaysutils, wheel_digest),
     )
 
 
@@ -148,3 +168,8 @@ def _pathwaysutils_pin(installed: Callable[[], str | None]) -> str:
 
 def _imports_pwdeploy(item: inputs.ContextFile) -> bool:
     return item.name.endswith(".py") and bool(_IMPORTS_PWDEPLOY.search(item.read()))
+
+
+def built_with_here() -> lock.BuiltWith:
+    """This machine's build parameters, as far as render compares them (the wheel's digest is left out)."""
+    return lock.BuiltWith(python=running_python(), pwdeploy=__version__, pathwaysutils=installed_pathwaysutils())

@@ -5,6 +5,11 @@ inputs hash, one entry per job name, in a lock file next to the job config (comm
 image kind has its own file of this one format: ``pwdeploy-sidecar.lock`` (the name it always had, so existing
 files keep working) and ``pwdeploy-image.lock``; a rebuild of one never rewrites the other's file.
 ``pwdeploy.images.pin`` reads them for ``render``. This module only reads and writes: it never prints.
+
+An entry also records what the build took from the machine that ran pwdeploy rather than from the job's files and
+config (``built_with``: its Python, pwdeploy and pathwaysutils versions, the pwdeploy wheel's digest), so that
+``render`` on another machine checks the pin against the same parameters. Entries written before it existed have
+none and are checked with the parameters of the machine that renders.
 """
 
 from __future__ import annotations
@@ -25,6 +30,16 @@ LOCK_NAMES = frozenset({SIDECAR_LOCK, JOB_IMAGE_LOCK})
 
 
 @dataclass(frozen=True)
+class BuiltWith:
+    """The build parameters that came from the machine that ran pwdeploy, not from the job's files and config."""
+
+    python: str  # X.Y of the Python that ran pwdeploy: the client's Python unless sidecar.python_version is set
+    pwdeploy: str  # pwdeploy's version (the image's label, the name of its wheel)
+    pathwaysutils: str | None = None  # job image: the pathwaysutils it pins
+    pwdeploy_wheel: str | None = None  # job image whose code imports pwdeploy: sha256 of the wheel it copies
+
+
+@dataclass(frozen=True)
 class LockEntry:
     repository: str
     tag: str
@@ -33,6 +48,7 @@ class LockEntry:
     base_image: str
     jax_version: str
     python_version: str
+    built_with: BuiltWith | None = None  # None in entries written before it was recorded
 
     @property
     def image(self) -> str:
@@ -50,7 +66,7 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
     try:
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(f"version {data.get('version')!r}, expected {FORMAT_VERSION}")
-        return {str(name): LockEntry(**entry) for name, entry in data["jobs"].items()}
+        return {str(name): _entry(entry) for name, entry in data["jobs"].items()}
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(
             None, f"{path} is not a pwdeploy lock file ({exc})", hint="delete it and push again"
@@ -72,3 +88,12 @@ def entry_for(path: Path, job_name: str, repository: str) -> LockEntry | None:
     """The job's entry when it was pushed to ``repository``, without checking that its inputs are unchanged."""
     entry = read_lock(path).get(job_name)
     return entry if entry is not None and entry.repository == repository else None
+
+
+def _entry(data: dict[str, Any]) -> LockEntry:
+    built = data.get("built_with")
+    if built is not None:
+        if not all(isinstance(value, str | None) for value in built.values()):
+            raise ValueError(f"built_with {built!r} holds a value that is not a string")
+        data = {**data, "built_with": BuiltWith(**built)}
+    return LockEntry(**data)

@@ -1,9 +1,11 @@
 """Pin pushed images into a job: the sidecar (sidecar.image) and the job image (main.image).
 
 When a field is unset and its repository is set, the digest recorded by ``build --push`` is pinned if the inputs
-still hash the same. When they changed, nothing is pinned and a warning says why: ``render`` then stops with
-"no pushed ... image matches", while commands that do not need the image (local runs, the builds) go on.
-Warnings are returned, never printed: the CLI speaks.
+still hash the same. The hash is recomputed with the build parameters recorded in the lock (the Python, pwdeploy
+and pathwaysutils versions of the machine that built), so only the job's files and config decide: a machine with
+other versions still pins, with a warning naming the difference. When the inputs changed, nothing is pinned and a
+warning says why: ``render`` then stops with "no pushed ... image matches", while commands that do not need the
+image (the builds) go on. Warnings are returned, never printed: the CLI speaks.
 """
 
 from __future__ import annotations
@@ -14,20 +16,21 @@ from pathlib import Path
 from pwdeploy.config import JobConfig
 from pwdeploy.images import job as job_image
 from pwdeploy.images import lock, sidecar
+from pwdeploy.images.inputs import ImageInputs
 
 
 def pin_pushed(job: JobConfig, config_file: Path | None = None) -> tuple[JobConfig, list[str]]:
-    """The job with every pushed image pinned, and the warnings about recorded images that are stale."""
+    """The job with every pushed image pinned, and the warnings about recorded images that are stale or were
+    built with other versions than this machine's."""
     warnings: list[str] = []
     if job.sidecar.repository is not None and job.sidecar.image is None:
         image = _pushed(
             job,
             sidecar.lock_path(job),
             job.sidecar.repository,
-            lambda: sidecar.collect(job).inputs_hash,
-            "sidecar",
-            "sidecar",
-            "sidecar.image",
+            lambda built_with: sidecar.collect(job, built_with),
+            sidecar.built_with_here,
+            ("sidecar", "sidecar", "sidecar.image"),
             warnings,
         )
         if image is not None:
@@ -37,10 +40,9 @@ def pin_pushed(job: JobConfig, config_file: Path | None = None) -> tuple[JobConf
             job,
             job_image.lock_path(job),
             job.image.repository,
-            lambda: job_image.collect(job, config_file).inputs_hash,
-            "job image",
-            "image",
-            "main.image",
+            lambda built_with: job_image.collect(job, config_file, built_with=built_with),
+            job_image.built_with_here,
+            ("job image", "image", "main.image"),
             warnings,
         )
         if image is not None:
@@ -52,19 +54,43 @@ def _pushed(
     job: JobConfig,
     path: Path,
     repository: str,
-    current_hash: Callable[[], str],
-    what: str,
-    command: str,
-    field: str,
+    collect: Callable[[lock.BuiltWith | None], ImageInputs],
+    here: Callable[[], lock.BuiltWith],
+    names: tuple[str, str, str],
     warnings: list[str],
 ) -> str | None:
+    what, command, field = names
     entry = lock.entry_for(path, job.name, repository)
     if entry is None:
         return None
-    if current_hash() != entry.inputs_hash:
+    # An entry without built_with (written before it was recorded) is checked with this machine's parameters.
+    if collect(entry.built_with).inputs_hash != entry.inputs_hash:
         warnings.append(
             f"the {what} inputs of {job.name} changed since {entry.image} was pushed (recorded in {path}); not "
             f"using it. Run `pwdeploy {command} build --push` to push the current inputs, or set {field}."
         )
         return None
+    if entry.built_with is not None:
+        built, now = differences(job, entry.built_with, here())
+        if built:
+            warnings.append(
+                f"the {what} {entry.image} of {job.name} was built with {built}, this machine has {now}; using it "
+                f"(the job's files and config are unchanged). Run `pwdeploy {command} build --push` to rebuild it "
+                "with this machine's versions."
+            )
     return entry.image
+
+
+def differences(job: JobConfig, built: lock.BuiltWith, here: lock.BuiltWith) -> tuple[str, str]:
+    """The recorded and the current versions that differ, as text ("" when none): the ones a rebuild here would
+    change (the client's Python only when sidecar.python_version does not fix it)."""
+    pairs: list[tuple[str, str, str | None]] = [("pwdeploy", built.pwdeploy, here.pwdeploy)]
+    if job.sidecar.python_version is None:
+        pairs.insert(0, ("Python", built.python, here.python))
+    if built.pathwaysutils is not None:
+        pairs.append(("pathwaysutils", built.pathwaysutils, here.pathwaysutils))
+    changed = [(name, old, new) for name, old, new in pairs if old != new]
+    return (
+        ", ".join(f"{name} {old}" for name, old, _ in changed),
+        ", ".join(f"{name} {new}" if new is not None else f"no {name}" for name, _, new in changed),
+    )

@@ -29,11 +29,22 @@ _PYTHON = re.compile(r"([0-9]+)\.([0-9]+)")
 _BASE_TAG = re.compile(r"(?:.*[-_])?python_(?P<python>[0-9]+\.[0-9]+)-jax_(?P<jax>[0-9]+\.[0-9]+\.[0-9]+)(?:[-_].*)?")
 
 
-def client_python(job: JobConfig) -> str:
-    """Python X.Y of the job's client: ``sidecar.python_version``, else the Python running pwdeploy."""
+def running_python() -> str:
+    """X.Y of the Python running pwdeploy."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def built_with_here() -> lock.BuiltWith:
+    """The sidecar's build parameters that come from this machine."""
+    return lock.BuiltWith(python=running_python(), pwdeploy=__version__)
+
+
+def client_python(job: JobConfig, running: str | None = None) -> str:
+    """Python X.Y of the job's client: ``sidecar.python_version``, else the Python running pwdeploy (``running``:
+    the one recorded when an image was built)."""
     version = job.sidecar.python_version
     if version is None:
-        return f"{sys.version_info.major}.{sys.version_info.minor}"
+        return running or running_python()
     match = _PYTHON.fullmatch(version)
     if match is None or int(match.group(1)) != 3 or int(match.group(2)) < 8:
         raise ConfigError(
@@ -44,7 +55,7 @@ def client_python(job: JobConfig) -> str:
     return version
 
 
-def base_image(job: JobConfig) -> str:
+def base_image(job: JobConfig, running: str | None = None) -> str:
     """``sidecar.base_image``, else the Pathways base for this JAX version, client Python and base_release."""
     if job.sidecar.base_image is not None:
         check_image_pinned(job.sidecar.base_image, "sidecar.base_image")
@@ -60,7 +71,7 @@ def base_image(job: JobConfig) -> str:
         )
     if not _RELEASE.fullmatch(release):
         raise ConfigError("sidecar.base_release", f"{release!r} is not a release date such as 20260423 (YYYYMMDD)")
-    return f"{DEFAULT_BASE_REPOSITORY}:{release}-python_{client_python(job)}-jax_{job.pathways_version}"
+    return f"{DEFAULT_BASE_REPOSITORY}:{release}-python_{client_python(job, running)}-jax_{job.pathways_version}"
 
 
 def base_versions(image: str) -> tuple[str, str] | None:
@@ -103,8 +114,12 @@ def lock_path(job: JobConfig) -> Path:
     return job.base_dir / lock.SIDECAR_LOCK
 
 
-def collect(job: JobConfig) -> inputs.ImageInputs:
-    """Gather and hash the inputs; ConfigError for a missing source directory or requirements file."""
+def collect(job: JobConfig, built_with: lock.BuiltWith | None = None) -> inputs.ImageInputs:
+    """Gather and hash the inputs; ConfigError for a missing source directory or requirements file.
+
+    ``built_with``: the machine's parameters recorded with a pushed image, to check it; default this machine's.
+    """
+    machine = built_with or built_with_here()
     files: list[inputs.ContextFile] = []
     warnings: tuple[str, ...] = ()
     if job.sidecar.requirements is not None:
@@ -114,7 +129,7 @@ def collect(job: JobConfig) -> inputs.ImageInputs:
         warnings = inputs.credential_warnings(code, job.sidecar.source_dir, "sidecar.source_dir", "code")
         files.extend(code)
     values = {
-        "pwdeploy_version": __version__,
+        "pwdeploy_version": machine.pwdeploy,
         "pip_args": "".join(" " + shlex.quote(arg) for arg in job.sidecar.pip_args),
     }
     blocks = {"requirements": job.sidecar.requirements is not None, "source": job.sidecar.source_dir is not None}
@@ -123,10 +138,11 @@ def collect(job: JobConfig) -> inputs.ImageInputs:
         values,
         blocks,
         tuple(files),
-        base_image=base_image(job),
-        python_version=client_python(job),
+        base_image=base_image(job, machine.python),
+        python_version=client_python(job, machine.python),
         jax_version=job.pathways_version,
         warnings=warnings,
+        built_with=lock.BuiltWith(python=machine.python, pwdeploy=machine.pwdeploy),
     )
 
 

@@ -20,8 +20,8 @@ _SKIPPED_DIRS = frozenset({"__pycache__"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
 
-def wheel_name() -> str:
-    return f"pwdeploy-{__version__}-py3-none-any.whl"
+def wheel_name(version: str = __version__) -> str:
+    return f"pwdeploy-{version}-py3-none-any.whl"
 
 
 def build_wheel(package_dir: Path | None = None) -> bytes:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from pwdeploy import envcontract
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ConfigError, raise_all
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.quantity import parse_quantity
@@ -100,12 +102,33 @@ def main_container(job: JobConfig) -> Manifest:
 
 
 def _unpushed_job_image(job: JobConfig) -> str:
-    raise ConfigError(
-        "image.repository",
-        f"{job.image.repository} is set but no pushed job image matches this job's current image inputs (none was "
-        "pushed yet, or its code or requirements changed since)",
-        hint="run `pwdeploy image build --push` with the same config, or set main.image",
-    )
+    raise_unpushed(job)
+
+
+def raise_unpushed(job: JobConfig) -> NoReturn:
+    """Every image the job needs that no pushed image pins (the job image, the sidecar), in one error, so that one
+    round of pushes is enough."""
+    errors = []
+    if not job.headless and job.main.image is None:
+        errors.append(
+            ConfigError(
+                "image.repository",
+                f"{job.image.repository} is set but no pushed job image matches this job's current image inputs "
+                "(none was pushed yet, or its code or requirements changed since)",
+                hint="run `pwdeploy image build --push` with the same config, or set main.image",
+            )
+        )
+    if job.sidecar.enabled and job.sidecar.image is None:
+        errors.append(
+            ConfigError(
+                "sidecar.repository",
+                f"{job.sidecar.repository} is set but no pushed sidecar image matches this job's current sidecar "
+                "inputs (none was pushed yet, or its code or requirements changed since)",
+                hint="run `pwdeploy sidecar build --push` with the same config, or set sidecar.image",
+            )
+        )
+    raise_all(errors)
+    raise AssertionError("raise_unpushed: every image is pinned")
 
 
 def head_pod_spec(job: JobConfig) -> Manifest:

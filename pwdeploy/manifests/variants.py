@@ -13,10 +13,9 @@ from typing import NamedTuple
 from pwdeploy import envcontract
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
-from pwdeploy.errors import ConfigError
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
-from pwdeploy.manifests.head import transfer_memory_on
+from pwdeploy.manifests.head import raise_unpushed, transfer_memory_on
 
 HLO_UPLOAD_INTERVAL_S = 60
 
@@ -35,12 +34,7 @@ Step = Callable[[JobConfig, Pods], Pods]
 def sidecar_container(job: JobConfig) -> Manifest:
     image = job.sidecar.image
     if image is None:
-        raise ConfigError(
-            "sidecar.repository",
-            f"{job.sidecar.repository} is set but no pushed sidecar image matches this job's current sidecar "
-            "inputs (none was pushed yet, or its code or requirements changed since)",
-            hint="run `pwdeploy sidecar build --push` with the same config, or set sidecar.image",
-        )
+        raise_unpushed(job)
     return {
         "name": ids.SIDECAR_CONTAINER,
         "image": image,

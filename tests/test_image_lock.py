@@ -1,0 +1,190 @@
+"""The lock files are portable: a pin depends on the job's files and config, not on the Python, pwdeploy or
+pathwaysutils of the machine that renders. Also: both unpushed images reported at once, local runs pin nothing,
+an up-to-date push still names credential-like files, and the example folder's .dockerignore."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from pwdeploy.config import JobConfig
+from pwdeploy.errors import ConfigError
+from pwdeploy.images import build, inputs, lock, pin, sidecar, wheel
+from pwdeploy.images import job as spec
+from tests.conftest import REPO
+from tests.test_image import REPOSITORY, job_at, write_job
+
+EXAMPLES = REPO / "examples" / "data_parallel"
+DIGEST = "sha256:" + "d" * 64
+
+
+def _record(path: Path, job: JobConfig, found: inputs.ImageInputs, repository: str) -> None:
+    entry = lock.LockEntry(
+        repository=repository,
+        tag=found.tag(repository),
+        digest=DIGEST,
+        inputs_hash=found.inputs_hash,
+        base_image=found.base_image,
+        jax_version=found.jax_version,
+        python_version=found.python_version,
+        built_with=found.built_with,
+    )
+    lock.record(path, job.name, entry)
+
+
+def _other_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.10, pwdeploy 0.0.9 and pathwaysutils 0.1.12, as seen by the image specs."""
+    for module in (spec, sidecar):
+        monkeypatch.setattr(module, "running_python", lambda: "3.10")
+        monkeypatch.setattr(module, "__version__", "0.0.9")
+    monkeypatch.setattr(wheel, "__version__", "0.0.9")  # the wheel's METADATA, so its bytes differ too
+
+
+def test_a_lock_written_on_another_machine_still_pins_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})  # default base: python:<client X.Y>-slim-bookworm
+    job = job_at(path)
+    with monkeypatch.context() as other:
+        _other_machine(other)
+        there = spec.collect(job, path, pathwaysutils_version=lambda: "0.1.12")
+        _record(spec.lock_path(job), job, there, REPOSITORY)
+    assert there.base_image == "python:3.10-slim-bookworm" and '"pathwaysutils==0.1.12"' in there.dockerfile
+    monkeypatch.setattr(spec, "installed_pathwaysutils", lambda: "0.1.14")
+    here = spec.collect(job, path, pathwaysutils_version=lambda: "0.1.14")
+    assert here.inputs_hash != there.inputs_hash, "this machine alone would build another image"
+    recorded = json.loads(spec.lock_path(job).read_text())["jobs"][job.name]["built_with"]
+    assert recorded["python"] == "3.10" and recorded["pwdeploy"] == "0.0.9" and recorded["pathwaysutils"] == "0.1.12"
+    (there_wheel,) = [item for item in there.files if item.name == "pwdeploy-0.0.9-py3-none-any.whl"]
+    assert recorded["pwdeploy_wheel"] == hashlib.sha256(there_wheel.read()).hexdigest()
+
+    pinned, warnings = pin.pin_pushed(job, path)
+    assert pinned.main.image == f"{REPOSITORY}@{DIGEST}"
+    (warning,) = warnings
+    assert "was built with Python 3.10, pwdeploy 0.0.9, pathwaysutils 0.1.12, this machine has Python " in warning
+    assert "pathwaysutils 0.1.14" in warning and "`pwdeploy image build --push` to rebuild" in warning
+
+    (tmp_path / "train.py").write_text("from pwdeploy import runtime\nchanged = True\n")
+    pinned, warnings = pin.pin_pushed(job, path)
+    assert pinned.main.image is None, "a code change still refuses the recorded image"
+    assert len(warnings) == 1 and "inputs of img-test changed since" in warnings[0]
+
+
+def test_the_same_machine_pins_without_a_warning_and_needs_no_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    job = job_at(path)
+    monkeypatch.setattr(spec, "installed_pathwaysutils", lambda: "0.1.13")
+    _record(spec.lock_path(job), job, spec.collect(job, path, pathwaysutils_version=lambda: "0.1.13"), REPOSITORY)
+
+    def no_wheel() -> bytes:
+        raise AssertionError("the recorded wheel digest stands for the wheel")
+
+    monkeypatch.setattr(wheel, "build_wheel", no_wheel)
+    pinned, warnings = pin.pin_pushed(job, path)
+    assert warnings == [] and pinned.main.image == f"{REPOSITORY}@{DIGEST}"
+
+
+def test_a_sidecar_lock_from_another_python_and_pwdeploy_still_pins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("X = 1\n")
+    sidecar_config = {"repository": "r.example/sc", "base_release": "20260423", "source_dir": "src"}
+    path = write_job(tmp_path, {"repository": REPOSITORY}, sidecar=sidecar_config)
+    job = job_at(path)
+    with monkeypatch.context() as other:
+        _other_machine(other)
+        there = sidecar.collect(job)
+        _record(sidecar.lock_path(job), job, there, "r.example/sc")
+    assert there.base_image.endswith(":20260423-python_3.10-jax_0.10.2")
+    assert sidecar.collect(job).inputs_hash != there.inputs_hash
+    pinned, warnings = pin.pin_pushed(job, path)
+    assert pinned.sidecar.image == f"r.example/sc@{DIGEST}"
+    (warning,) = warnings
+    assert "the sidecar r.example/sc@" in warning and "built with Python 3.10, pwdeploy 0.0.9" in warning
+    assert "pathwaysutils" not in warning and "`pwdeploy sidecar build --push`" in warning
+
+    fixed = job_at(
+        write_job(tmp_path, {"repository": REPOSITORY}, sidecar={**sidecar_config, "python_version": "3.10"})
+    )
+    _, warnings = pin.pin_pushed(fixed, path)
+    assert len(warnings) == 1 and "Python" not in warnings[0], "sidecar.python_version fixes the Python: no difference"
+
+    (tmp_path / "src" / "m.py").write_text("X = 2\n")
+    pinned, warnings = pin.pin_pushed(job, path)
+    assert pinned.sidecar.image is None and "sidecar inputs of img-test changed since" in warnings[0]
+
+
+def test_a_lock_entry_without_built_with_is_checked_with_this_machine(tmp_path: Path) -> None:
+    """Entries written by pwdeploy 0.1.0 have no built_with: today's parameters decide, as they did."""
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    job = job_at(path)
+    found = spec.collect(job, path)
+    _record(spec.lock_path(job), job, found, REPOSITORY)
+    data = json.loads(spec.lock_path(job).read_text())
+    del data["jobs"][job.name]["built_with"]
+    spec.lock_path(job).write_text(json.dumps(data))
+    assert lock.read_lock(spec.lock_path(job))[job.name].built_with is None
+    pinned, warnings = pin.pin_pushed(job, path)
+    assert warnings == [] and pinned.main.image == f"{REPOSITORY}@{DIGEST}"
+    data["jobs"][job.name]["built_with"] = {"python": 3.1, "pwdeploy": "0.1.0"}
+    spec.lock_path(job).write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="is not a pwdeploy lock file"):
+        lock.read_lock(spec.lock_path(job))
+
+
+def test_render_names_both_unpushed_images_at_once(runner: CliRunner, tmp_path: Path) -> None:
+    project = tmp_path / "data_parallel"
+    shutil.copytree(EXAMPLES, project, ignore=shutil.ignore_patterns(".pwdeploy", "__pycache__", "*.lock"))
+    result = runner.invoke(cli, ["render", "-f", str(project / "sidecar" / "job.yaml"), "--no-validate"])
+    assert result.exit_code == 2, result.output
+    assert "image.repository: us-docker.pkg.dev/my-project/jobs/dp-sidecar-job is set but no pushed" in result.stderr
+    assert "sidecar.repository: us-docker.pkg.dev/my-project/jobs/dp-sidecar is set but no pushed" in result.stderr
+
+
+def test_local_runs_do_not_read_the_image_locks(runner: CliRunner, tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    (tmp_path / "pwdeploy-image.lock").write_text("not json")
+    result = runner.invoke(cli, ["render", "-f", str(path), "--no-validate"])
+    assert result.exit_code == 2 and "cannot read the lock file" in result.stderr, "render reads it"
+    result = runner.invoke(cli, ["local", "env", "-f", str(path), "--devices", "2"])
+    assert result.exit_code == 0, result.output
+    assert "lock" not in result.stderr
+
+
+def test_an_up_to_date_push_still_names_credential_files(tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    (tmp_path / ".env").write_text("TOKEN=x\n")
+    job = job_at(path)
+    found = spec.collect(job, path)
+    assert found.warnings and ".env" in found.warnings[0]
+    _record(spec.lock_path(job), job, found, REPOSITORY)
+    # The lock holds these inputs, so the build returns before it touches the engine.
+    result = build.build_image(spec.target(job), found, None, lambda line: None, push=True)  # type: ignore[arg-type]
+    assert not result.built and result.image == f"{REPOSITORY}@{DIGEST}"
+    assert result.warnings == found.warnings
+
+
+def test_the_example_folder_leaves_out_what_the_readme_writes_beside_it(tmp_path: Path) -> None:
+    project = tmp_path / "data_parallel"
+    shutil.copytree(EXAMPLES, project, ignore=shutil.ignore_patterns(".pwdeploy", "__pycache__", "*.lock"))
+    for written in ("dp-example.yaml", "out/jobset.yaml", "Dockerfile", "Dockerfile.job", "sidecar/manifests.yaml"):
+        (project / written).parent.mkdir(parents=True, exist_ok=True)
+        (project / written).write_text("written while following the README\n")
+    for config, workdir in ((project / "job.yaml", "/app"), (project / "sidecar" / "job.yaml", "/app/sidecar")):
+        found = spec.collect(job_at(config), config)
+        names = {item.name for item in found.files}
+        assert {"code/train.py", "code/requirements.txt", "code/sidecar/src/dp_data/__init__.py"} <= names
+        assert not {n for n in names if n.endswith(".yaml") or "Dockerfile" in n or n.startswith("code/out")}, names
+        assert f"WORKDIR {workdir}" in found.dockerfile
+    example = yaml.safe_load((EXAMPLES / "sidecar" / "job.yaml").read_text())
+    assert example["image"]["source_dir"] == "..", "the sidecar example copies the folder that holds .dockerignore"
