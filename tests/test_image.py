@@ -14,6 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import BuildError, ConfigError
@@ -70,7 +71,7 @@ def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_t
     assert steps[-1][0] == "LABEL", "last: the hash in it must not invalidate the cached installs"
     labels = dict(item.split("=", 1) for item in steps[-1][1].split())
     assert labels == {
-        "dev.pwdeploy.version": '"0.1.0"',
+        "dev.pwdeploy.version": f'"{__version__}"',
         "dev.pwdeploy.jax-version": '"0.10.2"',
         "dev.pwdeploy.python-version": f'"{PY}"',
         "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',

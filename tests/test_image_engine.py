@@ -25,6 +25,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.config import load_job
 from pwdeploy.images import job as spec
@@ -166,14 +167,14 @@ def test_build_push_on_imitation_python_base_installs_jax_and_render_pins_it(
     )
     labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
     assert labels == {
-        "dev.pwdeploy.version": "0.1.0",
+        "dev.pwdeploy.version": __version__,
         "dev.pwdeploy.jax-version": "0.10.2",
         "dev.pwdeploy.python-version": PY,
         "dev.pwdeploy.inputs-hash": found.inputs_hash,
     }
     script = "pwd; ls; ls /opt/pwdeploy; cat /imitation/pip-calls.log"
     inside = _docker(docker_env, "run", "--rm", "--network", "none", image, "sh", "-c", script).splitlines()
-    wheel = "pwdeploy-0.1.0-py3-none-any.whl"
+    wheel = f"pwdeploy-{__version__}-py3-none-any.whl"
     assert inside == [
         "/app",  # the working directory holds the copied config folder ...
         "requirements.txt",

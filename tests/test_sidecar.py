@@ -20,6 +20,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from pwdeploy import __version__
 from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
@@ -103,7 +104,7 @@ def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
     assert steps[1][0] == "LABEL"
     labels = dict(item.split("=", 1) for item in steps[1][1].split())
     assert labels == {
-        "dev.pwdeploy.version": '"0.1.0"',
+        "dev.pwdeploy.version": f'"{__version__}"',
         "dev.pwdeploy.jax-version": '"0.10.2"',
         "dev.pwdeploy.python-version": f'"{PY}"',
         "dev.pwdeploy.inputs-hash": f'"{found.inputs_hash}"',

@@ -26,6 +26,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.config import installed_jax_version, load_job
 from pwdeploy.images import pin
@@ -191,7 +192,7 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
     )
     labels = yaml.safe_load(_docker(docker_env, "image", "inspect", "--format", "{{json .Config.Labels}}", image))
     assert labels == {
-        "dev.pwdeploy.version": "0.1.0",
+        "dev.pwdeploy.version": __version__,
         "dev.pwdeploy.jax-version": job.pathways_version,
         "dev.pwdeploy.python-version": PY,
         "dev.pwdeploy.inputs-hash": found.inputs_hash,

@@ -23,7 +23,8 @@ from typing import Any
 from pwdeploy.atomic import write_text_atomic
 from pwdeploy.errors import ConfigError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2 added built_with; entries of version 1 are still read (without it)
+READABLE_VERSIONS = (1, 2)
 SIDECAR_LOCK = "pwdeploy-sidecar.lock"
 JOB_IMAGE_LOCK = "pwdeploy-image.lock"
 LOCK_NAMES = frozenset({SIDECAR_LOCK, JOB_IMAGE_LOCK})
@@ -64,8 +65,9 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
     except (OSError, ValueError) as exc:
         raise ConfigError(None, f"cannot read the lock file {path}: {exc}", hint="delete it and push again") from None
     try:
-        if data.get("version") != FORMAT_VERSION:
-            raise ValueError(f"version {data.get('version')!r}, expected {FORMAT_VERSION}")
+        if data.get("version") not in READABLE_VERSIONS:
+            readable = " or ".join(map(str, READABLE_VERSIONS))
+            raise ValueError(f"version {data.get('version')!r}, expected {readable}: written by another pwdeploy?")
         return {str(name): _entry(entry) for name, entry in data["jobs"].items()}
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(
