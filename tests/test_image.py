@@ -48,9 +48,14 @@ def job_at(path: Path) -> JobConfig:
     return load_job(path, installed_jax=lambda: "0.10.2")
 
 
+def this_machine(pathwaysutils: str | None = "0.1.13") -> lock.BuiltWith:
+    """This machine's Python and pwdeploy, with the given pathwaysutils installed (None: none)."""
+    return lock.BuiltWith(python=PY, pwdeploy=__version__, pathwaysutils=pathwaysutils)
+
+
 def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_the_folder(tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY, "requirements": "requirements.txt", "pip_args": ["--pre"]})
-    found = spec.collect(job_at(path), path, pathwaysutils_version=lambda: "0.1.13")
+    found = spec.collect(job_at(path), path, machine=this_machine("0.1.13"))
     steps = instructions(found.dockerfile)
     whl = wheel.wheel_name()
     assert steps[0] == ("FROM", f"python:{PY}-slim-bookworm")

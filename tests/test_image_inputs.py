@@ -24,12 +24,12 @@ from pwdeploy.images.ignore import IgnoreRules
 from pwdeploy.kinds import KINDS
 from pwdeploy.values import parse_image
 from tests import test_sidecar
-from tests.test_image import REPOSITORY, job_at, write_job
+from tests.test_image import REPOSITORY, job_at, this_machine, write_job
 from tests.test_sidecar import instructions
 
 
 def _collect(path: Path, pathwaysutils: str | None = "0.1.13") -> inputs.ImageInputs:
-    return spec.collect(job_at(path), path, pathwaysutils_version=lambda: pathwaysutils)
+    return spec.collect(job_at(path), path, machine=this_machine(pathwaysutils))
 
 
 def test_both_kinds_target_linux_amd64_and_the_platform_is_hashed(tmp_path: Path) -> None:

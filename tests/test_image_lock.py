@@ -5,21 +5,24 @@ an up-to-date push still names credential-like files, and the example folder's .
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
 from pwdeploy.images import build, inputs, lock, pin, sidecar, wheel
 from pwdeploy.images import job as spec
 from tests.conftest import REPO
-from tests.test_image import REPOSITORY, job_at, write_job
+from tests.test_image import REPOSITORY, job_at, this_machine, write_job
 
 EXAMPLES = REPO / "examples" / "data_parallel"
 DIGEST = "sha256:" + "d" * 64
@@ -39,72 +42,65 @@ def _record(path: Path, job: JobConfig, found: inputs.ImageInputs, repository: s
     lock.record(path, job.name, entry)
 
 
-def _other_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Python 3.10, pwdeploy 0.0.9 and pathwaysutils 0.1.12, as seen by the image specs."""
-    for module in (spec, sidecar):
-        monkeypatch.setattr(module, "running_python", lambda: "3.10")
-        monkeypatch.setattr(module, "__version__", "0.0.9")
-    monkeypatch.setattr(wheel, "__version__", "0.0.9")  # the wheel's METADATA, so its bytes differ too
+OTHER_MACHINE = lock.BuiltWith(python="3.10", pwdeploy="0.0.9", pathwaysutils="0.1.12")
 
 
-def test_a_lock_written_on_another_machine_still_pins_with_a_warning(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_lock_written_on_another_machine_still_pins_with_a_warning(tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY})  # default base: python:<client X.Y>-slim-bookworm
     job = job_at(path)
-    with monkeypatch.context() as other:
-        _other_machine(other)
-        there = spec.collect(job, path, pathwaysutils_version=lambda: "0.1.12")
-        _record(spec.lock_path(job), job, there, REPOSITORY)
+    there = spec.collect(job, path, machine=OTHER_MACHINE)
+    _record(spec.lock_path(job), job, there, REPOSITORY)
     assert there.base_image == "python:3.10-slim-bookworm" and '"pathwaysutils==0.1.12"' in there.dockerfile
-    monkeypatch.setattr(spec, "installed_pathwaysutils", lambda: "0.1.14")
-    here = spec.collect(job, path, pathwaysutils_version=lambda: "0.1.14")
+    here = spec.collect(job, path, machine=this_machine("0.1.14"))
     assert here.inputs_hash != there.inputs_hash, "this machine alone would build another image"
     recorded = json.loads(spec.lock_path(job).read_text())["jobs"][job.name]["built_with"]
     assert recorded["python"] == "3.10" and recorded["pwdeploy"] == "0.0.9" and recorded["pathwaysutils"] == "0.1.12"
     (there_wheel,) = [item for item in there.files if item.name == "pwdeploy-0.0.9-py3-none-any.whl"]
     assert recorded["pwdeploy_wheel"] == hashlib.sha256(there_wheel.read()).hexdigest()
+    with zipfile.ZipFile(io.BytesIO(there_wheel.read())) as archive:
+        assert "Version: 0.0.9\n" in archive.read("pwdeploy-0.0.9.dist-info/METADATA").decode()
 
-    pinned, warnings = pin.pin_pushed(job, path)
+    pinned, warnings = pin.pin_pushed(job, path, machine=this_machine("0.1.14"))
     assert pinned.main.image == f"{REPOSITORY}@{DIGEST}"
     (warning,) = warnings
     assert "was built with Python 3.10, pwdeploy 0.0.9, pathwaysutils 0.1.12, this machine has Python " in warning
     assert "pathwaysutils 0.1.14" in warning and "`pwdeploy image build --push` to rebuild" in warning
 
     (tmp_path / "train.py").write_text("from pwdeploy import runtime\nchanged = True\n")
-    pinned, warnings = pin.pin_pushed(job, path)
+    pinned, warnings = pin.pin_pushed(job, path, machine=this_machine("0.1.14"))
     assert pinned.main.image is None, "a code change still refuses the recorded image"
     assert len(warnings) == 1 and "inputs of img-test changed since" in warnings[0]
 
 
-def test_the_same_machine_pins_without_a_warning_and_needs_no_wheel(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_same_machine_pins_without_a_warning_and_needs_no_wheel(tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY})
     job = job_at(path)
-    monkeypatch.setattr(spec, "installed_pathwaysutils", lambda: "0.1.13")
-    _record(spec.lock_path(job), job, spec.collect(job, path, pathwaysutils_version=lambda: "0.1.13"), REPOSITORY)
+    built: list[str] = []
 
-    def no_wheel() -> bytes:
+    def counted_wheel(version: str) -> bytes:
+        built.append(version)
+        return wheel.build_wheel(version)
+
+    _record(
+        spec.lock_path(job), job, spec.collect(job, path, machine=this_machine(), build_wheel=counted_wheel), REPOSITORY
+    )
+    assert built == [__version__], "the code imports pwdeploy: collecting it builds the wheel"
+
+    def no_wheel(version: str) -> bytes:
         raise AssertionError("the recorded wheel digest stands for the wheel")
 
-    monkeypatch.setattr(wheel, "build_wheel", no_wheel)
-    pinned, warnings = pin.pin_pushed(job, path)
+    pinned, warnings = pin.pin_pushed(job, path, machine=this_machine(), build_wheel=no_wheel)
     assert warnings == [] and pinned.main.image == f"{REPOSITORY}@{DIGEST}"
 
 
-def test_a_sidecar_lock_from_another_python_and_pwdeploy_still_pins(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_sidecar_lock_from_another_python_and_pwdeploy_still_pins(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "m.py").write_text("X = 1\n")
     sidecar_config = {"repository": "r.example/sc", "base_release": "20260423", "source_dir": "src"}
     path = write_job(tmp_path, {"repository": REPOSITORY}, sidecar=sidecar_config)
     job = job_at(path)
-    with monkeypatch.context() as other:
-        _other_machine(other)
-        there = sidecar.collect(job)
-        _record(sidecar.lock_path(job), job, there, "r.example/sc")
+    there = sidecar.collect(job, machine=OTHER_MACHINE)
+    _record(sidecar.lock_path(job), job, there, "r.example/sc")
     assert there.base_image.endswith(":20260423-python_3.10-jax_0.10.2")
     assert sidecar.collect(job).inputs_hash != there.inputs_hash
     pinned, warnings = pin.pin_pushed(job, path)

@@ -75,14 +75,17 @@ def collect(
     job: JobConfig,
     config_file: Path | None = None,
     *,
-    pathwaysutils_version: Callable[[], str | None] = installed_pathwaysutils,
     built_with: lock.BuiltWith | None = None,
+    machine: lock.BuiltWith | None = None,
+    build_wheel: Callable[[str], bytes] = wheel.build_wheel,
 ) -> inputs.ImageInputs:
     """Gather and hash the inputs (``config_file`` is left out of the copied folder); ConfigError for a missing
     source directory or requirements file, DependencyError when pathwaysutils is not installed here.
 
     ``built_with``: the machine's parameters recorded with a pushed image, to check it (its recorded wheel digest
-    stands for the wheel, which is then not built); default this machine's.
+    stands for the wheel, which is then not built). ``machine``: the parameters of the machine that builds, used
+    where ``built_with`` is not given (default this machine's, ``built_with_here()``; its ``pwdeploy_wheel`` is
+    not read: the wheel is built). ``build_wheel``: makes the wheel of a pwdeploy version.
     """
     source = job.image.source_dir or job.base_dir
     field = "image.source_dir"
@@ -95,14 +98,15 @@ def collect(
     if job.image.requirements is not None:
         files.insert(0, inputs.requirements_file(job.image.requirements, "image.requirements"))
     needs_pwdeploy = any(_imports_pwdeploy(item) for item in code)
-    python = built_with.python if built_with else running_python()
-    version = built_with.pwdeploy if built_with else __version__
-    pathwaysutils = (built_with and built_with.pathwaysutils) or _pathwaysutils_pin(pathwaysutils_version)
+    here = machine or built_with_here()
+    python = built_with.python if built_with else here.python
+    version = built_with.pwdeploy if built_with else here.pwdeploy
+    pathwaysutils = (built_with and built_with.pathwaysutils) or _pathwaysutils_pin(here.pathwaysutils)
     wheel_digest = None
     if needs_pwdeploy:
         wheel_digest = built_with.pwdeploy_wheel if built_with else None
         if wheel_digest is None:
-            data = wheel.build_wheel()
+            data = build_wheel(version)
             wheel_digest = hashlib.sha256(data).hexdigest()
             files.append(inputs.ContextFile(wheel.wheel_name(version), data))
         else:  # the recorded wheel: its digest is all the hash needs
@@ -156,8 +160,7 @@ def build(
     return build_image(where, collect(job, config_file), engine, progress, push=push)
 
 
-def _pathwaysutils_pin(installed: Callable[[], str | None]) -> str:
-    version = installed()
+def _pathwaysutils_pin(version: str | None) -> str:
     if version is None:
         raise DependencyError(
             "pathwaysutils is not installed beside pwdeploy; the job image pins the client's pathwaysutils to it",

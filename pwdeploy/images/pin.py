@@ -15,21 +15,31 @@ from pathlib import Path
 
 from pwdeploy.config import JobConfig
 from pwdeploy.images import job as job_image
-from pwdeploy.images import lock, sidecar
+from pwdeploy.images import lock, sidecar, wheel
 from pwdeploy.images.inputs import ImageInputs
 
 
-def pin_pushed(job: JobConfig, config_file: Path | None = None) -> tuple[JobConfig, list[str]]:
+def pin_pushed(
+    job: JobConfig,
+    config_file: Path | None = None,
+    *,
+    machine: lock.BuiltWith | None = None,
+    build_wheel: Callable[[str], bytes] = wheel.build_wheel,
+) -> tuple[JobConfig, list[str]]:
     """The job with every pushed image pinned, and the warnings about recorded images that are stale or were
-    built with other versions than this machine's."""
+    built with other versions than this machine's.
+
+    ``machine``: the build parameters of this machine (default ``built_with_here()`` of each image), those a
+    rebuild would use and the warnings compare with. ``build_wheel``: as in ``job.collect``.
+    """
     warnings: list[str] = []
     if job.sidecar.repository is not None and job.sidecar.image is None:
         image = _pushed(
             job,
             sidecar.lock_path(job),
             job.sidecar.repository,
-            lambda built_with: sidecar.collect(job, built_with),
-            sidecar.built_with_here,
+            lambda built_with: sidecar.collect(job, built_with, machine=machine),
+            lambda: machine or sidecar.built_with_here(),
             ("sidecar", "sidecar", "sidecar.image"),
             warnings,
         )
@@ -40,8 +50,10 @@ def pin_pushed(job: JobConfig, config_file: Path | None = None) -> tuple[JobConf
             job,
             job_image.lock_path(job),
             job.image.repository,
-            lambda built_with: job_image.collect(job, config_file, built_with=built_with),
-            job_image.built_with_here,
+            lambda built_with: job_image.collect(
+                job, config_file, built_with=built_with, machine=machine, build_wheel=build_wheel
+            ),
+            lambda: machine or job_image.built_with_here(),
             ("job image", "image", "main.image"),
             warnings,
         )

@@ -65,7 +65,7 @@ def base_image(job: JobConfig, running: str | None = None) -> str:
         raise ConfigError(
             "sidecar.base_release",
             "is required unless sidecar.base_image is set: it is the date part of the base tag "
-            f"{DEFAULT_BASE_REPOSITORY}:<date>-python_{client_python(job)}-jax_{job.pathways_version}",
+            f"{DEFAULT_BASE_REPOSITORY}:<date>-python_{client_python(job, running)}-jax_{job.pathways_version}",
             hint=f"list the released tags with `gcloud artifacts docker tags list {DEFAULT_BASE_REPOSITORY}` "
             'and set e.g. sidecar.base_release: "20260423" (or --sidecar-base-release)',
         )
@@ -114,12 +114,16 @@ def lock_path(job: JobConfig) -> Path:
     return job.base_dir / lock.SIDECAR_LOCK
 
 
-def collect(job: JobConfig, built_with: lock.BuiltWith | None = None) -> inputs.ImageInputs:
+def collect(
+    job: JobConfig, built_with: lock.BuiltWith | None = None, *, machine: lock.BuiltWith | None = None
+) -> inputs.ImageInputs:
     """Gather and hash the inputs; ConfigError for a missing source directory or requirements file.
 
-    ``built_with``: the machine's parameters recorded with a pushed image, to check it; default this machine's.
+    ``built_with``: the machine's parameters recorded with a pushed image, to check it. ``machine``: the
+    parameters of the machine that builds, used where ``built_with`` is not given (default this machine's,
+    ``built_with_here()``).
     """
-    machine = built_with or built_with_here()
+    machine = built_with or machine or built_with_here()
     files: list[inputs.ContextFile] = []
     warnings: tuple[str, ...] = ()
     if job.sidecar.requirements is not None:

@@ -24,12 +24,14 @@ def wheel_name(version: str = __version__) -> str:
     return f"pwdeploy-{version}-py3-none-any.whl"
 
 
-def build_wheel(package_dir: Path | None = None) -> bytes:
-    """The wheel's bytes: every file of the package (caches left out) plus METADATA, WHEEL and RECORD."""
+def build_wheel(version: str = __version__, package_dir: Path | None = None) -> bytes:
+    """The wheel's bytes: every file of the package (caches left out) plus METADATA, WHEEL and RECORD.
+
+    ``version``: the version its name and METADATA give, default the package's."""
     root = package_dir or Path(pwdeploy.__file__).parent
     members = [(f"pwdeploy/{path.relative_to(root).as_posix()}", path.read_bytes()) for path in _package_files(root)]
-    info = f"pwdeploy-{__version__}.dist-info"
-    members.append((f"{info}/METADATA", f"Metadata-Version: 2.1\nName: pwdeploy\nVersion: {__version__}\n".encode()))
+    info = f"pwdeploy-{version}.dist-info"
+    members.append((f"{info}/METADATA", f"Metadata-Version: 2.1\nName: pwdeploy\nVersion: {version}\n".encode()))
     wheel = "Wheel-Version: 1.0\nGenerator: pwdeploy\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     members.append((f"{info}/WHEEL", wheel.encode()))
     record = "".join(f"{name},sha256={_digest(data)},{len(data)}\n" for name, data in members)
