@@ -237,16 +237,25 @@ def _merged_value(path: str, merged: Mapping[str, Any], value: Any) -> Any:
     return value
 
 
-def installed_jax_version() -> str | None:
-    """The installed jax's version, from its dist-info folder name (cheap), else from package metadata."""
+def installed_version(distribution: str) -> str | None:
+    """An installed distribution's version from its dist-info folder name on sys.path: no import, no metadata."""
+    prefix = distribution + "-"
     for entry in sys.path:
         try:
             found = os.listdir(entry or ".")
         except OSError:
             continue
         for name in found:
-            if name.startswith("jax-") and name.endswith(".dist-info"):
-                return name[len("jax-") : -len(".dist-info")]
+            if name.startswith(prefix) and name.endswith(".dist-info"):
+                return name[len(prefix) : -len(".dist-info")]
+    return None
+
+
+def installed_jax_version() -> str | None:
+    """The installed jax's version, from its dist-info folder name (cheap), else from package metadata."""
+    found = installed_version("jax")
+    if found is not None:
+        return found
     from importlib import metadata  # slower: imports the email package
 
     try:

@@ -14,7 +14,7 @@ from typing import Any
 from pwdeploy import catalog
 from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
-from pwdeploy.imageref import BadReference, parse_reference
+from pwdeploy.imageref import repository_problem
 from pwdeploy.quantity import parse_quantity
 from pwdeploy.validation import names
 from pwdeploy.values import check_image_pinned, check_name, parse_gcs
@@ -157,18 +157,9 @@ def _pathways_tags(parsed: Mapping[str, Any]) -> None:
 def _repositories(parsed: Mapping[str, Any]) -> None:
     """Where `pwdeploy image build` and `sidecar build` push: a bare repository, checked before any build."""
     for path in ("image.repository", "sidecar.repository"):
-        repository = parsed[path]
-        if repository is None:
-            continue
-        last = repository.rsplit("/", 1)[-1]
-        if "@" in repository or ":" in last:
-            raise ConfigError(
-                path, f"{repository!r} has a tag or digest; give the repository only (builds tag it themselves)"
-            )
-        try:
-            parse_reference(repository)
-        except BadReference as exc:
-            raise ConfigError(path, f"{repository!r} is not a Docker repository ({exc})") from None
+        problem = repository_problem(parsed[path]) if parsed[path] is not None else None
+        if problem is not None:
+            raise ConfigError(path, problem)
 
 
 def _scheduling(parsed: Mapping[str, Any]) -> None:

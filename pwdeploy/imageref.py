@@ -87,6 +87,18 @@ def parse_reference(text: str) -> ImageRef:
     return ImageRef(registry, repository, tag, digest)
 
 
+def repository_problem(repository: str) -> str | None:
+    """Why ``repository`` is not a bare repository to tag and push (it has a tag or digest, or breaks the grammar),
+    or None."""
+    if "@" in repository or ":" in repository.rsplit("/", 1)[-1]:
+        return f"{repository!r} has a tag or digest; give the repository only (builds tag it with the inputs hash)"
+    try:
+        parse_reference(repository)
+    except BadReference as exc:
+        return f"{repository!r} is not a Docker repository ({exc})"
+    return None
+
+
 def _problem(text: str) -> str:
     """Which part of a text the grammar refused, for the message (only on errors: nothing compiled at import)."""
     rest, digest = text.split("@", 1) if "@" in text else (text, None)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from pwdeploy.errors import ConfigError
-from pwdeploy.imageref import BadReference, parse_reference
+from pwdeploy.imageref import repository_problem
 from pwdeploy.images import template
 from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules, looks_like_credentials
 from pwdeploy.images.lock import LOCK_NAMES, BuiltWith
@@ -93,20 +93,9 @@ def check_repository(repository: str | None, field: str, what: str) -> str:
             f"is required to build: the registry/repo the {what} is tagged and pushed as",
             hint=f"e.g. {field}: us-docker.pkg.dev/PROJECT/REPO/NAME (or --{field.replace('.', '-')})",
         )
-    last = repository.rsplit("/", 1)[-1]
-    if "@" in repository or ":" in last:
-        raise ConfigError(
-            field,
-            f"{repository!r} has a tag or digest; give the repository only (pwdeploy tags it with the inputs hash)",
-        )
-    try:
-        parse_reference(repository)
-    except BadReference as exc:
-        raise ConfigError(
-            field,
-            f"{repository!r} is not a Docker repository ({exc}); use [host[:port]/]path with lower-case letters, "
-            "digits, '.', '_' and '-'",
-        ) from None
+    problem = repository_problem(repository)
+    if problem is not None:
+        raise ConfigError(field, problem, hint="use [host[:port]/]path with lower-case letters, digits, '.', '_', '-'")
     return repository
 
 

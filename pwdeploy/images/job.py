@@ -14,15 +14,13 @@ config file itself is not copied: editing it (resources, flags) must not make th
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shlex
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from pwdeploy import __version__
-from pwdeploy.config import JobConfig, check_image_pinned
+from pwdeploy.config import JobConfig, check_image_pinned, installed_version
 from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.images import inputs, lock, wheel
 from pwdeploy.images.build import BuildResult, Target, build_image
@@ -60,15 +58,7 @@ def base_image(job: JobConfig, running: str | None = None) -> str:
 
 def installed_pathwaysutils() -> str | None:
     """The version of the pathwaysutils beside pwdeploy, from its dist-info folder name (no import, no metadata)."""
-    for entry in sys.path:
-        try:
-            found = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for name in found:
-            if name.startswith("pathwaysutils-") and name.endswith(".dist-info"):
-                return name[len("pathwaysutils-") : -len(".dist-info")]
-    return None
+    return installed_version("pathwaysutils")
 
 
 def collect(
