@@ -29,17 +29,7 @@ DIGEST = "sha256:" + "d" * 64
 
 
 def _record(path: Path, job: JobConfig, found: inputs.ImageInputs, repository: str) -> None:
-    entry = lock.LockEntry(
-        repository=repository,
-        tag=found.tag(repository),
-        digest=DIGEST,
-        inputs_hash=found.inputs_hash,
-        base_image=found.base_image,
-        jax_version=found.jax_version,
-        python_version=found.python_version,
-        built_with=found.built_with,
-    )
-    lock.record(path, job.name, entry)
+    lock.record(path, job.name, found.lock_entry(repository, DIGEST))
 
 
 OTHER_MACHINE = lock.BuiltWith(python="3.10", pwdeploy="0.0.9", pathwaysutils="0.1.12")

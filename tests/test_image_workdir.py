@@ -118,15 +118,7 @@ def test_sidecar_example_runs_its_own_image_once_both_are_pushed(
         (spec.lock_path(job), spec.collect(job, config), job.image.repository),
         (sidecar_spec.lock_path(job), sidecar_spec.collect(job), job.sidecar.repository or ""),
     ):
-        entry = lock.LockEntry(
-            repository=repository,
-            tag=found.tag(repository),
-            digest="sha256:" + "d" * 64,
-            inputs_hash=found.inputs_hash,
-            base_image=found.base_image,
-            jax_version="0.10.2",
-            python_version=found.python_version,
-        )
+        entry = found.lock_entry(repository, "sha256:" + "d" * 64)
         lock.record(lock_file, job.name, entry)
     result = runner.invoke(cli, ["render", "-f", str(config), "--no-validate"])
     assert result.exit_code == 0, result.output

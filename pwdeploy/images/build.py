@@ -65,16 +65,7 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
     if not push:
         return BuildResult(tag, built=built, verified=verified, platform=platform, warnings=inputs.warnings)
     digest = engine.push(tag, progress)
-    entry = lock.LockEntry(
-        repository=target.repository,
-        tag=tag,
-        digest=digest,
-        inputs_hash=inputs.inputs_hash,
-        base_image=inputs.base_image,
-        jax_version=inputs.jax_version,
-        python_version=inputs.python_version,
-        built_with=inputs.built_with,
-    )
+    entry = inputs.lock_entry(target.repository, digest)
     try:
         lock.record(target.lock_path, target.job_name, entry)
     except OSError as exc:

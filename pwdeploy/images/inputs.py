@@ -23,7 +23,7 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import repository_problem
 from pwdeploy.images import template
 from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules, looks_like_credentials
-from pwdeploy.images.lock import LOCK_NAMES, BuiltWith
+from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
 
 HASH_LABEL = "dev.pwdeploy.inputs-hash"
 TARGET_PLATFORM = "linux/amd64"  # GKE TPU VMs are x86-64: an arm64 image fails there with "exec format error"
@@ -60,6 +60,19 @@ class ImageInputs:
 
     def tag(self, repository: str) -> str:
         return f"{repository}:{self.inputs_hash[:TAG_LENGTH]}"
+
+    def lock_entry(self, repository: str, digest: str) -> LockEntry:
+        """What the lock records for these inputs once pushed to ``repository`` as ``digest``."""
+        return LockEntry(
+            repository=repository,
+            tag=self.tag(repository),
+            digest=digest,
+            inputs_hash=self.inputs_hash,
+            base_image=self.base_image,
+            jax_version=self.jax_version,
+            python_version=self.python_version,
+            built_with=self.built_with,
+        )
 
 
 def assemble(
