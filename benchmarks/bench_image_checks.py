@@ -30,7 +30,7 @@ from pathlib import Path
 from pwdeploy.preflight.credentials import Credentials
 from pwdeploy.preflight.images import check_image
 from pwdeploy.preflight.registry import RegistryClient
-from pwdeploy.preflight.report import Status
+from pwdeploy.report import Status
 
 
 def discover(registry: str, count: int) -> list[str]:

@@ -55,7 +55,7 @@ def process_times(runs: int) -> dict[str, float]:
 def slice_times(runs: int) -> dict[int, float]:
     from pwdeploy import manifests
     from pwdeploy.config import load_job
-    from pwdeploy.validate import validate_objects
+    from pwdeploy.validation.validate import validate_objects
 
     jobs = {n: load_job(EXAMPLE, {"tpu.slices": n}) for n in (1, 256)}
     samples: dict[int, list[float]] = {n: [] for n in jobs}

@@ -35,7 +35,7 @@ from pwdeploy import manifests
 from pwdeploy.config import load_job
 objects = manifests.build(load_job(Path(sys.argv[1]), {}))
 start = time.perf_counter()
-from pwdeploy.validate import validate_objects
+from pwdeploy.validation.validate import validate_objects
 problems = validate_objects(objects)
 first = time.perf_counter() - start
 assert problems == [], problems

@@ -23,7 +23,7 @@ _SUFFIXES = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
-# Kept as text too: the JSON Schema of the config (pwdeploy.schema) uses the same pattern.
+# Kept as text too: the JSON Schema of the config (pwdeploy.config.json_schema) uses the same pattern.
 PATTERN = r"([+]?[0-9]+(?:\.[0-9]*)?|[+]?\.[0-9]+)(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?)"
 _PATTERN = re.compile(PATTERN)
 

@@ -103,9 +103,9 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def kube(kubeconfig: Path, clock: FakeClock) -> Kube:
-    from pwdeploy.cluster.connect import connect
+    from pwdeploy.cluster.kubeconfig import load_kube
 
-    return connect(kubeconfig, clock=clock)
+    return load_kube(kubeconfig, clock=clock)
 
 
 @pytest.fixture

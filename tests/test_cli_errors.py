@@ -189,3 +189,10 @@ def test_missing_package_is_an_environment_error_exit_9(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 9, result.stderr
     assert "error: the kubernetes-validate package is not installed" in result.stderr
+
+
+def test_standalone_mode_false_raises_instead_of_exiting() -> None:
+    from pwdeploy.errors import ConfigErrors
+
+    with pytest.raises(ConfigErrors):
+        cli.main(["render", "--tpu-type", "v9z-8"], standalone_mode=False)

@@ -10,8 +10,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from pwdeploy.cli import COMMANDS, cli
-from pwdeploy.cli.help import EXAMPLES
+from pwdeploy.cli import cli
+from pwdeploy.cli.commands import COMMANDS, TABLE
 from tests.conftest import REPO
 
 HEADINGS = [
@@ -88,7 +88,7 @@ def _commands() -> list[tuple[str, ...]]:
 @pytest.mark.parametrize("argv", _commands(), ids=" ".join)
 def test_every_command_has_its_example(runner: CliRunner, argv: tuple[str, ...]) -> None:
     text = _help(runner, *argv)
-    example = EXAMPLES[" ".join(argv)]
+    example = TABLE[" ".join(argv)].example
     assert f"Example:\n    {example}\n" in text
     assert example.startswith("pwdeploy " + argv[0])
 

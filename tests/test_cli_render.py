@@ -119,7 +119,7 @@ def test_output_dir_not_written_on_error(runner: CliRunner, tmp_path: Path) -> N
 
 
 def test_schema_describes_every_field(runner: CliRunner) -> None:
-    from pwdeploy.fields import FIELDS
+    from pwdeploy.config.fields import FIELDS
 
     schema = json.loads(runner.invoke(cli, ["schema"]).stdout)
     for field in FIELDS:
@@ -132,7 +132,7 @@ def test_schema_describes_every_field(runner: CliRunner) -> None:
 def test_schema_accepts_the_example() -> None:
     import jsonschema
 
-    from pwdeploy.schema import job_schema
+    from pwdeploy.config.json_schema import job_schema
 
     jsonschema.validate(yaml.safe_load(Path(EXAMPLE).read_text()), job_schema())
     with pytest.raises(jsonschema.ValidationError):
@@ -159,7 +159,7 @@ def test_help_and_render_do_not_import_heavy_modules() -> None:
 def test_schema_checks_image_references() -> None:
     import jsonschema
 
-    from pwdeploy.schema import job_schema
+    from pwdeploy.config.json_schema import job_schema
 
     schema = job_schema()
     jsonschema.validate({"name": "x", "main": {"image": "us-docker.pkg.dev/p/r/train:1"}}, schema)

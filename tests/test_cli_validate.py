@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.errors import ConfigError
-from pwdeploy.validate import validate_files
+from pwdeploy.validation.validate import validate_files
 
 CONFIG_MAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pwdeploy.cluster.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
-from pwdeploy.cluster.connect import connect
 from pwdeploy.cluster.jobsets import apply_jobset, get_jobset
+from pwdeploy.cluster.kubeconfig import load_kube
 from pwdeploy.errors import ClusterError, ConfigError
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 
@@ -40,7 +40,7 @@ def test_current_context_is_used_against_stub(stub: StubKubeApiServer, kube: Kub
 
 
 def test_context_flag_picks_user_and_namespace_against_stub(stub: StubKubeApiServer, kubeconfig: Path) -> None:
-    kube = connect(kubeconfig, "ctx-b")
+    kube = load_kube(kubeconfig, "ctx-b")
     assert (kube.context, kube.namespace) == ("ctx-b", "team-b")
     get_jobset(kube, "team-b", "demo")
     assert stub.requests[-1].headers["authorization"] == "Bearer token-b"
@@ -48,27 +48,27 @@ def test_context_flag_picks_user_and_namespace_against_stub(stub: StubKubeApiSer
 
 def test_kubeconfig_env_var_is_read(stub: StubKubeApiServer, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBECONFIG", f"/does/not/exist:{kubeconfig}")
-    kube = connect(None, "ctx-b")
+    kube = load_kube(None, "ctx-b")
     assert kube.context == "ctx-b" and kube.host == stub.url
 
 
 def test_unknown_context_names_the_available_ones(kubeconfig: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        connect(kubeconfig, "prod")
+        load_kube(kubeconfig, "prod")
     assert info.value.field == "--context"
     assert "'prod' is not a context" in str(info.value) and "ctx-a, ctx-b" in str(info.value)
 
 
 def test_missing_kubeconfig_file_names_the_flag(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"--kubeconfig: .*nope\.yaml does not exist"):
-        connect(tmp_path / "nope.yaml")
+        load_kube(tmp_path / "nope.yaml")
 
 
 def test_garbage_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     bad = tmp_path / "kc"
     bad.write_text("contexts: [unclosed\n")
     with pytest.raises(ConfigError, match="--kubeconfig: cannot read kubeconfig"):
-        connect(bad)
+        load_kube(bad)
 
 
 @pytest.mark.parametrize("text", ["just some text\n", "- a\n- b\n"])
@@ -76,7 +76,7 @@ def test_a_file_that_is_not_a_kubeconfig_says_so(tmp_path: Path, text: str) -> N
     other = tmp_path / "passwd"
     other.write_text(text)
     with pytest.raises(ConfigError) as info:
-        connect(other)
+        load_kube(other)
     assert str(info.value) == (
         f"--kubeconfig: cannot read kubeconfig {other}: it is not a kubeconfig (a YAML mapping with clusters, "
         "contexts and users)"
@@ -88,7 +88,7 @@ def test_no_kubeconfig_and_not_in_a_pod(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(ClusterError, match="no kubeconfig found") as info:
-        connect()
+        load_kube()
     assert "get-credentials" in str(info.value)
 
 
@@ -98,7 +98,7 @@ def test_no_kubeconfig_and_not_in_a_pod(tmp_path: Path, monkeypatch: pytest.Monk
 def test_401_says_credentials_expired(kubeconfig: Path, stub: StubKubeApiServer) -> None:
     stub.tokens = {"another": "carol"}
     with pytest.raises(ApiError) as info:
-        get_demo(connect(kubeconfig))
+        get_demo(load_kube(kubeconfig))
     assert info.value.status == 401
     assert "rejected the credentials (401 Unauthorized) to get jobsets.jobset.x-k8s.io 'demo'" in str(info.value)
     assert "get-credentials" in str(info.value)
@@ -206,7 +206,7 @@ def test_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
     server.stop()
     clock = FakeClock()
     with pytest.raises(ApiError) as info:
-        get_demo(connect(kc, clock=clock))
+        get_demo(load_kube(kc, clock=clock))
     text = str(info.value)
     assert text.startswith(f"cannot reach the Kubernetes API server (context 'gone', http://127.0.0.1:{port})")
     assert "after 4 attempts" in text and info.value.status is None
@@ -238,6 +238,6 @@ def test_in_cluster_identity_is_tried_without_a_kubeconfig(tmp_path: Path, monke
     if Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists():
         pytest.skip("running inside a pod: the in-cluster identity exists here")
     with pytest.raises(ClusterError, match=r"cannot use the in-cluster service account: .*token"):
-        connect()
+        load_kube()
     with pytest.raises(ConfigError, match="--context: 'ctx' needs a kubeconfig, and none was found"):
-        connect(None, "ctx")
+        load_kube(None, "ctx")

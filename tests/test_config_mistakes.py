@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from pwdeploy import envcontract
 from pwdeploy.cli import cli
+from pwdeploy.config.value_kinds import RESERVED_ENV, check_not_reserved
 from pwdeploy.errors import ConfigError
-from pwdeploy.kinds import RESERVED_ENV, check_not_reserved
 from tests.conftest import REPO
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.config import load_job
+from pwdeploy.config.fields import FIELDS
 from pwdeploy.envcontract import job_env
-from pwdeploy.fields import FIELDS
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"

@@ -15,14 +15,14 @@ import pytest
 from click.testing import CliRunner
 
 from pwdeploy.cli import cli
+from pwdeploy.config.fields import Kind
+from pwdeploy.config.value_kinds import KINDS
+from pwdeploy.config.values import parse_image
 from pwdeploy.errors import ConfigError, DependencyError
-from pwdeploy.fields import Kind
 from pwdeploy.imageref import REFERENCE, BadReference, parse_reference
 from pwdeploy.images import engine, inputs, sidecar
 from pwdeploy.images import job as spec
 from pwdeploy.images.ignore import IgnoreRules
-from pwdeploy.kinds import KINDS
-from pwdeploy.values import parse_image
 from tests import test_sidecar
 from tests.test_image import REPOSITORY, job_at, this_machine, write_job
 from tests.test_sidecar import instructions

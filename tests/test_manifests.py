@@ -306,7 +306,7 @@ ALL_GOLDENS = [*sorted(GOLDEN.glob("*.yaml")), REPO / "manifests" / "dp-example.
 
 @pytest.mark.parametrize("golden", ALL_GOLDENS, ids=lambda p: p.stem)
 def test_goldens_pass_validation(golden: Path) -> None:
-    from pwdeploy.validate import validate_objects
+    from pwdeploy.validation.validate import validate_objects
 
     objects = list(yaml.safe_load_all(golden.read_text(encoding="utf-8")))
     assert validate_objects(objects) == []
@@ -339,7 +339,7 @@ VARIANTS = [
 
 @pytest.mark.parametrize(("config", "overrides"), VARIANTS, ids=lambda v: v if isinstance(v, str) else "")
 def test_variant_combinations_pass_validation_and_the_crds(config: str, overrides: dict[str, Any]) -> None:
-    from pwdeploy.validate import validate_objects
+    from pwdeploy.validation.validate import validate_objects
     from tests.crd import CRD_VERSIONS, crd_path, validate_against_crd
 
     objects = manifests.build(_job(GOLDEN / "configs" / config, **overrides))

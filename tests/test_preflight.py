@@ -17,7 +17,7 @@ from pwdeploy.gcs.client import GcsFailure
 from pwdeploy.gcs.evaluate import Context, evaluate
 from pwdeploy.gcs.facts import BucketFacts, BucketMeta, IamAnswer, ProbeOutcome
 from pwdeploy.preflight.gcs import by_bucket, check_region
-from pwdeploy.preflight.report import CheckResult, PreflightReport, Status
+from pwdeploy.report import CheckResult, PreflightReport, Status
 from tests.gcs_emulator import free_port
 
 SCRATCH = GcsPath("bkt", "pw/scratch")

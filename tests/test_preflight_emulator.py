@@ -16,7 +16,7 @@ from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.gcs import client as gcs_client
 from pwdeploy.preflight import run_preflight
-from pwdeploy.preflight.report import PreflightReport, Status
+from pwdeploy.report import PreflightReport, Status
 from tests import gcs_emulator as emulator
 from tests.gcs_emulator import GcsEmulator, free_port
 

@@ -26,7 +26,7 @@ from pwdeploy.preflight import run_preflight
 from pwdeploy.preflight.credentials import Credentials
 from pwdeploy.preflight.images import check_image, check_images, job_images
 from pwdeploy.preflight.registry import Lookup, RegistryClient
-from pwdeploy.preflight.report import CheckResult, Status
+from pwdeploy.report import CheckResult, Status
 from tests import gcs_emulator as emulator
 from tests.gcs_emulator import GcsEmulator, free_port
 from tests.test_sidecar_engine import REGISTRY, _docker, docker_env

@@ -6,7 +6,7 @@ from pwdeploy.config import load_job
 from pwdeploy.imageref import ImageRef
 from pwdeploy.preflight.images import check_images, job_images
 from pwdeploy.preflight.registry import Lookup
-from pwdeploy.preflight.report import Status
+from pwdeploy.report import Status
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"

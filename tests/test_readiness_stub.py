@@ -16,7 +16,7 @@ from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.nodes import pod_requests
 from pwdeploy.cluster.readiness import check_cluster, unknown_fields
 from pwdeploy.config import JobConfig, load_job
-from pwdeploy.preflight.report import CheckResult, Status
+from pwdeploy.report import CheckResult, Status
 from tests import gcs_emulator as emulator
 from tests.conftest import REPO, ClusterCli
 from tests.crd import CRD_VERSIONS, crd_object, crd_path

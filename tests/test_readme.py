@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from pwdeploy.config import load_job
-from pwdeploy.schema import config_reference_markdown, job_schema
+from pwdeploy.config.json_schema import config_reference_markdown, job_schema
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")

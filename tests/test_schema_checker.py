@@ -431,7 +431,7 @@ def test_validation_imports_no_jsonschema(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from pwdeploy import manifests\n"
         "from pwdeploy.config import load_job\n"
-        "from pwdeploy.validate import validate_objects\n"
+        "from pwdeploy.validation.validate import validate_objects\n"
         "objects = manifests.build(load_job(Path('examples/data_parallel/job.yaml'), {}))\n"
         "assert validate_objects(objects) == []\n"
         "print(sorted(m for m in ('jsonschema', 'referencing', 'kubernetes_validate') if m in sys.modules))\n"

@@ -522,7 +522,7 @@ class FakeTerminal(io.StringIO):
 
 
 def test_progress_on_a_terminal_keeps_steps_and_overwrites_output() -> None:
-    from pwdeploy.cli.image import StreamProgress
+    from pwdeploy.cli.building import StreamProgress
 
     screen = FakeTerminal()
     progress = StreamProgress(screen)

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.errors import ConfigError
-from pwdeploy.validate import validate_files, validate_objects
+from pwdeploy.validation.validate import validate_files, validate_objects
 from tests.crd import CRD_VERSIONS, crd_path, validate_against_crd
 
 PATHWAYS_JOBSET = """

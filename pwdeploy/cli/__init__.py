@@ -12,38 +12,8 @@ from typing import Any
 import click
 
 from pwdeploy import __version__
+from pwdeploy.cli.commands import COMMANDS, TABLE
 from pwdeploy.errors import ConfigErrors, PwdeployError
-
-# name -> "module:attribute"; each module imports its heavy dependencies inside its functions.
-COMMANDS = {
-    "render": "pwdeploy.cli.render:render",
-    "validate": "pwdeploy.cli.validate_cmd:validate",
-    "schema": "pwdeploy.cli.render:schema",
-    "local": "pwdeploy.cli.local:local",
-    "sidecar": "pwdeploy.cli.sidecar:sidecar",
-    "image": "pwdeploy.cli.image:image",
-    "preflight": "pwdeploy.cli.preflight:preflight",
-    "submit": "pwdeploy.cli.cluster:submit",
-    "list": "pwdeploy.cli.cluster:list_jobs",
-    "status": "pwdeploy.cli.cluster:status",
-    "logs": "pwdeploy.cli.cluster:logs",
-    "delete": "pwdeploy.cli.cluster:delete",
-}
-
-SHORT_HELP = {
-    "render": "Render the Kubernetes manifests of a job.",
-    "validate": "Check manifests against the Kubernetes and JobSet schemas.",
-    "schema": "Print the JSON Schema of the job config.",
-    "local": "Run a job locally on emulated CPU devices.",
-    "sidecar": "Build and push the colocated-Python sidecar image.",
-    "image": "Build and push the job's own (main) container image.",
-    "preflight": "Check the job's GCS locations, images and (--cluster) the cluster.",
-    "submit": "Submit a job to a GKE cluster.",
-    "list": "List pwdeploy-managed JobSets.",
-    "status": "Show a job's state, pods and events.",
-    "logs": "Print a job's container logs.",
-    "delete": "Delete a job.",
-}
 
 
 class LazyGroup(click.Group):
@@ -51,10 +21,10 @@ class LazyGroup(click.Group):
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        module_name, attr = target.split(":")
+        module_name, attr = entry.target.split(":")
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -69,7 +39,7 @@ class LazyGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help from the table, so `--help` imports no command module.
         with formatter.section("Commands"):
-            formatter.write_dl(list(SHORT_HELP.items()))
+            formatter.write_dl([(name, entry.summary) for name, entry in COMMANDS.items()])
 
 
 class PwdeployGroup(LazyGroup):
@@ -88,9 +58,11 @@ class PwdeployGroup(LazyGroup):
         complete_var: str | None = None,
         standalone_mode: bool = True,
         **extra: Any,
-    ) -> None:
+    ) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         PwdeployGroup.debug = False
+        if not standalone_mode:  # embedded (click's contract): errors are raised, the command's value returned
+            return super().main(argv, prog_name or "pwdeploy", complete_var, standalone_mode=False, **extra)
         try:
             result = super().main(argv, prog_name or "pwdeploy", complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
@@ -121,7 +93,7 @@ class PwdeployGroup(LazyGroup):
 @click.group(
     cls=PwdeployGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
-    epilog="\b\nExample:\n  pwdeploy render -f job.yaml | kubectl apply -f -\n"
+    epilog=f"\b\nExample:\n  {TABLE[''].example}\n"
     'Shell completion (bash): eval "$(_PWDEPLOY_COMPLETE=bash_source pwdeploy)"',
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")

@@ -3,71 +3,20 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
+from pwdeploy.cli.kube import Cluster, cluster_options, cluster_source, open_kube, region_option, with_cluster
+from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 from pwdeploy.errors import ConfigError, PreflightError
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.api import Clock, Kube
+    from pwdeploy.cluster.api import Kube
     from pwdeploy.cluster.wait import Until
     from pwdeploy.config import JobConfig
-    from pwdeploy.preflight import PreflightReport, RowSource
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def cluster_options(func: F) -> F:
-    func = click.option(
-        "--kubeconfig",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).",
-    )(func)
-    return click.option("--context", default=None, help="Kubeconfig context (default: its current-context).")(func)
-
-
-def region_option(func: F) -> F:
-    """``--region``: the cluster's GCP region, for preflight's bucket-location check (preflight and submit)."""
-    return click.option(
-        "--region",
-        default=None,
-        envvar="PWDEPLOY_REGION",
-        help="The cluster's GCP region, e.g. us-central1 (buckets elsewhere get a warning) [env PWDEPLOY_REGION]",
-    )(func)
-
-
-def namespace_option(func: F) -> F:
-    return click.option("-n", "--namespace", default=None, help="Namespace (default: the context's namespace).")(func)
-
-
-def _clock() -> Clock | None:
-    """The clock the caller passed in the click context object (``obj={"clock": ...}``); None: the system's."""
-    clock: Clock | None = seam("clock")
-    return clock
-
-
-def _connect(kubeconfig: Path | None, context: str | None) -> Kube:
-    from pwdeploy.cluster.connect import connect
-
-    return connect(kubeconfig, context, clock=_clock())
-
-
-def cluster_source(
-    job: JobConfig, *, kube: Kube | None = None, kubeconfig: Path | None = None, context: str | None = None
-) -> RowSource:
-    """The cluster readiness rows as a preflight source (``preflight --cluster`` and ``submit``): passed as
-    ``extra_sources``, they run beside the GCS and image checks and come first in the report. Without ``kube``,
-    the cluster is found from ``kubeconfig`` and ``context`` now, so a bad kubeconfig stops before any check."""
-    from pwdeploy.cluster.readiness import check_cluster
-
-    connected = kube or _connect(kubeconfig, context)
-    return lambda: check_cluster(job, connected)
-
+    from pwdeploy.preflight import PreflightReport
 
 # ---------------------------------------------------------------------------------------------- submit
 
@@ -117,7 +66,7 @@ def submit(
     from pwdeploy import manifests
     from pwdeploy.advice import job_warnings
     from pwdeploy.cluster import submit as sub
-    from pwdeploy.validate import require_valid
+    from pwdeploy.validation.validate import require_valid
 
     _check_wait_flags(wait, timeout, dry_run)
     job_params = pop_job_params(params)
@@ -128,7 +77,7 @@ def submit(
     job = job_from_params(job_params)
     for warning in job_warnings(job):
         click.echo(f"warning: {warning}", err=True)
-    kube = _connect(kubeconfig, context)
+    kube = open_kube(kubeconfig, context)
     namespace = job.namespace or kube.namespace  # as kubectl does: else the context's namespace
     job = job._replace(namespace=namespace)
     objects = manifests.build(job)
@@ -229,16 +178,15 @@ def _connect_recipe(kube: Kube, name: str, namespace: str) -> str:
 
 
 @click.command("list")
-@namespace_option
 @click.option("-A", "--all-namespaces", is_flag=True, help="List jobs in every namespace.")
-@cluster_options
-def list_jobs(namespace: str | None, all_namespaces: bool, kubeconfig: Path | None, context: str | None) -> None:
+@with_cluster
+def list_jobs(cluster: Cluster, all_namespaces: bool) -> None:
     """List pwdeploy-managed JobSets with their state, ready slices and age."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.cluster.progress import age, job_state, slices_text, table
 
-    kube = _connect(kubeconfig, context)
-    ns = None if all_namespaces else (namespace or kube.namespace)
+    kube = cluster.kube
+    ns = None if all_namespaces else cluster.namespace
     items = js.list_jobsets(kube, ns)
     if not items:
         click.echo(f"no pwdeploy jobs in {'any namespace' if ns is None else f'namespace {ns}'}", err=True)
@@ -261,46 +209,17 @@ def list_jobs(namespace: str | None, all_namespaces: bool, kubeconfig: Path | No
 
 @click.command()
 @click.argument("name")
-@namespace_option
-@cluster_options
-def status(name: str, namespace: str | None, kubeconfig: Path | None, context: str | None) -> None:
+@with_cluster
+def status(cluster: Cluster, name: str) -> None:
     """Show a job's state and conditions, its pods per component and slice, and warning events."""
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
+    from pwdeploy.cluster.status import read_status, status_lines
 
-    kube = _connect(kubeconfig, context)
-    ns = namespace or kube.namespace
-    obj = js.require_jobset(kube, ns, name)
-    state = job_state(obj)
-    pods = js.list_pods(kube, ns, name)
-    meta = obj["metadata"]
-    click.echo(f"jobset {name}  namespace {ns}  age {age(meta.get('creationTimestamp'), kube.clock.utc_now())}")
-    click.echo(progress_line(state, progress(obj, pods)))
-    if state.reason or state.message:
-        click.echo(f"  {state.reason}: {state.message}".rstrip(": "))
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    if conditions:
-        rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
-        rows += [
-            (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
-            for c in conditions
-        ]
-        click.echo("\n" + table(rows))
-    if pods:
-        ordered = sorted(pods, key=lambda p: (pod_group(p), p["metadata"].get("name", "")))
-        click.echo("\n" + table([("COMPONENT", "POD", "STATE", "READY", "RESTARTS"), *map(pod_row, ordered)]))
-    if state.phase not in ("Running", "Completed"):
-        events = js.warning_events(kube, ns, name)[-10:]
-        if events:
-            click.echo("\nwarning events (latest 10):")
-            for e in events:
-                who = (e.get("involvedObject") or {}).get("name", "")
-                click.echo(f"  {who}: {e.get('reason', '')}: {e.get('message', '')}")
+    for line in status_lines(read_status(cluster.kube, cluster.namespace, name)):
+        click.echo(line)
 
 
 @click.command()
 @click.argument("name")
-@namespace_option
 @click.option(
     "--component",
     type=click.Choice(["main", "proxy", "rm", "worker", "sidecar"]),
@@ -313,33 +232,24 @@ def status(name: str, namespace: str | None, kubeconfig: Path | None, context: s
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @click.option("-p", "--previous", is_flag=True, help="The previous (restarted) container's logs.")
-@cluster_options
+@with_cluster
 def logs(
+    cluster: Cluster,
     name: str,
-    namespace: str | None,
     component: str,
     slice_index: int | None,
     host: int | None,
     follow: bool,
     tail: int | None,
     previous: bool,
-    kubeconfig: Path | None,
-    context: str | None,
 ) -> None:
     """Print a job's container logs (`-f` follows them, as in kubectl)."""
     from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_lines
 
-    if name.endswith((".yaml", ".yml", ".json")) or Path(name).exists():
-        raise ConfigError(
-            None,
-            f"{name!r} looks like a file, but logs takes the job's name (-f means --follow, as in kubectl)",
-            hint="pwdeploy logs JOB_NAME -f  (the name is the config's `name`; `pwdeploy list` shows them)",
-        )
     if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
         flag = "--slice" if slice_index is not None else "--host"
         raise ConfigError(None, f"applies to --component worker or sidecar, not {component}", source=flag)
-    kube = _connect(kubeconfig, context)
-    ns = namespace or kube.namespace
+    kube, ns = cluster
     pod = find_pod(kube, ns, name, component, slice_index or 0, host or 0)
     for line in log_lines(kube, ns, pod, COMPONENTS[component][1], follow=follow, tail=tail, previous=previous):
         click.echo(line)
@@ -347,19 +257,15 @@ def logs(
 
 @click.command()
 @click.argument("name")
-@namespace_option
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--wait", is_flag=True, help="Return only once the JobSet and its pods are gone.")
-@cluster_options
-def delete(
-    name: str, namespace: str | None, yes: bool, wait: bool, kubeconfig: Path | None, context: str | None
-) -> None:
+@with_cluster
+def delete(cluster: Cluster, name: str, yes: bool, wait: bool) -> None:
     """Delete a pwdeploy-managed job (its JobSet, Jobs and pods)."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.errors import ClusterError, PwdeployError
 
-    kube = _connect(kubeconfig, context)
-    ns = namespace or kube.namespace
+    kube, ns = cluster
     if not js.is_managed(js.require_jobset(kube, ns, name)):
         raise ClusterError(
             f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import click
 
+from pwdeploy.cli.commands import TABLE
 from pwdeploy.cli.options import FIELD_OF_PARAM, FILE_PARAM
-from pwdeploy.fields import Field
+from pwdeploy.config.fields import Field
 
 # Help headings, by config section; a field listed in HEADING_OF_PATH goes under that heading instead.
 HEADINGS = {
@@ -27,29 +28,6 @@ HEADINGS = {
 }
 HEADING_OF_PATH = {"worker_flags": "TPU", "worker_env": "TPU"}
 JOB_HEADING_NOTE = " (flags beat PWDEPLOY_<FLAG> variables, which beat the -f file)"
-
-_JOB = "-f job.yaml"
-EXAMPLES = {
-    "": "pwdeploy render -f job.yaml | kubectl apply -f -",
-    "render": f"pwdeploy render {_JOB} --num-slices 2 --output-dir out/",
-    "validate": "pwdeploy validate out/*.yaml --kubernetes-version 1.30",
-    "schema": "pwdeploy schema > pwdeploy.schema.json",
-    "local": f"pwdeploy local run {_JOB}",
-    "local run": f"pwdeploy local run {_JOB} -- python3 train.py --steps 10",
-    "local env": f"pwdeploy local env {_JOB} -- python3 -c 'import jax; print(jax.devices())'",
-    "sidecar": f"pwdeploy sidecar build {_JOB} --push",
-    "sidecar dockerfile": f"pwdeploy sidecar dockerfile {_JOB} | less",
-    "sidecar build": f"pwdeploy sidecar build {_JOB} --push",
-    "image": f"pwdeploy image build {_JOB}",
-    "image dockerfile": f"pwdeploy image dockerfile {_JOB} | less",
-    "image build": f"pwdeploy image build {_JOB} --image-repository us-docker.pkg.dev/p/r/train",
-    "preflight": f"pwdeploy preflight {_JOB} --region us-central1",
-    "submit": f"pwdeploy submit {_JOB} --wait",
-    "list": "pwdeploy list -n team-a",
-    "status": "pwdeploy status demo -n team-a",
-    "logs": "pwdeploy logs demo -f --component worker --slice 1",
-    "delete": "pwdeploy delete demo -n team-a --yes",
-}
 
 
 def heading(field: Field) -> str:
@@ -88,9 +66,9 @@ def apply(command: click.Command, path: str) -> click.Command:
     """Give ``command`` (and, for a group, its subcommands) the sectioned layout and its example."""
     if getattr(command, "_pwdeploy_help", False):
         return command
-    example = EXAMPLES.get(path)
-    if example is not None and not command.epilog:
-        command.epilog = f"\b\nExample:\n  {example}"
+    entry = TABLE.get(path)
+    if entry is not None and not command.epilog:
+        command.epilog = f"\b\nExample:\n  {entry.example}"
     if isinstance(command, click.Group):
         for name, sub in command.commands.items():
             apply(sub, f"{path} {name}".strip())

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 import click
 
 from pwdeploy.config import JobConfig, load_job
+from pwdeploy.config.fields import FIELDS, Field, Kind
+from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.errors import ConfigError
-from pwdeploy.fields import FIELDS, Field, Kind
-from pwdeploy.kinds import KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from pwdeploy.cli.cluster import cluster_options, region_option
+from pwdeploy.cli.kube import cluster_options, cluster_source, region_option
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 from pwdeploy.errors import PreflightError
 
@@ -48,7 +48,6 @@ def preflight(
 
     Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
     """
-    from pwdeploy.cli.cluster import cluster_source
     from pwdeploy.preflight import run_preflight
 
     job = job_from_params(pop_job_params(kwargs))

@@ -43,7 +43,7 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
         click.echo(f"warning: {warning}", err=True)
     objects = manifests.build(job)
     if not no_validate:
-        from pwdeploy.validate import require_valid
+        from pwdeploy.validation.validate import require_valid
 
         require_valid(objects)
     if output_dir is not None:
@@ -62,6 +62,6 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
 @click.option("--markdown", is_flag=True, help="Print the config reference as a Markdown table instead.")
 def schema(markdown: bool) -> None:
     """Print the JSON Schema of the job config (for editors: yaml-language-server, VS Code)."""
-    from pwdeploy.schema import config_reference_markdown, job_schema
+    from pwdeploy.config.json_schema import config_reference_markdown, job_schema
 
     click.echo(config_reference_markdown() if markdown else json.dumps(job_schema(), indent=2), nl=not markdown)

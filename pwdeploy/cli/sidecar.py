@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from pwdeploy.cli.image import run_build, warn
+from pwdeploy.cli.building import run_build, warn
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 
 _allow_base_mismatch = click.option(

@@ -50,7 +50,7 @@ from pwdeploy.cluster.nodes import (
     schedulable,
 )
 from pwdeploy.config import JobConfig, SecretRef
-from pwdeploy.preflight.report import CheckResult, Status
+from pwdeploy.report import CheckResult, Status
 
 MIN_KUBERNETES = (1, 29)  # native sidecars (initContainers with restartPolicy Always) are on by default from 1.29
 JOBSET_CRD = f"{JOBSETS.plural}.{JOBSETS.group}"

@@ -9,7 +9,7 @@ from pwdeploy.config import GcsPath
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.client import GcsFailure
 from pwdeploy.gcs.facts import BucketFacts, ProbeOutcome
-from pwdeploy.preflight.report import CheckResult, Status
+from pwdeploy.report import CheckResult, Status
 
 LIFECYCLE_RULE_CAP = 50  # GCS allows at most 50 lifecycle rules per bucket
 OLM_ESCAPE = (

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pwdeploy.config import JobConfig
 from pwdeploy.gcs import client as gcs_client
-from pwdeploy.preflight.report import CheckResult, PreflightReport, Status
+from pwdeploy.report import CheckResult, PreflightReport, Status
 
 if TYPE_CHECKING:
     from pwdeploy.preflight.images import ImageLookup

@@ -17,7 +17,7 @@ from pwdeploy.gcs import client as gcs_client
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.evaluate import Context, evaluate
 from pwdeploy.gcs.facts import gather
-from pwdeploy.preflight.report import CheckResult, PreflightReport, Status
+from pwdeploy.report import CheckResult, PreflightReport, Status
 
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
 WORKLOAD_NOTE = (

@@ -17,7 +17,7 @@ from pwdeploy.config import JobConfig
 from pwdeploy.imageref import BadReference, ImageRef, parse_reference
 from pwdeploy.preflight.credentials import is_google_registry
 from pwdeploy.preflight.registry import Lookup
-from pwdeploy.preflight.report import CheckResult, Status
+from pwdeploy.report import CheckResult, Status
 
 MAX_THREADS = 8
 SHOWN_TAGS = 3

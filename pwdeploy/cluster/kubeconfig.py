@@ -28,7 +28,7 @@ def kubeconfig_location(kubeconfig: Path | None) -> str | None:
     return str(default) if default.is_file() else None
 
 
-def connect(
+def load_kube(
     kubeconfig: Path | None = None,
     context: str | None = None,
     *,

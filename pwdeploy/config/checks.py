@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog
+from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
 from pwdeploy.imageref import repository_problem
 from pwdeploy.quantity import parse_quantity
 from pwdeploy.validation import names
-from pwdeploy.values import check_image_pinned, check_name, parse_gcs
 
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 _TAG_JAX = re.compile(r":(?:.*[-_])?jax[-_]([0-9]+\.[0-9]+\.[0-9]+)$")  # server:jax-0.10.2, :20260730-jax_0.10.2

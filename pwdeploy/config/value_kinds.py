@@ -1,7 +1,7 @@
 """One row per kind of config value: how a value is parsed, its JSON Schema and how its flag reads in help.
 
-Config parsing (pwdeploy.config), the JSON Schema (pwdeploy.schema) and the click options (pwdeploy.cli.options)
-all read this table, so a new kind is one new row.
+Config parsing (pwdeploy.config.load), the JSON Schema (pwdeploy.config.json_schema) and the click options
+(pwdeploy.cli.options) all read this table, so a new kind is one new row.
 """
 
 from __future__ import annotations
@@ -11,12 +11,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pwdeploy import quantity
-from pwdeploy.errors import ConfigError
-from pwdeploy.fields import Field, Kind
-from pwdeploy.imageref import REFERENCE
-from pwdeploy.jobconfig import SecretRef
-from pwdeploy.validation import names
-from pwdeploy.values import (
+from pwdeploy.config.fields import Field, Kind
+from pwdeploy.config.model import SecretRef
+from pwdeploy.config.values import (
     check_name,
     kind_name,
     parse_bool,
@@ -28,6 +25,9 @@ from pwdeploy.values import (
     parse_int,
     parse_str_list,
 )
+from pwdeploy.errors import ConfigError
+from pwdeploy.imageref import REFERENCE
+from pwdeploy.validation import names
 
 # Quantities where 0 is a meaningful value: "off".
 ZERO_DISABLES = frozenset({"head.transfer_shm_size"})

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pwdeploy import catalog
-from pwdeploy.values import GcsPath
+from pwdeploy.config.values import GcsPath
 
 
 class TpuConfig(NamedTuple):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pwdeploy.errors import ValidationError
-from pwdeploy.validate import DEFAULT_KUBERNETES_VERSION, file_problems, read_manifests
+from pwdeploy.validation.validate import DEFAULT_KUBERNETES_VERSION, file_problems, read_manifests
 
 
 @click.command()

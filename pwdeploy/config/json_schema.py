@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pwdeploy.fields import FIELDS, SECTIONS, Field
-from pwdeploy.kinds import KINDS
+from pwdeploy.config.fields import FIELDS, SECTIONS, Field
+from pwdeploy.config.value_kinds import KINDS
 
 
 def _property(field: Field) -> dict[str, Any]:

@@ -1,8 +1,8 @@
-"""Load, merge and validate a job config into one typed, immutable JobConfig (pwdeploy.jobconfig).
+"""Load, merge and validate a job config into one typed, immutable JobConfig (pwdeploy.config.model).
 
-Every problem is reported at once: each field is parsed on its own (pwdeploy.kinds), then the checks that combine
-fields run when their inputs parsed. The errors name the field and where its value came from (a flag, an
-environment variable or the file), and are raised together.
+Every problem is reported at once: each field is parsed on its own (pwdeploy.config.value_kinds), then the
+checks that combine fields run when their inputs parsed. The errors name the field and where its value came
+from (a flag, an environment variable or the file), and are raised together.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-from pwdeploy.config_checks import checks
-from pwdeploy.errors import ConfigError, ConfigErrors, raise_all
-from pwdeploy.fields import BY_PATH, FIELDS, SECTIONS, Field
-from pwdeploy.jobconfig import (
+from pwdeploy.config.checks import checks
+from pwdeploy.config.fields import BY_PATH, FIELDS, SECTIONS, Field
+from pwdeploy.config.model import (
     HeadConfig,
     ImageConfig,
     ImagesConfig,
@@ -31,8 +30,8 @@ from pwdeploy.jobconfig import (
     StorageConfig,
     TpuConfig,
 )
-from pwdeploy.kinds import RESERVED_ENV, parse_field
-from pwdeploy.values import (
+from pwdeploy.config.value_kinds import RESERVED_ENV, parse_field
+from pwdeploy.config.values import (
     GcsPath,
     check_image_pinned,
     kind_name,
@@ -41,6 +40,7 @@ from pwdeploy.values import (
     parse_flags,
     parse_gcs,
 )
+from pwdeploy.errors import ConfigError, ConfigErrors, raise_all
 
 __all__ = [
     "RESERVED_ENV",

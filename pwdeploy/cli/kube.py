@@ -1,0 +1,119 @@
+"""The options every cluster command shares (--kubeconfig, --context, -n, --region), the cluster they name, and
+the one decorator that hands the inspection commands (list, status, logs, delete, ...) a connected cluster."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+import click
+
+from pwdeploy.cli.options import seam
+from pwdeploy.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pwdeploy.cluster.api import Clock, Kube
+    from pwdeploy.config import JobConfig
+    from pwdeploy.preflight import RowSource
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def cluster_options(func: F) -> F:
+    func = click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).",
+    )(func)
+    return click.option("--context", default=None, help="Kubeconfig context (default: its current-context).")(func)
+
+
+def region_option(func: F) -> F:
+    """``--region``: the cluster's GCP region, for preflight's bucket-location check (preflight and submit)."""
+    return click.option(
+        "--region",
+        default=None,
+        envvar="PWDEPLOY_REGION",
+        help="The cluster's GCP region, e.g. us-central1 (buckets elsewhere get a warning) [env PWDEPLOY_REGION]",
+    )(func)
+
+
+def namespace_option(func: F) -> F:
+    return click.option("-n", "--namespace", default=None, help="Namespace (default: the context's namespace).")(func)
+
+
+def clock() -> Clock | None:
+    """The clock the caller passed in the click context object (``obj={"clock": ...}``); None: the system's."""
+    found: Clock | None = seam("clock")
+    return found
+
+
+def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
+    from pwdeploy.cluster.kubeconfig import load_kube
+
+    return load_kube(kubeconfig, context, clock=clock())
+
+
+class Cluster(NamedTuple):
+    """A connected cluster and the namespace a command works in (-n, else the context's)."""
+
+    kube: Kube
+    namespace: str
+
+
+def check_namespace(namespace: str | None) -> None:
+    """A namespace is a DNS-1123 label: a bad one is refused here, before any request is sent."""
+    from pwdeploy.validation.names import dns1123_label
+
+    problem = None if namespace is None else dns1123_label(namespace)
+    if problem is not None:
+        raise ConfigError("--namespace", f"{namespace!r} is not a valid namespace: {problem}")
+
+
+def check_job_name(name: str, command: str) -> None:
+    """A job's name is the JobSet's name, a DNS-1035 label: a bad one, or a file given instead, is refused before
+    any request."""
+    from pwdeploy.validation.names import dns1035_label
+
+    if name.endswith((".yaml", ".yml", ".json")) or Path(name).exists():
+        follow = " (-f means --follow, as in kubectl)" if command == "logs" else ""
+        raise ConfigError(
+            None,
+            f"{name!r} looks like a file, but {command} takes the job's name{follow}",
+            hint=f"pwdeploy {command} JOB_NAME  (the name is the config's `name`; `pwdeploy list` shows them)",
+        )
+    problem = dns1035_label(name)
+    if problem is not None:
+        raise ConfigError(None, f"{name!r} is not a job name: {problem}", hint="`pwdeploy list` shows the jobs")
+
+
+def with_cluster(func: F) -> F:
+    """Give a command -n/--namespace, --kubeconfig and --context, and call it with ``cluster=Cluster(...)``
+    instead. The namespace (and a ``name`` argument, when the command has one) are checked before connecting."""
+
+    @namespace_option
+    @cluster_options
+    @functools.wraps(func)
+    def command(namespace: str | None, kubeconfig: Path | None, context: str | None, **kwargs: Any) -> Any:
+        check_namespace(namespace)
+        if isinstance(kwargs.get("name"), str):
+            check_job_name(kwargs["name"], click.get_current_context().info_name or "pwdeploy")
+        kube = open_kube(kubeconfig, context)
+        return func(cluster=Cluster(kube, namespace or kube.namespace), **kwargs)
+
+    return command  # type: ignore[return-value]
+
+
+def cluster_source(
+    job: JobConfig, *, kube: Kube | None = None, kubeconfig: Path | None = None, context: str | None = None
+) -> RowSource:
+    """The cluster readiness rows as a preflight source (``preflight --cluster`` and ``submit``): passed as
+    ``extra_sources``, they run beside the GCS and image checks and come first in the report. Without ``kube``,
+    the cluster is found from ``kubeconfig`` and ``context`` now, so a bad kubeconfig stops before any check."""
+    from pwdeploy.cluster.readiness import check_cluster
+
+    connected = kube or open_kube(kubeconfig, context)
+    return lambda: check_cluster(job, connected)

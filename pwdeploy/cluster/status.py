@@ -1,0 +1,61 @@
+"""What `pwdeploy status` shows of a job: its state and conditions, its pods per component and slice, and the
+latest warning events while it is not running. Reading (``read_status``) and formatting (``status_lines``) are
+apart, so other views (diagnose, tests) use the same objects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.api import Kube
+from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
+
+LATEST_EVENTS = 10
+
+
+class JobStatus(NamedTuple):
+    name: str
+    namespace: str
+    jobset: dict[str, Any]
+    pods: list[dict[str, Any]]
+    warning_events: list[dict[str, Any]]  # empty while the job runs or after it completed
+    now: datetime
+
+
+def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
+    """The JobSet (a missing one is a ClusterError naming it), its pods and, unless it runs, its warning events."""
+    obj = js.require_jobset(kube, namespace, name)
+    pods = js.list_pods(kube, namespace, name)
+    settled = job_state(obj).phase in ("Running", "Completed")
+    events = [] if settled else js.warning_events(kube, namespace, name)[-LATEST_EVENTS:]
+    return JobStatus(name, namespace, obj, pods, events, kube.clock.utc_now())
+
+
+def status_lines(status: JobStatus) -> list[str]:
+    obj, pods = status.jobset, status.pods
+    state = job_state(obj)
+    meta = obj["metadata"]
+    lines = [
+        f"jobset {status.name}  namespace {status.namespace}  age {age(meta.get('creationTimestamp'), status.now)}"
+    ]
+    lines.append(progress_line(state, progress(obj, pods)))
+    if state.reason or state.message:
+        lines.append(f"  {state.reason}: {state.message}".rstrip(": "))
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    if conditions:
+        rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
+        rows += [
+            (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
+            for c in conditions
+        ]
+        lines.append("\n" + table(rows))
+    if pods:
+        ordered = sorted(pods, key=lambda p: (pod_group(p), p["metadata"].get("name", "")))
+        lines.append("\n" + table([("COMPONENT", "POD", "STATE", "READY", "RESTARTS"), *map(pod_row, ordered)]))
+    if status.warning_events:
+        lines.append(f"\nwarning events (latest {LATEST_EVENTS}):")
+        for e in status.warning_events:
+            who = (e.get("involvedObject") or {}).get("name", "")
+            lines.append(f"  {who}: {e.get('reason', '')}: {e.get('message', '')}")
+    return lines
