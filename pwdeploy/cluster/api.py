@@ -32,6 +32,12 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
+    subresource: str = ""  # "log", "portforward": a request to one object's subresource
+
+    @property
+    def rbac_resource(self) -> str:
+        """``pods/log`` for a subresource, else the plural: the ``resources`` entry of an RBAC rule."""
+        return f"{self.plural}/{self.subresource}" if self.subresource else self.plural
 
     @property
     def group_version(self) -> str:
@@ -44,17 +50,18 @@ class Resource:
     @property
     def display(self) -> str:
         """``jobsets.jobset.x-k8s.io`` or ``pods``, as ``kubectl auth can-i`` spells it."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
+        return f"{self.rbac_resource}.{self.group}" if self.group else self.rbac_resource
 
-    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The URL path of the collection, of the object ``name``, or of that object's subresource."""
         parts = [self.api_path]
         if self.namespaced and namespace is not None:
             parts += ["namespaces", namespace]
         parts.append(self.plural)
         if name is not None:
             parts.append(name)
-        if sub is not None:
-            parts.append(sub)
+            if self.subresource:
+                parts.append(self.subresource)
         return "/".join(parts)
 
 
@@ -64,7 +71,8 @@ EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 SECRETS = Resource("", "v1", "secrets", "Secret")
-POD_LOGS = Resource("", "v1", "pods/log", "Pod")
+POD_LOGS = Resource("", "v1", "pods", "Pod", subresource="log")
+POD_PORTFORWARD = Resource("", "v1", "pods", "Pod", subresource="portforward")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
@@ -341,14 +349,13 @@ def rbac_hint(action: Action) -> str:
     if action.resource is None:
         return "the identity needs read access to API discovery (the system:discovery ClusterRole)"
     res = action.resource
-    resource, _, sub = res.plural.partition("/")
     scope = f"a Role in namespace {action.namespace}" if res.namespaced and action.namespace else "a ClusterRole"
     ns = f" -n {action.namespace}" if res.namespaced and action.namespace else ""
-    subresource = f" --subresource={sub}" if sub else ""
+    subresource = f" --subresource={res.subresource}" if res.subresource else ""
     return (
         f"bind this identity to {scope} with the rule apiGroups: [{json.dumps(res.group)}], "
-        f"resources: [{res.plural}], verbs: [{action.verb}]; check with: kubectl auth can-i {action.verb} "
-        f"{resource}{'.' + res.group if res.group else ''}{subresource}{ns}"
+        f"resources: [{res.rbac_resource}], verbs: [{action.verb}]; check with: kubectl auth can-i {action.verb} "
+        f"{res.plural}{'.' + res.group if res.group else ''}{subresource}{ns}"
     )
 
 

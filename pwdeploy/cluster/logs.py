@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import POD_LOGS, PODS, Action, Kube
+from pwdeploy.cluster.api import POD_LOGS, Action, Kube
 from pwdeploy.errors import ClusterError
 
 # component -> (replicatedJob, container)
@@ -62,4 +62,4 @@ def log_lines(
     if previous:
         query.append(("previous", "true"))
     action = Action("get", POD_LOGS, namespace, pod)
-    return kube.stream_lines(action, PODS.path(namespace, pod, "log"), query)
+    return kube.stream_lines(action, POD_LOGS.path(namespace, pod), query)

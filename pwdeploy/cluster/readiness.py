@@ -512,10 +512,9 @@ def check_permissions(target: Target, *, max_workers: int = 8) -> CheckResult:
 
 
 def can_i(kube: Kube, namespace: str, verb: str, resource: Resource) -> bool:
-    plural, _, sub = resource.plural.partition("/")
-    attributes = {"namespace": namespace, "verb": verb, "group": resource.group, "resource": plural}
-    if sub:
-        attributes["subresource"] = sub
+    attributes = {"namespace": namespace, "verb": verb, "group": resource.group, "resource": resource.plural}
+    if resource.subresource:
+        attributes["subresource"] = resource.subresource
     body = {
         "apiVersion": ACCESS_REVIEWS.group_version,
         "kind": ACCESS_REVIEWS.kind,
@@ -538,7 +537,7 @@ def _rules(denied: list[Action], namespace: str) -> str:
         assert action.resource is not None
         grouped.setdefault(action.resource, []).append(action.verb)
     rules = "; ".join(
-        f'apiGroups: ["{r.group}"], resources: [{r.plural}], verbs: [{", ".join(verbs)}]'
+        f'apiGroups: ["{r.group}"], resources: [{r.rbac_resource}], verbs: [{", ".join(verbs)}]'
         for r, verbs in grouped.items()
     )
     return f"bind this identity to a Role in namespace {namespace} with the rules {rules}; check: kubectl auth can-i"
