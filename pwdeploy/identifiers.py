@@ -69,6 +69,8 @@ HLO_DUMP_DIR_ENV = "PWDEPLOY_HLO_DUMP_DIR"
 PROFILE_DIR_ENV = "PWDEPLOY_PROFILE_DIR"
 CHECKPOINT_DIR_ENV = "PWDEPLOY_CHECKPOINT_DIR"
 LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
+RESTART_ATTEMPT_ENV = "PWDEPLOY_RESTART_ATTEMPT"  # 0 on the first run, then 1, 2, ... after each restart
+FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.step_done kills the job there
 JOB_ENV_NAMES = frozenset(
     {
         JOB_NAME_ENV,
@@ -83,5 +85,7 @@ JOB_ENV_NAMES = frozenset(
         PROFILE_DIR_ENV,
         CHECKPOINT_DIR_ENV,
         LOCAL_DEVICES_ENV,
+        RESTART_ATTEMPT_ENV,
+        FAIL_AT_STEP_ENV,
     }
 )

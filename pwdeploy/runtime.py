@@ -17,6 +17,38 @@ from pwdeploy import identifiers as ids  # names only, no imports of its own
 
 DATA_WORKERS = ids.DATA_WORKERS_ENV
 NUM_SLICES = ids.NUM_SLICES_ENV
+RESTART_ATTEMPT = ids.RESTART_ATTEMPT_ENV
+FAIL_AT_STEP = ids.FAIL_AT_STEP_ENV
+
+
+def restart_attempt(environ: Mapping[str, str] | None = None) -> int:
+    """Which run of the job this is: 0 the first, 1 after the first restart, ... (``PWDEPLOY_RESTART_ATTEMPT``,
+    set by `local run` and, on the cluster, from the JobSet's restart attempt; 0 when unset)."""
+    env = os.environ if environ is None else environ
+    value = env.get(RESTART_ATTEMPT, "").strip()
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        raise ValueError(f"{RESTART_ATTEMPT}={value!r} is not a whole number") from None
+
+
+def step_done(step: int, environ: Mapping[str, str] | None = None) -> None:
+    """Call once per training step, after step ``step`` (counted from 1) is done. A fault injector for proving
+    restarts: with ``PWDEPLOY_FAIL_AT_STEP=N`` (`local run --fail-at-step N`) and on the first attempt only, the
+    whole job process group is killed with SIGKILL when ``step`` reaches N, as a lost slice would end it: no
+    clean-up runs, nothing is flushed. Without it, this does nothing."""
+    env = os.environ if environ is None else environ
+    value = env.get(FAIL_AT_STEP, "").strip()
+    if not value or restart_attempt(env) != 0:
+        return
+    try:
+        fail_at = int(value)
+    except ValueError:
+        raise ValueError(f"{FAIL_AT_STEP}={value!r} is not a whole number") from None
+    if step >= fail_at:
+        import signal
+
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
 def data_workers(
