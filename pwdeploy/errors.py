@@ -110,3 +110,9 @@ class LocalLimitsError(PwdeployError):
     """A local run used more memory or /dev/shm than the config gives its container on the cluster."""
 
     exit_code = 8
+
+
+class DiagnosisError(PwdeployError):
+    """`pwdeploy diagnose` found at least one finding of severity error (the findings are printed before)."""
+
+    exit_code = 10

@@ -144,11 +144,14 @@ class StubKubeApiServer:
         namespaces: tuple[str, ...] = ("default",),
         jobset_installed: bool = True,
         kueue_version: str | None = "v1beta1",
+        provisioning_version: str | None = None,  # autoscaling.x-k8s.io (ProvisioningRequest) served when set
     ) -> None:
         self.tokens = tokens or {"stub-token": "alice"}
         self.namespaces = set(namespaces)
         self.jobset_installed = jobset_installed
         self.kueue_version = kueue_version
+        self.provisioning_version = provisioning_version
+        self.previous_logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> previous=true text
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name) -> object
         self.logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> text
         self.requests: list[Recorded] = []
@@ -401,7 +404,31 @@ class StubKubeApiServer:
         m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/namespaces/([^/]+)/localqueues(?:/([^/]+))?", path)
         if m and self.kueue_version == m[1]:
             self._resource(r, "localqueues", "kueue.x-k8s.io", m[1], m[2], m[3])
+        self._dispatch_lists(r, path)
         raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+
+    def _dispatch_lists(self, r: Recorded, path: str) -> None:
+        """Lists of Jobs, Kueue Workloads and ProvisioningRequests (and the autoscaling.x-k8s.io group) that
+        diagnose reads; objects are added with ``put("jobs" | "workloads" | "provisioningrequests", obj)``."""
+        if r.method != "GET":
+            return
+        m = re.fullmatch(r"/apis/batch/v1/namespaces/([^/]+)/jobs", path)
+        if m:
+            self._list(r, "jobs", "batch", "v1", m[1])
+        m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/namespaces/([^/]+)/workloads", path)
+        if m and self.kueue_version == m[1]:
+            self._list(r, "workloads", "kueue.x-k8s.io", m[1], m[2])
+        group = "autoscaling.x-k8s.io"
+        if path == f"/apis/{group}":
+            if self.provisioning_version is None:
+                raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+            gv = {"groupVersion": f"{group}/{self.provisioning_version}", "version": self.provisioning_version}
+            raise _Reply(
+                200, {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": [gv], "preferredVersion": gv}
+            )
+        m = re.fullmatch(r"/apis/autoscaling\.x-k8s\.io/([^/]+)/namespaces/([^/]+)/provisioningrequests", path)
+        if m and self.provisioning_version == m[1]:
+            self._list(r, "provisioningrequests", group, m[1], m[2])
 
     # ------------------------------------------------------------------------------------------ resources
 
@@ -583,7 +610,8 @@ class StubKubeApiServer:
         if ("pods", ns, pod) not in self.objects:
             raise _Reply(404, status_body(404, "NotFound", f'pods "{pod}" not found', {"name": pod, "kind": "pods"}))
         container = r.q("container") or ""
-        text = self.logs.get((ns, pod, container))
+        logs = self.previous_logs if r.q("previous") == "true" else self.logs
+        text = logs.get((ns, pod, container))
         if text is None:
             raise _Reply(400, status_body(400, "BadRequest", f"container {container} is not valid for pod {pod}"))
         tail = r.q("tailLines")

@@ -60,6 +60,11 @@ TABLE: dict[str, Entry] = {
     "status": Entry(
         "pwdeploy status demo -n team-a", "pwdeploy.cli.cluster:status", "Show a job's state, pods and events."
     ),
+    "diagnose": Entry(
+        "pwdeploy diagnose demo -n team-a -o json",
+        "pwdeploy.cli.diagnose:diagnose",
+        "Explain why a job is not running, with the fix.",
+    ),
     "logs": Entry(
         "pwdeploy logs demo -f --component worker --slice 1",
         "pwdeploy.cli.cluster:logs",

@@ -1,0 +1,34 @@
+"""`pwdeploy diagnose NAME`: why a job is not running, with the evidence and the fix for each finding."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from pwdeploy.cli.kube import Cluster, with_cluster
+from pwdeploy.errors import DiagnosisError
+
+
+@click.command()
+@click.argument("name")
+@click.option(
+    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
+)
+@with_cluster
+def diagnose(cluster: Cluster, name: str, output: str) -> None:
+    """Explain why a job is not running: findings (cause, severity, where, evidence, fix), most important first.
+
+    Exit code 0 without an error finding, 10 with one; 4 when the job does not exist.
+    """
+    from pwdeploy.cluster.diagnose import diagnose as run
+
+    found = run(cluster.kube, cluster.namespace, name)
+    if output == "json":
+        click.echo(json.dumps(found.as_json(), indent=2))
+    else:
+        for line in found.lines():
+            click.echo(line)
+    if found.errors:
+        causes = ", ".join(dict.fromkeys(f.cause for f in found.errors))
+        raise DiagnosisError(f"job {name}: {len(found.errors)} error finding(s): {causes}")

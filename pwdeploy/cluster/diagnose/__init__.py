@@ -1,0 +1,36 @@
+"""`pwdeploy diagnose`: why a job is not running, with the evidence and the fix.
+
+``diagnose`` reads a bounded set of objects (read.py), each family of causes turns them into observations
+(queueing, scheduling, images, containers, pathways, lifecycle), and findings.py groups and orders them.
+``from_snapshot`` runs the same rules on what `status` already read (no logs, no Kueue)."""
+
+from __future__ import annotations
+
+from pwdeploy.cluster.api import Kube
+from pwdeploy.cluster.diagnose import containers, images, lifecycle, pathways, queueing, scheduling
+from pwdeploy.cluster.diagnose.findings import CAUSES, Diagnosis, Finding, Observation, group
+from pwdeploy.cluster.diagnose.pods import expected_pods
+from pwdeploy.cluster.diagnose.read import Snapshot, read_logs, read_snapshot
+from pwdeploy.cluster.diagnose.summary import summary
+
+__all__ = ["CAUSES", "Diagnosis", "Finding", "Snapshot", "diagnose", "from_snapshot"]
+
+FAMILIES = (queueing, scheduling, images, containers, pathways, lifecycle)
+
+
+def diagnose(kube: Kube, namespace: str, name: str) -> Diagnosis:
+    """Read the job (a missing one is a ClusterError, exit 4), the logs of the containers that failed, and
+    explain it."""
+    before = kube.sent
+    snap = read_snapshot(kube, namespace, name)
+    snap.logs = read_logs(kube, namespace, containers.wanted_logs(snap))
+    found = from_snapshot(snap)
+    return Diagnosis(found.job, found.namespace, found.summary, found.findings, kube.sent - before)
+
+
+def from_snapshot(snap: Snapshot) -> Diagnosis:
+    observations: list[Observation] = [obs for family in FAMILIES for obs in family.observations(snap)]
+    totals = expected_pods(snap.jobset)
+    for obs in observations:  # pods the spec does not count (a restarted pod's successor) still count once
+        totals.setdefault(obs.role, 1)
+    return Diagnosis(snap.name, snap.namespace, summary(snap), group(observations, totals))

@@ -1,0 +1,178 @@
+"""Containers: what the kubelet reports once a pod has a node: config errors (a missing Secret), native sidecars
+that never let the main container start, and terminations (OOM kill, SIGBUS on a full /dev/shm, any other
+non-zero exit with its last log lines).
+
+Texts matched:
+- ``CreateContainerConfigError`` with the kubelet's ``secret "<name>" not found`` or ``couldn't find key <key> in
+  Secret <ns>/<name>`` (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go).
+- terminated reason ``OOMKilled`` (exit 137); exit code 135 = 128 + SIGBUS (7), what a write to a full
+  memory-backed /dev/shm raises.
+- native sidecars (init containers with restartPolicy: Always, Kubernetes >= 1.29 by default): on an older
+  kubelet they run as ordinary init containers that never finish, so the pod stays ``PodInitializing``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from pwdeploy.cluster.diagnose import pathways
+from pwdeploy.cluster.diagnose import pods as p
+from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
+from pwdeploy.cluster.diagnose.read import MAX_LOGS, LogTail, Snapshot
+
+SIDECAR_GRACE_S = 120  # a sidecar running this long while the main container waits has not "started" it
+_SECRET = re.compile(
+    r'secret "(?P<name>[^"]+)" not found|couldn\'t find key (?P<key>\S+) in Secret [^/\s]+/(?P<in>\S+)'
+)
+SIGBUS_EXIT = 135
+LAST_LINES = 3
+
+
+def observations(snap: Snapshot) -> list[Observation]:
+    logs = {(t.pod, t.container): t for t in snap.logs}
+    found: list[Observation] = []
+    for pod in snap.pods:
+        if pod.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        found += _sidecars(pod, snap.now)
+        for c in p.containers(pod):
+            found += _waiting(c, snap.namespace)
+            found += _terminated(c, logs.get((p.name(pod), str(c.spec.get("name")))))
+    return found
+
+
+def _waiting(c: p.Container, namespace: str) -> list[Observation]:
+    waiting = (c.status.get("state") or {}).get("waiting") or {}
+    if waiting.get("reason") != "CreateContainerConfigError":
+        return []
+    message = str(waiting.get("message") or "")
+    container, role, pod = str(c.spec.get("name")), p.role(c.pod), p.name(c.pod)
+    evidence = f"container {container}: CreateContainerConfigError: {quote(message)}"
+    match = _SECRET.search(message)
+    if match is None:
+        fix = "the container's configuration refers to something missing (see the message): a ConfigMap, a key"
+        return [Observation("container-config", "error", role, pod, message, evidence, fix)]
+    secret = match["name"] or match["in"]
+    key = match["key"] or "KEY"
+    fix = (
+        f"create the Secret in namespace {namespace}: kubectl create secret generic {secret} -n {namespace} "
+        f"--from-literal={key}=VALUE, or fix main.secret_env (NAME=SECRET/KEY)"
+    )
+    return [Observation("missing-secret", "error", role, pod, message, evidence, fix)]
+
+
+def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
+    """A native sidecar that runs while the main containers still wait (PodInitializing) long after it started."""
+    listed = list(p.containers(pod))
+    if not any(
+        ((c.status.get("state") or {}).get("waiting") or {}).get("reason") == "PodInitializing"
+        for c in listed
+        if not c.init
+    ):
+        return []
+    found = []
+    for c in listed:
+        running = (c.status.get("state") or {}).get("running") or {}
+        if not c.init or not running.get("startedAt"):
+            continue
+        since = _seconds_since(str(running["startedAt"]), now)
+        dropped = c.spec.get("restartPolicy") != "Always"
+        if since is None or since < SIDECAR_GRACE_S:
+            continue
+        name = str(c.spec.get("name"))
+        evidence = (
+            f"init container {name} has run for {since // 60} min while the main containers wait (PodInitializing)"
+            + ("; its restartPolicy: Always is gone from the live pod (the API server dropped it)" if dropped else "")
+        )
+        fix = (
+            "native sidecars need Kubernetes >= 1.29 on the control plane and on the nodes' kubelets: upgrade the "
+            "node pool (gcloud container clusters upgrade CLUSTER --node-pool POOL)"
+        )
+        found.append(Observation("sidecar-not-started", "error", p.role(pod), p.name(pod), name, evidence, fix))
+    return found
+
+
+def _seconds_since(timestamp: str, now: datetime) -> int | None:
+    try:
+        return int((now - datetime.fromisoformat(timestamp.replace("Z", "+00:00"))).total_seconds())
+    except ValueError:
+        return None
+
+
+def _ended(c: p.Container) -> tuple[dict[str, object], bool] | None:
+    """(the termination, whether it is the container's current state) of a failed run, or None."""
+    current = (c.status.get("state") or {}).get("terminated") or {}
+    if current.get("exitCode"):
+        return current, True
+    last = (c.status.get("lastState") or {}).get("terminated") or {}
+    return (last, False) if last.get("exitCode") else None
+
+
+def _terminated(c: p.Container, log: LogTail | None) -> list[Observation]:
+    ended = _ended(c)
+    if ended is None or p.disrupted(c.pod):
+        return []
+    term, now = ended
+    code, reason = int(str(term.get("exitCode"))), str(term.get("reason") or "")
+    container, role, pod = str(c.spec.get("name")), p.role(c.pod), p.name(c.pod)
+    severity: Severity = "error" if now else "warning"
+    restarts = int(c.status.get("restartCount") or 0)
+    ran = f"container {container} terminated: {reason or 'Error'} (exit {code})" + (
+        f", restarted {restarts} times" if restarts else ""
+    )
+    if reason == "OOMKilled":
+        limit, field = p.memory_limit(c), p.MEMORY_FIELD.get(container, "the container's memory limit")
+        fix = (
+            f"raise {field} (now {limit})" if limit else f"the node ran out of memory: set {field} or use a larger host"
+        )
+        return [
+            Observation("oom-killed", severity, role, pod, container, f"{ran}; memory limit {limit or 'none'}", fix)
+        ]
+    if code == SIGBUS_EXIT:
+        shm = p.shm_volume(c)
+        size = f"/dev/shm sizeLimit {shm[1]}" if shm else "no memory-backed /dev/shm"
+        field = p.SHM_FIELD.get(shm[0], "the /dev/shm size") if shm else "main.shm_size / tpu.shm_size"
+        fix = f"SIGBUS: /dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
+        return [Observation("shm-exhausted", severity, role, pod, container, f"{ran} = SIGBUS; {size}", fix)]
+    if c.init and c.spec.get("restartPolicy") == "Always" and code == 143:
+        return []  # a sidecar stopped by SIGTERM once the main container ended
+    if log is not None and pathways.classify(log.lines) is not None:
+        return []  # the Pathways rules name this one from its log
+    tail = [line for line in (log.lines if log else []) if line.strip()][-LAST_LINES:]
+    evidence = ran + (f"; last log lines: {' | '.join(quote(line, 200) for line in tail)}" if tail else "")
+    fix = f"read the whole log: pwdeploy logs JOB --component {_component(container)}" + (
+        " --previous" if not now else ""
+    )
+    return [Observation("crash", severity, role, pod, f"{container}/{code}", evidence, fix)]
+
+
+def _component(container: str) -> str:
+    from pwdeploy.cluster.logs import COMPONENTS
+
+    return next((k for k, (_, name) in COMPONENTS.items() if name == container), container)
+
+
+def wanted_logs(snap: Snapshot) -> list[tuple[str, str, bool]]:
+    """(pod, container, previous) of at most MAX_LOGS containers: one per kind of failure first (the user's
+    program before the rest), then, while the job runs, the proxy and one worker (hangs, GCS refusals)."""
+    failed: dict[tuple[str, str, int], tuple[str, str, bool]] = {}
+    running: list[tuple[str, str, bool]] = []
+    for pod in sorted(snap.pods, key=lambda q: (p.role(q) != "head pod", p.name(q))):
+        for c in p.containers(pod):
+            ended = _ended(c)
+            name = str(c.spec.get("name"))
+            if ended is not None and ended[0].get("reason") != "OOMKilled":
+                key = (p.role(pod), name, int(str(ended[0].get("exitCode"))))
+                failed.setdefault(key, (p.name(pod), name, not ended[1]))
+            elif (
+                (c.status.get("state") or {}).get("running")
+                and name in _WATCHED
+                and name not in {r[1] for r in running}
+            ):
+                running.append((p.name(pod), name, False))
+    first = sorted(failed.values(), key=lambda w: w[1] != "main")
+    return (first + running)[:MAX_LOGS]
+
+
+_WATCHED = ("pathways-proxy", "pathways-rm", "pathways-worker")

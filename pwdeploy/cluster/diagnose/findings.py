@@ -1,0 +1,144 @@
+"""Findings are data: what one rule saw on one object (an ``Observation``), grouped into ``Finding`` rows (cause,
+severity, where, evidence, fix) and ordered by severity and by what blocks first. Text and JSON are two views of
+the same list (``Diagnosis``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+# Cause ids (a contract: tests, scripts and `-o json` readers match on them) in the order their stage blocks a
+# job: a job is queued, then scheduled, then pulls images, then starts containers, then runs, then ends.
+STAGES: dict[str, tuple[str, ...]] = {
+    "queue": ("kueue-pending",),
+    "schedule": (
+        "scale-up-failed",
+        "head-unschedulable",
+        "tpu-capacity",
+        "node-selector",
+        "untolerated-taint",
+        "unschedulable",
+    ),
+    "image": ("image-not-found", "image-unauthorized", "image-pull"),
+    "start": ("missing-secret", "container-config", "sidecar-not-started"),
+    "run": (
+        "version-mismatch",
+        "oom-killed",
+        "shm-exhausted",
+        "gcs-permission",
+        "proxy-backend",
+        "hang",
+        "crash",
+        "preempted",
+    ),
+    "end": ("max-restarts", "job-failed"),
+}
+CAUSES: tuple[str, ...] = tuple(cause for causes in STAGES.values() for cause in causes)
+_RANK = {cause: rank for rank, cause in enumerate(CAUSES)}
+MAX_NAMES = 3  # object names listed in a grouped finding's `where`
+
+
+class Observation(NamedTuple):
+    """One rule's verdict on one object, before grouping. Observations with the same ``key`` (the cause and the
+    stable part of the evidence, never counts or node names) on the same ``role`` become one finding."""
+
+    cause: str
+    severity: Severity
+    role: str  # "head pod", "worker pod", "jobset", "workload", ...
+    obj: str  # the object's name
+    key: str
+    evidence: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    cause: str
+    severity: Severity
+    where: str
+    evidence: str
+    fix: str
+    count: int = 1  # objects it was seen on
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "cause": self.cause,
+            "severity": self.severity,
+            "where": self.where,
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
+
+    def line(self, width: int = 200) -> str:
+        """One line: ``error tpu-capacity: 16 of 16 worker pods: "0/5 nodes are available: ..."``."""
+        text = f"{self.severity} {self.cause}: {self.where}: {self.evidence}"
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def group(observations: Iterable[Observation], totals: dict[str, int]) -> list[Finding]:
+    """One finding per (cause, severity, role, key), ``12 of 16 worker pods: a, b, c (+9 more)``, in order."""
+    groups: dict[tuple[str, str, str, str], list[Observation]] = {}
+    for obs in observations:
+        groups.setdefault((obs.cause, obs.severity, obs.role, obs.key), []).append(obs)
+    findings = [_finding(members, totals) for members in groups.values()]
+    return order(findings)
+
+
+def _finding(members: list[Observation], totals: dict[str, int]) -> Finding:
+    first = members[0]
+    names = sorted(dict.fromkeys(m.obj for m in members))
+    listed = ", ".join(names[:MAX_NAMES]) + (f" (+{len(names) - MAX_NAMES} more)" if len(names) > MAX_NAMES else "")
+    total = totals.get(first.role, 0)
+    if len(names) == 1 and total <= 1:
+        where = f"{first.role} {listed}"
+    else:
+        plural = first.role if first.role.endswith("s") else first.role + "s"
+        where = f"{len(names)} of {max(total, len(names))} {plural}: {listed}"
+    return Finding(first.cause, first.severity, where, first.evidence, first.fix, len(names))
+
+
+def order(findings: list[Finding]) -> list[Finding]:
+    """Errors first; within a severity, what blocks first (queueing before scheduling before images ...); then
+    the finding seen on more objects."""
+    return sorted(
+        findings, key=lambda f: (SEVERITIES.index(f.severity), _RANK.get(f.cause, len(_RANK)), -f.count, f.where)
+    )
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    job: str
+    namespace: str
+    summary: str  # one line: where the job is (waiting for admission, pulling, running N of M pods, succeeded)
+    findings: list[Finding] = field(default_factory=list)
+    requests: int = 0  # API requests the diagnosis sent
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "namespace": self.namespace,
+            "summary": self.summary,
+            "findings": [f.as_json() for f in self.findings],
+        }
+
+    def lines(self) -> list[str]:
+        out = [f"job {self.job}  namespace {self.namespace}: {self.summary}"]
+        if not self.findings:
+            out.append("no findings")
+        for f in self.findings:
+            out += ["", f"{f.severity.upper()}  {f.cause}  {f.where}", f"  evidence: {f.evidence}", f"  fix: {f.fix}"]
+        return out
+
+
+def quote(text: str, limit: int = 400) -> str:
+    """Evidence as quoted: the exact text, shortened only when long."""
+    text = " ".join(str(text).split())
+    return '"' + (text if len(text) <= limit else text[: limit - 3] + "...") + '"'

@@ -1,0 +1,103 @@
+"""What the rules ask of a pod: its role (head or worker), its containers with their statuses, and which config
+field sets a container's image, memory limit and /dev/shm size (values are read from the live pod, not derived)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from pwdeploy import identifiers as ids
+
+Object = dict[str, Any]
+
+# container -> the config field that sets it
+IMAGE_FIELD = {
+    ids.MAIN_CONTAINER: "main.image",
+    ids.PROXY_CONTAINER: "images.proxy_server (or pathways_version)",
+    ids.RM_CONTAINER: "images.server (or pathways_version)",
+    ids.WORKER_CONTAINER: "images.server (or pathways_version)",
+    ids.SIDECAR_CONTAINER: "sidecar.image",
+    ids.HLO_UPLOADER_CONTAINER: "storage.hlo_uploader_image",
+}
+MEMORY_FIELD = {
+    ids.MAIN_CONTAINER: "main.memory",
+    ids.PROXY_CONTAINER: "head.proxy_memory",
+    ids.RM_CONTAINER: "head.rm_memory",
+    ids.WORKER_CONTAINER: "tpu.worker_memory",
+}
+SHM_FIELD = {  # volume -> field
+    ids.SHM_VOLUME: "main.shm_size (head) or tpu.shm_size (workers)",
+    ids.SIDECAR_SHM_VOLUME: "sidecar.shm_size",
+    ids.TRANSFER_VOLUME: "head.transfer_shm_size",
+}
+
+
+class Container(NamedTuple):
+    pod: Object
+    spec: Object  # the container's spec in the live pod
+    status: Object  # its status ({} before the kubelet reported one)
+    init: bool
+
+
+def name(pod: Object) -> str:
+    return str(pod.get("metadata", {}).get("name", ""))
+
+
+def role(pod: Object) -> str:
+    """``head pod``, ``worker pod`` or ``<replicatedJob> pod``."""
+    rj = str((pod.get("metadata", {}).get("labels") or {}).get(ids.REPLICATED_JOB_LABEL, ""))
+    return {ids.HEAD_JOB: "head pod", ids.WORKER_JOB: "worker pod"}.get(rj, f"{rj or 'other'} pod")
+
+
+def containers(pod: Object) -> Iterator[Container]:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    for init, spec_key, status_key in (
+        (True, "initContainers", "initContainerStatuses"),
+        (False, "containers", "containerStatuses"),
+    ):
+        statuses = {str(s.get("name")): s for s in status.get(status_key) or [] if isinstance(s, dict)}
+        for c in spec.get(spec_key) or []:
+            yield Container(pod, c, statuses.get(str(c.get("name")), {}), init)
+
+
+def condition(obj: Object, kind: str) -> Object | None:
+    """The object's status condition of that type, or None."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == kind:
+            return c
+    return None
+
+
+def disrupted(pod: Object) -> bool:
+    """The pod was preempted, evicted or its node shut down (DisruptionTarget, or the kubelet's reason)."""
+    target = condition(pod, "DisruptionTarget")
+    reason = str((pod.get("status") or {}).get("reason") or "")
+    return (target is not None and target.get("status") == "True") or reason in ("Evicted", "Preempting", "Terminated")
+
+
+def memory_limit(c: Container) -> str | None:
+    limit = ((c.spec.get("resources") or {}).get("limits") or {}).get("memory")
+    return str(limit) if limit else None
+
+
+def shm_volume(c: Container) -> tuple[str, str | None] | None:
+    """(volume name, sizeLimit) of the memory-backed volume mounted at /dev/shm in this container, if any."""
+    mounted = {m.get("name") for m in c.spec.get("volumeMounts") or [] if m.get("mountPath") == ids.SHM_DIR}
+    for volume in (c.pod.get("spec") or {}).get("volumes") or []:
+        if volume.get("name") in mounted:
+            size = (volume.get("emptyDir") or {}).get("sizeLimit")
+            return str(volume["name"]), (str(size) if size else None)
+    return None
+
+
+def expected_pods(jobset: Object) -> dict[str, int]:
+    """role -> pods the JobSet runs at once (replicas x parallelism), from its spec."""
+    totals: dict[str, int] = {}
+    for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        spec = (rj.get("template") or {}).get("spec") or {}
+        count = int(rj.get("replicas", 1)) * int(spec.get("parallelism") or spec.get("completions") or 1)
+        label = {ids.HEAD_JOB: "head pod", ids.WORKER_JOB: "worker pod"}.get(
+            str(rj.get("name")), f"{rj.get('name')} pod"
+        )
+        totals[label] = totals.get(label, 0) + count
+    return totals

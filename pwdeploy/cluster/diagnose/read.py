@@ -1,0 +1,166 @@
+"""What diagnose reads, in a bounded number of requests: the JobSet, then side by side one list each of its Jobs,
+its pods and the namespace's events, and, when Kueue manages the job, its Workload (and its ProvisioningRequests
+when an admission check asks for one); then the last lines of at most ``MAX_LOGS`` containers, concurrently.
+The number of requests does not grow with the number of pods."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pwdeploy import identifiers as ids
+from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.api import EVENTS, POD_LOGS, Action, ApiError, Kube, Resource
+
+Object = dict[str, Any]
+JOBS = Resource("batch", "v1", "jobs", "Job")
+KUEUE_GROUP = "kueue.x-k8s.io"
+AUTOSCALING_GROUP = "autoscaling.x-k8s.io"
+MAX_LOGS = 4  # containers whose logs are read
+LOG_LINES = 40  # last lines of each
+LOG_BYTES = 64 * 1024  # and at most this many bytes (limitBytes)
+
+
+@dataclass(frozen=True)
+class LogTail:
+    pod: str
+    container: str
+    previous: bool  # the restarted container's previous run
+    lines: list[str]
+
+
+@dataclass
+class Snapshot:
+    """The objects a diagnosis is made from. ``status`` fills only what it reads itself (JobSet, pods, events)."""
+
+    name: str
+    namespace: str
+    jobset: Object
+    pods: list[Object]
+    events: list[Object]
+    now: datetime
+    jobs: list[Object] = field(default_factory=list)
+    workload: Object | None = None
+    kueue_installed: bool | None = None  # None: not looked up
+    provisioning: list[Object] = field(default_factory=list)
+    logs: list[LogTail] = field(default_factory=list)
+
+
+def read_snapshot(kube: Kube, namespace: str, name: str) -> Snapshot:
+    """Everything but the logs; a missing JobSet is a ClusterError (exit 4) naming it."""
+    jobset = js.require_jobset(kube, namespace, name)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        jobs = pool.submit(_list, kube, JOBS, namespace, f"{ids.JOBSET_NAME_LABEL}={name}")
+        pods = pool.submit(js.list_pods, kube, namespace, name)
+        events = pool.submit(_list, kube, EVENTS, namespace)
+        kueue = pool.submit(_kueue, kube, namespace, jobset) if _queued(jobset) else None
+        all_events = events.result()
+        snap = Snapshot(name, namespace, jobset, pods.result(), [], kube.clock.utc_now(), jobs.result())
+        if kueue is not None:
+            snap.kueue_installed, snap.workload = kueue.result()
+    workload = str(snap.workload["metadata"].get("name", "")) if snap.workload is not None else None
+    prefixes = tuple(f"{name}-{rj.get('name')}-" for rj in (jobset.get("spec") or {}).get("replicatedJobs") or [])
+    snap.events = sorted((e for e in all_events if _about(e, name, prefixes, workload)), key=_event_time)
+    if snap.workload is not None and workload and (snap.workload.get("status") or {}).get("admissionChecks"):
+        snap.provisioning = _provisioning(kube, namespace, workload)
+    return snap
+
+
+def _list(kube: Kube, resource: Resource, namespace: str, selector: str | None = None) -> list[Object]:
+    query = [("labelSelector", selector)] if selector else []
+    answer = kube.request(Action("list", resource, namespace), "GET", resource.path(namespace), query=query)
+    items = answer.get("items") if isinstance(answer, dict) else None
+    if not isinstance(items, list):
+        raise ApiError(f"the API server answered the list of {resource.display} without an items list")
+    return [item for item in items if isinstance(item, dict)]
+
+
+def _about(event: Object, jobset: str, prefixes: tuple[str, ...], workload: str | None) -> bool:
+    """Events of the JobSet, its Jobs (``<jobset>-<replicatedJob>-<index>``) and their pods, and of its Workload.
+    All types: NotTriggerScaleUp and Pulling are Normal events."""
+    involved = event.get("involvedObject") or {}
+    name = str(involved.get("name", ""))
+    if workload and involved.get("kind") == "Workload":
+        return name == workload
+    return name == jobset or name.startswith(prefixes)
+
+
+def _event_time(event: Object) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime") or "")
+
+
+def _queued(jobset: Object) -> bool:
+    """Kueue is looked up only for a job that names a queue or is suspended (what Kueue does to a job it holds)."""
+    labels = jobset.get("metadata", {}).get("labels") or {}
+    return bool(labels.get(ids.QUEUE_LABEL)) or bool((jobset.get("spec") or {}).get("suspend"))
+
+
+def _group_version(kube: Kube, group: str) -> str | None:
+    """The group's preferred version from discovery, or None when the cluster does not serve the group."""
+    try:
+        answer = kube.request(Action("get", None, name=f"/apis/{group}"), "GET", f"/apis/{group}")
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    version = (answer.get("preferredVersion") or {}).get("version") if isinstance(answer, dict) else None
+    return str(version) if version else None
+
+
+def _kueue(kube: Kube, namespace: str, jobset: Object) -> tuple[bool, Object | None]:
+    """(Kueue installed, the JobSet's Workload): Kueue labels a Workload with its job's UID
+    (kueue.x-k8s.io/job-uid, see kubernetes-sigs/kueue pkg/controller/constants)."""
+    version = _group_version(kube, KUEUE_GROUP)
+    if version is None:
+        return False, None
+    workloads = Resource(KUEUE_GROUP, version, "workloads", "Workload")
+    uid = jobset.get("metadata", {}).get("uid")
+    found = _list(kube, workloads, namespace, f"{KUEUE_GROUP}/job-uid={uid}") if uid else []
+    return True, (found[-1] if found else None)
+
+
+def _provisioning(kube: Kube, namespace: str, workload: str) -> list[Object]:
+    """The ProvisioningRequests Kueue made for the Workload: their names start with the Workload's
+    (``<workload>-<check>-<attempt>``, kubernetes-sigs/kueue pkg/controller/admissionchecks/provisioning)."""
+    version = _group_version(kube, AUTOSCALING_GROUP)
+    if version is None:
+        return []
+    resource = Resource(AUTOSCALING_GROUP, version, "provisioningrequests", "ProvisioningRequest")
+    try:
+        items = _list(kube, resource, namespace)
+    except ApiError as exc:
+        if exc.status in (403, 404):
+            return []
+        raise
+    return [p for p in items if str(p.get("metadata", {}).get("name", "")).startswith(f"{workload}-")]
+
+
+# ---------------------------------------------------------------------------------------------- logs
+
+
+def read_logs(kube: Kube, namespace: str, wanted: list[tuple[str, str, bool]]) -> list[LogTail]:
+    """The last lines of each (pod, container, previous) in ``wanted`` (at most MAX_LOGS), read concurrently; a
+    container whose log cannot be read (gone, forbidden) is left out."""
+    wanted = wanted[:MAX_LOGS]
+    if not wanted:
+        return []
+    with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+        tails = list(pool.map(lambda w: _tail(kube, namespace, *w), wanted))
+    return [t for t in tails if t is not None]
+
+
+def _tail(kube: Kube, namespace: str, pod: str, container: str, previous: bool) -> LogTail | None:
+    query = [("container", container), ("tailLines", str(LOG_LINES)), ("limitBytes", str(LOG_BYTES))]
+    if previous:
+        query.append(("previous", "true"))
+    lines: list[str] = []
+    try:
+        for line in kube.stream_lines(Action("get", POD_LOGS, namespace, pod), POD_LOGS.path(namespace, pod), query):
+            lines.append(line[:2000])
+            if len(lines) > LOG_LINES:  # a server that ignores tailLines
+                del lines[0]
+    except ApiError:
+        return None
+    return LogTail(pod, container, previous, lines)

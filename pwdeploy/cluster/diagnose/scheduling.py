@@ -1,0 +1,129 @@
+"""Scheduling: pods the scheduler could place nowhere, and node scale-ups the cluster autoscaler did not make.
+
+Texts matched (stable parts only, never counts or node names):
+- kube-scheduler (kubernetes/kubernetes pkg/scheduler): ``0/N nodes are available: ...`` in the pod's
+  PodScheduled=False condition (reason Unschedulable), with ``Insufficient <resource>`` (noderesources/fit.go),
+  ``node(s) didn't match Pod's node affinity/selector`` (nodeaffinity), ``node(s) had untolerated taint``
+  (tainttoleration).
+- cluster autoscaler (kubernetes/autoscaler cluster-autoscaler): Normal event ``NotTriggerScaleUp``
+  ``pod didn't trigger scale-up: ...``; Normal ``TriggeredScaleUp``; on GKE, Warning ``FailedScaleUp``
+  ``Node scale up in zones ... associated with this pod failed: GCE quota exceeded|GCE out of resources|...``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pwdeploy.cluster.diagnose import pods as p
+from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
+from pwdeploy.cluster.diagnose.read import Snapshot
+
+TPU_RESOURCE = "google.com/tpu"
+_FAILED_SCALE_UP = re.compile(r"associated with this pod failed: (?P<why>[^.]*)")
+PREFLIGHT = "pwdeploy preflight -f job.yaml --cluster"
+
+
+def observations(snap: Snapshot) -> list[Observation]:
+    events = _pod_events(snap)
+    found: list[Observation] = []
+    for pod in snap.pods:
+        cond = p.condition(pod, "PodScheduled")
+        if cond is None or cond.get("status") != "False" or pod.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        message = str(cond.get("message") or cond.get("reason") or "")
+        reasons = events.get(p.name(pod), {})
+        found.append(_unschedulable(pod, message, reasons))
+        found += _autoscaler(pod, reasons)
+    return found
+
+
+def _pod_events(snap: Snapshot) -> dict[str, dict[str, str]]:
+    """pod -> {event reason: latest message} for the pods' events."""
+    latest: dict[str, dict[str, str]] = {}
+    for e in snap.events:
+        involved = e.get("involvedObject") or {}
+        if involved.get("kind", "Pod") == "Pod":
+            latest.setdefault(str(involved.get("name", "")), {})[str(e.get("reason", ""))] = str(e.get("message", ""))
+    return latest
+
+
+def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Observation:
+    role, selector = p.role(pod), _selector(pod)
+    scaling = "TriggeredScaleUp" in reasons and "FailedScaleUp" not in reasons
+    severity: Severity = "warning" if scaling else "error"
+    evidence = quote(message) + (f"; autoscaler: {quote(reasons['TriggeredScaleUp'])}" if scaling else "")
+    if role == "head pod":
+        fix = (
+            f"the head pod needs a CPU node that matches {selector or 'its nodeSelector'} with room for its "
+            "requests (main, pathways-proxy and pathways-rm together): add or grow that node pool, or lower "
+            f"main.memory / head.proxy_memory / head.rm_memory; check: {PREFLIGHT}"
+        )
+        return Observation("head-unschedulable", severity, role, p.name(pod), _kind(message), evidence, fix)
+    cause = _kind(message)
+    fixes = {
+        "tpu-capacity": (
+            f"every TPU node that matches {selector} is taken: wait for other jobs, lower tpu.slices, or add "
+            f"capacity (a larger node pool, a reservation, flex-start or queued provisioning); check: {PREFLIGHT}"
+        ),
+        "node-selector": (
+            f"no node (and no autoscaled node pool) has the labels {selector}: create a TPU node pool with that "
+            f"accelerator and topology, or set tpu.type / tpu.topology to a pool's; check: {PREFLIGHT}"
+        ),
+        "untolerated-taint": (
+            "the nodes carry a taint the pod does not tolerate (see the message): remove the taint "
+            "(kubectl taint nodes NODE KEY-) or wait for an unreachable/not-ready node to recover"
+        ),
+        "unschedulable": f"the scheduler could place the pod nowhere; see the message; check: {PREFLIGHT}",
+    }
+    return Observation(cause, severity, role, p.name(pod), cause, evidence, fixes[cause])
+
+
+def _kind(message: str) -> str:
+    """The cause a scheduler message names first: capacity, then taints, then selectors."""
+    if f"Insufficient {TPU_RESOURCE}" in message:
+        return "tpu-capacity"
+    if "untolerated taint" in message:
+        return "untolerated-taint"
+    if "didn't match Pod's node affinity/selector" in message:
+        return "node-selector"
+    return "unschedulable"
+
+
+def _selector(pod: p.Object) -> str:
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    return ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
+def _autoscaler(pod: p.Object, reasons: dict[str, str]) -> list[Observation]:
+    role = p.role(pod)
+    if "FailedScaleUp" in reasons:
+        message = reasons["FailedScaleUp"]
+        match = _FAILED_SCALE_UP.search(message)
+        why = match["why"].strip() if match else message
+        return [Observation("scale-up-failed", "error", role, p.name(pod), why, quote(message), _scale_up_fix(why))]
+    if "NotTriggerScaleUp" in reasons and "TriggeredScaleUp" not in reasons:
+        message = reasons["NotTriggerScaleUp"]
+        fix = (
+            "no node pool the autoscaler may grow would fit the pod (see the message: a max node group size, a "
+            "selector no pool has): raise the pool's maximum, enable node auto-provisioning, or fix the selector"
+        )
+        key = re.sub(r"\d+", "N", message)
+        return [Observation("scale-up-failed", "warning", role, p.name(pod), key, quote(message), fix)]
+    return []
+
+
+def _scale_up_fix(why: str) -> str:
+    lowered = why.lower()
+    if "quota" in lowered:
+        return "the project's quota is spent: request more TPU (or CPU) quota in the region, or lower tpu.slices"
+    if "out of resources" in lowered or "stockout" in lowered:
+        return "the zone has no TPU capacity now: use a reservation, flex-start or queued provisioning, or another zone"
+    if "reservation" in lowered:
+        return (
+            "the node pool's reservation is wrong or used up: check its name, project and zone "
+            "(gcloud compute reservations describe)"
+        )
+    return (
+        "the autoscaler could not create nodes: see the message and the node pool's operations "
+        "(gcloud container operations list)"
+    )
