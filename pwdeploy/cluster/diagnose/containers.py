@@ -38,7 +38,7 @@ def observations(snap: Snapshot) -> list[Observation]:
         found += _sidecars(pod, snap.now)
         for c in p.containers(pod):
             found += _waiting(c, snap.namespace)
-            found += _terminated(c, logs.get((p.name(pod), str(c.spec.get("name")))))
+            found += _terminated(c, logs.get((p.name(pod), str(c.spec.get("name")))), snap.name)
     return found
 
 
@@ -109,7 +109,7 @@ def _ended(c: p.Container) -> tuple[dict[str, object], bool] | None:
     return (last, False) if last.get("exitCode") else None
 
 
-def _terminated(c: p.Container, log: LogTail | None) -> list[Observation]:
+def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observation]:
     ended = _ended(c)
     if ended is None or p.disrupted(c.pod):
         return []
@@ -118,7 +118,8 @@ def _terminated(c: p.Container, log: LogTail | None) -> list[Observation]:
     container, role, pod = str(c.spec.get("name")), p.role(c.pod), p.name(c.pod)
     severity: Severity = "error" if now else "warning"
     restarts = int(c.status.get("restartCount") or 0)
-    ran = f"container {container} terminated: {reason or 'Error'} (exit {code})" + (
+    signal = " = SIGBUS" if code == SIGBUS_EXIT else ""
+    ran = f"container {container} terminated: {reason or 'Error'} (exit {code}{signal})" + (
         f", restarted {restarts} times" if restarts else ""
     )
     if reason == "OOMKilled":
@@ -132,16 +133,16 @@ def _terminated(c: p.Container, log: LogTail | None) -> list[Observation]:
     if code == SIGBUS_EXIT:
         shm = p.shm_volume(c)
         size = f"/dev/shm sizeLimit {shm[1]}" if shm else "no memory-backed /dev/shm"
-        field = p.SHM_FIELD.get(shm[0], "the /dev/shm size") if shm else "main.shm_size / tpu.shm_size"
-        fix = f"SIGBUS: /dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
-        return [Observation("shm-exhausted", severity, role, pod, container, f"{ran} = SIGBUS; {size}", fix)]
+        field = p.shm_field(c, shm[0]) if shm else "main.shm_size / tpu.shm_size"
+        fix = f"/dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
+        return [Observation("shm-exhausted", severity, role, pod, container, f"{ran}; {size}", fix)]
     if c.init and c.spec.get("restartPolicy") == "Always" and code == 143:
         return []  # a sidecar stopped by SIGTERM once the main container ended
     if log is not None and pathways.classify(log.lines) is not None:
         return []  # the Pathways rules name this one from its log
     tail = [line for line in (log.lines if log else []) if line.strip()][-LAST_LINES:]
     evidence = ran + (f"; last log lines: {' | '.join(quote(line, 200) for line in tail)}" if tail else "")
-    fix = f"read the whole log: pwdeploy logs JOB --component {_component(container)}" + (
+    fix = f"read the whole log: pwdeploy logs {job} --component {_component(container)}" + (
         " --previous" if not now else ""
     )
     return [Observation("crash", severity, role, pod, f"{container}/{code}", evidence, fix)]

@@ -59,7 +59,7 @@ RULES = (
             or ("Connection refused" in line and f":{ids.PROXY_PORT}" in line)
         ),
         f"the program could not reach the IFRT proxy at grpc://localhost:{ids.PROXY_PORT}: read its log "
-        "(pwdeploy logs NAME --component proxy); call pathwaysutils.initialize() before the first JAX call",
+        "(pwdeploy logs {job} --component proxy); call pathwaysutils.initialize() before the first JAX call",
     ),
     LogRule(
         "hang",
@@ -96,16 +96,16 @@ def classify(lines: list[str]) -> tuple[LogRule, str] | None:
 
 def observations(snap: Snapshot) -> list[Observation]:
     by_name = {p.name(pod): pod for pod in snap.pods}
-    found = [obs for tail in snap.logs if (obs := _from_log(tail, by_name.get(tail.pod, {}))) is not None]
+    found = [obs for tail in snap.logs if (obs := _from_log(tail, by_name.get(tail.pod, {}), snap.name)) is not None]
     return found + _image_versions(snap)
 
 
-def _from_log(tail: LogTail, pod: p.Object) -> Observation | None:
+def _from_log(tail: LogTail, pod: p.Object, job: str) -> Observation | None:
     matched = classify(tail.lines)
     if matched is None:
         return None
     rule, line = matched
-    fix = rule.fix
+    fix = rule.fix.replace("{job}", job)
     bucket = _BUCKET.search(line) if rule.cause == "gcs-permission" else None
     if bucket:
         fix = fix.replace("gs://BUCKET", f"gs://{bucket[1] or bucket[2]}")

@@ -26,7 +26,7 @@ MEMORY_FIELD = {
     ids.WORKER_CONTAINER: "tpu.worker_memory",
 }
 SHM_FIELD = {  # volume -> field
-    ids.SHM_VOLUME: "main.shm_size (head) or tpu.shm_size (workers)",
+    ids.SHM_VOLUME: "main.shm_size",  # on the head; tpu.shm_size on the workers (shm_field)
     ids.SIDECAR_SHM_VOLUME: "sidecar.shm_size",
     ids.TRANSFER_VOLUME: "head.transfer_shm_size",
 }
@@ -88,6 +88,12 @@ def shm_volume(c: Container) -> tuple[str, str | None] | None:
             size = (volume.get("emptyDir") or {}).get("sizeLimit")
             return str(volume["name"]), (str(size) if size else None)
     return None
+
+
+def shm_field(c: Container, volume: str) -> str:
+    if volume == ids.SHM_VOLUME and role(c.pod) == "worker pod":
+        return "tpu.shm_size"
+    return SHM_FIELD.get(volume, "the /dev/shm size")
 
 
 def expected_pods(jobset: Object) -> dict[str, int]:

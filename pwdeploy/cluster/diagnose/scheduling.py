@@ -32,7 +32,8 @@ def observations(snap: Snapshot) -> list[Observation]:
             continue
         message = str(cond.get("message") or cond.get("reason") or "")
         reasons = events.get(p.name(pod), {})
-        found.append(_unschedulable(pod, message, reasons))
+        if "FailedScaleUp" not in reasons:  # when a scale-up failed, that is why no node fits
+            found.append(_unschedulable(pod, message, reasons))
         found += _autoscaler(pod, reasons)
     return found
 
@@ -49,7 +50,7 @@ def _pod_events(snap: Snapshot) -> dict[str, dict[str, str]]:
 
 def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Observation:
     role, selector = p.role(pod), _selector(pod)
-    scaling = "TriggeredScaleUp" in reasons and "FailedScaleUp" not in reasons
+    scaling = "TriggeredScaleUp" in reasons
     severity: Severity = "warning" if scaling else "error"
     evidence = quote(message) + (f"; autoscaler: {quote(reasons['TriggeredScaleUp'])}" if scaling else "")
     if role == "head pod":

@@ -1,0 +1,129 @@
+"""Diagnose fixtures (tests/fixtures/diagnose/*.yaml) served by StubKubeApiServer, a loopback stub.
+
+A fixture holds the objects as the API returns them, per role: ``pods.head`` / ``pods.worker`` is the ``status``
+(and optional ``spec`` container patches) of every pod of that role, built on the pod template of the rendered
+JobSet (so names, labels and specs are what `pwdeploy render` makes); ``events`` are Event objects whose
+``involvedObject`` is given as ``for: head|worker|jobset|workload`` (one event per matching object);
+``jobset`` is merged into the rendered JobSet; ``workload`` and ``provisioningrequests`` are Kueue and autoscaler
+objects; ``logs`` are container logs. Each fixture cites the public source of its message texts beside them.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pwdeploy import identifiers as ids
+from tests.kube_stub import StubKubeApiServer, rendered_jobset
+
+FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
+ROLES = {"head": ids.HEAD_JOB, "worker": ids.WORKER_JOB}
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((FIXTURES / f"{name}.yaml").read_text(encoding="utf-8"))
+    return data
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in FIXTURES.glob("*.yaml"))
+
+
+def serve(
+    stub: StubKubeApiServer,
+    fixture: dict[str, Any],
+    *,
+    job: str = "dp-example",
+    slices: int = 2,
+    tpu_type: str = "v5p-8",
+) -> dict[str, list[str]]:
+    """Put the fixture's objects in the stub; the pod names per role."""
+    stub.provisioning_version = fixture.get("provisioning")
+    jobset = rendered_jobset(job, tpu_type=tpu_type, slices=slices)
+    _merge(jobset, fixture.get("jobset") or {})
+    stub.put("jobsets", jobset)
+    pods: dict[str, list[str]] = {"head": [], "worker": []}
+    for role, rj in ROLES.items():
+        spec_rj = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == rj)
+        per_role = (fixture.get("pods") or {}).get(role) or {}
+        for index in range(int(spec_rj.get("replicas", 1))):
+            stub.put("jobs", _job(job, rj, index))
+            for host in range(int(spec_rj["template"]["spec"].get("parallelism", 1))):
+                pod = _pod(job, rj, index, host, spec_rj["template"]["spec"]["template"]["spec"], per_role)
+                stub.put("pods", pod)
+                pods[role].append(pod["metadata"]["name"])
+    workload = fixture.get("workload")
+    if workload is not None:
+        workload = copy.deepcopy(workload)
+        workload["metadata"].setdefault("labels", {})["kueue.x-k8s.io/job-uid"] = jobset["metadata"]["uid"]
+        stub.put("workloads", workload)
+    for request in fixture.get("provisioningrequests") or []:
+        stub.put("provisioningrequests", copy.deepcopy(request))
+    targets = {**pods, "jobset": [job], "workload": [workload["metadata"]["name"]] if workload else []}
+    kinds = {"head": "Pod", "worker": "Pod", "jobset": "JobSet", "workload": "Workload"}
+    for n, event in enumerate(fixture.get("events") or []):
+        event = copy.deepcopy(event)
+        role = event.pop("for")
+        for m, target in enumerate(targets[role]):
+            stub.put(
+                "events",
+                {
+                    **copy.deepcopy(event),
+                    "metadata": {"name": f"{target}.{n}.{m}"},
+                    "involvedObject": {"kind": kinds[role], "name": target, "namespace": "default"},
+                },
+            )
+    for log in fixture.get("logs") or []:
+        store = stub.previous_logs if log.get("previous") else stub.logs
+        for pod_name in pods[log["for"]]:
+            store[("default", pod_name, str(log["container"]))] = str(log["text"])
+    return pods
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def _job(job: str, rj: str, index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{job}-{rj}-{index}", "labels": {ids.JOBSET_NAME_LABEL: job}},
+        "status": {},
+    }
+
+
+def _pod(job: str, rj: str, index: int, host: int, template: dict[str, Any], role: dict[str, Any]) -> dict[str, Any]:
+    spec = copy.deepcopy(template)
+    for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+        _merge(container, (role.get("containers") or {}).get(container["name"], {}))
+    status = copy.deepcopy(
+        role.get("status") or {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    )
+    scheduled = not any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" for c in status.get("conditions", [])
+    )
+    if scheduled:
+        spec["nodeName"] = f"gke-node-{rj}-{index}-{host}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{job}-{rj}-{index}-{host}-x7k2p",
+            "labels": {
+                ids.JOBSET_NAME_LABEL: job,
+                ids.REPLICATED_JOB_LABEL: rj,
+                ids.JOB_INDEX_LABEL: str(index),
+                ids.COMPLETION_INDEX_LABEL: str(host),
+            },
+        },
+        "spec": spec,
+        "status": status,
+    }
