@@ -226,3 +226,32 @@ def test_waiting_for_quota_others_hold_is_a_warning_against_the_stub(stub: StubK
     serve(stub, fixture)
     found = diagnose(kube, "default", "dp-example")
     assert [(f.cause, f.severity) for f in found.findings] == [("kueue-pending", "warning")]
+
+
+# ---------------------------------------------------------------------------------------------- status
+
+
+def test_status_shows_the_first_findings_one_line_each_without_more_requests_against_the_stub(
+    stub: StubKubeApiServer, cluster_cli: ClusterCli, kc: list[str]
+) -> None:
+    fixture = load("image-not-found")
+    fixture["pods"]["worker"] = load("tpu-capacity")["pods"]["worker"]
+    serve(stub, fixture)
+    before = len(stub.requests)
+    result = cluster_cli(["status", "dp-example", *kc])
+    assert result.exit_code == 0, result.output  # status reports; only diagnose exits 10
+    assert len(stub.requests) - before == 3  # the JobSet, its pods, the warning events: as before
+    lines = result.stdout.splitlines()
+    start = lines.index("findings (evidence and fixes: pwdeploy diagnose dp-example -n default):")
+    assert lines[start + 1].startswith("  error tpu-capacity: 2 of 2 worker pods: dp-example-worker-0-0-x7k2p, ")
+    assert lines[start + 2].startswith("  error image-not-found: head pod dp-example-pathways-head-0-0-x7k2p: ")
+    assert all(len(line) <= 162 for line in lines[start + 1 : start + 3])
+    assert lines[start + 3] == ""
+
+
+def test_status_of_a_healthy_job_has_no_findings_against_the_stub(
+    stub: StubKubeApiServer, cluster_cli: ClusterCli, kc: list[str]
+) -> None:
+    serve(stub, load("healthy-running"))
+    result = cluster_cli(["status", "dp-example", *kc])
+    assert result.exit_code == 0 and "findings" not in result.stdout

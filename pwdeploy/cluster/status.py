@@ -1,4 +1,5 @@
-"""What `pwdeploy status` shows of a job: its state and conditions, its pods per component and slice, and the
+"""What `pwdeploy status` shows of a job: its state and conditions, the first findings of `diagnose` (from the
+objects status reads anyway: no logs, no Kueue, no extra request), its pods per component and slice, and the
 latest warning events while it is not running. Reading (``read_status``) and formatting (``status_lines``) are
 apart, so other views (diagnose, tests) use the same objects."""
 
@@ -9,9 +10,12 @@ from typing import Any, NamedTuple
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.api import Kube
+from pwdeploy.cluster.diagnose import Finding, Snapshot, from_snapshot
 from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
 
 LATEST_EVENTS = 10
+FIRST_FINDINGS = 3
+FINDING_WIDTH = 160
 
 
 class JobStatus(NamedTuple):
@@ -21,6 +25,7 @@ class JobStatus(NamedTuple):
     pods: list[dict[str, Any]]
     warning_events: list[dict[str, Any]]  # empty while the job runs or after it completed
     now: datetime
+    findings: tuple[Finding, ...] = ()  # diagnose's findings from the objects above, most important first
 
 
 def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
@@ -28,8 +33,10 @@ def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
     obj = js.require_jobset(kube, namespace, name)
     pods = js.list_pods(kube, namespace, name)
     settled = job_state(obj).phase in ("Running", "Completed")
-    events = [] if settled else js.warning_events(kube, namespace, name)[-LATEST_EVENTS:]
-    return JobStatus(name, namespace, obj, pods, events, kube.clock.utc_now())
+    events = [] if settled else js.warning_events(kube, namespace, name)
+    now = kube.clock.utc_now()
+    findings = tuple(from_snapshot(Snapshot(name, namespace, obj, pods, events, now)).findings)
+    return JobStatus(name, namespace, obj, pods, events[-LATEST_EVENTS:], now, findings)
 
 
 def status_lines(status: JobStatus) -> list[str]:
@@ -42,6 +49,11 @@ def status_lines(status: JobStatus) -> list[str]:
     lines.append(progress_line(state, progress(obj, pods)))
     if state.reason or state.message:
         lines.append(f"  {state.reason}: {state.message}".rstrip(": "))
+    if status.findings:
+        more = len(status.findings) - FIRST_FINDINGS
+        lines.append(f"\nfindings (evidence and fixes: pwdeploy diagnose {status.name} -n {status.namespace}):")
+        lines += [f"  {f.line(FINDING_WIDTH)}" for f in status.findings[:FIRST_FINDINGS]]
+        lines += [f"  ... and {more} more"] if more > 0 else []
     conditions = (obj.get("status") or {}).get("conditions") or []
     if conditions:
         rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
