@@ -1,6 +1,7 @@
-"""What diagnose reads, in a bounded number of requests: the JobSet, then side by side one list each of its Jobs,
-its pods and the namespace's events, and, when Kueue manages the job, its Workload (and its ProvisioningRequests
-when an admission check asks for one); then the last lines of at most ``MAX_LOGS`` containers, concurrently.
+"""What diagnose reads, in a bounded number of requests: the JobSet, then side by side one list each of its Jobs
+and its pods, three field-selected lists of the namespace's events, and, when Kueue manages the job, its Workload
+(and its ProvisioningRequests when an admission check asks for one); then the last lines of at most ``MAX_LOGS``
+containers, concurrently.
 The number of requests does not grow with the number of pods."""
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ Object = dict[str, Any]
 JOBS = Resource("batch", "v1", "jobs", "Job")
 KUEUE_GROUP = "kueue.x-k8s.io"
 AUTOSCALING_GROUP = "autoscaling.x-k8s.io"
+# The events the rules read, by field selector: every Warning, and the autoscaler's Normal scale-up verdicts. The
+# namespace's other Normal events (Scheduled, Pulled, Created, Started: thousands on a big job) are not fetched.
+EVENT_SELECTORS = ("type=Warning", "reason=TriggeredScaleUp", "reason=NotTriggerScaleUp")
 MAX_LOGS = 4  # containers whose logs are read
 LOG_LINES = 40  # last lines of each
 LOG_BYTES = 64 * 1024  # and at most this many bytes (limitBytes)
@@ -51,12 +55,12 @@ class Snapshot:
 def read_snapshot(kube: Kube, namespace: str, name: str) -> Snapshot:
     """Everything but the logs; a missing JobSet is a ClusterError (exit 4) naming it."""
     jobset = js.require_jobset(kube, namespace, name)
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=6) as pool:
         jobs = pool.submit(_list, kube, JOBS, namespace, f"{ids.JOBSET_NAME_LABEL}={name}")
         pods = pool.submit(js.list_pods, kube, namespace, name)
-        events = pool.submit(_list, kube, EVENTS, namespace)
+        events = [pool.submit(_list, kube, EVENTS, namespace, None, field) for field in EVENT_SELECTORS]
         kueue = pool.submit(_kueue, kube, namespace, jobset) if _queued(jobset) else None
-        all_events = events.result()
+        all_events = _unique([e for listed in events for e in listed.result()])
         snap = Snapshot(name, namespace, jobset, pods.result(), [], kube.clock.utc_now(), jobs.result())
         if kueue is not None:
             snap.kueue_installed, snap.workload = kueue.result()
@@ -68,8 +72,11 @@ def read_snapshot(kube: Kube, namespace: str, name: str) -> Snapshot:
     return snap
 
 
-def _list(kube: Kube, resource: Resource, namespace: str, selector: str | None = None) -> list[Object]:
+def _list(
+    kube: Kube, resource: Resource, namespace: str, selector: str | None = None, fields: str | None = None
+) -> list[Object]:
     query = [("labelSelector", selector)] if selector else []
+    query += [("fieldSelector", fields)] if fields else []
     answer = kube.request(Action("list", resource, namespace), "GET", resource.path(namespace), query=query)
     items = answer.get("items") if isinstance(answer, dict) else None
     if not isinstance(items, list):
@@ -77,9 +84,17 @@ def _list(kube: Kube, resource: Resource, namespace: str, selector: str | None =
     return [item for item in items if isinstance(item, dict)]
 
 
+def _unique(events: list[Object]) -> list[Object]:
+    """One of each event (a Warning TriggeredScaleUp would come in two lists)."""
+    seen: dict[str, Object] = {}
+    for e in events:
+        meta = e.get("metadata") or {}
+        seen.setdefault(str(meta.get("uid") or meta.get("name") or id(e)), e)
+    return list(seen.values())
+
+
 def _about(event: Object, jobset: str, prefixes: tuple[str, ...], workload: str | None) -> bool:
-    """Events of the JobSet, its Jobs (``<jobset>-<replicatedJob>-<index>``) and their pods, and of its Workload.
-    All types: NotTriggerScaleUp and Pulling are Normal events."""
+    """Events of the JobSet, its Jobs (``<jobset>-<replicatedJob>-<index>``) and their pods, and of its Workload."""
     involved = event.get("involvedObject") or {}
     name = str(involved.get("name", ""))
     if workload and involved.get("kind") == "Workload":
