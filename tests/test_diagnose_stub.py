@@ -192,7 +192,6 @@ def test_a_list_answer_without_items_is_a_clear_error_against_the_stub(stub: Stu
     from pwdeploy.errors import ClusterError
 
     serve(stub, load("crash"))
-    stub.put("pods", {"metadata": {"name": "odd"}})  # still a list; now break the events list instead
     original = stub._list
 
     def broken(r: Any, plural: str, *args: Any) -> None:
@@ -255,3 +254,17 @@ def test_status_of_a_healthy_job_has_no_findings_against_the_stub(
     serve(stub, load("healthy-running"))
     result = cluster_cli(["status", "dp-example", *kc])
     assert result.exit_code == 0 and "findings" not in result.stdout
+
+
+def test_a_pod_that_is_not_an_object_is_a_clear_error_exit_4_against_the_stub(
+    stub: StubKubeApiServer, cluster_cli: ClusterCli, kc: list[str]
+) -> None:
+    serve(stub, load("crash"))
+    stub.put(
+        "pods",
+        {"metadata": {"name": "odd", "labels": {"jobset.sigs.k8s.io/jobset-name": "dp-example"}}, "status": "Running"},
+    )
+    result = cluster_cli(["diagnose", "dp-example", *kc])
+    assert result.exit_code == 4, result.output
+    assert "the API server answered the list of pods with an item that is not an object" in result.stderr
+    assert "Traceback" not in result.output

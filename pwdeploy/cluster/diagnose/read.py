@@ -13,7 +13,7 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import EVENTS, POD_LOGS, Action, ApiError, Kube, Resource
+from pwdeploy.cluster.api import EVENTS, POD_LOGS, PODS, Action, ApiError, Kube, Resource
 
 Object = dict[str, Any]
 JOBS = Resource("batch", "v1", "jobs", "Job")
@@ -22,6 +22,7 @@ AUTOSCALING_GROUP = "autoscaling.x-k8s.io"
 # The events the rules read, by field selector: every Warning, and the autoscaler's Normal scale-up verdicts. The
 # namespace's other Normal events (Scheduled, Pulled, Created, Started: thousands on a big job) are not fetched.
 EVENT_SELECTORS = ("type=Warning", "reason=TriggeredScaleUp", "reason=NotTriggerScaleUp")
+_PARTS = ("metadata", "spec", "status", "involvedObject")  # what the rules read as objects
 MAX_LOGS = 4  # containers whose logs are read
 LOG_LINES = 40  # last lines of each
 LOG_BYTES = 64 * 1024  # and at most this many bytes (limitBytes)
@@ -57,7 +58,7 @@ def read_snapshot(kube: Kube, namespace: str, name: str) -> Snapshot:
     jobset = js.require_jobset(kube, namespace, name)
     with ThreadPoolExecutor(max_workers=6) as pool:
         jobs = pool.submit(_list, kube, JOBS, namespace, f"{ids.JOBSET_NAME_LABEL}={name}")
-        pods = pool.submit(js.list_pods, kube, namespace, name)
+        pods = pool.submit(_list, kube, PODS, namespace, f"{ids.JOBSET_NAME_LABEL}={name}")
         events = [pool.submit(_list, kube, EVENTS, namespace, None, field) for field in EVENT_SELECTORS]
         kueue = pool.submit(_kueue, kube, namespace, jobset) if _queued(jobset) else None
         all_events = _unique([e for listed in events for e in listed.result()])
@@ -81,7 +82,10 @@ def _list(
     items = answer.get("items") if isinstance(answer, dict) else None
     if not isinstance(items, list):
         raise ApiError(f"the API server answered the list of {resource.display} without an items list")
-    return [item for item in items if isinstance(item, dict)]
+    for item in items:
+        if not isinstance(item, dict) or not all(isinstance(item.get(k, {}), dict) for k in _PARTS):
+            raise ApiError(f"the API server answered the list of {resource.display} with an item that is not an object")
+    return items
 
 
 def _unique(events: list[Object]) -> list[Object]:
