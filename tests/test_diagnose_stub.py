@@ -268,3 +268,60 @@ def test_a_pod_that_is_not_an_object_is_a_clear_error_exit_4_against_the_stub(
     assert result.exit_code == 4, result.output
     assert "the API server answered the list of pods with an item that is not an object" in result.stderr
     assert "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------------------------------------- more variants
+
+
+def test_proxy_and_server_images_of_different_releases_are_a_version_mismatch_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
+    old = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.9.1"
+    serve(stub, {"pods": {"worker": {"containers": {"pathways-worker": {"image": old}}}}})
+    found = diagnose(kube, "default", "dp-example")
+    (finding,) = found.findings
+    assert (finding.cause, finding.severity, finding.where) == ("version-mismatch", "error", "jobset dp-example")
+    assert "server:jax-0.9.1" in finding.evidence and "proxy_server:jax-0.10.2" in finding.evidence
+
+
+def test_a_triggered_scale_up_makes_unschedulable_pods_a_warning_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
+    fixture = load("node-selector")
+    fixture["events"] = [load("scale-up-failed")["events"][0]]  # TriggeredScaleUp only
+    serve(stub, fixture)
+    found = diagnose(kube, "default", "dp-example")
+    assert [(f.cause, f.severity) for f in found.findings] == [("node-selector", "warning")]
+    assert "pod triggered scale-up" in found.findings[0].evidence
+    assert not found.errors
+
+
+def test_not_triggered_scale_up_is_a_warning_beside_the_scheduler_error_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
+    # Text: cluster-autoscaler NotTriggerScaleUp "pod didn't trigger scale-up: ..." (kubernetes/autoscaler
+    # cluster-autoscaler/processors/status/eventing_scale_up_processor.go).
+    fixture = load("node-selector")
+    fixture["events"] = [
+        {
+            "for": "worker",
+            "type": "Normal",
+            "reason": "NotTriggerScaleUp",
+            "message": "pod didn't trigger scale-up: 2 max node group size reached, 1 node(s) didn't match Pod's node "
+            "affinity/selector",
+        }
+    ]
+    serve(stub, fixture)
+    found = diagnose(kube, "default", "dp-example")
+    assert [(f.cause, f.severity) for f in found.findings] == [
+        ("node-selector", "error"),
+        ("scale-up-failed", "warning"),
+    ]
+
+
+def test_a_queue_label_without_kueue_is_an_error_against_the_stub(stub: StubKubeApiServer, kube: Any) -> None:
+    stub.kueue_version = None
+    serve(stub, {"jobset": {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "q"}}, "spec": {"suspend": True}}})
+    found = diagnose(kube, "default", "dp-example")
+    assert [(f.cause, f.severity) for f in found.findings] == [("kueue-pending", "error")]
+    assert "does not serve kueue.x-k8s.io" in found.findings[0].evidence
