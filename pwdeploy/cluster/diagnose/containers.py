@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pathways
 from pwdeploy.cluster.diagnose import pods as p
 from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
@@ -176,4 +177,4 @@ def wanted_logs(snap: Snapshot) -> list[tuple[str, str, bool]]:
     return (first + running)[:MAX_LOGS]
 
 
-_WATCHED = ("pathways-proxy", "pathways-rm", "pathways-worker")
+_WATCHED = (ids.PROXY_CONTAINER, ids.RM_CONTAINER, ids.WORKER_CONTAINER)  # their logs say hang, GCS refusals
