@@ -118,6 +118,13 @@ def test_checks_run_concurrently_when_the_api_is_slow_against_stub(stub: StubKub
     assert timings["concurrent"] < timings["sequential"] / 2  # latency-bound (sleeps), with room for a loaded machine
 
 
+def test_each_check_name_is_written_once_in_the_package() -> None:
+    """One check, one module, one name: a renamed check cannot leave a stale spelling behind."""
+    sources = "".join(p.read_text(encoding="utf-8") for p in (REPO / "pwdeploy" / "cluster").rglob("*.py"))
+    for name in {*CHECK_NAMES, "secret"}:
+        assert sources.count(f'"{name}"') == 1, name
+
+
 # ---------------------------------------------------------------------------------------------- kubernetes-version
 
 
