@@ -8,12 +8,13 @@ import threading
 from collections.abc import Iterable
 from decimal import Decimal
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster.api import NODES, Action, ApiError, Kube
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ConfigError
 from pwdeploy.quantity import parse_quantity
 
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"  # the workers' exclusive topology: one slice per node pool
+NODE_POOL_LABEL = ids.NODE_POOL_LABEL  # the workers' exclusive topology: one slice per node pool
 
 
 class NodeLists:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog
+from pwdeploy.config.capacity import check_capacity
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
@@ -47,7 +48,18 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("tpu.elastic_slices", "tpu.slices"), _elastic),
         (("name", "tpu.slices", "tpu.slice"), _name_length),
         (("headless", "head.transfer_shm_size", "main.shm_size", "main.memory", "head.proxy_memory"), _transfer),
+        (_CAPACITY_INPUTS, check_capacity),
     ]
+
+
+_CAPACITY_INPUTS = (
+    "tpu.capacity",
+    "tpu.reservation",
+    "tpu.max_run_duration",
+    "tpu.node_selector",
+    "tpu.tolerations",
+    "scheduling.queue",
+)
 
 
 def _name(parsed: Mapping[str, Any]) -> None:

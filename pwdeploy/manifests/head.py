@@ -9,6 +9,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError, raise_all
 from pwdeploy.manifests import common as c
+from pwdeploy.manifests.capacity import head_pod_annotations
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.quantity import parse_quantity
 
@@ -146,7 +147,7 @@ def head_pod_spec(job: JobConfig) -> Manifest:
         hostNetwork=True,
         dnsPolicy="ClusterFirstWithHostNet",
         restartPolicy="Never",
-        nodeSelector={"cloud.google.com/gke-nodepool": job.head.node_pool},
+        nodeSelector={ids.NODE_POOL_LABEL: job.head.node_pool},
         serviceAccountName=job.scheduling.service_account,
         priorityClassName=job.scheduling.priority_class,
         terminationGracePeriodSeconds=job.scheduling.termination_grace_seconds,
@@ -181,7 +182,7 @@ def head_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
                 completions=1,
                 parallelism=1,
                 podFailurePolicy=head_failure_policy(job),
-                template={"spec": pod},
+                template={"metadata": {"annotations": head_pod_annotations()}, "spec": pod},
             ),
         },
     }

@@ -24,9 +24,8 @@ from pwdeploy.cluster.nodes import (
 from pwdeploy.cluster.readiness.target import Check, Row, Target, count, nodes_or_none
 from pwdeploy.report import CheckResult, Status
 
-TPU_RESOURCE = "google.com/tpu"
-TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+TPU_RESOURCE = ids.TPU_RESOURCE
+TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL = ids.TPU_ACCELERATOR_LABEL, ids.TPU_TOPOLOGY_LABEL
 FIELDS = ("tpu",)
 
 
