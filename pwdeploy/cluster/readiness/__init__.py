@@ -3,8 +3,9 @@ report row each, run concurrently; one module per check, each declaring its name
 
 The control plane's version is asked first, alone: it also tells whether the API server answers at all, so an
 unreachable cluster costs one request (with its retries) instead of one per check. The checks then run side by
-side: ``kubernetes-version`` (version), ``jobset-api``, ``namespace``, ``queue``, ``tpu-capacity``,
-``head-capacity``, ``permissions`` and one ``secret`` row per Secret that ``main.secret_env`` references. The
+side: ``kubernetes-version`` (version), ``jobset-api``, ``namespace``, ``queue``, ``provisioning`` (capacity
+queued only), ``tpu-capacity``, ``head-capacity``, ``permissions`` and one ``secret`` row per Secret that
+``main.secret_env`` references. The
 checks read what the job asks of the cluster (selectors, tolerations, requests) from the rendered JobSet, never
 from constants of their own. Each node list is asked once however many checks read it. A check the API server will
 not answer for this identity is ``not verified``.
@@ -20,6 +21,7 @@ from pwdeploy.cluster.readiness import (
     jobset_api,
     namespace,
     permissions,
+    provisioning,
     queue,
     secrets,
     tpu_capacity,
@@ -41,6 +43,7 @@ def checks(job: JobConfig, *, max_workers: int) -> list[Check]:
         jobset_api.CHECK,
         namespace.CHECK,
         queue.CHECK,
+        *provisioning.checks(job.tpu.capacity),
         tpu_capacity.CHECK,
         head_capacity.CHECK,
         permissions.check_with(max_workers),

@@ -22,11 +22,16 @@ from pwdeploy.cluster.nodes import (
     tolerates,
 )
 from pwdeploy.cluster.readiness.target import Check, Row, Target, count, nodes_or_none
+from pwdeploy.config.capacity import TIMED
 from pwdeploy.report import CheckResult, Status
 
 TPU_RESOURCE = ids.TPU_RESOURCE
 TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL = ids.TPU_ACCELERATOR_LABEL, ids.TPU_TOPOLOGY_LABEL
 FIELDS = ("tpu",)
+SCALES_FROM_ZERO = (
+    "flex-start and queued-provisioning node pools scale from zero and cannot be seen through the Kubernetes API "
+    "until they do; check them with: gcloud container node-pools list --cluster CLUSTER --location LOCATION"
+)
 
 
 class WorkerAsk:
@@ -70,6 +75,8 @@ def _run(target: Target, row: Row) -> CheckResult:
     )
     if holding >= ask.slices:
         return row(Status.OK, what, fields=FIELDS)
+    if target.job.tpu.capacity in TIMED:
+        return row(Status.OK, f"{what}: {SCALES_FROM_ZERO}", fields=FIELDS)
     short = f", and {holding} of them hold(s) a slice" if holding != len(sizes) else ""
     return row(
         Status.WARN,
