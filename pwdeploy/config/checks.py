@@ -255,6 +255,8 @@ def _name_length(parsed: Mapping[str, Any]) -> None:
 def _transfer(parsed: Mapping[str, Any]) -> None:
     """The client-proxy transfer directory is memory-backed and charged to both containers that mount it."""
     size_text = parsed["head.transfer_shm_size"]
+    if size_text is None:
+        return  # no cap: the pages count against main.memory and head.proxy_memory as they are written
     size = parse_quantity(size_text, "head.transfer_shm_size", allow_zero=True)
     shm = parse_quantity(parsed["main.shm_size"], "main.shm_size")
     if parsed["headless"] or size == 0 or shm >= parse_quantity(parsed["main.memory"], "main.memory"):

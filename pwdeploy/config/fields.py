@@ -134,9 +134,10 @@ FIELDS: tuple[Field, ...] = (
     _("head.proxy_memory", Kind.QUANTITY, "100Gi", "Memory limit of pathways-proxy", "--proxy-memory"),
     _("head.rm_cpu", Kind.QUANTITY, "8", "CPU limit of pathways-rm", "--rm-cpu"),
     _("head.rm_memory", Kind.QUANTITY, "32Gi", "Memory limit of pathways-rm", "--rm-memory"),
-    _("head.transfer_shm_size", Kind.QUANTITY, "8Gi",
-      "Memory-backed directory shared by the JAX client and the IFRT proxy for large transfers; 0 turns it off",
-      "--transfer-shm-size"),
+    _("head.transfer_shm_size", Kind.QUANTITY, None,
+      "Optional cap (sizeLimit) of the memory-backed directory the JAX client and the IFRT proxy share for large "
+      "transfers; default: no cap (main.memory bounds it); a transfer that outgrows the cap cannot be written and "
+      "aborts the client; 0 turns the directory off", "--transfer-shm-size"),
     _("storage.scratch", Kind.GCS, None,
       "GCS compile-cache (scratch) location, gs://bucket[/prefix]; required", "--gcs-scratch"),
     _("storage.enable_olm", Kind.BOOL, True,

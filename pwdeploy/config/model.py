@@ -68,7 +68,7 @@ class HeadConfig(NamedTuple):
     proxy_memory: str
     rm_cpu: str
     rm_memory: str
-    transfer_shm_size: str  # "0": no client-proxy shared memory
+    transfer_shm_size: str | None  # a cap on the client-proxy shared memory; None: no cap; "0": none at all
 
 
 class StorageConfig(NamedTuple):
