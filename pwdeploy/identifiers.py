@@ -54,6 +54,20 @@ JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
+# GKE node labels, taints and annotations the TPU capacity modes use (README "TPU capacity" gives the sources)
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+TPU_RESOURCE = "google.com/tpu"  # the extended resource, and the taint GKE puts on TPU nodes
+SPOT_LABEL = "cloud.google.com/gke-spot"  # label, and the taint GKE suggests for spot node pools
+RESERVATION_NAME_LABEL = "cloud.google.com/reservation-name"
+RESERVATION_PROJECT_LABEL = "cloud.google.com/reservation-project"  # a shared reservation's owner project
+FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
+MAX_RUN_DURATION_LABEL = "cloud.google.com/gke-max-run-duration-seconds"
+QUEUED_LABEL = "cloud.google.com/gke-queued"  # label and taint of queued-provisioning nodes
+MAX_RUN_DURATION_ANNOTATION = "provreq.kueue.x-k8s.io/maxRunDurationSeconds"  # read by Kueue from the JobSet
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
 # The env contract: variables pwdeploy sets for the job's program (pwdeploy.envcontract, local runs). They are
 # outputs, never read back as flag defaults: a shell that ran `eval "$(pwdeploy local env ...)"`, or a program
 # inside a job that calls pwdeploy, must not have the job's own values override another config.

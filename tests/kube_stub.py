@@ -3,10 +3,11 @@
 It is a stub, not an API server: no controllers, no admission webhooks, no watch, label selectors of the form
 ``k=v,k2=v2`` only. What it does do like a real server: the real paths (discovery, ``/version``, jobsets with
 server-side apply and ``dryRun=All``, namespaces, nodes, pods and their logs, events, secrets (metadata-only reads),
-Kueue localqueues, the JobSet CustomResourceDefinition, SelfSubjectAccessReviews answered from the same forbidden
-rules as every other request), bearer-token authentication, and the real error shapes (``Status`` objects for
-401/403/404/409/422/5xx). Every request is recorded so tests can assert what the official client actually sent;
-``latency`` delays every answer, to measure what concurrent requests save.
+Kueue localqueues (and, read-only, clusterqueues, admissionchecks and provisioningrequestconfigs), the JobSet
+CustomResourceDefinition, SelfSubjectAccessReviews answered from the same forbidden rules as every other request),
+bearer-token authentication, and the real error shapes (``Status`` objects for 401/403/404/409/422/5xx). Every
+request is recorded so tests can assert what the official client actually sent; ``latency`` delays every answer,
+to measure what concurrent requests save.
 """
 
 from __future__ import annotations
@@ -404,6 +405,11 @@ class StubKubeApiServer:
         m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/namespaces/([^/]+)/localqueues(?:/([^/]+))?", path)
         if m and self.kueue_version == m[1]:
             self._resource(r, "localqueues", "kueue.x-k8s.io", m[1], m[2], m[3])
+        m = re.fullmatch(
+            r"/apis/kueue\.x-k8s\.io/([^/]+)/(clusterqueues|admissionchecks|provisioningrequestconfigs)/([^/]+)", path
+        )
+        if m and self.kueue_version == m[1] and r.method == "GET":  # cluster-scoped: put() them with namespace ""
+            self._resource(r, m[2], "kueue.x-k8s.io", m[1], "", m[3])
         self._dispatch_lists(r, path)
         raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
 

@@ -122,8 +122,9 @@ def test_multi_slice_structure() -> None:
 def test_hlo_dump_goes_through_a_local_volume_and_an_uploader() -> None:
     head = _pod(_build("multi-slice-v5p.yaml"), ids.HEAD_JOB)
     proxy, uploader = _container(head, ids.PROXY_CONTAINER), _container(head, ids.HLO_UPLOADER_CONTAINER)
-    assert f"--xla_dump_to={ids.HLO_DIR}/" in proxy["args"]
-    assert not any(a.startswith("--xla_dump_to=gs://") for a in proxy["args"])
+    assert _env(proxy)["XLA_FLAGS"] == f"--xla_dump_to={ids.HLO_DIR}/"  # as axlearn passes them to the proxy
+    assert not any(a.startswith("--xla_dump") for a in proxy["args"])
+    assert "--xla_tpu_enable_async_collective_fusion=true" in proxy["args"], "other XLA flags stay arguments"
     assert _mounts(proxy)[ids.HLO_VOLUME] == _mounts(uploader)[ids.HLO_VOLUME] == ids.HLO_DIR
     assert _volumes(head)[ids.HLO_VOLUME]["emptyDir"] == {}  # on the node's disk, not in memory
     # A native sidecar listed first: it starts first and is stopped last, after the proxy wrote everything.
@@ -164,10 +165,36 @@ def test_headless_has_plain_servers_and_no_success_policy() -> None:
     assert worker["completions"] == 2  # v4-16: 8 chips on 2 VMs
 
 
+def test_user_dump_flags_join_the_proxys_xla_flags() -> None:
+    flags = ["--xla_dump_hlo_as_text", "--xla_dump_to=/tmp/ignored", "--xla_tpu_enable_latency_hiding_scheduler=true"]
+    proxy = _container(_pod(_build("multi-slice-v5p.yaml", xla_flags=flags), ids.HEAD_JOB), ids.PROXY_CONTAINER)
+    assert _env(proxy)["XLA_FLAGS"] == f"--xla_dump_hlo_as_text --xla_dump_to={ids.HLO_DIR}/"
+    assert "--xla_tpu_enable_latency_hiding_scheduler=true" in proxy["args"]
+    assert not any(a.startswith("--xla_dump") for a in proxy["args"])
+    plain = _container(_pod(_build("single-slice-v6e.yaml", xla_flags=flags[:2]), ids.HEAD_JOB), ids.PROXY_CONTAINER)
+    assert _env(plain)["XLA_FLAGS"] == "--xla_dump_hlo_as_text --xla_dump_to=/tmp/ignored", "no uploader: kept"
+    assert "XLA_FLAGS" not in _env(_container(_pod(_build("single-slice-v6e.yaml"), ids.HEAD_JOB), ids.PROXY_CONTAINER))
+
+
+def test_resource_manager_knows_its_jobset_and_replicated_job() -> None:
+    rm = _container(_pod(_build("single-slice-v6e.yaml"), ids.HEAD_JOB), ids.RM_CONTAINER)
+    assert _env(rm)["JOBSET_NAME"] == {"fieldRef": {"fieldPath": f"metadata.annotations['{ids.JOBSET_NAME_LABEL}']"}}
+    assert _env(rm)["REPLICATED_JOB_NAME"] == {
+        "fieldRef": {"fieldPath": f"metadata.annotations['{ids.REPLICATED_JOB_LABEL}']"}
+    }
+
+
+def test_transfer_memory_is_unsized_unless_capped() -> None:
+    """A full transfer volume aborts the proxy client (a CHECK on the write): by default the volume has no cap
+    of its own and main.memory bounds it; head.transfer_shm_size caps it."""
+    capped = _pod(_build("single-slice-v6e.yaml", **{"head.transfer_shm_size": "8Gi"}), ids.HEAD_JOB)
+    assert _volumes(capped)[ids.TRANSFER_VOLUME]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+
+
 def test_client_and_proxy_share_transfer_memory() -> None:
     head = _pod(_build("single-slice-v6e.yaml"), ids.HEAD_JOB)
     main, proxy = _container(head, ids.MAIN_CONTAINER), _container(head, ids.PROXY_CONTAINER)
-    assert _volumes(head)[ids.TRANSFER_VOLUME]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    assert _volumes(head)[ids.TRANSFER_VOLUME]["emptyDir"] == {"medium": "Memory"}
     assert _mounts(main)[ids.TRANSFER_VOLUME] == _mounts(proxy)[ids.TRANSFER_VOLUME] == ids.TRANSFER_DIR
     directory = "IFRT_PROXY_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY"
     assert _env(main)[directory] == _env(proxy)[directory] == ids.TRANSFER_DIR

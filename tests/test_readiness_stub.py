@@ -118,6 +118,19 @@ def test_checks_run_concurrently_when_the_api_is_slow_against_stub(stub: StubKub
     assert timings["concurrent"] < timings["sequential"] / 2  # latency-bound (sleeps), with room for a loaded machine
 
 
+def test_each_check_name_is_written_once_in_the_package() -> None:
+    """One check, one module, one name: a renamed check cannot leave a stale spelling behind. (diagnose's cause
+    ids, e.g. "tpu-capacity", are another contract: its package is not searched.)"""
+    cluster = REPO / "pwdeploy" / "cluster"
+    files = [*(cluster / "readiness").rglob("*.py"), *cluster.glob("*.py")]
+    sources = "".join(p.read_text(encoding="utf-8") for p in files)
+    for name in {*CHECK_NAMES, "secret"}:
+        declared = sources.count(f'Check("{name}"') + sources.count(f'NAME = "{name}"')
+        assert declared == 1, name
+        if "-" in name:  # a one-word name ("namespace") is also a field name elsewhere
+            assert sources.count(f'"{name}"') == 1, name
+
+
 # ---------------------------------------------------------------------------------------------- kubernetes-version
 
 
@@ -574,3 +587,157 @@ def test_cli_submit_prints_the_rows_that_are_not_ok_then_applies_against_stub(
         "autoscale from zero or use queued provisioning"
     ]
     assert result.output.index("warning: tpu-capacity") < result.output.index(") created")
+
+
+# ---------------------------------------------------------------------------------------------- capacity modes
+
+
+def tainted(obj: dict[str, Any], *taints: tuple[str, str, str]) -> dict[str, Any]:
+    obj["spec"]["taints"] = [{"key": k, "value": v, "effect": e} for k, v, e in taints]
+    return obj
+
+
+SPOT = {"cloud.google.com/gke-spot": "true"}
+
+
+def test_spot_counts_only_labelled_pools_whose_taints_the_workers_tolerate_against_stub(
+    stub: StubKubeApiServer, kube: Kube
+) -> None:
+    stub.add_node(node("on-demand", {**V5P, POOL: "tpu-od"}, TPU_NODE))  # unlabelled: not a spot node
+    stub.add_node(node("spot-plain", {**V5P, **SPOT, POOL: "tpu-spot-a"}, TPU_NODE))
+    spot_taint = ("cloud.google.com/gke-spot", "true", "NoSchedule")
+    stub.add_node(tainted(node("spot-tainted", {**V5P, **SPOT, POOL: "tpu-spot-b"}, TPU_NODE), spot_taint))
+    dedicated = ("dedicated", "ml", "NoSchedule")
+    stub.add_node(tainted(node("spot-dedicated", {**V5P, **SPOT, POOL: "tpu-spot-c"}, TPU_NODE), dedicated))
+    job = small_job({"tpu.capacity": "spot"})
+    row = rows(job, kube)["tpu-capacity"]
+    assert (row.status, row.detail) == (
+        Status.OK,
+        "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes labelled cloud.google.com/gke-spot=true (Ready, schedulable, "
+        "4 google.com/tpu each; 1 more with taints the workers do not tolerate); the job needs 2 pools (one per "
+        "slice) of 1 node",
+    )
+    selectors = {r.q("labelSelector") for r in stub.sent("GET", "/api/v1/nodes")}
+    assert (
+        "cloud.google.com/gke-tpu-accelerator=tpu-v5p-slice,cloud.google.com/gke-tpu-topology=2x2x1,"
+        "cloud.google.com/gke-spot=true" in selectors
+    )
+    tolerant = rows(small_job({"tpu.capacity": "spot", "tpu.tolerations": ["dedicated=ml:NoSchedule"]}), kube)
+    assert tolerant["tpu-capacity"].detail.startswith("3 node pools of 1 x")
+    on_demand = rows(small_job(), kube)["tpu-capacity"].detail  # any pool, but it tolerates neither taint
+    assert on_demand.startswith("2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu ")
+    assert "each; 2 more with taints the workers do not tolerate)" in on_demand
+
+
+def test_shared_reservation_needs_both_labels_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    named = {"cloud.google.com/reservation-name": "rsv"}
+    stub.add_node(node("own", {**V5P, **named, POOL: "tpu-own"}, TPU_NODE))
+    shared = {**named, "cloud.google.com/reservation-project": "owner-project"}
+    stub.add_node(node("shared", {**V5P, **shared, POOL: "tpu-shared"}, TPU_NODE))
+    job = small_job({"tpu.capacity": "reservation", "tpu.reservation": "projects/owner-project/reservations/rsv"})
+    row = rows(job, kube)["tpu-capacity"]
+    assert row.status is Status.WARN and row.detail.startswith(
+        "1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes labelled "
+        "cloud.google.com/reservation-name=rsv,cloud.google.com/"
+        "reservation-project=owner-project"
+    )
+    local = rows(small_job({"tpu.capacity": "reservation", "tpu.reservation": "rsv"}), kube)["tpu-capacity"]
+    assert local.status is Status.OK and local.detail.startswith("2 node pools of 1 x")
+
+
+@pytest.mark.parametrize("capacity", ["flex-start", "queued"])
+def test_pools_that_scale_from_zero_are_ok_with_the_gcloud_command_against_stub(
+    kube: Kube, stub: StubKubeApiServer, capacity: str
+) -> None:
+    row = rows(small_job({"tpu.capacity": capacity, "scheduling.queue": "tpu"}), kube)["tpu-capacity"]
+    assert row.status is Status.OK and row.detail.startswith("0 node pools of x tpu-v5p-slice 2x2x1 nodes labelled ")
+    assert "gcloud container node-pools list --cluster CLUSTER --location LOCATION" in row.detail
+    assert rows(small_job(), kube)["tpu-capacity"].status is Status.WARN, "on-demand pools do not hide"
+
+
+def kueue(
+    stub: StubKubeApiServer,
+    *,
+    version: str = "v1beta2",
+    controller: str = "kueue.x-k8s.io/provisioning-request",
+    on_flavors: list[str] | None = None,
+    klass: str = "queued-provisioning.gke.io",
+) -> None:
+    """LocalQueue tpu -> ClusterQueue cq -> AdmissionCheck dws -> ProvisioningRequestConfig dws-config."""
+    stub.kueue_version = version
+    stub.put("localqueues", {"metadata": {"name": "tpu", "namespace": "default"}, "spec": {"clusterQueue": "cq"}})
+    spec: dict[str, Any] = (
+        {"admissionChecksStrategy": {"admissionChecks": [{"name": "dws", "onFlavors": on_flavors}]}}
+        if on_flavors
+        else {"admissionChecks": ["dws"]}
+    )
+    stub.put("clusterqueues", {"metadata": {"name": "cq", "namespace": ""}, "spec": spec})
+    parameters = {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "dws-config"}
+    check = {"controllerName": controller, "parameters": parameters}
+    stub.put("admissionchecks", {"metadata": {"name": "dws", "namespace": ""}, "spec": check})
+    config = {"provisioningClassName": klass, "managedResources": ["google.com/tpu"] if on_flavors is None else []}
+    stub.put("provisioningrequestconfigs", {"metadata": {"name": "dws-config", "namespace": ""}, "spec": config})
+
+
+QUEUED = {"tpu.capacity": "queued", "scheduling.queue": "tpu"}
+
+
+def test_provisioning_row_only_for_queued_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    assert "provisioning" not in rows(small_job({"scheduling.queue": "tpu"}), kube)
+    names = [r.check for r in check_cluster(small_job(QUEUED), kube)]
+    assert names == [*CHECK_NAMES[:4], "provisioning", *CHECK_NAMES[4:]]
+
+
+def test_provisioning_scoped_to_the_tpu_flavor_is_ok_at_the_discovered_version_against_stub(
+    stub: StubKubeApiServer, kube: Kube
+) -> None:
+    kueue(stub, on_flavors=["tpu-v5p"])
+    row = rows(small_job(QUEUED), kube)["provisioning"]
+    assert (row.status, row.detail) == (
+        Status.OK,
+        "ClusterQueue 'cq' runs admission check 'dws' (kueue.x-k8s.io/provisioning-request) on flavor(s) tpu-v5p; "
+        "the head's CPU pod set is not gated",
+    )
+    assert row.fields == ("tpu.capacity", "scheduling.queue")
+    assert stub.sent("GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq")
+    assert stub.sent("GET", "/apis/kueue.x-k8s.io/v1beta2/provisioningrequestconfigs/dws-config")
+
+
+def test_provisioning_for_every_flavor_is_ok_only_when_it_manages_tpus_alone_against_stub(
+    stub: StubKubeApiServer, kube: Kube
+) -> None:
+    kueue(stub)  # every flavor, managedResources [google.com/tpu]
+    assert rows(small_job(QUEUED), kube)["provisioning"].detail.endswith(
+        "for google.com/tpu; the head's CPU pod set is not gated"
+    )
+    stub.objects[("provisioningrequestconfigs", "", "dws-config")]["spec"]["managedResources"] = []
+    row = rows(small_job(QUEUED), kube)["provisioning"]
+    assert row.status is Status.WARN and "the head's CPU pod set is part of the ProvisioningRequest" in row.detail
+    assert row.fix is not None and "onFlavors" in row.fix
+
+
+def test_provisioning_failures_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    stub.kueue_version = None
+    absent = rows(small_job(QUEUED), kube)["provisioning"]
+    assert absent.status is Status.FAILED and "kueue.x-k8s.io is not installed" in absent.detail
+    kueue(stub, controller="example.com/other", on_flavors=["tpu"])
+    other = rows(small_job(QUEUED), kube)["provisioning"]
+    assert other.status is Status.FAILED
+    assert other.detail.startswith(
+        "ClusterQueue 'cq' has no admission check run by kueue.x-k8s.io/provisioning-request"
+    )
+    assert other.fix is not None and "queued-provisioning.gke.io" in other.fix
+    kueue(stub, on_flavors=["tpu"], klass="best-effort-atomic-scale-up.autoscaling.x-k8s.io")
+    wrong_class = rows(small_job(QUEUED), kube)["provisioning"]
+    assert wrong_class.status is Status.WARN and "not queued-provisioning.gke.io" in wrong_class.detail
+    del stub.objects[("clusterqueues", "", "cq")]
+    missing = rows(small_job(QUEUED), kube)["provisioning"]
+    assert missing.status is Status.FAILED and "ClusterQueue 'cq', which does not exist" in missing.detail
+
+
+def test_provisioning_not_readable_is_not_verified_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    kueue(stub, on_flavors=["tpu"])
+    stub.forbid("get", "clusterqueues")
+    row = rows(small_job(QUEUED), kube)["provisioning"]
+    assert row.status is Status.NOT_VERIFIED and row.detail.startswith("Kueue's objects are not readable: ")
+    assert row.fix is not None and "clusterqueues" in row.fix

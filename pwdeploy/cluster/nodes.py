@@ -8,12 +8,13 @@ import threading
 from collections.abc import Iterable
 from decimal import Decimal
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster.api import NODES, Action, ApiError, Kube
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ConfigError
 from pwdeploy.quantity import parse_quantity
 
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"  # the workers' exclusive topology: one slice per node pool
+NODE_POOL_LABEL = ids.NODE_POOL_LABEL  # the workers' exclusive topology: one slice per node pool
 
 
 class NodeLists:
@@ -96,11 +97,43 @@ def pool_sizes(nodes: Iterable[Object]) -> dict[str, int]:
     return sizes
 
 
-def head_pod_spec(jobset: Object) -> Object:
-    coordinator = (jobset["spec"].get("coordinator") or {}).get("replicatedJob")
-    (head,) = [rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == coordinator]
-    spec: Object = head["template"]["spec"]["template"]["spec"]
+def replicated_job(jobset: Object, name: str) -> Object:
+    """The rendered JobSet's replicatedJob ``name`` (``ids.HEAD_JOB``, ``ids.WORKER_JOB``)."""
+    (found,) = [rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == name]
+    return found  # type: ignore[no-any-return]
+
+
+def rendered_pod_spec(jobset: Object, name: str) -> Object:
+    """The pod spec of the rendered JobSet's replicatedJob ``name``: what the scheduler will be asked to place."""
+    spec: Object = replicated_job(jobset, name)["template"]["spec"]["template"]["spec"]
     return spec
+
+
+def rendered_head_pod(jobset: Object) -> Object:
+    """The pod spec of the JobSet's coordinator (the Pathways head)."""
+    coordinator = (jobset["spec"].get("coordinator") or {}).get("replicatedJob")
+    return rendered_pod_spec(jobset, str(coordinator))
+
+
+def tolerates(node: Object, tolerations: list[Object]) -> bool:
+    """Whether a pod with ``tolerations`` may be scheduled on ``node``: every NoSchedule and NoExecute taint is
+    tolerated (PreferNoSchedule only steers)."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    return all(
+        any(_tolerated(taint, t) for t in tolerations)
+        for taint in taints
+        if taint.get("effect") in ("NoSchedule", "NoExecute")
+    )
+
+
+def _tolerated(taint: Object, toleration: Object) -> bool:
+    """The Kubernetes rule: an empty key with Exists matches every taint; an empty effect matches every effect."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if toleration.get("operator") == "Exists":
+        return key in ("", taint.get("key"))
+    return key == taint.get("key") and str(toleration.get("value") or "") == str(taint.get("value") or "")
 
 
 def pod_requests(spec: Object) -> dict[str, Decimal]:
@@ -124,3 +157,10 @@ def _request(container: Object, resource: str) -> Decimal:
     res = container.get("resources") or {}
     value = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
     return parse_quantity(value, resource, allow_zero=True) if value is not None else Decimal(0)
+
+
+def container_request(spec: Object, name: str, resource: str) -> Decimal:
+    """What container ``name`` of a pod spec requests of ``resource`` (its limit when no request is set)."""
+    containers = [c for section in ("initContainers", "containers") for c in spec.get(section) or []]
+    (container,) = [c for c in containers if c.get("name") == name]
+    return _request(container, resource)

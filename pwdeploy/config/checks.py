@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog
+from pwdeploy.config.capacity import check_capacity
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
@@ -47,7 +48,18 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("tpu.elastic_slices", "tpu.slices"), _elastic),
         (("name", "tpu.slices", "tpu.slice"), _name_length),
         (("headless", "head.transfer_shm_size", "main.shm_size", "main.memory", "head.proxy_memory"), _transfer),
+        (_CAPACITY_INPUTS, check_capacity),
     ]
+
+
+_CAPACITY_INPUTS = (
+    "tpu.capacity",
+    "tpu.reservation",
+    "tpu.max_run_duration",
+    "tpu.node_selector",
+    "tpu.tolerations",
+    "scheduling.queue",
+)
 
 
 def _name(parsed: Mapping[str, Any]) -> None:
@@ -243,6 +255,8 @@ def _name_length(parsed: Mapping[str, Any]) -> None:
 def _transfer(parsed: Mapping[str, Any]) -> None:
     """The client-proxy transfer directory is memory-backed and charged to both containers that mount it."""
     size_text = parsed["head.transfer_shm_size"]
+    if size_text is None:
+        return  # no cap: the pages count against main.memory and head.proxy_memory as they are written
     size = parse_quantity(size_text, "head.transfer_shm_size", allow_zero=True)
     shm = parse_quantity(parsed["main.shm_size"], "main.shm_size")
     if parsed["headless"] or size == 0 or shm >= parse_quantity(parsed["main.memory"], "main.memory"):

@@ -26,6 +26,9 @@ class Kind(Enum):
     FLAG_LIST = "flag list"  # --name=value items
     ENV = "env"  # a mapping of NAME: value
     SECRET_ENV = "secret env"  # a mapping of NAME: SECRET/KEY (a Kubernetes Secret and one of its keys)
+    DURATION = "duration"  # 90m, 24h, 7d or seconds, kept as seconds
+    LABELS = "labels"  # a mapping of Kubernetes label: value (KEY=VALUE flags)
+    TOLERATIONS = "tolerations"  # KEY[=VALUE]:EFFECT items
 
 
 class Field(NamedTuple):
@@ -96,6 +99,22 @@ FIELDS: tuple[Field, ...] = (
     _("tpu.worker_memory", Kind.QUANTITY, None, "Memory limit of each TPU worker container (optional)",
       "--worker-memory"),
     _("tpu.shm_size", Kind.QUANTITY, "16Gi", "Size of the workers' memory-backed /dev/shm", "--worker-shm-size"),
+    _("tpu.capacity", Kind.STR, "on-demand",
+      "How the TPU VMs are bought: on-demand, spot, reservation (with tpu.reservation), flex-start, or queued "
+      "(queued provisioning through Kueue, with scheduling.queue)", "--capacity",
+      choices=("on-demand", "spot", "reservation", "flex-start", "queued")),
+    _("tpu.reservation", Kind.STR, None,
+      "Reservation the workers consume (capacity reservation): NAME, or projects/PROJECT/reservations/NAME when "
+      "shared from another project", "--reservation"),
+    _("tpu.max_run_duration", Kind.DURATION, None,
+      "flex-start and queued only: how long the TPU VMs may run (90m, 24h, 7d or seconds; at most 7d)",
+      "--max-run-duration"),
+    _("tpu.node_selector", Kind.LABELS, {},
+      "Extra node labels the TPU workers select, KEY=VALUE (e.g. cloud.google.com/gke-nodepool=tpu-a)",
+      "--tpu-node-selector", envvar=False),
+    _("tpu.tolerations", Kind.TOLERATIONS, (),
+      "Extra node taints the TPU workers tolerate, KEY[=VALUE]:EFFECT (e.g. dedicated=ml:NoSchedule)",
+      "--tpu-toleration", envvar=False),
     _("main.image", Kind.IMAGE, None, "Image of the user's JAX container (tag or digest; not :latest)", "--image"),
     _("main.command", Kind.COMMAND, None, "Command of the user's container: a string or a list", "--command"),
     _("main.env", Kind.ENV, {}, "Extra environment of the user's container", "--env", envvar=False),
@@ -115,9 +134,10 @@ FIELDS: tuple[Field, ...] = (
     _("head.proxy_memory", Kind.QUANTITY, "100Gi", "Memory limit of pathways-proxy", "--proxy-memory"),
     _("head.rm_cpu", Kind.QUANTITY, "8", "CPU limit of pathways-rm", "--rm-cpu"),
     _("head.rm_memory", Kind.QUANTITY, "32Gi", "Memory limit of pathways-rm", "--rm-memory"),
-    _("head.transfer_shm_size", Kind.QUANTITY, "8Gi",
-      "Memory-backed directory shared by the JAX client and the IFRT proxy for large transfers; 0 turns it off",
-      "--transfer-shm-size"),
+    _("head.transfer_shm_size", Kind.QUANTITY, None,
+      "Optional cap (sizeLimit) of the memory-backed directory the JAX client and the IFRT proxy share for large "
+      "transfers; default: no cap (main.memory bounds it); a transfer that outgrows the cap cannot be written and "
+      "aborts the client; 0 turns the directory off", "--transfer-shm-size"),
     _("storage.scratch", Kind.GCS, None,
       "GCS compile-cache (scratch) location, gs://bucket[/prefix]; required", "--gcs-scratch"),
     _("storage.enable_olm", Kind.BOOL, True,

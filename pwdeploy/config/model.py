@@ -12,6 +12,14 @@ from pwdeploy import catalog
 from pwdeploy.config.values import GcsPath
 
 
+class Toleration(NamedTuple):
+    """A taint the TPU workers tolerate: ``key=value:effect``, or any value of ``key`` when value is None."""
+
+    key: str
+    value: str | None
+    effect: str
+
+
 class TpuConfig(NamedTuple):
     type: str | None
     family: str | None
@@ -22,6 +30,12 @@ class TpuConfig(NamedTuple):
     worker_memory: str | None
     shm_size: str
     slice: catalog.TpuSlice
+    # How the TPU VMs are bought (pwdeploy.config.capacity): on-demand, spot, reservation, flex-start, queued.
+    capacity: str = "on-demand"
+    reservation: str | None = None  # NAME, or projects/PROJECT/reservations/NAME
+    max_run_duration: int | None = None  # seconds; flex-start and queued only
+    node_selector: tuple[tuple[str, str], ...] = ()  # extra labels the TPU nodes must carry
+    tolerations: tuple[Toleration, ...] = ()  # extra taints the workers tolerate
 
     @property
     def total_chips(self) -> int:
@@ -54,7 +68,7 @@ class HeadConfig(NamedTuple):
     proxy_memory: str
     rm_cpu: str
     rm_memory: str
-    transfer_shm_size: str  # "0": no client-proxy shared memory
+    transfer_shm_size: str | None  # a cap on the client-proxy shared memory; None: no cap; "0": none at all
 
 
 class StorageConfig(NamedTuple):

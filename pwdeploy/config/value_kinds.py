@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pwdeploy import quantity
+from pwdeploy.config.capacity import EFFECTS, parse_duration, parse_labels, parse_tolerations
 from pwdeploy.config.fields import Field, Kind
 from pwdeploy.config.model import SecretRef
 from pwdeploy.config.values import (
@@ -178,6 +179,23 @@ KINDS: dict[Kind, KindSpec] = {
         _secret_env,
         _fixed({"type": "object", "additionalProperties": {"type": "string", "pattern": "^[^/]+/.+$"}}),
         _named("NAME=SECRET/KEY"),
+        True,
+    ),
+    Kind.DURATION: KindSpec(
+        lambda f, v, b: parse_duration(v, f.path),
+        _fixed({"type": ["string", "integer"], "pattern": r"^[0-9]+\s*[smhd]?$", "minimum": 1}),
+        _named("DURATION"),
+    ),
+    Kind.LABELS: KindSpec(
+        lambda f, v, b: parse_labels(v, f.path),
+        _fixed({"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}),
+        _named("KEY=VALUE"),
+        True,
+    ),
+    Kind.TOLERATIONS: KindSpec(
+        lambda f, v, b: parse_tolerations(v, f.path),
+        _fixed({"type": "array", "items": {"type": "string", "pattern": f"^[^=:]+(=[^:]*)?:({'|'.join(EFFECTS)})$"}}),
+        _named("KEY[=VALUE]:EFFECT"),
         True,
     ),
 }

@@ -72,8 +72,11 @@ def limits(resources: Mapping[str, str | int | None]) -> Manifest:
     return {"limits": values, "requests": dict(values)}
 
 
-def memory_volume(name: str, size: str) -> Manifest:
-    return {"name": name, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
+def memory_volume(name: str, size: str | None) -> Manifest:
+    """A memory-backed emptyDir; without ``size`` it has no sizeLimit of its own (the memory limits of the
+    containers that write it bound it)."""
+    limit = {"sizeLimit": size} if size is not None else {}
+    return {"name": name, "emptyDir": {"medium": "Memory", **limit}}
 
 
 def mount(name: str, path: str) -> Manifest:

@@ -9,6 +9,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError, raise_all
 from pwdeploy.manifests import common as c
+from pwdeploy.manifests.capacity import head_pod_annotations
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.quantity import parse_quantity
 
@@ -23,11 +24,33 @@ def rm_client_args(job: JobConfig, port: int) -> list[str]:
     return [f"--server_port={port}", f"--resource_manager_address=$(PATHWAYS_HEAD):{ids.RM_PORT}", *scratch_args(job)]
 
 
+def is_dump_flag(flag: str) -> bool:
+    return flag.startswith("--xla_dump")
+
+
 def proxy_args(job: JobConfig) -> list[str]:
+    """The proxy's arguments; the XLA flags other than HLO dump flags (those go in its XLA_FLAGS)."""
     args = rm_client_args(job, ids.PROXY_PORT)
     if job.tpu.elastic_slices:
         args.append(f"--num_elastic_slices={job.tpu.elastic_slices}")
-    return args + list(job.xla_flags)
+    return args + [f for f in job.xla_flags if not is_dump_flag(f)]
+
+
+def proxy_dump_flags(job: JobConfig) -> list[str]:
+    """HLO dump flags reach the proxy through its XLA_FLAGS environment variable, as the one producer that dumps
+    HLO from Pathways (axlearn) passes them; whether the proxy accepts them as arguments is unverified. With
+    storage.hlo_dump, the dump goes to the uploader's volume."""
+    flags = [f for f in job.xla_flags if is_dump_flag(f)]
+    if job.storage.hlo_dump is not None:
+        flags = [f for f in flags if not f.startswith("--xla_dump_to=")] + [f"--xla_dump_to={ids.HLO_DIR}/"]
+    return flags
+
+
+def proxy_env(job: JobConfig) -> list[Manifest]:
+    dump = proxy_dump_flags(job)
+    return [c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL)] + (
+        [c.env_value("XLA_FLAGS", " ".join(dump))] if dump else []
+    )
 
 
 def proxy_container(job: JobConfig) -> Manifest:
@@ -36,7 +59,7 @@ def proxy_container(job: JobConfig) -> Manifest:
         "image": job.proxy_image,
         "imagePullPolicy": "IfNotPresent",
         "args": proxy_args(job),
-        "env": [c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL)],
+        "env": proxy_env(job),
         "ports": c.ports(ids.PROXY_PORT),
         "resources": c.limits({"cpu": job.head.proxy_cpu, "memory": job.head.proxy_memory}),
         "securityContext": c.hardened(),
@@ -65,6 +88,9 @@ def rm_container(job: JobConfig) -> Manifest:
         "env": [
             c.env_value("TPU_SKIP_MDS_QUERY", "true"),
             c.env_label("HOST_ADDRESS", ids.COORDINATOR_LABEL),
+            # As the PathwaysJob controller sets them for its resource manager.
+            c.env_annotation("JOBSET_NAME", ids.JOBSET_NAME_LABEL),
+            c.env_annotation("REPLICATED_JOB_NAME", ids.REPLICATED_JOB_LABEL),
         ],
         "ports": c.ports(ids.RM_PORT, ids.RM_PORT + 1),
         "resources": c.limits({"cpu": job.head.rm_cpu, "memory": job.head.rm_memory}),
@@ -73,10 +99,10 @@ def rm_container(job: JobConfig) -> Manifest:
 
 
 def transfer_memory_on(job: JobConfig) -> bool:
-    """Whether the JAX client and the proxy share a memory-backed directory (not headless: no client there)."""
-    return (
-        not job.headless and parse_quantity(job.head.transfer_shm_size, "head.transfer_shm_size", allow_zero=True) > 0
-    )
+    """Whether the JAX client and the proxy share a memory-backed directory (not headless: no client there; off
+    when head.transfer_shm_size is 0)."""
+    cap = job.head.transfer_shm_size
+    return not job.headless and (cap is None or parse_quantity(cap, "head.transfer_shm_size", allow_zero=True) > 0)
 
 
 def main_env(job: JobConfig) -> list[Manifest]:
@@ -146,7 +172,7 @@ def head_pod_spec(job: JobConfig) -> Manifest:
         hostNetwork=True,
         dnsPolicy="ClusterFirstWithHostNet",
         restartPolicy="Never",
-        nodeSelector={"cloud.google.com/gke-nodepool": job.head.node_pool},
+        nodeSelector={ids.NODE_POOL_LABEL: job.head.node_pool},
         serviceAccountName=job.scheduling.service_account,
         priorityClassName=job.scheduling.priority_class,
         terminationGracePeriodSeconds=job.scheduling.termination_grace_seconds,
@@ -181,7 +207,7 @@ def head_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
                 completions=1,
                 parallelism=1,
                 podFailurePolicy=head_failure_policy(job),
-                template={"spec": pod},
+                template={"metadata": {"annotations": head_pod_annotations()}, "spec": pod},
             ),
         },
     }

@@ -6,6 +6,7 @@ from pwdeploy import __version__
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests import common as c
+from pwdeploy.manifests.capacity import jobset_annotations
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.head import head_pod_spec, head_replicated_job
 from pwdeploy.manifests.variants import Pods, apply_variants
@@ -26,6 +27,7 @@ def metadata(job: JobConfig) -> Manifest:
             ids.VERSION_ANNOTATION: __version__,
             ids.TPU_ANNOTATION: f"{job.tpu.slices}x {job.tpu.slice.type_name} ({job.tpu.slice.instance_type})",
             ids.PATHWAYS_VERSION_ANNOTATION: job.pathways_version,
+            **jobset_annotations(job),
         },
     )
 

@@ -70,7 +70,12 @@ def colocated_python(job: JobConfig, pods: Pods) -> Pods:
 def transfer_memory(job: JobConfig, pods: Pods) -> Pods:
     """The JAX client and the proxy pass large buffers through files in one memory-backed directory instead
     of gRPC. Headless pods have no client; size 0 turns it off. The client's variables come with its proxy
-    connection (envcontract.proxy_env); this step adds the volume and the proxy's side."""
+    connection (envcontract.proxy_env); this step adds the volume and the proxy's side.
+
+    The volume has no sizeLimit unless head.transfer_shm_size caps it: the proxy client writes each transfer file
+    under a CHECK (xla ifrt_proxy/client/grpc_host_buffer.cc), so a full volume aborts the client; the one
+    producer that enables these transfers (axlearn) leaves the volume unsized. Memory-backed pages are charged to
+    the container that writes them, so main.memory already bounds it."""
     if not transfer_memory_on(job):
         return pods
     volume = c.memory_volume(ids.TRANSFER_VOLUME, job.head.transfer_shm_size)
@@ -116,7 +121,6 @@ def hlo_uploader(job: JobConfig, pods: Pods) -> Pods:
         head = c.add_native_sidecar(pods.head, uploader, first=True)
     volume = {"name": ids.HLO_VOLUME, "emptyDir": {}}
     head = c.add_volume(head, volume, ids.HLO_DIR, ids.PROXY_CONTAINER, ids.HLO_UPLOADER_CONTAINER)
-    head = c.add_args(head, ids.PROXY_CONTAINER, [f"--xla_dump_to={ids.HLO_DIR}/"])
     return Pods(head, pods.worker)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests import common as c
+from pwdeploy.manifests.capacity import worker_node_selector, worker_tolerations
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.head import rm_client_args
 
@@ -56,11 +57,8 @@ def worker_pod_spec(job: JobConfig) -> Manifest:
         hostNetwork=True,
         dnsPolicy="ClusterFirstWithHostNet",
         restartPolicy="OnFailure",
-        nodeSelector={
-            "cloud.google.com/gke-tpu-accelerator": job.tpu.slice.accelerator,
-            "cloud.google.com/gke-tpu-topology": job.tpu.slice.topology,
-        },
-        tolerations=[{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+        nodeSelector=worker_node_selector(job),
+        tolerations=worker_tolerations(job),
         serviceAccountName=job.scheduling.service_account,
         priorityClassName=job.scheduling.priority_class,
         terminationGracePeriodSeconds=job.scheduling.termination_grace_seconds,
@@ -82,7 +80,7 @@ def worker_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
         "name": ids.WORKER_JOB,
         "replicas": job.tpu.slices,
         "template": {
-            "metadata": {"annotations": {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: "cloud.google.com/gke-nodepool"}},
+            "metadata": {"annotations": {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: ids.NODE_POOL_LABEL}},
             "spec": {
                 "backoffLimit": worker_backoff_limit(job),
                 "completionMode": "Indexed",

@@ -1,0 +1,85 @@
+"""Cluster readiness: can this cluster run this job? Read-only checks through the Kubernetes API, one preflight
+report row each, run concurrently; one module per check, each declaring its name once (``Check``).
+
+The control plane's version is asked first, alone: it also tells whether the API server answers at all, so an
+unreachable cluster costs one request (with its retries) instead of one per check. The checks then run side by
+side: ``kubernetes-version`` (version), ``jobset-api``, ``namespace``, ``queue``, ``provisioning`` (capacity
+queued only), ``tpu-capacity``, ``head-capacity``, ``permissions`` and one ``secret`` row per Secret that
+``main.secret_env`` references. The
+checks read what the job asks of the cluster (selectors, tolerations, requests) from the rendered JobSet, never
+from constants of their own. Each node list is asked once however many checks read it. A check the API server will
+not answer for this identity is ``not verified``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from pwdeploy.cluster.api import ApiError, Kube
+from pwdeploy.cluster.readiness import (
+    head_capacity,
+    jobset_api,
+    namespace,
+    permissions,
+    provisioning,
+    queue,
+    secrets,
+    tpu_capacity,
+    version,
+)
+from pwdeploy.cluster.readiness.jobset_api import unknown_fields
+from pwdeploy.cluster.readiness.target import Check, Row, Target
+from pwdeploy.config import JobConfig
+from pwdeploy.report import CheckResult, Status
+
+__all__ = ["Check", "Row", "Target", "check_cluster", "renderable", "unknown_fields"]
+
+PLACEHOLDER_TAG = "unpushed"  # renders a job whose pushed image is missing: the image rows report it
+
+
+def checks(job: JobConfig, *, max_workers: int) -> list[Check]:
+    """Every check after the version, in the order of the report."""
+    return [
+        jobset_api.CHECK,
+        namespace.CHECK,
+        queue.CHECK,
+        *provisioning.checks(job.tpu.capacity),
+        tpu_capacity.CHECK,
+        head_capacity.CHECK,
+        permissions.check_with(max_workers),
+        *secrets.checks(job),
+    ]
+
+
+def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[CheckResult]:
+    """One row per readiness check, in a fixed order; ``max_workers`` requests are in flight at most."""
+    from pwdeploy import manifests
+
+    (jobset,) = [obj for obj in manifests.build(renderable(job)) if obj.get("kind") == "JobSet"]
+    target = Target(job, jobset, job.namespace or kube.namespace, kube)
+    rest = checks(job, max_workers=max_workers)
+    try:
+        found = version.kubernetes_version(kube)
+    except ApiError as exc:
+        if exc.status in (None, 401):  # no answer, or the credentials are refused: nothing else can be asked
+            skipped = "not checked: the API server did not answer the version request"
+            return [
+                Row(target, version.NAME)(Status.FAILED, exc.message, exc.hint),
+                *(Row(target, check.name)(Status.NOT_VERIFIED, skipped) for check in rest),
+            ]
+        first = version.check_failed(exc)
+    else:
+        first = version.check_with(found)
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        return list(pool.map(lambda check: check(target), [first, *rest]))
+
+
+def renderable(job: JobConfig) -> JobConfig:
+    """``job`` with a placeholder for a pushed image it lacks (``image.repository`` or ``sidecar.repository`` set,
+    nothing pushed matches): what the cluster is asked does not depend on the image, and the image rows of
+    preflight name the missing one with its fix."""
+    if not job.headless and job.main.image is None and job.image.repository:
+        job = job._replace(main=job.main._replace(image=f"{job.image.repository}:{PLACEHOLDER_TAG}"))
+    if job.sidecar.image is None and job.sidecar.repository:
+        job = job._replace(sidecar=job.sidecar._replace(image=f"{job.sidecar.repository}:{PLACEHOLDER_TAG}"))
+    return job

@@ -1,0 +1,36 @@
+"""``queue``: the Kueue LocalQueue of ``scheduling.queue`` exists in the job's namespace."""
+
+from __future__ import annotations
+
+from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.readiness.target import Check, Row, Target
+from pwdeploy.report import CheckResult, Status
+
+FIELDS = ("scheduling.queue",)
+
+
+def _run(target: Target, row: Row) -> CheckResult:
+    queue, ns, kube = target.job.scheduling.queue, target.namespace, target.kube
+    if not queue:
+        return row(Status.OK, "scheduling.queue is not set: Kueue does not queue this job", None, FIELDS)
+    resource = js.kueue_localqueues(kube)
+    if resource is None:
+        return row(
+            Status.FAILED,
+            f"scheduling.queue is {queue!r} but Kueue (kueue.x-k8s.io) is not installed",
+            "install Kueue or remove scheduling.queue",
+            FIELDS,
+        )
+    if js.localqueue_exists(kube, resource, ns, queue):
+        return row(Status.OK, f"LocalQueue {queue!r} exists in namespace {ns!r}", None, FIELDS)
+    names = js.localqueue_names(kube, resource, ns)
+    available = f"available: {', '.join(names)}" if names else "there are none in this namespace"
+    return row(
+        Status.FAILED,
+        f"LocalQueue {queue!r} does not exist in namespace {ns!r}; {available}",
+        "set scheduling.queue (--queue) to one of them, or create it",
+        FIELDS,
+    )
+
+
+CHECK = Check("queue", _run)

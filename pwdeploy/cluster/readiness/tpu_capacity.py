@@ -1,0 +1,103 @@
+"""``tpu-capacity``: node pools that can each hold a slice, judged by the rendered worker pod.
+
+The workers' exclusive topology is the node pool, so every slice needs a pool of its own with VMs-per-slice
+Ready, schedulable nodes that carry every label of the worker pod's nodeSelector, whose taints the worker pod
+tolerates, and which allocate the chips a worker container asks for. Selector, tolerations, chips, VMs per slice
+and slices are all read from the rendered JobSet, so a capacity mode (spot, a reservation, ...) is counted as
+rendered.
+"""
+
+from __future__ import annotations
+
+from pwdeploy import identifiers as ids
+from pwdeploy.cluster.jobsets import Object
+from pwdeploy.cluster.nodes import (
+    allocatable,
+    container_request,
+    node_selector,
+    pool_sizes,
+    rendered_pod_spec,
+    replicated_job,
+    schedulable,
+    tolerates,
+)
+from pwdeploy.cluster.readiness.target import Check, Row, Target, count, nodes_or_none
+from pwdeploy.config.capacity import TIMED
+from pwdeploy.report import CheckResult, Status
+
+TPU_RESOURCE = ids.TPU_RESOURCE
+TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL = ids.TPU_ACCELERATOR_LABEL, ids.TPU_TOPOLOGY_LABEL
+FIELDS = ("tpu",)
+SCALES_FROM_ZERO = (
+    "flex-start and queued-provisioning node pools scale from zero and cannot be seen through the Kubernetes API "
+    "until they do; check them with: gcloud container node-pools list --cluster CLUSTER --location LOCATION"
+)
+
+
+class WorkerAsk:
+    """What the rendered worker replicatedJob asks of the cluster."""
+
+    def __init__(self, jobset: Object) -> None:
+        worker = replicated_job(jobset, ids.WORKER_JOB)
+        self.spec: Object = rendered_pod_spec(jobset, ids.WORKER_JOB)
+        self.selector = node_selector(self.spec)
+        self.tolerations: list[Object] = list(self.spec.get("tolerations") or [])
+        self.chips = container_request(self.spec, ids.WORKER_CONTAINER, TPU_RESOURCE)
+        self.vms = int(worker["template"]["spec"]["completions"])
+        self.slices = int(worker.get("replicas", 1))
+
+    @property
+    def shape(self) -> str:
+        return f"{self.selector.get(TPU_ACCELERATOR_LABEL, '?')} {self.selector.get(TPU_TOPOLOGY_LABEL, '?')}"
+
+    @property
+    def capacity_labels(self) -> str:
+        """The selector's labels besides the TPU shape (capacity mode, user selectors), as k=v."""
+        extra = {k: v for k, v in self.selector.items() if k not in (TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL)}
+        return ",".join(f"{k}={v}" for k, v in extra.items())
+
+
+def _run(target: Target, row: Row) -> CheckResult:
+    ask = WorkerAsk(target.jobset)
+    nodes = nodes_or_none(target, ask.selector)
+    if nodes is None:
+        return row.nodes_forbidden(FIELDS)
+    ready = [n for n in nodes if schedulable(n) and allocatable(n, TPU_RESOURCE) >= ask.chips]
+    usable = [n for n in ready if tolerates(n, ask.tolerations)]
+    sizes = pool_sizes(usable)
+    holding = sum(size >= ask.vms for size in sizes.values())
+    labelled = f" labelled {ask.capacity_labels}" if ask.capacity_labels else ""
+    tainted = len(ready) - len(usable)
+    untolerated = f"; {tainted} more with taints the workers do not tolerate" if tainted else ""
+    what = (
+        f"{_pools(sizes)} x {ask.shape} nodes{labelled} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} each"
+        f"{untolerated}); the job needs {count(ask.slices, 'pool')} (one per slice) of {count(ask.vms, 'node')}"
+    )
+    if holding >= ask.slices:
+        return row(Status.OK, what, fields=FIELDS)
+    if target.job.tpu.capacity in TIMED:
+        return row(Status.OK, f"{what}: {SCALES_FROM_ZERO}", fields=FIELDS)
+    short = f", and {holding} of them hold(s) a slice" if holding != len(sizes) else ""
+    return row(
+        Status.WARN,
+        f"{what}{short}: the workers wait unless node pools autoscale from zero or use queued provisioning",
+        f"create TPU node pools of {ask.shape.replace(' ', ' with topology ')}, one per slice with "
+        f"{count(ask.vms, 'node')}, or check that autoscaling or queued provisioning covers them",
+        FIELDS,
+    )
+
+
+def _pools(sizes: dict[str, int]) -> str:
+    """``1 node pool of 2``, ``2 node pools of 1``, ``1 node pool of 4, 2 of 1``; ``0 node pools of``."""
+    if not sizes:
+        return "0 node pools of"
+    by_size: dict[int, int] = {}
+    for size in sorted(sizes.values(), reverse=True):
+        by_size[size] = by_size.get(size, 0) + 1
+    parts = [f"{pools} of {size}" for size, pools in by_size.items()]
+    first_pools = next(iter(by_size.values()))
+    parts[0] = f"{count(first_pools, 'node pool')} of {next(iter(by_size))}"
+    return ", ".join(parts)
+
+
+CHECK = Check("tpu-capacity", _run)

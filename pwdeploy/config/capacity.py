@@ -1,0 +1,145 @@
+"""How the TPU workers' capacity is bought (``tpu.capacity``) and the values that go with it: a reservation name,
+a maximum run duration, extra node labels to select and taints to tolerate. Parsers for single values here; the
+checks that combine them are in pwdeploy.config.checks; what each mode renders is in pwdeploy.manifests.capacity.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pwdeploy import identifiers as ids
+from pwdeploy.config.model import Toleration
+from pwdeploy.config.values import kind_name
+from pwdeploy.errors import ConfigError
+from pwdeploy.validation import names
+
+ON_DEMAND, SPOT, RESERVATION, FLEX_START, QUEUED = "on-demand", "spot", "reservation", "flex-start", "queued"
+CAPACITIES = (ON_DEMAND, SPOT, RESERVATION, FLEX_START, QUEUED)
+TIMED = (FLEX_START, QUEUED)  # the modes whose VMs live at most max_run_duration
+MAX_RUN_SECONDS = 7 * 24 * 3600  # GKE runs flex-start and queued-provisioning VMs for at most 7 days
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+_DURATION = re.compile(r"([0-9]+)\s*([smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+# A reservation as GKE's --reservation takes it: NAME, or projects/PROJECT/reservations/NAME for a shared one.
+_PROJECT = r"[a-z][-a-z0-9]{4,28}[a-z0-9]"
+_RESERVATION = re.compile(rf"(?:projects/({_PROJECT})/reservations/)?([a-z]([-a-z0-9]{{0,61}}[a-z0-9])?)")
+_TOLERATION = re.compile(r"([^=:]+)(?:=([^:]*))?:([A-Za-z]+)")
+
+
+def parse_duration(value: Any, path: str) -> int:
+    """Seconds from ``90m``, ``24h``, ``7d``, ``3600s`` or a number of seconds; at most 7 days."""
+    text = str(value).strip().lower() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+    found = _DURATION.fullmatch(text) if text is not None else None
+    if found is None:
+        raise ConfigError(path, f"{value!r} is not a duration; e.g. 90m, 24h, 7d, or a number of seconds")
+    seconds = int(found[1]) * _UNIT_SECONDS[found[2]]
+    if not 0 < seconds <= MAX_RUN_SECONDS:
+        raise ConfigError(path, f"{value!r} is {seconds} s; GKE allows more than 0 and at most 7 days (7d, 604800)")
+    return seconds
+
+
+def parse_reservation(value: str, path: str) -> tuple[str | None, str]:
+    """(project or None, reservation name) of ``NAME`` or ``projects/PROJECT/reservations/NAME``."""
+    found = _RESERVATION.fullmatch(value)
+    if found is None:
+        raise ConfigError(
+            path,
+            f"{value!r} is not a reservation: use its name (lowercase letters, digits and '-', at most 63) or "
+            "projects/PROJECT/reservations/NAME for a reservation shared from another project",
+        )
+    return found[1], found[2]
+
+
+def parse_labels(value: Any, path: str) -> tuple[tuple[str, str], ...]:
+    """Node labels to select: a mapping, or KEY=VALUE items as repeated flags give them; each a valid label."""
+    if isinstance(value, (list, tuple)):
+        pairs: dict[str, Any] = {}
+        for item in value:
+            if not isinstance(item, str) or "=" not in item:
+                raise ConfigError(path, f"{item!r} is not KEY=VALUE; e.g. cloud.google.com/gke-nodepool=tpu-a")
+            key, _, label = item.partition("=")
+            pairs[key.strip()] = label.strip()
+        value = pairs
+    if not isinstance(value, dict):
+        raise ConfigError(path, f"must be a mapping of label: value, not a {kind_name(value)}")
+    labels = []
+    for key, label in value.items():
+        where = f"{path}.{key}"
+        if isinstance(label, (dict, list)) or label is None:
+            raise ConfigError(where, f"must be a string, not a {kind_name(label)}")
+        text = str(label).lower() if isinstance(label, bool) else str(label)
+        for problem in (names.label_key(str(key)), names.label_value(text)):
+            if problem is not None:
+                raise ConfigError(where, problem)
+        labels.append((str(key), text))
+    return tuple(labels)
+
+
+def parse_tolerations(value: Any, path: str) -> tuple[Toleration, ...]:
+    """Taints to tolerate, each ``KEY[=VALUE]:EFFECT`` (no value: any value of that key)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(path, f"must be a list of KEY[=VALUE]:EFFECT, not a {kind_name(value)}")
+    return tuple(_toleration(item, path) for item in items)
+
+
+def _toleration(item: Any, path: str) -> Toleration:
+    found = _TOLERATION.fullmatch(item.strip()) if isinstance(item, str) else None
+    if found is None:
+        raise ConfigError(path, f"{item!r} is not KEY[=VALUE]:EFFECT; e.g. dedicated=ml:NoSchedule")
+    key, value, effect = found[1].strip(), found[2], found[3]
+    if effect not in EFFECTS:
+        raise ConfigError(path, f"{item!r}: the effect must be one of {', '.join(EFFECTS)}, not {effect!r}")
+    for problem in (names.label_key(key), names.label_value(value) if value else None):
+        if problem is not None:
+            raise ConfigError(path, f"{item!r}: {problem}")
+    return Toleration(key, value or None, effect)
+
+
+def check_capacity(parsed: dict[str, Any]) -> None:
+    """The capacity fields together: a reservation exactly with capacity reservation, a run duration only for the
+    modes that have one, a queue for queued provisioning, and extra selectors that do not contradict the labels
+    the TPU shape and the capacity mode select."""
+    capacity, reservation = parsed["tpu.capacity"], parsed["tpu.reservation"]
+    if capacity == RESERVATION and reservation is None:
+        raise ConfigError(
+            "tpu.reservation", "is required with capacity reservation", hint="e.g. --reservation my-v5p-reservation"
+        )
+    if reservation is not None and capacity != RESERVATION:
+        raise ConfigError(
+            "tpu.reservation",
+            f"is set but tpu.capacity is {capacity}; a reservation is consumed with capacity reservation",
+            hint="pass --capacity reservation, or drop the reservation",
+        )
+    if reservation is not None:
+        parse_reservation(reservation, "tpu.reservation")
+    if parsed["tpu.max_run_duration"] is not None and capacity not in TIMED:
+        raise ConfigError(
+            "tpu.max_run_duration",
+            f"applies to capacity flex-start and queued only, not {capacity}: those VMs are not time-limited",
+        )
+    if capacity == QUEUED and not parsed["scheduling.queue"]:
+        raise ConfigError(
+            "scheduling.queue",
+            "is required with capacity queued: queued provisioning goes through a Kueue LocalQueue whose "
+            "ClusterQueue has a ProvisioningRequest admission check",
+            hint="pass --queue LOCALQUEUE (see the README's capacity section)",
+        )
+    _check_selector(dict(parsed["tpu.node_selector"]), capacity)
+
+
+def _check_selector(extra: dict[str, str], capacity: str) -> None:
+    owned = {ids.TPU_ACCELERATOR_LABEL: "tpu.type", ids.TPU_TOPOLOGY_LABEL: "tpu.type"}
+    owned |= {label: "tpu.capacity" for label in CAPACITY_LABELS}
+    owned |= {ids.RESERVATION_NAME_LABEL: "tpu.reservation", ids.RESERVATION_PROJECT_LABEL: "tpu.reservation"}
+    for key in extra:
+        if key in owned:
+            raise ConfigError(
+                f"tpu.node_selector.{key}",
+                f"is set by pwdeploy from {owned[key]}; set that field instead",
+            )
+
+
+CAPACITY_LABELS = (ids.SPOT_LABEL, ids.FLEX_START_LABEL, ids.QUEUED_LABEL, ids.MAX_RUN_DURATION_LABEL)
