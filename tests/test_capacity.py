@@ -197,3 +197,20 @@ def test_cli_inconsistent_capacity_exits_2_naming_the_flag(runner: CliRunner) ->
     assert "tpu.reservation" in result.stderr and "Traceback" not in result.output
     result = runner.invoke(cli, ["render", *FLAGS, "--max-run-duration", "24h"])
     assert result.exit_code == 2 and "tpu.max_run_duration" in result.stderr and "--max-run-duration" in result.stderr
+
+
+def test_selector_and_toleration_flags_merge_with_the_file(runner: CliRunner, tmp_path: Any) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        "tpu: {node_selector: {team: ml, pool: a}, tolerations: ['dedicated=ml:NoSchedule']}\n", encoding="utf-8"
+    )
+    flags = [
+        "-f", str(config), "--tpu-node-selector", "pool=b",
+        "--tpu-toleration", "dedicated=ml:NoSchedule", "--tpu-toleration", "spare:NoExecute",
+    ]  # fmt: skip
+    result = runner.invoke(cli, ["render", *FLAGS, *flags])
+    assert result.exit_code == 0, result.output
+    (obj,) = yaml.safe_load_all(result.stdout)
+    selector, tolerations = _placement(obj)
+    assert {k: v for k, v in selector.items() if k in ("team", "pool")} == {"team": "ml", "pool": "b"}
+    assert [t["key"] for t in tolerations] == ["google.com/tpu", "dedicated", "spare"]

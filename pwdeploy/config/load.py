@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from pwdeploy.config.capacity import parse_labels, parse_tolerations
 from pwdeploy.config.checks import checks
 from pwdeploy.config.fields import BY_PATH, FIELDS, SECTIONS, Field
 from pwdeploy.config.model import (
@@ -234,6 +235,11 @@ def _merged_value(path: str, merged: Mapping[str, Any], value: Any) -> Any:
         return {**parse_env(merged[path], path), **parse_env(value, path)}
     if path in ("xla_flags", "worker_flags") and path in merged:
         return merge_flags(parse_flags(merged[path], path), parse_flags(value, path))
+    if path == "tpu.node_selector" and path in merged:  # label by label, as env maps
+        return {**dict(parse_labels(merged[path], path)), **dict(parse_labels(value, path))}
+    if path == "tpu.tolerations" and path in merged:  # the file's and the flags', each once
+        both = [*parse_tolerations(merged[path], path), *parse_tolerations(value, path)]
+        return [toleration.text for toleration in dict.fromkeys(both)]
     return value
 
 

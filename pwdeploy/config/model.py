@@ -19,6 +19,11 @@ class Toleration(NamedTuple):
     value: str | None
     effect: str
 
+    @property
+    def text(self) -> str:
+        """``KEY[=VALUE]:EFFECT``, as the flag and the config file give it."""
+        return f"{self.key}{'' if self.value is None else '=' + self.value}:{self.effect}"
+
 
 class TpuConfig(NamedTuple):
     type: str | None
