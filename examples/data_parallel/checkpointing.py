@@ -76,33 +76,36 @@ class Checkpoints:
         import jax
 
         abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), like)
-        ocp = self._ocp
         for step in sorted(self._manager.all_steps(), reverse=True):
             try:
-                found = self._manager.restore(
-                    step,
-                    args=ocp.args.Composite(
-                        params=ocp.args.PyTreeRestore(
-                            item=abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract)
-                        ),
-                        progress=ocp.args.JsonRestore(),
-                    ),
-                )
-                progress = found["progress"]
-                if progress.get("step") != step:
-                    raise ValueError(f"its progress record says step {progress.get('step')!r}")
-                return Restored(step, found["params"], float(progress["loss"]), progress.get("data"))
+                return self._read(step, abstract)
             except Exception as error:  # any unreadable checkpoint: fall back to the one before
+                # (Orbax then abandons the other arrays' reads: Python may report those at exit, harmlessly.)
                 self._unreadable.add(step)
                 first_line = (str(error).strip().splitlines() or [""])[0][:200]
                 print(
                     f"train.py: warning: checkpoint {step} in {self.directory} is unreadable "
-                    f"({type(error).__name__}: {first_line}); trying the one before it (this one is replaced "
-                    "when training saves that step again)",
+                    f"({type(error).__name__}: {first_line}); trying the one before it (this one is "
+                    "replaced when training saves that step again)",
                     file=sys.stderr,
                     flush=True,
                 )
         return None
+
+    def _read(self, step: int, abstract: Any) -> Restored:
+        ocp = self._ocp
+        restore_args = ocp.checkpoint_utils.construct_restore_args(abstract)
+        found = self._manager.restore(
+            step,
+            args=ocp.args.Composite(
+                params=ocp.args.PyTreeRestore(item=abstract, restore_args=restore_args),
+                progress=ocp.args.JsonRestore(),
+            ),
+        )
+        progress = found["progress"]
+        if progress.get("step") != step:
+            raise ValueError(f"its progress record says step {progress.get('step')!r}")
+        return Restored(step, found["params"], float(progress["loss"]), progress.get("data"))
 
     def due(self, step: int) -> bool:
         """Whether ``step`` is saved: every ``every`` steps, and the last step."""
