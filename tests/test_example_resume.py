@@ -161,6 +161,17 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again_from_step_0(state
     assert abs(resumed["final_loss"] - result(train(env, None, *args))["final_loss"]) <= 1e-5
 
 
+def test_a_run_started_again_after_it_finished_resumes_at_its_last_step(state: Path, tmp_path: Path) -> None:
+    """As a resubmitted job on the cluster: the same checkpoint directory, nothing left to train."""
+    env = job_env(state, 1, 0)
+    args = ("--steps", "6", "--data-dir", str(state / "data"), "--checkpoint-every", "3")
+    first = result(train(env, tmp_path / "ckpt", *args))
+    again = result(train(env, tmp_path / "ckpt", *args))
+    assert first["checkpoints_saved"] == [3, 6] and first["start_step"] == 0
+    assert again["start_step"] == 6 and again["checkpoints_saved"] == [] and again["examples_per_second"] == 0
+    assert again["final_loss"] == first["final_loss"]  # the loss the checkpoint recorded for its step
+
+
 def test_a_corrupted_latest_checkpoint_falls_back_to_the_one_before_with_a_warning(state: Path, tmp_path: Path) -> None:
     env = job_env(state, 2, 0)
     checkpoints = tmp_path / "ckpt"
