@@ -1,7 +1,7 @@
 """The example's Grain loader, measured side by side in one run (interleaved rounds; medians reported).
 
 1. Loader throughput, examples/s, with 0 workers (in-process) and 2 worker processes, reading an ArrayRecord file
-   through the example's pipeline (examples/data_parallel/train.py: grain_batches) with no training attached.
+   through the example's pipeline (examples/data_parallel/loaders.py: grain_batches) with no training attached.
 2. Peak /dev/shm use of the 2-worker loader: what ``runtime.shm_peak_bytes`` predicts for the buffer
    ``runtime.prefetch_buffer`` chose, against the peak measured (statvfs of /dev/shm sampled every 2 ms,
    minus its use before the loader started).
@@ -55,8 +55,8 @@ def shm_used() -> int:
 
 def one(path: Path, workers: int, batches: int) -> dict[str, Any]:
     """Measured in this process: examples/s, the prefetch buffer chosen, peak /dev/shm above the baseline."""
-    sys.path.insert(0, str(EXAMPLE_DIR))
-    import train
+    sys.path[:0] = [str(EXAMPLE_DIR), str(EXAMPLE_DIR / "sidecar" / "src")]  # where train.py finds them
+    import loaders
 
     baseline, peak, stop = shm_used(), [0], threading.Event()
 
@@ -67,7 +67,7 @@ def one(path: Path, workers: int, batches: int) -> dict[str, Any]:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     start = time.perf_counter()
-    loaded, buffer = train.grain_batches(path, batch=BATCH, steps=batches, workers=workers, decode=decode)
+    loaded, buffer, _ = loaders.grain_batches(path, batch=BATCH, steps=batches, workers=workers, decode=decode)
     count = sum(len(inputs) for (inputs,) in loaded)
     seconds = time.perf_counter() - start
     stop.set()

@@ -14,7 +14,10 @@ from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
 SIDECAR_EXAMPLE = REPO / "examples" / "data_parallel" / "sidecar" / "job.yaml"
-CONTRACT = {"devices", "steps", "final_loss", "examples_per_second", "strategy", "loader", "data_workers", "mesh"}
+CONTRACT = {
+    "devices", "steps", "final_loss", "examples_per_second", "strategy", "loader", "data_workers", "mesh",
+    "start_step", "restarts",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +48,7 @@ def test_one_device_eight_devices_and_pmap_train_alike(state: Path) -> None:
     for result in (one, eight, pmap):
         assert set(result) >= CONTRACT
         assert result["steps"] == 30 and result["examples_per_second"] > 0
+        assert (result["start_step"], result["restarts"]) == (0, 0)  # no checkpoint directory: a fresh start
     assert (one["devices"], eight["devices"], pmap["devices"]) == (1, 8, 8)
     assert (one["strategy"], eight["strategy"], pmap["strategy"]) == ("jit", "jit", "pmap")
     # The example targets 2 slices: a (slice, data) mesh; one device is the degenerate 1 x 1 mesh.
@@ -86,18 +90,19 @@ def test_colocated_batches_are_the_records_batches() -> None:
 
 
 def test_records_are_written_once_and_deterministic(tmp_path: Path) -> None:
-    sys.path.insert(0, str(EXAMPLE.parent))
+    folders = [str(EXAMPLE.parent), str(EXAMPLE.parent / "sidecar" / "src")]  # where train.py finds them
+    sys.path[:0] = folders
     try:
-        import dp_data  # where train.py finds it: beside it, in sidecar/src
-        import train
+        import dp_data
+        import loaders
     finally:
-        sys.path.remove(str(EXAMPLE.parent))
-    first = train.write_records(tmp_path / "a", 5)
-    second = train.write_records(tmp_path / "b", 5)
+        del sys.path[: len(folders)]
+    first = loaders.write_records(tmp_path / "a", 5)
+    second = loaders.write_records(tmp_path / "b", 5)
     assert first.read_bytes() == second.read_bytes()
     mtime = first.stat().st_mtime_ns
-    assert train.write_records(tmp_path / "a", 5) == first and first.stat().st_mtime_ns == mtime
-    batches, buffer = train.grain_batches(first, batch=64, steps=9, workers=0)
+    assert loaders.write_records(tmp_path / "a", 5) == first and first.stat().st_mtime_ns == mtime
+    batches, buffer, _ = loaders.grain_batches(first, batch=64, steps=9, workers=0)
     loaded = list(batches)
     x, y = dp_data.examples(5)
     assert len(loaded) == 9 and buffer == 0
@@ -141,8 +146,10 @@ def test_checkpoint_and_profile_land_in_local_directories_beside_the_config(tmp_
         cwd=elsewhere, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.splitlines()[-1])["steps"] == 3
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["steps"] == 3 and result["checkpoints_saved"] == [1, 2, 3]  # every tenth of --steps, at least 1
     assert not (elsewhere / ".pwdeploy").exists()
     state = project / ".pwdeploy"
-    assert (state / "checkpoints" / "step_3").is_dir(), "Orbax saved no checkpoint"
+    assert (state / "checkpoints" / "3" / "params").is_dir(), "Orbax saved no checkpoint"
+    assert sorted(p.name for p in (state / "checkpoints").iterdir()) == ["1", "2", "3"]
     assert list((state / "profiles").rglob("*.xplane.pb")), "the profiler wrote no trace"

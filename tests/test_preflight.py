@@ -102,7 +102,7 @@ def test_roles_cover_what_is_missing(missing: set[str], roles: list[str]) -> Non
 def test_needs_per_field() -> None:
     assert perms.needed("storage.scratch", enable_olm=True) == perms.COMPILE_CACHE
     assert perms.BUCKETS_UPDATE not in perms.needed("storage.scratch", enable_olm=False)
-    assert perms.needed("storage.checkpoints", enable_olm=True) == perms.OBJECT_ACCESS
+    assert perms.needed("storage.checkpoints", enable_olm=True) == perms.CHECKPOINTS  # Orbax deletes old steps
 
 
 def test_unanswered_iam_is_not_verified_never_ok() -> None:

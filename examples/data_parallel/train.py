@@ -16,9 +16,13 @@ Two strategies give the same result:
 
 Training depends only on the seed and the global batch, never on the device count, the loader or its workers.
 The last line of stdout is one JSON object: devices, steps, final_loss, examples_per_second, strategy,
-compile_seconds, loader, data_workers, mesh, ...
-Optional: ``PWDEPLOY_CHECKPOINT_DIR`` saves the final parameters with Orbax, ``PWDEPLOY_PROFILE_DIR`` writes a
-profiler trace of the training loop.
+compile_seconds, loader, data_workers, mesh, start_step, restarts, ...
+
+Restarts: with ``PWDEPLOY_CHECKPOINT_DIR`` set, the parameters, the step and the loader's position are saved
+every ``--checkpoint-every`` steps and at the end (checkpointing.py), and a start restores the latest complete
+checkpoint and goes on from there: a job killed at any step and restarted ends with the loss of a run that
+was never killed. ``runtime.step_done(step)`` after each step is where `local run --fail-at-step` kills it.
+Optional: ``PWDEPLOY_PROFILE_DIR`` writes a profiler trace of the training loop.
 """
 
 from __future__ import annotations
@@ -33,21 +37,26 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy import runtime
 
-try:
-    import dp_data
-except ImportError:  # not on PYTHONPATH: the package beside this file (the job image copies this folder)
-    sys.path.append(str(Path(__file__).resolve().parent / "sidecar" / "src"))
-    import dp_data
+HERE = Path(__file__).resolve().parent
+# This folder (checkpointing.py, loaders.py) and the sidecar's package (dp_data) are importable wherever this
+# file runs: as a script (its folder is on sys.path), in the job image (which copies this folder), in the tests.
+for folder in (HERE, HERE / "sidecar" / "src"):
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+
+import dp_data  # noqa: E402
+from checkpointing import Checkpoints, Restored  # noqa: E402
+from loaders import colocated_batches, grain_batches, write_records  # noqa: E402
 
 FEATURES = dp_data.FEATURES
 HIDDEN = 32
 EXAMPLES = dp_data.EXAMPLES
-RECORD_BYTES = 4 * (FEATURES + 1)  # one example: its float32 inputs, then its target
 LOADERS = ("grain", "colocated_python")
+CHECKPOINT_DIR = "PWDEPLOY_CHECKPOINT_DIR"  # set by pwdeploy from storage.checkpoints (locally: a folder)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,94 +74,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="where the ArrayRecord file of the examples is written once (env TRAIN_DATA_DIR)",
     )
     parser.add_argument("--log-every", type=int, default=0, help="print the loss every N steps (0: never)")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        help="with PWDEPLOY_CHECKPOINT_DIR set, save a checkpoint every N steps (default: a tenth of --steps; "
+        "0: only the last step)",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch < 1 or EXAMPLES % args.batch:
         parser.error(f"--steps must be >= 1 and --batch must divide {EXAMPLES}")
+    if args.checkpoint_every is None:
+        args.checkpoint_every = max(1, args.steps // 10)
+    elif args.checkpoint_every < 0:
+        parser.error("--checkpoint-every must be 0 or more")
     return args
-
-
-def write_records(data_dir: Path, seed: int) -> Path:
-    """The examples of ``seed`` as an ArrayRecord file, one record per example; written once, then reused."""
-    path = data_dir / f"examples-seed{seed}-{EXAMPLES}x{FEATURES}.array_record"
-    if path.exists():
-        return path
-    import numpy as np
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")  # renamed into place: readers never see half a file
-    x, y = dp_data.examples(seed)
-    writer = ArrayRecordWriter(str(partial), "group_size:1")
-    for row in np.concatenate([x, y], axis=1):
-        writer.write(row.tobytes())
-    writer.close()
-    os.replace(partial, path)
-    return path
-
-
-def decode_record(record: bytes) -> tuple[Any, Any]:
-    import numpy as np
-
-    values = np.frombuffer(record, dtype=np.float32)
-    return values[:FEATURES], values[FEATURES:]
-
-
-def grain_batches(
-    path: Path, *, batch: int, steps: int, workers: int, decode: Any = decode_record
-) -> tuple[Iterator[Any], int]:
-    """(the first ``steps`` batches of the records at ``path``, in order and cycling; the prefetch buffer).
-
-    ``workers`` Grain worker processes decode and batch; 0 does it in this process. Each batch passes through
-    /dev/shm on its way from a worker, so the per-worker prefetch buffer is sized to what /dev/shm holds.
-    """
-    import grain
-
-    runtime.prepare_data_workers(workers)
-    source = grain.sources.ArrayRecordDataSource([str(path)])
-    per_epoch = len(source) // batch
-    dataset = grain.MapDataset.source(source).map(decode).batch(batch, drop_remainder=True)
-    dataset = dataset.repeat(-(-steps // per_epoch))[:steps]  # exactly ``steps``: no batch left in /dev/shm
-    # In-memory records: grain's reader threads only add overhead (measured 6x slower than none).
-    iterable = dataset.to_iter_dataset(grain.ReadOptions(num_threads=0))
-    buffer = 0
-    if workers:
-        batch_bytes = batch * os.path.getsize(path) // len(source)
-        buffer = runtime.prefetch_buffer(batch_bytes, workers)
-        iterable = iterable.mp_prefetch(
-            grain.MultiprocessingOptions(num_workers=workers, per_worker_buffer_size=buffer)
-        )
-    return _closing(iter(iterable)), buffer
-
-
-def _closing(iterator: Any) -> Iterator[Any]:
-    """The iterator's batches (tuples of arrays), each copied out of /dev/shm at once (the shared block is
-    freed as the copy is made, not when JAX lets go of the array); then, or if the loop stops early, the
-    workers stop and the blocks Grain still holds are freed."""
-    import numpy as np
-
-    batch = None
-    try:
-        for batch in iterator:
-            yield tuple(np.array(part) for part in batch)
-    finally:
-        batch = None  # the last batch's blocks are let go before the loader waits for their unlinking
-        runtime.close_data_loader(iterator)
-
-
-def colocated_batches(mesh: Any, *, seed: int, batch: int, steps: int) -> Iterator[tuple[Any, Any]]:
-    """Each step's batch, made by ``dp_data.make_batch`` on the CPU devices colocated with ``mesh``'s."""
-    import jax
-    import numpy as np
-    from jax.experimental.colocated_python import colocated_cpu_devices
-    from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    cpu_devices = colocated_cpu_devices(list(mesh.devices.flat))
-    cpu_mesh = Mesh(np.array(cpu_devices).reshape(mesh.devices.shape), mesh.axis_names)
-    requests = NamedSharding(cpu_mesh, P(mesh.axis_names))
-    for step in range(steps):
-        request = np.tile(np.array([[seed, step, batch]], dtype=np.int32), (cpu_mesh.size, 1))
-        yield dp_data.make_batch(jax.device_put(request, requests))
 
 
 def init_params(seed: int) -> dict[str, Any]:
@@ -222,94 +158,149 @@ def pmap_trainer(params: dict[str, Any], lr: float) -> tuple[Any, Any, Any]:
     return jax.pmap(step, axis_name="data"), params, per_device
 
 
-def batches(args: argparse.Namespace, mesh: Any) -> tuple[Iterator[tuple[Any, Any]], dict[str, Any]]:
-    """(each step's (inputs, targets), what the JSON line says about the loader)."""
+def batches(
+    args: argparse.Namespace, mesh: Any, start: int = 0, state: Any = None
+) -> tuple[Iterator[tuple[Any, Any]], dict[str, Any], Any]:
+    """(each step's (inputs, targets) from step ``start`` on, what the JSON line says about the loader, a
+    function giving the loader's position to checkpoint: None when the step alone says it)."""
     if args.loader == "colocated_python":
         info: dict[str, Any] = {"loader": "colocated_python", "data_workers": 0, "colocated_calls": 0}
 
         def counted() -> Iterator[tuple[Any, Any]]:
-            for made in colocated_batches(mesh, seed=args.seed, batch=args.batch, steps=args.steps):
+            for made in colocated_batches(mesh, seed=args.seed, batch=args.batch, steps=args.steps, start=start):
                 info["colocated_calls"] += 1
                 yield made
 
-        return counted(), info
+        return counted(), info, lambda: None
+    if start and state is None:
+        raise SystemExit(
+            f"error: the checkpoint of step {start} holds no Grain loader position (it was written with "
+            "--loader colocated_python); resume with that loader, or start in a new checkpoint directory"
+        )
     workers = runtime.data_workers()
     path = write_records(args.data_dir, args.seed)
-    loaded, buffer = grain_batches(path, batch=args.batch, steps=args.steps, workers=workers)
-    return loaded, {"loader": "grain", "data_workers": workers, "prefetch_buffer": buffer}
+    loaded, buffer, iterator = grain_batches(path, batch=args.batch, steps=args.steps, workers=workers, state=state)
+    return loaded, {"loader": "grain", "data_workers": workers, "prefetch_buffer": buffer}, iterator.get_state
+
+
+class Trainer(NamedTuple):
+    step: Any  # the jitted or pmapped step: (params, x, y) -> (params, loss)
+    params: Any  # laid out for ``step``
+    place: Any  # (x, y) from the loader -> the step's inputs
+    specs: list[Any]  # the step's input shapes, to compile it ahead of the loop
+    mesh: Any
+    to_checkpoint: Any  # params -> the tree a checkpoint holds (replicated over every device)
+
+
+def make_trainer(args: argparse.Namespace, params: dict[str, Any], replicated: Any) -> Trainer:
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    devices = jax.device_count()
+    if args.strategy == "pmap":
+        step, params, per_device = pmap_trainer(params, args.lr)
+        shard = args.batch // devices
+        specs = [jax.ShapeDtypeStruct((devices, shard, n), np.float32) for n in (FEATURES, 1)]
+
+        def place_pmap(x: Any, y: Any) -> tuple[Any, Any]:
+            return per_device(x), per_device(y)
+
+        def unstack(stacked: Any) -> Any:
+            return jax.device_put(_first_tree(stacked), replicated)
+
+        return Trainer(step, params, place_pmap, specs, Mesh(np.array(jax.devices()), ("data",)), unstack)
+    step, params, by_example, mesh = jit_trainer(params, args.lr, slices=runtime.slice_count(jax.devices()) > 1)
+    specs = [jax.ShapeDtypeStruct((args.batch, n), np.float32, sharding=by_example) for n in (FEATURES, 1)]
+
+    def place(x: Any, y: Any) -> tuple[Any, Any]:
+        return jax.device_put(x, by_example), jax.device_put(y, by_example)
+
+    return Trainer(step, params, place, specs, mesh, lambda same: same)
+
+
+def open_checkpoints(args: argparse.Namespace, like: Any) -> tuple[Checkpoints | None, Restored | None]:
+    """(the checkpoints under PWDEPLOY_CHECKPOINT_DIR, the latest readable one): (None, None) when it is unset."""
+    directory = os.environ.get(CHECKPOINT_DIR)
+    if not directory:
+        return None, None
+    checkpoints = Checkpoints(directory, args.checkpoint_every, args.steps)
+    return checkpoints, checkpoints.restore(like)
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     runtime.initialize()  # Pathways: connect to the proxy; locally: nothing
     import jax
     import numpy as np
-    from jax.sharding import Mesh
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     devices = jax.device_count()
     if args.batch % devices:
         raise SystemExit(f"error: --batch {args.batch} is not divisible by the {devices} devices")
-    params = init_params(args.seed)
-    if args.strategy == "pmap":
-        step_fn, params, per_device = pmap_trainer(params, args.lr)
-        mesh = Mesh(np.array(jax.devices()), ("data",))
-        shard = args.batch // devices
-        specs = [jax.ShapeDtypeStruct((devices, shard, n), np.float32) for n in (FEATURES, 1)]
-
-        def place(x: Any, y: Any) -> tuple[Any, Any]:
-            return per_device(x), per_device(y)
-
-    else:
-        step_fn, params, by_example, mesh = jit_trainer(params, args.lr, slices=runtime.slice_count(jax.devices()) > 1)
-        specs = [jax.ShapeDtypeStruct((args.batch, n), np.float32, sharding=by_example) for n in (FEATURES, 1)]
-
-        def place(x: Any, y: Any) -> tuple[Any, Any]:
-            return jax.device_put(x, by_example), jax.device_put(y, by_example)
+    # Checkpoints hold the parameters replicated over every device, placed with a NamedSharding: the only kind of
+    # target the Pathways persistence handler restores into.
+    replicated = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P())
+    params = jax.device_put(init_params(args.seed), replicated)
+    checkpoints, restored = open_checkpoints(args, params)
+    start_step = restored.step if restored else 0
+    trainer = make_trainer(args, restored.params if restored else params, replicated)
 
     start = time.perf_counter()
-    step = step_fn.lower(params, *specs).compile()  # compiled once, ahead of the loop, to time it
+    step = trainer.step.lower(trainer.params, *trainer.specs).compile()  # compiled once, ahead of the loop, to time it
     compile_seconds = time.perf_counter() - start
 
-    loaded, loader_info = batches(args, mesh)
-    profile_dir = os.environ.get("PWDEPLOY_PROFILE_DIR")
-    with jax.profiler.trace(profile_dir) if profile_dir else contextlib.nullcontext():
-        params, final_loss, seconds = train_loop(step, params, (place(x, y) for x, y in loaded), args)
+    loaded, loader_info, position = batches(args, trainer.mesh, start_step, restored.data_state if restored else None)
+    saved: list[int] = []
 
-    checkpoint_dir = os.environ.get("PWDEPLOY_CHECKPOINT_DIR")
-    if checkpoint_dir:
-        save_checkpoint(checkpoint_dir, args.steps, params if args.strategy == "jit" else _first_tree(params))
+    def after_step(done: int, params: Any, loss: Any) -> None:
+        if args.log_every and done % args.log_every == 0:
+            print(f"step {done}: loss {float(_first(loss)):.6f}", flush=True)
+        if checkpoints is not None and checkpoints.due(done):
+            checkpoints.save(done, trainer.to_checkpoint(params), float(_first(loss)), position())
+            saved.append(done)
+        runtime.step_done(done)  # `local run --fail-at-step N` kills the job here, on its first attempt
+
+    profile_dir = os.environ.get("PWDEPLOY_PROFILE_DIR")
+    try:
+        with jax.profiler.trace(profile_dir) if profile_dir else contextlib.nullcontext():
+            placed = (trainer.place(x, y) for x, y in loaded)
+            final_loss, seconds = train_loop(step, trainer.params, placed, start_step, after_step)
+    finally:
+        if checkpoints is not None:
+            checkpoints.close()  # the last save committed before the job says it is done
+    ran = args.steps - start_step
     return {
         "devices": devices,
         "steps": args.steps,
-        "final_loss": final_loss,
-        "examples_per_second": args.steps * args.batch / seconds,
+        "final_loss": final_loss if final_loss is not None else restored.loss if restored else float("nan"),
+        "examples_per_second": ran * args.batch / seconds if ran and seconds > 0 else 0.0,
         "strategy": args.strategy,
         "compile_seconds": compile_seconds,
         "batch": args.batch,
         "seed": args.seed,
-        "mesh": dict(mesh.shape),
+        "mesh": dict(trainer.mesh.shape),
+        "start_step": start_step,
+        "restarts": runtime.restart_attempt(),
+        "checkpoints_saved": saved,
         **loader_info,
     }
 
 
-def train_loop(step: Any, params: Any, placed: Iterator[Any], args: argparse.Namespace) -> tuple[Any, float, float]:
-    """(final params, final loss, seconds): steps dispatched back to back, blocking only on the last loss."""
+def train_loop(
+    step: Any, params: Any, placed: Iterator[Any], start: int, after_step: Any
+) -> tuple[float | None, float]:
+    """(final loss, or None if no step ran; seconds): steps ``start + 1``, ... dispatched back to back, blocking
+    only on the last loss and where ``after_step(step, params, loss)`` reads a value (logs, checkpoints)."""
     import jax
 
-    start = time.perf_counter()
+    begin = time.perf_counter()
     loss = None
-    for i, batch in enumerate(placed):
+    for done, batch in enumerate(placed, start=start + 1):
         params, loss = step(params, *batch)
-        if args.log_every and (i + 1) % args.log_every == 0:
-            print(f"step {i + 1}: loss {float(_first(loss)):.6f}", flush=True)
-    final_loss = float(_first(jax.block_until_ready(loss)))
-    return params, final_loss, time.perf_counter() - start
-
-
-def save_checkpoint(directory: str, step: int, params: dict[str, Any]) -> None:
-    import orbax.checkpoint as ocp
-
-    with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(os.path.join(directory, f"step_{step}"), params)
+        after_step(done, params, loss)
+    final_loss = None if loss is None else float(_first(jax.block_until_ready(loss)))
+    return final_loss, time.perf_counter() - begin
 
 
 def _first(value: Any) -> Any:

@@ -9,6 +9,7 @@ from pwdeploy.config import GcsPath
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.client import GcsFailure
 from pwdeploy.gcs.facts import BucketFacts, ProbeOutcome
+from pwdeploy.gcs.lifecycle import describe, reaches
 from pwdeploy.report import CheckResult, Status
 
 LIFECYCLE_RULE_CAP = 50  # GCS allows at most 50 lifecycle rules per bucket
@@ -34,6 +35,8 @@ def evaluate(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> l
     rows = [first, *_permission_rows(facts, bucket_uri, uses, ctx)]
     if perms.SCRATCH_FIELD in uses:
         rows.append(_lifecycle_row(facts, bucket_uri, ctx))
+    if perms.CHECKPOINTS_FIELD in uses:
+        rows.append(_retention_row(facts, uses[perms.CHECKPOINTS_FIELD]))
     rows.append(_region_row(facts, bucket_uri, fields, ctx))
     rows.extend(_probe_rows(facts, uses, ctx))
     return rows
@@ -113,6 +116,37 @@ def _lifecycle_row(facts: BucketFacts, uri: str, ctx: Context) -> CheckResult:
         )
     detail = f"{used} of {LIFECYCLE_RULE_CAP} rules used; room for the compile cache's TTL rule"
     return CheckResult(uri, fields, "lifecycle", Status.OK, detail)
+
+
+def _retention_row(facts: BucketFacts, checkpoints: GcsPath) -> CheckResult:
+    """Whether a lifecycle rule of the bucket can delete checkpoints: a warning, since an age rule longer than
+    the job is harmless, but a resumed job that finds its latest checkpoint deleted starts over."""
+    fields = (perms.CHECKPOINTS_FIELD,)
+    uri = checkpoints.uri
+    if facts.meta is None:
+        why = f": {facts.meta_error}" if facts.meta_error else ""
+        return CheckResult(uri, fields, "retention", Status.NOT_VERIFIED, f"lifecycle rules not readable{why}")
+    rules = facts.meta.rules
+    reaching = [describe(rule) for rule in rules.deletes if reaches(rule, checkpoints.prefix)]
+    if reaching:
+        detail = (
+            f"{len(reaching)} lifecycle rule(s) of gs://{facts.name} can delete checkpoints here ("
+            + "), (".join(reaching)
+            + "): a restarted job may find its latest checkpoint gone or incomplete and start over"
+        )
+        where = "in a bucket without such rules"
+        fix = (
+            f"give the rule(s) matchesPrefix conditions that leave {checkpoints.prefix}/ out (gcloud storage "
+            f"buckets update gs://{facts.name} --lifecycle-file=FILE), or keep storage.checkpoints {where}"
+            if checkpoints.prefix
+            else f"put storage.checkpoints under a prefix the rule(s) do not match, or {where}"
+        )
+        return CheckResult(uri, fields, "retention", Status.WARN, detail, fix)
+    if rules.unreadable:
+        detail = f"{len(rules.unreadable)} lifecycle rule(s) of gs://{facts.name} not understood"
+        return CheckResult(uri, fields, "retention", Status.NOT_VERIFIED, detail)
+    detail = f"no lifecycle rule deletes live objects here ({facts.meta.lifecycle_rules} rule(s) in the bucket)"
+    return CheckResult(uri, fields, "retention", Status.OK, detail)
 
 
 def _region_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> CheckResult:
@@ -202,3 +236,28 @@ def _connection_fix(error: GcsFailure) -> str | None:
     if error.kind == "unreachable":
         return "check network access to storage.googleapis.com (or STORAGE_EMULATOR_HOST)"
     return None
+
+
+def placement_row(locations: Mapping[str, GcsPath]) -> CheckResult | None:
+    """storage.checkpoints apart from storage.scratch (None when no checkpoints are set). Inside it, checkpoints
+    share the compile cache's lifecycle (TTL) rule and whatever Pathways does with its scratch location."""
+    checkpoints = locations.get(perms.CHECKPOINTS_FIELD)
+    if checkpoints is None:
+        return None
+    scratch = locations.get(perms.SCRATCH_FIELD)
+    fields = (perms.CHECKPOINTS_FIELD, perms.SCRATCH_FIELD) if scratch else (perms.CHECKPOINTS_FIELD,)
+    if scratch is None or not _within(checkpoints, scratch):
+        return CheckResult(checkpoints.uri, fields, "placement", Status.OK, "apart from the scratch location")
+    parent = scratch.prefix.rpartition("/")[0]
+    apart = GcsPath(scratch.bucket, f"{parent}/checkpoints" if parent else "checkpoints")
+    fix = f"use a location outside {scratch.uri}, e.g. " + (
+        apart.uri if scratch.prefix and not _within(apart, scratch) else "a prefix of another bucket"
+    )
+    detail = f"inside the scratch location {scratch.uri}: the compile cache's lifecycle rule may delete checkpoints"
+    return CheckResult(checkpoints.uri, fields, "placement", Status.FAILED, detail, fix)
+
+
+def _within(inner: GcsPath, outer: GcsPath) -> bool:
+    if inner.bucket != outer.bucket:
+        return False
+    return not outer.prefix or inner.prefix == outer.prefix or inner.prefix.startswith(outer.prefix + "/")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pwdeploy.gcs.client import TIMEOUT, GcsFailure, call, retry
+from pwdeploy.gcs.lifecycle import Rules, read_rules
 
 # A permission that does not exist: a backend that claims to grant it does not evaluate IAM.
 CANARY_PERMISSION = "storage.pwdeployPreflight.canary"
@@ -21,6 +22,7 @@ class BucketMeta:
     location: str  # as GCS spells it, e.g. US-CENTRAL1, US, NAM4
     location_type: str | None  # region, dual-region, multi-region
     lifecycle_rules: int
+    rules: Rules = field(default_factory=Rules)  # the Delete rules among them that can reach live objects
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,11 @@ def gather(client: Any, name: str, permissions: Iterable[str], prefixes: Iterabl
 
 def read_meta(bucket: Any) -> BucketMeta:
     call(lambda: bucket.reload(timeout=TIMEOUT, retry=retry()))
-    rules = list(bucket.lifecycle_rules or [])
-    return BucketMeta(str(bucket.location or "unknown"), bucket.location_type, len(rules))
+    try:
+        rules = list(bucket.lifecycle_rules or [])
+    except (KeyError, TypeError, AttributeError) as exc:  # the client library reads each rule's action type
+        raise GcsFailure("error", f"the bucket's lifecycle rules are not in the expected form ({exc!r})") from None
+    return BucketMeta(str(bucket.location or "unknown"), bucket.location_type, len(rules), read_rules(rules))
 
 
 def test_permissions(bucket: Any, permissions: list[str]) -> IamAnswer:

@@ -7,23 +7,30 @@ BUCKETS_UPDATE = "storage.buckets.update"
 OBJECTS_LIST = "storage.objects.list"
 OBJECTS_CREATE = "storage.objects.create"
 OBJECTS_GET = "storage.objects.get"
+OBJECTS_DELETE = "storage.objects.delete"
 
 OBJECT_ACCESS = (OBJECTS_CREATE, OBJECTS_GET, OBJECTS_LIST)
 # The Pathways compile cache reads the bucket, sets its lifecycle (TTL) rule and reads/writes objects.
 COMPILE_CACHE = (BUCKETS_GET, BUCKETS_UPDATE, OBJECTS_LIST, OBJECTS_CREATE, OBJECTS_GET)
 
+# Orbax also deletes: checkpoints beyond the number it keeps, and what a killed save left behind.
+CHECKPOINTS = (*OBJECT_ACCESS, OBJECTS_DELETE)
+
 SCRATCH_FIELD = "storage.scratch"
+CHECKPOINTS_FIELD = "storage.checkpoints"
 
 # Predefined roles, in the order they are suggested, with the permissions (of ours) they grant.
 ROLES: tuple[tuple[str, frozenset[str]], ...] = (
     ("roles/storage.legacyBucketOwner", frozenset({BUCKETS_GET, BUCKETS_UPDATE, OBJECTS_LIST, OBJECTS_CREATE})),
-    ("roles/storage.objectAdmin", frozenset(OBJECT_ACCESS)),
+    ("roles/storage.objectAdmin", frozenset(CHECKPOINTS)),
     ("roles/storage.legacyBucketReader", frozenset({BUCKETS_GET, OBJECTS_LIST})),
 )
 
 
 def needed(field: str, *, enable_olm: bool) -> tuple[str, ...]:
     """The permissions the component that uses ``field`` needs on its bucket."""
+    if field == CHECKPOINTS_FIELD:
+        return CHECKPOINTS
     if field != SCRATCH_FIELD:
         return OBJECT_ACCESS
     return COMPILE_CACHE if enable_olm else tuple(p for p in COMPILE_CACHE if p != BUCKETS_UPDATE)

@@ -1,8 +1,10 @@
 """The GCS source of preflight: check every GCS location of a job before anything is submitted.
 
 Per bucket (once, however many locations share it): it exists and answers; testIamPermissions for what each
-location needs; lifecycle rules against the cap when the compile cache lives there; its location against the
-cluster's region. Per location: a probe object is written, read back and deleted.
+location needs; lifecycle rules against the cap when the compile cache lives there, and against the checkpoint
+prefix when checkpoints live there (a rule that can delete them is a warning); its location against the
+cluster's region. Per location: a probe object is written, read back and deleted. From the config alone: the
+checkpoint location is not inside the scratch location.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pwdeploy.config import GcsPath, JobConfig
 from pwdeploy.errors import ConfigError
 from pwdeploy.gcs import client as gcs_client
 from pwdeploy.gcs import permissions as perms
-from pwdeploy.gcs.evaluate import Context, evaluate
+from pwdeploy.gcs.evaluate import Context, evaluate, placement_row
 from pwdeploy.gcs.facts import gather
 from pwdeploy.report import CheckResult, PreflightReport, Status
 
@@ -32,10 +34,11 @@ def check_gcs(job: JobConfig, *, client_factory: Callable[[], Any], region: str 
     """Check the job's GCS locations. ``client_factory`` builds the google.cloud.storage client (the seam);
     ``region`` is already checked (``check_region``)."""
     locations = job.storage.locations()
+    placement = [row for row in (placement_row(locations),) if row is not None]  # from the config alone
     try:
         client = client_factory()
     except gcs_client.MissingCredentials as exc:
-        return PreflightReport((_credentials_row(locations, str(exc)),), notes=(WORKLOAD_NOTE,))
+        return PreflightReport((_credentials_row(locations, str(exc)), *placement), notes=(WORKLOAD_NOTE,))
     principal = gcs_client.principal(client)
     email = getattr(getattr(client, "_credentials", None), "service_account_email", None)
     member = f"serviceAccount:{email}" if email and email != "default" else "MEMBER"
@@ -52,7 +55,7 @@ def check_gcs(job: JobConfig, *, client_factory: Callable[[], Any], region: str 
         results.extend(evaluate(facts, uses, ctx))
         if facts.meta_error is not None and facts.meta_error.kind in ("unreachable", "credentials"):
             unreachable = f"gs://{bucket}"
-    return PreflightReport(tuple(results), principal=principal, notes=(WORKLOAD_NOTE,))
+    return PreflightReport((*results, *placement), principal=principal, notes=(WORKLOAD_NOTE,))
 
 
 def by_bucket(locations: dict[str, GcsPath]) -> dict[str, dict[str, GcsPath]]:
