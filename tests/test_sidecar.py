@@ -466,11 +466,17 @@ class FolderRemovedWhilePushing(StandInEngine):
         return super().push(tag, progress)
 
 
+def base_found(ref: Any) -> Any:
+    from pwdeploy.preflight.registry import Lookup
+
+    return Lookup("found", "sha256:" + "e" * 64)
+
+
 def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path) -> None:
     project = tmp_path / "project"
     job = job_at(write_job(project, {"repository": "r.example/x", "base_image": BASE}))
     with pytest.raises(BuildError) as caught:
-        spec.build(job, FolderRemovedWhilePushing(project), Recorder(), push=True)
+        spec.build(job, FolderRemovedWhilePushing(project), Recorder(), push=True, base_lookup=base_found)
     assert str(caught.value).startswith("pushed r.example/x:")
     assert (
         f"as r.example/x@sha256:{'c' * 64}, but cannot record it in {project / 'pwdeploy-sidecar.lock'}: "
