@@ -364,3 +364,16 @@ def test_registry_client_needs_no_network_for_a_bad_realm(stub: StubRegistry) ->
     )
     answer = RegistryClient(lambda host: None, deadline=2.0).lookup(stub.ref())
     assert (answer.kind, answer.detail) == ("error", f"{stub.host}: named a token realm that is not an http(s) URL")
+
+
+def test_stub_credentials_echoed_in_an_error_message_are_not_printed(stub: StubRegistry) -> None:
+    """A registry that repeats the password (or the Basic header's base64) in its error: the row hides both."""
+    echoed = base64.b64encode(b"alice:s3cret-pw").decode()
+    body = json.dumps({"errors": [{"code": "DENIED", "message": f"bad login s3cret-pw ({echoed})"}]}).encode()
+    stub.routes[("HEAD", MANIFEST_PATH)] = head_refused
+    stub.routes[("GET", MANIFEST_PATH)] = lambda s: (401, {"WWW-Authenticate": 'Basic realm="stub"'}, body)
+    lookup = client(lambda host: Basic("alice", "s3cret-pw", "docker config")).lookup
+    row = check_image(f"{stub.host}/team/app:v1", ("main.image",), lookup)
+    assert row.status is Status.NOT_VERIFIED and "refused access with credentials from docker config" in row.detail
+    shown = json.dumps(row.to_json())
+    assert "s3cret-pw" not in shown and echoed not in shown and "<hidden>" in shown

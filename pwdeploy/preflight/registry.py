@@ -220,7 +220,9 @@ class _Conversation:
         its Docker-Content-Digest names other bytes."""
         media_type = answer.headers.get("Content-Type", "").split(";", 1)[0].strip()
         if media_type not in MANIFEST_TYPES and answers.media_type(answer) not in MANIFEST_TYPES:
-            raise BadAnswer(f"answered 200 but not with an image manifest (Content-Type {media_type[:80] or 'none'})")
+            raise BadAnswer(
+                f"answered 200 but not with an image manifest (Content-Type {answers.shorten(media_type) or 'none'})"
+            )
         said = answer.headers.get("Docker-Content-Digest", "").strip()
         wanted = said if is_digest(said) else self.ref.digest or "sha256:"
         algorithm = wanted.split(":", 1)[0]

@@ -92,8 +92,8 @@ class TokenFlow:
 
     def _lookup(self, host: str) -> Basic | None:
         found = self._credentials(host)
-        if found is not None:
-            self.secrets.append(found.password)
+        if found is not None:  # a registry may echo either form back in an error message
+            self.secrets += [found.password, basic_header(found).split(" ", 1)[1]]
         return found
 
 
