@@ -377,3 +377,48 @@ def test_stub_credentials_echoed_in_an_error_message_are_not_printed(stub: StubR
     assert row.status is Status.NOT_VERIFIED and "refused access with credentials from docker config" in row.detail
     shown = json.dumps(row.to_json())
     assert "s3cret-pw" not in shown and echoed not in shown and "<hidden>" in shown
+
+
+# ------------------------------------------------------------------------------------------ redirects
+
+
+def test_stub_a_redirect_with_a_huge_body_is_not_read(stub: StubRegistry) -> None:
+    produced: list[int] = []
+    stub.routes[("HEAD", MANIFEST_PATH)] = head_refused
+    stub.routes[("GET", MANIFEST_PATH)] = lambda s: (
+        302,
+        {"Location": "/v2/team/app/manifests/moved"},
+        endless(produced),
+    )
+    stub.routes[("GET", "/v2/team/app/manifests/moved")] = lambda s: (
+        200,
+        {"Content-Type": MANIFEST_TYPES[1]},
+        MANIFEST,
+    )
+    answer = client(deadline=5.0).lookup(stub.ref())
+    assert (answer.kind, answer.detail) == ("found", DIGEST)
+    time.sleep(0.2)
+    assert len(produced) < 16, f"{len(produced)} MiB of a redirect's body were produced"
+
+
+def test_stub_a_redirect_to_another_host_goes_without_the_authorization(stub: StubRegistry) -> None:
+    port = stub.host.rsplit(":", 1)[1]
+    wanted = "Basic " + base64.b64encode(b"alice:s3cret-pw").decode()
+
+    def manifest(seen: Seen) -> Reply:
+        if seen.headers.get("Authorization") != wanted:
+            return 401, {"WWW-Authenticate": 'Basic realm="stub"'}, b""
+        return 307, {"Location": f"http://localhost:{port}/v2/elsewhere/manifests/v1"}, b""
+
+    stub.routes[("HEAD", MANIFEST_PATH)] = manifest
+    stub.routes[("HEAD", "/v2/elsewhere/manifests/v1")] = found
+    answer = client(lambda host: Basic("alice", "s3cret-pw", "docker config")).lookup(stub.ref())
+    assert answer.kind == "found"
+    elsewhere = next(s for s in stub.seen if s.path == "/v2/elsewhere/manifests/v1")
+    assert "Authorization" not in elsewhere.headers
+
+
+def test_stub_a_redirect_loop_is_an_error(stub: StubRegistry) -> None:
+    stub.routes[("HEAD", MANIFEST_PATH)] = lambda s: (302, {"Location": MANIFEST_PATH}, b"")
+    answer = client().lookup(stub.ref())
+    assert (answer.kind, answer.detail) == ("error", f"{stub.host}: redirected more than 5 times")

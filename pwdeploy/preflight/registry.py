@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
@@ -46,6 +47,8 @@ MANIFEST_TYPES = (
 )
 ACCEPT = ", ".join(MANIFEST_TYPES)
 USER_AGENT = "pwdeploy-preflight"
+REDIRECTS = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 5
 
 # found; the tag or digest is not in the repository; the repository does not exist; the registry refused us;
 # no answer; anything else.
@@ -164,21 +167,32 @@ class Clock:
 
 
 class _Session(requests.Session):
-    """A session that sends only the credentials this module chose: never ~/.netrc's, not even after a redirect."""
+    """A session that sends only the credentials this module chose (never ~/.netrc's) and leaves redirects to
+    ``_Conversation.get``: requests reads a redirect's whole body, even with allow_redirects=False."""
 
     def __init__(self) -> None:
         super().__init__()
         self.auth = _no_auth  # set, so requests does not look in ~/.netrc
 
-    def rebuild_auth(self, prepared_request: requests.PreparedRequest, response: requests.Response) -> None:
-        if "Authorization" in prepared_request.headers and self.should_strip_auth(
-            response.request.url or "", prepared_request.url or ""
-        ):
-            del prepared_request.headers["Authorization"]
+    def resolve_redirects(  # type: ignore[override]  # the answer is "no redirects", whatever was asked
+        self, *args: Any, **kwargs: Any
+    ) -> Iterator[requests.Response]:
+        return iter(())
 
 
 def _no_auth(request: requests.PreparedRequest) -> requests.PreparedRequest:
     return request
+
+
+def _redirected(url: str, location: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """Where a redirect leads, and the headers to send there: no Authorization on another scheme, host or port."""
+    target = urljoin(url, location.strip())
+    before, after = urlsplit(url), urlsplit(target)
+    if after.scheme not in ("http", "https") or not after.hostname:
+        raise BadAnswer("redirected to something that is not an http(s) URL")
+    if (before.scheme, before.hostname, before.port) != (after.scheme, after.hostname, after.port):
+        headers = {name: value for name, value in headers.items() if name.lower() != "authorization"}
+    return urlunsplit(after._replace(netloc=after.netloc.rpartition("@")[2])), headers
 
 
 class _Conversation:
@@ -250,12 +264,22 @@ class _Conversation:
         return self.get(method, url, sent, None)
 
     def get(self, method: str, url: str, headers: dict[str, str], params: dict[str, str] | None) -> Body:
-        """One bounded request: the deadline's timeouts, the body read up to BODY_LIMIT."""
-        response = self.session.request(
-            method, url, headers=headers, params=params, timeout=self.clock.timeout(), stream=True
-        )
-        with response:
-            return answers.read(response, self.clock.check)
+        """One bounded request: the deadline's timeouts, the body read up to BODY_LIMIT, redirects followed here
+        (requests would read a redirect's whole body) without the Authorization once they leave the host."""
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self.session.request(
+                method, url, headers=headers, params=params, timeout=self.clock.timeout(), stream=True,
+                allow_redirects=False,
+            )  # fmt: skip
+            with response:  # closed unread when it is a redirect
+                location = response.headers.get("Location") if response.status_code in REDIRECTS else None
+                if location is None:
+                    return answers.read(response, self.clock.check)
+                url, headers = _redirected(response.url, location, headers)
+            params = None  # the Location carries its own query
+            if response.status_code == 303 and method != "HEAD":
+                method = "GET"
+        raise BadAnswer(f"redirected more than {MAX_REDIRECTS} times")
 
     def _missing(self, answer: Body) -> Lookup:
         if "NAME_UNKNOWN" in answers.error_codes(answer):
