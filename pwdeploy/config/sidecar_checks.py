@@ -15,7 +15,9 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.quantity import parse_quantity
 
 SHM_FIELDS = ("sidecar.image", "sidecar.repository", "sidecar.shm_size", "tpu.shm_size", "tpu.worker_memory")
-PYTHON_FIELDS = ("sidecar.image", "sidecar.repository", "sidecar.base_image", "sidecar.python_version", "image.base")
+# The fields that can name a Python, in the order the message compares them to the first one found.
+NAMING_PYTHON = ("sidecar.base_image", "sidecar.python_version", "image.base", "sidecar.image")
+PYTHON_FIELDS = ("sidecar.repository", *NAMING_PYTHON)
 _SIDECAR_TAG = re.compile(r":(?:.*[-_])?python_([0-9]+\.[0-9]+)-jax_[0-9.]+(?:[-_][^@]*)?(?:@.*)?$")
 _OFFICIAL_PYTHON = re.compile(r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*")
 
@@ -46,7 +48,7 @@ def same_python(parsed: Mapping[str, Any]) -> None:
     """Every field that names a Python for the sidecar or for the job's client names the same one."""
     if not enabled(parsed):
         return
-    named = [(field, python) for field in PYTHON_FIELDS[2:] + PYTHON_FIELDS[:1] if (python := _python(parsed, field))]
+    named = [(field, python) for field in NAMING_PYTHON if (python := _python(parsed, field))]
     for field, python in named[1:]:
         first, first_python = named[0]
         if python != first_python:
@@ -65,6 +67,5 @@ def _python(parsed: Mapping[str, Any], field: str) -> str | None:
         return None
     if field == "sidecar.python_version":
         return str(value)
-    pattern = _OFFICIAL_PYTHON if field == "image.base" else _SIDECAR_TAG
-    found = pattern.fullmatch(value) if field == "image.base" else pattern.search(value)
+    found = _OFFICIAL_PYTHON.fullmatch(value) if field == "image.base" else _SIDECAR_TAG.search(value)
     return found.group(1) if found else None
