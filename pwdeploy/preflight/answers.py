@@ -41,10 +41,12 @@ def read(response: requests.Response, check: Callable[[], None]) -> Body:
     if encoding not in ("", "identity"):
         raise BadAnswer(f"sent a {encoding[:40]!r}-encoded body although none was asked for")
     content = bytearray()
+    # read1 (urllib3 2) returns what one socket read brought; read (urllib3 1.26) waits for a whole chunk.
+    read = getattr(response.raw, "read1", None) or response.raw.read
     if response.request.method != "HEAD":
         while True:
             check()
-            chunk = response.raw.read1(CHUNK, decode_content=False)
+            chunk = read(CHUNK, decode_content=False)
             if not chunk:
                 break
             content += chunk
