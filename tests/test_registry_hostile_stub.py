@@ -13,9 +13,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from pwdeploy.cli import cli
 from pwdeploy.imageref import parse_reference
 from pwdeploy.preflight import answers
 from pwdeploy.preflight.answers import Body
@@ -422,3 +425,34 @@ def test_stub_a_redirect_loop_is_an_error(stub: StubRegistry) -> None:
     stub.routes[("HEAD", MANIFEST_PATH)] = lambda s: (302, {"Location": MANIFEST_PATH}, b"")
     answer = client().lookup(stub.ref())
     assert (answer.kind, answer.detail) == ("error", f"{stub.host}: redirected more than 5 times")
+
+
+# ------------------------------------------------------------------------------------------ the CLI's -o json
+
+
+@pytest.mark.parametrize(("token", "status"), [("tkn-secret-123\n", "ok"), ("tkn\nsecret-123", "not verified")])
+def test_stub_preflight_json_never_holds_the_token(stub: StubRegistry, tmp_path: Path, token: str, status: str) -> None:
+    repositories = ("pw/server", "pw/proxy_server", "team/app")
+    tags = {"pw/server": "20260730-jax_0.10.2", "pw/proxy_server": "20260730-jax_0.10.2", "team/app": "v1"}
+    challenge = f'Bearer realm="http://{stub.host}/token",service="s"'
+
+    def manifest(seen: Seen) -> Reply:
+        if seen.headers.get("Authorization") != f"Bearer {token.strip()}":
+            return 401, {"WWW-Authenticate": challenge}, b""
+        return found(seen)
+
+    for repository in repositories:
+        stub.routes[("HEAD", f"/v2/{repository}/manifests/{tags[repository]}")] = manifest
+    stub.routes[("GET", "/token")] = lambda s: (200, {}, json.dumps({"token": token}).encode())
+    image = {repository: f"{stub.host}/{repository}:{tags[repository]}" for repository in repositories}
+    args = [
+        "preflight", "-o", "json", "--no-gcs", "--name", "pf", "--tpu-type", "v5p-8", "--command", "python3 t.py",
+        "--pathways-version", "0.10.2", "--allow-version-mismatch", "--gcs-scratch", "gs://bkt/s",
+        "--server-image", image["pw/server"], "--proxy-server-image", image["pw/proxy_server"],
+        "--image", image["team/app"],
+    ]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env={"DOCKER_CONFIG": str(tmp_path)})
+    assert "Traceback" not in result.output
+    rows = json.loads(result.stdout)["checks"]
+    assert [row["status"] for row in rows] == [status] * 3
+    assert "tkn" not in result.output and "secret-123" not in result.output
