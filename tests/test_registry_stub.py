@@ -228,7 +228,9 @@ def test_stub_token_service_refusal_is_denied(stub: StubRegistry) -> None:
     bearer_registry(stub, token_auth=lambda seen: False)
     answer = client(lambda host: Basic("u", "wrong", "docker config")).lookup(stub.ref())
     assert answer.kind == "denied"
-    assert "token service refused (401: DENIED bad credentials)" in answer.detail
+    assert answer.detail.endswith(
+        "the token service refused (401: DENIED bad credentials), asked with credentials from docker config"
+    )
 
 
 def test_stub_credentials_are_not_looked_up_unless_challenged(stub: StubRegistry) -> None:

@@ -107,7 +107,8 @@ class RegistryClient:
             try:
                 found = conversation.lookup()
             except TokenRefused as exc:
-                found = Lookup("denied", f"{ref.api_host}: {exc}")
+                flow = conversation.flow
+                found = Lookup("denied", f"{ref.api_host}: {exc}, asked {how(flow.used, flow.withheld)}")
             except OutOfTime:
                 found = Lookup("unreachable", clock.late(ref.api_host))
             except BadAnswer as exc:
