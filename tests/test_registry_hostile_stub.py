@@ -299,7 +299,7 @@ def test_stub_realm_on_another_host_over_http_gets_no_credentials(stub: StubRegi
         f"the credentials from docker config were not sent to the token service at http://localhost:{port}: plain http"
     )
     row = check_image(f"{stub.host}/team/app:v1", ("main.image",), client(known).lookup)
-    assert row.detail == f"exists, digest {DIGEST} (asked anonymously ({answer.withheld}))"
+    assert row.detail == f"exists, digest {DIGEST} (asked anonymously; {answer.withheld})"
     assert asked[0] == stub.host
 
 

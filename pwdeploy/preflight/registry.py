@@ -74,7 +74,7 @@ class Lookup:
 def how(credentials: str | None, withheld: str | None) -> str:
     if credentials is not None:
         return f"with credentials from {credentials}"
-    return f"anonymously ({withheld})" if withheld else "anonymously"
+    return f"anonymously; {withheld}" if withheld else "anonymously"
 
 
 class RegistryClient:
