@@ -27,8 +27,8 @@ _TAG_JAX = re.compile(r":(?:.*[-_])?jax[-_]([0-9]+\.[0-9]+\.[0-9]+)$")  # server
 # shorten pool names, e.g. https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67).
 NODE_POOL = re.compile(r"[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?")
 # No documented limit of Pathways or JobSet was found (replicas is an int32). The largest multislice run Google
-# has published used 199 slices (50,944 TPU v5e chips: https://cloud.google.com/blog/products/compute/the-worlds-
-# largest-distributed-llm-training-job-on-tpu-v5e); a count far beyond that is a typo (chips given as slices).
+# has published spanned 50,000+ TPU v5e chips, about 200 slices of 256 (https://cloud.google.com/blog/products/
+# compute/the-worlds-largest-distributed-llm-training-job-on-tpu-v5e); far beyond that is a typo (chips as slices).
 MAX_SLICES = 1000
 
 Check = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
