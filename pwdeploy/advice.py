@@ -8,9 +8,10 @@ import re
 
 from pwdeploy.config import JobConfig
 
-# An env NAME whose last part says it holds a credential: WANDB_API_KEY, HF_TOKEN, DB_PASSWORD.
+# An env NAME whose last part says it holds a credential (WANDB_API_KEY, HF_TOKEN, DB_PASSWORD, GITHUB_PAT,
+# GCP_CREDENTIALS), or that names an API key anywhere (OPENAI_APIKEY, APIKEY_PROD).
 _CREDENTIAL_NAME = re.compile(
-    r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|PRIVATE_KEY|ACCESS_KEY|AUTH)$"
+    r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|PRIVATE_KEY|ACCESS_KEY|AUTH|PAT)$|APIKEY"
 )
 
 
@@ -30,12 +31,25 @@ def _kueue_memory(job: JobConfig) -> list[str]:
 
 
 def _literal_credentials(job: JobConfig) -> list[str]:
-    return [
+    main = [
         f"main.env.{name} looks like a credential and would be written into the manifest in plain text; keep it "
         f"in a Kubernetes Secret and pass --secret-env {name}=SECRET/KEY (main.secret_env) instead"
         for name, _ in job.main.env
-        if _CREDENTIAL_NAME.search(name.upper())
+        if looks_like_credential(name)
     ]
+    workers = [
+        f"worker_env.{name} (--worker-env) looks like a credential and would be written into the manifest in plain "
+        "text, for every pathways-worker; the workers run the Pathways server image, not your code, so drop it "
+        "unless that server reads it"
+        for name, _ in job.worker_env
+        if looks_like_credential(name)
+    ]
+    return [*main, *workers]
+
+
+def looks_like_credential(name: str) -> bool:
+    """Whether an environment variable's name says it holds a credential."""
+    return _CREDENTIAL_NAME.search(name.upper()) is not None
 
 
 def _gcs_dump_flag(job: JobConfig) -> list[str]:

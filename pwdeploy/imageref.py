@@ -21,7 +21,9 @@ _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
 COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+# The OCI image spec's registered algorithms, lower-case hex as it requires (and as docker's digest parser checks):
+# https://github.com/opencontainers/image-spec/blob/main/descriptor.md#registered-algorithms
+DIGEST = r"(?:sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})"
 # Lookaheads, not named groups, so the same text serves as a JSON Schema pattern (ECMA 262).
 _NAMES_HOST = r"(?=[^/]*[.:]|localhost/)"
 _NAMES_NO_HOST = r"(?![^/]*[.:][^/]*/|localhost/)"
@@ -87,6 +89,11 @@ def parse_reference(text: str) -> ImageRef:
     return ImageRef(registry, repository, tag, digest)
 
 
+def is_digest(text: str) -> bool:
+    """Whether ``text`` is a content digest as the OCI image spec writes one (sha256 or sha512, lower-case hex)."""
+    return re.fullmatch(DIGEST, text) is not None
+
+
 def repository_problem(repository: str) -> str | None:
     """Why ``repository`` is not a bare repository to tag and push (it has a tag or digest, or breaks the grammar),
     or None."""
@@ -103,7 +110,7 @@ def _problem(text: str) -> str:
     """Which part of a text the grammar refused, for the message (only on errors: nothing compiled at import)."""
     rest, digest = text.split("@", 1) if "@" in text else (text, None)
     if digest is not None and not re.fullmatch(DIGEST, digest):
-        return f"{digest!r} is not a digest (algorithm:hex, e.g. sha256:...)"
+        return f"{digest!r} is not a digest (sha256: and 64 lower-case hex digits, or sha512: and 128)"
     head, _, last = rest.rpartition("/")
     if ":" in last:
         last, tag = last.split(":", 1)

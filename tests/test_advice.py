@@ -43,12 +43,45 @@ def test_worker_memory_through_kueue() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["HF_TOKEN", "WANDB_API_KEY", "DB_PASSWORD", "AWS_SECRET", "GCP_CREDENTIALS", "TOKEN", "openai_api_key"]
+    "name",
+    [
+        "HF_TOKEN",
+        "WANDB_API_KEY",
+        "DB_PASSWORD",
+        "AWS_SECRET",
+        "GCP_CREDENTIALS",
+        "TOKEN",
+        "openai_api_key",
+        "GITHUB_PAT",
+        "OPENAI_APIKEY",
+        "APIKEY_PROD",
+        "MY_APIKEY_FILE",
+        "AWS_CREDENTIALS",
+    ],
 )
 def test_literal_credentials_point_to_secret_env(name: str) -> None:
     (warning,) = job_warnings(_job(**{"main.env": {name: "s3cr3t"}}))
     assert warning.startswith(f"main.env.{name} looks like a credential")
     assert f"--secret-env {name}=SECRET/KEY" in warning and "s3cr3t" not in warning
+
+
+@pytest.mark.parametrize("name", ["HF_TOKEN", "GITHUB_PAT", "SERVICE_APIKEY", "AWS_CREDENTIALS"])
+def test_literal_credentials_in_worker_env_are_warned_about(name: str) -> None:
+    (warning,) = job_warnings(_job(worker_env={name: "s3cr3t"}))
+    assert warning.startswith(f"worker_env.{name} (--worker-env) looks like a credential")
+    assert "s3cr3t" not in warning
+
+
+@pytest.mark.parametrize("name", ["PATH_PREFIX", "KEYBOARD", "PATIENCE", "MONKEY", "TPU_STDERR_LOG_LEVEL"])
+def test_names_that_only_contain_a_credential_word_are_not_warned_about(name: str) -> None:
+    assert job_warnings(_job(**{"main.env": {name: "1"}}, worker_env={name: "1"})) == []
+
+
+def test_render_warns_about_worker_env_credentials_on_stderr() -> None:
+    result = CliRunner().invoke(cli, ["render", *FLAGS, "--worker-env", "GITHUB_PAT=ghp_x"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("warning: worker_env.GITHUB_PAT (--worker-env) looks like a credential")
+    assert "ghp_x" not in result.stderr
 
 
 def test_secret_env_is_not_warned_about() -> None:

@@ -93,3 +93,24 @@ def test_an_env_entry_with_nothing_after_the_colon_says_so(runner: CliRunner, ja
     assert result.stderr == (
         f"error: main.env.TRAIN_SEED: must be a string, not a null value (nothing after the colon) (from {config})\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        (["--sidecar-image", "r.example/sc:1", "--worker-memory", "20Gi", "--sidecar-shm-size", "8Gi"],
+         "sidecar.shm_size"),
+        (["--image-registry", "https://us-docker.pkg.dev/cloud-tpu-v2-images/pathways"], "image_registry"),
+        (["--head-node-pool", "CPU_pool"], "head.node_pool"),
+        (["--num-slices", "4096"], "tpu.slices"),
+        (["--secret-env", "HF_TOKEN=hf/my key"], "main.secret_env.HF_TOKEN"),
+    ],
+)  # fmt: skip
+def test_grammar_and_fit_mistakes_are_config_errors(
+    runner: CliRunner, jax_version: str, flags: list[str], field: str
+) -> None:
+    """Exit 2 naming the field, before any manifest is built (the sidecar's shared memory was a validation error,
+    exit 3, after rendering)."""
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--allow-version-mismatch", *flags])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {field}: ") and "Traceback" not in result.output

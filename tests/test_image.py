@@ -135,8 +135,14 @@ def test_bad_image_inputs(tmp_path: Path, image: dict[str, Any], field: str, mes
 def test_official_base_of_another_python_than_the_sidecar_is_refused(tmp_path: Path) -> None:
     sidecar = {"repository": "r.example/sc", "python_version": "3.11"}
     path = write_job(tmp_path, {"repository": REPOSITORY, "base": "python:3.12-slim"}, sidecar=sidecar)
-    with pytest.raises(ConfigError, match=r"image\.base: python:3\.12-slim runs Python 3\.12"):
-        spec.collect(job_at(path), path)
+    with pytest.raises(ConfigError, match=r"image\.base: names Python 3\.12, but sidecar\.python_version names"):
+        job_at(path)  # the config says so: both fields name a Python
+    other = "3.9" if PY != "3.9" else "3.10"
+    path = write_job(
+        tmp_path, {"repository": REPOSITORY, "base": f"python:{other}-slim"}, sidecar={"repository": "r.example/sc"}
+    )
+    with pytest.raises(ConfigError, match=rf"image\.base: python:{other}-slim runs Python {other}"):
+        spec.collect(job_at(path), path)  # the client's Python is this machine's: the build says so
 
 
 def test_build_without_repository_names_the_field(runner: CliRunner, tmp_path: Path) -> None:
@@ -264,8 +270,8 @@ def test_verify_jax_with_a_stand_in_engine(tmp_path: Path) -> None:
 
 def test_example_job_image_dockerfile(runner: CliRunner) -> None:
     example = REPO / "examples" / "data_parallel" / "job.yaml"
-    result = runner.invoke(cli, ["image", "dockerfile", "-f", str(example), "--sidecar-python", "3.11"])
+    result = runner.invoke(cli, ["image", "dockerfile", "-f", str(example)])
     assert result.exit_code == 0, result.output
     steps = instructions(result.stdout)
-    assert steps[0] == ("FROM", "python:3.11-slim-bookworm") and ("WORKDIR", "/app") in steps
+    assert steps[0] == ("FROM", "python:3.12-slim-bookworm") and ("WORKDIR", "/app") in steps  # the example pins it
     assert ("RUN", f"python -m pip install --no-cache-dir --no-deps /opt/pwdeploy/{wheel.wheel_name()}") in steps

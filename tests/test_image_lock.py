@@ -10,6 +10,7 @@ import json
 import shutil
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -174,3 +175,63 @@ def test_the_example_folder_leaves_out_what_the_readme_writes_beside_it(tmp_path
         assert f"WORKDIR {workdir}" in found.dockerfile
     example = yaml.safe_load((EXAMPLES / "sidecar" / "job.yaml").read_text())
     assert example["image"]["source_dir"] == "..", "the sidecar example copies the folder that holds .dockerignore"
+
+
+# ------------------------------------------------------------------------------------------ hand-edited locks
+
+
+def _pushed_lock(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """A job whose current inputs were recorded as pushed: (config, lock file, the lock's JSON)."""
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    job = job_at(path)
+    _record(spec.lock_path(job), job, spec.collect(job, path), REPOSITORY)
+    return path, spec.lock_path(job), json.loads(spec.lock_path(job).read_text())
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("digest", DIGEST + "@evil.example/x", "is not sha256: and 64 lower-case hex digits"),
+        ("digest", "sha256:" + "D" * 64, "is not sha256: and 64 lower-case hex digits"),
+        ("digest", "sha256:" + "d" * 63, "is not sha256: and 64 lower-case hex digits"),
+        ("digest", "sha512:" + "d" * 128, "is not sha256: and 64 lower-case hex digits"),
+        ("digest", 5, "holds a value that is not a string"),
+        ("repository", "r.example/team/job:v1", "has a tag or digest"),
+        ("repository", "r.example/Team Job", "is not a Docker repository"),
+    ],
+)
+def test_render_refuses_a_hand_edited_lock_entry_naming_the_file(
+    runner: CliRunner, tmp_path: Path, key: str, value: object, said: str
+) -> None:
+    path, lock_file, data = _pushed_lock(tmp_path)
+    assert runner.invoke(cli, ["render", "-f", str(path), "--no-validate"]).exit_code == 0, "as recorded: pinned"
+    data["jobs"]["img-test"][key] = value
+    lock_file.write_text(json.dumps(data))
+    result = runner.invoke(cli, ["render", "-f", str(path), "--no-validate"])
+    assert result.exit_code == 2, result.output
+    assert f"{lock_file} is not a pwdeploy lock file (" in result.stderr and said in result.stderr
+    assert "hint: delete it and push again" in result.stderr
+    assert result.stdout == "" and "Traceback" not in result.output and "evil.example" not in result.stdout
+
+
+def test_render_refuses_a_lock_entry_for_another_repository(runner: CliRunner, tmp_path: Path) -> None:
+    path, lock_file, data = _pushed_lock(tmp_path)
+    data["jobs"]["img-test"]["repository"] = "evil.example/x"
+    lock_file.write_text(json.dumps(data))
+    result = runner.invoke(cli, ["render", "-f", str(path), "--no-validate"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        f"error: image.repository: {lock_file} records the image of img-test in 'evil.example/x', not in '{REPOSITORY}'"
+    )
+    assert "`pwdeploy image build --push`" in result.stderr and result.stdout == ""
+
+
+def test_a_build_replaces_an_entry_for_another_repository(tmp_path: Path) -> None:
+    """The fix the error names must work: a build for the config's repository does not trip over the old entry."""
+    path, lock_file, data = _pushed_lock(tmp_path)
+    data["jobs"]["img-test"]["repository"] = "r.example/old/place"
+    lock_file.write_text(json.dumps(data))
+    assert lock.entry_for(lock_file, "img-test", REPOSITORY) is None
+    job = job_at(path)
+    _record(lock_file, job, spec.collect(job, path), REPOSITORY)
+    assert lock.read_lock(lock_file)["img-test"].repository == REPOSITORY

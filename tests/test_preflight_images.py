@@ -90,7 +90,7 @@ def test_pushed_image_is_ok_with_its_digest(pushed: dict[str, str], lookup: Any)
     image, digest = next(iter(pushed.items()))
     row = check_image(image, ("images.server",), lookup)
     assert (row.location, row.fields, row.check, row.status) == (image, ("images.server",), "image", Status.OK)
-    assert row.detail == f"exists, digest {digest}" and row.fix is None
+    assert row.detail == f"exists, digest {digest} (asked anonymously)" and row.fix is None
     by_digest = image.rsplit(":", 1)[0] + f"@{digest}"
     assert check_image(by_digest, ("main.image",), lookup).status is Status.OK
 
@@ -102,7 +102,8 @@ def test_missing_tag_fails_and_names_the_tags_there(pushed: dict[str, str], look
     row = check_image(f"{repository}:20260101-jax_0.10.2", ("images.server",), lookup)
     assert row.status is Status.FAILED
     assert row.detail == (
-        f"tag '20260101-jax_0.10.2' is not in {repository}; it has 1 tag(s), e.g. 20260730-jax_0.10.2"
+        f"tag '20260101-jax_0.10.2' is not in {repository}; it has 1 tag(s), e.g. 20260730-jax_0.10.2 "
+        "(asked anonymously)"
     )
     assert row.fix == "pin an existing one with --server-image (images.server)"
     missing_digest = check_image(f"{repository}@sha256:{'0' * 64}", ("main.image",), lookup)
@@ -114,7 +115,7 @@ def test_missing_repository_fails(pushed: dict[str, str], lookup: Any) -> None:
     image = f"{REGISTRY}/pwdeploy-test/no-such-{uuid.uuid4().hex[:8]}:v1"
     row = check_image(image, ("sidecar.image",), lookup)
     assert row.status is Status.FAILED
-    assert row.detail == f"repository {image.rsplit(':', 1)[0]} does not exist"
+    assert row.detail == f"repository {image.rsplit(':', 1)[0]} does not exist (asked anonymously)"
     assert row.fix == "push it: pwdeploy sidecar build --push (or correct sidecar.image)"
 
 
@@ -135,7 +136,7 @@ def test_every_image_of_the_job_gets_a_row(pushed: dict[str, str], lookup: Any) 
         (images[2], ("main.image",), Status.OK),
         (images[3], ("sidecar.image",), Status.OK),
     ]
-    assert [r.detail.removeprefix("exists, digest ") for r in rows] == [pushed[images[i]] for i in (1, 0, 2, 3)]
+    assert [r.detail for r in rows] == [f"exists, digest {pushed[images[i]]} (asked anonymously)" for i in (1, 0, 2, 3)]
 
 
 @pytest.mark.docker
@@ -177,7 +178,7 @@ def test_cli_preflight_json_has_image_rows(
         (main, ["main.image"], "ok"),
         (sidecar, ["sidecar.image"], "ok"),
     ]
-    assert checks[2]["detail"] == f"exists, digest {pushed[main]}" and checks[2]["fix"] is None
+    assert checks[2]["detail"] == f"exists, digest {pushed[main]} (asked anonymously)" and checks[2]["fix"] is None
 
     missing = main.rsplit(":", 1)[0] + ":v2"
     bad = runner.invoke(cli, [*flags, "--image", missing], env=env)
@@ -217,7 +218,9 @@ def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax
     }
     proxy_row, server_row = check_images(job, stub_lookup(answers))
     assert server_row.status is Status.FAILED
-    assert server_row.detail.endswith("it has 4 tag(s), e.g. 20260730-jax_0.10.2, 20260801-jax_0.10.2")
+    assert server_row.detail.endswith(
+        "it has 4 tag(s), e.g. 20260730-jax_0.10.2, 20260801-jax_0.10.2 (asked anonymously)"
+    )
     assert server_row.fix == (
         f"list the tags: gcloud artifacts docker tags list {server}; "
         "pin an existing one with --server-image (images.server)"

@@ -12,7 +12,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,13 +20,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from pwdeploy.imageref import BadReference, ImageRef, parse_reference
+from pwdeploy.imageref import BadReference, ImageRef, is_digest, parse_reference
 from pwdeploy.preflight import credentials as creds
 from pwdeploy.preflight.credentials import Basic, Credentials
 from pwdeploy.preflight.registry import ACCEPT, MANIFEST_TYPES, RegistryClient
 
-DIGEST = "sha256:" + "ab" * 32
 MANIFEST = b'{"schemaVersion": 2}'
+DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
 
 
 @dataclass
@@ -37,7 +37,7 @@ class Seen:
     headers: dict[str, str]
 
 
-Reply = tuple[int, dict[str, str], bytes]
+Reply = tuple[int, dict[str, str], "bytes | Iterable[bytes]"]  # an iterable body is streamed, without a length
 Route = Callable[[Seen], Reply]
 
 
@@ -49,6 +49,7 @@ class StubRegistry:
     seen: list[Seen] = field(default_factory=list)
     delay: float = 0.0
     host: str = ""
+    hung_up: int = 0  # streamed answers the client stopped reading
 
     def ref(self, path: str = "team/app:v1") -> ImageRef:
         return parse_reference(f"{self.host}/{path}")
@@ -72,10 +73,17 @@ def stub() -> Iterator[StubRegistry]:
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
+            if isinstance(body, bytes) and "Content-Length" not in headers:
+                self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+            if self.command == "HEAD":
+                return
+            try:
+                for chunk in [body] if isinstance(body, bytes) else body:
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                registry.hung_up += 1
 
         do_GET = do_HEAD = _handle
 
@@ -99,10 +107,8 @@ def anonymous(host: str) -> Basic | None:
     return None
 
 
-def client(
-    lookup: Callable[[str], Basic | None] = anonymous, timeout: tuple[float, float] = (2.0, 2.0)
-) -> RegistryClient:
-    return RegistryClient(lookup, timeout=timeout)
+def client(lookup: Callable[[str], Basic | None] = anonymous, deadline: float = 2.0) -> RegistryClient:
+    return RegistryClient(lookup, deadline=deadline)
 
 
 # ------------------------------------------------------------------------------------------ manifest requests
@@ -135,9 +141,9 @@ def test_stub_head_refused_falls_back_to_get(stub: StubRegistry) -> None:
 
 def test_stub_without_digest_header_the_digest_is_the_manifest_hash(stub: StubRegistry) -> None:
     stub.routes[("HEAD", "/v2/team/app/manifests/v1")] = lambda s: (200, {}, b"")
-    stub.routes[("GET", "/v2/team/app/manifests/v1")] = lambda s: (200, {}, MANIFEST)
+    stub.routes[("GET", "/v2/team/app/manifests/v1")] = lambda s: (200, {"Content-Type": MANIFEST_TYPES[1]}, MANIFEST)
     answer = client().lookup(stub.ref())
-    assert answer.detail == "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
+    assert (answer.kind, answer.detail) == ("found", "sha256:" + hashlib.sha256(MANIFEST).hexdigest())
 
 
 def test_stub_digest_reference_asks_by_digest(stub: StubRegistry) -> None:
@@ -222,7 +228,9 @@ def test_stub_token_service_refusal_is_denied(stub: StubRegistry) -> None:
     bearer_registry(stub, token_auth=lambda seen: False)
     answer = client(lambda host: Basic("u", "wrong", "docker config")).lookup(stub.ref())
     assert answer.kind == "denied"
-    assert "token service refused (401: DENIED bad credentials)" in answer.detail
+    assert answer.detail.endswith(
+        "the token service refused (401: DENIED bad credentials), asked with credentials from docker config"
+    )
 
 
 def test_stub_credentials_are_not_looked_up_unless_challenged(stub: StubRegistry) -> None:
@@ -270,9 +278,9 @@ def test_stub_slow_registry_times_out_as_unreachable(stub: StubRegistry) -> None
     stub.delay = 1.0
     stub.routes[("HEAD", "/v2/team/app/manifests/v1")] = found
     started = time.monotonic()
-    answer = client(timeout=(1.0, 0.3)).lookup(stub.ref())
-    assert answer.kind == "unreachable" and "did not answer within 0.3 s" in answer.detail
-    assert time.monotonic() - started < 1.5
+    answer = client(deadline=0.3).lookup(stub.ref())
+    assert answer.kind == "unreachable" and "did not answer completely within 0.3 s" in answer.detail
+    assert time.monotonic() - started < 0.6
 
 
 # ------------------------------------------------------------------------------------------ credentials
@@ -416,3 +424,25 @@ def test_references_parse_as_docker_reads_them(
 def test_bad_references_are_refused(text: str) -> None:
     with pytest.raises(BadReference):
         parse_reference(text)
+
+
+@pytest.mark.parametrize(
+    ("digest", "valid"),
+    [
+        ("sha256:" + "a" * 64, True),
+        ("sha512:" + "0" * 128, True),
+        ("sha256:" + "a" * 63, False),  # the grammar of old took any 32 hex digits or more
+        ("sha256:" + "a" * 65, False),
+        ("sha256:" + "A" * 64, False),  # OCI: lower-case hex only
+        ("sha512:" + "0" * 64, False),
+        ("md5:" + "0" * 32, False),
+        ("sha256:" + "a" * 64 + "@evil.example/x", False),
+    ],
+)
+def test_digests_follow_the_oci_rule(digest: str, valid: bool) -> None:
+    assert is_digest(digest) is valid
+    if valid:
+        assert parse_reference(f"reg.io/app@{digest}").digest == digest
+    else:
+        with pytest.raises(BadReference, match="sha256: and 64 lower-case hex digits, or sha512: and 128"):
+            parse_reference(f"reg.io/app@{digest}")

@@ -324,10 +324,11 @@ def test_apply_lock_warns_and_pins_nothing_when_inputs_changed(tmp_path: Path) -
     assert len(warnings) == 1 and "changed since r.example/x@sha256:" in warnings[0]
 
 
-def test_apply_lock_leaves_explicit_images_and_other_repositories(tmp_path: Path) -> None:
+def test_apply_lock_leaves_explicit_images_and_refuses_other_repositories(tmp_path: Path) -> None:
     job = job_at(write_job(tmp_path, {"repository": "r.example/x", "base_image": BASE}))
     lock.record(spec.lock_path(job), job.name, _entry(spec.collect(job), repository="r.example/elsewhere"))
-    assert apply_lock(job) is job
+    with pytest.raises(ConfigError, match=r"records the image of sc-test in 'r.example/elsewhere', not in 'r.exa"):
+        apply_lock(job)
     explicit = job_at(write_job(tmp_path, {"image": "r.example/pre:1", "repository": "r.example/elsewhere"}))
     assert apply_lock(explicit).sidecar.image == "r.example/pre:1"
 
@@ -465,11 +466,17 @@ class FolderRemovedWhilePushing(StandInEngine):
         return super().push(tag, progress)
 
 
+def base_found(ref: Any) -> Any:
+    from pwdeploy.preflight.registry import Lookup
+
+    return Lookup("found", "sha256:" + "e" * 64)
+
+
 def test_unwritable_lock_after_a_push_still_names_the_digest(tmp_path: Path) -> None:
     project = tmp_path / "project"
     job = job_at(write_job(project, {"repository": "r.example/x", "base_image": BASE}))
     with pytest.raises(BuildError) as caught:
-        spec.build(job, FolderRemovedWhilePushing(project), Recorder(), push=True)
+        spec.build(job, FolderRemovedWhilePushing(project), Recorder(), push=True, base_lookup=base_found)
     assert str(caught.value).startswith("pushed r.example/x:")
     assert (
         f"as r.example/x@sha256:{'c' * 64}, but cannot record it in {project / 'pwdeploy-sidecar.lock'}: "

@@ -251,7 +251,8 @@ def test_example_sidecar_variant_builds_on_the_stand_in_base(
     shutil.copytree(REPO / "examples" / "data_parallel" / "sidecar", example)  # the lock file lands in the copy
     repository = f"{REGISTRY}/pwdeploy-test/example-{uuid.uuid4().hex[:8]}"
     (example / "src" / "dp_data" / "run_marker.txt").write_text(repository)  # a fresh hash for this run
-    args = ["--sidecar-base-image", base_image, "--sidecar-repository", repository, "--push"]
+    # The stand-in base runs this machine's Python; the example pins the cluster's (3.12): follow the base.
+    args = ["--sidecar-base-image", base_image, "--sidecar-python", PY, "--sidecar-repository", repository, "--push"]
     result = _sidecar(runner, docker_env, example, *args)
     assert result.exit_code == 0, result.output
     image = result.stdout.strip()

@@ -12,16 +12,25 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog
+from pwdeploy.config import sidecar_checks
 from pwdeploy.config.capacity import check_capacity
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
-from pwdeploy.imageref import repository_problem
+from pwdeploy.imageref import BadReference, parse_reference, repository_problem
 from pwdeploy.quantity import parse_quantity
 from pwdeploy.validation import names
 
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 _TAG_JAX = re.compile(r":(?:.*[-_])?jax[-_]([0-9]+\.[0-9]+\.[0-9]+)$")  # server:jax-0.10.2, :20260730-jax_0.10.2
+# GKE's node pool names: a lower-case letter, then lower-case letters, digits and hyphens, not ending in a hyphen,
+# 40 characters at most (the rule GKE applies to cluster names as well; the 40 is noted where Terraform configs
+# shorten pool names, e.g. https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67).
+NODE_POOL = re.compile(r"[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?")
+# No documented limit of Pathways or JobSet was found (replicas is an int32). The largest multislice run Google
+# has published spanned 50,000+ TPU v5e chips, about 200 slices of 256 (https://cloud.google.com/blog/products/
+# compute/the-worlds-largest-distributed-llm-training-job-on-tpu-v5e); far beyond that is a typo (chips as slices).
+MAX_SLICES = 1000
 
 Check = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
 
@@ -31,6 +40,9 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
     return [
         (("name",), _name),
         (("namespace",), lambda p: _optional_name(p, "namespace", names.dns1123_label)),
+        (("image_registry",), _image_registry),
+        (("head.node_pool",), _node_pool),
+        (("tpu.slices",), _slices),
         (("pathways_version", "allow_version_mismatch"), lambda p: _pathways_version(p, installed_jax)),
         (("xla_flags",), _xla_flags),
         (("images.server", "images.proxy_server", "sidecar.image", "storage.hlo_uploader_image"), _pinned_images),
@@ -49,6 +61,8 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("name", "tpu.slices", "tpu.slice"), _name_length),
         (("headless", "head.transfer_shm_size", "main.shm_size", "main.memory", "head.proxy_memory"), _transfer),
         (_CAPACITY_INPUTS, check_capacity),
+        (sidecar_checks.SHM_FIELDS, sidecar_checks.sidecar_shm),
+        (sidecar_checks.PYTHON_FIELDS, sidecar_checks.same_python),
     ]
 
 
@@ -71,6 +85,44 @@ def _name(parsed: Mapping[str, Any]) -> None:
 def _optional_name(parsed: Mapping[str, Any], path: str, rule: Callable[[str], str | None]) -> None:
     if parsed[path] is not None:
         check_name(parsed[path], path, rule)
+
+
+def _image_registry(parsed: Mapping[str, Any]) -> None:
+    """The prefix of the derived Pathways images (<image_registry>/server:jax-<V>): a registry path, checked as
+    the images it makes."""
+    registry = parsed["image_registry"]
+    problem = None
+    if "://" in registry:
+        problem = "has a scheme; give host/path without it, e.g. us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
+    elif registry.endswith("/"):
+        problem = "ends in '/'; drop it (the image names are appended after a '/')"
+    else:
+        try:
+            parse_reference(f"{registry}/server:jax-0.0.0")
+        except BadReference as exc:
+            problem = f"is not a registry path such as us-docker.pkg.dev/cloud-tpu-v2-images/pathways ({exc})"
+    if problem is not None:
+        raise ConfigError("image_registry", f"{registry!r} {problem}")
+
+
+def _node_pool(parsed: Mapping[str, Any]) -> None:
+    pool = parsed["head.node_pool"]
+    if not NODE_POOL.fullmatch(pool):
+        raise ConfigError(
+            "head.node_pool",
+            f"{pool!r} is not a GKE node pool name (a lower-case letter, then lower-case letters, digits or '-', "
+            "not ending in '-'; at most 40 characters)",
+            hint="list the cluster's pools: gcloud container node-pools list --cluster CLUSTER",
+        )
+
+
+def _slices(parsed: Mapping[str, Any]) -> None:
+    if parsed["tpu.slices"] > MAX_SLICES:
+        raise ConfigError(
+            "tpu.slices",
+            f"{parsed['tpu.slices']} slices is more than pwdeploy accepts ({MAX_SLICES}); it counts slices (worker "
+            "replicas), not chips: a v5p-128 slice is one slice",
+        )
 
 
 def _resolve_slice(parsed: Mapping[str, Any]) -> dict[str, Any]:

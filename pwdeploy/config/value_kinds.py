@@ -6,6 +6,7 @@ Config parsing (pwdeploy.config.load), the JSON Schema (pwdeploy.config.json_sch
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -47,6 +48,10 @@ RESERVED_ENV = frozenset(
         *TRANSFER_ENV,
     }
 )
+
+# A Secret's data keys, as Kubernetes validates them (IsConfigMapKey): [-._a-zA-Z0-9]+, at most 253 characters.
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+SECRET_KEY_MAX = 253
 
 _QUANTITY = f"^{quantity.PATTERN}$"
 _GCS = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"
@@ -94,6 +99,12 @@ def _secret_env(field: Field, value: Any, base_dir: Path) -> tuple[SecretRef, ..
         if not secret or not key:
             raise ConfigError(where, f"{ref!r} is not SECRET/KEY; e.g. --secret-env {name}=my-secret/token")
         check_name(secret, where, names.dns1123_subdomain)
+        if len(key) > SECRET_KEY_MAX or not SECRET_KEY.fullmatch(key):
+            raise ConfigError(
+                where,
+                f"{key!r} is not a Secret key (letters, digits, '-', '_', '.'; at most {SECRET_KEY_MAX} characters), "
+                f"e.g. --secret-env {name}=my-secret/token",
+            )
         check_not_reserved(name, where)
         refs.append(SecretRef(name, secret, key))
     return tuple(refs)
@@ -177,7 +188,7 @@ KINDS: dict[Kind, KindSpec] = {
     ),
     Kind.SECRET_ENV: KindSpec(
         _secret_env,
-        _fixed({"type": "object", "additionalProperties": {"type": "string", "pattern": "^[^/]+/.+$"}}),
+        _fixed({"type": "object", "additionalProperties": {"type": "string", "pattern": "^[^/]+/[-._a-zA-Z0-9]+$"}}),
         _named("NAME=SECRET/KEY"),
         True,
     ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,9 @@ class Target:
     pin_field: str  # the config field a user can set to the pushed image instead (named when the lock is unwritable)
     jax_check: str  # how the build itself makes sure of the jax version, for the report
     version_command: tuple[str, ...] | None = None  # prints the built image's jax version; None: no run check
+    # Before an image is built (not when one with these inputs exists): raises when the base cannot be had,
+    # returns warnings when that could not be told.
+    base_check: Callable[[Engine], tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,9 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
     labels = engine.image_labels(tag)
     built = labels is None or labels.get(HASH_LABEL) != inputs.inputs_hash
     verified = None
+    warnings = inputs.warnings
     if built:
+        warnings += target.base_check(engine) if target.base_check is not None else ()
         with tempfile.TemporaryDirectory(prefix="pwdeploy-image-") as scratch:
             context = Path(scratch, "context.tar")
             with context.open("wb") as out:
@@ -63,7 +69,7 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
         verified = verify_jax(engine, tag, inputs.jax_version, target)
     platform = inputs.platform if built else None
     if not push:
-        return BuildResult(tag, built=built, verified=verified, platform=platform, warnings=inputs.warnings)
+        return BuildResult(tag, built=built, verified=verified, platform=platform, warnings=warnings)
     digest = engine.push(tag, progress)
     entry = inputs.lock_entry(target.repository, digest)
     try:
@@ -82,7 +88,7 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
         lock_path=target.lock_path,
         verified=verified,
         platform=platform,
-        warnings=inputs.warnings,
+        warnings=warnings,
     )
 
 

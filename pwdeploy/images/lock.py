@@ -16,18 +16,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pwdeploy.atomic import write_text_atomic
 from pwdeploy.errors import ConfigError
+from pwdeploy.imageref import repository_problem
 
 FORMAT_VERSION = 2  # 2 added built_with; entries of version 1 are still read (without it)
 READABLE_VERSIONS = (1, 2)
 SIDECAR_LOCK = "pwdeploy-sidecar.lock"
 JOB_IMAGE_LOCK = "pwdeploy-image.lock"
 LOCK_NAMES = frozenset({SIDECAR_LOCK, JOB_IMAGE_LOCK})
+PUSHED_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")  # what a registry answers to docker push; nothing else is pinned
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
         if data.get("version") not in READABLE_VERSIONS:
             readable = " or ".join(map(str, READABLE_VERSIONS))
             raise ValueError(f"version {data.get('version')!r}, expected {readable}: written by another pwdeploy?")
-        return {str(name): _entry(entry) for name, entry in data["jobs"].items()}
+        return {str(name): _entry(str(name), entry) for name, entry in data["jobs"].items()}
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ConfigError(
             None, f"{path} is not a pwdeploy lock file ({exc})", hint="delete it and push again"
@@ -87,15 +90,38 @@ def record(path: Path, job_name: str, entry: LockEntry) -> None:
 
 
 def entry_for(path: Path, job_name: str, repository: str) -> LockEntry | None:
-    """The job's entry when it was pushed to ``repository``, without checking that its inputs are unchanged."""
+    """The job's entry when it was pushed to ``repository``, without checking that its inputs are unchanged (a
+    build replaces an entry for another repository)."""
     entry = read_lock(path).get(job_name)
     return entry if entry is not None and entry.repository == repository else None
 
 
-def _entry(data: dict[str, Any]) -> LockEntry:
+def pinned_entry(path: Path, job_name: str, repository: str, field: str, command: str) -> LockEntry | None:
+    """The job's entry, to pin; ConfigError naming the lock file when it was pushed to another repository than
+    the config's ``field`` names (a hand edit, or a repository changed since the push)."""
+    entry = read_lock(path).get(job_name)
+    if entry is not None and entry.repository != repository:
+        raise ConfigError(
+            field,
+            f"{path} records the image of {job_name} in {entry.repository!r}, not in {repository!r}",
+            hint=f"push it to {repository} with `pwdeploy {command} build --push` (that replaces the entry), "
+            f"or correct {field}",
+        )
+    return entry
+
+
+def _entry(name: str, data: dict[str, Any]) -> LockEntry:
     built = data.get("built_with")
     if built is not None:
         if not all(isinstance(value, str | None) for value in built.values()):
             raise ValueError(f"built_with {built!r} holds a value that is not a string")
         data = {**data, "built_with": BuiltWith(**built)}
-    return LockEntry(**data)
+    entry = LockEntry(**data)
+    if not all(isinstance(value, str) for value in dataclasses.astuple(entry)[:7]):
+        raise ValueError(f"the entry of {name} holds a value that is not a string")
+    if not PUSHED_DIGEST.fullmatch(entry.digest):
+        raise ValueError(f"the digest of {name}, {entry.digest[:80]!r}, is not sha256: and 64 lower-case hex digits")
+    problem = repository_problem(entry.repository)
+    if problem is not None:
+        raise ValueError(f"the repository of {name}: {problem}")
+    return entry

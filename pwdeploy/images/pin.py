@@ -72,7 +72,7 @@ def _pushed(
     warnings: list[str],
 ) -> str | None:
     what, command, field = names
-    entry = lock.entry_for(path, job.name, repository)
+    entry = lock.pinned_entry(path, job.name, repository, f"{command}.repository", command)
     if entry is None:
         return None
     # An entry without built_with (written before it was recorded) is checked with this machine's parameters.

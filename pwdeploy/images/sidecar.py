@@ -18,6 +18,7 @@ from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned
 from pwdeploy.errors import ConfigError
 from pwdeploy.images import inputs, lock
+from pwdeploy.images.base_check import ImageLookup, check_base_exists
 from pwdeploy.images.build import BuildResult, Target, build_image
 from pwdeploy.images.engine import Engine, Progress
 
@@ -166,9 +167,21 @@ def target(job: JobConfig) -> Target:
 
 
 def build(
-    job: JobConfig, engine: Engine, progress: Progress, *, push: bool = False, allow_base_mismatch: bool = False
+    job: JobConfig,
+    engine: Engine,
+    progress: Progress,
+    *,
+    push: bool = False,
+    allow_base_mismatch: bool = False,
+    base_lookup: ImageLookup | None = None,
 ) -> BuildResult:
+    """``base_lookup``: asks a registry for the base image before a build (default: preflight's client)."""
     where = target(job)
     if allow_base_mismatch:
         where = dataclasses.replace(where, jax_check="nothing (--allow-base-mismatch)")
-    return build_image(where, prepare(job, allow_base_mismatch=allow_base_mismatch), engine, progress, push=push)
+    found = prepare(job, allow_base_mismatch=allow_base_mismatch)
+    where = dataclasses.replace(
+        where,
+        base_check=lambda engine: check_base_exists(job, found.base_image, found.python_version, engine, base_lookup),
+    )
+    return build_image(where, found, engine, progress, push=push)

@@ -19,11 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pwdeploy.imageref import DOCKER_HUB, DOCKER_HUB_API
 
 HELPER_TIMEOUT = 10.0  # seconds; a helper may ask a keychain or gcloud
 DOCKER_HUB_KEY = "https://index.docker.io/v1/"  # the key docker stores Hub credentials under
+DOCKER_HUB_HOSTS = frozenset({DOCKER_HUB, DOCKER_HUB_API, "index.docker.io", "auth.docker.io"})
 GOOGLE_USER = "oauth2accesstoken"
 GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
@@ -146,9 +148,18 @@ def _adc_access_token() -> str | None:
     return str(token) if token else None
 
 
+def registry_hosts(registry: str) -> frozenset[str]:
+    """The host names (no port) that are one registry's own, which its credentials may go to: the registry's host;
+    for Docker Hub also its API, index and token service hosts (the token realm of registry-1.docker.io is
+    https://auth.docker.io/token: https://docs.docker.com/reference/api/registry/auth/)."""
+    if registry in DOCKER_HUB_HOSTS:
+        return DOCKER_HUB_HOSTS
+    return frozenset({urlsplit(f"//{registry}").hostname or registry})
+
+
 def _keys(host: str) -> tuple[str, ...]:
     """The names docker may have stored a registry's credentials under, most specific first."""
-    if host in (DOCKER_HUB, DOCKER_HUB_API, "index.docker.io"):
+    if host in DOCKER_HUB_HOSTS:
         return (DOCKER_HUB_KEY, "index.docker.io", DOCKER_HUB, DOCKER_HUB_API)
     return (host, f"https://{host}", f"http://{host}")
 

@@ -63,13 +63,13 @@ def check_image(image: str, fields: tuple[str, ...], lookup: ImageLookup) -> Che
     except BadReference as exc:
         return row(Status.FAILED, f"not an image reference: {exc}", f"correct {' / '.join(fields)}")
     found = lookup(ref)
-    via = f" (credentials from {found.credentials})" if found.credentials else ""
+    asked = f" (asked {found.how})"
     if found.kind == "found":
-        return row(Status.OK, f"exists, digest {found.detail}{via}")
+        return row(Status.OK, f"exists, digest {found.detail}{asked}")
     if found.kind == "manifest_unknown":
-        return row(Status.FAILED, found.detail + _some_tags(ref, found.tags), _missing_fix(ref, fields))
+        return row(Status.FAILED, found.detail + _some_tags(ref, found.tags) + asked, _missing_fix(ref, fields))
     if found.kind == "name_unknown":
-        return row(Status.FAILED, found.detail, _missing_fix(ref, fields))
+        return row(Status.FAILED, found.detail + asked, _missing_fix(ref, fields))
     return row(Status.NOT_VERIFIED, found.detail, _access_fix(ref, found))
 
 

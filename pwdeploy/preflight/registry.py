@@ -2,9 +2,16 @@
 Docker Hub and the distribution registry all speak).
 
 HEAD /v2/<repository>/manifests/<tag or digest> with the manifest types docker accepts (GET when HEAD is
-refused). A 401 names how to authenticate: ``Bearer realm=...,service=...,scope=...`` (a token from the realm,
-anonymous unless credentials are known) or ``Basic``. When a manifest is missing, the tag list tells a missing tag
-from a missing repository. Every transport or HTTP problem becomes a ``Lookup``; callers never see an exception.
+refused). A 401 names how to authenticate: ``Bearer realm=...,service=...,scope=...`` (a token from the realm) or
+``Basic``. When a manifest is missing, the tag list tells a missing tag from a missing repository.
+
+Every answer is untrusted input. One deadline bounds a whole check (every connection and every answer, however
+slowly the bytes come), every body read stops at ``BODY_LIMIT``, ``found`` needs a manifest (a valid
+``Docker-Content-Digest`` on HEAD, or a manifest media type on GET) and JSON of the wrong shape is an ``error``.
+Credentials go to a token service only over https (plain http only for the loopback registry's own host) and only
+on the registry's own host; a token service elsewhere gets the credentials stored for its own host, or none. No
+token, password or URL userinfo is ever part of a ``Lookup``. Every problem becomes a ``Lookup``; callers never
+see an exception.
 
 requests, not a registry library: the checks need one manifest request, the token flow and docker's credential
 lookup; the Python registry clients looked at either go through a docker daemon (docker SDK) or leave out
@@ -13,20 +20,25 @@ credential helpers and Google's credentials, which are the part that needs care 
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any, Literal
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
-from pwdeploy.imageref import ImageRef
+from pwdeploy.imageref import ImageRef, is_digest
+from pwdeploy.preflight import answers
+from pwdeploy.preflight.answers import BadAnswer, Body
 from pwdeploy.preflight.credentials import Basic
+from pwdeploy.preflight.token_flow import TokenFlow, TokenRefused
 
-# (connect, read) seconds per request: a preflight must not hang on a registry that does not answer.
-TIMEOUT = (3.0, 10.0)
+DEADLINE = 10.0  # seconds for one image check: every connection and every byte of every answer
+CONNECT_TIMEOUT = 3.0  # seconds for one connection, within the deadline
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.oci.image.manifest.v1+json",
@@ -35,8 +47,8 @@ MANIFEST_TYPES = (
 )
 ACCEPT = ", ".join(MANIFEST_TYPES)
 USER_AGENT = "pwdeploy-preflight"
-MESSAGE_CHARS = 200
-CHALLENGE_PARAM = re.compile(r'(\w+)=(?:"([^"]*)"|([^,\s]*))')
+REDIRECTS = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 5
 
 # found; the tag or digest is not in the repository; the repository does not exist; the registry refused us;
 # no answer; anything else.
@@ -49,167 +61,240 @@ class Lookup:
     kind: LookupKind
     detail: str  # the digest when found; otherwise what went wrong, in words
     tags: tuple[str, ...] = ()  # manifest_unknown: the tags the repository has (when it lists them)
-    credentials: str | None = None  # where the credentials used came from; None: anonymous
+    credentials: str | None = None  # where the credentials sent came from; None: anonymous
+    withheld: str | None = None  # why known credentials were not sent (a token service elsewhere or over http)
+
+    @property
+    def how(self) -> str:
+        """How the registry was asked, in words: with whose credentials, or anonymously (and why, when
+        credentials were known)."""
+        return how(self.credentials, self.withheld)
+
+
+def how(credentials: str | None, withheld: str | None) -> str:
+    if credentials is not None:
+        return f"with credentials from {credentials}"
+    return f"anonymously; {withheld}" if withheld else "anonymously"
 
 
 class RegistryClient:
-    """Manifest lookups; one session per lookup, so lookups can run in threads."""
+    """Manifest lookups; each in its own session and thread, so lookups can run side by side and none outlives
+    its deadline."""
 
-    def __init__(self, credentials: CredentialLookup, *, timeout: tuple[float, float] = TIMEOUT) -> None:
+    def __init__(self, credentials: CredentialLookup, *, deadline: float = DEADLINE) -> None:
         self._credentials = credentials
-        self._timeout = timeout
+        self._deadline = deadline
 
     def lookup(self, ref: ImageRef) -> Lookup:
-        with requests.Session() as session:
-            session.headers["User-Agent"] = USER_AGENT
-            conversation = _Conversation(session, ref, self._credentials, self._timeout)
+        clock = Clock(self._deadline)
+        answer: list[Lookup] = []
+        worker = threading.Thread(
+            target=lambda: answer.append(self._lookup(ref, clock)), name=f"registry {ref.api_host}", daemon=True
+        )
+        worker.start()
+        # While the worker asks for credentials the clock stands still (and the end moves on by that time).
+        while worker.is_alive() and clock.left() > 0:
+            worker.join(clock.left() + 0.05)
+        if answer:
+            return answer[0]
+        # Still waiting: the worker is left to its socket timeouts (a daemon thread: it never holds up an exit).
+        return Lookup("unreachable", clock.late(ref.api_host))
+
+    def _lookup(self, ref: ImageRef, clock: Clock) -> Lookup:
+        with _Session() as session:
+            session.headers.update({"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
+            conversation = _Conversation(session, ref, self._credentials, clock)
             try:
-                return conversation.lookup()
-            except _TokenRefused as exc:
-                return Lookup("denied", f"{ref.api_host}: {exc}", credentials=conversation.used)
+                found = conversation.lookup()
+            except TokenRefused as exc:
+                flow = conversation.flow
+                found = Lookup("denied", f"{ref.api_host}: {exc}, asked {how(flow.used, flow.withheld)}")
+            except OutOfTime:
+                found = Lookup("unreachable", clock.late(ref.api_host))
+            except BadAnswer as exc:
+                found = Lookup("error", f"{ref.api_host}: {exc}")
             except requests.ConnectTimeout:
-                return Lookup("unreachable", f"cannot connect to {ref.api_host} within {self._timeout[0]:g} s")
+                found = Lookup("unreachable", f"cannot connect to {ref.api_host} within {CONNECT_TIMEOUT:g} s")
             except requests.Timeout:
-                return Lookup("unreachable", f"{ref.api_host} did not answer within {self._timeout[1]:g} s")
+                found = Lookup("unreachable", clock.late(ref.api_host))
             except requests.RequestException as exc:
-                return Lookup("unreachable", f"cannot reach {ref.base_url()}: {_reason(exc)}")
+                found = Lookup("unreachable", f"cannot reach {ref.base_url()}: {answers.reason(exc)}")
+            except Exception as exc:  # an answer no branch above foresaw: still a row, never a crash
+                found = Lookup("error", f"{ref.api_host}: unexpected answer ({type(exc).__name__})")
+            flow = conversation.flow
+            found = replace(found, credentials=flow.used, withheld=flow.withheld)
+            return replace(found, detail=answers.scrub(found.detail, flow.secrets))
+
+
+class OutOfTime(Exception):
+    """The check's deadline passed."""
+
+
+class Clock:
+    """One deadline for a whole check; time spent asking for credentials (a helper, Google's token) does not
+    count: it is not the registry's."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self._paused_at: float | None = None
+
+    def left(self) -> float:
+        paused = self._paused_at
+        return self.end - (paused if paused is not None else time.monotonic())
+
+    def timeout(self) -> tuple[float, float]:
+        """(connect, read) for the next request: what is left, at most CONNECT_TIMEOUT to connect."""
+        left = self.left()
+        if left <= 0:
+            raise OutOfTime
+        return min(CONNECT_TIMEOUT, left), left
+
+    def check(self) -> None:
+        if self.left() <= 0:
+            raise OutOfTime
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        self._paused_at = time.monotonic()
+        try:
+            yield
+        finally:
+            self.end += time.monotonic() - self._paused_at
+            self._paused_at = None
+
+    def late(self, host: str) -> str:
+        return f"{host} did not answer completely within {self.seconds:g} s"
+
+
+class _Session(requests.Session):
+    """A session that sends only the credentials this module chose (never ~/.netrc's) and leaves redirects to
+    ``_Conversation.get``: requests reads a redirect's whole body, even with allow_redirects=False."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.auth = _no_auth  # set, so requests does not look in ~/.netrc
+
+    def resolve_redirects(  # type: ignore[override]  # the answer is "no redirects", whatever was asked
+        self, *args: Any, **kwargs: Any
+    ) -> Iterator[requests.Response]:
+        return iter(())
+
+
+def _no_auth(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    return request
+
+
+def _redirected(url: str, location: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """Where a redirect leads, and the headers to send there: no Authorization on another scheme, host or port."""
+    target = urljoin(url, location.strip())
+    before, after = urlsplit(url), urlsplit(target)
+    if after.scheme not in ("http", "https") or not after.hostname:
+        raise BadAnswer("redirected to something that is not an http(s) URL")
+    if (before.scheme, before.hostname, before.port) != (after.scheme, after.hostname, after.port):
+        headers = {name: value for name, value in headers.items() if name.lower() != "authorization"}
+    return urlunsplit(after._replace(netloc=after.netloc.rpartition("@")[2])), headers
 
 
 class _Conversation:
     """The requests of one lookup, carrying the Authorization a challenge earned to the next request."""
 
-    def __init__(
-        self, session: requests.Session, ref: ImageRef, credentials: CredentialLookup, timeout: tuple[float, float]
-    ) -> None:
-        self.session, self.ref, self.timeout = session, ref, timeout
-        self._credentials = credentials
-        self._authorization: str | None = None
+    def __init__(self, session: requests.Session, ref: ImageRef, credentials: CredentialLookup, clock: Clock) -> None:
+        self.session, self.ref, self.clock = session, ref, clock
+        self.flow = TokenFlow(ref, self._credentials_timed(credentials), self.get)
         self._challenged = False
-        self.used: str | None = None  # the source of the credentials sent, if any
+
+    def _credentials_timed(self, credentials: CredentialLookup) -> CredentialLookup:
+        def lookup(host: str) -> Basic | None:
+            with self.clock.paused():
+                return credentials(host)
+
+        return lookup
 
     def lookup(self) -> Lookup:
         headers = {"Accept": ACCEPT}
-        response = self.request("HEAD", self.ref.manifest_url(), headers)
-        if response.status_code in (400, 405, 501):  # HEAD refused: ask with GET
-            response = self.request("GET", self.ref.manifest_url(), headers)
-        if response.status_code == 200:
-            digest = response.headers.get("Docker-Content-Digest")
-            if not digest and response.request.method == "HEAD":
-                response = self.request("GET", self.ref.manifest_url(), headers)
-                digest = response.headers.get("Docker-Content-Digest")
-            if not digest:
-                digest = self.ref.digest or f"sha256:{hashlib.sha256(response.content).hexdigest()}"
-            return Lookup("found", digest, credentials=self.used)
-        if response.status_code == 404:
-            return self._missing(response)
-        return self._refused(response)
+        head = self.request("HEAD", self.ref.manifest_url(), headers)
+        if head.status in (400, 405, 501):  # HEAD refused: ask with GET
+            return self._judge(self.request("GET", self.ref.manifest_url(), headers))
+        if head.status == 200:
+            digest = head.headers.get("Docker-Content-Digest", "").strip()
+            if is_digest(digest):
+                return self._found(digest)
+            return self._judge(self.request("GET", self.ref.manifest_url(), headers))  # no digest: read it
+        return self._judge(head)
 
-    def request(self, method: str, url: str, headers: dict[str, str]) -> requests.Response:
+    def _judge(self, answer: Body) -> Lookup:
+        if answer.status == 200:
+            return self._found(self._manifest_digest(answer))
+        if answer.status == 404:
+            return self._missing(answer)
+        return self._refused(answer)
+
+    def _manifest_digest(self, answer: Body) -> str:
+        """The digest of a GET's manifest, computed from its bytes; BadAnswer when the body is not a manifest or
+        its Docker-Content-Digest names other bytes."""
+        media_type = answer.headers.get("Content-Type", "").split(";", 1)[0].strip()
+        if media_type not in MANIFEST_TYPES and answers.media_type(answer) not in MANIFEST_TYPES:
+            raise BadAnswer(
+                f"answered 200 but not with an image manifest (Content-Type {answers.shorten(media_type) or 'none'})"
+            )
+        said = answer.headers.get("Docker-Content-Digest", "").strip()
+        wanted = said if is_digest(said) else self.ref.digest or "sha256:"
+        algorithm = wanted.split(":", 1)[0]
+        computed = f"{algorithm}:{hashlib.new(algorithm, answer.content).hexdigest()}"
+        if is_digest(said) and said != computed:
+            raise BadAnswer(f"sent a manifest whose digest is {computed}, not the {said} it named")
+        return computed
+
+    def _found(self, digest: str) -> Lookup:
+        if self.ref.digest is not None and digest != self.ref.digest:
+            raise BadAnswer(f"answered the manifest {digest} when asked for {self.ref.digest}")
+        return Lookup("found", digest)
+
+    def request(self, method: str, url: str, headers: dict[str, str]) -> Body:
         """One request; on a first 401, answer the challenge and send it again."""
-        response = self._send(method, url, headers)
-        if response.status_code == 401 and not self._challenged:
+        answer = self._send(method, url, headers)
+        if answer.status == 401 and not self._challenged:
             self._challenged = True
-            if self._answer(response.headers.get("WWW-Authenticate", "")):
-                response = self._send(method, url, headers)
-        return response
+            if self.flow.answer(answer.headers.get("WWW-Authenticate", "")):
+                answer = self._send(method, url, headers)
+        return answer
 
-    def _send(self, method: str, url: str, headers: dict[str, str]) -> requests.Response:
-        sent = {**headers, **({"Authorization": self._authorization} if self._authorization else {})}
-        return self.session.request(method, url, headers=sent, timeout=self.timeout, allow_redirects=True)
+    def _send(self, method: str, url: str, headers: dict[str, str]) -> Body:
+        sent = {**headers, **self.flow.authorization()}
+        return self.get(method, url, sent, None)
 
-    def _answer(self, challenge: str) -> bool:
-        """Earn an Authorization header for the challenge; False when there is nothing to answer it with."""
-        scheme, _, params_text = challenge.strip().partition(" ")
-        params = {
-            m.group(1).lower(): m.group(2) if m.group(2) is not None else m.group(3)
-            for m in CHALLENGE_PARAM.finditer(params_text)
-        }
-        basic = self._credentials(self.ref.registry)
-        if scheme.lower() == "basic":
-            if basic is None:
-                return False
-            self._authorization = _basic_header(basic)
-            self.used = basic.source
-            return True
-        if scheme.lower() != "bearer" or not params.get("realm"):
-            return False
-        query = {"service": params.get("service")} if params.get("service") else {}
-        query["scope"] = params.get("scope") or f"repository:{self.ref.repository}:pull"
-        auth = (basic.username, basic.password) if basic is not None else None
-        answer = self.session.get(params["realm"], params=query, auth=auth, timeout=self.timeout)
-        if answer.status_code != 200:
-            raise _TokenRefused(answer)
-        body = _json(answer)
-        token = body.get("token") or body.get("access_token")
-        if not token:
-            return False
-        self._authorization = f"Bearer {token}"
-        self.used = basic.source if basic is not None else None
-        return True
+    def get(self, method: str, url: str, headers: dict[str, str], params: dict[str, str] | None) -> Body:
+        """One bounded request: the deadline's timeouts, the body read up to BODY_LIMIT, redirects followed here
+        (requests would read a redirect's whole body) without the Authorization once they leave the host."""
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self.session.request(
+                method, url, headers=headers, params=params, timeout=self.clock.timeout(), stream=True,
+                allow_redirects=False,
+            )  # fmt: skip
+            with response:  # closed unread when it is a redirect
+                location = response.headers.get("Location") if response.status_code in REDIRECTS else None
+                if location is None:
+                    return answers.read(response, self.clock.check)
+                url, headers = _redirected(response.url, location, headers)
+            params = None  # the Location carries its own query
+            if response.status_code == 303 and method != "HEAD":
+                method = "GET"
+        raise BadAnswer(f"redirected more than {MAX_REDIRECTS} times")
 
-    def _missing(self, response: requests.Response) -> Lookup:
-        codes = _error_codes(response)
-        if "NAME_UNKNOWN" in codes:
-            return Lookup("name_unknown", f"repository {self.ref.name} does not exist", credentials=self.used)
+    def _missing(self, answer: Body) -> Lookup:
+        if "NAME_UNKNOWN" in answers.error_codes(answer):
+            return Lookup("name_unknown", f"repository {self.ref.name} does not exist")
         listing = self.request("GET", self.ref.tags_url(), {"Accept": "application/json"})
-        if listing.status_code == 404:
-            return Lookup("name_unknown", f"repository {self.ref.name} does not exist", credentials=self.used)
-        tags = _json(listing).get("tags") if listing.status_code == 200 else None
+        if listing.status == 404:
+            return Lookup("name_unknown", f"repository {self.ref.name} does not exist")
+        tags = answers.tags(listing) if listing.status == 200 else ()
         what = f"digest {self.ref.digest}" if self.ref.digest else f"tag {self.ref.manifest!r}"
-        detail = f"{what} is not in {self.ref.name}"
-        return Lookup("manifest_unknown", detail, tuple(str(t) for t in tags or ()), self.used)
+        return Lookup("manifest_unknown", f"{what} is not in {self.ref.name}", tags)
 
-    def _refused(self, response: requests.Response) -> Lookup:
-        code = response.status_code
-        said = _error_message(response)
+    def _refused(self, answer: Body) -> Lookup:
+        code, said = answer.status, answers.error_message(answer)
         if code in (401, 403):
-            who = f"with credentials from {self.used}" if self.used else "anonymously"
-            return Lookup("denied", f"{self.ref.api_host} refused access {who} ({code}{said})", credentials=self.used)
-        return Lookup("error", f"{self.ref.api_host} answered {code}{said}", credentials=self.used)
-
-
-class _TokenRefused(requests.RequestException):
-    def __init__(self, answer: requests.Response) -> None:
-        super().__init__(f"the token service refused ({answer.status_code}{_error_message(answer)})")
-        self.answer = answer
-
-
-def _basic_header(basic: Basic) -> str:
-    return "Basic " + base64.b64encode(f"{basic.username}:{basic.password}".encode()).decode()
-
-
-def _json(response: requests.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _error_codes(response: requests.Response) -> set[str]:
-    errors = _json(response).get("errors") or []
-    return {str(e.get("code")) for e in errors if isinstance(e, dict)}
-
-
-def _error_message(response: requests.Response) -> str:
-    errors = _json(response).get("errors") or []
-    first = next((e for e in errors if isinstance(e, dict)), None)
-    if first is None:
-        return ""
-    text = f": {first.get('code', '')} {first.get('message', '')}".rstrip()
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 3] + "..."
-
-
-ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")]+")
-
-
-def _reason(exc: BaseException) -> str:
-    """The socket's own words (``[Errno 111] Connection refused``) rather than urllib3's nested retelling."""
-    found = ERRNO.search(str(exc))
-    return found.group(0).strip() if found else _first_line(exc)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 3] + "..."
+            asked = how(self.flow.used, self.flow.withheld)
+            return Lookup("denied", f"{self.ref.api_host} refused access {asked} ({code}{said})")
+        return Lookup("error", f"{self.ref.api_host} answered {code}{said}")
