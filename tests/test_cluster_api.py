@@ -1,17 +1,21 @@
 """The Kubernetes API seam against StubKubeApiServer (a loopback stub, not an API server): kubeconfig and
---context loading, the error messages for 401/403/404/409/422/5xx, and bounded retries on the clock seam."""
+--context loading, the error messages for 401/403/404/409/422/5xx, bounded retries on the clock seam, and answers
+that are not what the API promises (HTML pages, cut-off bodies, wrong shapes, no answer at all)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from pwdeploy.cluster import answers
 from pwdeploy.cluster.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
-from pwdeploy.cluster.jobsets import apply_jobset, get_jobset
+from pwdeploy.cluster.jobsets import apply_jobset, get_jobset, list_jobsets
 from pwdeploy.cluster.kubeconfig import load_kube
 from pwdeploy.errors import ClusterError, ConfigError
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
@@ -241,3 +245,109 @@ def test_in_cluster_identity_is_tried_without_a_kubeconfig(tmp_path: Path, monke
         load_kube()
     with pytest.raises(ConfigError, match="--context: 'ctx' needs a kubeconfig, and none was found"):
         load_kube(None, "ctx")
+
+
+# ---------------------------------------------------------------------------------------------- hostile answers
+
+HTML = b"<html><head><title>502 Bad Gateway</title></head><body>\x1b[31mnginx</body></html>"
+
+
+def test_an_html_page_instead_of_json_is_an_api_error_with_its_first_bytes_against_stub(
+    kube: Kube, stub: StubKubeApiServer, clock: FakeClock
+) -> None:
+    stub.answer("GET", "/jobsets/demo$", HTML, content_type="text/html")
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    text = str(info.value)
+    assert info.value.status == 200
+    assert "to get jobsets.jobset.x-k8s.io 'demo' in namespace 'default' with 200 (text/html, not JSON)" in text
+    assert "'<html><head><title>502 Bad Gateway</title></head><body> [31mnginx</body></html>'" in text
+    assert "\x1b" not in text and "proxy" in text
+    assert len(stub.sent("GET", "/jobsets/demo")) == 1 and clock.sleeps == []
+
+
+def test_a_proxy_error_page_is_retried_then_quoted_against_stub(
+    kube: Kube, stub: StubKubeApiServer, clock: FakeClock
+) -> None:
+    stub.answer("GET", "/jobsets/demo$", HTML * 10, status=502, content_type="text/html", times=100)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    text = str(info.value)
+    assert info.value.status == 502 and "after 4 attempts: 502 Bad Gateway (answer: '<html><head><title>" in text
+    assert text.count("nginx") <= 2 and "...'" in text  # only the first bytes
+
+
+@pytest.mark.parametrize(
+    ("body", "what"),
+    [
+        (b'{"kind": "JobSet", "metadata": {"na', '200 (application/json, not JSON): \'{"kind": "JobSet"'),
+        (b'["a", "b"]', "200 (JSON that is a list, not an object)"),
+        (b'"just a string"', "200 (JSON that is a string, not an object)"),
+    ],
+)
+def test_an_answer_that_is_not_a_json_object_is_an_api_error_against_stub(
+    kube: Kube, stub: StubKubeApiServer, body: bytes, what: str
+) -> None:
+    stub.answer("GET", "/jobsets/demo$", body)
+    with pytest.raises(ApiError, match="with " + re.escape(what)):
+        get_demo(kube)
+
+
+def test_a_body_cut_off_midway_is_an_api_error_against_stub(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.answer("GET", "/jobsets/demo$", {"kind": "JobSet", "metadata": {"name": "demo"}, "spec": {}}, cut_at=20)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert info.value.status == 200
+    assert "'demo' in namespace 'default' with 200 that broke off after 20 bytes (ProtocolError): " in str(info.value)
+    assert """'{"kind": "JobSet", "'""" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("items", "what"),
+    [
+        ("oops", "`items` that is a string, not a list"),
+        ({"a": 1}, "`items` that is an object, not a list"),
+        ([5], r"items\[0\] that is not an object with metadata.name"),
+        ([{"metadata": {"name": "a"}}, {"metadata": "b"}], r"items\[1\] that is not an object with metadata.name"),
+    ],
+)
+def test_a_list_whose_items_have_the_wrong_shape_is_an_api_error_against_stub(
+    kube: Kube, stub: StubKubeApiServer, items: object, what: str
+) -> None:
+    stub.answer("GET", "/jobsets$", {"kind": "JobSetList", "items": items})
+    with pytest.raises(ApiError, match=f"to list jobsets.jobset.x-k8s.io in namespace 'default' with {what}"):
+        list_jobsets(kube, "default")
+
+
+def test_a_huge_answer_is_not_read_against_stub(
+    kube: Kube, stub: StubKubeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(answers, "MAX_ANSWER_BYTES", 1000)
+    stub.answer("GET", "/jobsets/demo$", {"kind": "JobSet", "pad": "x" * 200_000})
+    with pytest.raises(ApiError, match=r"'demo' in namespace 'default' with 200 larger than 0 MiB \(not read\)"):
+        get_demo(kube)
+
+
+def test_a_hung_api_server_is_announced_and_bounded_against_stub(kube: Kube, stub: StubKubeApiServer) -> None:
+    notices: list[str] = []
+    kube.timeout, kube.deadline, kube.slow_after, kube.on_wait = (1.0, 0.3), 1.0, 0.2, notices.append
+    stub.hang("GET", "/jobsets/demo$", times=100)
+    started = time.monotonic()
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.5, elapsed  # no retry starts that the deadline would cut short
+    assert 2 <= len(stub.sent("GET", "/jobsets/demo")) < RetryPolicy().attempts
+    assert info.value.status is None and "Read timed out" in str(info.value)
+    assert notices == [
+        f"still waiting for the Kubernetes API server (context 'ctx-a', {stub.url}) to get jobsets.jobset.x-k8s.io "
+        "'demo' in namespace 'default' (giving up after 1 s)"
+    ]
+
+
+def test_a_fast_request_announces_nothing_against_stub(kube: Kube, stub: StubKubeApiServer) -> None:
+    notices: list[str] = []
+    kube.slow_after, kube.on_wait = 0.2, notices.append
+    assert get_jobset(kube, "default", "demo") is None
+    time.sleep(0.3)
+    assert notices == []

@@ -52,9 +52,16 @@ def clock() -> Clock | None:
 
 
 def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
+    """The cluster the flags name; a request that is slow says so on stderr. Tests shorten the bounds of a
+    request with the ``kube_limits`` seam (``{"timeout": (1, 0.3), "deadline": 1.0, "slow_after": 0.2}``)."""
     from pwdeploy.cluster.kubeconfig import load_kube
 
-    return load_kube(kubeconfig, context, clock=clock())
+    kube = load_kube(kubeconfig, context, clock=clock())
+    kube.on_wait = lambda line: click.echo(line, err=True)
+    for name, value in (seam("kube_limits") or {}).items():
+        if name in ("timeout", "deadline", "slow_after"):
+            setattr(kube, name, value)
+    return kube
 
 
 class Cluster(NamedTuple):
@@ -101,8 +108,11 @@ def with_cluster(func: F) -> F:
         check_namespace(namespace)
         if isinstance(kwargs.get("name"), str):
             check_job_name(kwargs["name"], click.get_current_context().info_name or "pwdeploy")
+        from pwdeploy.cluster.api import reading_answers
+
         kube = open_kube(kubeconfig, context)
-        return func(cluster=Cluster(kube, namespace or kube.namespace), **kwargs)
+        with reading_answers(kube):
+            return func(cluster=Cluster(kube, namespace or kube.namespace), **kwargs)
 
     return command  # type: ignore[return-value]
 

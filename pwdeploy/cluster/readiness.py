@@ -35,6 +35,7 @@ from pwdeploy.cluster.api import (
     Kube,
     Resource,
     rbac_hint,
+    reading_answers,
 )
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import (
@@ -147,7 +148,8 @@ def renderable(job: JobConfig) -> JobConfig:
 
 def _guarded(target: Target, name: str, check: Check) -> CheckResult:
     try:
-        return check(target)
+        with reading_answers(target.kube):
+            return check(target)
     except ApiError as exc:
         return _not_verified(target, name, exc)
 
