@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pwdeploy.cluster import answers
 from pwdeploy.cluster.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
@@ -83,7 +84,7 @@ def test_a_file_that_is_not_a_kubeconfig_says_so(tmp_path: Path, text: str) -> N
         load_kube(other)
     assert str(info.value) == (
         f"--kubeconfig: cannot read kubeconfig {other}: it is not a kubeconfig (a YAML mapping with clusters, "
-        "contexts and users)"
+        "contexts and users, each a mapping)"
     )
 
 
@@ -91,9 +92,84 @@ def test_no_kubeconfig_and_not_in_a_pod(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    with pytest.raises(ClusterError, match="no kubeconfig found") as info:
+    with pytest.raises(ConfigError, match="no kubeconfig found") as info:
         load_kube()
-    assert "get-credentials" in str(info.value)
+    assert f"{tmp_path}/.kube/config does not exist" in str(info.value) and "get-credentials" in str(info.value)
+
+
+def test_malformed_yaml_names_the_file_and_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = tmp_path / "kc"
+    bad.write_text("apiVersion: v1\nclusters:\n- name: s\n  cluster: {server: x\ncontexts: []\n")
+    with pytest.raises(ConfigError) as info:
+        load_kube(bad)
+    assert (
+        str(info.value)
+        == f"--kubeconfig: cannot read kubeconfig {bad}: line 5, column 9: expected ',' or '}}', but got ':'"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(bad))
+    with pytest.raises(ConfigError) as info:
+        load_kube()
+    assert str(info.value).startswith(f"KUBECONFIG: cannot read kubeconfig {bad}: line 5, column 9: ")
+
+
+def test_a_user_entry_of_the_wrong_shape_is_a_config_error(stub: StubKubeApiServer, tmp_path: Path) -> None:
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("stub-token", None)}, current="c")
+    data = yaml.safe_load(kc.read_text())
+    data["users"][0]["user"] = 5
+    kc.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"cannot use context 'c' of .*kc: it is not a kubeconfig"):
+        load_kube(kc)
+
+
+def _with_token(kc: Path, token: str) -> Path:
+    data = yaml.safe_load(kc.read_text())
+    data["users"][0]["user"]["token"] = token
+    kc.write_text(yaml.safe_dump(data))
+    return kc
+
+
+def test_a_token_block_scalar_with_a_trailing_newline_works_against_stub(
+    stub: StubKubeApiServer, tmp_path: Path
+) -> None:
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("x", None)}, current="c")
+    kc.write_text(kc.read_text().replace("token: x", "token: |\n      stub-token"))
+    assert yaml.safe_load(kc.read_text())["users"][0]["user"]["token"] == "stub-token\n"
+    kube = load_kube(kc)
+    for _ in range(2):  # the client's refresh hook sets the token again on every request
+        assert get_jobset(kube, "default", "demo") is None
+        assert stub.requests[-1].headers["authorization"] == "Bearer stub-token"
+
+
+def test_a_token_file_with_a_trailing_newline_works_against_stub(stub: StubKubeApiServer, tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("stub-token\n")
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("x", None)}, current="c")
+    kc.write_text(kc.read_text().replace("token: x", f"tokenFile: {tmp_path / 'token'}"))
+    assert get_jobset(load_kube(kc), "default", "demo") is None
+    assert stub.requests[-1].headers["authorization"] == "Bearer stub-token"
+
+
+@pytest.mark.parametrize("token", ["sekret one\n", "sekret\nline-two", " \n"])
+def test_a_token_with_a_break_inside_is_refused_without_showing_it(
+    stub: StubKubeApiServer, tmp_path: Path, token: str
+) -> None:
+    kc = _with_token(stub.write_kubeconfig(tmp_path / "kc", {"c": ("x", None)}, current="c"), token)
+    with pytest.raises(ConfigError) as info:
+        load_kube(kc)
+    assert str(info.value).startswith(f"{kc}: user 'user-c' (context 'c'): the token is empty or has a space or line")
+    assert "sekret" not in str(info.value) and stub.requests == []
+
+
+def test_a_server_url_with_userinfo_never_shows_the_password_against_stub(
+    stub: StubKubeApiServer, tmp_path: Path
+) -> None:
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("stub-token", None)}, current="c")
+    kc.write_text(kc.read_text().replace("http://", "http://admin:hunter2@"))
+    kube = load_kube(kc, clock=FakeClock())
+    assert kube.host == stub.url and "hunter2" not in repr(kube.api_client.configuration.host)
+    stub.fail("GET", "/jobsets/demo$", 503, times=100)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert f"(context 'c', {stub.url})" in str(info.value) and "hunter2" not in str(info.value)
 
 
 # ---------------------------------------------------------------------------------------------- errors

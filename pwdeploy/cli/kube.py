@@ -16,7 +16,9 @@ from pwdeploy.errors import ConfigError
 if TYPE_CHECKING:
     from pwdeploy.cluster.api import Clock, Kube
     from pwdeploy.config import JobConfig
+    from pwdeploy.errors import PwdeployError
     from pwdeploy.preflight import RowSource
+    from pwdeploy.report import CheckResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -122,8 +124,25 @@ def cluster_source(
 ) -> RowSource:
     """The cluster readiness rows as a preflight source (``preflight --cluster`` and ``submit``): passed as
     ``extra_sources``, they run beside the GCS and image checks and come first in the report. Without ``kube``,
-    the cluster is found from ``kubeconfig`` and ``context`` now, so a bad kubeconfig stops before any check."""
+    the cluster is found from ``kubeconfig`` and ``context`` now; when it cannot be (no kubeconfig, a bad one, an
+    unknown context), that is one failed ``cluster`` row saying why, and the GCS and image rows are still checked."""
     from pwdeploy.cluster.readiness import check_cluster
+    from pwdeploy.errors import PwdeployError
 
-    connected = kube or open_kube(kubeconfig, context)
-    return lambda: check_cluster(job, connected)
+    if kube is not None:
+        connected = kube
+        return lambda: check_cluster(job, connected)
+    try:
+        found = open_kube(kubeconfig, context)
+    except PwdeployError as exc:
+        failure = exc
+        return lambda: [_no_cluster_row(failure, kubeconfig)]
+    return lambda: check_cluster(job, found)
+
+
+def _no_cluster_row(exc: PwdeployError, kubeconfig: Path | None) -> CheckResult:
+    from pwdeploy.report import CheckResult, Status
+
+    message = exc.line() if isinstance(exc, ConfigError) else exc.message
+    where = str(kubeconfig) if kubeconfig is not None else "kubeconfig"
+    return CheckResult(where, (), "cluster", Status.FAILED, f"not checked: {message}", exc.hint)

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from pwdeploy.cluster.answers import BadAnswer, excerpt, items_of, json_object, read_answer, without_userinfo
-from pwdeploy.errors import ClusterError
+from pwdeploy.errors import ClusterError, PwdeployError
 
 GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -235,9 +235,11 @@ class Kube:
                 answer = self._send_once(method, path, query, body, content_type, accept, stream, left)
             except BadAnswer as bad:
                 raise _malformed(action, self, bad.what, bad.status) from None
+            except PwdeployError:  # a ConfigError from a credential refresh, say
+                raise
             except Exception as exc:  # classified below: transport and API errors become ApiError
                 if not _is_transport_or_api_error(exc):
-                    raise
+                    raise _unsendable(exc, action, self) from exc
                 delay = self.retry.delay(attempt, _retry_after(exc))
                 out_of_time = time.monotonic() - started + delay >= self.deadline
                 if not _retryable(exc) or attempt >= self.retry.attempts or out_of_time:
@@ -335,7 +337,7 @@ def _malformed(action: Action, kube: Kube | None, what: str, status: int | None)
 
 
 # What reading a field of the wrong JSON type raises ('str' object has no attribute 'get', ...).
-SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError, ValueError)
+SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError)
 
 
 @contextmanager
@@ -355,6 +357,16 @@ def reading_answers(kube: Kube) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------- errors
+
+
+def _unsendable(exc: Exception, action: Action, kube: Kube) -> ApiError:
+    """The client library refused to send the request; its message is not shown, since it may quote a header (the
+    bearer token: ``Invalid header value b'Bearer ...'``)."""
+    return ApiError(
+        f"the request to {action.describe()} could not be sent to the API server{kube.where()} "
+        f"({type(exc).__name__} in the Kubernetes client)",
+        hint="check the kubeconfig's credentials for this context; --debug shows the traceback",
+    )
 
 
 def _is_transport_or_api_error(exc: Exception) -> bool:
