@@ -251,3 +251,45 @@ def test_preflight_cluster_without_a_cluster_still_checks_the_images(
     assert [c["check"] for c in checks] == ["cluster", "image", "image", "image", "image"]
     assert checks[0]["status"] == "failed" and checks[0]["detail"].startswith("not checked: no kubeconfig found")
     assert "get-credentials" in checks[0]["fix"]
+
+
+def test_debug_after_the_command_says_where_it_goes(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["render", "-f", "job yaml", "--debug"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: --debug is pwdeploy's own option and goes before the command: pwdeploy --debug render -f 'job yaml'\n"
+    )
+
+
+def test_validate_given_a_job_config_suggests_render(runner: CliRunner, tmp_path: Path) -> None:
+    path = _write(tmp_path, GOOD)
+    result = runner.invoke(cli, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: {path} is a pwdeploy job config, not Kubernetes manifests\n"
+        f"  hint: render it (render validates what it writes): pwdeploy render -f {path}\n"
+    )
+
+
+def test_the_readme_shows_validates_real_output(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("    $ pwdeploy validate demo.yaml\n") :].split("\n\n")[0]
+    shown = [line.removeprefix("    ") for line in block.splitlines()[1:]]
+    monkeypatch.chdir(tmp_path)
+    flags = [
+        *FLAGS[:2],
+        "--tpu-type",
+        "v5p-8",
+        "--num-slices",
+        "2",
+        *FLAGS[4:8],
+        "--gcs-scratch",
+        "gs://my-bucket/pathways",
+    ]
+    rendered = runner.invoke(cli, ["render", *flags])
+    assert rendered.exit_code == 0, rendered.output
+    Path("demo.yaml").write_text(rendered.stdout.replace("replicatedJob: pathways-head\n", "replicatedJob: head\n", 1))
+    result = runner.invoke(cli, ["validate", "demo.yaml"])
+    assert result.exit_code == 3 and result.stderr.splitlines() == shown

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     default=None,
     help="Show progress until every pod runs (--wait or --wait=running) or the job ends (--wait=done).",
 )
-@click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Give up waiting after SECONDS.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS", help="Give up waiting after SECONDS."
+)
 @click.option("--replace", is_flag=True, help="Delete a different job of the same name and create this one.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
 @click.option("--skip-preflight", is_flag=True, help="Skip the preflight checks (cluster readiness, GCS, images).")
