@@ -427,3 +427,17 @@ def test_a_fast_request_announces_nothing_against_stub(kube: Kube, stub: StubKub
     assert get_jobset(kube, "default", "demo") is None
     time.sleep(0.3)
     assert notices == []
+
+
+def test_a_status_answer_of_the_wrong_shape_is_still_a_clear_error_against_stub(
+    kube: Kube, stub: StubKubeApiServer
+) -> None:
+    status = {"kind": "Status", "code": 422, "message": "bad \x1b[2J\x1b[31mthing", "details": {"causes": "x"}}
+    stub.answer("GET", "/jobsets/demo$", status, status=422)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert "(422 Invalid):\n  - bad  [2J [31mthing" in str(info.value) and "\x1b" not in str(info.value)
+    stub.answer("GET", "/jobsets/demo$", {**status, "details": "x", "code": 404}, status=404)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert info.value.status == 404 and "\x1b" not in str(info.value)

@@ -55,6 +55,13 @@ def read_answer(raw: Any, deadline_at: float) -> Answer:
     return Answer(status, content_type, b"".join(chunks))
 
 
+def printable(text: str, limit: int = 2000) -> str:
+    """A server's message as a terminal may show it: control characters (escape sequences) become spaces, and it
+    ends after ``limit`` characters."""
+    clean = "".join(c if c.isprintable() or c == "\n" else " " for c in text[: limit + 1])
+    return clean[:limit] + ("..." if len(clean) > limit else "")
+
+
 def excerpt(data: bytes) -> str:
     """The first bytes of an answer, printable and bounded, for an error message: ``'<html><head>...'``."""
     text = data[: EXCERPT_CHARS * 4].decode("utf-8", "replace")

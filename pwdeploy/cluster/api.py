@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
-from pwdeploy.cluster.answers import BadAnswer, excerpt, items_of, json_object, read_answer, without_userinfo
+from pwdeploy.cluster.answers import (
+    BadAnswer,
+    excerpt,
+    items_of,
+    json_object,
+    printable,
+    read_answer,
+    without_userinfo,
+)
 from pwdeploy.errors import ClusterError, PwdeployError
 
 GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
@@ -246,10 +254,7 @@ class Kube:
                     raise cluster_error(exc, action, attempts=attempt, kube=self) from None
                 self.clock.sleep(delay)
                 continue
-            try:
-                return answer if stream else json_object(answer)
-            except BadAnswer as bad:
-                raise _malformed(action, self, bad.what, bad.status) from None
+            return answer
 
     def _wait_notice(self, action: Action) -> threading.Timer | None:
         """A timer that tells ``on_wait`` once, after ``slow_after`` seconds, what this request waits for."""
@@ -275,7 +280,7 @@ class Kube:
         stream: bool,
         left: float,
     ) -> Any:
-        """The raw response if ``stream``, else an ``Answer`` (status, content type, the body's bytes)."""
+        """The raw response if ``stream``, else the answer's JSON object; a ``BadAnswer`` if it is none."""
         from kubernetes.client.exceptions import ApiException
 
         headers = {"Accept": accept}
@@ -291,7 +296,7 @@ class Kube:
             body=body,
             auth_settings=["BearerToken"],
         )
-        read = max(0.1, min(self.timeout[1], left))
+        read = round(max(0.1, min(self.timeout[1], left)), 1)
         timeout = (min(self.timeout[0], read), None if stream else read)
         response = self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
         if stream and 200 <= response.status < 300:
@@ -299,7 +304,7 @@ class Kube:
         answer = read_answer(response.response, time.monotonic() + left)
         if not 200 <= response.status < 300:
             raise ApiException(http_resp=response.response, body=answer.data.decode("utf-8", "replace"))
-        return answer
+        return json_object(answer)
 
     def stream_lines(self, action: Action, path: str, query: Sequence[tuple[str, str]]) -> Iterator[str]:
         """Lines of a streamed text response (pod logs), as they arrive."""
@@ -400,13 +405,20 @@ def _retry_after(exc: Exception) -> float | None:
 
 
 def api_status(exc: Exception) -> dict[str, Any]:
-    """The Kubernetes ``Status`` object in an error response ({} when the body is not one)."""
+    """The Kubernetes ``Status`` object in an error response ({} when the body is not one), its ``details`` a
+    mapping and their ``causes`` a list of mappings, whatever the server sent."""
     body = getattr(exc, "body", None)
     try:
         parsed = json.loads(body) if body else {}
     except (TypeError, ValueError):
         return {}
-    return parsed if isinstance(parsed, dict) and parsed.get("kind") == "Status" else {}
+    if not isinstance(parsed, dict) or parsed.get("kind") != "Status":
+        return {}
+    details = parsed.get("details")
+    details = details if isinstance(details, dict) else {}
+    causes = details.get("causes")
+    causes = causes if isinstance(causes, list) else []
+    return {**parsed, "details": {**details, "causes": [c for c in causes if isinstance(c, dict)]}}
 
 
 def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Kube | None = None) -> ApiError:
@@ -422,7 +434,7 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Ku
             hint=f"check the network path to the cluster and the credentials ({GET_CREDENTIALS})",
         )
     status = api_status(exc)
-    message = status.get("message") or _reason_and_excerpt(exc)
+    message = printable(str(status.get("message") or "")) or _reason_and_excerpt(exc)
     code = int(exc.status)
     if code == 401:
         return ApiError(
@@ -461,7 +473,7 @@ def _reason_and_excerpt(exc: Any) -> str:
 def _invalid(action: Action, status: dict[str, Any], message: str) -> ApiError:
     """422: one line per field path the API server named."""
     causes = (status.get("details") or {}).get("causes") or []
-    lines = [f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}" for c in causes] or [message]
+    lines = [printable(f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}") for c in causes] or [message]
     detail = "\n".join(f"  - {line}" for line in lines)
     return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}", status=422)
 
