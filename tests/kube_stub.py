@@ -7,7 +7,9 @@ Kueue localqueues (and, read-only, clusterqueues, admissionchecks and provisioni
 CustomResourceDefinition, SelfSubjectAccessReviews answered from the same forbidden rules as every other request),
 bearer-token authentication, and the real error shapes (``Status`` objects for 401/403/404/409/422/5xx). Every
 request is recorded so tests can assert what the official client actually sent; ``latency`` delays every answer,
-to measure what concurrent requests save.
+to measure what concurrent requests save. Faults can be injected: an error status
+(``fail``), any body in place of the real answer (``answer``: an HTML page, JSON of the wrong shape, a body cut off
+mid-way) and no answer at all until the stub stops (``hang``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -58,6 +61,10 @@ class Injected:
     times: int
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None  # an answer that replaces the real one (bytes and str are sent as they are, else JSON)
+    content_type: str = "application/json"
+    cut_at: int | None = None  # send only this many bytes of the body, though Content-Length promises all of it
+    hang: bool = False  # never answer (until the stub stops)
 
 
 def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -132,9 +139,19 @@ def node(
     }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up (a test's timeout, a body read only in part) are no error of the stub's."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class _Reply(Exception):
     def __init__(self, code: int, body: Any, content_type: str = "application/json") -> None:
         self.code, self.body, self.content_type = code, body, content_type
+        self.headers: dict[str, str] = {}
+        self.cut_at: int | None = None
 
 
 class StubKubeApiServer:
@@ -165,8 +182,9 @@ class StubKubeApiServer:
         self.latency = 0.0  # seconds every answer waits (outside the lock: requests wait side by side)
         self._lingering: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # releases hung answers
         self._uid = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
@@ -182,6 +200,7 @@ class StubKubeApiServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._thread.is_alive():
             self._server.shutdown()
         self._server.server_close()
@@ -221,6 +240,27 @@ class StubKubeApiServer:
     ) -> None:
         """Answer the next ``times`` matching requests with ``status`` (0: no answer, only the delay)."""
         self.injected.append(Injected(method, re.compile(path_regex), status, times, delay, headers or {}))
+
+    def answer(
+        self,
+        method: str,
+        path_regex: str,
+        body: Any,
+        *,
+        status: int = 200,
+        content_type: str = "application/json",
+        times: int = 1,
+        cut_at: int | None = None,
+    ) -> None:
+        """Answer the next ``times`` matching requests with ``body`` instead of the real answer (an HTML page, JSON
+        of the wrong shape); ``cut_at``: the connection closes after that many bytes of it."""
+        self.injected.append(
+            Injected(method, re.compile(path_regex), status, times, body=body, content_type=content_type, cut_at=cut_at)
+        )
+
+    def hang(self, method: str, path_regex: str, *, times: int = 1) -> None:
+        """Accept the next ``times`` matching requests and never answer them (until the stub stops)."""
+        self.injected.append(Injected(method, re.compile(path_regex), 0, times, hang=True))
 
     def forbid(self, verb: str, plural: str) -> None:
         self.forbidden.add((verb, plural))
@@ -294,10 +334,12 @@ class StubKubeApiServer:
                 h.send_response(reply.code)
                 h.send_header("Content-Type", reply.content_type)
                 h.send_header("Content-Length", str(len(payload)))
-                for key, value in getattr(reply, "headers", {}).items():
+                for key, value in reply.headers.items():
                     h.send_header(key, value)
                 h.end_headers()
-                h.wfile.write(payload)
+                h.wfile.write(payload if reply.cut_at is None else payload[: reply.cut_at])
+                if reply.cut_at is not None:
+                    h.close_connection = True
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test)
 
@@ -311,15 +353,22 @@ class StubKubeApiServer:
         for inj in self.injected:
             if inj.times > 0 and inj.method == r.method and inj.path.search(r.path):
                 inj.times -= 1
+                if inj.hang:
+                    self._stopping.wait(120)
+                    raise _Reply(503, status_body(503, "ServiceUnavailable", "stub: stopped while hanging"))
                 if inj.delay:
                     time.sleep(inj.delay)
+                if inj.body is not None:
+                    reply = _Reply(inj.status, inj.body, inj.content_type)
+                    reply.cut_at = inj.cut_at
+                    raise reply
                 if inj.status:
                     reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}
                     reply = _Reply(
                         inj.status,
                         status_body(inj.status, reason.get(inj.status, "Unknown"), "etcdserver: request timed out"),
                     )
-                    reply.headers = inj.headers  # type: ignore[attr-defined]
+                    reply.headers = inj.headers
                     raise reply
                 return
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +197,99 @@ def test_standalone_mode_false_raises_instead_of_exiting() -> None:
 
     with pytest.raises(ConfigErrors):
         cli.main(["render", "--tpu-type", "v9z-8"], standalone_mode=False)
+
+
+NO_CLUSTER = {"KUBECONFIG": None, "KUBERNETES_SERVICE_HOST": None}
+EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
+
+
+@pytest.mark.parametrize("args", [["status", "demo"], ["list"], ["submit", "-f", EXAMPLE, "--skip-preflight"]])
+def test_no_kubeconfig_at_all_is_exit_2_naming_the_file(runner: CliRunner, tmp_path: Path, args: list[str]) -> None:
+    result = runner.invoke(cli, args, env={**NO_CLUSTER, "HOME": str(tmp_path)})
+    assert result.exit_code == 2, result.output
+    assert f"error: no kubeconfig found: $KUBECONFIG is unset, {tmp_path}/.kube/config does not exist" in result.stderr
+
+
+def test_malformed_kubeconfig_is_exit_2_with_file_and_line(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("apiVersion: v1\nkind: Config\nusers:\n  - name: u\n   user: {}\n")
+    by_flag = runner.invoke(cli, ["status", "demo", "--kubeconfig", str(bad)])
+    by_env = runner.invoke(cli, ["status", "demo"], env={"KUBECONFIG": str(bad)})
+    assert by_flag.exit_code == by_env.exit_code == 2, (by_flag.output, by_env.output)
+    said = f"cannot read kubeconfig {bad}: line 5, column 4: expected <block end>"
+    assert f"error: --kubeconfig: {said}" in by_flag.stderr and f"error: KUBECONFIG: {said}" in by_env.stderr
+
+
+def test_a_kubeconfig_token_with_a_line_break_inside_is_exit_2_and_never_shown(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [{"name": "s", "cluster": {"server": "https://admin:hunter2@127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "s3cret-part-one\ns3cret-part-two\n"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "s", "user": "u"}}],
+    }
+    kc = _write(tmp_path, config, "kubeconfig")
+    result = runner.invoke(cli, ["status", "demo", "--kubeconfig", str(kc)])
+    assert result.exit_code == 2, result.output
+    assert f"error: {kc}: user 'u' (context 'c'): the token is empty or has a space or line break" in result.stderr
+    assert "s3cret" not in result.output and "hunter2" not in result.output
+
+
+def test_preflight_cluster_without_a_cluster_still_checks_the_images(
+    runner: CliRunner, tmp_path: Path, jax_version: str
+) -> None:
+    result = runner.invoke(
+        cli,
+        ["preflight", "-f", EXAMPLE, "--cluster", "--no-gcs", "-o", "json"],
+        env={**NO_CLUSTER, "HOME": str(tmp_path)},
+    )
+    assert result.exit_code == 6, result.output
+    checks = json.loads(result.stdout)["checks"]
+    assert [c["check"] for c in checks] == ["cluster", "image", "image", "image", "image"]
+    assert checks[0]["status"] == "failed" and checks[0]["detail"].startswith("not checked: no kubeconfig found")
+    assert "get-credentials" in checks[0]["fix"]
+
+
+def test_debug_after_the_command_says_where_it_goes(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["render", "-f", "job yaml", "--debug"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: --debug is pwdeploy's own option and goes before the command: pwdeploy --debug render -f 'job yaml'\n"
+    )
+
+
+def test_validate_given_a_job_config_suggests_render(runner: CliRunner, tmp_path: Path) -> None:
+    path = _write(tmp_path, GOOD)
+    result = runner.invoke(cli, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"error: {path} is a pwdeploy job config, not Kubernetes manifests\n"
+        f"  hint: render it (render validates what it writes): pwdeploy render -f {path}\n"
+    )
+
+
+def test_the_readme_shows_validates_real_output(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("    $ pwdeploy validate demo.yaml\n") :].split("\n\n")[0]
+    shown = [line.removeprefix("    ") for line in block.splitlines()[1:]]
+    monkeypatch.chdir(tmp_path)
+    flags = [
+        *FLAGS[:2],
+        "--tpu-type",
+        "v5p-8",
+        "--num-slices",
+        "2",
+        *FLAGS[4:8],
+        "--gcs-scratch",
+        "gs://my-bucket/pathways",
+    ]
+    rendered = runner.invoke(cli, ["render", *flags])
+    assert rendered.exit_code == 0, rendered.output
+    Path("demo.yaml").write_text(rendered.stdout.replace("replicatedJob: pathways-head\n", "replicatedJob: head\n", 1))
+    result = runner.invoke(cli, ["validate", "demo.yaml"])
+    assert result.exit_code == 3 and result.stderr.splitlines() == shown

@@ -24,7 +24,6 @@ HEADINGS = [
     "Scheduling:",
     "Colocated-Python sidecar:",
     "Job image:",
-    "Local runs:",
     "Example:",
 ]
 
@@ -109,3 +108,59 @@ def test_bash_completion_completes_job_flags() -> None:
     code = "from pwdeploy.cli import main; main()"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0 and result.stdout.strip() == "plain,--num-slices", result
+
+
+def _headings(text: str) -> list[str]:
+    return [line.split(" (")[0].rstrip(":") for line in text.splitlines() if line and not line.startswith(" ")][1:]
+
+
+@pytest.mark.parametrize(
+    ("argv", "headings"),
+    [
+        (("render",), ["Options", "Job", "TPU", "Main container", "Head", "Storage", "Scheduling",
+                       "Colocated-Python sidecar", "Job image"]),
+        (("submit",), ["Options", "Job", "TPU", "Main container", "Head", "Storage", "Scheduling",
+                       "Colocated-Python sidecar", "Job image"]),
+        (("local", "run"), ["Options", "Job", "TPU", "Main container", "Storage", "Colocated-Python sidecar",
+                            "Local runs"]),
+        (("sidecar", "dockerfile"), ["Options", "Job", "Colocated-Python sidecar"]),
+        (("image", "build"), ["Options", "Job", "Colocated-Python sidecar", "Job image"]),
+    ],
+)  # fmt: skip
+def test_a_command_shows_the_job_flag_headings_that_apply_to_it(
+    runner: CliRunner, argv: tuple[str, ...], headings: list[str]
+) -> None:
+    assert _headings(_help(runner, *argv)) == headings
+
+
+def test_hidden_job_flags_are_still_accepted(runner: CliRunner) -> None:
+    example = str(REPO / "examples" / "data_parallel" / "job.yaml")
+    result = runner.invoke(cli, ["local", "env", "-f", example, "--proxy-cpu", "4", "--", "true"])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("argv", [("render",), ("local", "run"), ("submit",), ("validate",), ("sidecar", "build")])
+def test_defaults_never_wrap_inside_a_value(runner: CliRunner, argv: tuple[str, ...]) -> None:
+    result = runner.invoke(cli, [*argv, "--help"], terminal_width=80)
+    notes = [line for line in result.stdout.splitlines() if "[default:" in line]
+    assert notes and all("]" in line.split("[default:")[1] for line in notes), notes
+    if argv == ("render",):
+        assert "[default: us-docker.pkg.dev/cloud-tpu-v2-images/pathways]" in result.stdout
+        assert "[default: google/cloud-sdk:" in result.stdout
+
+
+def test_the_command_argument_is_not_an_option_row(runner: CliRunner) -> None:
+    for argv in (("local", "run"), ("local", "env")):
+        text = _help(runner, *argv)
+        assert text.startswith(f"Usage: cli {' '.join(argv)} [OPTIONS] [-- COMMAND...]\n")
+        assert "[-- COMMAND...]" not in text.split("Options:")[1]
+
+
+def test_timeout_reads_seconds(runner: CliRunner) -> None:
+    assert _line(_help(runner, "submit"), "--timeout").startswith("--timeout SECONDS ")
+
+
+def test_sidecar_dockerfile_options_do_not_say_build(runner: CliRunner) -> None:
+    text = _help(runner, "sidecar", "dockerfile")
+    own = text[text.index("Options:") : text.index("Job (")]
+    assert "--allow-base-mismatch" in own and "build" not in own.lower()

@@ -1,17 +1,22 @@
 """The Kubernetes API seam against StubKubeApiServer (a loopback stub, not an API server): kubeconfig and
---context loading, the error messages for 401/403/404/409/422/5xx, and bounded retries on the clock seam."""
+--context loading, the error messages for 401/403/404/409/422/5xx, bounded retries on the clock seam, and answers
+that are not what the API promises (HTML pages, cut-off bodies, wrong shapes, no answer at all)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
+from pwdeploy.cluster import answers
 from pwdeploy.cluster.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
-from pwdeploy.cluster.jobsets import apply_jobset, get_jobset
+from pwdeploy.cluster.jobsets import apply_jobset, get_jobset, list_jobsets
 from pwdeploy.cluster.kubeconfig import load_kube
 from pwdeploy.errors import ClusterError, ConfigError
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
@@ -79,7 +84,7 @@ def test_a_file_that_is_not_a_kubeconfig_says_so(tmp_path: Path, text: str) -> N
         load_kube(other)
     assert str(info.value) == (
         f"--kubeconfig: cannot read kubeconfig {other}: it is not a kubeconfig (a YAML mapping with clusters, "
-        "contexts and users)"
+        "contexts and users, each a mapping)"
     )
 
 
@@ -87,9 +92,84 @@ def test_no_kubeconfig_and_not_in_a_pod(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    with pytest.raises(ClusterError, match="no kubeconfig found") as info:
+    with pytest.raises(ConfigError, match="no kubeconfig found") as info:
         load_kube()
-    assert "get-credentials" in str(info.value)
+    assert f"{tmp_path}/.kube/config does not exist" in str(info.value) and "get-credentials" in str(info.value)
+
+
+def test_malformed_yaml_names_the_file_and_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = tmp_path / "kc"
+    bad.write_text("apiVersion: v1\nclusters:\n- name: s\n  cluster: {server: x\ncontexts: []\n")
+    with pytest.raises(ConfigError) as info:
+        load_kube(bad)
+    assert (
+        str(info.value)
+        == f"--kubeconfig: cannot read kubeconfig {bad}: line 5, column 9: expected ',' or '}}', but got ':'"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(bad))
+    with pytest.raises(ConfigError) as info:
+        load_kube()
+    assert str(info.value).startswith(f"KUBECONFIG: cannot read kubeconfig {bad}: line 5, column 9: ")
+
+
+def test_a_user_entry_of_the_wrong_shape_is_a_config_error(stub: StubKubeApiServer, tmp_path: Path) -> None:
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("stub-token", None)}, current="c")
+    data = yaml.safe_load(kc.read_text())
+    data["users"][0]["user"] = 5
+    kc.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"cannot use context 'c' of .*kc: it is not a kubeconfig"):
+        load_kube(kc)
+
+
+def _with_token(kc: Path, token: str) -> Path:
+    data = yaml.safe_load(kc.read_text())
+    data["users"][0]["user"]["token"] = token
+    kc.write_text(yaml.safe_dump(data))
+    return kc
+
+
+def test_a_token_block_scalar_with_a_trailing_newline_works_against_stub(
+    stub: StubKubeApiServer, tmp_path: Path
+) -> None:
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("x", None)}, current="c")
+    kc.write_text(kc.read_text().replace("token: x", "token: |\n      stub-token"))
+    assert yaml.safe_load(kc.read_text())["users"][0]["user"]["token"] == "stub-token\n"
+    kube = load_kube(kc)
+    for _ in range(2):  # the client's refresh hook sets the token again on every request
+        assert get_jobset(kube, "default", "demo") is None
+        assert stub.requests[-1].headers["authorization"] == "Bearer stub-token"
+
+
+def test_a_token_file_with_a_trailing_newline_works_against_stub(stub: StubKubeApiServer, tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("stub-token\n")
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("x", None)}, current="c")
+    kc.write_text(kc.read_text().replace("token: x", f"tokenFile: {tmp_path / 'token'}"))
+    assert get_jobset(load_kube(kc), "default", "demo") is None
+    assert stub.requests[-1].headers["authorization"] == "Bearer stub-token"
+
+
+@pytest.mark.parametrize("token", ["sekret one\n", "sekret\nline-two", " \n"])
+def test_a_token_with_a_break_inside_is_refused_without_showing_it(
+    stub: StubKubeApiServer, tmp_path: Path, token: str
+) -> None:
+    kc = _with_token(stub.write_kubeconfig(tmp_path / "kc", {"c": ("x", None)}, current="c"), token)
+    with pytest.raises(ConfigError) as info:
+        load_kube(kc)
+    assert str(info.value).startswith(f"{kc}: user 'user-c' (context 'c'): the token is empty or has a space or line")
+    assert "sekret" not in str(info.value) and stub.requests == []
+
+
+def test_a_server_url_with_userinfo_never_shows_the_password_against_stub(
+    stub: StubKubeApiServer, tmp_path: Path
+) -> None:
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("stub-token", None)}, current="c")
+    kc.write_text(kc.read_text().replace("http://", "http://admin:hunter2@"))
+    kube = load_kube(kc, clock=FakeClock())
+    assert kube.host == stub.url and "hunter2" not in repr(kube.api_client.configuration.host)
+    stub.fail("GET", "/jobsets/demo$", 503, times=100)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert f"(context 'c', {stub.url})" in str(info.value) and "hunter2" not in str(info.value)
 
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -241,3 +321,123 @@ def test_in_cluster_identity_is_tried_without_a_kubeconfig(tmp_path: Path, monke
         load_kube()
     with pytest.raises(ConfigError, match="--context: 'ctx' needs a kubeconfig, and none was found"):
         load_kube(None, "ctx")
+
+
+# ---------------------------------------------------------------------------------------------- hostile answers
+
+HTML = b"<html><head><title>502 Bad Gateway</title></head><body>\x1b[31mnginx</body></html>"
+
+
+def test_an_html_page_instead_of_json_is_an_api_error_with_its_first_bytes_against_stub(
+    kube: Kube, stub: StubKubeApiServer, clock: FakeClock
+) -> None:
+    stub.answer("GET", "/jobsets/demo$", HTML, content_type="text/html")
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    text = str(info.value)
+    assert info.value.status == 200
+    assert "to get jobsets.jobset.x-k8s.io 'demo' in namespace 'default' with 200 (text/html, not JSON)" in text
+    assert "'<html><head><title>502 Bad Gateway</title></head><body> [31mnginx</body></html>'" in text
+    assert "\x1b" not in text and "proxy" in text
+    assert len(stub.sent("GET", "/jobsets/demo")) == 1 and clock.sleeps == []
+
+
+def test_a_proxy_error_page_is_retried_then_quoted_against_stub(
+    kube: Kube, stub: StubKubeApiServer, clock: FakeClock
+) -> None:
+    stub.answer("GET", "/jobsets/demo$", HTML * 10, status=502, content_type="text/html", times=100)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    text = str(info.value)
+    assert info.value.status == 502 and "after 4 attempts: 502 Bad Gateway (answer: '<html><head><title>" in text
+    assert text.count("nginx") <= 2 and "...'" in text  # only the first bytes
+
+
+@pytest.mark.parametrize(
+    ("body", "what"),
+    [
+        (b'{"kind": "JobSet", "metadata": {"na', '200 (application/json, not JSON): \'{"kind": "JobSet"'),
+        (b'["a", "b"]', "200 (JSON that is a list, not an object)"),
+        (b'"just a string"', "200 (JSON that is a string, not an object)"),
+    ],
+)
+def test_an_answer_that_is_not_a_json_object_is_an_api_error_against_stub(
+    kube: Kube, stub: StubKubeApiServer, body: bytes, what: str
+) -> None:
+    stub.answer("GET", "/jobsets/demo$", body)
+    with pytest.raises(ApiError, match="with " + re.escape(what)):
+        get_demo(kube)
+
+
+def test_a_body_cut_off_midway_is_an_api_error_against_stub(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.answer("GET", "/jobsets/demo$", {"kind": "JobSet", "metadata": {"name": "demo"}, "spec": {}}, cut_at=20)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert info.value.status == 200
+    assert "'demo' in namespace 'default' with 200 that broke off after 20 bytes (ProtocolError): " in str(info.value)
+    assert """'{"kind": "JobSet", "'""" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("items", "what"),
+    [
+        ("oops", "`items` that is a string, not a list"),
+        ({"a": 1}, "`items` that is an object, not a list"),
+        ([5], r"items\[0\] that is not an object with metadata.name"),
+        ([{"metadata": {"name": "a"}}, {"metadata": "b"}], r"items\[1\] that is not an object with metadata.name"),
+    ],
+)
+def test_a_list_whose_items_have_the_wrong_shape_is_an_api_error_against_stub(
+    kube: Kube, stub: StubKubeApiServer, items: object, what: str
+) -> None:
+    stub.answer("GET", "/jobsets$", {"kind": "JobSetList", "items": items})
+    with pytest.raises(ApiError, match=f"to list jobsets.jobset.x-k8s.io in namespace 'default' with {what}"):
+        list_jobsets(kube, "default")
+
+
+def test_a_huge_answer_is_not_read_against_stub(
+    kube: Kube, stub: StubKubeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(answers, "MAX_ANSWER_BYTES", 1000)
+    stub.answer("GET", "/jobsets/demo$", {"kind": "JobSet", "pad": "x" * 200_000})
+    with pytest.raises(ApiError, match=r"'demo' in namespace 'default' with 200 larger than 0 MiB \(not read\)"):
+        get_demo(kube)
+
+
+def test_a_hung_api_server_is_announced_and_bounded_against_stub(kube: Kube, stub: StubKubeApiServer) -> None:
+    notices: list[str] = []
+    kube.timeout, kube.deadline, kube.slow_after, kube.on_wait = (1.0, 0.3), 1.0, 0.2, notices.append
+    stub.hang("GET", "/jobsets/demo$", times=100)
+    started = time.monotonic()
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.5, elapsed  # no retry starts that the deadline would cut short
+    assert 2 <= len(stub.sent("GET", "/jobsets/demo")) < RetryPolicy().attempts
+    assert info.value.status is None and "Read timed out" in str(info.value)
+    assert notices == [
+        f"still waiting for the Kubernetes API server (context 'ctx-a', {stub.url}) to get jobsets.jobset.x-k8s.io "
+        "'demo' in namespace 'default' (giving up after 1 s)"
+    ]
+
+
+def test_a_fast_request_announces_nothing_against_stub(kube: Kube, stub: StubKubeApiServer) -> None:
+    notices: list[str] = []
+    kube.slow_after, kube.on_wait = 0.2, notices.append
+    assert get_jobset(kube, "default", "demo") is None
+    time.sleep(0.3)
+    assert notices == []
+
+
+def test_a_status_answer_of_the_wrong_shape_is_still_a_clear_error_against_stub(
+    kube: Kube, stub: StubKubeApiServer
+) -> None:
+    status = {"kind": "Status", "code": 422, "message": "bad \x1b[2J\x1b[31mthing", "details": {"causes": "x"}}
+    stub.answer("GET", "/jobsets/demo$", status, status=422)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert "(422 Invalid):\n  - bad  [2J [31mthing" in str(info.value) and "\x1b" not in str(info.value)
+    stub.answer("GET", "/jobsets/demo$", {**status, "details": "x", "code": 404}, status=404)
+    with pytest.raises(ApiError) as info:
+        get_demo(kube)
+    assert info.value.status == 404 and "\x1b" not in str(info.value)

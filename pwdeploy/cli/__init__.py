@@ -68,6 +68,14 @@ class PwdeployGroup(LazyGroup):
         except click.exceptions.Abort:
             click.echo("Aborted.", err=True)
             sys.exit(130)
+        except click.NoSuchOption as exc:
+            if exc.option_name != "--debug":
+                exc.show()
+                sys.exit(exc.exit_code)
+            click.echo(
+                f"error: --debug is pwdeploy's own option and goes before the command: {_debug_first(argv)}", err=True
+            )
+            sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
@@ -88,6 +96,16 @@ class PwdeployGroup(LazyGroup):
             click.echo(f"internal error: {type(exc).__name__}: {exc}\n  rerun with --debug for the traceback", err=True)
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def _debug_first(argv: list[str]) -> str:
+    """The command line with ``--debug`` moved to where it belongs (only the first ``--debug``; ``--`` and what
+    follows it stay as they are)."""
+    import shlex
+
+    end = argv.index("--") if "--" in argv else len(argv)
+    own = [arg for arg in argv[:end] if arg != "--debug"]
+    return shlex.join(["pwdeploy", "--debug", *own, *argv[end:]])
 
 
 @click.group(

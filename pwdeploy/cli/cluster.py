@@ -14,6 +14,7 @@ from pwdeploy.errors import ConfigError, PreflightError
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.api import Kube
+    from pwdeploy.cluster.submit import DryRun
     from pwdeploy.cluster.wait import Until
     from pwdeploy.config import JobConfig
     from pwdeploy.preflight import PreflightReport
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
     default=None,
     help="Show progress until every pod runs (--wait or --wait=running) or the job ends (--wait=done).",
 )
-@click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Give up waiting after SECONDS.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS", help="Give up waiting after SECONDS."
+)
 @click.option("--replace", is_flag=True, help="Delete a different job of the same name and create this one.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
 @click.option("--skip-preflight", is_flag=True, help="Skip the preflight checks (cluster readiness, GCS, images).")
@@ -66,6 +69,7 @@ def submit(
     from pwdeploy import manifests
     from pwdeploy.advice import job_warnings
     from pwdeploy.cluster import submit as sub
+    from pwdeploy.cluster.api import reading_answers
     from pwdeploy.validation.validate import require_valid
 
     _check_wait_flags(wait, timeout, dry_run)
@@ -77,32 +81,39 @@ def submit(
     job = job_from_params(job_params)
     for warning in job_warnings(job):
         click.echo(f"warning: {warning}", err=True)
+    # Every problem of the config is reported before the cluster is asked anything (or even found).
+    require_valid(manifests.build(job._replace(namespace=job.namespace or "default")))
     kube = open_kube(kubeconfig, context)
-    namespace = job.namespace or kube.namespace  # as kubectl does: else the context's namespace
-    job = job._replace(namespace=namespace)
-    objects = manifests.build(job)
-    require_valid(objects)
-    marked = sub.mark_managed(objects, namespace)
-    mode = sub.DryRun(dry_run)
+    job = job._replace(namespace=job.namespace or kube.namespace)  # as kubectl does: else the context's namespace
     if not skip_preflight:
         _preflight(job, kube, region)
+    with reading_answers(kube):
+        _apply(kube, job, dry_run=sub.DryRun(dry_run), replace=replace, yes=yes)
+        if dry_run != "none":
+            return
+        if wait is not None:
+            _wait(kube, job.name, job.namespace or "", "done" if wait == "done" else "running", timeout)
+        if job.headless:
+            click.echo(_connect_recipe(kube, job.name, job.namespace or ""))
+    ns_flag = f" -n {job.namespace}"
+    click.echo(f"follow: pwdeploy status {job.name}{ns_flag}  |  pwdeploy logs {job.name}{ns_flag} -f")
+
+
+def _apply(kube: Kube, job: JobConfig, *, dry_run: DryRun, replace: bool, yes: bool) -> None:
+    """The server-side apply of the job's JobSet (or its dry run); prints what happened."""
+    from pwdeploy import manifests
+    from pwdeploy.cluster import submit as sub
+
+    marked = sub.mark_managed(manifests.build(job), job.namespace or kube.namespace)
     outcome = sub.submit(
         kube,
         marked,
-        dry_run=mode,
+        dry_run=dry_run,
         replace=replace,
         confirm=lambda q: yes or click.confirm(q, default=False, err=True),
         on_progress=lambda line: click.echo(line, err=True),
     )
-    click.echo(outcome.describe(mode))
-    if mode is not sub.DryRun.NONE:
-        return
-    ns_flag = f" -n {namespace}"
-    if wait is not None:
-        _wait(kube, job.name, namespace, "done" if wait == "done" else "running", timeout)
-    if job.headless:
-        click.echo(_connect_recipe(kube, job.name, namespace))
-    click.echo(f"follow: pwdeploy status {job.name}{ns_flag}  |  pwdeploy logs {job.name}{ns_flag} -f")
+    click.echo(outcome.describe(dry_run))
 
 
 def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str) -> None:

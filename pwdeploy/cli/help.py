@@ -2,10 +2,16 @@
 job they configure, defaults shown, and one example per command.
 
 Commands are plain ``@click.command`` functions in their modules; ``apply`` gives each its layout and example
-when the `pwdeploy` group loads it, so this file is the one place that decides how help looks.
+when the `pwdeploy` group loads it, so this file is the one place that decides how help looks. A command shows the
+job flag headings that apply to it (``HEADINGS_OF_COMMAND``; the others are still accepted), and an option's help
+wraps between words only: never after a hyphen inside a value (an image reference) nor inside ``[default: ...]``.
 """
 
 from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Iterable
 
 import click
 
@@ -28,6 +34,21 @@ HEADINGS = {
 }
 HEADING_OF_PATH = {"worker_flags": "TPU", "worker_env": "TPU"}
 JOB_HEADING_NOTE = " (flags beat PWDEPLOY_<FLAG> variables, which beat the -f file)"
+_LOCAL = ("Job", "TPU", "Main container", "Storage (GCS)", "Colocated-Python sidecar", "Local runs")
+_SIDECAR = ("Job", "Colocated-Python sidecar")
+_IMAGE = ("Job", "Job image", "Colocated-Python sidecar")  # the sidecar's Python decides the job image's
+# The job flag headings a command's help shows; a command not listed (render, preflight, submit) shows all but
+# "Local runs". What each command reads of the job: local/env.py and local/limits.py, images/sidecar.py, images/job.py.
+HEADINGS_OF_COMMAND: dict[str, tuple[str, ...]] = {
+    "local run": _LOCAL,
+    "local env": _LOCAL,
+    "sidecar build": _SIDECAR,
+    "sidecar dockerfile": _SIDECAR,
+    "image build": _IMAGE,
+    "image dockerfile": _IMAGE,
+}
+CLUSTER_HEADINGS = tuple(h for h in dict.fromkeys(HEADINGS.values()) if h != "Local runs")
+_NOTE = re.compile(r"\[(?:default|env)\b[^\]]*\]")  # click's [default: ...] and our [env NAME] notes
 
 
 def heading(field: Field) -> str:
@@ -35,8 +56,48 @@ def heading(field: Field) -> str:
     return found + (JOB_HEADING_NOTE if found == "Job" else "")
 
 
+def wrap_keeping_values(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` (a longer word stands alone), broken at spaces only, and never inside
+    a ``[default: ...]`` note."""
+    glued = _NOTE.sub(lambda m: m.group(0).replace(" ", "\0"), text)
+    lines = textwrap.wrap(glued, width, break_on_hyphens=False, break_long_words=False)
+    return [line.replace("\0", " ") for line in lines] or [""]
+
+
+def _width(text: str) -> int:
+    return len(click.unstyle(text))
+
+
+class ValueKeepingFormatter(click.HelpFormatter):
+    """click's layout of option rows, with ``wrap_keeping_values`` for the help column."""
+
+    def write_dl(self, rows: Iterable[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        listed = list(rows)
+        if not listed:
+            return
+        first_col = min(max(_width(first) for first, _ in listed), col_max) + col_spacing
+        indent = " " * (self.current_indent + first_col)
+        width = max((self.width or 80) - first_col - self.current_indent, 10)
+        for first, second in listed:
+            self.write(f"{'':>{self.current_indent}}{first}")
+            if not second:
+                self.write("\n")
+                continue
+            if _width(first) <= first_col - col_spacing:
+                self.write(" " * (first_col - _width(first)))
+            else:
+                self.write("\n" + indent)
+            self.write(f"\n{indent}".join(wrap_keeping_values(second, width)) + "\n")
+
+
+class HelpContext(click.Context):
+    formatter_class = ValueKeepingFormatter
+
+
 class SectionedHelp(click.Command):
-    """Help with the command's own options first, then one section per group of job flags."""
+    """Help with the command's own options first, then one section per group of job flags that applies."""
+
+    shown_headings: tuple[str, ...] = CLUSTER_HEADINGS
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         own: list[tuple[str, str]] = []
@@ -45,7 +106,7 @@ class SectionedHelp(click.Command):
         try:
             for param in self.get_params(ctx):
                 record = param.get_help_record(ctx)
-                if record is None:
+                if record is None or isinstance(param, click.Argument):  # arguments are in the usage line
                     continue
                 field = FIELD_OF_PARAM.get(param.name or "")
                 if param.name == FILE_PARAM:
@@ -56,16 +117,23 @@ class SectionedHelp(click.Command):
                     own.append(record)
         finally:
             ctx.show_default = show_default
-        for name, records in [("Options", own), *job.items()]:
+        for name, records in [("Options", own), *_shown(job.items(), self.shown_headings)]:
             if records:
                 with formatter.section(name):
                     formatter.write_dl(records)
+
+
+def _shown(
+    sections: Iterable[tuple[str, list[tuple[str, str]]]], headings: tuple[str, ...]
+) -> list[tuple[str, list[tuple[str, str]]]]:
+    return [(name, records) for name, records in sections if name.removesuffix(JOB_HEADING_NOTE) in headings]
 
 
 def apply(command: click.Command, path: str) -> click.Command:
     """Give ``command`` (and, for a group, its subcommands) the sectioned layout and its example."""
     if getattr(command, "_pwdeploy_help", False):
         return command
+    command.context_class = HelpContext
     entry = TABLE.get(path)
     if entry is not None and not command.epilog:
         command.epilog = f"\b\nExample:\n  {entry.example}"
@@ -75,5 +143,7 @@ def apply(command: click.Command, path: str) -> click.Command:
     elif any(param.name in FIELD_OF_PARAM for param in command.params) and not isinstance(command, SectionedHelp):
         # The command module used plain @click.command; give the same object the sectioned layout.
         command.__class__ = type(f"Sectioned{type(command).__name__}", (SectionedHelp, type(command)), {})
+    if isinstance(command, SectionedHelp):
+        command.shown_headings = HEADINGS_OF_COMMAND.get(path, CLUSTER_HEADINGS)
     command._pwdeploy_help = True  # type: ignore[attr-defined]
     return command

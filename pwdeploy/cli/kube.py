@@ -16,7 +16,9 @@ from pwdeploy.errors import ConfigError
 if TYPE_CHECKING:
     from pwdeploy.cluster.api import Clock, Kube
     from pwdeploy.config import JobConfig
+    from pwdeploy.errors import PwdeployError
     from pwdeploy.preflight import RowSource
+    from pwdeploy.report import CheckResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,9 +54,16 @@ def clock() -> Clock | None:
 
 
 def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
+    """The cluster the flags name; a request that is slow says so on stderr. Tests shorten the bounds of a
+    request with the ``kube_limits`` seam (``{"timeout": (1, 0.3), "deadline": 1.0, "slow_after": 0.2}``)."""
     from pwdeploy.cluster.kubeconfig import load_kube
 
-    return load_kube(kubeconfig, context, clock=clock())
+    kube = load_kube(kubeconfig, context, clock=clock())
+    kube.on_wait = lambda line: click.echo(line, err=True)
+    for name, value in (seam("kube_limits") or {}).items():
+        if name in ("timeout", "deadline", "slow_after"):
+            setattr(kube, name, value)
+    return kube
 
 
 class Cluster(NamedTuple):
@@ -101,8 +110,11 @@ def with_cluster(func: F) -> F:
         check_namespace(namespace)
         if isinstance(kwargs.get("name"), str):
             check_job_name(kwargs["name"], click.get_current_context().info_name or "pwdeploy")
+        from pwdeploy.cluster.api import reading_answers
+
         kube = open_kube(kubeconfig, context)
-        return func(cluster=Cluster(kube, namespace or kube.namespace), **kwargs)
+        with reading_answers(kube):
+            return func(cluster=Cluster(kube, namespace or kube.namespace), **kwargs)
 
     return command  # type: ignore[return-value]
 
@@ -112,8 +124,25 @@ def cluster_source(
 ) -> RowSource:
     """The cluster readiness rows as a preflight source (``preflight --cluster`` and ``submit``): passed as
     ``extra_sources``, they run beside the GCS and image checks and come first in the report. Without ``kube``,
-    the cluster is found from ``kubeconfig`` and ``context`` now, so a bad kubeconfig stops before any check."""
+    the cluster is found from ``kubeconfig`` and ``context`` now; when it cannot be (no kubeconfig, a bad one, an
+    unknown context), that is one failed ``cluster`` row saying why, and the GCS and image rows are still checked."""
     from pwdeploy.cluster.readiness import check_cluster
+    from pwdeploy.errors import PwdeployError
 
-    connected = kube or open_kube(kubeconfig, context)
-    return lambda: check_cluster(job, connected)
+    if kube is not None:
+        connected = kube
+        return lambda: check_cluster(job, connected)
+    try:
+        found = open_kube(kubeconfig, context)
+    except PwdeployError as exc:
+        failure = exc
+        return lambda: [_no_cluster_row(failure, kubeconfig)]
+    return lambda: check_cluster(job, found)
+
+
+def _no_cluster_row(exc: PwdeployError, kubeconfig: Path | None) -> CheckResult:
+    from pwdeploy.report import CheckResult, Status
+
+    message = exc.line() if isinstance(exc, ConfigError) else exc.message
+    where = str(kubeconfig) if kubeconfig is not None else "kubeconfig"
+    return CheckResult(where, (), "cluster", Status.FAILED, f"not checked: {message}", exc.hint)

@@ -12,7 +12,7 @@ from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 _allow_base_mismatch = click.option(
     "--allow-base-mismatch",
     is_flag=True,
-    help="Build even when the base tag's python_X.Y / jax_V differ from the job's (experts only).",
+    help="Accept a base image whose tag's python_X.Y / jax_V differ from the job's (experts only).",
 )
 
 

@@ -4,6 +4,12 @@ Requests are sent with the official client's ``ApiClient`` and answered as plain
 lines). A failed request becomes an ``ApiError`` in one function (``cluster_error``); server errors (5xx, 429) and
 timeouts are retried with bounded backoff on the connection's clock (``Kube.clock``, passed in by the caller).
 One ``Kube`` may be shared by threads: the client's connection pool is thread-safe.
+
+Answers are untrusted input: a body that is not a JSON object (an HTML page from a proxy, a truncated body), a list
+whose ``items`` is not a list of objects, or an answer bigger than ``MAX_ANSWER_BYTES`` is an ``ApiError`` with the
+status and the first bytes of the answer, never an exception from deeper down. One request, retries included, ends
+within ``Kube.deadline`` seconds (wall time); when it takes longer than ``Kube.slow_after``, ``Kube.on_wait`` is
+told once which server and which request it is waiting for.
 """
 
 from __future__ import annotations
@@ -11,16 +17,28 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
-from pwdeploy.errors import ClusterError
+from pwdeploy.cluster.answers import (
+    BadAnswer,
+    excerpt,
+    items_of,
+    json_object,
+    printable,
+    read_answer,
+    without_userinfo,
+)
+from pwdeploy.errors import ClusterError, PwdeployError
 
 GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds
+DEFAULT_TIMEOUT = (10.0, 20.0)  # (connect, read) seconds of one attempt
+DEFAULT_DEADLINE = 45.0  # seconds one request may take, retries included: a hung server ends the run in bounded time
+SLOW_AFTER = 5.0  # seconds after which the user is told what the command is waiting for
 
 
 @dataclass(frozen=True)
@@ -87,7 +105,8 @@ Missing = Literal["object", "namespace", "type"]  # what a 404 lacked; "type": t
 
 
 class ApiError(ClusterError):
-    """A failed request; ``status`` is the HTTP status (None when no answer came back)."""
+    """A failed request, or an answer that is not what the API promises; ``status`` is the HTTP status (None when no
+    answer came back)."""
 
     def __init__(
         self, message: str, *, status: int | None = None, missing: Missing | None = None, hint: str | None = None
@@ -158,12 +177,20 @@ class Kube:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     clock: Clock = field(default_factory=SystemClock)
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE  # wall seconds for one request, retries included
+    slow_after: float = SLOW_AFTER  # wall seconds before ``on_wait`` hears that a request is slow
+    on_wait: Callable[[str], None] | None = None  # the CLI prints these notices on stderr
     sent: int = 0  # HTTP requests sent, retries included
     _sent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def host(self) -> str:
-        return str(self.api_client.configuration.host)
+        """The API server's URL, without any user:password@ the kubeconfig put in it."""
+        return without_userinfo(str(self.api_client.configuration.host))
+
+    def where(self) -> str:
+        """`` (context 'x', https://host)``: which server a message is about."""
+        return f" (context {self.context!r}, {self.host})" if self.context else f" ({self.host})"
 
     def request(
         self,
@@ -177,21 +204,70 @@ class Kube:
         accept: str = "application/json",
         stream: bool = False,
     ) -> Any:
-        """Send one request (retrying transient failures); the parsed JSON answer, or the raw response if
-        ``stream``. Every failure is a ``ClusterError`` that says what to do."""
+        """Send one request (retrying transient failures); the answer, a JSON object, or the raw response if
+        ``stream``. Every failure, a malformed answer included, is a ``ClusterError`` that says what to do."""
+        started = time.monotonic()
+        notice = self._wait_notice(action)
+        try:
+            return self._attempts(action, method, path, query, body, content_type, accept, stream, started)
+        finally:
+            if notice is not None:
+                notice.cancel()
+
+    def list_items(self, action: Action, path: str, *, query: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+        """The ``items`` of a list answer, each an object with ``metadata``; any other shape is an ``ApiError``."""
+        try:
+            return items_of(self.request(action, "GET", path, query=query))
+        except BadAnswer as bad:
+            raise _malformed(action, self, bad.what, bad.status) from None
+
+    def _attempts(
+        self,
+        action: Action,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        body: Any,
+        content_type: str | None,
+        accept: str,
+        stream: bool,
+        started: float,
+    ) -> Any:
         attempt = 0
         while True:
             attempt += 1
             with self._sent_lock:
                 self.sent += 1
+            left = self.deadline - (time.monotonic() - started)
             try:
-                return self._send_once(method, path, query, body, content_type, accept, stream)
+                answer = self._send_once(method, path, query, body, content_type, accept, stream, left)
+            except BadAnswer as bad:
+                raise _malformed(action, self, bad.what, bad.status) from None
+            except PwdeployError:  # a ConfigError from a credential refresh, say
+                raise
             except Exception as exc:  # classified below: transport and API errors become ApiError
                 if not _is_transport_or_api_error(exc):
-                    raise
-                if not _retryable(exc) or attempt >= self.retry.attempts:
+                    raise _unsendable(exc, action, self) from exc
+                delay = self.retry.delay(attempt, _retry_after(exc))
+                out_of_time = time.monotonic() - started + delay >= self.deadline
+                if not _retryable(exc) or attempt >= self.retry.attempts or out_of_time:
                     raise cluster_error(exc, action, attempts=attempt, kube=self) from None
-                self.clock.sleep(self.retry.delay(attempt, _retry_after(exc)))
+                self.clock.sleep(delay)
+                continue
+            return answer
+
+    def _wait_notice(self, action: Action) -> threading.Timer | None:
+        """A timer that tells ``on_wait`` once, after ``slow_after`` seconds, what this request waits for."""
+        if self.on_wait is None:
+            return None
+        line = (
+            f"still waiting for the Kubernetes API server{self.where()} to {action.describe()} "
+            f"(giving up after {self.deadline:.0f} s)"
+        )
+        timer = threading.Timer(self.slow_after, self.on_wait, args=(line,))
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def _send_once(
         self,
@@ -202,7 +278,9 @@ class Kube:
         content_type: str | None,
         accept: str,
         stream: bool,
+        left: float,
     ) -> Any:
+        """The raw response if ``stream``, else the answer's JSON object; a ``BadAnswer`` if it is none."""
         from kubernetes.client.exceptions import ApiException
 
         headers = {"Accept": accept}
@@ -218,14 +296,15 @@ class Kube:
             body=body,
             auth_settings=["BearerToken"],
         )
-        timeout = (self.timeout[0], None) if stream else self.timeout
+        read = round(max(0.1, min(self.timeout[1], left)), 1)
+        timeout = (min(self.timeout[0], read), None if stream else read)
         response = self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
-        if not 200 <= response.status < 300:
-            raise ApiException(http_resp=response.response)
-        if stream:
+        if stream and 200 <= response.status < 300:
             return response.response
-        data = response.read()
-        return json.loads(data) if data else {}
+        answer = read_answer(response.response, time.monotonic() + left)
+        if not 200 <= response.status < 300:
+            raise ApiException(http_resp=response.response, body=answer.data.decode("utf-8", "replace"))
+        return json_object(answer)
 
     def stream_lines(self, action: Action, path: str, query: Sequence[tuple[str, str]]) -> Iterator[str]:
         """Lines of a streamed text response (pod logs), as they arrive."""
@@ -249,7 +328,50 @@ class Kube:
             raw.release_conn()
 
 
+# ---------------------------------------------------------------------------------------------- answers
+
+
+def _malformed(action: Action, kube: Kube | None, what: str, status: int | None) -> ApiError:
+    where = kube.where() if kube is not None else ""
+    return ApiError(
+        f"the API server{where} answered the request to {action.describe()} with {what}",
+        status=status,
+        hint="something between you and the API server (a proxy, a load balancer) may have answered instead; "
+        "check the kubeconfig's server URL and run the command again",
+    )
+
+
+# What reading a field of the wrong JSON type raises ('str' object has no attribute 'get', ...).
+SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError)
+
+
+@contextmanager
+def reading_answers(kube: Kube) -> Iterator[None]:
+    """Code that reads fields deep inside answers runs in here: a field of the wrong JSON type (a hostile or broken
+    server's ``status.conditions: "x"``) becomes an ``ApiError`` instead of an internal error. The request path
+    already checks the shapes every object shares (``object_shape``, ``list_items``)."""
+    try:
+        yield
+    except SHAPE_ERRORS as exc:
+        raise ApiError(
+            f"an answer of the API server{kube.where()} has a shape pwdeploy does not understand "
+            f"({type(exc).__name__}: {str(exc)[:200]})",
+            hint="is the server URL a Kubernetes API server? --debug shows where the answer was read; "
+            "if it is one, please report this",
+        ) from exc
+
+
 # ---------------------------------------------------------------------------------------------- errors
+
+
+def _unsendable(exc: Exception, action: Action, kube: Kube) -> ApiError:
+    """The client library refused to send the request; its message is not shown, since it may quote a header (the
+    bearer token: ``Invalid header value b'Bearer ...'``)."""
+    return ApiError(
+        f"the request to {action.describe()} could not be sent to the API server{kube.where()} "
+        f"({type(exc).__name__} in the Kubernetes client)",
+        hint="check the kubeconfig's credentials for this context; --debug shows the traceback",
+    )
 
 
 def _is_transport_or_api_error(exc: Exception) -> bool:
@@ -283,22 +405,27 @@ def _retry_after(exc: Exception) -> float | None:
 
 
 def api_status(exc: Exception) -> dict[str, Any]:
-    """The Kubernetes ``Status`` object in an error response ({} when the body is not one)."""
+    """The Kubernetes ``Status`` object in an error response ({} when the body is not one), its ``details`` a
+    mapping and their ``causes`` a list of mappings, whatever the server sent."""
     body = getattr(exc, "body", None)
     try:
         parsed = json.loads(body) if body else {}
     except (TypeError, ValueError):
         return {}
-    return parsed if isinstance(parsed, dict) and parsed.get("kind") == "Status" else {}
+    if not isinstance(parsed, dict) or parsed.get("kind") != "Status":
+        return {}
+    details = parsed.get("details")
+    details = details if isinstance(details, dict) else {}
+    causes = details.get("causes")
+    causes = causes if isinstance(causes, list) else []
+    return {**parsed, "details": {**details, "causes": [c for c in causes if isinstance(c, dict)]}}
 
 
 def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Kube | None = None) -> ApiError:
     """The one place where a failed request becomes a message a user can act on."""
     from kubernetes.client.exceptions import ApiException
 
-    where = ""
-    if kube is not None:
-        where = f" (context {kube.context!r}, {kube.host})" if kube.context else f" ({kube.host})"
+    where = kube.where() if kube is not None else ""
     tried = f" after {attempts} attempts" if attempts > 1 else ""
     if not isinstance(exc, ApiException) or not exc.status:
         reason = getattr(exc, "reason", None) or exc
@@ -307,7 +434,7 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Ku
             hint=f"check the network path to the cluster and the credentials ({GET_CREDENTIALS})",
         )
     status = api_status(exc)
-    message = status.get("message") or exc.reason or ""
+    message = printable(str(status.get("message") or "")) or _reason_and_excerpt(exc)
     code = int(exc.status)
     if code == 401:
         return ApiError(
@@ -336,10 +463,17 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Ku
     return ApiError(f"the API server refused to {action.describe()}: {code} {message}".rstrip(), status=code)
 
 
+def _reason_and_excerpt(exc: Any) -> str:
+    """An error answer that is not a ``Status`` (a proxy's page): its reason and its first bytes."""
+    body = getattr(exc, "body", None) or ""
+    quoted = f" (answer: {excerpt(body.encode() if isinstance(body, str) else body)})" if body else ""
+    return f"{exc.reason or ''}{quoted}".strip()
+
+
 def _invalid(action: Action, status: dict[str, Any], message: str) -> ApiError:
     """422: one line per field path the API server named."""
     causes = (status.get("details") or {}).get("causes") or []
-    lines = [f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}" for c in causes] or [message]
+    lines = [printable(f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}") for c in causes] or [message]
     detail = "\n".join(f"  - {line}" for line in lines)
     return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}", status=422)
 

@@ -47,10 +47,9 @@ def list_jobsets(
     kube: Kube, namespace: str | None, selector: str = f"{ids.MANAGED_BY_LABEL}={ids.MANAGED_BY}"
 ) -> list[Object]:
     """JobSets in ``namespace`` (None: every namespace) that match the label selector."""
-    answer = kube.request(
-        Action("list", JOBSETS, namespace), "GET", JOBSETS.path(namespace), query=[("labelSelector", selector)]
+    return kube.list_items(
+        Action("list", JOBSETS, namespace), JOBSETS.path(namespace), query=[("labelSelector", selector)]
     )
-    return list(answer.get("items") or [])
 
 
 def apply_jobset(kube: Kube, obj: Object, *, dry_run: bool) -> Object:
@@ -92,18 +91,15 @@ def wait_gone(kube: Kube, namespace: str, name: str, *, timeout: float = DELETE_
 
 def list_pods(kube: Kube, namespace: str, jobset: str, **labels: str) -> list[Object]:
     selector = ",".join([f"{ids.JOBSET_NAME_LABEL}={jobset}", *(f"{k}={v}" for k, v in labels.items())])
-    answer = kube.request(
-        Action("list", PODS, namespace), "GET", PODS.path(namespace), query=[("labelSelector", selector)]
-    )
-    return list(answer.get("items") or [])
+    return kube.list_items(Action("list", PODS, namespace), PODS.path(namespace), query=[("labelSelector", selector)])
 
 
 def warning_events(kube: Kube, namespace: str, jobset: str) -> list[Object]:
     """Warning events about the JobSet, its Jobs and its pods (their names start with the JobSet's), oldest first."""
-    answer = kube.request(
-        Action("list", EVENTS, namespace), "GET", EVENTS.path(namespace), query=[("fieldSelector", "type=Warning")]
+    events = kube.list_items(
+        Action("list", EVENTS, namespace), EVENTS.path(namespace), query=[("fieldSelector", "type=Warning")]
     )
-    own = [e for e in answer.get("items") or [] if _about(e, jobset)]
+    own = [e for e in events if _about(e, jobset)]
     return sorted(own, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
 
@@ -152,8 +148,8 @@ def kueue_localqueues(kube: Kube) -> Resource | None:
 
 
 def localqueue_names(kube: Kube, resource: Resource, namespace: str) -> list[str]:
-    answer = kube.request(Action("list", resource, namespace), "GET", resource.path(namespace))
-    return sorted(str(q["metadata"]["name"]) for q in answer.get("items") or [])
+    queues = kube.list_items(Action("list", resource, namespace), resource.path(namespace))
+    return sorted(str(q["metadata"]["name"]) for q in queues)
 
 
 def localqueue_exists(kube: Kube, resource: Resource, namespace: str, name: str) -> bool:

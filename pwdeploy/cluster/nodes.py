@@ -67,8 +67,7 @@ def node_selector(spec: Object) -> dict[str, str]:
 
 def list_nodes(kube: Kube, selector: dict[str, str]) -> list[Object]:
     query = [("labelSelector", ",".join(f"{k}={v}" for k, v in selector.items()))]
-    answer = kube.request(Action("list", NODES), "GET", NODES.path(), query=query)
-    return list(answer.get("items") or [])
+    return kube.list_items(Action("list", NODES), NODES.path(), query=query)
 
 
 def schedulable(node: Object) -> bool:

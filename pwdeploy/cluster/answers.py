@@ -1,0 +1,141 @@
+"""Answers of the Kubernetes API server, read as untrusted input: bounded in size and time, parsed as one JSON
+object, lists checked to hold objects, and the parts every object shares checked for their JSON types. What is
+wrong is a ``BadAnswer``; ``Kube.request`` (api.py) turns it into an ``ApiError`` naming the request."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+MAX_ANSWER_BYTES = 128 * 2**20  # a list of every node of a large cluster fits; a runaway body does not
+EXCERPT_CHARS = 120  # how much of an answer that is not JSON an error quotes
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A response as read: its status, its content type and its body (at most ``MAX_ANSWER_BYTES``)."""
+
+    status: int
+    content_type: str
+    data: bytes
+
+
+class BadAnswer(Exception):
+    """What was wrong with an answer's body; ``Kube.request`` turns it into an ``ApiError`` naming the request."""
+
+    def __init__(self, what: str, status: int | None) -> None:
+        super().__init__(what)
+        self.what, self.status = what, status
+
+
+def read_answer(raw: Any, deadline_at: float) -> Answer:
+    """Read a urllib3 response's body, bounded in size and in time; a body that breaks off is a ``BadAnswer``."""
+    import urllib3
+
+    chunks: list[bytes] = []
+    size = 0
+    status = int(raw.status)
+    content_type = str(raw.headers.get("Content-Type") or "")
+    read = getattr(raw, "read1", raw.read)  # read1 (urllib3 >= 2.3) returns what has arrived, so the deadline holds
+    try:
+        while chunk := read(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise BadAnswer(f"{status} larger than {MAX_ANSWER_BYTES // 2**20} MiB (not read)", status)
+            if time.monotonic() > deadline_at:
+                raise BadAnswer(f"{status} still arriving at the deadline, after {size} bytes", status)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        began = excerpt(b"".join(chunks))
+        raise BadAnswer(f"{status} that broke off after {size} bytes ({type(exc).__name__}): {began}", status) from None
+    finally:
+        raw.release_conn()
+    return Answer(status, content_type, b"".join(chunks))
+
+
+def printable(text: str, limit: int = 2000) -> str:
+    """A server's message as a terminal may show it: control characters (escape sequences) become spaces, and it
+    ends after ``limit`` characters."""
+    clean = "".join(c if c.isprintable() or c == "\n" else " " for c in text[: limit + 1])
+    return clean[:limit] + ("..." if len(clean) > limit else "")
+
+
+def excerpt(data: bytes) -> str:
+    """The first bytes of an answer, printable and bounded, for an error message: ``'<html><head>...'``."""
+    text = data[: EXCERPT_CHARS * 4].decode("utf-8", "replace")
+    clean = "".join(c if c.isprintable() else " " for c in text)
+    clean = " ".join(clean.split())
+    return repr(clean[:EXCERPT_CHARS] + ("..." if len(clean) > EXCERPT_CHARS or len(data) > len(text) else ""))
+
+
+def json_object(answer: Answer) -> dict[str, Any]:
+    """The answer as a JSON object (every Kubernetes API answer is one); anything else is a ``BadAnswer``."""
+    if not answer.data:
+        return {}
+    try:
+        parsed = json.loads(answer.data)
+    except ValueError:
+        what = f"{answer.content_type or 'no content type'}, not JSON"
+        parsed = None
+    else:
+        what = f"JSON that is {json_type(parsed)}, not an object"
+    if not isinstance(parsed, dict):
+        raise BadAnswer(f"{answer.status} ({what}): {excerpt(answer.data)}", answer.status)
+    problem = object_shape(parsed)
+    if problem is not None:
+        raise BadAnswer(f"{answer.status} and an object whose {problem}", answer.status)
+    return parsed
+
+
+def items_of(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``items`` of a list answer: a list (or null) of objects, each with ``metadata`` holding a ``name``."""
+    items = answer.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise BadAnswer(f"`items` that is {json_type(items)}, not a list", None)
+    for index, item in enumerate(items):
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            raise BadAnswer(f"items[{index}] that is not an object with metadata.name", None)
+        problem = object_shape(item)
+        if problem is not None:
+            raise BadAnswer(f"items[{index}] whose {problem}", None)
+    return items
+
+
+def object_shape(obj: dict[str, Any]) -> str | None:
+    """What is wrong with the parts every Kubernetes object shares (``metadata``, its name, labels and annotations,
+    ``spec``, ``status``), or None; a ``Status`` answer (whose status is a word) is left alone."""
+    if obj.get("kind") == "Status":
+        return None
+    for part in ("metadata", "spec", "status"):
+        if part in obj and not isinstance(obj[part], dict):
+            return f"`{part}` is {json_type(obj[part])}, not an object"
+    meta = obj.get("metadata") or {}
+    for key in ("name", "namespace"):
+        if key in meta and not isinstance(meta[key], str):
+            return f"`metadata.{key}` is {json_type(meta[key])}, not a string"
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+            return f"`metadata.{key}` is not a map of strings"
+    return None
+
+
+def json_type(value: Any) -> str:
+    """``an object``, ``a string``, ...: a JSON value's type, as a message names it."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return names.get(type(value), "null" if value is None else type(value).__name__)
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@``: credentials in a server URL are never shown."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority, slash, path = rest.partition("/")
+    host = authority.rpartition("@")[2]
+    return f"{scheme}{sep}{host}{slash}{path}"
