@@ -14,11 +14,9 @@ none and are checked with the parameters of the machine that renders.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy.atomic import write_text_atomic
 from pwdeploy.errors import ConfigError
@@ -30,8 +28,7 @@ JOB_IMAGE_LOCK = "pwdeploy-image.lock"
 LOCK_NAMES = frozenset({SIDECAR_LOCK, JOB_IMAGE_LOCK})
 
 
-@dataclass(frozen=True)
-class BuiltWith:
+class BuiltWith(NamedTuple):  # NamedTuples: render reads the lock, and dataclasses would cost it 5 ms of imports
     """The build parameters that came from the machine that ran pwdeploy, not from the job's files and config."""
 
     python: str  # X.Y of the Python that ran pwdeploy: the client's Python unless sidecar.python_version is set
@@ -40,8 +37,7 @@ class BuiltWith:
     pwdeploy_wheel: str | None = None  # job image whose code imports pwdeploy: sha256 of the wheel it copies
 
 
-@dataclass(frozen=True)
-class LockEntry:
+class LockEntry(NamedTuple):
     repository: str
     tag: str
     digest: str  # sha256:...
@@ -81,7 +77,7 @@ def record(path: Path, job_name: str, entry: LockEntry) -> None:
     entries[job_name] = entry
     data: dict[str, Any] = {
         "version": FORMAT_VERSION,
-        "jobs": {name: dataclasses.asdict(e) for name, e in sorted(entries.items())},
+        "jobs": {name: _as_json(e) for name, e in sorted(entries.items())},
     }
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
@@ -90,6 +86,11 @@ def entry_for(path: Path, job_name: str, repository: str) -> LockEntry | None:
     """The job's entry when it was pushed to ``repository``, without checking that its inputs are unchanged."""
     entry = read_lock(path).get(job_name)
     return entry if entry is not None and entry.repository == repository else None
+
+
+def _as_json(entry: LockEntry) -> dict[str, Any]:
+    built = entry.built_with
+    return {**entry._asdict(), "built_with": built._asdict() if built is not None else None}
 
 
 def _entry(data: dict[str, Any]) -> LockEntry:

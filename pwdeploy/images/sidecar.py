@@ -8,18 +8,20 @@ minor version or jax differs from the sidecar's, so pwdeploy reads both from the
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned
 from pwdeploy.errors import ConfigError
 from pwdeploy.images import inputs, lock
-from pwdeploy.images.build import BuildResult, Target, build_image
-from pwdeploy.images.engine import Engine, Progress
+
+if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
+    from pwdeploy.images.build import BuildResult, Target
+    from pwdeploy.images.engine import Engine, Progress
 
 TEMPLATE = "Dockerfile.sidecar"
 
@@ -129,7 +131,7 @@ def collect(
     if job.sidecar.requirements is not None:
         files.append(inputs.requirements_file(job.sidecar.requirements, "sidecar.requirements"))
     if job.sidecar.source_dir is not None:
-        code = tuple(inputs.directory_files(job.sidecar.source_dir, "sidecar.source_dir", "code"))
+        code = inputs.directory_files(job.sidecar.source_dir, "sidecar.source_dir", "code")
         warnings = inputs.credential_warnings(code, job.sidecar.source_dir, "sidecar.source_dir", "code")
         files.extend(code)
     values = {
@@ -159,6 +161,8 @@ def prepare(job: JobConfig, *, allow_base_mismatch: bool = False) -> inputs.Imag
 
 
 def target(job: JobConfig) -> Target:
+    from pwdeploy.images.build import Target
+
     repository = inputs.check_repository(job.sidecar.repository, "sidecar.repository", "sidecar")
     return Target(
         repository, job.name, lock_path(job), "sidecar.image", "the base image's tag (jax_V), before the build"
@@ -168,6 +172,10 @@ def target(job: JobConfig) -> Target:
 def build(
     job: JobConfig, engine: Engine, progress: Progress, *, push: bool = False, allow_base_mismatch: bool = False
 ) -> BuildResult:
+    import dataclasses
+
+    from pwdeploy.images.build import build_image
+
     where = target(job)
     if allow_base_mismatch:
         where = dataclasses.replace(where, jax_check="nothing (--allow-base-mismatch)")
