@@ -239,7 +239,7 @@ class StandInEngine:
 
 
 def _verify(stand_in: StandInEngine, folder: Path) -> str:
-    where = spec.target(job_at(write_job(folder, {"repository": REPOSITORY})))
+    where = spec.destination(job_at(write_job(folder, {"repository": REPOSITORY})))
     return build.verify_jax(stand_in, "r/x:1", "0.10.2", where)  # type: ignore[arg-type]
 
 

@@ -27,7 +27,7 @@ from pwdeploy.images import inputs, lock, wheel
 from pwdeploy.images.sidecar import client_python, running_python
 
 if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
-    from pwdeploy.images.build import BuildResult, Target
+    from pwdeploy.images.build import BuildResult, ImageDestination
     from pwdeploy.images.engine import Engine, Progress
 
 TEMPLATE = "Dockerfile.job"
@@ -140,11 +140,11 @@ def workdir(job: JobConfig) -> str:
     return APP if relative == Path() else f"{APP}/{relative.as_posix()}"
 
 
-def target(job: JobConfig) -> Target:
-    from pwdeploy.images.build import Target
+def destination(job: JobConfig) -> ImageDestination:
+    from pwdeploy.images.build import ImageDestination
 
     repository = inputs.check_repository(job.image.repository, "image.repository", "job image")
-    return Target(repository, job.name, lock_path(job), "main.image", JAX_CHECK, VERSION_COMMAND)
+    return ImageDestination(repository, job.name, lock_path(job), "main.image", JAX_CHECK, VERSION_COMMAND)
 
 
 def build(
@@ -152,7 +152,7 @@ def build(
 ) -> BuildResult:
     from pwdeploy.images.build import build_image
 
-    where = target(job)
+    where = destination(job)
     return build_image(where, collect(job, config_file), engine, progress, push=push)
 
 

@@ -20,7 +20,7 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.images import inputs, lock
 
 if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
-    from pwdeploy.images.build import BuildResult, Target
+    from pwdeploy.images.build import BuildResult, ImageDestination
     from pwdeploy.images.engine import Engine, Progress
 
 TEMPLATE = "Dockerfile.sidecar"
@@ -160,11 +160,11 @@ def prepare(job: JobConfig, *, allow_base_mismatch: bool = False) -> inputs.Imag
     return found
 
 
-def target(job: JobConfig) -> Target:
-    from pwdeploy.images.build import Target
+def destination(job: JobConfig) -> ImageDestination:
+    from pwdeploy.images.build import ImageDestination
 
     repository = inputs.check_repository(job.sidecar.repository, "sidecar.repository", "sidecar")
-    return Target(
+    return ImageDestination(
         repository, job.name, lock_path(job), "sidecar.image", "the base image's tag (jax_V), before the build"
     )
 
@@ -176,7 +176,7 @@ def build(
 
     from pwdeploy.images.build import build_image
 
-    where = target(job)
+    where = destination(job)
     if allow_base_mismatch:
         where = dataclasses.replace(where, jax_check="nothing (--allow-base-mismatch)")
     return build_image(where, prepare(job, allow_base_mismatch=allow_base_mismatch), engine, progress, push=push)
