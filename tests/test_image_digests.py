@@ -50,7 +50,8 @@ def _settle(root: Path) -> None:
     """Wait until the file system's clock has passed the last change of every file under ``root`` (a few ms at
     most: ctime follows a coarse clock), so none of them is "racy" for the next look at the folder."""
     newest = max(path.stat().st_ctime_ns for path in root.rglob("*") if path.is_file())
-    probe = root.parent / f"{root.name}.clock"
+    probe = root / digests.STATE_DIR / "clock"  # never part of the folder's files
+    probe.parent.mkdir(exist_ok=True)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         probe.write_bytes(b"")
