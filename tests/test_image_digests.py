@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -225,3 +226,16 @@ def test_render_refuses_a_stale_pin_after_an_in_place_edit_that_keeps_size_and_m
     pinned, warnings = pin.pin_pushed(job_at(path), path)
     assert pinned.main.image is None and "changed since" in warnings[0]
     assert reads == ["train.py"]
+
+
+def test_a_folder_whose_cache_cannot_be_written_is_read_in_full_each_time(tmp_path: Path, reads: list[str]) -> None:
+    """`.pwdeploy` here is a file, so no cache can be made beside the files (as in a folder one may not write)."""
+    root = _folder(tmp_path)
+    shutil.rmtree(root / digests.STATE_DIR)  # the clock probe's
+    (root / digests.STATE_DIR).write_text("not a folder")
+    expected = _digests(root)
+    assert expected["code/data/f0.bin"] == _sha(root / "data" / "f0.bin")
+    assert sorted(reads) == [".pwdeploy", "f0.bin", "f1.bin", "f2.bin", "train.py"]  # that file is copied too
+    reads.clear()
+    assert _digests(root) == expected and len(reads) == 5
+    assert (root / digests.STATE_DIR).read_text() == "not a folder"
