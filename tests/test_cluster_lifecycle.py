@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pwdeploy import identifiers as ids
+from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.progress import GroupProgress, JobState, age, job_state, progress, progress_line
 from pwdeploy.cluster.wait import Display
 from tests.conftest import REPO, ClusterCli
@@ -55,6 +56,25 @@ def pod(
 
 
 # ---------------------------------------------------------------------------------------------- pure summaries
+
+
+def test_the_jobset_is_read_through_one_module() -> None:
+    """cluster.jobsets reads the rendered JobSet: head and worker replicatedJobs, pods per Job, status fields."""
+    obj = jobset(slices=3, restarts=2, replicatedJobsStatus=[{"name": ids.WORKER_JOB, "ready": 1}])
+    obj["metadata"]["annotations"] = {"a": "1"}
+    assert js.replicated_jobs(obj) == [
+        js.ReplicatedJob(ids.HEAD_JOB, 1, 1),
+        js.ReplicatedJob(ids.WORKER_JOB, 3, 2),  # v5p-16: 2 VMs, so 2 worker pods per slice
+    ]
+    assert (js.name_of(obj), js.namespace_of(obj), js.annotation(obj, "a"), js.annotation(obj, "b")) == (
+        "dp-example",
+        "default",
+        "1",
+        None,
+    )
+    assert js.restarts(obj) == 2 and js.ready_jobs(obj) == {ids.WORKER_JOB: 1} and js.has_status(obj)
+    assert not js.being_deleted(obj) and js.created_at(obj) is None and js.conditions(obj) == []
+    assert js.is_managed(obj)
 
 
 def test_job_state_from_conditions_and_ready_counts() -> None:

@@ -20,6 +20,7 @@ from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import BuildError, ConfigError
 from pwdeploy.images import build, engine, lock, pin, sidecar, wheel
 from pwdeploy.images import job as spec
+from tests import jobfiles
 from tests.conftest import REPO
 from tests.test_sidecar import instructions
 
@@ -28,20 +29,11 @@ REPOSITORY = "r.example/team/job"
 
 
 def write_job(tmp_path: Path, image: dict[str, Any], code: str = "from pwdeploy import runtime\n", **top: Any) -> Path:
+    """A job with the given image section, its training script (``code``) and requirements beside it."""
     (tmp_path / "train.py").write_text(code)
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
-    data = {
-        "name": "img-test",
-        "pathways_version": "0.10.2",
-        "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"},
-        "main": {"command": "python3 train.py"},
-        "image": image,
-        **top,
-    }
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    fields = {"main": {"command": "python3 train.py"}, "image": image, **top}  # top may replace main
+    return jobfiles.write_job(tmp_path, "img-test", **fields)
 
 
 def job_at(path: Path) -> JobConfig:
@@ -94,9 +86,7 @@ def test_code_that_does_not_import_pwdeploy_gets_no_wheel(tmp_path: Path) -> Non
 def test_hash_ignores_the_config_file_locks_and_caches_but_not_code(tmp_path: Path) -> None:
     path = write_job(tmp_path, {"repository": REPOSITORY})
     first = spec.collect(job_at(path), path).inputs_hash
-    data = yaml.safe_load(path.read_text())
-    data["main"]["memory"] = "64Gi"
-    path.write_text(yaml.safe_dump(data))
+    jobfiles.edit_job(path, lambda data: data["main"].update(memory="64Gi"))
     for junk in ("pwdeploy-image.lock", "pwdeploy-sidecar.lock", ".pwdeploy/jax-cache/x", "__pycache__/t.pyc"):
         (tmp_path / junk).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / junk).write_text("noise")
@@ -245,7 +235,7 @@ class StandInEngine:
 
 
 def _verify(stand_in: StandInEngine, folder: Path) -> str:
-    where = spec.target(job_at(write_job(folder, {"repository": REPOSITORY})))
+    where = spec.destination(job_at(write_job(folder, {"repository": REPOSITORY})))
     return build.verify_jax(stand_in, "r/x:1", "0.10.2", where)  # type: ignore[arg-type]
 
 

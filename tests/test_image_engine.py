@@ -30,6 +30,7 @@ from pwdeploy.cli import cli
 from pwdeploy.config import load_job
 from pwdeploy.images import job as spec
 from pwdeploy.images import pin
+from tests import jobfiles
 from tests import test_sidecar_engine as engine_fixtures
 from tests.services import unavailable
 from tests.test_sidecar_engine import PY, REGISTRY, _docker
@@ -127,20 +128,13 @@ def project(tmp_path: Path, python_base: str) -> Path:
     (tmp_path / "train.py").write_text(f"from pwdeploy import runtime\nMARKER = {marker!r}\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
     (tmp_path / ".env").write_text("TOKEN=1\n")  # copied (with a warning) until .dockerignore names it
-    data: dict[str, Any] = {
-        "name": "img-engine",
-        "pathways_version": "0.10.2",
-        "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"},
-        "main": {"command": "python3 train.py --steps 3"},
-        "image": {
-            "repository": f"{REGISTRY}/pwdeploy-test/job-{marker[:8]}",
-            "base": python_base,
-            "requirements": "requirements.txt",
-            "pip_args": ["--no-index"],
-        },
+    image = {
+        "repository": f"{REGISTRY}/pwdeploy-test/job-{marker[:8]}",
+        "base": python_base,
+        "requirements": "requirements.txt",
+        "pip_args": ["--no-index"],
     }
-    (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
+    jobfiles.write_job(tmp_path, "img-engine", main={"command": "python3 train.py --steps 3"}, image=image)
     return tmp_path
 
 
@@ -211,9 +205,7 @@ def test_unchanged_inputs_are_up_to_date_and_a_one_line_change_rebuilds(
     again = _image(runner, docker_env, project)
     assert again.exit_code == 0 and again.stdout == first.stdout
     assert "up to date" in again.stderr and "[1/" not in again.stderr
-    config = yaml.safe_load((project / "job.yaml").read_text())
-    config["main"]["memory"] = "64Gi"  # the config is not copied: editing it keeps the image
-    (project / "job.yaml").write_text(yaml.safe_dump(config))
+    jobfiles.edit_job(project / "job.yaml", lambda data: data["main"].update(memory="64Gi"))  # not copied: kept
     assert "up to date" in _image(runner, docker_env, project).stderr
     with (project / "train.py").open("a") as handle:
         handle.write("STEPS = 3\n")

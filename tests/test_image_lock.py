@@ -156,7 +156,7 @@ def test_an_up_to_date_push_still_names_credential_files(tmp_path: Path) -> None
     assert found.warnings and ".env" in found.warnings[0]
     _record(spec.lock_path(job), job, found, REPOSITORY)
     # The lock holds these inputs, so the build returns before it touches the engine.
-    result = build.build_image(spec.target(job), found, None, lambda line: None, push=True)  # type: ignore[arg-type]
+    result = build.build_image(spec.destination(job), found, None, lambda line: None, push=True)  # type: ignore[arg-type]
     assert not result.built and result.image == f"{REPOSITORY}@{DIGEST}"
     assert result.warnings == found.warnings
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from pwdeploy.cli import cli
 from pwdeploy.config import load_job
 from pwdeploy.images import job as spec
+from tests import jobfiles
 from tests.conftest import REPO
 from tests.test_image_engine import python_base
 from tests.test_sidecar_engine import REGISTRY, _docker, docker_env
@@ -24,18 +25,8 @@ __all__ = ["docker_env", "python_base"]  # fixtures used below
 
 
 def write_job(config_dir: Path, image: dict[str, Any], command: str = "python3 train.py") -> Path:
-    config_dir.mkdir(parents=True, exist_ok=True)
-    data = {
-        "name": "workdir-test",
-        "pathways_version": "0.10.2",
-        "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"},
-        "main": {"command": command},
-        "image": {"repository": "r.example/team/job", **image},
-    }
-    path = config_dir / "job.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    image = {"repository": "r.example/team/job", **image}
+    return jobfiles.write_job(config_dir, "workdir-test", main={"command": command}, image=image)
 
 
 def workdir_line(dockerfile: str) -> str:
@@ -89,10 +80,9 @@ def test_built_sidecar_example_image_finds_its_script(
     project = tmp_path / "data_parallel"
     shutil.copytree(EXAMPLES, project, ignore=shutil.ignore_patterns(".pwdeploy", "__pycache__", "*.lock"))
     config = project / "sidecar" / "job.yaml"
-    data = yaml.safe_load(config.read_text(encoding="utf-8"))
     repository = f"{REGISTRY}/pwdeploy-test/workdir-{uuid.uuid4().hex[:8]}"
-    data["image"].update({"repository": repository, "base": python_base, "pip_args": ["--no-index"]})
-    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    section = {"repository": repository, "base": python_base, "pip_args": ["--no-index"]}
+    jobfiles.edit_job(config, lambda data: data["image"].update(section))
     built = runner.invoke(cli, ["image", "build", "-f", str(config)], env=docker_env)
     assert built.exit_code == 0, built.output
     image = built.stdout.strip()

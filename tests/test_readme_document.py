@@ -1,4 +1,4 @@
-"""The README reads as one document: its in-page links land on headings, and each fact is told in one place."""
+"""The README reads as one document: its in-page links land on headings, and its commands do what it says."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
-from tests.conftest import REPO
+from tests.conftest import JAX_VERSION, REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
@@ -27,9 +29,44 @@ def test_in_page_links_land_on_headings() -> None:
     assert [link for link in links if link not in headings] == []
 
 
-def test_pinning_the_pathways_images_is_told_once() -> None:
-    assert README.count("--proxy-server-image us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:") == 1
-    assert README.count("gcloud artifacts docker tags list us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server") == 1
+def test_the_readmes_image_pinning_recipe_lists_and_pins_the_same_images(runner: CliRunner, tmp_path: Path) -> None:
+    """The Images section's commands: the `gcloud ... tags list` lines list the repositories that the render flags
+    then pin, for one JAX version, and that render puts the server image in the RM and the workers and the proxy
+    image in the proxy."""
+    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", README, re.DOTALL) if "--proxy-server-image" in b]
+    lines = block.replace("\\\n", " ").splitlines()
+    listed = [shlex.split(line) for line in lines if line.startswith("gcloud artifacts docker tags list")]
+    (render,) = [shlex.split(line)[1:] for line in lines if line.startswith("pwdeploy render")]
+    assert render[:3] == ["render", "-f", "job.yaml"]
+    flags = dict(zip(render[3::2], render[4::2], strict=True))
+    server, proxy = flags.pop("--server-image"), flags.pop("--proxy-server-image")
+    assert flags == {}
+    jax = server.rsplit("jax_", 1)[1]
+    assert sorted(words[5] for words in listed) == sorted(image.split(":")[0] for image in (server, proxy))
+    assert [words[6] for words in listed] == [f"--filter=tag~jax_{jax}"] * 2 and proxy.endswith(f"jax_{jax}")
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        yaml.safe_dump(
+            {
+                "name": "pinned",
+                "pathways_version": jax,
+                "tpu": {"type": "v5p-16"},
+                "main": {"image": "r.example/train:1", "command": "python3 train.py"},
+                "storage": {"scratch": "gs://bucket/scratch"},
+            }
+        )
+    )
+    mismatch = ["--allow-version-mismatch"] if jax != JAX_VERSION else []  # the README may name a newer release
+    result = runner.invoke(cli, ["render", "-f", str(job), *render[3:], *mismatch])
+    assert result.exit_code == 0, result.output
+    (jobset,) = yaml.safe_load_all(result.stdout)
+    images: dict[str, set[str]] = {}
+    for replicated_job in jobset["spec"]["replicatedJobs"]:
+        pod = replicated_job["template"]["spec"]["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            images.setdefault(container["name"], set()).add(container["image"])
+    assert images[ids.PROXY_CONTAINER] == {proxy}
+    assert images[ids.RM_CONTAINER] == images[ids.WORKER_CONTAINER] == {server}
 
 
 def offline_commands() -> list[list[str]]:

@@ -27,6 +27,7 @@ from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import BuildError, ConfigError
 from pwdeploy.images import engine, inputs, lock, pin, template
 from pwdeploy.images import sidecar as spec
+from tests import jobfiles
 from tests.conftest import REPO
 from tests.services import unavailable
 
@@ -39,18 +40,7 @@ def write_job(tmp_path: Path, sidecar: dict[str, Any], **top: Any) -> Path:
     (tmp_path / "src" / "mypkg").mkdir(parents=True, exist_ok=True)
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text("def answer():\n    return 42\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
-    data = {
-        "name": "sc-test",
-        "pathways_version": "0.10.2",
-        "headless": True,
-        "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"},
-        "sidecar": sidecar,
-        **top,
-    }
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return jobfiles.write_job(tmp_path, "sc-test", headless=True, sidecar=sidecar, **top)
 
 
 def job_at(path: Path) -> JobConfig:

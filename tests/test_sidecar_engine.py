@@ -31,6 +31,7 @@ from pwdeploy.cli import cli
 from pwdeploy.config import installed_jax_version, load_job
 from pwdeploy.images import pin
 from pwdeploy.images import sidecar as spec
+from tests import jobfiles
 from tests.conftest import REPO
 from tests.services import unavailable
 
@@ -151,20 +152,14 @@ def project(tmp_path: Path, base_image: str) -> Path:
     (tmp_path / "src" / "mypkg").mkdir(parents=True)
     (tmp_path / "src" / "mypkg" / "__init__.py").write_text(f"MARKER = {marker!r}\n")
     (tmp_path / "requirements.txt").write_text("grain==0.2.10\n")
-    data: dict[str, Any] = {
-        "name": "sc-engine",
-        "headless": True,
-        "tpu": {"type": "v5p-8"},
-        "storage": {"scratch": "gs://bkt/s"},
-        "sidecar": {
-            "repository": f"{REGISTRY}/pwdeploy-test/sidecar-{marker[:8]}",
-            "base_image": base_image,
-            "source_dir": "src",
-            "requirements": "requirements.txt",
-            "pip_args": ["--no-index"],
-        },
+    sidecar = {
+        "repository": f"{REGISTRY}/pwdeploy-test/sidecar-{marker[:8]}",
+        "base_image": base_image,
+        "source_dir": "src",
+        "requirements": "requirements.txt",
+        "pip_args": ["--no-index"],
     }
-    (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
+    jobfiles.write_job(tmp_path, "sc-engine", headless=True, sidecar=sidecar)
     return tmp_path
 
 

@@ -204,15 +204,14 @@ def list_jobs(cluster: Cluster, all_namespaces: bool) -> None:
         return
     now = kube.clock.utc_now()
     rows = [("NAMESPACE", "NAME", "STATE", "SLICES", "AGE")]
-    for obj in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
-        meta = obj["metadata"]
+    for obj in sorted(items, key=lambda o: (js.namespace_of(o), js.name_of(o))):
         rows.append(
             (
-                meta.get("namespace", ""),
-                meta["name"],
+                js.namespace_of(obj),
+                js.name_of(obj),
                 job_state(obj).phase,
                 slices_text(obj),
-                age(meta.get("creationTimestamp"), now),
+                age(js.created_at(obj), now),
             )
         )
     click.echo(table([row if ns is None else row[1:] for row in rows]))

@@ -1,9 +1,10 @@
 """The requests pwdeploy makes for a job: JobSets (server-side apply, get, list, delete), its pods and events,
-and the discovery lookups that tell whether the cluster can run it."""
+and the discovery lookups that tell whether the cluster can run it; and every read of a JobSet's fields (its
+name, annotations, replicated jobs, status), so a future PathwaysJob output has one place to go."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.api import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
@@ -38,11 +39,6 @@ def require_jobset(kube: Kube, namespace: str, name: str) -> Object:
     return found
 
 
-def is_managed(jobset: Object) -> bool:
-    """Whether pwdeploy created this JobSet (its managed-by label)."""
-    return (jobset.get("metadata", {}).get("labels") or {}).get(ids.MANAGED_BY_LABEL) == ids.MANAGED_BY
-
-
 def list_jobsets(
     kube: Kube, namespace: str | None, selector: str = f"{ids.MANAGED_BY_LABEL}={ids.MANAGED_BY}"
 ) -> list[Object]:
@@ -54,7 +50,7 @@ def list_jobsets(
 
 def apply_jobset(kube: Kube, obj: Object, *, dry_run: bool) -> Object:
     """Server-side apply under the pwdeploy field manager; unknown fields are rejected (fieldValidation=Strict)."""
-    namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+    namespace, name = obj["metadata"]["namespace"], name_of(obj)
     query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
     if dry_run:
         query.append(("dryRun", "All"))
@@ -106,6 +102,82 @@ def warning_events(kube: Kube, namespace: str, jobset: str) -> list[Object]:
 def _about(event: Object, jobset: str) -> bool:
     name = str((event.get("involvedObject") or {}).get("name", ""))
     return name == jobset or name.startswith((f"{jobset}-{ids.HEAD_JOB}-", f"{jobset}-{ids.WORKER_JOB}-"))
+
+
+# ---------------------------------------------------------------------------------------------- reading a JobSet
+
+
+class ReplicatedJob(NamedTuple):
+    """One replicatedJob of a JobSet's spec."""
+
+    name: str  # pathways-head, worker
+    replicas: int  # Jobs made from the template (workers: one per slice)
+    pods_per_job: int  # the Job's parallelism, else completions (workers: VMs per slice)
+
+
+def name_of(jobset: Object) -> str:
+    return str(jobset["metadata"]["name"])
+
+
+def namespace_of(jobset: Object) -> str:
+    """The namespace the JobSet names ("" when it names none, as a rendered one may)."""
+    return str(jobset["metadata"].get("namespace", ""))
+
+
+def created_at(jobset: Object) -> str | None:
+    """Its creationTimestamp (RFC 3339), None when the API server has not set one."""
+    found = jobset.get("metadata", {}).get("creationTimestamp")
+    return None if found is None else str(found)
+
+
+def annotation(jobset: Object, key: str) -> str | None:
+    value = (jobset.get("metadata", {}).get("annotations") or {}).get(key)
+    return None if value is None else str(value)
+
+
+def is_managed(jobset: Object) -> bool:
+    """Whether pwdeploy created this JobSet (its managed-by label)."""
+    return (jobset.get("metadata", {}).get("labels") or {}).get(ids.MANAGED_BY_LABEL) == ids.MANAGED_BY
+
+
+def being_deleted(jobset: Object) -> bool:
+    """Whether deletion has begun (a deletionTimestamp): it goes once its Jobs and pods are gone."""
+    return bool(jobset.get("metadata", {}).get("deletionTimestamp"))
+
+
+def replicated_jobs(jobset: Object) -> list[ReplicatedJob]:
+    """The spec's replicatedJobs, in spec order."""
+    found = []
+    for rj in jobset.get("spec", {}).get("replicatedJobs") or []:
+        job_spec = rj.get("template", {}).get("spec", {})
+        pods = int(job_spec.get("parallelism") or job_spec.get("completions") or 1)
+        found.append(ReplicatedJob(rj["name"], int(rj.get("replicas", 1)), pods))
+    return found
+
+
+def has_status(jobset: Object) -> bool:
+    """Whether the JobSet controller has written a status yet."""
+    return bool(jobset.get("status"))
+
+
+def conditions(jobset: Object) -> list[Object]:
+    return list((jobset.get("status") or {}).get("conditions") or [])
+
+
+def true_conditions(jobset: Object) -> dict[str, Object]:
+    """The conditions whose status is "True", by type (Completed, Failed, Suspended, ...)."""
+    return {str(c.get("type")): c for c in conditions(jobset) if c.get("status") == "True"}
+
+
+def restarts(jobset: Object) -> int:
+    """How many times the JobSet was recreated after a failure (failurePolicy.maxRestarts counts these)."""
+    return int((jobset.get("status") or {}).get("restarts") or 0)
+
+
+def ready_jobs(jobset: Object) -> dict[str, int]:
+    """Ready Jobs per replicatedJob name, from status.replicatedJobsStatus."""
+    statuses = (jobset.get("status") or {}).get("replicatedJobsStatus") or []
+    return {str(s.get("name")): int(s.get("ready") or 0) for s in statuses}
 
 
 # ---------------------------------------------------------------------------------------------- discovery

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.identifiers import COMPLETION_INDEX_LABEL, HEAD_JOB, JOB_INDEX_LABEL, REPLICATED_JOB_LABEL, WORKER_JOB
 
@@ -39,21 +40,20 @@ class GroupProgress:
 
 
 def job_state(jobset: Object) -> JobState:
-    status = jobset.get("status") or {}
-    restarts = int(status.get("restarts") or 0)
-    true = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
-    if jobset.get("metadata", {}).get("deletionTimestamp"):
+    restarts = js.restarts(jobset)
+    true = js.true_conditions(jobset)
+    if js.being_deleted(jobset):
         return JobState("Deleting", restarts=restarts)
     phases: tuple[Phase, ...] = ("Failed", "Completed", "Suspended")
     for phase in phases:
         if phase in true:
             cond = true[phase]
             return JobState(phase, str(cond.get("reason") or ""), str(cond.get("message") or ""), restarts)
-    replicas = {rj["name"]: int(rj.get("replicas", 1)) for rj in jobset.get("spec", {}).get("replicatedJobs") or []}
-    ready = {s.get("name"): int(s.get("ready") or 0) for s in status.get("replicatedJobsStatus") or []}
+    replicas = {rj.name: rj.replicas for rj in js.replicated_jobs(jobset)}
+    ready = js.ready_jobs(jobset)
     if replicas and all(ready.get(name, 0) >= count for name, count in replicas.items()):
         return JobState("Running", restarts=restarts)
-    return JobState("Starting" if status else "Pending", restarts=restarts)
+    return JobState("Starting" if js.has_status(jobset) else "Pending", restarts=restarts)
 
 
 def group_label(replicated_job: str, index: int, replicas: int) -> str:
@@ -67,19 +67,10 @@ def group_label(replicated_job: str, index: int, replicas: int) -> str:
 def expected_groups(jobset: Object) -> dict[tuple[str, int], str]:
     """(replicatedJob name, job index) -> label, in spec order."""
     groups: dict[tuple[str, int], str] = {}
-    for rj in jobset.get("spec", {}).get("replicatedJobs") or []:
-        replicas = int(rj.get("replicas", 1))
-        for index in range(replicas):
-            groups[(rj["name"], index)] = group_label(rj["name"], index, replicas)
+    for rj in js.replicated_jobs(jobset):
+        for index in range(rj.replicas):
+            groups[(rj.name, index)] = group_label(rj.name, index, rj.replicas)
     return groups
-
-
-def _parallelism(jobset: Object) -> dict[str, int]:
-    counts = {}
-    for rj in jobset.get("spec", {}).get("replicatedJobs") or []:
-        spec = rj.get("template", {}).get("spec", {})
-        counts[rj["name"]] = int(spec.get("parallelism") or spec.get("completions") or 1)
-    return counts
 
 
 def pod_group(pod: Object) -> tuple[str, int]:
@@ -89,7 +80,7 @@ def pod_group(pod: Object) -> tuple[str, int]:
 
 def progress(jobset: Object, pods: list[Object]) -> list[GroupProgress]:
     """Pods scheduled/running/finished per component and slice (pods being deleted are not counted)."""
-    per_job = _parallelism(jobset)
+    per_job = {rj.name: rj.pods_per_job for rj in js.replicated_jobs(jobset)}
     tallies: dict[tuple[str, int], dict[str, int]] = {key: {} for key in expected_groups(jobset)}
     for pod in pods:
         key = pod_group(pod)
@@ -145,19 +136,8 @@ def _summed(groups: list[GroupProgress]) -> list[str]:
 
 def slices_text(jobset: Object) -> str:
     """``ready/total`` worker slices, from the JobSet status."""
-    replicas = next(
-        (
-            int(rj.get("replicas", 1))
-            for rj in jobset.get("spec", {}).get("replicatedJobs") or []
-            if rj.get("name") == WORKER_JOB
-        ),
-        0,
-    )
-    status = jobset.get("status") or {}
-    ready = next(
-        (int(s.get("ready") or 0) for s in status.get("replicatedJobsStatus") or [] if s.get("name") == WORKER_JOB), 0
-    )
-    return f"{ready}/{replicas}"
+    replicas = next((rj.replicas for rj in js.replicated_jobs(jobset) if rj.name == WORKER_JOB), 0)
+    return f"{js.ready_jobs(jobset).get(WORKER_JOB, 0)}/{replicas}"
 
 
 def age(timestamp: str | None, now: datetime) -> str:

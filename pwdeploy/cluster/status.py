@@ -42,10 +42,7 @@ def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
 def status_lines(status: JobStatus) -> list[str]:
     obj, pods = status.jobset, status.pods
     state = job_state(obj)
-    meta = obj["metadata"]
-    lines = [
-        f"jobset {status.name}  namespace {status.namespace}  age {age(meta.get('creationTimestamp'), status.now)}"
-    ]
+    lines = [f"jobset {status.name}  namespace {status.namespace}  age {age(js.created_at(obj), status.now)}"]
     lines.append(progress_line(state, progress(obj, pods)))
     if state.reason or state.message:
         lines.append(f"  {state.reason}: {state.message}".rstrip(": "))
@@ -54,7 +51,7 @@ def status_lines(status: JobStatus) -> list[str]:
         lines.append(f"\nfindings (evidence and fixes: pwdeploy diagnose {status.name} -n {status.namespace}):")
         lines += [f"  {f.line(FINDING_WIDTH)}" for f in status.findings[:FIRST_FINDINGS]]
         lines += [f"  ... and {more} more"] if more > 0 else []
-    conditions = (obj.get("status") or {}).get("conditions") or []
+    conditions = js.conditions(obj)
     if conditions:
         rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
         rows += [

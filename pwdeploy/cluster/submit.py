@@ -108,16 +108,16 @@ def submit(
     ``confirm``, and created again.
     """
     desired = _the_jobset(objects)
-    name, namespace = desired["metadata"]["name"], desired["metadata"]["namespace"]
-    digest = desired["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
+    name, namespace = js.name_of(desired), js.namespace_of(desired)
+    digest = str(js.annotation(desired, CONFIG_HASH_ANNOTATION))  # mark_managed set it
     existing = js.get_jobset(kube, namespace, name)
-    if existing is not None and existing["metadata"].get("deletionTimestamp"):
+    if existing is not None and js.being_deleted(existing):
         on_progress(f"jobset {name} is still being deleted; waiting for it to go")
         _wait_deleted(kube, namespace, name, dry_run)
         existing = None
     result: Result = "created"
     if existing is not None:
-        old = (existing["metadata"].get("annotations") or {}).get(CONFIG_HASH_ANNOTATION)
+        old = js.annotation(existing, CONFIG_HASH_ANNOTATION)
         phase = job_state(existing).phase
         ended = phase if phase in TERMINAL else None
         if old == digest and not (replace and ended):

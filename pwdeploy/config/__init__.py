@@ -1,6 +1,7 @@
 """The job config, in one package: what a job config may say and how it becomes one typed, immutable JobConfig.
 
-- ``fields``: the field table (path, value kind, default, help, flag); the typed model is checked against it.
+- ``fields``: the field table (path, value kind, default, help, flag); the typed model is checked against it
+  when ``load`` is imported (``agreement``): a field in one and not the other fails, naming it.
 - ``model``: the typed, immutable JobConfig and its sections.
 - ``value_kinds``: how each kind of value (integer, quantity, GCS URI, KEY=VALUE, ...) is parsed from text.
 - ``values``: parsers and checks shared by the kinds and by other packages (GCS paths, names, image pins).

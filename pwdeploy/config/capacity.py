@@ -6,6 +6,7 @@ checks that combine them are in pwdeploy.config.checks; what each mode renders i
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pwdeploy import identifiers as ids
@@ -98,7 +99,7 @@ def _toleration(item: Any, path: str) -> Toleration:
     return Toleration(key, value or None, effect)
 
 
-def check_capacity(parsed: dict[str, Any]) -> None:
+def check_capacity(parsed: Mapping[str, Any]) -> None:
     """The capacity fields together: a reservation exactly with capacity reservation, a run duration only for the
     modes that have one, a queue for queued provisioning, and extra selectors that do not contradict the labels
     the TPU shape and the capacity mode select."""

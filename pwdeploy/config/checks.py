@@ -1,19 +1,22 @@
 """The config checks that combine fields (or resolve a value from several), run after each field parsed.
 
 Each check names the fields it reads; pwdeploy.config runs it only when all of them parsed, so one bad value
-gives one error, not a cascade.
+gives one error, not a cascade. A check sees only what it names (``Inputs``): reading another path is a mistake
+in the check and raises at once, and every named path must be a field or a resolved value (checked on import),
+so a misspelt path cannot quietly make a check read nothing or never run.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog
 from pwdeploy.config import sidecar_checks
 from pwdeploy.config.capacity import check_capacity
+from pwdeploy.config.fields import BY_PATH
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
@@ -32,7 +35,43 @@ NODE_POOL = re.compile(r"[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?")
 # compute/the-worlds-largest-distributed-llm-training-job-on-tpu-v5e); far beyond that is a typo (chips as slices).
 MAX_SLICES = 1000
 
-Check = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
+# Values the checks resolve from several fields; JobConfig holds them beside the rows (tpu.slice: TpuConfig.slice).
+RESOLVED = ("tpu.slice",)
+
+Check = Callable[["Inputs"], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
+
+
+class CheckMistake(Exception):
+    """A check reads or returns a path it did not name: a mistake in pwdeploy itself, not in a job config."""
+
+
+class Inputs(Mapping[str, Any]):
+    """The parsed values of the paths one check named, and nothing else."""
+
+    def __init__(self, parsed: Mapping[str, Any], paths: tuple[str, ...]) -> None:
+        self._parsed = parsed
+        self._paths = paths
+
+    def __getitem__(self, path: str) -> Any:
+        if path not in self._paths:
+            raise CheckMistake(f"a config check reads {path!r} but names only {', '.join(self._paths)}")
+        return self._parsed[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+def run_check(paths: tuple[str, ...], check: Check, parsed: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``check`` resolves from the ``paths`` it named; CheckMistake for a value it resolves but may not set
+    (neither a path it named nor one of RESOLVED)."""
+    resolved = check(Inputs(parsed, paths)) or {}
+    for path in resolved:
+        if path not in paths and path not in RESOLVED:
+            raise CheckMistake(f"a config check sets {path!r}, which it does not name and is not in RESOLVED")
+    return resolved
 
 
 def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, ...], Check]]:
@@ -74,6 +113,10 @@ _CAPACITY_INPUTS = (
     "tpu.tolerations",
     "scheduling.queue",
 )
+def unknown_inputs(table: list[tuple[tuple[str, ...], Check]]) -> list[str]:
+    """The paths the checks name that are neither a field nor a resolved value (a misspelt path would make its
+    check never run: the loader skips checks whose inputs did not parse)."""
+    return [path for paths, _ in table for path in paths if path not in BY_PATH and path not in RESOLVED]
 
 
 def _name(parsed: Mapping[str, Any]) -> None:

@@ -11,26 +11,15 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
+from pwdeploy.config.agreement import ModelMismatch, check_agreement
 from pwdeploy.config.capacity import parse_labels, parse_tolerations
-from pwdeploy.config.checks import checks
+from pwdeploy.config.checks import RESOLVED, checks, run_check, unknown_inputs
 from pwdeploy.config.fields import BY_PATH, FIELDS, SECTIONS, Field
-from pwdeploy.config.model import (
-    HeadConfig,
-    ImageConfig,
-    ImagesConfig,
-    JobConfig,
-    LocalConfig,
-    MainConfig,
-    SchedulingConfig,
-    SecretRef,
-    SidecarConfig,
-    StorageConfig,
-    TpuConfig,
-)
+from pwdeploy.config.model import LOADER_FIELDS, SECTION_MODELS, JobConfig, SecretRef
 from pwdeploy.config.value_kinds import RESERVED_ENV, parse_field
 from pwdeploy.config.values import (
     GcsPath,
@@ -54,7 +43,6 @@ __all__ = [
     "parse_gcs",
 ]
 
-_T = TypeVar("_T")
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
 
 
@@ -289,34 +277,27 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
         if any(parsed.get(path, _BAD) is _BAD for path in inputs):  # also what a failed check would have made
             continue
         try:
-            parsed.update(check(parsed) or {})
+            parsed.update(run_check(inputs, check, parsed))
         except ConfigError as exc:
             errors.append(exc)
     raise_all(errors)
-    return JobConfig(
-        name=parsed["name"],
-        namespace=parsed["namespace"],
-        pathways_version=parsed["pathways_version"],
-        allow_version_mismatch=parsed["allow_version_mismatch"],
-        image_registry=parsed["image_registry"],
-        headless=parsed["headless"],
-        xla_flags=parsed["xla_flags"],
-        worker_flags=parsed["worker_flags"],
-        worker_env=parsed["worker_env"],
-        images=_section(ImagesConfig, parsed, "images"),
-        tpu=_section(TpuConfig, parsed, "tpu", slice=parsed["tpu.slice"]),
-        main=_section(MainConfig, parsed, "main"),
-        head=_section(HeadConfig, parsed, "head"),
-        storage=_section(StorageConfig, parsed, "storage"),
-        scheduling=_section(SchedulingConfig, parsed, "scheduling"),
-        sidecar=_section(SidecarConfig, parsed, "sidecar"),
-        image=_section(ImageConfig, parsed, "image"),
-        local=_section(LocalConfig, parsed, "local"),
-        base_dir=base_dir,
-    )
+    sections: dict[str, Any] = {name: model(**_section_values(parsed, name)) for name, model in SECTION_MODELS.items()}
+    return JobConfig(**_section_values(parsed, ""), **sections, base_dir=base_dir)
 
 
-def _section(cls: type[_T], parsed: Mapping[str, Any], section: str, **extra: Any) -> _T:
-    wanted = set(cls._fields)  # type: ignore[attr-defined]
-    values = {f.key: parsed[f.path] for f in SECTIONS[section] if f.key in wanted}
-    return cls(**values, **extra)
+def _section_values(parsed: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """Every row of ``section`` and every resolved value in it, by key: nothing is filtered, so a field the model
+    lacks is an error (and the import-time check below names it first)."""
+    paths = [f.path for f in SECTIONS[section]] + [p for p in RESOLVED if p.rpartition(".")[0] == section]
+    return {path.rpartition(".")[2]: parsed[path] for path in paths}
+
+
+def _check_model() -> None:
+    """The field table, the checks and the typed model agree (pwdeploy.config.agreement); a few set operations."""
+    check_agreement((f.path for f in FIELDS), SECTION_MODELS, JobConfig, RESOLVED, LOADER_FIELDS)
+    unknown = unknown_inputs(checks(None, Path()))
+    if unknown:
+        raise ModelMismatch(f"config checks name paths that are no field and not in RESOLVED: {', '.join(unknown)}")
+
+
+_check_model()

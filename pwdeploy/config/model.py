@@ -171,3 +171,20 @@ class JobConfig(NamedTuple):
     @property
     def server_image(self) -> str:
         return self.images.server or f"{self.image_registry}/server:jax-{self.pathways_version}"
+
+
+# JobConfig's sections by the config section whose rows (pwdeploy.config.fields) they hold. Each tuple holds
+# exactly its section's rows plus the values the checks resolve (pwdeploy.config.checks.RESOLVED); loading
+# pwdeploy.config.load fails naming any field one has and the other lacks (pwdeploy.config.agreement).
+SECTION_MODELS: dict[str, type[tuple[object, ...]]] = {
+    "images": ImagesConfig,
+    "tpu": TpuConfig,
+    "main": MainConfig,
+    "head": HeadConfig,
+    "storage": StorageConfig,
+    "scheduling": SchedulingConfig,
+    "sidecar": SidecarConfig,
+    "image": ImageConfig,
+    "local": LocalConfig,
+}
+LOADER_FIELDS = ("base_dir",)  # JobConfig fields the loader sets itself, from where the config file is

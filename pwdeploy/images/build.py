@@ -20,8 +20,9 @@ from pwdeploy.images.inputs import HASH_LABEL, ImageInputs, write_context
 
 
 @dataclass(frozen=True)
-class Target:
-    """Where a spec's image goes and how it is checked."""
+class ImageDestination:
+    """Where a spec's image goes (its repository, the job's entry in the spec's lock file, the config field that
+    can pin it instead) and how its jax version is checked once built."""
 
     repository: str
     job_name: str
@@ -46,13 +47,15 @@ class BuildResult:
     warnings: tuple[str, ...] = ()  # about the inputs (files that look like credentials)
 
 
-def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: Progress, *, push: bool) -> BuildResult:
-    tag = inputs.tag(target.repository)
+def build_image(
+    destination: ImageDestination, inputs: ImageInputs, engine: Engine, progress: Progress, *, push: bool
+) -> BuildResult:
+    tag = inputs.tag(destination.repository)
     if push:
-        entry = lock.entry_for(target.lock_path, target.job_name, target.repository)
+        entry = lock.entry_for(destination.lock_path, destination.job_name, destination.repository)
         if entry is not None and entry.inputs_hash == inputs.inputs_hash:
             return BuildResult(
-                tag, built=False, image=entry.image, lock_path=target.lock_path, warnings=inputs.warnings
+                tag, built=False, image=entry.image, lock_path=destination.lock_path, warnings=inputs.warnings
             )
     engine.check()
     labels = engine.image_labels(tag)
@@ -60,48 +63,48 @@ def build_image(target: Target, inputs: ImageInputs, engine: Engine, progress: P
     verified = None
     warnings = inputs.warnings
     if built:
-        warnings += target.base_check(engine) if target.base_check is not None else ()
+        warnings += destination.base_check(engine) if destination.base_check is not None else ()
         with tempfile.TemporaryDirectory(prefix="pwdeploy-image-") as scratch:
             context = Path(scratch, "context.tar")
             with context.open("wb") as out:
                 write_context(inputs, out)
             engine.build(context, tag, progress, inputs.platform)
-        verified = verify_jax(engine, tag, inputs.jax_version, target)
+        verified = verify_jax(engine, tag, inputs.jax_version, destination)
     platform = inputs.platform if built else None
     if not push:
         return BuildResult(tag, built=built, verified=verified, platform=platform, warnings=warnings)
     digest = engine.push(tag, progress)
-    entry = inputs.lock_entry(target.repository, digest)
+    entry = inputs.lock_entry(destination.repository, digest)
     try:
-        lock.record(target.lock_path, target.job_name, entry)
+        lock.record(destination.lock_path, destination.job_name, entry)
     except OSError as exc:
         raise BuildError(
-            f"pushed {tag} as {entry.image}, but cannot record it in {target.lock_path}: {exc.strerror or exc}",
-            hint=f"make {target.lock_path.parent} writable and run the build again (it will not rebuild), "
-            f"or set {target.pin_field}: {entry.image}",
+            f"pushed {tag} as {entry.image}, but cannot record it in {destination.lock_path}: {exc.strerror or exc}",
+            hint=f"make {destination.lock_path.parent} writable and run the build again (it will not rebuild), "
+            f"or set {destination.pin_field}: {entry.image}",
         ) from None
     return BuildResult(
         tag,
         built=built,
         pushed=True,
         image=entry.image,
-        lock_path=target.lock_path,
+        lock_path=destination.lock_path,
         verified=verified,
         platform=platform,
         warnings=warnings,
     )
 
 
-def verify_jax(engine: Engine, tag: str, expected: str, target: Target) -> str:
-    """How the built image's jax was found equal to ``expected``: ``target.jax_check``, and its version command
+def verify_jax(engine: Engine, tag: str, expected: str, destination: ImageDestination) -> str:
+    """How the built image's jax was found equal to ``expected``: ``destination.jax_check``, and its version command
     where the engine can run the image. A mismatch untags the image (so it is not "up to date" next time) and is a
     BuildError."""
-    command = target.version_command
+    command = destination.version_command
     if command is None:
-        return target.jax_check
+        return destination.jax_check
     result = engine.run(tag, list(command))
     if result.cannot_run_here:
-        return f"{target.jax_check} only (this engine cannot run the image's platform)"
+        return f"{destination.jax_check} only (this engine cannot run the image's platform)"
     lines = result.stdout.strip().splitlines()  # the version is stdout's last line; warnings go to stderr
     if result.returncode != 0 or not lines:
         output = (result.stdout + result.stderr).strip().splitlines()
@@ -116,4 +119,4 @@ def verify_jax(engine: Engine, tag: str, expected: str, target: Target) -> str:
             hint="the client's jax must equal the Pathways server and proxy; check what the base image and "
             "the requirements install (the image was untagged, nothing was pushed)",
         )
-    return f"{target.jax_check} and `{shlex.join(command)}` in the image"
+    return f"{destination.jax_check} and `{shlex.join(command)}` in the image"

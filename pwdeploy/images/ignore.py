@@ -13,16 +13,16 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 IGNORE_FILE = ".dockerignore"
 # Names that usually hold secrets; a pushed image is readable by everyone who can pull it.
 CREDENTIAL_NAMES = (".env", "*.pem", "*key*.json", "credentials*.json", "id_rsa*", ".netrc", ".npmrc", ".pypirc")
+_CREDENTIALS = re.compile("|".join(fnmatch.translate(pattern) for pattern in CREDENTIAL_NAMES))  # one match a name
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     regex: re.Pattern[str]
     exception: bool  # a "!" line: matching paths are copied after all
 
@@ -55,6 +55,8 @@ class IgnoreRules:
 
     def excluded(self, relative: str) -> bool:
         """Whether the path (relative, with ``/``) is left out of the build context."""
+        if not self.rules:  # the usual case, once per file of the folder on every render that pins
+            return False
         parents = relative.split("/")
         candidates = ["/".join(parents[: i + 1]) for i in range(len(parents))]
         excluded = False
@@ -69,8 +71,7 @@ class IgnoreRules:
 
 
 def looks_like_credentials(relative: str) -> bool:
-    name = relative.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in CREDENTIAL_NAMES)
+    return _CREDENTIALS.match(relative.rsplit("/", 1)[-1]) is not None
 
 
 def _regex(pattern: str) -> str:

@@ -10,44 +10,47 @@ the image tag (``REPOSITORY:<first 16 hex digits>``): unchanged inputs give the 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import stat
-import tarfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import repository_problem
 from pwdeploy.images import template
+from pwdeploy.images.digests import STATE_DIR, DigestCache
 from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules, looks_like_credentials
 from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
+
+if TYPE_CHECKING:
+    import tarfile
 
 HASH_LABEL = "dev.pwdeploy.inputs-hash"
 TARGET_PLATFORM = "linux/amd64"  # GKE TPU VMs are x86-64: an arm64 image fails there with "exec format error"
 TAG_LENGTH = 16  # hex digits of the inputs hash in the tag
 # Never part of an image: version control, caches, virtual environments, pwdeploy's own state and lock files.
 EXCLUDED_DIRS = frozenset(
-    {".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", ".pwdeploy"}
+    {".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", STATE_DIR}
 )
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 
 
-@dataclass(frozen=True)
-class ContextFile:
+# NamedTuples, not dataclasses: render builds these to check a pinned image, and dataclasses costs it 5 ms of imports.
+class ContextFile(NamedTuple):
     name: str  # path inside the build context, with forward slashes
-    source: Path | bytes  # a file on disk, or content pwdeploy generated
+    # A file on disk (its path, as open() takes it: a folder's files keep the str the listing gave, since a Path
+    # per file costs render 2 us a file), or content pwdeploy generated.
+    source: str | os.PathLike[str] | bytes
     executable: bool = False
-    digest: str | None = None  # sha256 hex of the content, when known without reading it (a recorded wheel)
+    digest: str | None = None  # sha256 hex of the content, when known (the digest cache, a recorded wheel)
+    imports_pwdeploy: bool = False  # a .py file of a source folder that imports pwdeploy
 
     def read(self) -> bytes:
-        return self.source if isinstance(self.source, bytes) else self.source.read_bytes()
+        return self.source if isinstance(self.source, bytes) else Path(self.source).read_bytes()
 
 
-@dataclass(frozen=True)
-class ImageInputs:
+class ImageInputs(NamedTuple):
     base_image: str
     python_version: str
     jax_version: str
@@ -120,26 +123,33 @@ def requirements_file(path: Path, field: str) -> ContextFile:
 
 def directory_files(
     root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozenset()
-) -> Iterator[ContextFile]:
+) -> tuple[ContextFile, ...]:
     """The files under ``root`` as ``prefix/relative/path``, in a fixed order, less those its ``.dockerignore``
-    leaves out; ``skip`` names more files left out."""
+    leaves out; ``skip`` names more files left out. Each comes with its digest, read through the folder's digest
+    cache (pwdeploy.images.digests): an unchanged file is not read again."""
     if not root.is_dir():
         raise ConfigError(field, f"{root} is not a directory")
     try:
         rules = IgnoreRules.read(root)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(field, f"cannot read {root / IGNORE_FILE}: {exc}") from None
-    for path in _walk(root, rules):
-        if path.resolve() in skip:
+    skip_names = {path.name for path in skip}
+    cache = DigestCache(root)
+    found = []
+    for relative, entry, status in _walk(root, rules):
+        if skip_names and entry.name in skip_names and Path(entry).resolve() in skip:
             continue
-        relative = path.relative_to(root).as_posix()
-        yield ContextFile(f"{prefix}/{relative}", path, bool(path.stat().st_mode & stat.S_IXUSR))
+        facts = cache.facts(relative, entry.path, status)
+        executable = bool(status.st_mode & stat.S_IXUSR)
+        found.append(ContextFile(f"{prefix}/{relative}", entry.path, executable, facts.sha256, facts.imports_pwdeploy))
+    cache.save()
+    return tuple(found)
 
 
 def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, prefix: str) -> tuple[str, ...]:
     """A warning naming the files copied from ``root`` whose names look like credentials (.env, keys, ...)."""
     found = [item.name[len(prefix) + 1 :] for item in files if item.name.startswith(prefix + "/")]
-    suspicious = [name for name in found if looks_like_credentials(name)]
+    suspicious = [name for name in found if looks_like_credentials(name.rsplit("/", 1)[-1])]
     if not suspicious:
         return ()
     listed = ", ".join(suspicious[:10]) + (f" and {len(suspicious) - 10} more" if len(suspicious) > 10 else "")
@@ -152,6 +162,9 @@ def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, 
 
 def write_context(inputs: ImageInputs, out: IO[bytes]) -> None:
     """Write the build context as a tar with fixed owners and times (same inputs, same bytes)."""
+    import io
+    import tarfile  # here, not at the top: render never writes a context
+
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         data = inputs.dockerfile.encode()
         _add(tar, "Dockerfile", len(data), 0o644, io.BytesIO(data))
@@ -160,23 +173,45 @@ def write_context(inputs: ImageInputs, out: IO[bytes]) -> None:
             if isinstance(item.source, bytes):
                 _add(tar, item.name, len(item.source), mode, io.BytesIO(item.source))
                 continue
-            with item.source.open("rb") as handle:
+            with open(item.source, "rb") as handle:
                 _add(tar, item.name, os.fstat(handle.fileno()).st_size, mode, handle)
 
 
-def _walk(root: Path, rules: IgnoreRules) -> Iterator[Path]:
-    """Regular files under root that ``rules`` keep (symlinks to files followed, to directories not), in a fixed
-    order; folders left out as a whole are not read (a dataset folder costs nothing)."""
-    for directory, subdirs, names in os.walk(root):
-        here = Path(directory).relative_to(root).as_posix()
-        at = "" if here == "." else here + "/"
-        subdirs[:] = sorted(d for d in subdirs if d not in EXCLUDED_DIRS and not rules.prunes(at + d))
-        for name in sorted(names):
-            path = Path(directory, name)
-            if name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or rules.excluded(at + name):
-                continue
-            if path.is_file():
-                yield path
+def _walk(root: Path, rules: IgnoreRules) -> Iterator[tuple[str, os.DirEntry[str], os.stat_result]]:
+    """Regular files under root that ``rules`` keep (symlinks to files followed, to directories not), as (path
+    relative to root with ``/``, directory entry, stat): each folder's files by name, then its subfolders by name, depth
+    first (the order the inputs hash has always used). Folders left out as a whole are not read (a dataset folder
+    costs nothing). One listing per folder and one stat per file: this runs on every render that pins an image."""
+    pending = [""]  # relative folders still to list, the next one last
+    while pending:
+        at = pending.pop()
+        folder = root / at if at else root
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:  # unreadable, or gone since its parent was listed
+            continue
+        subfolders = []
+        for entry in entries:
+            name = entry.name
+            if _is_dir(entry):
+                if not entry.is_symlink() and name not in EXCLUDED_DIRS and not rules.prunes(at + name):
+                    subfolders.append(f"{at}{name}/")
+            elif not (name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or rules.excluded(at + name)):
+                try:
+                    status = entry.stat()
+                except OSError:  # a dangling symlink, or gone since the listing
+                    continue
+                if stat.S_ISREG(status.st_mode):
+                    yield at + name, entry, status
+        pending.extend(reversed(subfolders))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _hash(platform: str, dockerfile_text: str, files: tuple[ContextFile, ...]) -> str:
@@ -189,13 +224,15 @@ def _hash(platform: str, dockerfile_text: str, files: tuple[ContextFile, ...]) -
         elif isinstance(item.source, bytes):
             content = hashlib.sha256(item.source).hexdigest()
         else:
-            with item.source.open("rb") as handle:
+            with open(item.source, "rb") as handle:
                 content = hashlib.file_digest(handle, "sha256").hexdigest()
         digest.update(f"{item.name}\0{'x' if item.executable else '-'}\0{content}\0".encode())
     return digest.hexdigest()
 
 
 def _add(tar: tarfile.TarFile, name: str, size: int, mode: int, handle: IO[bytes]) -> None:
+    import tarfile
+
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = size, mode, 0
     info.uid = info.gid = 0

@@ -18,20 +18,22 @@ import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned, installed_version
 from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.images import inputs, lock, wheel
-from pwdeploy.images.build import BuildResult, Target, build_image
-from pwdeploy.images.engine import Engine, Progress
 from pwdeploy.images.sidecar import client_python, running_python
+
+if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
+    from pwdeploy.images.build import BuildResult, ImageDestination
+    from pwdeploy.images.engine import Engine, Progress
 
 TEMPLATE = "Dockerfile.job"
 APP = "/app"  # where image.source_dir is copied
 VERSION_COMMAND = ("python", "-c", "import jax; print(jax.__version__)")
 JAX_CHECK = "a step of the build"  # the RUN after the jax install in the Dockerfile
-_IMPORTS_PWDEPLOY = re.compile(rb"^[ \t]*(?:from|import)[ \t]+pwdeploy\b", re.MULTILINE)
 _OFFICIAL_PYTHON = re.compile(r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*")
 
 
@@ -80,14 +82,14 @@ def collect(
     source = job.image.source_dir or job.base_dir
     field = "image.source_dir"
     skip = frozenset({config_file.resolve()}) if config_file is not None else frozenset()
-    code = tuple(inputs.directory_files(source, field, "code", skip=skip))
+    code = inputs.directory_files(source, field, "code", skip=skip)
     if not code:
         raise ConfigError(field, f"{source} holds no files to copy into the image")
     warnings = inputs.credential_warnings(code, source, field, "code")
     files = [*code]
     if job.image.requirements is not None:
         files.insert(0, inputs.requirements_file(job.image.requirements, "image.requirements"))
-    needs_pwdeploy = any(_imports_pwdeploy(item) for item in code)
+    needs_pwdeploy = any(item.imports_pwdeploy for item in code)  # .py files only: digests.IMPORTS_PWDEPLOY
     here = machine or built_with_here()
     python = built_with.python if built_with else here.python
     version = built_with.pwdeploy if built_with else here.pwdeploy
@@ -138,15 +140,19 @@ def workdir(job: JobConfig) -> str:
     return APP if relative == Path() else f"{APP}/{relative.as_posix()}"
 
 
-def target(job: JobConfig) -> Target:
+def destination(job: JobConfig) -> ImageDestination:
+    from pwdeploy.images.build import ImageDestination
+
     repository = inputs.check_repository(job.image.repository, "image.repository", "job image")
-    return Target(repository, job.name, lock_path(job), "main.image", JAX_CHECK, VERSION_COMMAND)
+    return ImageDestination(repository, job.name, lock_path(job), "main.image", JAX_CHECK, VERSION_COMMAND)
 
 
 def build(
     job: JobConfig, engine: Engine, progress: Progress, *, push: bool = False, config_file: Path | None = None
 ) -> BuildResult:
-    where = target(job)
+    from pwdeploy.images.build import build_image
+
+    where = destination(job)
     return build_image(where, collect(job, config_file), engine, progress, push=push)
 
 
@@ -157,10 +163,6 @@ def _pathwaysutils_pin(version: str | None) -> str:
             hint="pip install pathwaysutils (in the environment that runs pwdeploy)",
         )
     return version
-
-
-def _imports_pwdeploy(item: inputs.ContextFile) -> bool:
-    return item.name.endswith(".py") and bool(_IMPORTS_PWDEPLOY.search(item.read()))
 
 
 def built_with_here() -> lock.BuiltWith:

@@ -14,12 +14,10 @@ none and are checked with the parameters of the machine that renders.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy.atomic import write_text_atomic
 from pwdeploy.errors import ConfigError
@@ -33,8 +31,7 @@ LOCK_NAMES = frozenset({SIDECAR_LOCK, JOB_IMAGE_LOCK})
 PUSHED_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")  # what a registry answers to docker push; nothing else is pinned
 
 
-@dataclass(frozen=True)
-class BuiltWith:
+class BuiltWith(NamedTuple):  # NamedTuples: render reads the lock, and dataclasses would cost it 5 ms of imports
     """The build parameters that came from the machine that ran pwdeploy, not from the job's files and config."""
 
     python: str  # X.Y of the Python that ran pwdeploy: the client's Python unless sidecar.python_version is set
@@ -43,8 +40,7 @@ class BuiltWith:
     pwdeploy_wheel: str | None = None  # job image whose code imports pwdeploy: sha256 of the wheel it copies
 
 
-@dataclass(frozen=True)
-class LockEntry:
+class LockEntry(NamedTuple):
     repository: str
     tag: str
     digest: str  # sha256:...
@@ -84,7 +80,7 @@ def record(path: Path, job_name: str, entry: LockEntry) -> None:
     entries[job_name] = entry
     data: dict[str, Any] = {
         "version": FORMAT_VERSION,
-        "jobs": {name: dataclasses.asdict(e) for name, e in sorted(entries.items())},
+        "jobs": {name: _as_json(e) for name, e in sorted(entries.items())},
     }
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
@@ -110,6 +106,11 @@ def pinned_entry(path: Path, job_name: str, repository: str, field: str, command
     return entry
 
 
+def _as_json(entry: LockEntry) -> dict[str, Any]:
+    built = entry.built_with
+    return {**entry._asdict(), "built_with": built._asdict() if built is not None else None}
+
+
 def _entry(name: str, data: dict[str, Any]) -> LockEntry:
     built = data.get("built_with")
     if built is not None:
@@ -117,7 +118,7 @@ def _entry(name: str, data: dict[str, Any]) -> LockEntry:
             raise ValueError(f"built_with {built!r} holds a value that is not a string")
         data = {**data, "built_with": BuiltWith(**built)}
     entry = LockEntry(**data)
-    if not all(isinstance(value, str) for value in dataclasses.astuple(entry)[:7]):
+    if not all(isinstance(value, str) for value in tuple(entry)[:7]):
         raise ValueError(f"the entry of {name} holds a value that is not a string")
     if not PUSHED_DIGEST.fullmatch(entry.digest):
         raise ValueError(f"the digest of {name}, {entry.digest[:80]!r}, is not sha256: and 64 lower-case hex digits")

@@ -8,19 +8,21 @@ minor version or jax differs from the sidecar's, so pwdeploy reads both from the
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned
 from pwdeploy.errors import ConfigError
 from pwdeploy.images import inputs, lock
-from pwdeploy.images.base_check import ImageLookup, check_base_exists
-from pwdeploy.images.build import BuildResult, Target, build_image
-from pwdeploy.images.engine import Engine, Progress
+
+if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
+    from pwdeploy.images.base_check import ImageLookup
+    from pwdeploy.images.build import BuildResult, ImageDestination
+    from pwdeploy.images.engine import Engine, Progress
 
 TEMPLATE = "Dockerfile.sidecar"
 
@@ -130,7 +132,7 @@ def collect(
     if job.sidecar.requirements is not None:
         files.append(inputs.requirements_file(job.sidecar.requirements, "sidecar.requirements"))
     if job.sidecar.source_dir is not None:
-        code = tuple(inputs.directory_files(job.sidecar.source_dir, "sidecar.source_dir", "code"))
+        code = inputs.directory_files(job.sidecar.source_dir, "sidecar.source_dir", "code")
         warnings = inputs.credential_warnings(code, job.sidecar.source_dir, "sidecar.source_dir", "code")
         files.extend(code)
     values = {
@@ -159,9 +161,11 @@ def prepare(job: JobConfig, *, allow_base_mismatch: bool = False) -> inputs.Imag
     return found
 
 
-def target(job: JobConfig) -> Target:
+def destination(job: JobConfig) -> ImageDestination:
+    from pwdeploy.images.build import ImageDestination
+
     repository = inputs.check_repository(job.sidecar.repository, "sidecar.repository", "sidecar")
-    return Target(
+    return ImageDestination(
         repository, job.name, lock_path(job), "sidecar.image", "the base image's tag (jax_V), before the build"
     )
 
@@ -176,7 +180,12 @@ def build(
     base_lookup: ImageLookup | None = None,
 ) -> BuildResult:
     """``base_lookup``: asks a registry for the base image before a build (default: preflight's client)."""
-    where = target(job)
+    import dataclasses
+
+    from pwdeploy.images.base_check import check_base_exists
+    from pwdeploy.images.build import build_image
+
+    where = destination(job)
     if allow_base_mismatch:
         where = dataclasses.replace(where, jax_check="nothing (--allow-base-mismatch)")
     found = prepare(job, allow_base_mismatch=allow_base_mismatch)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import zipfile
 from pathlib import Path
 
 import pwdeploy
@@ -28,6 +27,8 @@ def build_wheel(version: str = __version__, package_dir: Path | None = None) -> 
     """The wheel's bytes: every file of the package (caches left out) plus METADATA, WHEEL and RECORD.
 
     ``version``: the version its name and METADATA give, default the package's."""
+    import zipfile  # here: render imports this module (for the default of pin_pushed) but never builds a wheel
+
     root = package_dir or Path(pwdeploy.__file__).parent
     members = [(f"pwdeploy/{path.relative_to(root).as_posix()}", path.read_bytes()) for path in _package_files(root)]
     info = f"pwdeploy-{version}.dist-info"

@@ -1,0 +1,241 @@
+"""The per-folder digest cache (pwdeploy.images.digests) that spares render from reading an unchanged job folder:
+a changed file is never missed (content rewritten in place with its mtime put back, a file replaced by another
+of the same size and mtime, git's racy case), a damaged cache is ignored and rewritten, and render still refuses
+a stale pin."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pwdeploy.images import digests, inputs, lock, pin
+from pwdeploy.images import job as spec
+from pwdeploy.images.ignore import IgnoreRules
+from tests.test_image import REPOSITORY, job_at, write_job
+
+CACHE = Path(digests.STATE_DIR, digests.CACHE_NAME)
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files the cache reads (hashes), in order."""
+    found: list[str] = []
+    read = digests._read_facts
+
+    def counting(path: str) -> digests.FileFacts:
+        found.append(os.path.basename(path))
+        return read(path)
+
+    monkeypatch.setattr(digests, "_read_facts", counting)
+    return found
+
+
+def _folder(root: Path, files: int = 3) -> Path:
+    for index in range(files):
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        (root / "data" / f"f{index}.bin").write_bytes(bytes([index]) * 100)
+    (root / "train.py").write_text("import pwdeploy.runtime\n")
+    _settle(root)
+    return root
+
+
+def _settle(root: Path) -> None:
+    """Wait until the file system's clock has passed the last change of every file under ``root`` (a few ms at
+    most: ctime follows a coarse clock), so none of them is "racy" for the next look at the folder."""
+    newest = max(path.stat().st_ctime_ns for path in root.rglob("*") if path.is_file())
+    probe = root / digests.STATE_DIR / "clock"  # never part of the folder's files
+    probe.parent.mkdir(exist_ok=True)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        probe.write_bytes(b"")
+        if probe.stat().st_mtime_ns > newest:
+            break
+        time.sleep(0.001)
+    probe.unlink()
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {item.name: str(item.digest) for item in inputs.directory_files(root, "image.source_dir", "code")}
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_an_unchanged_folder_is_not_read_again(tmp_path: Path, reads: list[str]) -> None:
+    root = _folder(tmp_path)
+    first = _digests(root)
+    assert sorted(reads) == ["f0.bin", "f1.bin", "f2.bin", "train.py"]
+    assert first["code/data/f1.bin"] == _sha(root / "data" / "f1.bin")
+    assert (root / CACHE).is_file()
+    reads.clear()
+    assert _digests(root) == first and reads == []
+
+
+def test_content_rewritten_in_place_with_the_mtime_put_back_is_read_again(tmp_path: Path, reads: list[str]) -> None:
+    """Same size, same inode, same mtime (os.utime): only ctime shows the write, and the cache compares it."""
+    root = _folder(tmp_path)
+    _digests(root)
+    target = root / "data" / "f1.bin"
+    before = target.stat()
+    with target.open("r+b") as handle:
+        handle.write(b"\xff" * 100)
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    reads.clear()
+    assert _digests(root)["code/data/f1.bin"] == _sha(target) == hashlib.sha256(b"\xff" * 100).hexdigest()
+    assert reads == ["f1.bin"]
+
+
+def test_a_file_replaced_by_another_of_the_same_size_and_mtime_is_read_again(tmp_path: Path, reads: list[str]) -> None:
+    root = _folder(tmp_path)
+    _digests(root)
+    target = root / "data" / "f2.bin"
+    before = target.stat()
+    replacement = root / "replacement"
+    replacement.write_bytes(b"\x07" * 100)
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replacement, target)  # what an editor's "safe write" does: a new inode
+    reads.clear()
+    assert _digests(root)["code/data/f2.bin"] == hashlib.sha256(b"\x07" * 100).hexdigest()
+    assert reads == ["f2.bin"]
+
+
+def test_a_racy_file_is_not_cached_so_a_change_in_the_same_tick_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]
+) -> None:
+    """git's racy case, on a file system whose clock ticks coarsely: the file was changed in the tick the run
+    began reading, then changed again within that tick, so every stamp is the same. The first run must not have
+    cached it."""
+    root = _folder(tmp_path)  # the other files: changed before that tick
+    target = root / "data" / "f0.bin"
+    target.write_bytes(b"\x08" * 100)
+    status = target.stat()
+    tick = max(status.st_mtime_ns, status.st_ctime_ns)
+    take_stamp = digests.DigestCache._take_stamp
+
+    def stamp_in_that_tick(cache: digests.DigestCache) -> int:
+        take_stamp(cache)  # makes .pwdeploy/, as the real stamp does
+        return tick
+
+    monkeypatch.setattr(digests.DigestCache, "_take_stamp", stamp_in_that_tick)
+    _digests(root)
+    cached = json.loads((root / CACHE).read_text())["files"]
+    assert "data/f0.bin" not in cached and "data/f1.bin" in cached  # f1 was last changed before that tick
+    # Changed again in the same tick: stamps cannot show it. Stand in for it by giving the new content the old
+    # stamps (os.stat reports them), as a coarse clock would.
+    target.write_bytes(b"\x09" * 100)
+    real_stat = os.DirEntry.stat
+    same = os.stat_result(tuple(status), {"st_mtime_ns": status.st_mtime_ns, "st_ctime_ns": status.st_ctime_ns})
+
+    def stamps_of_before(entry: os.DirEntry[str], **kwargs: bool) -> os.stat_result:
+        return same if entry.name == "f0.bin" else real_stat(entry, **kwargs)
+
+    monkeypatch.setattr(inputs, "_walk", _walk_with(stamps_of_before))
+    reads.clear()
+    assert _digests(root)["code/data/f0.bin"] == hashlib.sha256(b"\x09" * 100).hexdigest()
+    assert reads == ["f0.bin"]
+
+
+def _walk_with(stat_of: Callable[[os.DirEntry[str]], os.stat_result]) -> Callable[..., Iterator[Any]]:
+    """inputs._walk, with each file's stat taken by ``stat_of`` (os.DirEntry.stat cannot be patched)."""
+    walk = inputs._walk
+
+    def walking(root: Path, rules: IgnoreRules) -> Iterator[tuple[str, os.DirEntry[str], os.stat_result]]:
+        for relative, entry, _ in walk(root, rules):
+            yield relative, entry, stat_of(entry)
+
+    return walking
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "not json",
+        '{"format": 99, "files": {}}',
+        '{"format": 1, "files": []}',
+        '{"format": 1, "files": {"train.py": [1, 2, 3, 4, "zz", 0], "data/f0.bin": "x"}}',
+    ],
+)
+def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str, reads: list[str]) -> None:
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    (root / CACHE).write_text(damage)
+    reads.clear()
+    assert _digests(root) == expected and len(reads) == 4
+    assert json.loads((root / CACHE).read_text())["format"] == digests.FORMAT
+    reads.clear()
+    assert _digests(root) == expected and reads == []
+
+
+def test_an_entry_with_a_made_up_digest_of_the_wrong_shape_is_read_again(tmp_path: Path, reads: list[str]) -> None:
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    data = json.loads((root / CACHE).read_text())
+    data["files"]["train.py"][4] = "not a digest" + "0" * 52
+    (root / CACHE).write_text(json.dumps(data))
+    reads.clear()
+    assert _digests(root) == expected and reads == ["train.py"]
+
+
+def test_the_cache_is_never_part_of_the_build_context(tmp_path: Path) -> None:
+    root = _folder(tmp_path)
+    _digests(root)
+    names = set(_digests(root))
+    assert (root / CACHE).is_file() and not any(digests.STATE_DIR in name for name in names)
+    assert names == {"code/data/f0.bin", "code/data/f1.bin", "code/data/f2.bin", "code/train.py"}
+
+
+def test_which_python_files_import_pwdeploy_is_cached_too(tmp_path: Path, reads: list[str]) -> None:
+    """Only .py files are searched for `import pwdeploy` (pwdeploy.images.job adds the wheel for them)."""
+    root = _folder(tmp_path)
+    (root / "notes.txt").write_text("import pwdeploy\n")
+    (root / "util.py").write_text("def f():\n    from pwdeploy import runtime\n")
+    _settle(root)
+    first = {item.name: item.imports_pwdeploy for item in inputs.directory_files(root, "f", "code")}
+    assert first["code/train.py"] and first["code/util.py"] and not first["code/notes.txt"]
+    reads.clear()
+    again = {item.name: item.imports_pwdeploy for item in inputs.directory_files(root, "f", "code")}
+    assert again == first and reads == []
+
+
+def test_render_refuses_a_stale_pin_after_an_in_place_edit_that_keeps_size_and_mtime(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY}, code="from pwdeploy import runtime\nSTEPS = 1\n")
+    _settle(tmp_path)
+    job = job_at(path)
+    found = spec.collect(job, path)
+    lock.record(spec.lock_path(job), job.name, found.lock_entry(REPOSITORY, "sha256:" + "d" * 64))
+    reads.clear()
+    assert pin.pin_pushed(job_at(path), path)[0].main.image == f"{REPOSITORY}@sha256:{'d' * 64}"
+    assert reads == [], "the second look at the folder reads nothing"
+    code = tmp_path / "train.py"
+    before = code.stat()
+    code.write_text("from pwdeploy import runtime\nSTEPS = 2\n")  # same size
+    os.utime(code, ns=(before.st_atime_ns, before.st_mtime_ns))
+    pinned, warnings = pin.pin_pushed(job_at(path), path)
+    assert pinned.main.image is None and "changed since" in warnings[0]
+    assert reads == ["train.py"]
+
+
+def test_a_folder_whose_cache_cannot_be_written_is_read_in_full_each_time(tmp_path: Path, reads: list[str]) -> None:
+    """`.pwdeploy` here is a file, so no cache can be made beside the files (as in a folder one may not write)."""
+    root = _folder(tmp_path)
+    shutil.rmtree(root / digests.STATE_DIR)  # the clock probe's
+    (root / digests.STATE_DIR).write_text("not a folder")
+    expected = _digests(root)
+    assert expected["code/data/f0.bin"] == _sha(root / "data" / "f0.bin")
+    assert sorted(reads) == [".pwdeploy", "f0.bin", "f1.bin", "f2.bin", "train.py"]  # that file is copied too
+    reads.clear()
+    assert _digests(root) == expected and len(reads) == 5
+    assert (root / digests.STATE_DIR).read_text() == "not a folder"
