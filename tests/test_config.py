@@ -199,3 +199,17 @@ def test_config_error_keeps_field_and_source_apart() -> None:
         "must be an integer >= 1, not 0",
     )
     assert str(error) == "tpu.slices: must be an integer >= 1, not 0 (from --num-slices)"
+
+
+@pytest.mark.parametrize(
+    ("extra", "restarts"),
+    [
+        ({}, 0),  # a restart would start again from step 0
+        ({"storage.checkpoints": "gs://bucket-a/ckpt"}, 3),  # a restart resumes
+        ({"storage.checkpoints": "gs://bucket-a/ckpt", "scheduling.max_restarts": 0}, 0),  # explicit wins
+        ({"scheduling.max_restarts": 5}, 5),
+    ],
+)
+def test_max_restarts_defaults_to_3_only_when_the_job_checkpoints(extra: dict[str, Any], restarts: int) -> None:
+    job = load_job(None, {**BASE, **extra}, installed_jax=lambda: "0.10.2")
+    assert job.scheduling.max_restarts == restarts

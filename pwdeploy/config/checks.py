@@ -89,6 +89,7 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("image.repository", "sidecar.repository"), _repositories),
         (("tpu.type", "tpu.family", "tpu.topology"), _resolve_slice),
         (("main.cpu", "main.data_workers"), _data_workers),
+        (("scheduling.max_restarts", "storage.checkpoints"), _max_restarts),
         (("storage.scratch",), _scratch),
         (("scheduling.queue", "scheduling.priority_class", "scheduling.service_account"), _scheduling),
         (("local.compile_cache",), lambda p: _compile_cache(p, base_dir)),
@@ -113,6 +114,8 @@ _CAPACITY_INPUTS = (
     "tpu.tolerations",
     "scheduling.queue",
 )
+
+
 def unknown_inputs(table: list[tuple[tuple[str, ...], Check]]) -> list[str]:
     """The paths the checks name that are neither a field nor a resolved value (a misspelt path would make its
     check never run: the loader skips checks whose inputs did not parse)."""
@@ -217,6 +220,18 @@ def _data_workers(parsed: Mapping[str, Any]) -> dict[str, Any]:
             f"use at most {max(cpu_limit, 1)} or raise main.cpu",
         )
     return {"main.data_workers": workers}
+
+
+RESTARTS_WITH_CHECKPOINTS = 3  # each restart resumes from the last checkpoint; 3 bounds what a failing pool costs
+
+
+def _max_restarts(parsed: Mapping[str, Any]) -> dict[str, Any]:
+    """Unset: 3 when the job checkpoints (a restart costs the steps since the last checkpoint), else 0 (a restart
+    would start again from step 0; the README's restarts section says why)."""
+    restarts = parsed["scheduling.max_restarts"]
+    if restarts is None:
+        restarts = RESTARTS_WITH_CHECKPOINTS if parsed["storage.checkpoints"] is not None else 0
+    return {"scheduling.max_restarts": restarts}
 
 
 def _scratch(parsed: Mapping[str, Any]) -> None:
