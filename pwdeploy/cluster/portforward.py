@@ -1,0 +1,262 @@
+"""Local TCP connections forwarded to a pod's port through the API server's pods/portforward subresource.
+
+The stream protocol is ``v4.channel.k8s.io`` over one WebSocket per stream, as the kubelet serves it
+(kubernetes/kubernetes ``staging/src/k8s.io/kubelet/pkg/cri/streaming/portforward/websocket.go``): each binary
+message starts with a channel byte; for the one port forwarded here, channel 0 carries data both ways and
+channel 1 error text from the server; the first message the server sends on each channel is the port number
+(2 bytes, little-endian), not data.
+
+Each accepted local connection gets its own stream, so a stream that breaks (an idle timeout on the way, an API
+server restart, a reset) costs that connection only: its local socket is closed, which a gRPC client answers by
+reconnecting, and the new connection opens a new stream. A stream that fails to open, or broke, makes the next
+open wait with backoff, and each failure is one line on ``notify``. (The official client's own helper,
+``kubernetes.stream.portforward``, runs one thread per WebSocket whose ``select`` loop dies on a reset and leaves
+the local socket open, so the program on it hangs; tests/test_connect.py shows it.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pwdeploy.cluster.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
+
+V4_CHANNEL = "v4.channel.k8s.io"
+DATA, ERROR = 0, 1  # the channels of the first (only) port
+CHUNK = 256 * 1024  # bytes read from the local socket per message
+OPEN_RETRY = RetryPolicy(attempts=5, base_delay=0.5, max_delay=8.0)
+
+
+class StreamBroken(Exception):
+    """The stream ended abnormally: a reset, an error from the server, or a message outside the protocol."""
+
+
+class PortStream:
+    """One stream to one port of a pod: the channel framing over a connected WebSocket."""
+
+    def __init__(self, ws: Any, port: int) -> None:
+        self.ws = ws
+        self.port = port
+        self._started: set[int] = set()  # channels whose port-number message has arrived
+
+    def send(self, data: bytes) -> None:
+        import websocket
+
+        self.ws.send(bytes((DATA,)) + data, websocket.ABNF.OPCODE_BINARY)
+
+    def recv(self) -> bytes:
+        """The next bytes from the pod; b"" once the server closed the stream. StreamBroken otherwise."""
+        import websocket
+
+        while True:
+            try:
+                opcode, payload = self.ws.recv_data()
+            except (websocket.WebSocketException, OSError) as exc:
+                raise StreamBroken(str(exc) or type(exc).__name__) from None
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                return b""
+            data = self._message(opcode, payload)
+            if data:
+                return data
+
+    def started(self) -> None:
+        """Read until the server has announced the port on both channels (a probe: no data is expected)."""
+        while len(self._started) < 2:
+            if self.recv():
+                raise StreamBroken("data arrived before the port announcement")
+
+    def _message(self, opcode: int, payload: bytes) -> bytes:
+        import websocket
+
+        if opcode != websocket.ABNF.OPCODE_BINARY or not payload:
+            raise StreamBroken(f"unexpected WebSocket message (opcode {opcode}, {len(payload)} bytes)")
+        channel, body = payload[0], payload[1:]
+        if channel not in (DATA, ERROR):
+            raise StreamBroken(f"message on channel {channel}; only channels 0 and 1 exist for one port")
+        if channel not in self._started:
+            announced = int.from_bytes(body[:2], "little") if len(body) >= 2 else None
+            if announced != self.port:
+                raise StreamBroken(f"channel {channel} announced port {announced}, expected {self.port}")
+            self._started.add(channel)
+            body = body[2:]
+        if channel == ERROR and body:
+            raise StreamBroken(f"the API server reported: {body.decode('utf-8', 'replace').strip()}")
+        return body if channel == DATA else b""
+
+    def close(self) -> None:
+        """Say goodbye if the socket still works, then shut it (which also wakes a thread blocked reading)."""
+        with contextlib.suppress(Exception):  # the stream may be gone already; closing must not fail
+            self.ws.send_close()
+        self.abort()
+
+    def abort(self) -> None:
+        try:
+            self.ws.abort()
+        finally:
+            self.ws.shutdown()
+
+
+def open_port_stream(kube: Kube, namespace: str, pod: str, port: int) -> PortStream:
+    """A new stream to ``port`` of ``pod``; refusals are ApiError (403 names ``create pods/portforward``)."""
+    action = Action("create", POD_PORTFORWARD, namespace, pod)
+    query = [("ports", str(port))]
+    try:
+        ws = kube.open_websocket(action, POD_PORTFORWARD.path(namespace, pod), query, subprotocols=[V4_CHANNEL])
+    except ApiError as exc:
+        if exc.status == 403:  # the server's message names the verb and resource apart; say it as RBAC does
+            raise ApiError(f"cannot {action.describe()}: {exc.message}", status=403, hint=exc.hint) from None
+        raise
+    return PortStream(ws, port)
+
+
+@dataclass
+class Forwarder:
+    """Accepts connections on ``listener`` and gives each a stream from ``open_stream``, in threads of its own."""
+
+    listener: socket.socket
+    open_stream: Callable[[], PortStream]
+    notify: Callable[[str], None]
+    target: str  # "pod/NAME:PORT", for messages
+    sleep: Callable[[float], None]
+    retry: RetryPolicy = OPEN_RETRY
+    connections: int = 0  # accepted so far
+    _failures: int = 0  # streams that failed to open or broke since the last one that ended cleanly
+    _links: set[Link] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopped: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def port(self) -> int:
+        return int(self.listener.getsockname()[1])
+
+    def start(self) -> Forwarder:
+        self.listener.settimeout(0.25)  # accept() wakes up this often to see whether close() was called
+        threading.Thread(target=self._accept, name="pwdeploy-forward-accept", daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            link.end(quiet=True)
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # the listener was closed
+            with self._lock:
+                self.connections += 1
+                number = self.connections
+            threading.Thread(
+                target=self._serve, args=(conn, number), name=f"pwdeploy-forward-{number}", daemon=True
+            ).start()
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stream = self._open(number)
+        if stream is None or self._stopped.is_set():
+            conn.close()
+            if stream is not None:
+                stream.close()
+            return
+        link = Link(conn, stream)
+        with self._lock:
+            self._links.add(link)
+        try:
+            broken = link.run()
+        finally:
+            with self._lock:
+                self._links.discard(link)
+        with self._lock:
+            self._failures = self._failures + 1 if broken else 0
+        if broken and not self._stopped.is_set():
+            self.notify(
+                f"connection {number} to {self.target}: the stream broke off ({broken}); its local connection "
+                "was closed, the next connection opens a new stream"
+            )
+
+    def _open(self, number: int) -> PortStream | None:
+        """A stream for connection ``number``: after earlier failures it waits first; transient failures are
+        retried with backoff, each said on ``notify``. None when it gave up."""
+        with self._lock:
+            failures = self._failures
+        if failures:
+            delay = self.retry.delay(failures)
+            self.notify(f"connection {number}: the last stream failed; opening a new one in {delay:.1f} s")
+            self.sleep(delay)
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                return self.open_stream()
+            except ApiError as exc:
+                with self._lock:
+                    self._failures += 1
+                if not stream_retryable(exc) or attempt == self.retry.attempts or self._stopped.is_set():
+                    self.notify(f"connection {number}: no stream to {self.target}, closing it: {exc}")
+                    return None
+                delay = self.retry.delay(attempt)
+                self.notify(
+                    f"connection {number}: no stream to {self.target} yet ({exc.message}); "
+                    f"retrying in {delay:.1f} s (attempt {attempt + 1} of {self.retry.attempts})"
+                )
+                self.sleep(delay)
+        return None
+
+
+class Link:
+    """One local connection joined to one stream: a thread per direction, one teardown."""
+
+    def __init__(self, conn: socket.socket, stream: PortStream) -> None:
+        self.conn = conn
+        self.stream = stream
+        self._ended = threading.Lock()
+        self._quiet = False  # ended on purpose (local side closed, forwarder closing): not a break
+
+    def run(self) -> str | None:
+        """Pump both ways until either side ends; the reason the stream broke, or None for a normal end."""
+        upstream = threading.Thread(target=self._upstream, name="pwdeploy-forward-up", daemon=True)
+        upstream.start()
+        broken: str | None = None
+        try:
+            while data := self.stream.recv():
+                self.conn.sendall(data)
+            self._shut_local_writes()  # the pod side closed: pass the end of data on, then close
+        except StreamBroken as exc:
+            broken = str(exc)
+        except OSError:
+            pass  # the local program went away while data was arriving
+        quiet = self._quiet
+        self.end(quiet=True)
+        upstream.join(timeout=5)
+        return None if quiet else broken
+
+    def _upstream(self) -> None:
+        try:
+            while data := self.conn.recv(CHUNK):
+                self.stream.send(data)
+        except Exception:  # a failed send: the downstream side sees the same failure and reports it
+            return
+        self.end(quiet=True)  # the local program closed its connection
+
+    def _shut_local_writes(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.shutdown(socket.SHUT_WR)
+
+    def end(self, *, quiet: bool) -> None:
+        """Close both sides once; ``quiet``: whatever error this causes on the other thread is not a break."""
+        if not self._ended.acquire(blocking=False):
+            return
+        self._quiet = quiet
+        self.stream.close()
+        with contextlib.suppress(OSError):
+            self.conn.shutdown(socket.SHUT_RDWR)
+        self.conn.close()
