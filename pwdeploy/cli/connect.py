@@ -34,7 +34,7 @@ class SessionOptions(NamedTuple):
     command: tuple[str, ...] = ()
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+@click.command()  # options may follow NAME; everything after -- is the command
 @click.argument("name")
 @click.option(
     "--local-port",

@@ -50,24 +50,31 @@ class PortStream:
 
     def recv(self) -> bytes:
         """The next bytes from the pod; b"" once the server closed the stream. StreamBroken otherwise."""
-        import websocket
-
         while True:
-            try:
-                opcode, payload = self.ws.recv_data()
-            except (websocket.WebSocketException, OSError) as exc:
-                raise StreamBroken(str(exc) or type(exc).__name__) from None
-            if opcode == websocket.ABNF.OPCODE_CLOSE:
+            data = self._next()
+            if data is None:
                 return b""
-            data = self._message(opcode, payload)
             if data:
                 return data
 
     def started(self) -> None:
         """Read until the server has announced the port on both channels (a probe: no data is expected)."""
         while len(self._started) < 2:
-            if self.recv():
-                raise StreamBroken("data arrived before the port announcement")
+            data = self._next()
+            if data is None or data:
+                raise StreamBroken("the stream ended or carried data before the server announced the port")
+
+    def _next(self) -> bytes | None:
+        """One message's data (b"" for a port announcement); None for the server's close."""
+        import websocket
+
+        try:
+            opcode, payload = self.ws.recv_data()
+        except (websocket.WebSocketException, OSError) as exc:
+            raise StreamBroken(str(exc) or type(exc).__name__) from None
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return None
+        return self._message(opcode, payload)
 
     def _message(self, opcode: int, payload: bytes) -> bytes:
         import websocket
