@@ -23,7 +23,8 @@ import struct
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
-from typing import Any, BinaryIO
+from io import BufferedIOBase
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, status_body
@@ -47,7 +48,7 @@ def server_frame(opcode: int, payload: bytes) -> tuple[bytes, bytes]:
     return header, payload
 
 
-def read_frame(rfile: BinaryIO) -> tuple[int, bytes]:
+def read_frame(rfile: BufferedIOBase) -> tuple[int, bytes]:
     """One client frame (masked, as RFC 6455 requires of clients), unmasked; (CLOSE, b"") at end of input."""
     head = rfile.read(2)
     if len(head) < 2:
@@ -68,7 +69,7 @@ def read_frame(rfile: BinaryIO) -> tuple[int, bytes]:
 class FakeStream:
     """One upgraded port-forward stream: the client's socket and the connection to the stand-in."""
 
-    def __init__(self, client: socket.socket, rfile: BinaryIO, port: int) -> None:
+    def __init__(self, client: socket.socket, rfile: BufferedIOBase, port: int) -> None:
         self.client, self.rfile, self.port = client, rfile, port
         self.pod_side: socket.socket | None = None
         self._send_lock = threading.Lock()
@@ -114,6 +115,10 @@ class PortForwardApiFake(StubKubeApiServer):
         self.streams: list[FakeStream] = []  # open now
         self.upgrades = 0  # streams opened
         self.pod_error: str | None = None  # text every new stream reports on its error channel instead of data
+
+    def __enter__(self) -> PortForwardApiFake:
+        super().__enter__()
+        return self
 
     def route(self, namespace: str, pod: str, port: int, address: tuple[str, int]) -> None:
         self.targets[(namespace, pod, port)] = address

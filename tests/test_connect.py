@@ -49,7 +49,10 @@ def head_pod(phase: str = "Running", proxy: dict[str, Any] | None = None, *, sta
             "labels": {ids.JOBSET_NAME_LABEL: JOB, ids.REPLICATED_JOB_LABEL: ids.HEAD_JOB, ids.JOB_INDEX_LABEL: "0"},
         },
         "spec": {"nodeName": "cpu-node-1", "containers": [{"name": ids.PROXY_CONTAINER}, {"name": ids.RM_CONTAINER}]},
-        "status": {"phase": phase, "containerStatuses": [{"name": ids.PROXY_CONTAINER, "started": started, "state": state}]},
+        "status": {
+            "phase": phase,
+            "containerStatuses": [{"name": ids.PROXY_CONTAINER, "started": started, "state": state}],
+        },
     }
 
 
@@ -303,10 +306,10 @@ def test_a_head_that_never_gets_ready_times_out_stub(api: PortForwardApiFake, kc
     api.put("pods", head_pod("Pending", {"waiting": {"reason": "ContainerCreating"}}, started=False))
     clock = FakeClock()
     started = time.monotonic()
-    result = cli(["connect", JOB, *kc, "--local-port", "0", "--timeout", "120"], clock)
+    result = cli(["connect", JOB, *kc, "--local-port", "0", "--timeout", "20"], clock)
     assert result.exit_code == 4
-    assert "the IFRT proxy of job sess is not ready after 120 s (the head pod to run (Pending))" in result.stderr
-    assert clock.t - 1000 >= 120 and time.monotonic() - started < 10
+    assert "the IFRT proxy of job sess is not ready after 20 s (the head pod to run (Pending))" in result.stderr
+    assert clock.t - 1000 >= 20 and time.monotonic() - started < 10
 
 
 def test_connect_waits_for_the_proxy_start_line_stub(session: PortForwardApiFake, kc: list[str]) -> None:

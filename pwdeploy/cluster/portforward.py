@@ -176,20 +176,25 @@ class Forwarder:
             if stream is not None:
                 stream.close()
             return
-        link = Link(conn, stream)
+        link = Link(conn, stream, on_break=lambda reason: self._broke(number, reason))
         with self._lock:
             self._links.add(link)
         try:
-            broken = link.run()
+            if link.run():
+                with self._lock:
+                    self._failures = 0
         finally:
             with self._lock:
                 self._links.discard(link)
+
+    def _broke(self, number: int, reason: str) -> None:
+        """Counted before the local connection closes, so the program's reconnection already backs off."""
         with self._lock:
-            self._failures = self._failures + 1 if broken else 0
-        if broken and not self._stopped.is_set():
+            self._failures += 1
+        if not self._stopped.is_set():
             self.notify(
-                f"connection {number} to {self.target}: the stream broke off ({broken}); its local connection "
-                "was closed, the next connection opens a new stream"
+                f"connection {number} to {self.target}: the stream broke off ({reason}); its local connection "
+                "is closed, the next connection opens a new stream"
             )
 
     def _open(self, number: int) -> PortStream | None:
@@ -222,29 +227,32 @@ class Forwarder:
 class Link:
     """One local connection joined to one stream: a thread per direction, one teardown."""
 
-    def __init__(self, conn: socket.socket, stream: PortStream) -> None:
+    def __init__(self, conn: socket.socket, stream: PortStream, *, on_break: Callable[[str], None]) -> None:
         self.conn = conn
         self.stream = stream
+        self.on_break = on_break
         self._ended = threading.Lock()
         self._quiet = False  # ended on purpose (local side closed, forwarder closing): not a break
 
-    def run(self) -> str | None:
-        """Pump both ways until either side ends; the reason the stream broke, or None for a normal end."""
+    def run(self) -> bool:
+        """Pump both ways until either side ends; whether it ended normally (``on_break`` was told otherwise,
+        before the local connection closed)."""
         upstream = threading.Thread(target=self._upstream, name="pwdeploy-forward-up", daemon=True)
         upstream.start()
-        broken: str | None = None
+        normal = True
         try:
             while data := self.stream.recv():
                 self.conn.sendall(data)
             self._shut_local_writes()  # the pod side closed: pass the end of data on, then close
         except StreamBroken as exc:
-            broken = str(exc)
+            if not self._quiet:
+                normal = False
+                self.on_break(str(exc))
         except OSError:
             pass  # the local program went away while data was arriving
-        quiet = self._quiet
         self.end(quiet=True)
         upstream.join(timeout=5)
-        return None if quiet else broken
+        return normal
 
     def _upstream(self) -> None:
         try:
