@@ -191,6 +191,7 @@ class PortForwardApiFake(StubKubeApiServer):
         h.end_headers()
         h.wfile.flush()
         h.close_connection = True
+        h.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go's net package does by default
         self._serve_stream(FakeStream(h.connection, h.rfile, int(ports)), namespace, pod)
         return None
 
@@ -210,6 +211,7 @@ class PortForwardApiFake(StubKubeApiServer):
                 try:
                     stream.pod_side = socket.create_connection(address, timeout=5)
                     stream.pod_side.settimeout(None)
+                    stream.pod_side.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 except OSError as exc:
                     failure = f"dial tcp4 127.0.0.1:{stream.port}: {exc.strerror or exc}"
             if failure is not None or stream.pod_side is None:

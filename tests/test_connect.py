@@ -401,3 +401,48 @@ def test_connect_holds_the_forward_until_ctrl_c_stub(session: PortForwardApiFake
         proc.kill()
     assert proc.returncode == 0, err
     assert err.splitlines()[-1] == f"job {JOB} keeps its TPUs until deleted: pwdeploy delete {JOB} -n default"
+
+
+# ---------------------------------------------------------------------------------------------- framing
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (bytes([0x82, 127]) + (1 << 40).to_bytes(8, "big"), "a frame of 1099511627776 bytes"),
+        (bytes([0x82, 0x85]) + b"\x01\x02\x03\x04hello", "the server masked a frame"),
+        (bytes([0x80, 0x01]) + b"x", "unexpected frame (opcode 0)"),
+        (bytes([0x82, 0x03]) + b"\x00", "closed the connection without a WebSocket close"),
+    ],
+)
+def test_server_frames_are_bounded_and_checked(frame: bytes, expected: str) -> None:
+    from types import SimpleNamespace
+
+    from pwdeploy.cluster.websockets import FrameError, Frames
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(frame)
+        theirs.shutdown(socket.SHUT_WR)
+        with pytest.raises(FrameError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+            Frames(SimpleNamespace(sock=ours)).next()
+
+
+def test_client_frames_are_masked_and_pings_answered() -> None:
+    from types import SimpleNamespace
+
+    from pwdeploy.cluster.websockets import OP_BINARY, Frames
+    from tests.portforward_fake import PING, PONG, read_frame, server_frame
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        frames = Frames(SimpleNamespace(sock=ours))
+        payload = os.urandom(100_003)  # pieces of 16 KiB and a tail that is not a multiple of 4
+        frames.send(OP_BINARY, payload)
+        reader = theirs.makefile("rb")
+        header = reader.peek(2)[:2]
+        assert header[1] & 0x80 and header[1] & 0x7F == 127  # masked, with a 64-bit length
+        assert read_frame(reader) == (OP_BINARY, payload)
+        theirs.sendall(b"".join(server_frame(PING, b"hi")) + b"".join(server_frame(OP_BINARY, b"data")))
+        assert frames.next() == (OP_BINARY, b"data")
+        assert read_frame(reader) == (PONG, b"hi")

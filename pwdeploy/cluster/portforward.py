@@ -27,7 +27,7 @@ from pwdeploy.cluster.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryP
 
 V4_CHANNEL = "v4.channel.k8s.io"
 DATA, ERROR = 0, 1  # the channels of the first (only) port
-CHUNK = 256 * 1024  # bytes read from the local socket per message
+CHUNK = 64 * 1024  # bytes read from the local socket per message (larger ones mask slower: cache)
 OPEN_RETRY = RetryPolicy(attempts=5, base_delay=0.5, max_delay=8.0)
 
 
@@ -39,14 +39,17 @@ class PortStream:
     """One stream to one port of a pod: the channel framing over a connected WebSocket."""
 
     def __init__(self, ws: Any, port: int) -> None:
+        from pwdeploy.cluster.websockets import Frames
+
         self.ws = ws
         self.port = port
+        self.frames = Frames(ws)
         self._started: set[int] = set()  # channels whose port-number message has arrived
 
     def send(self, data: bytes) -> None:
-        import websocket
+        from pwdeploy.cluster.websockets import OP_BINARY
 
-        self.ws.send(bytes((DATA,)) + data, websocket.ABNF.OPCODE_BINARY)
+        self.frames.send(OP_BINARY, bytes((DATA,)) + data)
 
     def recv(self) -> bytes:
         """The next bytes from the pod; b"" once the server closed the stream. StreamBroken otherwise."""
@@ -68,19 +71,19 @@ class PortStream:
         """One message's data (b"" for a port announcement); None for the server's close."""
         import websocket
 
+        from pwdeploy.cluster.websockets import OP_BINARY, OP_CLOSE, FrameError
+
         try:
-            opcode, payload = self.ws.recv_data()
-        except (websocket.WebSocketException, OSError) as exc:
+            opcode, payload = self.frames.next()
+        except (FrameError, websocket.WebSocketException, OSError) as exc:
             raise StreamBroken(str(exc) or type(exc).__name__) from None
-        if opcode == websocket.ABNF.OPCODE_CLOSE:
+        if opcode == OP_CLOSE:
             return None
-        return self._message(opcode, payload)
-
-    def _message(self, opcode: int, payload: bytes) -> bytes:
-        import websocket
-
-        if opcode != websocket.ABNF.OPCODE_BINARY or not payload:
+        if opcode != OP_BINARY or not payload:
             raise StreamBroken(f"unexpected WebSocket message (opcode {opcode}, {len(payload)} bytes)")
+        return self._message(payload)
+
+    def _message(self, payload: bytes) -> bytes:
         channel, body = payload[0], payload[1:]
         if channel not in (DATA, ERROR):
             raise StreamBroken(f"message on channel {channel}; only channels 0 and 1 exist for one port")
@@ -96,8 +99,10 @@ class PortStream:
 
     def close(self) -> None:
         """Say goodbye if the socket still works, then shut it (which also wakes a thread blocked reading)."""
-        with contextlib.suppress(Exception):  # the stream may be gone already; closing must not fail
-            self.ws.send_close()
+        from pwdeploy.cluster.websockets import OP_CLOSE
+
+        with contextlib.suppress(OSError):  # the stream may be gone already; closing must not fail
+            self.frames.send(OP_CLOSE, (1000).to_bytes(2, "big"))
         self.abort()
 
     def abort(self) -> None:
