@@ -115,6 +115,8 @@ class PortForwardApiFake(StubKubeApiServer):
         self.streams: list[FakeStream] = []  # open now
         self.upgrades = 0  # streams opened
         self.pod_error: str | None = None  # text every new stream reports on its error channel instead of data
+        self.deaf = False  # ignore pings, as a connection that went dead on the way does
+        self.pings = 0
 
     def __enter__(self) -> PortForwardApiFake:
         super().__enter__()
@@ -241,7 +243,9 @@ class PortForwardApiFake(StubKubeApiServer):
                 stream.pod_side.close()
                 return
             if opcode == PING:
-                stream.send(PONG, data)
+                self.pings += 1
+                if not self.deaf:
+                    stream.send(PONG, data)
             elif opcode == BINARY and data[:1] == b"\x00":
                 stream.from_client += len(data) - 1
                 stream.pod_side.sendall(data[1:])

@@ -199,6 +199,31 @@ def test_a_stream_refused_by_an_overloaded_api_is_retried_with_backoff_stub(
     assert [line for line in notes.lines if "retrying in" in line][1].endswith("(attempt 3 of 5)")
 
 
+def test_a_stream_whose_server_stops_answering_pings_is_ended_stub(kube: Kube, session: PortForwardApiFake) -> None:
+    notes = Notes()
+    listener = socket.create_server(("127.0.0.1", 0))
+    forwarder = Forwarder(
+        listener,
+        lambda: open_port_stream(kube, "default", HEAD, PORT),
+        notes.notify,
+        f"pod/{HEAD}",
+        notes.sleep,
+        keepalive=0.05,
+    ).start()
+    try:
+        with socket.create_connection(("127.0.0.1", forwarder.port), timeout=10) as conn:
+            conn.sendall(b"idle next")
+            assert conn.recv(100) == b"idle next"
+            time.sleep(0.3)  # idle: pings and their answers keep the stream
+            assert session.pings >= 2 and notes.lines == []
+            session.deaf = True
+            assert conn.recv(100) == b""  # instead of a hang
+        assert notes.said("connection 1", "no answer to WebSocket pings for 0.1 s")
+        assert roundtrip(forwarder.port, b"new stream") == b"new stream"
+    finally:
+        forwarder.close()
+
+
 def test_an_error_from_the_pod_side_closes_that_connection_stub(
     forward: tuple[Forwarder, Notes], session: PortForwardApiFake
 ) -> None:

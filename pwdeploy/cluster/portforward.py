@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ V4_CHANNEL = "v4.channel.k8s.io"
 DATA, ERROR = 0, 1  # the channels of the first (only) port
 CHUNK = 64 * 1024  # bytes read from the local socket per message (larger ones mask slower: cache)
 OPEN_RETRY = RetryPolicy(attempts=5, base_delay=0.5, max_delay=8.0)
+KEEPALIVE_S = 30.0
 
 
 class StreamBroken(Exception):
@@ -97,6 +99,11 @@ class PortStream:
             raise StreamBroken(f"the API server reported: {body.decode('utf-8', 'replace').strip()}")
         return body if channel == DATA else b""
 
+    def ping(self) -> None:
+        from pwdeploy.cluster.websockets import OP_PING
+
+        self.frames.send(OP_PING, b"")
+
     def close(self) -> None:
         """Say goodbye if the socket still works, then shut it (which also wakes a thread blocked reading)."""
         from pwdeploy.cluster.websockets import OP_CLOSE
@@ -135,6 +142,7 @@ class Forwarder:
     target: str  # "pod/NAME:PORT", for messages
     sleep: Callable[[float], None]
     retry: RetryPolicy = OPEN_RETRY
+    keepalive: float = KEEPALIVE_S  # seconds between pings on every stream (0: none)
     connections: int = 0  # accepted so far
     _failures: int = 0  # streams that failed to open or broke since the last one that ended cleanly
     _links: set[Link] = field(default_factory=set)
@@ -148,7 +156,18 @@ class Forwarder:
     def start(self) -> Forwarder:
         self.listener.settimeout(0.25)  # accept() wakes up this often to see whether close() was called
         threading.Thread(target=self._accept, name="pwdeploy-forward-accept", daemon=True).start()
+        if self.keepalive > 0:
+            threading.Thread(target=self._ping, name="pwdeploy-forward-ping", daemon=True).start()
         return self
+
+    def _ping(self) -> None:
+        """Pings keep idle streams alive through NATs and load balancers, and a stream whose server stopped
+        answering them is ended, so the program on it reconnects instead of hanging."""
+        while not self._stopped.wait(self.keepalive):
+            with self._lock:
+                links = list(self._links)
+            for link in links:
+                link.ping(silent_after=2 * self.keepalive)
 
     def close(self) -> None:
         self._stopped.set()
@@ -238,6 +257,17 @@ class Link:
         self.on_break = on_break
         self._ended = threading.Lock()
         self._quiet = False  # ended on purpose (local side closed, forwarder closing): not a break
+        self._silent = False  # ended because the server stopped answering pings (already told)
+
+    def ping(self, *, silent_after: float) -> None:
+        frames = self.stream.frames
+        if frames.pongs and time.monotonic() - frames.heard > silent_after:
+            self._silent = True
+            self.on_break(f"no answer to WebSocket pings for {silent_after:g} s")
+            self.end(quiet=True)
+            return
+        with contextlib.suppress(OSError):
+            self.stream.ping()
 
     def run(self) -> bool:
         """Pump both ways until either side ends; whether it ended normally (``on_break`` was told otherwise,
@@ -257,7 +287,7 @@ class Link:
             pass  # the local program went away while data was arriving
         self.end(quiet=True)
         upstream.join(timeout=5)
-        return normal
+        return normal and not self._silent
 
     def _upstream(self) -> None:
         try:

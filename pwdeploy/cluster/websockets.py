@@ -8,6 +8,7 @@ import os
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -89,6 +90,8 @@ class Frames:
         self.sock = ws.sock  # kept: websocket-client forgets its socket once shut down
         self._buffer = bytearray()
         self._send_lock = threading.Lock()
+        self.heard = time.monotonic()  # when the last frame arrived
+        self.pongs = 0  # answers to pings: once there was one, a missing answer means the connection is gone
 
     def send(self, opcode: int, payload: bytes) -> None:
         n = len(payload)
@@ -111,7 +114,9 @@ class Frames:
                 self.send(OP_PONG, payload)
             elif frame_opcode == OP_CLOSE:
                 return OP_CLOSE, payload
-            elif frame_opcode != OP_PONG:
+            elif frame_opcode == OP_PONG:
+                self.pongs += 1
+            else:
                 if (frame_opcode == OP_CONTINUATION) != (opcode != -1):
                     raise FrameError(f"unexpected frame (opcode {frame_opcode}) in a message")
                 opcode = frame_opcode if opcode == -1 else opcode
@@ -137,6 +142,7 @@ class Frames:
         self._need(start + length)
         payload = bytes(self._buffer[start : start + length])
         del self._buffer[: start + length]
+        self.heard = time.monotonic()
         return bool(first & 0x80), first & 0x0F, payload
 
     def _need(self, size: int) -> None:
