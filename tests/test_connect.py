@@ -4,6 +4,7 @@ the IFRT proxy)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -471,3 +472,54 @@ def test_client_frames_are_masked_and_pings_answered() -> None:
         theirs.sendall(b"".join(server_frame(PING, b"hi")) + b"".join(server_frame(OP_BINARY, b"data")))
         assert frames.next() == (OP_BINARY, b"data")
         assert read_frame(reader) == (PONG, b"hi")
+
+
+def test_submit_connect_submits_waits_and_holds_the_forward_stub(
+    api: PortForwardApiFake, standin: TcpStandIn, kc: list[str]
+) -> None:
+    """submit --connect: the job is applied, waited for, then forwarded on 127.0.0.1:29000 until Ctrl-C."""
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", PORT)) == 0:
+            pytest.skip("127.0.0.1:29000 is in use on this machine; submit --connect forwards there")
+    name = "dp-example"
+    head = {**head_pod(), "metadata": {**head_pod()["metadata"], "name": HEAD}}
+    head["metadata"]["labels"] = {**head["metadata"]["labels"], ids.JOBSET_NAME_LABEL: name}
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def world(polls: int) -> None:  # the controllers, between two polls of the wait
+        obj = api.get("jobsets", "default", name)
+        assert obj is not None and polls == 1
+        api.put("pods", head)
+        for index in (0, 1):
+            labels = {ids.JOBSET_NAME_LABEL: name, ids.REPLICATED_JOB_LABEL: ids.WORKER_JOB}
+            labels |= {ids.JOB_INDEX_LABEL: str(index), ids.COMPLETION_INDEX_LABEL: "0"}
+            worker = {"metadata": {"name": f"{name}-worker-{index}-0-x", "labels": labels}}
+            api.put("pods", {**worker, "spec": {"nodeName": "tpu-1"}, "status": {"phase": "Running"}})
+        api.logs[("default", HEAD, ids.PROXY_CONTAINER)] = PROXY_LOG
+        ready = [{"name": ids.HEAD_JOB, "ready": 1}, {"name": ids.WORKER_JOB, "ready": 2}]
+        obj["status"] = {"replicatedJobsStatus": ready}
+        threading.Thread(target=use_then_interrupt, daemon=True).start()
+
+    finished = threading.Event()
+
+    def use_then_interrupt() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if roundtrip(PORT, b"through submit") == b"through submit":
+                    used.set()
+                    break
+            time.sleep(0.05)
+        if not finished.is_set():
+            signal.pthread_kill(main, signal.SIGINT)  # Ctrl-C, to the thread holding the forward
+
+    used = threading.Event()
+    example = str(REPO / "examples" / "data_parallel" / "job.yaml")
+    result = cli(["submit", "-f", example, *kc, "--skip-preflight", "--headless", "--connect"], FakeClock(world))
+    finished.set()
+    assert result.exit_code == 0, result.stderr
+    assert used.is_set()
+    assert result.stdout.endswith(f"export JAX_PLATFORMS=proxy\nexport JAX_BACKEND_TARGET=grpc://127.0.0.1:{PORT}\n")
+    assert api.upgrades >= 2  # the probe, then the round trip's own stream
+    assert result.stderr.splitlines()[-1].startswith(f"job {name} keeps its TPUs until deleted")
