@@ -319,6 +319,29 @@ def test_connect_refuses_a_job_that_is_not_headless_stub(api: PortForwardApiFake
     assert api.get("jobsets", "default", JOB) is not None  # --delete-on-exit never touches someone's batch job
 
 
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--print-env", "--", "python3"], "--print-env: prints the variables for another connect's forward"),
+        (["--print-env", "--delete-on-exit"], "--delete-on-exit: would delete the job"),
+        (["--print-env", "--local-port", "0"], "--local-port: 0 picks a free port, which --print-env cannot know"),
+    ],
+)
+def test_flags_that_contradict_print_env_are_refused_stub(
+    session: PortForwardApiFake, kc: list[str], flags: list[str], expected: str
+) -> None:
+    result = cli(["connect", JOB, *kc, *flags])
+    assert result.exit_code == 2 and expected in result.stderr
+    assert session.sent("GET", "/jobsets") == []  # refused before any request
+
+
+def test_an_overloaded_api_is_retried_before_the_first_stream_stub(session: PortForwardApiFake, kc: list[str]) -> None:
+    session.fail("GET", r"/portforward$", 503, times=1)
+    result = cli(["connect", JOB, *kc, "--local-port", "0", "--", sys.executable, "-c", "pass"])
+    assert result.exit_code == 0, result.stderr
+    assert "retrying in 0.5 s" in result.stderr
+
+
 def test_rbac_denial_names_create_pods_portforward_stub(session: PortForwardApiFake, kc: list[str]) -> None:
     session.forbid("create", "pods/portforward")
     result = cli(["connect", JOB, *kc, "--local-port", "0", "--", sys.executable, "-c", "pass"])

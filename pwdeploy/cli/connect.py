@@ -18,7 +18,7 @@ from pwdeploy.errors import ClusterError, ConfigError
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.api import Kube
-    from pwdeploy.cluster.portforward import Forwarder
+    from pwdeploy.cluster.portforward import Forwarder, PortStream
     from pwdeploy.cluster.session import Head
 
 DEFAULT_LOCAL_PORT = 29000
@@ -177,19 +177,36 @@ def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float
 
 def _forward(kube: Kube, namespace: str, head: Head, listener: socket.socket) -> Forwarder:
     """Open one stream first (so a refusal, such as RBAC, stops here with its message), then serve."""
-    from pwdeploy.cluster.portforward import Forwarder, StreamBroken, open_port_stream
+    from pwdeploy.cluster.portforward import Forwarder, open_port_stream
 
     target = f"pod/{head.pod}:{head.port}"
-    probe = open_port_stream(kube, namespace, head.pod, head.port)
-    try:
-        probe.started()
-    except StreamBroken as exc:
-        raise ClusterError(f"the port-forward stream to {target} failed: {exc}") from None
-    finally:
-        probe.close()
+    _probe(lambda: open_port_stream(kube, namespace, head.pod, head.port), target, kube.clock.sleep)
     return Forwarder(
         listener, lambda: open_port_stream(kube, namespace, head.pod, head.port), _say, target, kube.clock.sleep
     ).start()
+
+
+def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None]) -> None:
+    """One stream opened and closed; transient refusals (no answer, 429, 5xx) are retried as the forwarder's."""
+    from pwdeploy.cluster.api import ApiError, stream_retryable
+    from pwdeploy.cluster.portforward import OPEN_RETRY, StreamBroken
+
+    for attempt in range(1, OPEN_RETRY.attempts + 1):
+        try:
+            probe = open_stream()
+        except ApiError as exc:
+            if not stream_retryable(exc) or attempt == OPEN_RETRY.attempts:
+                raise
+            _say(f"no stream to {target} yet ({exc.message}); retrying in {OPEN_RETRY.delay(attempt):.1f} s")
+            sleep(OPEN_RETRY.delay(attempt))
+            continue
+        try:
+            probe.started()
+        except StreamBroken as exc:
+            raise ClusterError(f"the port-forward stream to {target} failed: {exc}") from None
+        finally:
+            probe.close()
+        return
 
 
 def _print_env(port: int) -> int:
