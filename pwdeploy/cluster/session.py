@@ -12,9 +12,10 @@ from pwdeploy.cluster.api import POD_LOGS, Action, ApiError, Kube
 from pwdeploy.cluster.progress import job_state, progress, progress_line
 from pwdeploy.errors import ClusterError, ConfigError
 
-# The proxy's log line once it serves: Google Cloud's Pathways troubleshooting page ("pathways-proxy is ready to
-# serve new connection requests when the following log is written", from proxy_server.cc) and xpk's
-# src/xpk/commands/workload.py, which asks headless users to wait for the same line.
+# The proxy's log line once it serves: "pathways-proxy is ready to serve new connection requests when the following
+# log is written" (https://docs.cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/
+# troubleshooting-pathways, "Health monitoring"; proxy_server.cc), and AI-Hypercomputer/xpk
+# src/xpk/commands/workload.py tells headless users to wait for the same line.
 READY_LINE = "IFRT proxy server started with status OK"
 LOG_SCAN_BYTES = 1 << 20  # the start line is among the proxy's first lines; read no more than this of its log
 POLL_S = 2.0
