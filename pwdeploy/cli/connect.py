@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import socket
 import sys
 from collections.abc import Callable
@@ -100,7 +101,7 @@ def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions) 
         if options.command:
             from pwdeploy.local.runner import run_child
 
-            _say(f"running {' '.join(options.command)} with JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
+            _say(f"running {shlex.join(options.command)} with JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
             return run_child(options.command, cwd=Path.cwd(), env={**os.environ, **env})
         _echo_exports(forwarder.port)
         _say(f"forwarding 127.0.0.1:{forwarder.port} to pod/{head.pod}:{head.port}; Ctrl-C to stop")
