@@ -291,14 +291,13 @@ def test_cli_preflight_failure_blocks_submit_without_gcs_credentials(
     assert stub.writes() == []
 
 
-def test_cli_headless_prints_the_connect_recipe(
+def test_cli_headless_points_at_pwdeploy_connect(
     cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer
 ) -> None:
     result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--headless"])
     assert result.exit_code == 0, result.output
-    assert f"kubectl port-forward -n default pod/HEAD_POD {ids.PROXY_PORT}:{ids.PROXY_PORT}" in result.stdout
-    assert f"{ids.JOBSET_NAME_LABEL}=dp-example,{ids.REPLICATED_JOB_LABEL}={ids.HEAD_JOB}" in (result.stdout)
-    assert f"export JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://127.0.0.1:{ids.PROXY_PORT}" in result.stdout
+    assert "pwdeploy connect dp-example -n default -- python3 explore.py" in result.stdout
+    assert "kubectl port-forward" not in result.stdout
 
 
 def test_cli_submit_without_namespace_uses_the_context_namespace(

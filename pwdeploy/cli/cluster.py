@@ -45,6 +45,12 @@ if TYPE_CHECKING:
 @click.option(
     "--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS", help="Give up waiting after SECONDS."
 )
+@click.option(
+    "--connect",
+    "connect_after",
+    is_flag=True,
+    help="Headless jobs: once running, forward the proxy to 127.0.0.1:29000 as `pwdeploy connect` does.",
+)
 @click.option("--replace", is_flag=True, help="Delete a different job of the same name and create this one.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
 @click.option("--skip-preflight", is_flag=True, help="Skip the preflight checks (cluster readiness, GCS, images).")
@@ -56,12 +62,13 @@ def submit(
     dry_run: str,
     wait: str | None,
     timeout: float | None,
+    connect_after: bool,
     replace: bool,
     yes: bool,
     skip_preflight: bool,
     region: str | None,
     **params: Any,
-) -> None:
+) -> int:
     """Render, check and submit a job as a JobSet (server-side apply, field manager pwdeploy).
 
     Submitting the same config again changes nothing; a different config under the same name needs --replace.
@@ -72,13 +79,15 @@ def submit(
     from pwdeploy.cluster.api import reading_answers
     from pwdeploy.validation.validate import require_valid
 
-    _check_wait_flags(wait, timeout, dry_run)
+    _check_wait_flags(wait, timeout, dry_run, connect_after)
     job_params = pop_job_params(params)
     if namespace_alias is not None:
         if job_params.get("job__namespace") not in (None, namespace_alias):
             raise ConfigError("-n", f"{namespace_alias!r} contradicts --namespace {job_params['job__namespace']!r}")
         job_params["job__namespace"] = namespace_alias
     job = job_from_params(job_params)
+    if connect_after and not job.headless:
+        raise ConfigError("--connect", "applies to headless jobs only: this job's program runs in the cluster")
     for warning in job_warnings(job):
         click.echo(f"warning: {warning}", err=True)
     # Every problem of the config is reported before the cluster is asked anything (or even found).
@@ -87,16 +96,22 @@ def submit(
     job = job._replace(namespace=job.namespace or kube.namespace)  # as kubectl does: else the context's namespace
     if not skip_preflight:
         _preflight(job, kube, region)
+    namespace = job.namespace or kube.namespace
     with reading_answers(kube):
         _apply(kube, job, dry_run=sub.DryRun(dry_run), replace=replace, yes=yes)
         if dry_run != "none":
-            return
-        if wait is not None:
-            _wait(kube, job.name, job.namespace or "", "done" if wait == "done" else "running", timeout)
-        if job.headless:
-            click.echo(_connect_recipe(kube, job.name, job.namespace or ""))
-    ns_flag = f" -n {job.namespace}"
-    click.echo(f"follow: pwdeploy status {job.name}{ns_flag}  |  pwdeploy logs {job.name}{ns_flag} -f")
+            return 0
+        if wait is not None or connect_after:
+            until: Until = "done" if wait == "done" else "running"
+            _wait(kube, job.name, namespace, until, timeout)
+    if connect_after:
+        from pwdeploy.cli.connect import SessionOptions, run_session
+
+        return run_session(kube, namespace, job.name, SessionOptions(timeout=timeout))
+    if job.headless:
+        click.echo(_connect_hint(job.name, namespace))
+    click.echo(f"follow: pwdeploy status {job.name} -n {namespace}  |  pwdeploy logs {job.name} -n {namespace} -f")
+    return 0
 
 
 def _apply(kube: Kube, job: JobConfig, *, dry_run: DryRun, replace: bool, yes: bool) -> None:
@@ -116,12 +131,16 @@ def _apply(kube: Kube, job: JobConfig, *, dry_run: DryRun, replace: bool, yes: b
     click.echo(outcome.describe(dry_run))
 
 
-def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str) -> None:
+def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str, connect_after: bool = False) -> None:
     """Flags that would be ignored are refused, so a script never believes it waited."""
-    if timeout is not None and wait is None:
+    if timeout is not None and wait is None and not connect_after:
         raise ConfigError("--timeout", "applies only to --wait", hint="add --wait (or --wait=done), or drop --timeout")
     if wait is not None and dry_run != "none":
         raise ConfigError("--wait", f"a --dry-run={dry_run} creates nothing to wait for", hint="drop one of them")
+    if connect_after and dry_run != "none":
+        raise ConfigError("--connect", f"a --dry-run={dry_run} creates nothing to connect to", hint="drop one of them")
+    if connect_after and wait == "done":
+        raise ConfigError("--connect", "a headless job is done only when deleted; --connect waits until it runs")
 
 
 def _preflight(job: JobConfig, kube: Kube, region: str | None) -> None:
@@ -165,24 +184,15 @@ def _wait(kube: Kube, name: str, namespace: str, until: Until, timeout: float | 
     click.echo(f"job {name} is {state.phase}")
 
 
-def _connect_recipe(kube: Kube, name: str, namespace: str) -> str:
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.identifiers import HEAD_JOB, JOBSET_NAME_LABEL, PROXY_PORT, REPLICATED_JOB_LABEL
-
-    heads = js.list_pods(kube, namespace, name, **{REPLICATED_JOB_LABEL: HEAD_JOB})
-    selector = f"{JOBSET_NAME_LABEL}={name},{REPLICATED_JOB_LABEL}={HEAD_JOB}"
-    pod = heads[-1]["metadata"]["name"] if heads else "HEAD_POD"
-    lines = [
-        "Headless job: connect JAX through the IFRT proxy on the head pod:",
-        f"  kubectl port-forward -n {namespace} pod/{pod} {PROXY_PORT}:{PROXY_PORT}",
-    ]
-    if not heads:
-        lines.append(f"  (HEAD_POD: kubectl get pods -n {namespace} -l {selector} -o name)")
-    lines += [
-        f"  export JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://127.0.0.1:{PROXY_PORT}",
-        "  then in Python: import pathwaysutils; pathwaysutils.initialize()",
-    ]
-    return "\n".join(lines)
+def _connect_hint(name: str, namespace: str) -> str:
+    return "\n".join(
+        [
+            "Headless job: connect JAX to its IFRT proxy (waits until it serves, forwards 127.0.0.1:29000):",
+            f"  pwdeploy connect {name} -n {namespace} -- python3 explore.py",
+            f"  or hold the forward: pwdeploy connect {name} -n {namespace}  (it prints the export lines)",
+            "  then in Python: import pathwaysutils; pathwaysutils.initialize()",
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------- inspect

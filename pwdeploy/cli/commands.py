@@ -70,6 +70,11 @@ TABLE: dict[str, Entry] = {
         "pwdeploy.cli.cluster:logs",
         "Print a job's container logs.",
     ),
+    "connect": Entry(
+        "pwdeploy connect demo -- python3 explore.py",
+        "pwdeploy.cli.connect:connect",
+        "Forward a headless job's proxy to 127.0.0.1 and run JAX against it.",
+    ),
     "delete": Entry("pwdeploy delete demo -n team-a --yes", "pwdeploy.cli.cluster:delete", "Delete a job."),
 }
 

@@ -327,6 +327,40 @@ class Kube:
         finally:
             raw.release_conn()
 
+    def open_websocket(
+        self, action: Action, path: str, query: Sequence[tuple[str, str]], *, subprotocols: Sequence[str]
+    ) -> Any:
+        """A connected WebSocket (websocket-client's ``WebSocket``) to a streaming subresource such as
+        pods/portforward, authenticated as every request is. Sent once: the caller owns retries. A refused
+        handshake is an ``ApiError`` from ``cluster_error``, like a refused request (``status`` None: no answer;
+        ``stream_retryable`` says whether trying again may help)."""
+        import websocket
+        from kubernetes.client.exceptions import ApiException
+
+        from pwdeploy.cluster.websockets import connect_websocket
+
+        with self._sent_lock:
+            self.sent += 1
+        _, url, headers, _, _ = self.api_client.param_serialize(
+            method="GET", resource_path=path, query_params=list(query), header_params={}, auth_settings=["BearerToken"]
+        )
+        try:
+            return connect_websocket(
+                self.api_client.configuration, url, headers, subprotocols, connect_timeout=self.timeout[0]
+            )
+        except websocket.WebSocketBadStatusException as exc:
+            refused = ApiException(status=exc.status_code, reason=exc.status_message or "")
+            refused.body = exc.resp_body.decode("utf-8", "replace") if exc.resp_body else None
+            refused.headers = exc.resp_headers
+            raise cluster_error(refused, action, kube=self) from None
+        except (websocket.WebSocketException, OSError) as exc:
+            raise cluster_error(exc, action, kube=self) from None
+
+
+def stream_retryable(error: ApiError) -> bool:
+    """Whether a stream that could not be opened may open on a later try: no answer, 429 or 5xx."""
+    return error.status is None or error.status in RETRYABLE_STATUS
+
 
 # ---------------------------------------------------------------------------------------------- answers
 

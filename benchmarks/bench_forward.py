@@ -1,0 +1,265 @@
+"""`pwdeploy connect`'s forward against a direct loopback connection to the same stand-in server, in one run.
+
+Three paths to one TCP stand-in for the IFRT proxy (tests/portforward_fake.py's TcpStandIn):
+  direct   the client connects to the stand-in;
+  stream   the client speaks the port-forward stream itself (PortStream over a WebSocket to the API fake): what
+           the stream protocol costs, with no local hop;
+  forward  the client connects to 127.0.0.1 where connect's Forwarder gives the connection its own stream: the
+           real path of a JAX client. Target: forward costs no more than stream (the local hop is cheap).
+Each side runs in its own process, as in use: the client, the forwarder (this process), and the API fake
+(PortForwardApiFake, Python, standing in for the Go API server and kubelet) with the stand-in.
+
+Measured: a SIZE MiB upload and download (MB/s), and the round trip of small messages (median, p99).
+
+Usage: python3 benchmarks/bench_forward.py [--size-mib 256] [--messages 2000] [--message-bytes 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+
+from pwdeploy.cluster.kubeconfig import load_kube
+from pwdeploy.cluster.portforward import CHUNK, Forwarder, PortStream, open_port_stream
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.portforward_fake: the API fake and the stand-in
+
+from tests.portforward_fake import PortForwardApiFake, TcpStandIn  # noqa: E402
+
+POD, PORT = "bench-pathways-head-0-0-x", 29000
+BLOCK = bytes(range(256)) * 4096  # 1 MiB
+
+
+class Pipe(Protocol):
+    def send(self, data: bytes) -> None: ...
+
+    def recv(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class SocketPipe:
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.sock = socket.create_connection(address)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv(self) -> bytes:
+        return self.sock.recv(1 << 20)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# ---------------------------------------------------------------------------------------------- stand-in
+
+
+def bench_serve(conn: socket.socket) -> None:
+    """U<size>: read size bytes, answer b"k"; D<size>: send size bytes; E: echo until the end."""
+    command = conn.recv(1)
+    if command == b"E":
+        while data := conn.recv(1 << 16):
+            conn.sendall(data)
+        return
+    size = struct.unpack("!Q", _exactly(conn, 8))[0]
+    if command == b"U":
+        left = size
+        while left > 0 and (data := conn.recv(1 << 20)):
+            left -= len(data)
+        conn.sendall(b"k")
+    elif command == b"D":
+        for offset in range(0, size, len(BLOCK)):
+            conn.sendall(BLOCK[: min(len(BLOCK), size - offset)])
+        conn.recv(1)  # until the client closes
+
+
+def _exactly(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n and (more := conn.recv(n - len(data))):
+        data += more
+    return data
+
+
+def run_api(pipe: Connection, kubeconfig: str) -> None:
+    """The API fake and the stand-in, in a process of their own, until told to stop."""
+    with PortForwardApiFake() as api, TcpStandIn(bench_serve) as standin:
+        api.write_kubeconfig(Path(kubeconfig), {"bench": ("stub-token", None)}, current="bench")
+        api.put("pods", {"metadata": {"name": POD, "namespace": "default"}})
+        api.route("default", POD, PORT, standin.address)
+        pipe.send(standin.address)
+        pipe.recv()
+
+
+# ---------------------------------------------------------------------------------------------- client
+
+
+def upload(pipe: Pipe, size: int) -> float:
+    start = time.perf_counter()
+    pipe.send(b"U" + struct.pack("!Q", size))
+    for offset in range(0, size, len(BLOCK)):
+        pipe.send(BLOCK[: min(len(BLOCK), size - offset)])
+    if pipe.recv() != b"k":
+        raise SystemExit("upload: no acknowledgement")
+    return time.perf_counter() - start
+
+
+def download(pipe: Pipe, size: int) -> float:
+    start = time.perf_counter()
+    pipe.send(b"D" + struct.pack("!Q", size))
+    got = 0
+    while got < size:
+        data = pipe.recv()
+        if not data:
+            raise SystemExit(f"download: ended after {got} of {size} bytes")
+        got += len(data)
+    return time.perf_counter() - start
+
+
+def round_trips(pipe: Pipe, count: int, size: int) -> list[float]:
+    pipe.send(b"E")
+    message, times = b"m" * size, []
+    for _ in range(count):
+        start = time.perf_counter()
+        pipe.send(message)
+        got = 0
+        while got < size:
+            got += len(pipe.recv())
+        times.append(time.perf_counter() - start)
+    return times
+
+
+MODES = ("upload", "download", "rtt")
+
+
+def measure(connect: Callable[[], Pipe], mode: str, args: argparse.Namespace) -> tuple[Any, float]:
+    """(MB/s, or the round-trip times in s; the CPU seconds this process spent)."""
+    size = args.size_mib << 20
+    pipe = connect()
+    cpu = time.process_time()
+    if mode == "rtt":
+        result: Any = round_trips(pipe, args.messages, args.message_bytes)
+    else:
+        result = size / (upload if mode == "upload" else download)(pipe, size) / 1e6
+    cpu = time.process_time() - cpu
+    pipe.close()
+    return result, cpu
+
+
+def client_process(address: tuple[str, int], mode: str, args: argparse.Namespace, out: Connection) -> None:
+    out.send(measure(lambda: SocketPipe(address), mode, args))
+
+
+def in_client_process(address: tuple[str, int], mode: str, args: argparse.Namespace) -> tuple[Any, float]:
+    receive, send = mp.Pipe(duplex=False)
+    proc = mp.Process(target=client_process, args=(address, mode, args, send))
+    proc.start()
+    result: tuple[Any, float] = receive.recv()
+    proc.join()
+    return result
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def measure_path(run: Callable[[str], tuple[Any, float]], api: psutil.Process) -> dict[str, Any]:
+    """Each mode of one path, with the CPU seconds of the client, this process (the forwarder) and the API fake."""
+    me, results = psutil.Process(), {}
+    for mode in MODES:
+        before = cpu_seconds(me), cpu_seconds(api)
+        value, client_cpu = run(mode)
+        results[mode] = value
+        results[f"{mode}_cpu"] = (client_cpu, cpu_seconds(me) - before[0], cpu_seconds(api) - before[1])
+    return results
+
+
+class StreamPipe:
+    """The client speaking the stream protocol itself (no local hop)."""
+
+    def __init__(self, stream: PortStream) -> None:
+        self.stream = stream
+
+    def send(self, data: bytes) -> None:
+        for offset in range(0, len(data), CHUNK):  # the forwarder's message size
+            self.stream.send(data[offset : offset + CHUNK])
+
+    def recv(self) -> bytes:
+        return self.stream.recv()
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=256)
+    parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--message-bytes", type=int, default=64)
+    args = parser.parse_args()
+    mp.set_start_method("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = f"{tmp}/kubeconfig"
+        control, child = mp.Pipe()
+        api = mp.Process(target=run_api, args=(child, kubeconfig))
+        api.start()
+        standin = control.recv()
+        kube = load_kube(Path(kubeconfig))
+
+        def new_stream() -> PortStream:
+            return open_port_stream(kube, "default", POD, PORT)
+
+        listener = socket.create_server(("127.0.0.1", 0))
+        forwarder = Forwarder(listener, new_stream, print, f"pod/{POD}", time.sleep).start()
+        try:
+            api_process = psutil.Process(api.pid)
+            results = {
+                "direct": measure_path(lambda mode: in_client_process(standin, mode, args), api_process),
+                "stream": measure_path(lambda mode: measure(lambda: StreamPipe(new_stream()), mode, args), api_process),
+                "forward": measure_path(
+                    lambda mode: in_client_process(("127.0.0.1", forwarder.port), mode, args), api_process
+                ),
+            }
+        finally:
+            forwarder.close()
+            control.send("stop")
+            api.join()
+    report(results, args)
+
+
+def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+    print(f"{args.size_mib} MiB transfers, {args.messages} round trips of {args.message_bytes} B")
+    print(f"{'path':8} {'upload MB/s':>12} {'download MB/s':>14} {'rtt median us':>14} {'rtt p99 us':>11}")
+    for name, r in results.items():
+        times = r["rtt"]
+        r["rtt_median"], r["rtt_p99"] = statistics.median(times) * 1e6, statistics.quantiles(times, n=100)[98] * 1e6
+        print(f"{name:8} {r['upload']:12.0f} {r['download']:14.0f} {r['rtt_median']:14.0f} {r['rtt_p99']:11.0f}")
+    direct, stream, forward = results["direct"], results["stream"], results["forward"]
+    for label, a, b in (("forward/direct", forward, direct), ("forward/stream", forward, stream)):
+        print(
+            f"{label}: throughput up {a['upload'] / b['upload']:.3f}, down {a['download'] / b['download']:.3f}; "
+            f"rtt median {a['rtt_median'] / b['rtt_median']:.2f}x"
+        )
+    print("CPU seconds (client / this process: the forwarder, or the stream client / API fake + stand-in):")
+    for name, r in results.items():
+        cells = [f"{mode} " + " / ".join(f"{v:.2f}" for v in r[f"{mode}_cpu"]) for mode in MODES]
+        print(f"  {name:8} " + "; ".join(cells))
+
+
+if __name__ == "__main__":
+    main()

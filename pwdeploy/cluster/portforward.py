@@ -1,0 +1,312 @@
+"""Local TCP connections forwarded to a pod's port through the API server's pods/portforward subresource.
+
+The stream protocol is ``v4.channel.k8s.io`` over one WebSocket per stream, as the kubelet serves it
+(kubernetes/kubernetes ``staging/src/k8s.io/kubelet/pkg/cri/streaming/portforward/websocket.go``): each binary
+message starts with a channel byte; for the one port forwarded here, channel 0 carries data both ways and
+channel 1 error text from the server; the first message the server sends on each channel is the port number
+(2 bytes, little-endian), not data.
+
+Each accepted local connection gets its own stream, so a stream that breaks (an idle timeout on the way, an API
+server restart, a reset) costs that connection only: its local socket is closed, which a gRPC client answers by
+reconnecting, and the new connection opens a new stream. A stream that fails to open, or broke, makes the next
+open wait with backoff, and each failure is one line on ``notify``. (The official client's own helper,
+``kubernetes.stream.portforward``, runs one thread per WebSocket whose ``select`` loop dies on a reset and leaves
+the local socket open, so the program on it hangs; tests/test_connect.py shows it.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pwdeploy.cluster.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
+
+V4_CHANNEL = "v4.channel.k8s.io"
+DATA, ERROR = 0, 1  # the channels of the first (only) port
+CHUNK = 64 * 1024  # bytes read from the local socket per message (larger ones mask slower: cache)
+OPEN_RETRY = RetryPolicy(attempts=5, base_delay=0.5, max_delay=8.0)
+KEEPALIVE_S = 30.0
+
+
+class StreamBroken(Exception):
+    """The stream ended abnormally: a reset, an error from the server, or a message outside the protocol."""
+
+
+class PortStream:
+    """One stream to one port of a pod: the channel framing over a connected WebSocket."""
+
+    def __init__(self, ws: Any, port: int) -> None:
+        from pwdeploy.cluster.websockets import Frames
+
+        self.ws = ws
+        self.port = port
+        self.frames = Frames(ws)
+        self._started: set[int] = set()  # channels whose port-number message has arrived
+
+    def send(self, data: bytes) -> None:
+        from pwdeploy.cluster.websockets import OP_BINARY
+
+        self.frames.send(OP_BINARY, bytes((DATA,)) + data)
+
+    def recv(self) -> bytes:
+        """The next bytes from the pod; b"" once the server closed the stream. StreamBroken otherwise."""
+        while True:
+            data = self._next()
+            if data is None:
+                return b""
+            if data:
+                return data
+
+    def started(self) -> None:
+        """Read until the server has announced the port on both channels (a probe: no data is expected)."""
+        while len(self._started) < 2:
+            data = self._next()
+            if data is None or data:
+                raise StreamBroken("the stream ended or carried data before the server announced the port")
+
+    def _next(self) -> bytes | None:
+        """One message's data (b"" for a port announcement); None for the server's close."""
+        import websocket
+
+        from pwdeploy.cluster.websockets import OP_BINARY, OP_CLOSE, FrameError
+
+        try:
+            opcode, payload = self.frames.next()
+        except (FrameError, websocket.WebSocketException, OSError) as exc:
+            raise StreamBroken(str(exc) or type(exc).__name__) from None
+        if opcode == OP_CLOSE:
+            return None
+        if opcode != OP_BINARY or not payload:
+            raise StreamBroken(f"unexpected WebSocket message (opcode {opcode}, {len(payload)} bytes)")
+        return self._message(payload)
+
+    def _message(self, payload: bytes) -> bytes:
+        channel, body = payload[0], payload[1:]
+        if channel not in (DATA, ERROR):
+            raise StreamBroken(f"message on channel {channel}; only channels 0 and 1 exist for one port")
+        if channel not in self._started:
+            announced = int.from_bytes(body[:2], "little") if len(body) >= 2 else None
+            if announced != self.port:
+                raise StreamBroken(f"channel {channel} announced port {announced}, expected {self.port}")
+            self._started.add(channel)
+            body = body[2:]
+        if channel == ERROR and body:
+            raise StreamBroken(f"the API server reported: {body.decode('utf-8', 'replace').strip()}")
+        return body if channel == DATA else b""
+
+    def ping(self) -> None:
+        from pwdeploy.cluster.websockets import OP_PING
+
+        self.frames.send(OP_PING, b"")
+
+    def close(self) -> None:
+        """Say goodbye if the socket still works, then shut it (which also wakes a thread blocked reading)."""
+        from pwdeploy.cluster.websockets import OP_CLOSE
+
+        with contextlib.suppress(OSError):  # the stream may be gone already; closing must not fail
+            self.frames.send(OP_CLOSE, (1000).to_bytes(2, "big"))
+        self.abort()
+
+    def abort(self) -> None:
+        try:
+            self.ws.abort()
+        finally:
+            self.ws.shutdown()
+
+
+def open_port_stream(kube: Kube, namespace: str, pod: str, port: int) -> PortStream:
+    """A new stream to ``port`` of ``pod``; refusals are ApiError (403 names ``create pods/portforward``)."""
+    action = Action("create", POD_PORTFORWARD, namespace, pod)
+    query = [("ports", str(port))]
+    try:
+        ws = kube.open_websocket(action, POD_PORTFORWARD.path(namespace, pod), query, subprotocols=[V4_CHANNEL])
+    except ApiError as exc:
+        if exc.status == 403:  # the server's message names the verb and resource apart; say it as RBAC does
+            raise ApiError(f"cannot {action.describe()}: {exc.message}", status=403, hint=exc.hint) from None
+        raise
+    return PortStream(ws, port)
+
+
+@dataclass
+class Forwarder:
+    """Accepts connections on ``listener`` and gives each a stream from ``open_stream``, in threads of its own."""
+
+    listener: socket.socket
+    open_stream: Callable[[], PortStream]
+    notify: Callable[[str], None]
+    target: str  # "pod/NAME:PORT", for messages
+    sleep: Callable[[float], None]
+    retry: RetryPolicy = OPEN_RETRY
+    keepalive: float = KEEPALIVE_S  # seconds between pings on every stream (0: none)
+    connections: int = 0  # accepted so far
+    _failures: int = 0  # streams that failed to open or broke since the last one that ended cleanly
+    _links: set[Link] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopped: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def port(self) -> int:
+        return int(self.listener.getsockname()[1])
+
+    def start(self) -> Forwarder:
+        self.listener.settimeout(0.25)  # accept() wakes up this often to see whether close() was called
+        threading.Thread(target=self._accept, name="pwdeploy-forward-accept", daemon=True).start()
+        if self.keepalive > 0:
+            threading.Thread(target=self._ping, name="pwdeploy-forward-ping", daemon=True).start()
+        return self
+
+    def _ping(self) -> None:
+        """Pings keep idle streams alive through NATs and load balancers, and a stream whose server stopped
+        answering them is ended, so the program on it reconnects instead of hanging."""
+        while not self._stopped.wait(self.keepalive):
+            with self._lock:
+                links = list(self._links)
+            for link in links:
+                link.ping(silent_after=2 * self.keepalive)
+
+    def close(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            link.end(quiet=True)
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # the listener was closed
+            with self._lock:
+                self.connections += 1
+                number = self.connections
+            threading.Thread(
+                target=self._serve, args=(conn, number), name=f"pwdeploy-forward-{number}", daemon=True
+            ).start()
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stream = self._open(number)
+        if stream is None or self._stopped.is_set():
+            conn.close()
+            if stream is not None:
+                stream.close()
+            return
+        link = Link(conn, stream, on_break=lambda reason: self._broke(number, reason))
+        with self._lock:
+            self._links.add(link)
+        try:
+            if link.run():
+                with self._lock:
+                    self._failures = 0
+        finally:
+            with self._lock:
+                self._links.discard(link)
+
+    def _broke(self, number: int, reason: str) -> None:
+        """Counted before the local connection closes, so the program's reconnection already backs off."""
+        with self._lock:
+            self._failures += 1
+        if not self._stopped.is_set():
+            self.notify(
+                f"connection {number} to {self.target}: the stream broke off ({reason}); its local connection "
+                "is closed, the next connection opens a new stream"
+            )
+
+    def _open(self, number: int) -> PortStream | None:
+        """A stream for connection ``number``: after earlier failures it waits first; transient failures are
+        retried with backoff, each said on ``notify``. None when it gave up."""
+        with self._lock:
+            failures = self._failures
+        if failures:
+            delay = self.retry.delay(failures)
+            self.notify(f"connection {number}: the last stream failed; opening a new one in {delay:.1f} s")
+            self.sleep(delay)
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                return self.open_stream()
+            except ApiError as exc:
+                with self._lock:
+                    self._failures += 1
+                if not stream_retryable(exc) or attempt == self.retry.attempts or self._stopped.is_set():
+                    self.notify(f"connection {number}: no stream to {self.target}, closing it: {exc}")
+                    return None
+                delay = self.retry.delay(attempt)
+                self.notify(
+                    f"connection {number}: no stream to {self.target} yet ({exc.message}); "
+                    f"retrying in {delay:.1f} s (attempt {attempt + 1} of {self.retry.attempts})"
+                )
+                self.sleep(delay)
+        return None
+
+
+class Link:
+    """One local connection joined to one stream: a thread per direction, one teardown."""
+
+    def __init__(self, conn: socket.socket, stream: PortStream, *, on_break: Callable[[str], None]) -> None:
+        self.conn = conn
+        self.stream = stream
+        self.on_break = on_break
+        self._ended = threading.Lock()
+        self._quiet = False  # ended on purpose (local side closed, forwarder closing): not a break
+        self._silent = False  # ended because the server stopped answering pings (already told)
+
+    def ping(self, *, silent_after: float) -> None:
+        frames = self.stream.frames
+        if frames.pongs and time.monotonic() - frames.heard > silent_after:
+            self._silent = True
+            self.on_break(f"no answer to WebSocket pings for {silent_after:g} s")
+            self.end(quiet=True)
+            return
+        with contextlib.suppress(OSError):
+            self.stream.ping()
+
+    def run(self) -> bool:
+        """Pump both ways until either side ends; whether it ended normally (``on_break`` was told otherwise,
+        before the local connection closed)."""
+        upstream = threading.Thread(target=self._upstream, name="pwdeploy-forward-up", daemon=True)
+        upstream.start()
+        normal = True
+        try:
+            while data := self.stream.recv():
+                self.conn.sendall(data)
+            self._shut_local_writes()  # the pod side closed: pass the end of data on, then close
+        except StreamBroken as exc:
+            if not self._quiet:
+                normal = False
+                self.on_break(str(exc))
+        except OSError:
+            pass  # the local program went away while data was arriving
+        self.end(quiet=True)
+        upstream.join(timeout=5)
+        return normal and not self._silent
+
+    def _upstream(self) -> None:
+        try:
+            while data := self.conn.recv(CHUNK):
+                self.stream.send(data)
+        except Exception:  # a failed send: the downstream side sees the same failure and reports it
+            return
+        self.end(quiet=True)  # the local program closed its connection
+
+    def _shut_local_writes(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.shutdown(socket.SHUT_WR)
+
+    def end(self, *, quiet: bool) -> None:
+        """Close both sides once; ``quiet``: whatever error this causes on the other thread is not a break."""
+        if not self._ended.acquire(blocking=False):
+            return
+        self._quiet = quiet
+        self.stream.close()
+        with contextlib.suppress(OSError):
+            self.conn.shutdown(socket.SHUT_RDWR)
+        self.conn.close()

@@ -1,0 +1,177 @@
+"""A headless job as an interactive session: its head pod, the IFRT proxy's port (read from the rendered head
+template), waiting until the proxy serves, and whether the local jax matches the job's Pathways version."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from pwdeploy import identifiers as ids
+from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.api import POD_LOGS, Action, ApiError, Kube
+from pwdeploy.cluster.progress import job_state, progress, progress_line
+from pwdeploy.errors import ClusterError, ConfigError
+
+# The proxy's log line once it serves: "pathways-proxy is ready to serve new connection requests when the following
+# log is written" (https://docs.cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/
+# troubleshooting-pathways, "Health monitoring"; proxy_server.cc), and AI-Hypercomputer/xpk
+# src/xpk/commands/workload.py tells headless users to wait for the same line.
+READY_LINE = "IFRT proxy server started with status OK"
+LOG_SCAN_BYTES = 1 << 20  # the start line is among the proxy's first lines; read no more than this of its log
+POLL_S = 2.0
+Object = dict[str, Any]
+
+
+class Head(NamedTuple):
+    pod: str
+    port: int  # the proxy's port in the pod
+
+
+def head_template(jobset: Object) -> Object:
+    for rj in jobset.get("spec", {}).get("replicatedJobs") or []:
+        if rj.get("name") == ids.HEAD_JOB:
+            spec: Object = rj.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
+            return spec
+    raise ClusterError(f"jobset {jobset['metadata']['name']} has no {ids.HEAD_JOB} replicatedJob: not a Pathways job")
+
+
+def proxy_port(jobset: Object) -> int:
+    """The proxy's container port in a headless job; a job whose program runs in the cluster is a ConfigError."""
+    name = jobset["metadata"]["name"]
+    spec = head_template(jobset)
+    containers = {c.get("name"): c for c in spec.get("containers") or []}
+    if ids.MAIN_CONTAINER in containers or ids.PROXY_CONTAINER not in containers:
+        raise ConfigError(
+            None,
+            f"job {name} is not headless: its program runs in the cluster, next to the proxy",
+            hint=f"connect is for jobs submitted with --headless; follow this one with pwdeploy logs {name} -f",
+        )
+    ports = containers[ids.PROXY_CONTAINER].get("ports") or []
+    if not ports or not isinstance(ports[0].get("containerPort"), int):
+        raise ClusterError(f"the {ids.PROXY_CONTAINER} container of job {name} declares no port")
+    return int(ports[0]["containerPort"])
+
+
+def version_warning(jobset: Object, local_jax: str | None) -> str | None:
+    """What differs between the local jax and the job's Pathways version (the IFRT proxy client and server must
+    agree), with the fix; None when they match or the job recorded none."""
+    server = (jobset.get("metadata", {}).get("annotations") or {}).get(ids.PATHWAYS_VERSION_ANNOTATION)
+    if not server or server == local_jax:
+        return None
+    here = f"the local jax is {local_jax}" if local_jax else "jax is not installed here"
+    return f"{here}, the job runs Pathways for jax {server}; fix: pip install jax=={server}"
+
+
+def ended_error(kube: Kube, namespace: str, name: str, what: str) -> ClusterError:
+    """A ClusterError saying ``what`` happened, followed by what `pwdeploy status` shows."""
+    from pwdeploy.cluster.status import read_status, status_lines
+
+    lines = status_lines(read_status(kube, namespace, name))
+    return ClusterError(
+        "\n".join([what, *lines]),
+        hint=f"pwdeploy logs {name} -n {namespace} --component proxy; remove it: pwdeploy delete {name} -n {namespace}",
+    )
+
+
+class ProxyWatch:
+    """Polls a headless job until its proxy serves: the head pod Running, the proxy container started and its
+    log showing READY_LINE (or, where this identity may not read logs, the container started alone)."""
+
+    def __init__(self, kube: Kube, namespace: str, name: str, *, notify: Callable[[str], None]) -> None:
+        self.kube, self.namespace, self.name = kube, namespace, name
+        self.notify = notify
+        self.logs_forbidden = False
+
+    def wait(
+        self, port: int, *, timeout: float | None, on_progress: Callable[[str], None], poll: float = POLL_S
+    ) -> Head:
+        clock = self.kube.clock
+        deadline = clock.now() + timeout if timeout is not None else None
+        while True:
+            head, waiting_for = self.poll(on_progress)
+            if head is not None:
+                return Head(head, port)
+            if deadline is not None and clock.now() >= deadline:
+                raise ClusterError(
+                    f"the IFRT proxy of job {self.name} is not ready after {timeout:.0f} s ({waiting_for})",
+                    hint=f"see pwdeploy status {self.name} -n {self.namespace}; wait longer with --timeout",
+                )
+            clock.sleep(poll)
+
+    def poll(self, on_progress: Callable[[str], None]) -> tuple[str | None, str]:
+        """(the head pod's name once the proxy serves, else None; what it is waiting for)."""
+        jobset = js.get_jobset(self.kube, self.namespace, self.name)
+        if jobset is None:
+            raise ClusterError(f"jobset {self.name} disappeared from namespace {self.namespace} (deleted?)")
+        state = job_state(jobset)
+        if state.phase in ("Completed", "Failed", "Deleting"):
+            raise ended_error(self.kube, self.namespace, self.name, f"job {self.name} has ended ({state.phase})")
+        pods = js.list_pods(self.kube, self.namespace, self.name)
+        head = _newest_head(pods)
+        waiting_for = "the head pod to be created" if head is None else self._head_state(head)
+        on_progress(f"{progress_line(state, progress(jobset, pods))}; proxy: {waiting_for}")
+        return (head["metadata"]["name"] if head is not None and waiting_for == "ready" else None), waiting_for
+
+    def _head_state(self, pod: Object) -> str:
+        name = pod["metadata"]["name"]
+        phase = (pod.get("status") or {}).get("phase", "Pending")
+        proxy = _container_status(pod, ids.PROXY_CONTAINER)
+        terminated = (proxy.get("state") or {}).get("terminated")
+        if phase in ("Failed", "Succeeded") or terminated:
+            why = (
+                f"its proxy exited with code {terminated.get('exitCode')} ({terminated.get('reason') or 'no reason'})"
+                if terminated
+                else f"phase {phase}"
+            )
+            raise ended_error(self.kube, self.namespace, self.name, f"head pod {name} stopped: {why}")
+        if phase != "Running" or not (proxy.get("started") or (proxy.get("state") or {}).get("running")):
+            return f"the head pod to run ({phase})"
+        if self.logs_forbidden:
+            return "ready"
+        return "ready" if self._log_says_ready(name) else "its start line in the log"
+
+    def _log_says_ready(self, pod: str) -> bool:
+        query = [("container", ids.PROXY_CONTAINER), ("limitBytes", str(LOG_SCAN_BYTES))]
+        lines = self.kube.stream_lines(
+            Action("get", POD_LOGS, self.namespace, pod), POD_LOGS.path(self.namespace, pod), query
+        )
+        read = 0
+        try:
+            for line in lines:
+                if READY_LINE in line:
+                    return True
+                read += len(line) + 1
+        except ApiError as exc:
+            if exc.status == 403:
+                self.logs_forbidden = True
+                self.notify(
+                    f"cannot read the proxy's log ({exc.message}); taking its started container as ready "
+                    "(the first connection may wait a few seconds more)"
+                )
+                return True
+            if exc.status == 400:  # the container is not yet readable (waiting to start)
+                return False
+            raise
+        finally:
+            getattr(lines, "close", lambda: None)()
+        # A log longer than the scan without the line: the start line rotated out of a long-running proxy's log.
+        return read >= LOG_SCAN_BYTES
+
+
+def _newest_head(pods: list[Object]) -> Object | None:
+    heads = [
+        p
+        for p in pods
+        if (p.get("metadata", {}).get("labels") or {}).get(ids.REPLICATED_JOB_LABEL) == ids.HEAD_JOB
+        and not p.get("metadata", {}).get("deletionTimestamp")
+    ]
+    heads.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
+    return heads[-1] if heads else None
+
+
+def _container_status(pod: Object, container: str) -> Object:
+    status = pod.get("status") or {}
+    for s in [*(status.get("containerStatuses") or []), *(status.get("initContainerStatuses") or [])]:
+        if s.get("name") == container:
+            return dict(s)
+    return {}

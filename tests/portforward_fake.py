@@ -1,0 +1,302 @@
+"""PortForwardApiFake: StubKubeApiServer plus the pods/portforward subresource over WebSocket, and TcpStandIn, a
+loopback TCP server standing in for the IFRT proxy.
+
+It is a stub, not an API server or a kubelet. What it does as they do: the upgrade request on
+``GET /api/v1/namespaces/NS/pods/POD/portforward?ports=P`` with bearer-token authentication and RBAC refusals
+(403 ``Status`` on ``create pods/portforward``), the ``v4.channel.k8s.io`` subprotocol, binary messages whose
+first byte is the channel (0 data, 1 error), the 2-byte little-endian port number sent first on each channel, data
+read from the pod side in 32 KiB pieces (Go's io.Copy buffer), error text on channel 1 when the pod's port cannot
+be reached, and closing the WebSocket when the pod side closes (kubelet: staging/src/k8s.io/kubelet/pkg/cri/
+streaming/portforward/websocket.go). ``drop_streams`` resets every open stream at the TCP level, as a restarted
+API server or a load balancer's idle timeout does.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import re
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from io import BufferedIOBase
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, status_body
+
+V4_CHANNEL = "v4.channel.k8s.io"
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
+BINARY, CLOSE, PING, PONG = 0x2, 0x8, 0x9, 0xA
+POD_READ = 32 * 1024
+PORTFORWARD_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/portforward")
+
+
+def server_frame(opcode: int, payload: bytes) -> tuple[bytes, bytes]:
+    """An unmasked frame (the server's side), as header and payload."""
+    n = len(payload)
+    if n < 126:
+        header = struct.pack("!BB", 0x80 | opcode, n)
+    elif n < 1 << 16:
+        header = struct.pack("!BBH", 0x80 | opcode, 126, n)
+    else:
+        header = struct.pack("!BBQ", 0x80 | opcode, 127, n)
+    return header, payload
+
+
+def read_frame(rfile: BufferedIOBase) -> tuple[int, bytes]:
+    """One client frame (masked, as RFC 6455 requires of clients), unmasked; (CLOSE, b"") at end of input."""
+    head = rfile.read(2)
+    if len(head) < 2:
+        return CLOSE, b""
+    opcode, length = head[0] & 0x0F, head[1] & 0x7F
+    if length == 126:
+        (length,) = struct.unpack("!H", rfile.read(2))
+    elif length == 127:
+        (length,) = struct.unpack("!Q", rfile.read(8))
+    mask = rfile.read(4) if head[1] & 0x80 else b""
+    data = rfile.read(length)
+    if mask:
+        key = (mask * (length // 4 + 1))[:length]
+        data = (int.from_bytes(data, "little") ^ int.from_bytes(key, "little")).to_bytes(length, "little")
+    return opcode, data
+
+
+class FakeStream:
+    """One upgraded port-forward stream: the client's socket and the connection to the stand-in."""
+
+    def __init__(self, client: socket.socket, rfile: BufferedIOBase, port: int) -> None:
+        self.client, self.rfile, self.port = client, rfile, port
+        self.pod_side: socket.socket | None = None
+        self._send_lock = threading.Lock()
+        self.was_reset = False
+        self.from_client = 0  # data bytes received on channel 0
+
+    def send(self, opcode: int, payload: bytes) -> None:
+        if self.was_reset:
+            raise ConnectionResetError("the fake reset this stream")
+        header, body = server_frame(opcode, payload)
+        with self._send_lock:
+            self.client.sendall(header + body if len(body) < 4096 else header)
+            if len(body) >= 4096:
+                self.client.sendall(body)
+
+    def send_channel(self, channel: int, data: bytes) -> None:
+        self.send(BINARY, bytes((channel,)) + data)
+
+    def reset(self) -> None:
+        """Drop the stream at the TCP level: the client gets a reset (RST), not a close; the pod side closes.
+
+        shutdown(SHUT_RD) wakes the thread reading the client without sending anything; that thread then closes
+        the socket with a zero linger time, which is what sends the RST (``finish_reset``)."""
+        self.was_reset = True
+        with contextlib.suppress(OSError):
+            self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.client.shutdown(socket.SHUT_RD)
+        if self.pod_side is not None:
+            with contextlib.suppress(OSError):
+                self.pod_side.shutdown(socket.SHUT_RDWR)
+
+    def finish_reset(self) -> None:
+        self.rfile.close()  # the buffered reader holds a reference: the socket closes (RST) once it is gone too
+        self.client.close()
+        if self.pod_side is not None:
+            self.pod_side.close()
+
+
+class PortForwardApiFake(StubKubeApiServer):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.targets: dict[tuple[str, str, int], tuple[str, int]] = {}  # (namespace, pod, port) -> stand-in
+        self.streams: list[FakeStream] = []  # open now
+        self.upgrades = 0  # streams opened
+        self.pod_error: str | None = None  # text every new stream reports on its error channel instead of data
+        self.deaf = False  # ignore pings, as a connection that went dead on the way does
+        self.pings = 0
+
+    def __enter__(self) -> PortForwardApiFake:
+        super().__enter__()
+        return self
+
+    def route(self, namespace: str, pod: str, port: int, address: tuple[str, int]) -> None:
+        self.targets[(namespace, pod, port)] = address
+
+    def drop_streams(self) -> int:
+        with self._lock:
+            streams, self.streams = list(self.streams), []
+        for stream in streams:
+            stream.reset()
+        return len(streams)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        base = super()._handler_class()
+        fake = self
+
+        class Handler(base):  # type: ignore[valid-type,misc]
+            def do_GET(self) -> None:
+                if (self.headers.get("Upgrade") or "").lower() == "websocket":
+                    fake._upgrade(self)
+                else:
+                    super().do_GET()
+
+        return Handler
+
+    # ------------------------------------------------------------------------------------------ handshake
+
+    def _refuse(self, h: BaseHTTPRequestHandler, code: int, reason: str, message: str, **details: Any) -> None:
+        body = json.dumps(status_body(code, reason, message, details or None)).encode()
+        h.send_response(code)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    def _upgrade(self, h: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(h.path)
+        record = Recorded("GET", parts.path, parse_qs(parts.query), dict(h.headers.items()), None)
+        with self._lock:
+            self.requests.append(record)
+        match = PORTFORWARD_PATH.fullmatch(parts.path)
+        token = (h.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        if match is None:
+            return self._refuse(h, 404, "NotFound", "the server could not find the requested resource")
+        namespace, pod = match[1], match[2]
+        try:
+            self._inject(record)  # fail(...): answer the upgrade with an error status, as an overloaded server does
+        except _Reply as reply:
+            return self._refuse(h, reply.code, str(reply.body.get("reason")), str(reply.body.get("message")))
+        if token not in self.tokens:
+            return self._refuse(h, 401, "Unauthorized", "Unauthorized")
+        if ("create", "pods/portforward") in self.forbidden:
+            user = self.tokens[token]
+            message = (
+                f'pods "{pod}" is forbidden: User "{user}" cannot create resource "pods/portforward" in API group "" '
+                f'in the namespace "{namespace}"'
+            )
+            return self._refuse(h, 403, "Forbidden", message, name=pod, kind="pods")
+        if ("pods", namespace, pod) not in self.objects:
+            return self._refuse(h, 404, "NotFound", f'pods "{pod}" not found', name=pod, kind="pods")
+        ports = record.q("ports") or ""
+        offered = [p.strip() for p in (h.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
+        if not ports.isdigit() or V4_CHANNEL not in offered:
+            return self._refuse(h, 400, "BadRequest", f"ports {ports!r} / subprotocols {offered}: not served")
+        accept = base64.b64encode(hashlib.sha1((h.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest())
+        h.send_response(101)
+        h.send_header("Upgrade", "websocket")
+        h.send_header("Connection", "Upgrade")
+        h.send_header("Sec-WebSocket-Accept", accept.decode())
+        h.send_header("Sec-WebSocket-Protocol", V4_CHANNEL)
+        h.end_headers()
+        h.wfile.flush()
+        h.close_connection = True
+        h.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go's net package does by default
+        self._serve_stream(FakeStream(h.connection, h.rfile, int(ports)), namespace, pod)
+        return None
+
+    # ------------------------------------------------------------------------------------------ streaming
+
+    def _serve_stream(self, stream: FakeStream, namespace: str, pod: str) -> None:
+        with self._lock:
+            self.streams.append(stream)
+            self.upgrades += 1
+        announce = stream.port.to_bytes(2, "little")
+        try:
+            stream.send_channel(0, announce)
+            stream.send_channel(1, announce)
+            address = self.targets.get((namespace, pod, stream.port))
+            failure = self.pod_error
+            if failure is None and address is not None:
+                try:
+                    stream.pod_side = socket.create_connection(address, timeout=5)
+                    stream.pod_side.settimeout(None)
+                    stream.pod_side.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError as exc:
+                    failure = f"dial tcp4 127.0.0.1:{stream.port}: {exc.strerror or exc}"
+            if failure is not None or stream.pod_side is None:
+                text = failure or "no stand-in routed for this pod and port"
+                message = f"error forwarding port {stream.port} to pod {pod}: failed to connect: {text}"
+                stream.send_channel(1, message.encode())
+                stream.send(CLOSE, struct.pack("!H", 1000))
+                return
+            threading.Thread(target=self._pod_to_client, args=(stream,), daemon=True).start()
+            self._client_to_pod(stream)
+        except OSError:
+            pass  # reset (drop_streams) or the client went away
+        finally:
+            with self._lock:
+                if stream in self.streams:
+                    self.streams.remove(stream)
+            if stream.was_reset:
+                stream.finish_reset()
+
+    def _client_to_pod(self, stream: FakeStream) -> None:
+        assert stream.pod_side is not None
+        while True:
+            opcode, data = read_frame(stream.rfile)
+            if opcode == CLOSE:
+                with contextlib.suppress(OSError):
+                    stream.send(CLOSE, data[:2])
+                stream.pod_side.close()
+                return
+            if opcode == PING:
+                self.pings += 1
+                if not self.deaf:
+                    stream.send(PONG, data)
+            elif opcode == BINARY and data[:1] == b"\x00":
+                stream.from_client += len(data) - 1
+                stream.pod_side.sendall(data[1:])
+
+    def _pod_to_client(self, stream: FakeStream) -> None:
+        assert stream.pod_side is not None
+        try:
+            while data := stream.pod_side.recv(POD_READ):
+                stream.send_channel(0, data)
+            stream.send(CLOSE, struct.pack("!H", 1000))  # the pod side closed: so does the stream
+        except OSError:
+            pass
+
+
+class TcpStandIn:
+    """A loopback TCP server standing in for the proxy: ``serve(conn)`` runs in a thread per connection
+    (default: echo every byte back)."""
+
+    def __init__(self, serve: Callable[[socket.socket], None] | None = None) -> None:
+        self.serve = serve or echo
+        self.accepted = 0
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._sock.getsockname()[:2]
+        return str(host), int(port)
+
+    def __enter__(self) -> TcpStandIn:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._run, args=(conn,), daemon=True).start()
+
+    def _run(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            self.serve(conn)
+
+
+def echo(conn: socket.socket) -> None:
+    while data := conn.recv(POD_READ):
+        conn.sendall(data)
