@@ -10,6 +10,7 @@ A stop asked of pwdeploy (Ctrl-C, SIGTERM) ends the run without a restart.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +42,19 @@ def attempt_env(env: Mapping[str, str], attempt: int, faults: Faults) -> dict[st
     return result
 
 
-def restart_line(ended: Ended, attempt: int, max_restarts: int) -> str:
+def cause(ended: Ended, attempt: int, faults: Faults) -> str:
+    """Why an attempt ended, naming --fail-at-step where it was the likely killer (SIGKILL on attempt 0)."""
+    by_step = attempt == 0 and faults.fail_at_step is not None and ended.killed_after is None
+    if by_step and ended.returncode == -signal.SIGKILL:
+        return f"{ended.cause()}, by --fail-at-step {faults.fail_at_step} as it seems"
+    return ended.cause()
+
+
+def restart_line(ended: Ended, attempt: int, max_restarts: int, faults: Faults = Faults()) -> str:
     """The one stderr line a restart gets: which attempt ended, why, and which one starts."""
     return (
-        f"pwdeploy local: attempt {attempt} {ended.cause()}; restarting from scratch as attempt {attempt + 1} "
+        f"pwdeploy local: attempt {attempt} {cause(ended, attempt, faults)}; restarting from scratch as attempt "
+        f"{attempt + 1} "
         f"(restart {attempt + 1} of scheduling.max_restarts {max_restarts})"
     )
 
@@ -75,7 +85,7 @@ def run_attempts(
             attempts.append(ended)
             if not ended.failed or attempt == max_restarts:
                 break
-            say(restart_line(ended, attempt, max_restarts))
+            say(restart_line(ended, attempt, max_restarts, faults))
     return attempts
 
 
@@ -83,7 +93,8 @@ def exhausted_hint(attempts: list[Ended], max_restarts: int, faults: Faults) -> 
     """When a fault was injected and the job died with no restart left: what to raise (else None)."""
     if not attempts[-1].failed or not faults.flags():
         return None
+    why = cause(attempts[-1], len(attempts) - 1, faults)
     return (
-        f"the job died ({attempts[-1].cause()}) after {faults.flags()} with no restart left: a run that injects a "
-        f"fault needs a restart to recover; raise scheduling.max_restarts (--max-restarts N, now {max_restarts})"
+        f"the job died ({why}) after {faults.flags()} with no restart left: a run that injects a fault needs a "
+        f"restart to recover; raise scheduling.max_restarts (--max-restarts N, now {max_restarts})"
     )

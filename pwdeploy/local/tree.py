@@ -90,13 +90,11 @@ class JobTree:
     def end(self, grace: float = LEFTOVER_GRACE_SECONDS) -> int:
         """SIGTERM what is left of the tree, wait up to ``grace`` seconds, SIGKILL the rest; reap them all.
 
-        Call once the main process has ended. Returns how many processes were left when it ended.
+        Call once the main process has ended. Returns how many processes were left running when it ended.
         """
         import psutil
 
         left = self.processes()
-        if not left:
-            return 0
         seen = {_key(p) for p in left}
         for process in left:
             with contextlib.suppress(psutil.Error):
@@ -114,17 +112,30 @@ class JobTree:
         self.reap()
         return len(seen)
 
-    def reap(self) -> None:
-        """Collect the exit status of every process re-parented to pwdeploy that has ended (no zombie is left)."""
+    def reap(self, timeout: float = 1.0) -> None:
+        """Collect the exit status of the tree's processes re-parented to pwdeploy once they ended: no zombie is
+        left behind (a zombie whose parent is dying is re-parented a moment later, so look again a while)."""
+        deadline = time.monotonic() + timeout
+        while self._reap_once() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _reap_once(self) -> bool:
+        """Reap the zombies among pwdeploy's new children; whether the tree still has a zombie somewhere."""
         import psutil
 
         for process in self._children():
             if _key(process) in self._before or process.pid == self.leader:
                 continue
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error, ChildProcessError):
                 if process.status() == psutil.STATUS_ZOMBIE:
-                    with contextlib.suppress(ChildProcessError):
-                        os.waitpid(process.pid, os.WNOHANG)
+                    os.waitpid(process.pid, os.WNOHANG)
+        return any(_zombie(p) for p in self._tree_including_zombies())
+
+    def _tree_including_zombies(self) -> list[psutil.Process]:
+        found = [p for p in self._children() if _key(p) not in self._before and p.pid != self.leader]
+        if self.leader is not None:
+            found += [p for p in _in_session(self.leader) if p.pid != self.leader]
+        return found
 
     def _children(self) -> list[psutil.Process]:
         import psutil
@@ -143,6 +154,15 @@ def _key(process: psutil.Process) -> tuple[int, float]:
         return process.pid, process.create_time()
     except psutil.Error:
         return process.pid, 0.0
+
+
+def _zombie(process: psutil.Process) -> bool:
+    import psutil
+
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _alive(process: psutil.Process) -> bool:
