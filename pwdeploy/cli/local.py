@@ -188,9 +188,9 @@ def _summary(usage: Usage | None, attempts: list[Ended], job: JobConfig) -> str:
     removed = sum(len(ended.shm_removed) for ended in attempts)
     leftovers = sum(ended.leftovers for ended in attempts)
     tail = (
-        f"{len(attempts)} attempt{'' if len(attempts) == 1 else 's'}, "
-        f"{leftovers} process{'' if leftovers == 1 else 'es'} left running by the job ended, "
-        f"{removed} file{'' if removed == 1 else 's'} left in /dev/shm removed"
+        f"{len(attempts)} attempt{'' if len(attempts) == 1 else 's'}; ended {leftovers} "
+        f"process{'' if leftovers == 1 else 'es'} the job left running; removed {removed} "
+        f"file{'' if removed == 1 else 's'} it left in /dev/shm"
     )
     if usage is None:
         return f"pwdeploy local: {tail}"
