@@ -137,8 +137,9 @@ def test_fail_at_step_kills_attempt_0_and_the_restart_runs_through(job_dir: Path
     assert done.stdout.splitlines() == [f"attempt 0 step {n}" for n in (1, 2)] + [
         f"attempt 1 step {n}" for n in range(1, 6)
     ]
+    assert "pwdeploy.runtime: step 3 reached PWDEPLOY_FAIL_AT_STEP=3: SIGKILL to the job" in done.stderr
     assert restart_lines(done.stderr) == [
-        "pwdeploy local: attempt 0 killed by SIGKILL (exit status 137), by --fail-at-step 3 as it seems; "
+        "pwdeploy local: attempt 0 killed by SIGKILL (exit status 137) at --fail-at-step 3; "
         "restarting from scratch as attempt 1 (restart 1 of scheduling.max_restarts 2)"
     ]
     assert alive(job_dir) == []

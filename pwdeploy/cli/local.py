@@ -53,7 +53,7 @@ def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, 
     "--fail-at-step",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Fault on attempt 0: runtime.step_done(N) kills the job's whole process tree with SIGKILL (sets "
+    help="Fault on attempt 0: runtime.step_done(N) kills the job's whole process group with SIGKILL (sets "
     "PWDEPLOY_FAIL_AT_STEP). Recovering needs scheduling.max_restarts >= 1.",
 )
 @click.option(

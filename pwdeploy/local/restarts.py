@@ -46,7 +46,7 @@ def cause(ended: Ended, attempt: int, faults: Faults) -> str:
     """Why an attempt ended, naming --fail-at-step where it was the likely killer (SIGKILL on attempt 0)."""
     by_step = attempt == 0 and faults.fail_at_step is not None and ended.killed_after is None
     if by_step and ended.returncode == -signal.SIGKILL:
-        return f"{ended.cause()}, by --fail-at-step {faults.fail_at_step} as it seems"
+        return f"{ended.cause()} at --fail-at-step {faults.fail_at_step}"
     return ended.cause()
 
 
