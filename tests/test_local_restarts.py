@@ -26,22 +26,24 @@ with open("attempts.jsonl", "a") as f:
 statuses = [int(s) for s in sys.argv[1].split(",")]
 sys.exit(statuses[min(attempt, len(statuses) - 1)])
 """
-# A training loop: children that ignore SIGTERM (pids in pids-N.json), a /dev/shm file per attempt, and
-# runtime.step_done after every step; on attempt 0 it sleeps after step 2 (for --kill-after).
+# A training loop: a /dev/shm file per attempt (its name in shm-N.txt), held open by two children that ignore
+# SIGTERM (pids in pids-N.json), and runtime.step_done after every step; on attempt 0, given --sleep, it sleeps
+# after step 2 (for --kill-after).
 STEPS = """
 import json, os, subprocess, sys, time
 from pwdeploy import runtime
 attempt = runtime.restart_attempt()
-stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-kids = [subprocess.Popen([sys.executable, "-c", stubborn]) for _ in range(2)]
 shm = f"/dev/shm/pwdeploy-restart-test-{os.getpid()}"
 with open(shm, "wb") as f:
     f.write(b"x" * 4096)
 with open(f"shm-{attempt}.txt", "w") as f:
     f.write(shm)
+stubborn = "import signal as s, sys, time; s.signal(s.SIGTERM, s.SIG_IGN); f = open(sys.argv[-1]); time.sleep(60)"
+kids = [subprocess.Popen([sys.executable, "-c", stubborn, shm]) for _ in range(2)]
 with open(f"pids-{attempt}.json", "w") as f:
     json.dump([k.pid for k in kids], f)
 for step in range(1, 6):
+    time.sleep(0.15)
     runtime.step_done(step)
     print(f"attempt {attempt} step {step}", flush=True)
     if attempt == 0 and step == 2 and "--sleep" in sys.argv:

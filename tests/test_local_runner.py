@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -86,19 +88,21 @@ def test_sigterm_before_the_child_exists_reaches_it_once_started(tmp_path: Path)
 
 # --- the job's whole process tree ends with it (real processes; /dev/shm is the machine's) ---
 
-# A job that starts processes which ignore SIGTERM: two children, and a daemon that leaves the job's session and
-# process group (setsid) and whose parent exits, so that it is re-parented. It writes their pids to pids.json and
-# one file per run into /dev/shm, then exits with argv[1] or, given "sleep", sleeps.
+# A job that starts processes which ignore SIGTERM: two children, which hold a file it wrote into /dev/shm open,
+# and a daemon that leaves the job's session and process group (setsid) and whose parent exits, so that it is
+# re-parented. It writes their pids to pids.json, then exits with argv[1] or, given "sleep", sleeps.
 TREE = """
 import json, os, subprocess, sys, time
-stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-kids = [subprocess.Popen([sys.executable, "-c", stubborn]) for _ in range(2)]
+shm = f"/dev/shm/pwdeploy-tree-test-{os.getpid()}"
+with open(shm, "wb") as f:
+    f.write(b"x" * 4096)
+stubborn = "import signal as s, sys, time; s.signal(s.SIGTERM, s.SIG_IGN); f = open(sys.argv[-1]); time.sleep(60)"
+kids = [subprocess.Popen([sys.executable, "-c", stubborn, shm]) for _ in range(2)]
 quiet = "stdout=s.DEVNULL, stderr=s.DEVNULL"  # the caller waits for its pipe's end
-daemon = f"import os, subprocess as s, sys;os.setsid(); print(s.Popen([sys.executable,'-c',{stubborn!r}],{quiet}).pid)"
+argv = f"[sys.executable, '-c', {stubborn!r}, os.devnull]"
+daemon = f"import os, subprocess as s, sys; os.setsid(); print(s.Popen({argv}, {quiet}).pid)"
 out = subprocess.run([sys.executable, "-c", daemon], capture_output=True, text=True, check=True).stdout
 pids = [k.pid for k in kids] + [int(out)]
-with open(f"/dev/shm/pwdeploy-tree-test-{os.getpid()}", "wb") as f:
-    f.write(b"x" * 4096)
 with open("pids.json", "w") as f:
     json.dump(pids, f)
 if sys.argv[1] == "sleep":
@@ -140,21 +144,42 @@ def test_kill_after_kills_the_whole_tree(tmp_path: Path) -> None:
     assert len(ended.shm_removed) == 1
 
 
-def test_shm_files_of_others_are_left_alone(tmp_path: Path) -> None:
-    """A file that was there before the run, and one another program holds open during the run, stay."""
-    before = Path(f"/dev/shm/pwdeploy-other-before-{os.getpid()}")
-    during = Path(f"/dev/shm/pwdeploy-other-during-{os.getpid()}")
-    before.write_bytes(b"x")
-    try:
-        with during.open("wb") as held:
-            held.write(b"y")
-            code = "open(f'/dev/shm/pwdeploy-job-left-{__import__(\"os\").getpid()}', 'wb').write(b'z')"
-            ended = run_child([sys.executable, "-c", code], cwd=tmp_path, env=ENV)
-        assert before.exists() and during.exists()
-        assert [name.startswith("pwdeploy-job-left-") for name in ended.shm_removed] == [True]
-    finally:
-        before.unlink(missing_ok=True)
-        during.unlink(missing_ok=True)
+# Writes one file into the shared-memory folder argv[1] and closes it (no process holds it afterwards); with
+# "hold", also one it keeps open for a second, long enough to be seen holding it.
+WRITE_SHM = """
+import os, sys, time
+open(os.path.join(sys.argv[1], f"closed-{os.getpid()}"), "wb").write(b"z")
+if "hold" in sys.argv:
+    held = open(os.path.join(sys.argv[1], f"held-{os.getpid()}"), "wb")
+    time.sleep(1)
+"""
+
+
+def test_files_the_job_left_in_shared_memory_are_removed(tmp_path: Path) -> None:
+    """In a shared-memory folder no other program uses: every new file nobody holds, and only those."""
+    shm, here = tmp_path / "shm", tmp_path / "job"
+    shm.mkdir()
+    here.mkdir()
+    (shm / "before").write_bytes(b"x")
+    ended = run_child([sys.executable, "-c", WRITE_SHM, str(shm)], cwd=here, env=ENV, shm_dir=shm)
+    assert [name.split("-")[0] for name in ended.shm_removed] == ["closed"]
+    assert ended.shm_left_alone == 0
+    assert sorted(p.name for p in shm.iterdir()) == ["before"]
+
+
+def test_while_another_program_holds_shared_memory_only_files_seen_held_by_the_job_are_removed(
+    tmp_path: Path,
+) -> None:
+    """Another program may be handing a block over (created, closed, not yet opened): a new file nobody holds is
+    removed only when the job was seen holding it; the others are counted."""
+    shm, here = tmp_path / "shm", tmp_path / "job"
+    shm.mkdir()
+    here.mkdir()
+    with (shm / "another-programs").open("wb"):  # held by this process, which is not the job
+        ended = run_child([sys.executable, "-c", WRITE_SHM, str(shm), "hold"], cwd=here, env=ENV, shm_dir=shm)
+    assert [name.split("-")[0] for name in ended.shm_removed] == ["held"]
+    assert ended.shm_left_alone == 1
+    assert sorted(p.name.split("-")[0] for p in shm.iterdir()) == ["another", "closed"]
 
 
 def test_fail_at_step_kills_the_job_and_not_the_caller(tmp_path: Path) -> None:
@@ -214,3 +239,21 @@ def test_a_job_that_ignores_the_stop_is_killed_after_the_grace_period(tmp_path: 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 143
     assert 1.0 <= time.monotonic() - began < 10
+
+
+def test_the_tree_is_ended_when_pwdeploy_fails_while_the_job_runs(tmp_path: Path) -> None:
+    (tmp_path / "tree.py").write_text(TREE, encoding="utf-8")
+
+    @contextmanager
+    def failing_watch(pid: int) -> Iterator[None]:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "pids.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise RuntimeError("the sampler broke")
+        yield
+
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="the sampler broke"):
+        run_child([sys.executable, "tree.py", "sleep"], cwd=tmp_path, env=ENV, watch=failing_watch, leftover_grace=0.5)
+    assert time.monotonic() - began < 20
+    assert running(tree_pids(tmp_path)) == []

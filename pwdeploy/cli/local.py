@@ -186,12 +186,15 @@ def _summary(usage: Usage | None, attempts: list[Ended], job: JobConfig) -> str:
     from pwdeploy.runtime import cgroup_cpus
 
     removed = sum(len(ended.shm_removed) for ended in attempts)
+    left_alone = sum(ended.shm_left_alone for ended in attempts)
     leftovers = sum(ended.leftovers for ended in attempts)
     tail = (
         f"{len(attempts)} attempt{'' if len(attempts) == 1 else 's'}; ended {leftovers} "
         f"process{'' if leftovers == 1 else 'es'} the job left running; removed {removed} "
         f"file{'' if removed == 1 else 's'} it left in /dev/shm"
     )
+    if left_alone:
+        tail += f" ({left_alone} more new and unused, left alone: another program holds files there)"
     if usage is None:
         return f"pwdeploy local: {tail}"
     return f"{summary(usage, job, cpus=cgroup_cpus() or _cores())}; {tail}"

@@ -47,6 +47,7 @@ class Ended:
     killed_after: float | None = None  # the --kill-after seconds, when that killed the tree
     leftovers: int = 0  # processes of the tree still running once the main process had ended
     shm_removed: tuple[str, ...] = ()  # files the run left in /dev/shm, removed
+    shm_left_alone: int = 0  # new unused files in /dev/shm not known to be the job's, while others use /dev/shm
 
     @property
     def status(self) -> int:
@@ -118,14 +119,35 @@ def run_child(
             raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
         tree.started(child.pid)
         stops.started(child)
-        with watch(child.pid) if watch is not None else nullcontext():
-            returncode, killed_after = _wait(child, tree, stops, kill_after=kill_after, stop_grace=stop_grace)
-        tree.leader_reaped()
-        stops.ended()
-        leftovers = tree.end(leftover_grace)
-    removed = shm.remove_left_behind(before, shm_dir)
+        with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
+            try:
+                with watch(child.pid) if watch is not None else nullcontext():
+                    returncode, killed_after = _wait(child, tree, stops, kill_after=kill_after, stop_grace=stop_grace)
+            finally:  # also when pwdeploy fails meanwhile: the job never outlives it
+                leftovers = _end(child, tree, stops, seen, leftover_grace, shm_dir)
+    cleanup = shm.remove_left_behind(before, seen, shm_dir)
     stopped_by = stops.received[0] if stops.received else None
-    return Ended(returncode, stopped_by, killed_after, leftovers, tuple(removed))
+    return Ended(returncode, stopped_by, killed_after, leftovers, cleanup.removed, cleanup.left_alone)
+
+
+def _pids(child: subprocess.Popen[bytes], tree: JobTree) -> list[int]:
+    """The job's processes now: the main one while it runs (its pid is not reused before it is reaped)."""
+    main = [child.pid] if child.returncode is None else []
+    return main + [p.pid for p in tree.processes()]
+
+
+def _end(
+    child: subprocess.Popen[bytes], tree: JobTree, stops: Stops, seen: set[int], grace: float, shm_dir: Path
+) -> int:
+    """End what is left of the tree once the main process has ended (killed first, if it still runs); the
+    /dev/shm files the processes left running hold join ``seen``. Returns how many processes were left."""
+    if child.poll() is None:
+        tree.kill()
+        child.wait()
+    tree.leader_reaped()
+    stops.ended()
+    seen.update(shm.held_by(_pids(child, tree), shm_dir))
+    return tree.end(grace)
 
 
 def _wait(

@@ -1,11 +1,16 @@
 """Shared-memory files a run of the job created and left in /dev/shm, found and removed after the run.
 
-/dev/shm is memory: a file left there (a Grain batch block of a killed worker, a ``multiprocessing``
-SharedMemory whose resource tracker was killed too) holds that memory until someone unlinks it. Which process
-created a file is not recorded by the kernel, so a file counts as the job's when it appeared in /dev/shm while
-the job ran (not there, or another file under that name, before), belongs to this user, and no process has it
-open or mapped once the job's processes are gone; it is looked at twice, a moment apart, so that a block another
-program is just handing from one process to the next (created, closed, not yet opened) is left alone.
+/dev/shm is memory: a file left there (a Grain batch block of a killed worker, a ``multiprocessing`` named
+semaphore whose resource tracker was killed too) holds that memory until someone unlinks it. The kernel does not
+record which process created a file, and removing another program's file would break that program (a Grain
+block waits in a queue, open in no process, until its consumer takes it). So, after the job's processes are gone:
+
+- a *candidate* is a file of this user that appeared in /dev/shm during the run (absent, or another file under
+  that name, before) and that no process has open or mapped, looked at twice ``SETTLE_SECONDS`` apart;
+- a candidate that a process of the job was seen holding while it ran (``Observer``, five times a second) is the
+  job's, and is removed;
+- the other candidates are removed too when no other program holds a file in /dev/shm (so none can be handing
+  one over); otherwise they are left alone and counted.
 """
 
 from __future__ import annotations
@@ -13,11 +18,21 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 SHM = Path("/dev/shm")
 SETTLE_SECONDS = 0.2
+OBSERVE_SECONDS = 0.2  # reading a JAX process's /proc/PID/maps costs ~0.7 ms
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    removed: tuple[str, ...] = ()  # the files the run left in /dev/shm, removed
+    left_alone: int = 0  # new unused files that may be another program's (it holds files in /dev/shm)
 
 
 def snapshot(shm: Path = SHM) -> dict[str, int]:
@@ -31,13 +46,64 @@ def snapshot(shm: Path = SHM) -> dict[str, int]:
     return found
 
 
-def remove_left_behind(before: dict[str, int], shm: Path = SHM, *, settle: float = SETTLE_SECONDS) -> list[str]:
-    """Unlink the files the job left in ``shm`` (see the module's docstring); their names, sorted."""
-    candidates = _unused(_new_files(before, shm), shm)
+def held_by(pids: Iterable[int], shm: Path = SHM) -> set[int]:
+    """Inodes of files under ``shm`` that the processes ``pids`` have open (/proc/PID/fd) or mapped (maps)."""
+    prefix = f"{shm}/"
+    inodes: set[int] = set()
+    for pid in pids:
+        proc = Path(f"/proc/{pid}")
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd).startswith(prefix):
+                        inodes.add(os.stat(fd).st_ino)
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            for line in (proc / "maps").read_text(encoding="utf-8", errors="replace").splitlines():
+                fields = line.split(maxsplit=5)  # address perms offset dev inode path
+                if len(fields) == 6 and fields[5].startswith(prefix):
+                    inodes.add(int(fields[4]))
+    return inodes
+
+
+@contextlib.contextmanager
+def observed(
+    pids: Callable[[], Iterable[int]], shm: Path = SHM, interval: float = OBSERVE_SECONDS
+) -> Iterator[set[int]]:
+    """Collect, on a daemon thread until the block ends, the inodes of /dev/shm files that ``pids()`` hold."""
+    seen: set[int] = set()
+    stop = threading.Event()
+
+    def loop() -> None:
+        while True:
+            seen.update(held_by(pids(), shm))
+            if stop.wait(interval):
+                return
+
+    thread = threading.Thread(target=loop, name="pwdeploy-shm", daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+
+
+def remove_left_behind(
+    before: dict[str, int], seen: set[int], shm: Path = SHM, *, settle: float = SETTLE_SECONDS
+) -> Cleanup:
+    """Unlink the files the job left in ``shm`` (see the module's docstring); ``seen``: inodes its processes held."""
+    candidates, others = _unused(_new_files(before, shm), shm)
     if not candidates:
-        return []
+        return Cleanup()
     time.sleep(settle)
-    candidates = _unused(_new_files(before, shm), shm) & candidates
+    again, others_again = _unused(_new_files(before, shm), shm)
+    candidates &= again
+    if others or others_again:
+        mine = {(name, inode) for name, inode in candidates if inode in seen}
+        left_alone = len(candidates - mine)
+        candidates = mine
+    else:
+        left_alone = 0
     removed = []
     for name, inode in sorted(candidates):
         path = shm / name
@@ -45,7 +111,7 @@ def remove_left_behind(before: dict[str, int], shm: Path = SHM, *, settle: float
             if os.lstat(path).st_ino == inode:
                 path.unlink()
                 removed.append(name)
-    return removed
+    return Cleanup(tuple(removed), left_alone)
 
 
 def _new_files(before: dict[str, int], shm: Path) -> set[tuple[str, int]]:
@@ -62,29 +128,10 @@ def _new_files(before: dict[str, int], shm: Path) -> set[tuple[str, int]]:
     return new
 
 
-def _unused(files: set[tuple[str, int]], shm: Path) -> set[tuple[str, int]]:
-    """The ``files`` that no process (that this user may inspect) has open or mapped."""
+def _unused(files: set[tuple[str, int]], shm: Path) -> tuple[set[tuple[str, int]], bool]:
+    """(the ``files`` no process has open or mapped; whether any process holds a file in ``shm`` now)."""
     if not files:
-        return files
-    in_use = _inodes_in_use(shm)
-    return {(name, inode) for name, inode in files if inode not in in_use}
-
-
-def _inodes_in_use(shm: Path) -> set[int]:
-    """Inodes under ``shm`` that a process has open (/proc/PID/fd) or mapped (/proc/PID/maps)."""
-    prefix = f"{shm}/"
-    inodes: set[int] = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in (proc / "fd").iterdir():
-                with contextlib.suppress(OSError):
-                    if os.readlink(fd).startswith(prefix):
-                        inodes.add(os.stat(fd).st_ino)
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            for line in (proc / "maps").read_text(encoding="utf-8", errors="replace").splitlines():
-                fields = line.split(maxsplit=5)  # address perms offset dev inode path
-                if len(fields) == 6 and fields[5].startswith(prefix):
-                    inodes.add(int(fields[4]))
-    return inodes
+        return files, False
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    in_use = held_by(pids, shm) & set(snapshot(shm).values())  # files unlinked but still mapped do not count
+    return {(name, inode) for name, inode in files if inode not in in_use}, bool(in_use)
