@@ -155,31 +155,18 @@ if "hold" in sys.argv:
 """
 
 
-def test_files_the_job_left_in_shared_memory_are_removed(tmp_path: Path) -> None:
-    """In a shared-memory folder no other program uses: every new file nobody holds, and only those."""
+def test_only_shared_memory_files_seen_in_the_jobs_hands_are_removed(tmp_path: Path) -> None:
+    """A file the job held is removed; a new file nobody holds that the job was never seen holding (it may be a
+    block another program is handing over) is left and counted; files there before, or held, stay."""
     shm, here = tmp_path / "shm", tmp_path / "job"
     shm.mkdir()
     here.mkdir()
     (shm / "before").write_bytes(b"x")
-    ended = run_child([sys.executable, "-c", WRITE_SHM, str(shm)], cwd=here, env=ENV, shm_dir=shm)
-    assert [name.split("-")[0] for name in ended.shm_removed] == ["closed"]
-    assert ended.shm_left_alone == 0
-    assert sorted(p.name for p in shm.iterdir()) == ["before"]
-
-
-def test_while_another_program_holds_shared_memory_only_files_seen_held_by_the_job_are_removed(
-    tmp_path: Path,
-) -> None:
-    """Another program may be handing a block over (created, closed, not yet opened): a new file nobody holds is
-    removed only when the job was seen holding it; the others are counted."""
-    shm, here = tmp_path / "shm", tmp_path / "job"
-    shm.mkdir()
-    here.mkdir()
     with (shm / "another-programs").open("wb"):  # held by this process, which is not the job
         ended = run_child([sys.executable, "-c", WRITE_SHM, str(shm), "hold"], cwd=here, env=ENV, shm_dir=shm)
     assert [name.split("-")[0] for name in ended.shm_removed] == ["held"]
     assert ended.shm_left_alone == 1
-    assert sorted(p.name.split("-")[0] for p in shm.iterdir()) == ["another", "closed"]
+    assert sorted(p.name.split("-")[0] for p in shm.iterdir()) == ["another", "before", "closed"]
 
 
 def test_fail_at_step_kills_the_job_and_not_the_caller(tmp_path: Path) -> None:

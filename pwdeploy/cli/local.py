@@ -194,7 +194,7 @@ def _summary(usage: Usage | None, attempts: list[Ended], job: JobConfig) -> str:
         f"file{'' if removed == 1 else 's'} it left in /dev/shm"
     )
     if left_alone:
-        tail += f" ({left_alone} more new and unused, left alone: another program holds files there)"
+        tail += f" ({left_alone} more new there that nobody holds, not seen in the job's hands, left alone)"
     if usage is None:
         return f"pwdeploy local: {tail}"
     return f"{summary(usage, job, cpus=cgroup_cpus() or _cores())}; {tail}"

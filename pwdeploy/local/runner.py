@@ -47,7 +47,7 @@ class Ended:
     killed_after: float | None = None  # the --kill-after seconds, when that killed the tree
     leftovers: int = 0  # processes of the tree still running once the main process had ended
     shm_removed: tuple[str, ...] = ()  # files the run left in /dev/shm, removed
-    shm_left_alone: int = 0  # new unused files in /dev/shm not known to be the job's, while others use /dev/shm
+    shm_left_alone: int = 0  # new files in /dev/shm nobody holds, not known to be the job's: left alone
 
     @property
     def status(self) -> int:

@@ -3,14 +3,12 @@
 /dev/shm is memory: a file left there (a Grain batch block of a killed worker, a ``multiprocessing`` named
 semaphore whose resource tracker was killed too) holds that memory until someone unlinks it. The kernel does not
 record which process created a file, and removing another program's file would break that program (a Grain
-block waits in a queue, open in no process, until its consumer takes it). So, after the job's processes are gone:
-
-- a *candidate* is a file of this user that appeared in /dev/shm during the run (absent, or another file under
-  that name, before) and that no process has open or mapped, looked at twice ``SETTLE_SECONDS`` apart;
-- a candidate that a process of the job was seen holding while it ran (``Observer``, five times a second) is the
-  job's, and is removed;
-- the other candidates are removed too when no other program holds a file in /dev/shm (so none can be handing
-  one over); otherwise they are left alone and counted.
+block waits in a queue, open in no process, until its consumer takes it; a second local run may be doing just
+that). So a file is removed only when it is known to be the job's: after the job's processes are gone, a file
+of this user that appeared in /dev/shm during the run (absent, or another file under that name, before), that no
+process has open or mapped (looked at twice ``SETTLE_SECONDS`` apart), and that a process of the job was seen
+holding while it ran (``observed``, five times a second, and once more before what is left of the tree is
+ended). The other new files that nobody holds are left alone and counted.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ OBSERVE_SECONDS = 0.2  # reading a JAX process's /proc/PID/maps costs ~0.7 ms
 @dataclass(frozen=True)
 class Cleanup:
     removed: tuple[str, ...] = ()  # the files the run left in /dev/shm, removed
-    left_alone: int = 0  # new unused files that may be another program's (it holds files in /dev/shm)
+    left_alone: int = 0  # new files nobody holds that the job was not seen holding: maybe another program's
 
 
 def snapshot(shm: Path = SHM) -> dict[str, int]:
@@ -92,26 +90,20 @@ def remove_left_behind(
     before: dict[str, int], seen: set[int], shm: Path = SHM, *, settle: float = SETTLE_SECONDS
 ) -> Cleanup:
     """Unlink the files the job left in ``shm`` (see the module's docstring); ``seen``: inodes its processes held."""
-    candidates, others = _unused(_new_files(before, shm), shm)
+    candidates = _unused(_new_files(before, shm), shm)
     if not candidates:
         return Cleanup()
     time.sleep(settle)
-    again, others_again = _unused(_new_files(before, shm), shm)
-    candidates &= again
-    if others or others_again:
-        mine = {(name, inode) for name, inode in candidates if inode in seen}
-        left_alone = len(candidates - mine)
-        candidates = mine
-    else:
-        left_alone = 0
+    candidates &= _unused(_new_files(before, shm), shm)
+    mine = {(name, inode) for name, inode in candidates if inode in seen}
     removed = []
-    for name, inode in sorted(candidates):
+    for name, inode in sorted(mine):
         path = shm / name
         with contextlib.suppress(OSError):
             if os.lstat(path).st_ino == inode:
                 path.unlink()
                 removed.append(name)
-    return Cleanup(tuple(removed), left_alone)
+    return Cleanup(tuple(removed), len(candidates - mine))
 
 
 def _new_files(before: dict[str, int], shm: Path) -> set[tuple[str, int]]:
@@ -128,10 +120,9 @@ def _new_files(before: dict[str, int], shm: Path) -> set[tuple[str, int]]:
     return new
 
 
-def _unused(files: set[tuple[str, int]], shm: Path) -> tuple[set[tuple[str, int]], bool]:
-    """(the ``files`` no process has open or mapped; whether any process holds a file in ``shm`` now)."""
+def _unused(files: set[tuple[str, int]], shm: Path) -> set[tuple[str, int]]:
+    """The ``files`` that no process (that this user may inspect) has open or mapped."""
     if not files:
-        return files, False
-    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-    in_use = held_by(pids, shm) & set(snapshot(shm).values())  # files unlinked but still mapped do not count
-    return {(name, inode) for name, inode in files if inode not in in_use}, bool(in_use)
+        return files
+    in_use = held_by([int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()], shm)
+    return {(name, inode) for name, inode in files if inode not in in_use}
