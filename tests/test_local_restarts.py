@@ -147,7 +147,8 @@ def test_fail_at_step_kills_attempt_0_and_the_restart_runs_through(job_dir: Path
     ]
     assert alive(job_dir) == []
     # attempt 0's file (its tree was SIGKILLed) and attempt 1's (it never removed it)
-    assert "; 2 attempts; ended 2 processes the job left running; removed 2 files it left in /dev/shm" in done.stderr
+    counted = re.search(r"; 2 attempts; ended 2 processes the job left running; removed (\d+) files? it", done.stderr)
+    assert counted and int(counted[1]) >= 2, done.stderr  # /dev/shm is shared: others' leftovers may count too
     left = [Path(path.read_text(encoding="utf-8")) for path in job_dir.glob("shm-*.txt")]
     assert len(left) == 2 and not any(path.exists() for path in left)
 

@@ -96,6 +96,8 @@ import json, os, subprocess, sys, time
 shm = f"/dev/shm/pwdeploy-tree-test-{os.getpid()}"
 with open(shm, "wb") as f:
     f.write(b"x" * 4096)
+with open("shm.txt", "w") as f:
+    f.write(shm)
 stubborn = "import signal as s, sys, time; s.signal(s.SIGTERM, s.SIG_IGN); f = open(sys.argv[-1]); time.sleep(60)"
 kids = [subprocess.Popen([sys.executable, "-c", stubborn, shm]) for _ in range(2)]
 quiet = "stdout=s.DEVNULL, stderr=s.DEVNULL"  # the caller waits for its pipe's end
@@ -115,6 +117,12 @@ def tree_pids(tmp_path: Path) -> list[int]:
     return [int(pid) for pid in json.loads((tmp_path / "pids.json").read_text())]
 
 
+def assert_shm_file_removed(tmp_path: Path, removed: tuple[str, ...] | list[str]) -> None:
+    """The file the job wrote into /dev/shm is gone and counted (others' may be counted too: /dev/shm is shared)."""
+    path = Path((tmp_path / "shm.txt").read_text(encoding="utf-8"))
+    assert path.name in removed and not path.exists()
+
+
 def running(pids: list[int]) -> list[int]:
     """The pids that still name a process (a zombie counts: nobody reaped it)."""
     return [pid for pid in pids if psutil.pid_exists(pid)]
@@ -129,8 +137,7 @@ def test_processes_that_ignore_sigterm_end_with_the_job_and_none_is_re_parented(
     assert ended.leftovers == 3  # two children and the daemon that left the job's session
     assert running(tree_pids(tmp_path)) == []
     assert took >= 0.5, "the leftovers get SIGTERM and a grace period before SIGKILL"
-    assert ended.shm_removed and all(name.startswith("pwdeploy-tree-test-") for name in ended.shm_removed)
-    assert not any((Path("/dev/shm") / name).exists() for name in ended.shm_removed)
+    assert_shm_file_removed(tmp_path, ended.shm_removed)
 
 
 def test_kill_after_kills_the_whole_tree(tmp_path: Path) -> None:
@@ -141,7 +148,7 @@ def test_kill_after_kills_the_whole_tree(tmp_path: Path) -> None:
     assert ended.returncode == -signal.SIGKILL and ended.killed_after == 2.0 and ended.status == 137
     assert ended.cause() == "killed with SIGKILL by --kill-after 2 (exit status 137)"
     assert running(tree_pids(tmp_path)) == []
-    assert len(ended.shm_removed) == 1
+    assert_shm_file_removed(tmp_path, ended.shm_removed)
 
 
 # Writes one file into the shared-memory folder argv[1] and closes it (no process holds it afterwards); with
@@ -155,18 +162,31 @@ if "hold" in sys.argv:
 """
 
 
-def test_only_shared_memory_files_seen_in_the_jobs_hands_are_removed(tmp_path: Path) -> None:
-    """A file the job held is removed; a new file nobody holds that the job was never seen holding (it may be a
-    block another program is handing over) is left and counted; files there before, or held, stay."""
+def test_files_the_job_left_in_shared_memory_nobody_else_uses_are_removed(tmp_path: Path) -> None:
+    """In a shared-memory folder no other process holds anything in: every new file nobody holds, and only those."""
     shm, here = tmp_path / "shm", tmp_path / "job"
     shm.mkdir()
     here.mkdir()
     (shm / "before").write_bytes(b"x")
+    ended = run_child([sys.executable, "-c", WRITE_SHM, str(shm), "hold"], cwd=here, env=ENV, shm_dir=shm)
+    assert sorted(name.split("-")[0] for name in ended.shm_removed) == ["closed", "held"]
+    assert ended.shm_left_alone == 0
+    assert [p.name for p in shm.iterdir()] == ["before"]
+
+
+def test_while_another_program_uses_shared_memory_only_files_seen_in_the_jobs_hands_are_removed(
+    tmp_path: Path,
+) -> None:
+    """Another program may be handing a block over (created, closed, not yet opened): a new file nobody holds is
+    removed only when the job was seen holding it; the others are left and counted."""
+    shm, here = tmp_path / "shm", tmp_path / "job"
+    shm.mkdir()
+    here.mkdir()
     with (shm / "another-programs").open("wb"):  # held by this process, which is not the job
         ended = run_child([sys.executable, "-c", WRITE_SHM, str(shm), "hold"], cwd=here, env=ENV, shm_dir=shm)
     assert [name.split("-")[0] for name in ended.shm_removed] == ["held"]
     assert ended.shm_left_alone == 1
-    assert sorted(p.name.split("-")[0] for p in shm.iterdir()) == ["another", "before", "closed"]
+    assert sorted(p.name.split("-")[0] for p in shm.iterdir()) == ["another", "closed"]
 
 
 def test_fail_at_step_kills_the_job_and_not_the_caller(tmp_path: Path) -> None:
@@ -186,7 +206,7 @@ from pathlib import Path
 from pwdeploy.local.runner import run_child
 ended = run_child([sys.executable, "tree.py", "sleep"], cwd=Path.cwd(), env=dict(os.environ), stop_grace=1.0,
                   leftover_grace=0.5)
-print(ended.stopped_by, ended.leftovers, len(ended.shm_removed), file=sys.stderr)
+print(ended.stopped_by, ended.leftovers, *ended.shm_removed, file=sys.stderr)
 sys.exit(ended.status)
 """
 
@@ -207,7 +227,9 @@ def test_a_stop_signal_to_pwdeploy_alone_ends_the_whole_tree(tmp_path: Path, sig
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == status, err
-    assert err.split()[-3:] == [str(int(signum)), "3", "1"]
+    stopped_by, leftovers, *removed = err.splitlines()[-1].split()
+    assert (stopped_by, leftovers) == (str(int(signum)), "3")
+    assert_shm_file_removed(tmp_path, removed)
     assert running(pids) == []
 
 

@@ -194,7 +194,7 @@ def _summary(usage: Usage | None, attempts: list[Ended], job: JobConfig) -> str:
         f"file{'' if removed == 1 else 's'} it left in /dev/shm"
     )
     if left_alone:
-        tail += f" ({left_alone} more new there that nobody holds, not seen in the job's hands, left alone)"
+        tail += f" ({left_alone} more new there that nobody holds left alone: other programs use /dev/shm too)"
     if usage is None:
         return f"pwdeploy local: {tail}"
     return f"{summary(usage, job, cpus=cgroup_cpus() or _cores())}; {tail}"

@@ -4,11 +4,13 @@
 semaphore whose resource tracker was killed too) holds that memory until someone unlinks it. The kernel does not
 record which process created a file, and removing another program's file would break that program (a Grain
 block waits in a queue, open in no process, until its consumer takes it; a second local run may be doing just
-that). So a file is removed only when it is known to be the job's: after the job's processes are gone, a file
-of this user that appeared in /dev/shm during the run (absent, or another file under that name, before), that no
-process has open or mapped (looked at twice ``SETTLE_SECONDS`` apart), and that a process of the job was seen
-holding while it ran (``observed``, five times a second, and once more before what is left of the tree is
-ended). The other new files that nobody holds are left alone and counted.
+that). So, once the job's processes are gone, a *candidate* is a file of this user that appeared in /dev/shm
+during the run (absent, or another file under that name, before) and that no process has open or mapped, looked
+at twice ``SETTLE_SECONDS`` apart. A candidate is removed when it is known to be the job's: a process of the job
+was seen holding it while it ran (``observed``, five times a second, and once more before what is left of the
+tree is ended). The other candidates (a block a killed worker had just written, held by no one) are removed too
+when no process holds anything in /dev/shm at either look (so no other program can be handing one over: Python's
+multiprocessing keeps its semaphores mapped there); otherwise they are left alone and counted.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ OBSERVE_SECONDS = 0.2  # reading a JAX process's /proc/PID/maps costs ~0.7 ms
 @dataclass(frozen=True)
 class Cleanup:
     removed: tuple[str, ...] = ()  # the files the run left in /dev/shm, removed
-    left_alone: int = 0  # new files nobody holds that the job was not seen holding: maybe another program's
+    left_alone: int = 0  # new files nobody holds, not seen in the job's hands, while others use /dev/shm
 
 
 def snapshot(shm: Path = SHM) -> dict[str, int]:
@@ -90,12 +92,13 @@ def remove_left_behind(
     before: dict[str, int], seen: set[int], shm: Path = SHM, *, settle: float = SETTLE_SECONDS
 ) -> Cleanup:
     """Unlink the files the job left in ``shm`` (see the module's docstring); ``seen``: inodes its processes held."""
-    candidates = _unused(_new_files(before, shm), shm)
+    candidates, busy = _unused(_new_files(before, shm), shm)
     if not candidates:
         return Cleanup()
     time.sleep(settle)
-    candidates &= _unused(_new_files(before, shm), shm)
-    mine = {(name, inode) for name, inode in candidates if inode in seen}
+    again, busy_again = _unused(_new_files(before, shm), shm)
+    candidates &= again
+    mine = candidates if not (busy or busy_again) else {(n, i) for n, i in candidates if i in seen}
     removed = []
     for name, inode in sorted(mine):
         path = shm / name
@@ -120,9 +123,10 @@ def _new_files(before: dict[str, int], shm: Path) -> set[tuple[str, int]]:
     return new
 
 
-def _unused(files: set[tuple[str, int]], shm: Path) -> set[tuple[str, int]]:
-    """The ``files`` that no process (that this user may inspect) has open or mapped."""
+def _unused(files: set[tuple[str, int]], shm: Path) -> tuple[set[tuple[str, int]], bool]:
+    """(the ``files`` no process that this user may inspect has open or mapped; whether any process holds anything
+    in ``shm``, unlinked files included)."""
     if not files:
-        return files
+        return files, False
     in_use = held_by([int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()], shm)
-    return {(name, inode) for name, inode in files if inode not in in_use}
+    return {(name, inode) for name, inode in files if inode not in in_use}, bool(in_use)
