@@ -1,8 +1,11 @@
 """The environment a job's program gets: one source of truth for the cluster and for `local run`.
 
 ``job_env`` is what pwdeploy promises the user's program on both sides (data-loader worker count, slice
-shape, storage locations, user env). ``proxy_env`` is what makes JAX talk to Pathways, including the
-client-proxy transfer directory; local runs leave it out (there is no proxy to share memory with).
+shape, storage locations, user env). One more variable of the contract is not a fixed value:
+``PWDEPLOY_RESTART_ATTEMPT``, which run of the job this is, comes from the pod's JobSet label on the cluster
+(the manifests read it through the downward API) and from each restart of `local run`.
+``proxy_env`` is what makes JAX talk to Pathways, including the client-proxy transfer directory; local runs
+leave it out (there is no proxy to share memory with).
 """
 
 from __future__ import annotations

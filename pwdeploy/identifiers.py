@@ -53,6 +53,10 @@ REPLICATED_JOB_REPLICAS_LABEL = "jobset.sigs.k8s.io/replicatedjob-replicas"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+# The JobSet's restart attempt (0, then 1, 2, ... after each restart of the whole JobSet), a label and an
+# annotation on the child Jobs and their pods (kubernetes-sigs/jobset pkg/constants/constants.go RestartsKey,
+# set in labelAndAnnotateObject of pkg/controllers/jobset_controller.go; older releases set only the label).
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 
 # GKE node labels, taints and annotations the TPU capacity modes use (README "TPU capacity" gives the sources)
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"

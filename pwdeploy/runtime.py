@@ -36,7 +36,8 @@ def step_done(step: int, environ: Mapping[str, str] | None = None) -> None:
     """Call once per training step, after step ``step`` (counted from 1) is done. A fault injector for proving
     restarts: with ``PWDEPLOY_FAIL_AT_STEP=N`` (`local run --fail-at-step N`) and on the first attempt only, the
     whole job process group is killed with SIGKILL when ``step`` reaches N, as a lost slice would end it: no
-    clean-up runs, nothing is flushed. Without it, this does nothing."""
+    clean-up runs, nothing but the one line on stderr that says so is flushed. `local run` starts the job in a
+    process group of its own, so that pwdeploy survives to restart it. Without it, this does nothing."""
     env = os.environ if environ is None else environ
     value = env.get(FAIL_AT_STEP, "").strip()
     if not value or restart_attempt(env) != 0:
@@ -47,7 +48,10 @@ def step_done(step: int, environ: Mapping[str, str] | None = None) -> None:
         raise ValueError(f"{FAIL_AT_STEP}={value!r} is not a whole number") from None
     if step >= fail_at:
         import signal
+        import sys
 
+        print(f"pwdeploy.runtime: step {step} reached {FAIL_AT_STEP}={fail_at}: SIGKILL to the job", file=sys.stderr)
+        sys.stderr.flush()
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -9,8 +10,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -193,3 +196,88 @@ def test_local_commands_keep_jax_and_pathwaysutils_out_of_pwdeploy(job_file: Pat
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert "HEAVY []" in done.stderr, done.stderr
+
+
+GRAIN_LOOP = """
+import sys, time
+import numpy as np
+import grain
+from pwdeploy import runtime
+
+def slow(x):
+    time.sleep(0.02)
+    return np.full((256,), x, dtype=np.float32)
+
+def batches():
+    dataset = grain.MapDataset.range(100000).map(slow).batch(4).to_iter_dataset(grain.ReadOptions(num_threads=0))
+    iterator = iter(dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2)))
+    try:
+        yield from iterator
+    finally:
+        runtime.close_data_loader(iterator)
+
+if __name__ == "__main__":
+    runtime.prepare_data_workers(2)
+    try:
+        for n, batch in enumerate(batches()):
+            if n == 2:
+                print("ready", flush=True)
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+        sys.exit(130)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain (the example's extra)")
+@pytest.mark.timeout(90)
+def test_ctrl_c_reaches_the_program_and_not_its_grain_workers(job_file: Path, tmp_path: Path) -> None:
+    """Ctrl-C is passed to the job's main process alone: its Grain workers print no KeyboardInterrupt traceback,
+    the program stops its loader, and no worker outlives the run."""
+    (tmp_path / "grain_loop.py").write_text(GRAIN_LOOP, encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job_file), "--devices", "1",
+         "--compile-cache", "", "--", "python3", "grain_loop.py"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    assert len(tree) >= 3, "the program and its two workers"
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the whole foreground process group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert out == "stopped\n"
+    assert "KeyboardInterrupt" not in err
+    assert not [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def shm_in_use(processes: list[psutil.Process]) -> set[str]:
+    """The /dev/shm files ``processes`` have mapped now."""
+    return {m.path for p in processes for m in p.memory_maps() if m.path.startswith("/dev/shm/")}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain (the example's extra)")
+@pytest.mark.timeout(90)
+def test_sigterm_to_pwdeploy_leaves_no_grain_worker_and_no_shared_memory(job_file: Path, tmp_path: Path) -> None:
+    """The program dies of SIGTERM without stopping its loader: its workers and Python's resource tracker are
+    ended by pwdeploy, and the /dev/shm blocks they held are gone."""
+    (tmp_path / "grain_loop.py").write_text(GRAIN_LOOP, encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job_file), "--devices", "1",
+         "--compile-cache", "", "--", "python3", "grain_loop.py"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    held = set()
+    for _ in range(50):  # the blocks move through /dev/shm batch by batch: look until some are mapped
+        held = shm_in_use(tree)
+        if held:
+            break
+        time.sleep(0.02)
+    assert held, "the loader's workers pass their batches through /dev/shm"
+    proc.send_signal(signal.SIGTERM)  # pwdeploy alone, as a process supervisor or `timeout` would
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-1] == "pwdeploy local: the job was stopped (SIGTERM to pwdeploy)"
+    assert not [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [path for path in held if Path(path).exists()]

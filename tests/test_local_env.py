@@ -165,12 +165,15 @@ def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -
     containers = head["template"]["spec"]["template"]["spec"]["containers"]
     main = next(c for c in containers if c["name"] == ids.MAIN_CONTAINER)
     cluster = {e["name"]: e["value"] for e in main["env"] if "value" in e}
+    from_pod = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in main["env"] if "valueFrom" in e}
+    assert from_pod == {ids.RESTART_ATTEMPT_ENV: f"metadata.labels['{ids.RESTART_ATTEMPT_LABEL}']"}
     for name in proxy_env():
         assert cluster.pop(name, None) is not None, f"the manifest lacks the proxy variable {name}"
     assert cluster.pop("PWDEPLOY_HLO_DUMP_DIR") == "gs://bkt/hlo"
 
     local = plan(config, cwd=tmp_path, cores=2).env
     assert local.pop("PWDEPLOY_HLO_DUMP_DIR") == str(tmp_path)
+    assert local.pop(ids.RESTART_ATTEMPT_ENV) == "0"  # each restart of `local run` sets its own
     for name, folder in (("PWDEPLOY_PROFILE_DIR", "profiles"), ("PWDEPLOY_CHECKPOINT_DIR", "checkpoints")):
         assert cluster.pop(name).startswith("gs://bkt/")
         assert local.pop(name) == str(config.base_dir.resolve() / ".pwdeploy" / folder)

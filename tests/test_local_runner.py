@@ -1,13 +1,19 @@
-"""The child-process seam of `pwdeploy local run`: start checks, exit statuses and signals (real children)."""
+"""The child-process seam of `pwdeploy local run`: start checks, exit statuses, signals, and the job's whole process
+tree ending with it (real processes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pwdeploy.errors import LocalRunError
@@ -47,13 +53,13 @@ def test_relative_program_is_found_in_the_working_directory(tmp_path: Path) -> N
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\nexit 4\n", encoding="utf-8")
     script.chmod(0o755)
-    assert run_child(["./job.sh"], cwd=tmp_path, env=ENV) == 4
+    assert run_child(["./job.sh"], cwd=tmp_path, env=ENV).status == 4
 
 
 def test_the_child_gets_the_default_ctrl_c_handling(tmp_path: Path) -> None:
     """pwdeploy waits with SIGINT handled (not ignored): an ignored signal would stay ignored in the child."""
     code = "import signal, sys; sys.exit(0 if signal.getsignal(signal.SIGINT) is signal.default_int_handler else 5)"
-    assert run_child([sys.executable, "-c", code], cwd=tmp_path, env=ENV) == 0
+    assert run_child([sys.executable, "-c", code], cwd=tmp_path, env=ENV).status == 0
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored afterwards
 
 
@@ -68,7 +74,7 @@ def spawn_after_sigterm(*args, **kwargs):
     return subprocess.Popen(*args, **kwargs)
 
 command = [sys.executable, "-c", "import time; time.sleep(30)"]
-sys.exit(run_child(command, cwd=Path.cwd(), env=dict(os.environ), spawn=spawn_after_sigterm))
+sys.exit(run_child(command, cwd=Path.cwd(), env=dict(os.environ), spawn=spawn_after_sigterm).status)
 """
 
 
@@ -78,3 +84,185 @@ def test_sigterm_before_the_child_exists_reaches_it_once_started(tmp_path: Path)
         [sys.executable, "-c", _SIGTERM_WHILE_STARTING], cwd=tmp_path, env=env, capture_output=True, timeout=20
     )
     assert done.returncode == 128 + signal.SIGTERM, done.stderr.decode()
+
+
+# --- the job's whole process tree ends with it (real processes; /dev/shm is the machine's) ---
+
+# A job that starts processes which ignore SIGTERM: two children, which hold a file it wrote into /dev/shm open,
+# and a daemon that leaves the job's session and process group (setsid) and whose parent exits, so that it is
+# re-parented. It writes their pids to pids.json, then exits with argv[1] or, given "sleep", sleeps.
+TREE = """
+import json, os, subprocess, sys, time
+shm = f"/dev/shm/pwdeploy-tree-test-{os.getpid()}"
+with open(shm, "wb") as f:
+    f.write(b"x" * 4096)
+with open("shm.txt", "w") as f:
+    f.write(shm)
+stubborn = "import signal as s, sys, time; s.signal(s.SIGTERM, s.SIG_IGN); f = open(sys.argv[-1]); time.sleep(60)"
+kids = [subprocess.Popen([sys.executable, "-c", stubborn, shm]) for _ in range(2)]
+quiet = "stdout=s.DEVNULL, stderr=s.DEVNULL"  # the caller waits for its pipe's end
+argv = f"[sys.executable, '-c', {stubborn!r}, os.devnull]"
+daemon = f"import os, subprocess as s, sys; os.setsid(); print(s.Popen({argv}, {quiet}).pid)"
+out = subprocess.run([sys.executable, "-c", daemon], capture_output=True, text=True, check=True).stdout
+pids = [k.pid for k in kids] + [int(out)]
+with open("pids.json", "w") as f:
+    json.dump(pids, f)
+if sys.argv[1] == "sleep":
+    time.sleep(60)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def tree_pids(tmp_path: Path) -> list[int]:
+    return [int(pid) for pid in json.loads((tmp_path / "pids.json").read_text())]
+
+
+def assert_shm_file_removed(tmp_path: Path, removed: tuple[str, ...] | list[str]) -> None:
+    """The file the job wrote into /dev/shm is gone and counted (others' may be counted too: /dev/shm is shared)."""
+    path = Path((tmp_path / "shm.txt").read_text(encoding="utf-8"))
+    assert path.name in removed and not path.exists()
+
+
+def running(pids: list[int]) -> list[int]:
+    """The pids that still name a process (a zombie counts: nobody reaped it)."""
+    return [pid for pid in pids if psutil.pid_exists(pid)]
+
+
+def test_processes_that_ignore_sigterm_end_with_the_job_and_none_is_re_parented(tmp_path: Path) -> None:
+    (tmp_path / "tree.py").write_text(TREE, encoding="utf-8")
+    began = time.monotonic()
+    ended = run_child([sys.executable, "tree.py", "3"], cwd=tmp_path, env=ENV, leftover_grace=0.5)
+    took = time.monotonic() - began
+    assert ended.status == 3 and ended.stopped_by is None and ended.failed
+    assert ended.leftovers == 3  # two children and the daemon that left the job's session
+    assert running(tree_pids(tmp_path)) == []
+    assert took >= 0.5, "the leftovers get SIGTERM and a grace period before SIGKILL"
+    assert_shm_file_removed(tmp_path, ended.shm_removed)
+
+
+def test_kill_after_kills_the_whole_tree(tmp_path: Path) -> None:
+    (tmp_path / "tree.py").write_text(TREE, encoding="utf-8")
+    began = time.monotonic()
+    ended = run_child([sys.executable, "tree.py", "sleep"], cwd=tmp_path, env=ENV, kill_after=2.0)
+    assert time.monotonic() - began < 10
+    assert ended.returncode == -signal.SIGKILL and ended.killed_after == 2.0 and ended.status == 137
+    assert ended.cause() == "killed with SIGKILL by --kill-after 2 (exit status 137)"
+    assert running(tree_pids(tmp_path)) == []
+    assert_shm_file_removed(tmp_path, ended.shm_removed)
+
+
+# Writes one file into the shared-memory folder argv[1] and closes it (no process holds it afterwards); with
+# "hold", also one it keeps open for a second, long enough to be seen holding it.
+WRITE_SHM = """
+import os, sys, time
+open(os.path.join(sys.argv[1], f"closed-{os.getpid()}"), "wb").write(b"z")
+if "hold" in sys.argv:
+    held = open(os.path.join(sys.argv[1], f"held-{os.getpid()}"), "wb")
+    time.sleep(1)
+"""
+
+
+def test_files_the_job_left_in_shared_memory_nobody_else_uses_are_removed(tmp_path: Path) -> None:
+    """In a shared-memory folder no other process holds anything in: every new file nobody holds, and only those."""
+    shm, here = tmp_path / "shm", tmp_path / "job"
+    shm.mkdir()
+    here.mkdir()
+    (shm / "before").write_bytes(b"x")
+    ended = run_child([sys.executable, "-c", WRITE_SHM, str(shm), "hold"], cwd=here, env=ENV, shm_dir=shm)
+    assert sorted(name.split("-")[0] for name in ended.shm_removed) == ["closed", "held"]
+    assert ended.shm_left_alone == 0
+    assert [p.name for p in shm.iterdir()] == ["before"]
+
+
+def test_while_another_program_uses_shared_memory_only_files_seen_in_the_jobs_hands_are_removed(
+    tmp_path: Path,
+) -> None:
+    """Another program may be handing a block over (created, closed, not yet opened): a new file nobody holds is
+    removed only when the job was seen holding it; the others are left and counted."""
+    shm, here = tmp_path / "shm", tmp_path / "job"
+    shm.mkdir()
+    here.mkdir()
+    with (shm / "another-programs").open("wb"):  # held by this process, which is not the job
+        ended = run_child([sys.executable, "-c", WRITE_SHM, str(shm), "hold"], cwd=here, env=ENV, shm_dir=shm)
+    assert [name.split("-")[0] for name in ended.shm_removed] == ["held"]
+    assert ended.shm_left_alone == 1
+    assert sorted(p.name.split("-")[0] for p in shm.iterdir()) == ["another", "closed"]
+
+
+def test_fail_at_step_kills_the_job_and_not_the_caller(tmp_path: Path) -> None:
+    """runtime.step_done SIGKILLs its own process group: the job runs in a group of its own."""
+    code = "from pwdeploy import runtime\nfor step in range(1, 10): runtime.step_done(step)\nprint('not reached')"
+    env = dict(ENV, PYTHONPATH=str(REPO), PWDEPLOY_FAIL_AT_STEP="3", PWDEPLOY_RESTART_ATTEMPT="0")
+    ended = run_child([sys.executable, "-c", code], cwd=tmp_path, env=env)
+    assert ended.returncode == -signal.SIGKILL and ended.cause() == "killed by SIGKILL (exit status 137)"
+    after_restart = run_child([sys.executable, "-c", code], cwd=tmp_path, env=dict(env, PWDEPLOY_RESTART_ATTEMPT="1"))
+    assert after_restart.status == 0
+
+
+# Stop signals are sent to a pwdeploy of its own: a broken handler must not kill pytest.
+_STOPPED = """
+import os, sys
+from pathlib import Path
+from pwdeploy.local.runner import run_child
+ended = run_child([sys.executable, "tree.py", "sleep"], cwd=Path.cwd(), env=dict(os.environ), stop_grace=1.0,
+                  leftover_grace=0.5)
+print(ended.stopped_by, ended.leftovers, *ended.shm_removed, file=sys.stderr)
+sys.exit(ended.status)
+"""
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_to_pwdeploy_alone_ends_the_whole_tree(tmp_path: Path, signum: int, status: int) -> None:
+    """The job's main process ignores neither signal, but its children ignore SIGTERM: all of them end."""
+    (tmp_path / "tree.py").write_text(TREE, encoding="utf-8")
+    env = dict(ENV, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), ENV.get("PYTHONPATH")])))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "pids.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = tree_pids(tmp_path)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == status, err
+    stopped_by, leftovers, *removed = err.splitlines()[-1].split()
+    assert (stopped_by, leftovers) == (str(int(signum)), "3")
+    assert_shm_file_removed(tmp_path, removed)
+    assert running(pids) == []
+
+
+def test_a_job_that_ignores_the_stop_is_killed_after_the_grace_period(tmp_path: Path) -> None:
+    (tmp_path / "tree.py").write_text(
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nopen('pids.json', 'w').write('[]')\n"
+        "time.sleep(60)\n",
+        encoding="utf-8",
+    )
+    env = dict(ENV, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), ENV.get("PYTHONPATH")])))
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED], cwd=tmp_path, env=env, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "pids.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    began = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 143
+    assert 1.0 <= time.monotonic() - began < 10
+
+
+def test_the_tree_is_ended_when_pwdeploy_fails_while_the_job_runs(tmp_path: Path) -> None:
+    (tmp_path / "tree.py").write_text(TREE, encoding="utf-8")
+
+    @contextmanager
+    def failing_watch(pid: int) -> Iterator[None]:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "pids.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise RuntimeError("the sampler broke")
+        yield
+
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="the sampler broke"):
+        run_child([sys.executable, "tree.py", "sleep"], cwd=tmp_path, env=ENV, watch=failing_watch, leftover_grace=0.5)
+    assert time.monotonic() - began < 20
+    assert running(tree_pids(tmp_path)) == []

@@ -102,7 +102,7 @@ def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions) 
             from pwdeploy.local.runner import run_child
 
             _say(f"running {shlex.join(options.command)} with JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
-            return run_child(options.command, cwd=Path.cwd(), env={**os.environ, **env})
+            return run_child(options.command, cwd=Path.cwd(), env={**os.environ, **env}).status
         _echo_exports(forwarder.port)
         _say(f"forwarding 127.0.0.1:{forwarder.port} to pod/{head.pod}:{head.port}; Ctrl-C to stop")
         holding = True

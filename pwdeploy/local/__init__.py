@@ -1,5 +1,7 @@
 """`pwdeploy local run`: the job's own command on emulated CPU devices, with the cluster's env contract.
 
 ``flags`` sorts the config's XLA flags into those the CPU backend accepts and TPU-only ones, ``env`` builds
-the child's environment (pure), and ``runner`` starts the child and passes its exit status through.
+the child's environment (pure), ``runner`` runs the job once as the main process of a tree it owns (``tree``
+finds, ends and reaps that tree; ``shm`` removes the /dev/shm files it left), ``restarts`` runs it again after
+each death as the JobSet would, and ``limits`` samples each run against the container's limits.
 """

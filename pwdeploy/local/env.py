@@ -135,6 +135,7 @@ def local_env(
             "XLA_FLAGS": flags,
             "PJRT_NPROC": str(THREADS_PER_DEVICE * devices),
             ids.LOCAL_DEVICES_ENV: str(devices),
+            ids.RESTART_ATTEMPT_ENV: "0",  # each restart of `local run` sets its own attempt number
         }
     )
     if job.sidecar.source_dir is not None:  # the sidecar image has it at /app, on PYTHONPATH

@@ -103,6 +103,16 @@ def sampled(pid: int, *, interval: float = INTERVAL_SECONDS, shm: Path = SHM) ->
         thread.join()
 
 
+def merged(usages: list[Usage]) -> Usage:
+    """The peaks over several attempts of one run: the limits verdict covers every attempt."""
+    return Usage(
+        memory_bytes=max((u.memory_bytes for u in usages), default=0),
+        shm_bytes=max((u.shm_bytes for u in usages), default=0),
+        samples=sum(u.samples for u in usages),
+        children=max((u.children for u in usages), default=0),
+    )
+
+
 def summary(usage: Usage, job: JobConfig, *, cpus: int) -> str:
     """The one line printed after a checked run.
 

@@ -1,7 +1,10 @@
-"""Start the job's command as a child process and pass its exit status through.
+"""Run the job's command once, as the main process of a process tree that `local run` owns, and say how it ended.
 
-Ctrl-C in a terminal reaches the whole foreground process group, so the child gets it directly and stops the
-way it chooses; the parent only waits. SIGTERM and SIGHUP sent to pwdeploy alone are forwarded to the child.
+The main process starts in a session of its own (see ``pwdeploy.local.tree``). SIGINT (a terminal's Ctrl-C),
+SIGTERM and SIGHUP sent to pwdeploy are passed to the job's main process alone, as Kubernetes sends SIGTERM to a
+container's main process; it gets ``stop_grace`` seconds to end, then the whole tree is killed (at once on a
+second signal). Whatever ended the main process, what is left of its tree is sent SIGTERM, given a short grace,
+then SIGKILL, and reaped; the shared-memory files the run left in /dev/shm are removed.
 """
 
 from __future__ import annotations
@@ -10,23 +13,58 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from pwdeploy.errors import LocalRunError
+from pwdeploy.local import shm
+from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS, JobTree, subreaper
 
 Spawn = Callable[..., "subprocess.Popen[bytes]"]
 Watch = Callable[[int], AbstractContextManager[object]]  # given the child's pid, held while it runs
-FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
+TICK_SECONDS = 0.05
 _HINT = "check main.command in the config, or the command after --"
 
 
 def exit_status(returncode: int) -> int:
     """A shell-style status: a child killed by signal N gives 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How one run of the job ended."""
+
+    returncode: int  # the main process's, as subprocess gives it: -N when signal N killed it
+    stopped_by: int | None = None  # the signal pwdeploy received that stopped the run (SIGINT, SIGTERM, SIGHUP)
+    killed_after: float | None = None  # the --kill-after seconds, when that killed the tree
+    leftovers: int = 0  # processes of the tree still running once the main process had ended
+    shm_removed: tuple[str, ...] = ()  # files the run left in /dev/shm, removed
+    shm_left_alone: int = 0  # new files in /dev/shm nobody holds, not known to be the job's: left alone
+
+    @property
+    def status(self) -> int:
+        """The exit status: the main process's, or 128 + N when pwdeploy was stopped by signal N."""
+        return 128 + self.stopped_by if self.stopped_by else exit_status(self.returncode)
+
+    @property
+    def failed(self) -> bool:
+        """The job died (a non-zero exit, a signal) rather than succeeded or was stopped on request."""
+        return self.stopped_by is None and self.returncode != 0
+
+    def cause(self) -> str:
+        if self.killed_after is not None:
+            return f"killed with SIGKILL by --kill-after {self.killed_after:g} (exit status {self.status})"
+        if self.returncode < 0:
+            return f"killed by {signal.Signals(-self.returncode).name} (exit status {self.status})"
+        return f"exited with status {self.returncode}"
 
 
 def check_startable(command: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> None:
@@ -54,53 +92,131 @@ def run_child(
     env: Mapping[str, str],
     spawn: Spawn = subprocess.Popen,
     watch: Watch | None = None,
-) -> int:
-    """Run ``command`` in ``cwd`` with ``env`` (the whole environment); return its exit status.
+    stops: Stops | None = None,
+    kill_after: float | None = None,
+    stop_grace: float = STOP_GRACE_SECONDS,
+    leftover_grace: float = LEFTOVER_GRACE_SECONDS,
+    shm_dir: Path = shm.SHM,
+) -> Ended:
+    """Run ``command`` in ``cwd`` with ``env`` (the whole environment) until its whole process tree has ended.
 
-    ``watch(pid)`` is entered once the child has started and left once it has ended (e.g. a resource sampler).
+    ``watch(pid)`` is entered once the main process has started and left once it has ended (e.g. a resource
+    sampler). ``stops``: the stop signals' state when the caller runs several attempts (else installed here).
+    ``kill_after``: SIGKILL the whole tree after that many seconds.
     """
     check_startable(command, cwd=cwd, env=env)
-    with _signals_forwarded() as started:
+    if stops is None:
+        with stop_signals() as own:
+            return run_child(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=own,
+                             kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace,
+                             shm_dir=shm_dir)  # fmt: skip
+    before = shm.snapshot(shm_dir)
+    with subreaper():
+        tree = JobTree()
         try:
-            child = spawn(list(command), cwd=cwd, env=dict(env))
+            child = spawn(list(command), cwd=cwd, env=dict(env), start_new_session=True)
         except OSError as exc:  # the checks above passed, yet exec failed (a bad interpreter line, a race)
             raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
-        started(child)
-        with watch(child.pid) if watch is not None else nullcontext():
-            return exit_status(child.wait())
+        tree.started(child.pid)
+        stops.started(child)
+        with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
+            try:
+                with watch(child.pid) if watch is not None else nullcontext():
+                    returncode, killed_after = _wait(child, tree, stops, kill_after=kill_after, stop_grace=stop_grace)
+            finally:  # also when pwdeploy fails meanwhile: the job never outlives it
+                leftovers = _end(child, tree, stops, seen, leftover_grace, shm_dir)
+    cleanup = shm.remove_left_behind(before, seen, shm_dir)
+    stopped_by = stops.received[0] if stops.received else None
+    return Ended(returncode, stopped_by, killed_after, leftovers, cleanup.removed, cleanup.left_alone)
+
+
+def _pids(child: subprocess.Popen[bytes], tree: JobTree) -> list[int]:
+    """The job's processes now: the main one while it runs (its pid is not reused before it is reaped)."""
+    main = [child.pid] if child.returncode is None else []
+    return main + [p.pid for p in tree.processes()]
+
+
+def _end(
+    child: subprocess.Popen[bytes], tree: JobTree, stops: Stops, seen: set[int], grace: float, shm_dir: Path
+) -> int:
+    """End what is left of the tree once the main process has ended (killed first, if it still runs); the
+    /dev/shm files the processes left running hold join ``seen``. Returns how many processes were left."""
+    if child.poll() is None:
+        tree.kill()
+        child.wait()
+    tree.leader_reaped()
+    stops.ended()
+    seen.update(shm.held_by(_pids(child, tree), shm_dir))
+    return tree.end(grace)
+
+
+def _wait(
+    child: subprocess.Popen[bytes], tree: JobTree, stops: Stops, *, kill_after: float | None, stop_grace: float
+) -> tuple[int, float | None]:
+    """Wait for the main process; kill the tree after ``kill_after`` s, or when a stop is not heeded in time."""
+    started = time.monotonic()
+    killed_after: float | None = None
+    killed = False
+    while True:
+        try:
+            return child.wait(timeout=TICK_SECONDS), killed_after
+        except subprocess.TimeoutExpired:
+            pass
+        if killed:
+            continue
+        now = time.monotonic()
+        if kill_after is not None and now - started >= kill_after:
+            killed_after = kill_after
+        if killed_after is not None or stops.overdue(stop_grace):
+            tree.kill()
+            killed = True
+
+
+@dataclass
+class Stops:
+    """SIGINT, SIGTERM and SIGHUP received by pwdeploy, and the main process they are passed to."""
+
+    received: list[int] = field(default_factory=list)
+    first_at: float | None = None
+    child: subprocess.Popen[bytes] | None = None
+
+    def handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self.first_at is None:
+            self.first_at = time.monotonic()
+            self._pass_on(signum)
+
+    def started(self, child: subprocess.Popen[bytes]) -> None:
+        """The job's main process started: a stop that arrived before it is passed on now."""
+        self.child = child
+        if self.received:
+            self._pass_on(self.received[0])
+
+    def ended(self) -> None:
+        self.child = None
+
+    def overdue(self, grace: float) -> bool:
+        """A second stop signal came, or the first came more than ``grace`` seconds ago."""
+        if self.first_at is None:
+            return False
+        return len(self.received) > 1 or time.monotonic() - self.first_at >= grace
+
+    def _pass_on(self, signum: int) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)
 
 
 @contextmanager
-def _signals_forwarded() -> Iterator[Callable[[subprocess.Popen[bytes]], None]]:
-    """Installed before the child starts, so that no signal finds pwdeploy without its handlers.
+def stop_signals() -> Iterator[Stops]:
+    """Installed before the first attempt starts, so that no stop signal finds pwdeploy without its handlers.
 
-    SIGINT gets a do-nothing handler rather than SIG_IGN: an ignored signal stays ignored in the child, a
-    handled one is reset to the default at exec. A SIGTERM/SIGHUP that arrives before the child exists is
-    delivered to it once it has started (the yielded callable reports the start).
+    Handled rather than ignored: an ignored signal would stay ignored in the job, a handled one is reset to the
+    default at exec.
     """
-    children: list[subprocess.Popen[bytes]] = []
-    pending: list[int] = []
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if not children:
-            pending.append(signum)
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
-
-    def ignore(_signum: int, _frame: FrameType | None) -> None:
-        """The terminal sent SIGINT to the child as well; the child decides how to stop."""
-
-    def started(child: subprocess.Popen[bytes]) -> None:
-        children.append(child)
-        for signum in pending:
-            child.send_signal(signum)
-
-    previous: dict[int, Any] = {signal.SIGINT: signal.signal(signal.SIGINT, ignore)}
-    for forwarded in FORWARDED:
-        previous[forwarded] = signal.signal(forwarded, forward)
+    stops = Stops()
+    previous: dict[int, Any] = {signum: signal.signal(signum, stops.handle) for signum in STOP_SIGNALS}
     try:
-        yield started
+        yield stops
     finally:
-        for restored, handler in previous.items():
-            signal.signal(restored, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

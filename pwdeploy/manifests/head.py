@@ -106,10 +106,12 @@ def transfer_memory_on(job: JobConfig) -> bool:
 
 
 def main_env(job: JobConfig) -> list[Manifest]:
-    """The user container's env: the proxy connection (same pod, so localhost), pwdeploy's contract, and the
-    variables read from Secrets (by reference: the value never enters the manifest)."""
+    """The user container's env: the proxy connection (same pod, so localhost), pwdeploy's contract (the restart
+    attempt from the pod's JobSet label), and the variables read from Secrets (by reference: the value never
+    enters the manifest)."""
     transfer_dir = ids.TRANSFER_DIR if transfer_memory_on(job) else None
     env = c.env_list({**envcontract.proxy_env("localhost", transfer_dir), **envcontract.job_env(job)})
+    env.append(c.env_label(ids.RESTART_ATTEMPT_ENV, ids.RESTART_ATTEMPT_LABEL))  # the JobSet's, via downward API
     return env + [c.env_secret(ref.env, ref.secret, ref.key) for ref in job.main.secret_env]
 
 

@@ -1,0 +1,194 @@
+"""The job's process tree, owned by `local run`: found, signalled, given a grace period, killed and reaped.
+
+The job's main process starts in a session of its own (its pid is the session and process-group id), so that a
+fault that kills "the job's process group" (``runtime.step_done``) kills the job and not pwdeploy, and so that
+a terminal's Ctrl-C reaches pwdeploy alone, which passes it to the job's main process only (its data workers get
+no SIGINT, so they print no KeyboardInterrupt tracebacks).
+
+While the job runs, pwdeploy is a child subreaper (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``): a process whose
+parent died (a worker of a killed program, a daemon that forked twice) is re-parented to pwdeploy instead of
+PID 1, so it is still found here, ended and reaped. The tree is: pwdeploy's descendants that did not exist
+before the job started, plus every process in the job's session (in case a platform has no subreaper).
+psutil is imported here only, and this module only by ``local run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psutil
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_GET_CHILD_SUBREAPER = 37
+LEFTOVER_GRACE_SECONDS = 2.0  # after the main process ended: for a resource tracker to unlink what it tracks
+_ROUNDS = 20  # a tree that keeps forking while it is killed is looked at again, this many times at most
+
+
+@contextlib.contextmanager
+def subreaper() -> Iterator[bool]:
+    """Make this process a child subreaper while the block runs (Linux); yields whether it is one."""
+    if not sys.platform.startswith("linux"):
+        yield False
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    previous = ctypes.c_int(0)
+    libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0)
+    done = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    try:
+        yield done
+    finally:
+        if done and not previous.value:
+            libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+class JobTree:
+    """Every process of one run of the job, but its main process (``leader``), which the caller waits for."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._me = psutil.Process()
+        self._before = {_key(p) for p in self._children()}  # pwdeploy's own children before the job existed
+        self.leader: int | None = None
+        self._reaped = False  # once the main process is reaped, its pid (the group id) may name another process
+
+    def started(self, leader: int) -> None:
+        self.leader = leader
+
+    def leader_reaped(self) -> None:
+        self._reaped = True
+
+    def processes(self) -> list[psutil.Process]:
+        """The tree's live processes now (zombies excluded), without the main process."""
+        found: dict[tuple[int, float], psutil.Process] = {}
+        for process in self._children():
+            found.setdefault(_key(process), process)
+        if self.leader is not None:
+            for process in _in_session(self.leader):
+                found.setdefault(_key(process), process)
+        return [p for key, p in found.items() if key not in self._before and p.pid != self.leader and _alive(p)]
+
+    def kill(self) -> None:
+        """SIGKILL the main process, its process group and every other process of the tree, at once."""
+        import psutil
+
+        if self.leader is not None and not self._reaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.leader, signal.SIGKILL)
+        for process in self.processes():
+            with contextlib.suppress(psutil.Error):
+                process.kill()  # psutil checks that the pid still names the same process
+
+    def end(self, grace: float = LEFTOVER_GRACE_SECONDS) -> int:
+        """SIGTERM what is left of the tree, wait up to ``grace`` seconds, SIGKILL the rest; reap them all.
+
+        Call once the main process has ended. Returns how many processes were left running when it ended.
+        """
+        import psutil
+
+        left = self.processes()
+        seen = {_key(p) for p in left}
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.terminate()
+        _wait(left, grace)
+        for _ in range(_ROUNDS):
+            alive = self.processes()
+            if not alive:
+                break
+            seen |= {_key(p) for p in alive}
+            for process in alive:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+            _wait(alive, 1.0)
+        self.reap()
+        return len(seen)
+
+    def reap(self, timeout: float = 1.0) -> None:
+        """Collect the exit status of the tree's processes re-parented to pwdeploy once they ended: no zombie is
+        left behind (a zombie whose parent is dying is re-parented a moment later, so look again a while)."""
+        deadline = time.monotonic() + timeout
+        while self._reap_once() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _reap_once(self) -> bool:
+        """Reap the zombies among pwdeploy's new children; whether the tree still has a zombie somewhere."""
+        import psutil
+
+        for process in self._children():
+            if _key(process) in self._before or process.pid == self.leader:
+                continue
+            with contextlib.suppress(psutil.Error, ChildProcessError):
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(process.pid, os.WNOHANG)
+        return any(_zombie(p) for p in self._tree_including_zombies())
+
+    def _tree_including_zombies(self) -> list[psutil.Process]:
+        found = [p for p in self._children() if _key(p) not in self._before and p.pid != self.leader]
+        if self.leader is not None:
+            found += [p for p in _in_session(self.leader) if p.pid != self.leader]
+        return found
+
+    def _children(self) -> list[psutil.Process]:
+        import psutil
+
+        try:
+            return self._me.children(recursive=True)
+        except psutil.Error:
+            return []
+
+
+def _key(process: psutil.Process) -> tuple[int, float]:
+    """A process's identity: its pid and start time (a pid alone may be reused)."""
+    import psutil
+
+    try:
+        return process.pid, process.create_time()
+    except psutil.Error:
+        return process.pid, 0.0
+
+
+def _zombie(process: psutil.Process) -> bool:
+    import psutil
+
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _alive(process: psutil.Process) -> bool:
+    import psutil
+
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _in_session(session: int) -> list[psutil.Process]:
+    """The processes whose session id is ``session`` (the job's main process started one)."""
+    import psutil
+
+    found = []
+    for pid in psutil.pids():
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == session:
+                with contextlib.suppress(psutil.Error):
+                    found.append(psutil.Process(pid))
+    return found
+
+
+def _wait(processes: list[psutil.Process], timeout: float) -> None:
+    """Wait until none of ``processes`` runs (zombies count as ended), at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while any(_alive(p) for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.02)
