@@ -575,14 +575,21 @@ def test_cli_submit_stops_on_a_failed_cluster_row_against_stub(
     assert stub.writes() == [] and stub.objects == {}
 
 
+def locations(bucket: str) -> list[str]:
+    """The example's GCS locations, moved to an emulator bucket."""
+    return [
+        f"--gcs-scratch=gs://{bucket}/scratch",
+        f"--hlo-dump=gs://{bucket}/hlo",
+        f"--checkpoint-dir=gs://{bucket}/ckpt",
+    ]
+
+
 def test_cli_submit_checks_the_cluster_and_gcs_then_applies_against_stub(
     cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, emulator_env: GcsEmulator, jax_version: str
 ) -> None:
     ready(stub)
     bucket = emulator_env.create_bucket()
-    result = cluster_cli(
-        ["submit", "-f", EXAMPLE, *kc, "--gcs-scratch", f"gs://{bucket}/scratch", "--hlo-dump", f"gs://{bucket}/hlo"]
-    )
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc, *locations(bucket)])
     assert result.exit_code == 0, result.output
     assert ") created" in result.stdout
     assert stub.sent("GET", "/version") and len(stub.sent("POST")) == 8
@@ -595,9 +602,7 @@ def test_cli_submit_prints_the_rows_that_are_not_ok_then_applies_against_stub(
 ) -> None:
     ready(stub, tpu_nodes=1)
     bucket = emulator_env.create_bucket()
-    result = cluster_cli(
-        ["submit", "-f", EXAMPLE, *kc, "--gcs-scratch", f"gs://{bucket}/scratch", "--hlo-dump", f"gs://{bucket}/hlo"]
-    )
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc, *locations(bucket)])
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     warned = [line for line in lines if line.startswith("warning: ")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ import click
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
+from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
 from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, plan, without_compile_cache
 
 if TYPE_CHECKING:
@@ -63,12 +65,19 @@ def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, 
     help="Fault on attempt 0: SIGKILL the job's whole process tree after SECONDS, from outside. Recovering needs "
     "scheduling.max_restarts >= 1.",
 )
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Keep the checkpoints an earlier local run left (.pwdeploy/checkpoints), as a resubmitted job reads its "
+    "bucket; by default each local run starts with none (its own restarts still resume).",
+)
 @_COMMAND
 def run(
     command: tuple[str, ...],
     no_limits_check: bool,
     fail_at_step: int | None,
     kill_after: float | None,
+    resume: bool,
     **params: Any,
 ) -> int:
     """Run the job's command with JAX on CPU, emulating the target's devices.
@@ -93,7 +102,7 @@ def run(
     check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
     local_plan = _usable_gcs_cache(local_plan)
     child_env = {**os.environ, **local_plan.env}
-    _prepare_dirs(local_plan)
+    _prepare_dirs(local_plan, fresh_checkpoints=not resume)
     click.echo(
         f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
         err=True,
@@ -219,15 +228,24 @@ def _usable_gcs_cache(local_plan: LocalPlan) -> LocalPlan:
     return without_compile_cache(local_plan)
 
 
-def _prepare_dirs(local_plan: LocalPlan) -> None:
+def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
+    """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
+    run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
     shown = {"HLO dumps": local_plan.hlo_dir} if local_plan.hlo_dir is not None else {}
     shown |= {
         f"{LOCAL_OUTPUTS[name]} (instead of storage.{LOCAL_OUTPUTS[name]})": path
         for name, path in local_plan.outputs.items()
     }
+    checkpoints = local_plan.outputs.get(CHECKPOINT_DIR_ENV)
     for what, path in shown.items():
+        note = ""
+        if path == checkpoints:
+            cleared = fresh_checkpoints and path.is_dir() and any(path.iterdir())
+            if cleared:
+                shutil.rmtree(path)
+            note = "; an earlier run's were cleared (--resume keeps them)" if cleared else ""
         path.mkdir(parents=True, exist_ok=True)
-        click.echo(f"pwdeploy local: {what} go to {path}", err=True)
+        click.echo(f"pwdeploy local: {what} go to {path}{note}", err=True)
     cache = local_plan.compile_cache
     if cache is not None and not cache.startswith("gs://"):
         Path(cache).mkdir(parents=True, exist_ok=True)
