@@ -10,127 +10,91 @@ whose ``items`` is not a list of objects, or an answer bigger than ``MAX_ANSWER_
 status and the first bytes of the answer, never an exception from deeper down. One request, retries included, ends
 within ``Kube.deadline`` seconds (wall time); when it takes longer than ``Kube.slow_after``, ``Kube.on_wait`` is
 told once which server and which request it is waiting for.
+
+The resources and actions (``pwdeploy.cluster.resources``) and the error conversion (``pwdeploy.cluster.api_errors``)
+live in modules of their own and are imported from here as one vocabulary.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pwdeploy.cluster.answers import (
     BadAnswer,
-    excerpt,
     items_of,
     json_object,
-    printable,
     read_answer,
     without_userinfo,
 )
-from pwdeploy.errors import ClusterError, PwdeployError
+from pwdeploy.cluster.api_errors import (
+    GET_CREDENTIALS,
+    RETRYABLE_STATUS,
+    ApiError,
+    Missing,
+    api_status,
+    cluster_error,
+    is_transport_or_api_error,
+    rbac_hint,
+    retry_after,
+    retryable,
+    unsendable,
+)
+from pwdeploy.cluster.resources import (
+    ACCESS_REVIEWS,
+    CRDS,
+    EVENTS,
+    JOBSETS,
+    NAMESPACES,
+    NODES,
+    POD_LOGS,
+    POD_PORTFORWARD,
+    PODS,
+    SECRETS,
+    Action,
+    Resource,
+    localqueues,
+)
+from pwdeploy.errors import PwdeployError
 
-GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# The seam's vocabulary, importable from here: resources, actions, errors.
+__all__ = [
+    "ACCESS_REVIEWS",
+    "CRDS",
+    "EVENTS",
+    "GET_CREDENTIALS",
+    "JOBSETS",
+    "NAMESPACES",
+    "NODES",
+    "PODS",
+    "POD_LOGS",
+    "POD_PORTFORWARD",
+    "RETRYABLE_STATUS",
+    "SECRETS",
+    "Action",
+    "ApiError",
+    "Clock",
+    "Kube",
+    "Missing",
+    "Resource",
+    "RetryPolicy",
+    "SystemClock",
+    "api_status",
+    "cluster_error",
+    "localqueues",
+    "rbac_hint",
+    "reading_answers",
+    "stream_retryable",
+]
+
 DEFAULT_TIMEOUT = (10.0, 20.0)  # (connect, read) seconds of one attempt
 DEFAULT_DEADLINE = 45.0  # seconds one request may take, retries included: a hung server ends the run in bounded time
 SLOW_AFTER = 5.0  # seconds after which the user is told what the command is waiting for
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A Kubernetes resource type: where it lives in the API and how to name it to users."""
-
-    group: str  # "" for the core group
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-    subresource: str = ""  # "log", "portforward": a request to one object's subresource
-
-    @property
-    def rbac_resource(self) -> str:
-        """``pods/log`` for a subresource, else the plural: the ``resources`` entry of an RBAC rule."""
-        return f"{self.plural}/{self.subresource}" if self.subresource else self.plural
-
-    @property
-    def group_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def api_path(self) -> str:
-        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-
-    @property
-    def display(self) -> str:
-        """``jobsets.jobset.x-k8s.io`` or ``pods``, as ``kubectl auth can-i`` spells it."""
-        return f"{self.rbac_resource}.{self.group}" if self.group else self.rbac_resource
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        """The URL path of the collection, of the object ``name``, or of that object's subresource."""
-        parts = [self.api_path]
-        if self.namespaced and namespace is not None:
-            parts += ["namespaces", namespace]
-        parts.append(self.plural)
-        if name is not None:
-            parts.append(name)
-            if self.subresource:
-                parts.append(self.subresource)
-        return "/".join(parts)
-
-
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
-PODS = Resource("", "v1", "pods", "Pod")
-EVENTS = Resource("", "v1", "events", "Event")
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
-NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
-SECRETS = Resource("", "v1", "secrets", "Secret")
-POD_LOGS = Resource("", "v1", "pods", "Pod", subresource="log")
-POD_PORTFORWARD = Resource("", "v1", "pods", "Pod", subresource="portforward")
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
-ACCESS_REVIEWS = Resource(
-    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
-)
-
-
-def localqueues(version: str) -> Resource:
-    return Resource("kueue.x-k8s.io", version, "localqueues", "LocalQueue")
-
-
-Missing = Literal["object", "namespace", "type"]  # what a 404 lacked; "type": the API type is not served
-
-
-class ApiError(ClusterError):
-    """A failed request, or an answer that is not what the API promises; ``status`` is the HTTP status (None when no
-    answer came back)."""
-
-    def __init__(
-        self, message: str, *, status: int | None = None, missing: Missing | None = None, hint: str | None = None
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.status = status
-        self.missing = missing
-
-
-@dataclass(frozen=True)
-class Action:
-    """What a request was for, in RBAC terms, so errors can say which permission is missing."""
-
-    verb: str  # get, list, create, patch, delete, ...
-    resource: Resource | None  # None for discovery
-    namespace: str | None = None
-    name: str | None = None
-
-    def describe(self) -> str:
-        if self.resource is None:
-            return f"{self.verb} the API discovery document {self.name or ''}".rstrip()
-        target = f"{self.resource.display} {self.name!r}" if self.name else self.resource.display
-        where = f" in namespace {self.namespace!r}" if self.namespace and self.resource.namespaced else ""
-        return f"{self.verb} {target}{where}"
 
 
 class Clock(Protocol):
@@ -246,11 +210,11 @@ class Kube:
             except PwdeployError:  # a ConfigError from a credential refresh, say
                 raise
             except Exception as exc:  # classified below: transport and API errors become ApiError
-                if not _is_transport_or_api_error(exc):
-                    raise _unsendable(exc, action, self) from exc
-                delay = self.retry.delay(attempt, _retry_after(exc))
+                if not is_transport_or_api_error(exc):
+                    raise unsendable(exc, action, self) from exc
+                delay = self.retry.delay(attempt, retry_after(exc))
                 out_of_time = time.monotonic() - started + delay >= self.deadline
-                if not _retryable(exc) or attempt >= self.retry.attempts or out_of_time:
+                if not retryable(exc) or attempt >= self.retry.attempts or out_of_time:
                     raise cluster_error(exc, action, attempts=attempt, kube=self) from None
                 self.clock.sleep(delay)
                 continue
@@ -393,160 +357,3 @@ def reading_answers(kube: Kube) -> Iterator[None]:
             hint="is the server URL a Kubernetes API server? --debug shows where the answer was read; "
             "if it is one, please report this",
         ) from exc
-
-
-# ---------------------------------------------------------------------------------------------- errors
-
-
-def _unsendable(exc: Exception, action: Action, kube: Kube) -> ApiError:
-    """The client library refused to send the request; its message is not shown, since it may quote a header (the
-    bearer token: ``Invalid header value b'Bearer ...'``)."""
-    return ApiError(
-        f"the request to {action.describe()} could not be sent to the API server{kube.where()} "
-        f"({type(exc).__name__} in the Kubernetes client)",
-        hint="check the kubeconfig's credentials for this context; --debug shows the traceback",
-    )
-
-
-def _is_transport_or_api_error(exc: Exception) -> bool:
-    import urllib3
-    from kubernetes.client.exceptions import ApiException
-
-    return isinstance(exc, (ApiException, urllib3.exceptions.HTTPError, OSError))
-
-
-def _retryable(exc: Exception) -> bool:
-    import urllib3
-    from kubernetes.client.exceptions import ApiException
-
-    if isinstance(exc, ApiException):
-        return exc.status in RETRYABLE_STATUS
-    if isinstance(exc, urllib3.exceptions.MaxRetryError):
-        exc = exc.reason or exc
-    if isinstance(exc, urllib3.exceptions.SSLError):
-        return False  # certificate problems do not heal by waiting
-    # NewConnectionError (refused, DNS) is a TimeoutError subclass in urllib3 2: retried as well.
-    return isinstance(exc, (urllib3.exceptions.TimeoutError, urllib3.exceptions.ProtocolError, OSError))
-
-
-def _retry_after(exc: Exception) -> float | None:
-    headers = getattr(exc, "headers", None)
-    value = headers.get("Retry-After") if headers else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def api_status(exc: Exception) -> dict[str, Any]:
-    """The Kubernetes ``Status`` object in an error response ({} when the body is not one), its ``details`` a
-    mapping and their ``causes`` a list of mappings, whatever the server sent."""
-    body = getattr(exc, "body", None)
-    try:
-        parsed = json.loads(body) if body else {}
-    except (TypeError, ValueError):
-        return {}
-    if not isinstance(parsed, dict) or parsed.get("kind") != "Status":
-        return {}
-    details = parsed.get("details")
-    details = details if isinstance(details, dict) else {}
-    causes = details.get("causes")
-    causes = causes if isinstance(causes, list) else []
-    return {**parsed, "details": {**details, "causes": [c for c in causes if isinstance(c, dict)]}}
-
-
-def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Kube | None = None) -> ApiError:
-    """The one place where a failed request becomes a message a user can act on."""
-    from kubernetes.client.exceptions import ApiException
-
-    where = kube.where() if kube is not None else ""
-    tried = f" after {attempts} attempts" if attempts > 1 else ""
-    if not isinstance(exc, ApiException) or not exc.status:
-        reason = getattr(exc, "reason", None) or exc
-        return ApiError(
-            f"cannot reach the Kubernetes API server{where} to {action.describe()}{tried}: {reason}",
-            hint=f"check the network path to the cluster and the credentials ({GET_CREDENTIALS})",
-        )
-    status = api_status(exc)
-    message = printable(str(status.get("message") or "")) or _reason_and_excerpt(exc)
-    code = int(exc.status)
-    if code == 401:
-        return ApiError(
-            f"the API server{where} rejected the credentials (401 Unauthorized) to {action.describe()}",
-            status=code,
-            hint=f"the kubeconfig's token or certificate is missing or expired; refresh it ({GET_CREDENTIALS})",
-        )
-    if code == 403:
-        return ApiError(f"forbidden (403): {message}", status=code, hint=rbac_hint(action))
-    if code == 404:
-        return _not_found(action, status, message)
-    if code == 409:
-        return ApiError(
-            f"conflict (409) to {action.describe()}: {message}",
-            status=code,
-            hint="the object changed or already exists; `pwdeploy submit --replace` recreates a job",
-        )
-    if code == 422:
-        return _invalid(action, status, message)
-    if code in RETRYABLE_STATUS:
-        return ApiError(
-            f"the API server{where} failed to {action.describe()}{tried}: {code} {message}".rstrip(),
-            status=code,
-            hint="the control plane may be upgrading or overloaded; try again in a minute",
-        )
-    return ApiError(f"the API server refused to {action.describe()}: {code} {message}".rstrip(), status=code)
-
-
-def _reason_and_excerpt(exc: Any) -> str:
-    """An error answer that is not a ``Status`` (a proxy's page): its reason and its first bytes."""
-    body = getattr(exc, "body", None) or ""
-    quoted = f" (answer: {excerpt(body.encode() if isinstance(body, str) else body)})" if body else ""
-    return f"{exc.reason or ''}{quoted}".strip()
-
-
-def _invalid(action: Action, status: dict[str, Any], message: str) -> ApiError:
-    """422: one line per field path the API server named."""
-    causes = (status.get("details") or {}).get("causes") or []
-    lines = [printable(f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}") for c in causes] or [message]
-    detail = "\n".join(f"  - {line}" for line in lines)
-    return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}", status=422)
-
-
-def rbac_hint(action: Action) -> str:
-    """The RBAC rule that grants ``action``, and the ``kubectl auth can-i`` line that checks it."""
-    if action.resource is None:
-        return "the identity needs read access to API discovery (the system:discovery ClusterRole)"
-    res = action.resource
-    scope = f"a Role in namespace {action.namespace}" if res.namespaced and action.namespace else "a ClusterRole"
-    ns = f" -n {action.namespace}" if res.namespaced and action.namespace else ""
-    subresource = f" --subresource={res.subresource}" if res.subresource else ""
-    return (
-        f"bind this identity to {scope} with the rule apiGroups: [{json.dumps(res.group)}], "
-        f"resources: [{res.rbac_resource}], verbs: [{action.verb}]; check with: kubectl auth can-i {action.verb} "
-        f"{res.plural}{'.' + res.group if res.group else ''}{subresource}{ns}"
-    )
-
-
-def _not_found(action: Action, status: dict[str, Any], message: str) -> ApiError:
-    details = status.get("details") or {}
-    res = action.resource
-    if res is None or not details.get("name"):
-        # A Status without details.name is the server's answer for an unknown path: the type is not served.
-        what = res.group_version if res is not None else (action.name or "the API")
-        return ApiError(
-            f"the API server does not serve {what} (404): {message}",
-            status=404,
-            missing="type",
-            hint="its CustomResourceDefinition is not installed in this cluster",
-        )
-    if details.get("kind") == "namespaces" and details.get("name") in (action.namespace, action.name):
-        namespace = details["name"]
-        return ApiError(
-            f"namespace {namespace!r} does not exist",
-            status=404,
-            missing="namespace",
-            hint=f"create it (kubectl create namespace {namespace}) or set `namespace` in the job",
-        )
-    return ApiError(
-        f"{res.kind} {action.name!r} not found in namespace {action.namespace!r}", status=404, missing="object"
-    )

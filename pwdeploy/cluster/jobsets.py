@@ -207,16 +207,23 @@ def namespace_exists(kube: Kube, namespace: str) -> bool | None:
     return True
 
 
-def kueue_localqueues(kube: Kube) -> Resource | None:
-    """The LocalQueue resource at Kueue's preferred version, or None when Kueue is not installed."""
+def preferred_version(kube: Kube, group: str, default: str | None = None) -> str | None:
+    """The API group's preferred version from discovery (Kueue's is not fixed: v1beta1, v1beta2, ...; ``default``
+    when the answer names none), or None when the cluster does not serve the group."""
     try:
-        group = kube.request(Action("get", None, name=f"/apis/{KUEUE_GROUP}"), "GET", f"/apis/{KUEUE_GROUP}")
+        answer = kube.request(Action("get", None, name=f"/apis/{group}"), "GET", f"/apis/{group}")
     except ApiError as exc:
         if exc.status == 404:
             return None
         raise
-    version = (group.get("preferredVersion") or {}).get("version") or "v1beta1"
-    return localqueues(str(version))
+    version = (answer.get("preferredVersion") or {}).get("version") if isinstance(answer, dict) else None
+    return str(version) if version else default
+
+
+def kueue_localqueues(kube: Kube) -> Resource | None:
+    """The LocalQueue resource at Kueue's preferred version, or None when Kueue is not installed."""
+    version = preferred_version(kube, KUEUE_GROUP, default="v1beta1")
+    return None if version is None else localqueues(version)
 
 
 def localqueue_names(kube: Kube, resource: Resource, namespace: str) -> list[str]:

@@ -116,22 +116,10 @@ def _queued(jobset: Object) -> bool:
     return bool(labels.get(ids.QUEUE_LABEL)) or bool((jobset.get("spec") or {}).get("suspend"))
 
 
-def _group_version(kube: Kube, group: str) -> str | None:
-    """The group's preferred version from discovery, or None when the cluster does not serve the group."""
-    try:
-        answer = kube.request(Action("get", None, name=f"/apis/{group}"), "GET", f"/apis/{group}")
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
-    version = (answer.get("preferredVersion") or {}).get("version") if isinstance(answer, dict) else None
-    return str(version) if version else None
-
-
 def _kueue(kube: Kube, namespace: str, jobset: Object) -> tuple[bool, Object | None]:
     """(Kueue installed, the JobSet's Workload): Kueue labels a Workload with its job's UID
     (kueue.x-k8s.io/job-uid, see kubernetes-sigs/kueue pkg/controller/constants)."""
-    version = _group_version(kube, KUEUE_GROUP)
+    version = js.preferred_version(kube, KUEUE_GROUP)
     if version is None:
         return False, None
     workloads = Resource(KUEUE_GROUP, version, "workloads", "Workload")
@@ -143,7 +131,7 @@ def _kueue(kube: Kube, namespace: str, jobset: Object) -> tuple[bool, Object | N
 def _provisioning(kube: Kube, namespace: str, workload: str) -> list[Object]:
     """The ProvisioningRequests Kueue made for the Workload: their names start with the Workload's
     (``<workload>-<check>-<attempt>``, kubernetes-sigs/kueue pkg/controller/admissionchecks/provisioning)."""
-    version = _group_version(kube, AUTOSCALING_GROUP)
+    version = js.preferred_version(kube, AUTOSCALING_GROUP)
     if version is None:
         return []
     resource = Resource(AUTOSCALING_GROUP, version, "provisioningrequests", "ProvisioningRequest")

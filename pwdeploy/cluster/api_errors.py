@@ -1,0 +1,186 @@
+"""Where a failed request to the Kubernetes API becomes a message a user can act on (``cluster_error``): the
+status, what was asked, the RBAC rule a 403 lacks, the fields a 422 names; the body of an answer is quoted only
+as printable, bounded text."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Literal
+
+from pwdeploy.cluster.answers import excerpt, printable
+from pwdeploy.cluster.resources import Action
+from pwdeploy.errors import ClusterError
+
+if TYPE_CHECKING:
+    from pwdeploy.cluster.api import Kube
+
+GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+Missing = Literal["object", "namespace", "type"]  # what a 404 lacked; "type": the API type is not served
+
+
+class ApiError(ClusterError):
+    """A failed request, or an answer that is not what the API promises; ``status`` is the HTTP status (None when no
+    answer came back)."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, missing: Missing | None = None, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.missing = missing
+
+
+def unsendable(exc: Exception, action: Action, kube: Kube) -> ApiError:
+    """The client library refused to send the request; its message is not shown, since it may quote a header (the
+    bearer token: ``Invalid header value b'Bearer ...'``)."""
+    return ApiError(
+        f"the request to {action.describe()} could not be sent to the API server{kube.where()} "
+        f"({type(exc).__name__} in the Kubernetes client)",
+        hint="check the kubeconfig's credentials for this context; --debug shows the traceback",
+    )
+
+
+def is_transport_or_api_error(exc: Exception) -> bool:
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    return isinstance(exc, (ApiException, urllib3.exceptions.HTTPError, OSError))
+
+
+def retryable(exc: Exception) -> bool:
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(exc, ApiException):
+        return exc.status in RETRYABLE_STATUS
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        exc = exc.reason or exc
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        return False  # certificate problems do not heal by waiting
+    # NewConnectionError (refused, DNS) is a TimeoutError subclass in urllib3 2: retried as well.
+    return isinstance(exc, (urllib3.exceptions.TimeoutError, urllib3.exceptions.ProtocolError, OSError))
+
+
+def retry_after(exc: Exception) -> float | None:
+    headers = getattr(exc, "headers", None)
+    value = headers.get("Retry-After") if headers else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def api_status(exc: Exception) -> dict[str, Any]:
+    """The Kubernetes ``Status`` object in an error response ({} when the body is not one), its ``details`` a
+    mapping and their ``causes`` a list of mappings, whatever the server sent."""
+    body = getattr(exc, "body", None)
+    try:
+        parsed = json.loads(body) if body else {}
+    except (TypeError, ValueError):
+        return {}
+    if not isinstance(parsed, dict) or parsed.get("kind") != "Status":
+        return {}
+    details = parsed.get("details")
+    details = details if isinstance(details, dict) else {}
+    causes = details.get("causes")
+    causes = causes if isinstance(causes, list) else []
+    return {**parsed, "details": {**details, "causes": [c for c in causes if isinstance(c, dict)]}}
+
+
+def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Kube | None = None) -> ApiError:
+    """The one place where a failed request becomes a message a user can act on."""
+    from kubernetes.client.exceptions import ApiException
+
+    where = kube.where() if kube is not None else ""
+    tried = f" after {attempts} attempts" if attempts > 1 else ""
+    if not isinstance(exc, ApiException) or not exc.status:
+        reason = getattr(exc, "reason", None) or exc
+        return ApiError(
+            f"cannot reach the Kubernetes API server{where} to {action.describe()}{tried}: {reason}",
+            hint=f"check the network path to the cluster and the credentials ({GET_CREDENTIALS})",
+        )
+    status = api_status(exc)
+    message = printable(str(status.get("message") or "")) or _reason_and_excerpt(exc)
+    code = int(exc.status)
+    if code == 401:
+        return ApiError(
+            f"the API server{where} rejected the credentials (401 Unauthorized) to {action.describe()}",
+            status=code,
+            hint=f"the kubeconfig's token or certificate is missing or expired; refresh it ({GET_CREDENTIALS})",
+        )
+    if code == 403:
+        return ApiError(f"forbidden (403): {message}", status=code, hint=rbac_hint(action))
+    if code == 404:
+        return _not_found(action, status, message)
+    if code == 409:
+        return ApiError(
+            f"conflict (409) to {action.describe()}: {message}",
+            status=code,
+            hint="the object changed or already exists; `pwdeploy submit --replace` recreates a job",
+        )
+    if code == 422:
+        return _invalid(action, status, message)
+    if code in RETRYABLE_STATUS:
+        return ApiError(
+            f"the API server{where} failed to {action.describe()}{tried}: {code} {message}".rstrip(),
+            status=code,
+            hint="the control plane may be upgrading or overloaded; try again in a minute",
+        )
+    return ApiError(f"the API server refused to {action.describe()}: {code} {message}".rstrip(), status=code)
+
+
+def _reason_and_excerpt(exc: Any) -> str:
+    """An error answer that is not a ``Status`` (a proxy's page): its reason and its first bytes."""
+    body = getattr(exc, "body", None) or ""
+    quoted = f" (answer: {excerpt(body.encode() if isinstance(body, str) else body)})" if body else ""
+    return f"{exc.reason or ''}{quoted}".strip()
+
+
+def _invalid(action: Action, status: dict[str, Any], message: str) -> ApiError:
+    """422: one line per field path the API server named."""
+    causes = (status.get("details") or {}).get("causes") or []
+    lines = [printable(f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}") for c in causes] or [message]
+    detail = "\n".join(f"  - {line}" for line in lines)
+    return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}", status=422)
+
+
+def rbac_hint(action: Action) -> str:
+    """The RBAC rule that grants ``action``, and the ``kubectl auth can-i`` line that checks it."""
+    if action.resource is None:
+        return "the identity needs read access to API discovery (the system:discovery ClusterRole)"
+    res = action.resource
+    scope = f"a Role in namespace {action.namespace}" if res.namespaced and action.namespace else "a ClusterRole"
+    ns = f" -n {action.namespace}" if res.namespaced and action.namespace else ""
+    subresource = f" --subresource={res.subresource}" if res.subresource else ""
+    return (
+        f"bind this identity to {scope} with the rule apiGroups: [{json.dumps(res.group)}], "
+        f"resources: [{res.rbac_resource}], verbs: [{action.verb}]; check with: kubectl auth can-i {action.verb} "
+        f"{res.plural}{'.' + res.group if res.group else ''}{subresource}{ns}"
+    )
+
+
+def _not_found(action: Action, status: dict[str, Any], message: str) -> ApiError:
+    details = status.get("details") or {}
+    res = action.resource
+    if res is None or not details.get("name"):
+        # A Status without details.name is the server's answer for an unknown path: the type is not served.
+        what = res.group_version if res is not None else (action.name or "the API")
+        return ApiError(
+            f"the API server does not serve {what} (404): {message}",
+            status=404,
+            missing="type",
+            hint="its CustomResourceDefinition is not installed in this cluster",
+        )
+    if details.get("kind") == "namespaces" and details.get("name") in (action.namespace, action.name):
+        namespace = details["name"]
+        return ApiError(
+            f"namespace {namespace!r} does not exist",
+            status=404,
+            missing="namespace",
+            hint=f"create it (kubectl create namespace {namespace}) or set `namespace` in the job",
+        )
+    return ApiError(
+        f"{res.kind} {action.name!r} not found in namespace {action.namespace!r}", status=404, missing="object"
+    )
