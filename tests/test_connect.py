@@ -24,7 +24,7 @@ from pwdeploy import manifests
 from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.kubeconfig import load_kube
 from pwdeploy.cluster.portforward import Forwarder, open_port_stream
-from pwdeploy.cluster.session import READY_LINE
+from pwdeploy.cluster.session import READY_LINE, Head, HeadStreams
 from tests.conftest import REPO, SeamRunner
 from tests.kube_stub import FakeClock, small_job
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
@@ -188,6 +188,36 @@ def test_a_dropped_stream_closes_its_connection_and_the_next_one_works_stub(
     assert roundtrip(forwarder.port, b"after the drop") == b"after the drop"
     assert notes.said("connection 1", "broke off", "the next connection opens a new stream")
     assert notes.said("connection 2: the last stream failed; opening a new one in 0.5 s") and notes.sleeps == [0.5]
+
+
+def test_streams_follow_the_head_pod_when_the_job_restarts_stub(
+    kube: Kube, session: PortForwardApiFake, standin: TcpStandIn
+) -> None:
+    """The JobSet recreated the job's pods: the old head pod is gone, so new connections wait (503, retried with
+    backoff) until the new head pod's proxy serves, then go there."""
+    notes = Notes()
+    listener = socket.create_server(("127.0.0.1", 0))
+    streams = HeadStreams(kube, "default", JOB, Head(HEAD, PORT), notify=notes.notify)
+    forwarder = Forwarder(listener, streams.open, notes.notify, "the proxy", notes.sleep).start()
+    try:
+        assert roundtrip(forwarder.port, b"first attempt") == b"first attempt"
+        del session.objects[("pods", "default", HEAD)]
+        new_head = head_pod()
+        new_head["metadata"]["name"] = HEAD2 = f"{JOB}-{ids.HEAD_JOB}-0-0-fghij"
+        new_head["metadata"]["creationTimestamp"] = "2026-01-01T00:10:00Z"
+        new_head["status"]["phase"] = "Pending"
+        session.put("pods", new_head)
+        session.route("default", HEAD2, PORT, standin.address)
+        with socket.create_connection(("127.0.0.1", forwarder.port), timeout=10) as conn:
+            assert conn.recv(100) == b""  # no stream while the new head does not serve: this connection ends
+        assert notes.said("is not serving yet", "retrying in")
+        new_head["status"]["phase"] = "Running"
+        session.logs[("default", HEAD2, ids.PROXY_CONTAINER)] = PROXY_LOG
+        assert roundtrip(forwarder.port, b"after the restart") == b"after the restart"
+        assert notes.said(f"head pod {HEAD} is gone (the job restarted); forwarding to pod/{HEAD2} from now on")
+        assert streams.head == Head(HEAD2, PORT)
+    finally:
+        forwarder.close()
 
 
 def test_a_stream_refused_by_an_overloaded_api_is_retried_with_backoff_stub(

@@ -96,7 +96,7 @@ def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions) 
         head = _wait_ready(kube, namespace, name, port, options.timeout)
         if listener is None:
             return _print_env(options.local_port)
-        forwarder = _forward(kube, namespace, head, listener)
+        forwarder = _forward(kube, namespace, name, head, listener)
         env = session_env(forwarder.port, name)
         if options.command:
             from pwdeploy.local.runner import run_child
@@ -176,15 +176,15 @@ def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float
         display.close()
 
 
-def _forward(kube: Kube, namespace: str, head: Head, listener: socket.socket) -> Forwarder:
+def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket.socket) -> Forwarder:
     """Open one stream first (so a refusal, such as RBAC, stops here with its message), then serve."""
-    from pwdeploy.cluster.portforward import Forwarder, open_port_stream
+    from pwdeploy.cluster.portforward import Forwarder
+    from pwdeploy.cluster.session import HeadStreams
 
-    target = f"pod/{head.pod}:{head.port}"
-    _probe(lambda: open_port_stream(kube, namespace, head.pod, head.port), target, kube.clock.sleep)
-    return Forwarder(
-        listener, lambda: open_port_stream(kube, namespace, head.pod, head.port), _say, target, kube.clock.sleep
-    ).start()
+    streams = HeadStreams(kube, namespace, name, head, notify=_say)  # follows the head pod across restarts
+    _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep)
+    target = f"the proxy of job {name} (port {head.port})"
+    return Forwarder(listener, streams.open, _say, target, kube.clock.sleep).start()
 
 
 def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None]) -> None:

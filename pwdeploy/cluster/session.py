@@ -3,14 +3,18 @@ template), waiting until the proxy serves, and whether the local jax matches the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.api import POD_LOGS, Action, ApiError, Kube
 from pwdeploy.cluster.progress import job_state, progress, progress_line
 from pwdeploy.errors import ClusterError, ConfigError
+
+if TYPE_CHECKING:
+    from pwdeploy.cluster.portforward import PortStream
 
 # The proxy's log line once it serves: "pathways-proxy is ready to serve new connection requests when the following
 # log is written" (https://docs.cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/
@@ -156,6 +160,53 @@ class ProxyWatch:
             getattr(lines, "close", lambda: None)()
         # A log longer than the scan without the line: the start line rotated out of a long-running proxy's log.
         return read >= LOG_SCAN_BYTES
+
+
+class HeadStreams:
+    """Streams to the proxy of a job's head pod that follow the head across restarts: when the pod is gone (the
+    JobSet recreated the job's pods after a failure), the job's new head pod is looked up and, once its proxy
+    serves, used from then on. Until then a stream is refused as the API refuses one while it is busy (503), so the
+    forwarder retries with backoff; a job that ended refuses every later stream (410)."""
+
+    def __init__(self, kube: Kube, namespace: str, name: str, head: Head, *, notify: Callable[[str], None]) -> None:
+        self.kube, self.namespace, self.name = kube, namespace, name
+        self.head = head
+        self.notify = notify
+        self._lock = threading.Lock()
+
+    def open(self) -> PortStream:
+        from pwdeploy.cluster.portforward import open_port_stream
+
+        head = self.head
+        try:
+            return open_port_stream(self.kube, self.namespace, head.pod, head.port)
+        except ApiError as exc:
+            if exc.status != 404 or exc.missing != "object":
+                raise
+        head = self._follow(head)
+        return open_port_stream(self.kube, self.namespace, head.pod, head.port)
+
+    def _follow(self, gone: Head) -> Head:
+        with self._lock:
+            if self.head != gone:  # another connection found the new head already
+                return self.head
+            try:
+                pod, waiting_for = ProxyWatch(self.kube, self.namespace, self.name, notify=self.notify).poll(
+                    lambda _: None
+                )
+            except ApiError:
+                raise
+            except ClusterError as exc:  # the job ended, or was deleted
+                raise ApiError(f"pod {gone.pod} is gone and {exc}", status=410) from None
+            if pod is None:
+                raise ApiError(
+                    f"pod {gone.pod} is gone (the job restarted?); its new head pod's proxy is not serving yet: "
+                    f"waiting for {waiting_for}",
+                    status=503,
+                )
+            self.notify(f"head pod {gone.pod} is gone (the job restarted); forwarding to pod/{pod} from now on")
+            self.head = Head(pod, gone.port)
+            return self.head
 
 
 def _newest_head(pods: list[Object]) -> Object | None:
