@@ -17,7 +17,13 @@ _CREDENTIAL_NAME = re.compile(
 
 def job_warnings(job: JobConfig) -> list[str]:
     """Every warning for ``job``, each one line that names the field and the fix."""
-    return [*_kueue_memory(job), *_literal_credentials(job), *_gcs_dump_flag(job), *_headless_command(job)]
+    return [
+        *_kueue_memory(job),
+        *_literal_credentials(job),
+        *_gcs_dump_flag(job),
+        *_headless_command(job),
+        *_flex_start_duration(job),
+    ]
 
 
 def _kueue_memory(job: JobConfig) -> list[str]:
@@ -67,4 +73,15 @@ def _headless_command(job: JobConfig) -> list[str]:
     return [
         f"headless: main.command ({' '.join(job.main.command)}) does not run: a headless job has no main "
         "container, you connect to its proxy from your own machine; drop --headless (headless) to run it"
+    ]
+
+
+def _flex_start_duration(job: JobConfig) -> list[str]:
+    if job.tpu.capacity != "flex-start" or job.tpu.max_run_duration is None:
+        return []
+    return [
+        f"tpu.max_run_duration with capacity flex-start: the workers also select the node label "
+        f"cloud.google.com/gke-max-run-duration-seconds={job.tpu.max_run_duration}, which only nodes created with "
+        "that run duration carry; if your flex-start pool was created without one, the workers never schedule: "
+        "drop --max-run-duration (README: TPU capacity)"
     ]

@@ -115,3 +115,19 @@ def test_submit_prints_the_same_warnings_against_the_stub_api_server(tmp_path: P
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines()[0].startswith("warning: main.env.X_TOKEN looks like a credential")
     assert stub.writes() == []
+
+
+def test_flex_start_with_a_run_duration_warns_of_the_node_label_it_selects() -> None:
+    base = {
+        "name": "flex",
+        "tpu.type": "v5p-8",
+        "main.image": "us-docker.pkg.dev/p/r/train:1",
+        "main.command": "python3 train.py",
+        "storage.scratch": "gs://bucket-a/scratch",
+        "tpu.capacity": "flex-start",
+    }
+    plain = load_job(None, base, installed_jax=lambda: "0.10.2")
+    timed = load_job(None, {**base, "tpu.max_run_duration": "24h"}, installed_jax=lambda: "0.10.2")
+    assert not [w for w in job_warnings(plain) if "max_run_duration" in w]
+    (warning,) = [w for w in job_warnings(timed) if "max_run_duration" in w]
+    assert "cloud.google.com/gke-max-run-duration-seconds=86400" in warning and "--max-run-duration" in warning
