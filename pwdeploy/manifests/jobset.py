@@ -41,8 +41,11 @@ def failure_policy(job: JobConfig) -> Manifest:
     }
     if not job.headless:
         # The head Job fails with reason PodFailurePolicy only when the user's program exited non-zero:
-        # restarting every slice would rerun the same bug, so stop the JobSet instead.
+        # restarting every slice would rerun the same bug, so stop the JobSet instead. JobSet tries its rules in
+        # order on the failed Jobs it sees, so a lost slice (a failed worker Job) comes first: the program it
+        # takes down with it (its devices are gone) exits non-zero too, and must not turn a restart into a failure.
         policy["rules"] = [
+            {"name": "slice_lost", "action": "RestartJobSet", "targetReplicatedJobs": [ids.WORKER_JOB]},
             {
                 "name": "user_program_failed",
                 "action": "FailJobSet",
