@@ -105,7 +105,7 @@ def submit(
             until: Until = "done" if wait == "done" else "running"
             _wait(kube, job.name, namespace, until, timeout)
     if connect_after:
-        from pwdeploy.cli.connect import SessionOptions, run_session
+        from pwdeploy.cli.session import SessionOptions, run_session
 
         return run_session(kube, namespace, job.name, SessionOptions(timeout=timeout))
     if job.headless:

@@ -51,7 +51,7 @@ def failure_policy(job: JobConfig) -> Manifest:
                 "action": "FailJobSet",
                 "onJobFailureReasons": ["PodFailurePolicy"],
                 "targetReplicatedJobs": [ids.HEAD_JOB],
-            }
+            },
         ]
     return policy
 

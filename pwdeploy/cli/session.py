@@ -1,0 +1,222 @@
+"""A connect session, shared by `pwdeploy connect` and `submit --connect`: wait until the headless job's proxy
+serves, forward it to 127.0.0.1 through the Kubernetes API (no kubectl), then run a command or hold the forward."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import click
+
+from pwdeploy.cli.options import seam
+from pwdeploy.errors import ClusterError, ConfigError
+
+if TYPE_CHECKING:
+    from pwdeploy.cluster.api import Kube
+    from pwdeploy.cluster.portforward import Forwarder, PortStream
+    from pwdeploy.cluster.session import Head
+
+DEFAULT_LOCAL_PORT = 29000
+JOB_ENV = "PWDEPLOY_JOB"  # names the job for a command run by connect
+
+
+class SessionOptions(NamedTuple):
+    local_port: int = DEFAULT_LOCAL_PORT
+    timeout: float | None = None
+    print_env: bool = False
+    strict_version: bool = False
+    delete_on_exit: bool = False
+    command: tuple[str, ...] = ()
+
+
+def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions) -> int:
+    """connect's body (also `submit --connect`'s end): checks, wait, forward, command or hold; the exit status."""
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.cluster.session import proxy_port
+
+    _check_flags(options)
+    listener = None if options.print_env else bind_local(options.local_port)
+    try:
+        jobset = js.require_jobset(kube, namespace, name)
+        port = proxy_port(jobset)  # a job that is not headless stops here, before anything is started or deleted
+        _check_version(jobset, options.strict_version)
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
+    forwarder: Forwarder | None = None
+    holding = False
+    try:
+        head = _wait_ready(kube, namespace, name, port, options.timeout)
+        if listener is None:
+            return _print_env(options.local_port)
+        forwarder = _forward(kube, namespace, name, head, listener)
+        env = session_env(forwarder.port, name)
+        if options.command:
+            from pwdeploy.local.runner import run_child
+
+            _say(f"running {shlex.join(options.command)} with JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
+            return run_child(options.command, cwd=Path.cwd(), env={**os.environ, **env}).status
+        _echo_exports(forwarder.port)
+        _say(f"forwarding 127.0.0.1:{forwarder.port} to pod/{head.pod}:{head.port}; Ctrl-C to stop")
+        holding = True
+        _hold()
+        return 0
+    except KeyboardInterrupt:
+        click.echo("", err=True)
+        return 0 if holding else 130
+    finally:
+        if forwarder is not None:
+            forwarder.close()
+        elif listener is not None:
+            listener.close()
+        _end(kube, namespace, name, delete=options.delete_on_exit)
+
+
+def _check_flags(options: SessionOptions) -> None:
+    if options.print_env and options.command:
+        raise ConfigError("--print-env", "prints the variables for another connect's forward; it runs no COMMAND")
+    if options.print_env and options.delete_on_exit:
+        raise ConfigError("--delete-on-exit", "would delete the job the connect holding the forward is using")
+    if options.print_env and options.local_port == 0:
+        raise ConfigError("--local-port", "0 picks a free port, which --print-env cannot know", hint="pass the port")
+
+
+def bind_local(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1 only (never every interface); a port in use is a ConfigError naming it."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port left in TIME_WAIT is free to reuse
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as exc:
+        listener.close()
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            raise ConfigError(
+                "--local-port",
+                f"127.0.0.1:{port} is {'in use' if exc.errno == errno.EADDRINUSE else 'not allowed'}"
+                " (another connect or port-forward?)",
+                hint="pass another --local-port N, or --local-port 0 for any free port",
+            ) from None
+        raise
+    listener.listen(64)
+    return listener
+
+
+def session_env(port: int, name: str) -> dict[str, str]:
+    return {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}", JOB_ENV: name}
+
+
+def _check_version(jobset: dict[str, Any], strict: bool) -> None:
+    from pwdeploy.cluster.session import version_warning
+    from pwdeploy.config import installed_jax_version
+
+    lookup: Callable[[], str | None] = seam("installed_jax") or installed_jax_version
+    warning = version_warning(jobset, lookup())
+    if warning is None:
+        return
+    if strict:
+        raise ConfigError("--strict-version", warning)
+    _say(f"warning: {warning}")
+
+
+def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float | None) -> Head:
+    from pwdeploy.cluster.session import ProxyWatch
+    from pwdeploy.cluster.wait import Display
+
+    display = Display(sys.stderr, tty=sys.stderr.isatty())
+    try:
+        return ProxyWatch(kube, namespace, name, notify=_say).wait(port, timeout=timeout, on_progress=display.update)
+    finally:
+        display.close()
+
+
+def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket.socket) -> Forwarder:
+    """Open one stream first (so a refusal, such as RBAC, stops here with its message), then serve."""
+    from pwdeploy.cluster.portforward import Forwarder
+    from pwdeploy.cluster.session import HeadStreams
+
+    streams = HeadStreams(kube, namespace, name, head, notify=_say)  # follows the head pod across restarts
+    _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep)
+    target = f"the proxy of job {name} (port {head.port})"
+    return Forwarder(listener, streams.open, _say, target, kube.clock.sleep).start()
+
+
+def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None]) -> None:
+    """One stream opened and closed; transient refusals (no answer, 429, 5xx) are retried as the forwarder's."""
+    from pwdeploy.cluster.api import ApiError, stream_retryable
+    from pwdeploy.cluster.portforward import OPEN_RETRY, StreamBroken
+
+    for attempt in range(1, OPEN_RETRY.attempts + 1):
+        try:
+            probe = open_stream()
+        except ApiError as exc:
+            if not stream_retryable(exc) or attempt == OPEN_RETRY.attempts:
+                raise
+            _say(f"no stream to {target} yet ({exc.message}); retrying in {OPEN_RETRY.delay(attempt):.1f} s")
+            sleep(OPEN_RETRY.delay(attempt))
+            continue
+        try:
+            probe.started()
+        except StreamBroken as exc:
+            raise ClusterError(f"the port-forward stream to {target} failed: {exc}") from None
+        finally:
+            probe.close()
+        return
+
+
+def _print_env(port: int) -> int:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    if probe.connect_ex(("127.0.0.1", port)) != 0:
+        _say(f"nothing listens on 127.0.0.1:{port} yet: hold the forward with `pwdeploy connect` in another shell")
+    probe.close()
+    _echo_exports(port)
+    return 0
+
+
+def _echo_exports(port: int) -> None:
+    env = session_env(port, "")
+    click.echo(f"export JAX_PLATFORMS={env['JAX_PLATFORMS']}")
+    click.echo(f"export JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
+
+
+def _hold() -> None:
+    """Until Ctrl-C, SIGTERM or SIGHUP, each a clean stop (so --delete-on-exit still deletes)."""
+    import signal
+    import threading
+    from types import FrameType
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        threading.Event().wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _end(kube: Kube, namespace: str, name: str, *, delete: bool) -> None:
+    """Delete the job (--delete-on-exit), or remind that it keeps its TPUs: the last line on stderr."""
+    from pwdeploy.cluster import jobsets as js
+
+    if not delete:
+        _say(f"job {name} keeps its TPUs until deleted: pwdeploy delete {name} -n {namespace}")
+        return
+    jobset = js.get_jobset(kube, namespace, name)
+    if jobset is not None and not js.is_managed(jobset):
+        _say(f"jobset {name} is not managed by pwdeploy; not deleting it")
+        return
+    js.delete_jobset(kube, namespace, name)
+    _say(f"deleted job {name} in namespace {namespace} (--delete-on-exit); its pods stop in the background")
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
