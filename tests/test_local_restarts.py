@@ -189,6 +189,12 @@ def test_a_fault_without_restarts_fails_and_says_what_to_raise(
     assert alive(job_dir) == []
 
 
+def test_a_job_that_dies_before_the_fault_is_not_blamed_on_it(job_dir: Path) -> None:
+    done = local_run(job_dir, "--max-restarts", "0", "--fail-at-step", "3", "--", "python3", "by_attempt.py", "5")
+    assert done.returncode == 5
+    assert done.stderr.splitlines()[-1] == "pwdeploy local: the job exited with status 5"
+
+
 def test_the_limits_verdict_covers_every_attempt(job_dir: Path) -> None:
     """Attempt 0 uses 64 MiB of /dev/shm (main.shm_size 32Mi) then dies; attempt 1 succeeds: exit 8 all the same."""
     code = (

@@ -90,8 +90,10 @@ def run_attempts(
 
 
 def exhausted_hint(attempts: list[Ended], max_restarts: int, faults: Faults) -> str | None:
-    """When a fault was injected and the job died with no restart left: what to raise (else None)."""
-    if not attempts[-1].failed or not faults.flags():
+    """When the injected fault killed the job (SIGKILL on attempt 0, the only one that gets it) and no restart
+    was left: what to raise (else None: a job that died of something else dies of its own cause)."""
+    last = attempts[-1]
+    if len(attempts) > 1 or not faults.flags() or not last.failed or last.returncode != -signal.SIGKILL:
         return None
     why = cause(attempts[-1], len(attempts) - 1, faults)
     return (
