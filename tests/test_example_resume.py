@@ -209,15 +209,20 @@ def test_a_grain_iterator_restored_from_its_state_goes_on_with_the_next_batch(tm
     assert len(resumed) == 11 and all(np.array_equal(a, b) for a, b in zip(resumed, expected, strict=True))
 
 
-def test_local_run_fail_at_step_restarts_the_example_and_it_resumes(state: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_local_run_fail_at_step_restarts_the_example_and_it_resumes(state: Path, tmp_path: Path, workers: int) -> None:
     """The issue's command, end to end: `local run --fail-at-step` kills attempt 0, restarts it, and the example
-    resumes from its checkpoint to the loss of a run never killed; a second local run starts with no checkpoints."""
+    resumes from its checkpoint to the loss of a run never killed; nothing of the killed attempt (Grain workers
+    included) is left running or in /dev/shm; a second local run starts with no checkpoints."""
     import shutil
+
+    import psutil
 
     project = tmp_path / "project"
     shutil.copytree(EXAMPLE.parent, project, ignore=shutil.ignore_patterns(".pwdeploy", "__pycache__", "*.lock"))
     args = ["--steps", str(STEPS), "--checkpoint-every", "3", "--data-dir", str(state / "data")]
-    flags = ["--devices", "2", "--data-workers", "0", "--compile-cache", str(state / "cache")]
+    flags = ["--devices", "2", "--data-workers", str(workers), "--compile-cache", str(state / "cache")]
+    shm_before = set(os.listdir("/dev/shm"))
 
     def local_run(*extra: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(project / "job.yaml"), *flags, *extra]
@@ -228,7 +233,10 @@ def test_local_run_fail_at_step_restarts_the_example_and_it_resumes(state: Path,
     killed = local_run("--fail-at-step", "7")
     resumed = result(killed)
     assert "attempt 0 killed by SIGKILL (exit status 137) at --fail-at-step 7" in killed.stderr
-    assert resumed["restarts"] == 1 and resumed["start_step"] in (3, 6)
+    assert resumed["restarts"] == 1 and resumed["start_step"] in (3, 6) and resumed["data_workers"] == workers
+    left = [p for p in psutil.process_iter(["cwd"]) if p.info["cwd"] and p.info["cwd"].startswith(str(project))]
+    assert left == []
+    assert set(os.listdir("/dev/shm")) - shm_before == set(), "files the job left in /dev/shm"
     assert abs(resumed["final_loss"] - result(train(job_env(state, 2, 0), None, *args))["final_loss"]) <= 1e-5
     again = local_run()
     assert "an earlier run's were cleared" in again.stderr
