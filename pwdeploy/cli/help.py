@@ -10,7 +10,6 @@ wraps between words only: never after a hyphen inside a value (an image referenc
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Iterable
 
 import click
@@ -60,6 +59,8 @@ def wrap_keeping_values(text: str, width: int) -> list[str]:
     """``text`` in lines of at most ``width`` (a longer word stands alone), broken at spaces only, and never inside
     a ``[default: ...]`` note."""
     glued = _NOTE.sub(lambda m: m.group(0).replace(" ", "\0"), text)
+    import textwrap  # only when help is shown: every command loads this module
+
     lines = textwrap.wrap(glued, width, break_on_hyphens=False, break_long_words=False)
     return [line.replace("\0", " ") for line in lines] or [""]
 
