@@ -461,6 +461,19 @@ def test_submit_connect_needs_a_headless_job(runner: Any, tmp_path: Path) -> Non
     assert result.exit_code == 2 and "--connect: applies to headless jobs only" in result.stderr
 
 
+def test_submit_connect_refuses_a_port_in_use_before_submitting_stub(api: PortForwardApiFake, kc: list[str]) -> None:
+    example = str(REPO / "examples" / "data_parallel" / "job.yaml")
+    alone = cli(["submit", "-f", example, *kc, "--skip-preflight", "--headless", "--local-port", "0"])
+    assert alone.exit_code == 2 and "--local-port: applies only to --connect" in alone.stderr
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        result = cli(
+            ["submit", "-f", example, *kc, "--skip-preflight", "--headless", "--connect", "--local-port", port]
+        )
+    assert result.exit_code == 2 and f"127.0.0.1:{port} is in use" in result.stderr
+    assert api.get("jobsets", "default", "dp-example") is None  # nothing was submitted
+
+
 def test_connect_holds_the_forward_until_ctrl_c_stub(session: PortForwardApiFake, kc: list[str]) -> None:
     """The real process: export lines on stdout, a working forward, exit 0 on SIGINT, the reminder last."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}

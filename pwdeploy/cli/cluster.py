@@ -49,7 +49,13 @@ if TYPE_CHECKING:
     "--connect",
     "connect_after",
     is_flag=True,
-    help="Headless jobs: once running, forward the proxy to 127.0.0.1:29000 as `pwdeploy connect` does.",
+    help="Headless jobs: once running, forward the proxy to 127.0.0.1 (--local-port) as `pwdeploy connect` does.",
+)
+@click.option(
+    "--local-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="With --connect: the port on 127.0.0.1 to forward (default 29000; 0: any free port).",
 )
 @click.option("--replace", is_flag=True, help="Delete a different job of the same name and create this one.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
@@ -63,6 +69,7 @@ def submit(
     wait: str | None,
     timeout: float | None,
     connect_after: bool,
+    local_port: int | None,
     replace: bool,
     yes: bool,
     skip_preflight: bool,
@@ -88,6 +95,13 @@ def submit(
     job = job_from_params(job_params)
     if connect_after and not job.headless:
         raise ConfigError("--connect", "applies to headless jobs only: this job's program runs in the cluster")
+    if local_port is not None and not connect_after:
+        raise ConfigError("--local-port", "applies only to --connect", hint="add --connect, or drop --local-port")
+    if connect_after:
+        from pwdeploy.cli.session import DEFAULT_LOCAL_PORT, bind_local
+
+        local_port = DEFAULT_LOCAL_PORT if local_port is None else local_port
+        bind_local(local_port).close()  # a port in use stops submit before the job is created
     for warning in job_warnings(job):
         click.echo(f"warning: {warning}", err=True)
     # Every problem of the config is reported before the cluster is asked anything (or even found).
@@ -107,7 +121,7 @@ def submit(
     if connect_after:
         from pwdeploy.cli.session import SessionOptions, run_session
 
-        return run_session(kube, namespace, job.name, SessionOptions(timeout=timeout))
+        return run_session(kube, namespace, job.name, SessionOptions(local_port=local_port or 0, timeout=timeout))
     if job.headless:
         click.echo(_connect_hint(job.name, namespace))
     click.echo(f"follow: pwdeploy status {job.name} -n {namespace}  |  pwdeploy logs {job.name} -n {namespace} -f")
