@@ -266,3 +266,4 @@ def test_the_tree_is_ended_when_pwdeploy_fails_while_the_job_runs(tmp_path: Path
         run_child([sys.executable, "tree.py", "sleep"], cwd=tmp_path, env=ENV, watch=failing_watch, leftover_grace=0.5)
     assert time.monotonic() - began < 20
     assert running(tree_pids(tmp_path)) == []
+    assert not Path((tmp_path / "shm.txt").read_text(encoding="utf-8")).exists(), "the job's /dev/shm file is left"

@@ -111,20 +111,29 @@ def run_child(
                              kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace,
                              shm_dir=shm_dir)  # fmt: skip
     before = shm.snapshot(shm_dir)
-    with subreaper():
-        tree = JobTree()
-        try:
-            child = spawn(list(command), cwd=cwd, env=dict(env), start_new_session=True)
-        except OSError as exc:  # the checks above passed, yet exec failed (a bad interpreter line, a race)
-            raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
-        tree.started(child.pid)
-        stops.started(child)
-        with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
+    seen: set[int] | None = None  # inodes of /dev/shm files the job's processes were seen holding
+    ok = False
+    try:
+        with subreaper():
+            tree = JobTree()
             try:
-                with watch(child.pid) if watch is not None else nullcontext():
-                    returncode, killed_after = _wait(child, tree, stops, kill_after=kill_after, stop_grace=stop_grace)
-            finally:  # also when pwdeploy fails meanwhile: the job never outlives it
-                leftovers = _end(child, tree, stops, seen, leftover_grace, shm_dir)
+                child = spawn(list(command), cwd=cwd, env=dict(env), start_new_session=True)
+            except OSError as exc:  # the checks above passed, yet exec failed (a bad interpreter line, a race)
+                raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
+            tree.started(child.pid)
+            stops.started(child)
+            with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
+                try:
+                    with watch(child.pid) if watch is not None else nullcontext():
+                        returncode, killed_after = _wait(
+                            child, tree, stops, kill_after=kill_after, stop_grace=stop_grace
+                        )
+                finally:  # also when pwdeploy fails meanwhile: the job never outlives it
+                    leftovers = _end(child, tree, stops, seen, leftover_grace, shm_dir)
+        ok = True
+    finally:
+        if not ok and seen is not None:  # pwdeploy failed meanwhile: what the job left in /dev/shm goes all the same
+            shm.remove_left_behind(before, seen, shm_dir)
     cleanup = shm.remove_left_behind(before, seen, shm_dir)
     stopped_by = stops.received[0] if stops.received else None
     return Ended(returncode, stopped_by, killed_after, leftovers, cleanup.removed, cleanup.left_alone)
