@@ -391,3 +391,18 @@ def test_delete_refuses_jobsets_pwdeploy_did_not_make(
     assert result.exit_code == 4 and "is not managed by pwdeploy" in result.stderr and stub.writes() == []
     missing = cluster_cli(["delete", "nope", "--yes", *kc])
     assert missing.exit_code == 4 and "jobset nope not found in namespace default" in missing.stderr
+
+
+def test_a_long_scheduler_message_is_cut_in_the_status_table() -> None:
+    from pwdeploy.cluster.progress import SCHEDULER_MESSAGE_WIDTH, pod_row
+
+    message = "0/600 nodes are available: " + ", ".join(
+        f"{n} node(s) had untolerated taint {{t{n}: x}}" for n in range(9)
+    )
+    pod = {
+        "metadata": {"name": "p", "labels": {}},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "message": message}]},
+    }
+    state = pod_row(pod)[2]
+    assert state.startswith("Unschedulable: 0/600 nodes are available: ") and state.endswith("...")
+    assert len(state) == len("Unschedulable: ") + SCHEDULER_MESSAGE_WIDTH

@@ -151,6 +151,9 @@ def age(timestamp: str | None, now: datetime) -> str:
     return f"{seconds}s"
 
 
+SCHEDULER_MESSAGE_WIDTH = 72  # of a pod's state in the status table
+
+
 def pod_row(pod: Object) -> tuple[str, str, str, str, str]:
     """(component, pod, state, ready, restarts) for the status table."""
     meta, status = pod.get("metadata", {}), pod.get("status", {})
@@ -178,7 +181,10 @@ def _pod_state(status: dict[str, Any], statuses: list[dict[str, Any]]) -> str:
         None,
     )
     if unscheduled is not None:
-        return f"Unschedulable: {unscheduled.get('message', '')}".rstrip(": ")
+        message = str(unscheduled.get("message", ""))
+        if len(message) > SCHEDULER_MESSAGE_WIDTH:  # the whole text is in the events below, and in diagnose
+            message = message[: SCHEDULER_MESSAGE_WIDTH - 3].rstrip() + "..."
+        return f"Unschedulable: {message}".rstrip(": ")
     return str(status.get("phase", "Pending"))
 
 
