@@ -23,7 +23,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.kubeconfig import load_kube
-from pwdeploy.cluster.portforward import Forwarder, open_port_stream
+from pwdeploy.cluster.portforward import Forwarder, PortStream, open_port_stream
 from pwdeploy.cluster.session import READY_LINE, Head, HeadStreams
 from tests.conftest import REPO, SeamRunner
 from tests.kube_stub import FakeClock, small_job
@@ -589,3 +589,42 @@ def test_submit_connect_submits_waits_and_holds_the_forward_stub(
     assert result.stdout.endswith(f"export JAX_PLATFORMS=proxy\nexport JAX_BACKEND_TARGET=grpc://127.0.0.1:{PORT}\n")
     assert api.upgrades >= 2  # the probe, then the round trip's own stream
     assert result.stderr.splitlines()[-1].startswith(f"job {name} keeps its TPUs until deleted")
+
+
+def test_closing_a_stream_never_waits_for_a_server_that_stopped_reading() -> None:
+    """A server that stops reading holds the thread sending data (a full TCP window): ping and close go out
+    only if the socket takes them at once, so ending the connection (Ctrl-C, --delete-on-exit) never hangs."""
+    ours, theirs = socket.socketpair()
+
+    class Socket:  # what PortStream needs of websocket-client's WebSocket
+        sock = ours
+
+        def abort(self) -> None:
+            with contextlib.suppress(OSError):
+                ours.shutdown(socket.SHUT_RDWR)
+
+        def shutdown(self) -> None:
+            ours.close()
+
+    stream = PortStream(Socket(), PORT)
+
+    def flood() -> None:
+        with contextlib.suppress(OSError):
+            stream.send(b"x" * (64 << 20))  # never read: blocks until the socket is shut
+
+    sender = threading.Thread(target=flood, daemon=True)
+    sender.start()
+    time.sleep(0.3)
+    began = time.monotonic()
+    stream.ping()
+    stream.close()
+    assert time.monotonic() - began < 2
+    sender.join(timeout=5)
+    assert not sender.is_alive()
+    theirs.close()
+
+
+def test_backoff_stays_capped_after_a_long_outage() -> None:
+    from pwdeploy.cluster.api import RetryPolicy
+
+    assert RetryPolicy().delay(5000) == RetryPolicy().max_delay

@@ -127,7 +127,7 @@ class RetryPolicy:
     max_delay: float = 8.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        backoff = min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30))  # no float overflow, ever
         return min(self.max_delay, retry_after) if retry_after is not None else backoff
 
 

@@ -100,16 +100,17 @@ class PortStream:
         return body if channel == DATA else b""
 
     def ping(self) -> None:
+        """A ping, unless sending would wait (data is going out, or the server stopped reading)."""
         from pwdeploy.cluster.websockets import OP_PING
 
-        self.frames.send(OP_PING, b"")
+        self.frames.send_control(OP_PING)
 
     def close(self) -> None:
-        """Say goodbye if the socket still works, then shut it (which also wakes a thread blocked reading)."""
+        """Say goodbye if the socket takes it at once, then shut it (which also wakes a thread blocked reading or
+        writing): closing never waits for a server that stopped reading."""
         from pwdeploy.cluster.websockets import OP_CLOSE
 
-        with contextlib.suppress(OSError):  # the stream may be gone already; closing must not fail
-            self.frames.send(OP_CLOSE, (1000).to_bytes(2, "big"))
+        self.frames.send_control(OP_CLOSE, (1000).to_bytes(2, "big"))
         self.abort()
 
     def abort(self) -> None:
@@ -183,8 +184,12 @@ class Forwarder:
                 conn, _ = self.listener.accept()
             except TimeoutError:
                 continue
-            except OSError:
-                return  # the listener was closed
+            except OSError as exc:
+                if self._stopped.is_set():
+                    return  # the listener was closed
+                self.notify(f"cannot accept a local connection ({exc}); trying again")  # e.g. out of descriptors
+                self._stopped.wait(1.0)
+                continue
             with self._lock:
                 self.connections += 1
                 number = self.connections
@@ -193,6 +198,14 @@ class Forwarder:
             ).start()
 
     def _serve(self, conn: socket.socket, number: int) -> None:
+        try:
+            self._link(conn, number)
+        except Exception as exc:  # never a traceback from a connection's thread, never a client left hanging
+            self.notify(f"connection {number}: ended by an error in pwdeploy ({type(exc).__name__}: {exc})")
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    def _link(self, conn: socket.socket, number: int) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         stream = self._open(number)
         if stream is None or self._stopped.is_set():
@@ -258,9 +271,12 @@ class Link:
         self._ended = threading.Lock()
         self._quiet = False  # ended on purpose (local side closed, forwarder closing): not a break
         self._silent = False  # ended because the server stopped answering pings (already told)
+        self._delivering = False  # writing what arrived to the local program
 
     def ping(self, *, silent_after: float) -> None:
         frames = self.stream.frames
+        if self._delivering:  # the local program is slow to read: the stream is not silent, it waits on it
+            frames.heard = time.monotonic()
         if frames.pongs and time.monotonic() - frames.heard > silent_after:
             self._silent = True
             self.on_break(f"no answer to WebSocket pings for {silent_after:g} s")
@@ -277,7 +293,9 @@ class Link:
         normal = True
         try:
             while data := self.stream.recv():
+                self._delivering = True
                 self.conn.sendall(data)
+                self._delivering = False
             self._shut_local_writes()  # the pod side closed: pass the end of data on, then close
         except StreamBroken as exc:
             if not self._quiet:

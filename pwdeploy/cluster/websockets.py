@@ -5,6 +5,7 @@ works for streams). Only ``Kube.open_websocket`` calls this: errors are converte
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 import struct
 import threading
@@ -105,6 +106,21 @@ class Frames:
         with self._send_lock:
             self.sock.sendall(b"".join((header, key, *masked(payload, key))))
 
+    def send_control(self, opcode: int, payload: bytes = b"") -> bool:
+        """A small control frame (ping, close) sent without waiting: not while another thread is sending (a
+        server that stopped reading holds that thread), and not if the socket cannot take it at once. Whether it
+        went out whole."""
+        if not self._send_lock.acquire(blocking=False):
+            return False
+        try:
+            key = os.urandom(4)
+            frame = b"".join((struct.pack("!BB", 0x80 | opcode, 0x80 | len(payload)), key, *masked(payload, key)))
+            return bool(self.sock.send(frame, socket.MSG_DONTWAIT) == len(frame))
+        except OSError:  # would block, or the socket is gone
+            return False
+        finally:
+            self._send_lock.release()
+
     def next(self) -> tuple[int, bytes]:
         """(opcode, payload) of the next data message, or (OP_CLOSE, payload) for the server's close."""
         opcode, parts, size = -1, [], 0
@@ -150,4 +166,5 @@ class Frames:
             chunk = self.sock.recv(READ_SIZE)
             if not chunk:
                 raise FrameError("the API server closed the connection without a WebSocket close")
+            self.heard = time.monotonic()  # bytes arriving: a long frame on a slow link is not silence
             self._buffer += chunk
