@@ -214,3 +214,29 @@ def test_selector_and_toleration_flags_merge_with_the_file(runner: CliRunner, tm
     selector, tolerations = _placement(obj)
     assert {k: v for k, v in selector.items() if k in ("team", "pool")} == {"team": "ml", "pool": "b"}
     assert [t["key"] for t in tolerations] == ["google.com/tpu", "dedicated", "spare"]
+
+
+def test_one_node_pool_cannot_hold_several_slices() -> None:
+    with pytest.raises(ConfigError, match="pins all 2 slices to one node pool"):
+        _render(**{"tpu.slices": 2, "tpu.node_selector": {ids.NODE_POOL_LABEL: "tpu-a"}})
+    one = _render(**{"tpu.node_selector": {ids.NODE_POOL_LABEL: "tpu-a"}})  # one slice, one pool: fine
+    assert _pod(one, ids.WORKER_JOB)["spec"]["nodeSelector"][ids.NODE_POOL_LABEL] == "tpu-a"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"tpu.node_selector": {None: "x"}}, "a label key must be text"),
+        ({"tpu.capacity": "flex-start", "tpu.max_run_duration": "9" * 5000}, "is not a duration"),
+    ],
+)
+def test_odd_capacity_values_are_field_errors(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _render(**overrides)
+
+
+def test_an_integer_too_long_for_python_is_a_yaml_error(tmp_path: Any) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text("tpu: {slices: " + "9" * 5000 + "}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_job(config, {}, installed_jax=lambda: "0.10.2")

@@ -21,7 +21,7 @@ TIMED = (FLEX_START, QUEUED)  # the modes whose VMs live at most max_run_duratio
 MAX_RUN_SECONDS = 7 * 24 * 3600  # GKE runs flex-start and queued-provisioning VMs for at most 7 days
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-_DURATION = re.compile(r"([0-9]+)\s*([smhd]?)")
+_DURATION = re.compile(r"([0-9]{1,12})\s*([smhd]?)")  # 12 digits is far past 7 days
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # A reservation as GKE's --reservation takes it: NAME, or projects/PROJECT/reservations/NAME for a shared one.
 _PROJECT = r"[a-z][-a-z0-9]{4,28}[a-z0-9]"
@@ -68,6 +68,8 @@ def parse_labels(value: Any, path: str) -> tuple[tuple[str, str], ...]:
     labels = []
     for key, label in value.items():
         where = f"{path}.{key}"
+        if not isinstance(key, str):
+            raise ConfigError(path, f"a label key must be text, not a {kind_name(key)}")
         if isinstance(label, (dict, list)) or label is None:
             raise ConfigError(where, f"must be a string, not a {kind_name(label)}")
         text = str(label).lower() if isinstance(label, bool) else str(label)
@@ -129,6 +131,14 @@ def check_capacity(parsed: Mapping[str, Any]) -> None:
             hint="pass --queue LOCALQUEUE (see the README's capacity section)",
         )
     _check_selector(dict(parsed["tpu.node_selector"]), capacity)
+    if parsed["tpu.slices"] > 1 and ids.NODE_POOL_LABEL in dict(parsed["tpu.node_selector"]):
+        raise ConfigError(
+            f"tpu.node_selector.{ids.NODE_POOL_LABEL}",
+            f"pins all {parsed['tpu.slices']} slices to one node pool, but each slice needs a node pool of its own "
+            f"(the workers' exclusive topology is {ids.NODE_POOL_LABEL}): all slices but one would wait forever",
+            hint="select a label every TPU pool of this job carries instead (e.g. --tpu-node-selector team=ml), or "
+            "run one slice",
+        )
 
 
 def _check_selector(extra: dict[str, str], capacity: str) -> None:

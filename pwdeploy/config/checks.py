@@ -112,6 +112,7 @@ _CAPACITY_INPUTS = (
     "tpu.max_run_duration",
     "tpu.node_selector",
     "tpu.tolerations",
+    "tpu.slices",
     "scheduling.queue",
 )
 

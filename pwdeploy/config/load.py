@@ -89,6 +89,8 @@ def read_file(path: Path) -> dict[str, Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(None, f"{path}: invalid YAML{where}: {problem}") from None
+    except ValueError as exc:  # a value YAML reads but Python cannot hold (an integer of thousands of digits)
+        raise ConfigError(None, f"{path}: invalid YAML: {str(exc)[:200]}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
