@@ -221,3 +221,20 @@ def test_ctrl_c_ends_the_run_without_a_restart(job_dir: Path) -> None:
     assert proc.returncode == 130, err
     assert not restart_lines(err) and "; 1 attempt; " in err
     assert err.splitlines()[-1] == "pwdeploy local: the job was interrupted"
+
+
+def test_a_hangup_ignored_by_whoever_started_pwdeploy_stays_ignored(job_dir: Path) -> None:
+    """As under nohup: SIGHUP was ignored when pwdeploy started, so it neither stops pwdeploy nor the job."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    argv = [sys.executable, "-m", "pwdeploy", "local", "run", "-f", "job.yaml", "--compile-cache", ""]
+    program = "import time; open('started', 'w').close(); time.sleep(2)"
+    proc = subprocess.Popen(
+        [*argv, "--", "python3", "-c", program], cwd=job_dir, env=env, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN), start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (job_dir / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err

@@ -10,6 +10,7 @@ A stop asked of pwdeploy (Ctrl-C, SIGTERM) ends the run without a restart.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,9 @@ def run_attempts(
     attempts: list[Ended] = []
     with stop_signals() as stops:
         for attempt in range(max_restarts + 1):
+            if attempt > 0 and stops.received:  # a stop between two attempts ends the run: no restart after Ctrl-C
+                attempts[-1] = dataclasses.replace(attempts[-1], stopped_by=stops.received[0])
+                break
             kill_after = faults.kill_after if attempt == 0 else None
             ended = run_child(command, cwd=cwd, env=attempt_env(env, attempt, faults), watch=watch, stops=stops,
                               kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace)  # fmt: skip

@@ -196,9 +196,11 @@ class Stops:
             self._pass_on(signum)
 
     def started(self, child: subprocess.Popen[bytes]) -> None:
-        """The job's main process started: a stop that arrived before it is passed on now."""
+        """The job's main process started: a stop that arrived before it is passed on now (once: one that
+        arrives from here on is passed on by the handler)."""
+        pending = self.first_at is not None
         self.child = child
-        if self.received:
+        if pending:
             self._pass_on(self.received[0])
 
     def ended(self) -> None:
@@ -223,9 +225,12 @@ def stop_signals() -> Iterator[Stops]:
     default at exec.
     """
     stops = Stops()
-    previous: dict[int, Any] = {signum: signal.signal(signum, stops.handle) for signum in STOP_SIGNALS}
+    # A signal pwdeploy was started ignoring (SIGHUP under nohup, SIGINT in a background job) stays ignored, for
+    # the job too: that is what whoever started it asked for.
+    handled = [signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+    previous: dict[int, Any] = {signum: signal.signal(signum, stops.handle) for signum in handled}
     try:
         yield stops
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)  # None: set from C

@@ -63,6 +63,10 @@ def _waiting(c: p.Container, namespace: str) -> list[Observation]:
     return [Observation("missing-secret", "error", role, pod, message, evidence, fix)]
 
 
+# The init containers pwdeploy renders with restartPolicy: Always (they run beside the main container).
+NATIVE_SIDECARS = frozenset({ids.PROXY_CONTAINER, ids.RM_CONTAINER, ids.SIDECAR_CONTAINER, ids.HLO_UPLOADER_CONTAINER})
+
+
 def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
     """A native sidecar that runs while the main containers still wait (PodInitializing) long after it started."""
     listed = list(p.containers(pod))
@@ -75,7 +79,8 @@ def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
     found = []
     for c in listed:
         running = (c.status.get("state") or {}).get("running") or {}
-        if not c.init or not running.get("startedAt"):
+        # pwdeploy's native sidecars only: another init container may simply take long (a data download)
+        if not c.init or c.spec.get("name") not in NATIVE_SIDECARS or not running.get("startedAt"):
             continue
         since = _seconds_since(str(running["startedAt"]), now)
         dropped = c.spec.get("restartPolicy") != "Always"
@@ -97,7 +102,7 @@ def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
 def _seconds_since(timestamp: str, now: datetime) -> int | None:
     try:
         return int((now - datetime.fromisoformat(timestamp.replace("Z", "+00:00"))).total_seconds())
-    except ValueError:
+    except (ValueError, TypeError):  # not a timestamp, or one without a zone
         return None
 
 

@@ -25,7 +25,11 @@ from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
 from pwdeploy.cluster.diagnose.read import LogTail, Snapshot
 
 _DENIED = (
-    "403",
+    "403 Forbidden",  # the HTTP status as GCS clients print it; a bare "403" would match shard-00403, step 14030
+    "(403)",
+    "code 403",
+    "code: 403",
+    "status 403",
     "PERMISSION_DENIED",
     "AccessDenied",
     "Permission denied",
