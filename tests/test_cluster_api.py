@@ -441,3 +441,20 @@ def test_a_status_answer_of_the_wrong_shape_is_still_a_clear_error_against_stub(
     with pytest.raises(ApiError) as info:
         get_demo(kube)
     assert info.value.status == 404 and "\x1b" not in str(info.value)
+
+
+def test_a_negative_or_endless_retry_after_is_ignored() -> None:
+    from pwdeploy.cluster.api_errors import retry_after
+
+    class Answer:
+        def __init__(self, value: str) -> None:
+            self.headers = {"Retry-After": value}
+
+    assert [retry_after(Answer(v)) for v in ("-5", "inf", "nan", "2")] == [None, None, None, 2.0]
+
+
+def test_a_password_with_a_slash_never_shows() -> None:
+    from pwdeploy.cluster.answers import without_userinfo
+
+    assert without_userinfo("https://u:pa/ss@host:443/api") == "https://host:443/api"
+    assert without_userinfo("https://host/x?a=b@c") == "https://host/x?a=b@c"

@@ -202,7 +202,7 @@ def test_a_list_answer_without_items_is_a_clear_error_against_the_stub(stub: Stu
         original(r, plural, *args)
 
     stub._list = broken  # type: ignore[method-assign,assignment]
-    with pytest.raises(ClusterError, match="without an items list"):
+    with pytest.raises(ClusterError, match="with `items` that is a string, not a list"):
         diagnose(kube, "default", "dp-example")
 
 
@@ -266,7 +266,7 @@ def test_a_pod_that_is_not_an_object_is_a_clear_error_exit_4_against_the_stub(
     )
     result = cluster_cli(["diagnose", "dp-example", *kc])
     assert result.exit_code == 4, result.output
-    assert "the API server answered the list of pods with an item that is not an object" in result.stderr
+    assert "answered the request to list pods in namespace 'default' with" in result.stderr
     assert "Traceback" not in result.output
 
 
@@ -325,3 +325,59 @@ def test_a_queue_label_without_kueue_is_an_error_against_the_stub(stub: StubKube
     found = diagnose(kube, "default", "dp-example")
     assert [(f.cause, f.severity) for f in found.findings] == [("kueue-pending", "error")]
     assert "does not serve kueue.x-k8s.io" in found.findings[0].evidence
+
+
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        ("step 14030: saved checkpoint to gs://my-bucket/run1/14030", None),
+        ("loading gs://bkt/data/shard-00403-of-01024.tfrecord", None),
+        ("E gcs.cc:211] PERMISSION_DENIED: HTTP response code 403 ... gs://stub-bucket/x", "gcs-permission"),
+        (
+            "google.api_core.exceptions.Forbidden: 403 GET https://storage.googleapis.com/b: 403 Forbidden",
+            "gcs-permission",
+        ),
+    ],
+)
+def test_a_number_403_in_a_healthy_log_line_is_not_a_gcs_refusal(line: str, cause: str | None) -> None:
+    from pwdeploy.cluster.diagnose.pathways import classify
+
+    found = classify([line])
+    assert (found[0].cause if found else None) == cause
+
+
+def _snapshot(pods: list[dict[str, Any]], jobset: dict[str, Any] | None = None) -> Any:
+    from datetime import UTC, datetime
+
+    from pwdeploy.cluster.diagnose.read import Snapshot
+
+    return Snapshot("j", "default", jobset or {"metadata": {"name": "j"}}, pods, [], datetime.now(UTC))
+
+
+def test_a_pod_held_by_a_scheduling_gate_is_waiting_not_unschedulable() -> None:
+    from pwdeploy.cluster.diagnose import scheduling
+
+    gated = {
+        "metadata": {"name": "j-worker-0-0-x", "labels": {}},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                }
+            ],
+        },
+    }
+    assert scheduling.observations(_snapshot([gated])) == []
+
+
+def test_a_jobset_suspended_without_a_queue_is_information_not_a_kueue_error() -> None:
+    from pwdeploy.cluster.diagnose import queueing
+
+    snap = _snapshot([], {"metadata": {"name": "j", "labels": {}}, "spec": {"suspend": True}})
+    snap.kueue_installed = True
+    found = queueing.observations(snap)
+    assert [(o.severity, o.cause) for o in found] == [("info", "kueue-pending")]

@@ -136,6 +136,8 @@ def without_userinfo(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         scheme, rest = "", url
-    authority, slash, path = rest.partition("/")
-    host = authority.rpartition("@")[2]
-    return f"{scheme}{sep}{host}{slash}{path}"
+    # Userinfo ends at the last "@" before any query: a password may hold an unencoded "/" (the rare URL with
+    # "@" in its path is shown shorter, never a password longer).
+    end = min((i for i in (rest.find("?"), rest.find("#")) if i != -1), default=len(rest))
+    at = rest.rfind("@", 0, end)
+    return f"{scheme}{sep}{rest[at + 1 :]}"

@@ -261,7 +261,8 @@ class Kube:
             auth_settings=["BearerToken"],
         )
         read = round(max(0.1, min(self.timeout[1], left)), 1)
-        timeout = (min(self.timeout[0], read), None if stream else read)
+        following = stream and ("follow", "true") in query  # `logs -f` may rightly wait long for a line
+        timeout = (min(self.timeout[0], read), None if following else self.timeout[1] if stream else read)
         response = self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
         if stream and 200 <= response.status < 300:
             return response.response

@@ -67,9 +67,10 @@ def retry_after(exc: Exception) -> float | None:
     headers = getattr(exc, "headers", None)
     value = headers.get("Retry-After") if headers else None
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    return seconds if seconds is not None and 0 <= seconds < float("inf") else None  # never negative, NaN, inf
 
 
 def api_status(exc: Exception) -> dict[str, Any]:

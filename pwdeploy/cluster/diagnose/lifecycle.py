@@ -35,11 +35,11 @@ def _jobset(snap: Snapshot) -> list[Observation]:
     )
     if reason == MAX_RESTARTS:
         fix = (
-            "the job failed after its restarts (scheduling.max_restarts): the findings above say why each run "
+            "the job failed after its restarts (scheduling.max_restarts): the other findings say why each run "
             "failed; fix that and resubmit (pwdeploy submit -f job.yaml --replace)"
         )
         return [Observation("max-restarts", "error", "jobset", snap.name, reason, evidence, fix)]
-    fix = "a Job of the JobSet failed: the findings above say why; fix it and resubmit (pwdeploy submit --replace)"
+    fix = "a Job of the JobSet failed: the other findings say why; fix it and resubmit (pwdeploy submit --replace)"
     return [Observation("job-failed", "error", "jobset", snap.name, reason, evidence, fix)]
 
 

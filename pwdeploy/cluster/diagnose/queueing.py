@@ -54,6 +54,13 @@ def _no_workload(snap: Snapshot, queue: str | None) -> list[Observation]:
         fix = "install Kueue in the cluster, or submit without scheduling.queue"
         evidence = f"label {ids.QUEUE_LABEL}={queue} on the JobSet; the API server does not serve kueue.x-k8s.io"
         return [Observation(CAUSE, "error", "jobset", snap.name, "no-kueue", evidence, fix)]
+    if suspended and not queue:  # suspended by hand (or by another tool), not held by Kueue
+        evidence = "the JobSet is suspended (spec.suspend: true) and names no queue"
+        fix = (
+            f"resume it: kubectl patch jobset {snap.name} -n {snap.namespace} --type merge "
+            """-p '{"spec":{"suspend":false}}'"""
+        )
+        return [Observation(CAUSE, "info", "jobset", snap.name, "suspended", evidence, fix)]
     if suspended and snap.kueue_installed:
         evidence = f"the JobSet is suspended (spec.suspend: true) and Kueue made no Workload for it (queue {queue!r})"
         fix = (

@@ -78,14 +78,7 @@ def _list(
 ) -> list[Object]:
     query = [("labelSelector", selector)] if selector else []
     query += [("fieldSelector", fields)] if fields else []
-    answer = kube.request(Action("list", resource, namespace), "GET", resource.path(namespace), query=query)
-    items = answer.get("items") if isinstance(answer, dict) else None
-    if not isinstance(items, list):
-        raise ApiError(f"the API server answered the list of {resource.display} without an items list")
-    for item in items:
-        if not isinstance(item, dict) or not all(isinstance(item.get(k, {}), dict) for k in _PARTS):
-            raise ApiError(f"the API server answered the list of {resource.display} with an item that is not an object")
-    return items
+    return kube.list_items(Action("list", resource, namespace), resource.path(namespace), query=query)
 
 
 def _unique(events: list[Object]) -> list[Object]:
@@ -116,7 +109,7 @@ def _queued(jobset: Object) -> bool:
     return bool(labels.get(ids.QUEUE_LABEL)) or bool((jobset.get("spec") or {}).get("suspend"))
 
 
-def _kueue(kube: Kube, namespace: str, jobset: Object) -> tuple[bool, Object | None]:
+def _kueue(kube: Kube, namespace: str, jobset: Object) -> tuple[bool | None, Object | None]:
     """(Kueue installed, the JobSet's Workload): Kueue labels a Workload with its job's UID
     (kueue.x-k8s.io/job-uid, see kubernetes-sigs/kueue pkg/controller/constants)."""
     version = js.preferred_version(kube, KUEUE_GROUP)
@@ -124,7 +117,12 @@ def _kueue(kube: Kube, namespace: str, jobset: Object) -> tuple[bool, Object | N
         return False, None
     workloads = Resource(KUEUE_GROUP, version, "workloads", "Workload")
     uid = jobset.get("metadata", {}).get("uid")
-    found = _list(kube, workloads, namespace, f"{KUEUE_GROUP}/job-uid={uid}") if uid else []
+    try:
+        found = _list(kube, workloads, namespace, f"{KUEUE_GROUP}/job-uid={uid}") if uid else []
+    except ApiError as exc:
+        if exc.status in (403, 404):  # may not read Workloads: the rest of the diagnosis still stands
+            return None, None
+        raise
     return True, (found[-1] if found else None)
 
 

@@ -30,6 +30,8 @@ def observations(snap: Snapshot) -> list[Observation]:
         cond = p.condition(pod, "PodScheduled")
         if cond is None or cond.get("status") != "False" or pod.get("metadata", {}).get("deletionTimestamp"):
             continue
+        if cond.get("reason") == "SchedulingGated":  # held on purpose (a Kueue or other gate): waiting, not stuck
+            continue
         message = str(cond.get("message") or cond.get("reason") or "")
         reasons = events.get(p.name(pod), {})
         if "FailedScaleUp" not in reasons:  # when a scale-up failed, that is why no node fits
