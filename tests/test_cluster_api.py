@@ -446,8 +446,9 @@ def test_a_status_answer_of_the_wrong_shape_is_still_a_clear_error_against_stub(
 def test_a_negative_or_endless_retry_after_is_ignored() -> None:
     from pwdeploy.cluster.api_errors import retry_after
 
-    class Answer:
+    class Answer(Exception):
         def __init__(self, value: str) -> None:
+            super().__init__(value)
             self.headers = {"Retry-After": value}
 
     assert [retry_after(Answer(v)) for v in ("-5", "inf", "nan", "2")] == [None, None, None, 2.0]
