@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.session import Head
 
 DEFAULT_LOCAL_PORT = 29000
+PROBE_TIMEOUT_S = 30.0  # for the server to announce the port on the first stream
 JOB_ENV = "PWDEPLOY_JOB"  # names the job for a command run by connect
 
 
@@ -162,6 +163,7 @@ def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[
             sleep(OPEN_RETRY.delay(attempt))
             continue
         try:
+            probe.frames.sock.settimeout(PROBE_TIMEOUT_S)  # this stream only: it is closed right after
             probe.started()
         except StreamBroken as exc:
             raise ClusterError(f"the port-forward stream to {target} failed: {exc}") from None
@@ -210,11 +212,18 @@ def _end(kube: Kube, namespace: str, name: str, *, delete: bool) -> None:
     if not delete:
         _say(f"job {name} keeps its TPUs until deleted: pwdeploy delete {name} -n {namespace}")
         return
-    jobset = js.get_jobset(kube, namespace, name)
-    if jobset is not None and not js.is_managed(jobset):
-        _say(f"jobset {name} is not managed by pwdeploy; not deleting it")
+    from pwdeploy.errors import ClusterError
+
+    try:
+        jobset = js.get_jobset(kube, namespace, name)
+        if jobset is not None and not js.is_managed(jobset):
+            _say(f"jobset {name} is not managed by pwdeploy; not deleting it")
+            return
+        js.delete_jobset(kube, namespace, name)
+    except ClusterError as exc:  # the session's own outcome (the command's status, its error) stays the result
+        _say(f"error: could not delete job {name} (--delete-on-exit): {exc}")
+        _say(f"job {name} keeps its TPUs until deleted: pwdeploy delete {name} -n {namespace}")
         return
-    js.delete_jobset(kube, namespace, name)
     _say(f"deleted job {name} in namespace {namespace} (--delete-on-exit); its pods stop in the background")
 
 
