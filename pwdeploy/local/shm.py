@@ -9,8 +9,9 @@ during the run (absent, or another file under that name, before) and that no pro
 at twice ``SETTLE_SECONDS`` apart. A candidate is removed when it is known to be the job's: a process of the job
 was seen holding it while it ran (``observed``, five times a second, and once more before what is left of the
 tree is ended). The other candidates (a block a killed worker had just written, held by no one) are removed too
-when no process holds anything in /dev/shm at either look (so no other program can be handing one over: Python's
-multiprocessing keeps its semaphores mapped there); otherwise they are left alone and counted.
+when no process holds anything in /dev/shm at either look and every process's files could be looked at (so no
+other program can be handing one over: Python's multiprocessing keeps its semaphores mapped there); otherwise
+they are left alone and counted.
 """
 
 from __future__ import annotations
@@ -128,5 +129,20 @@ def _unused(files: set[tuple[str, int]], shm: Path) -> tuple[set[tuple[str, int]
     in ``shm``, unlinked files included)."""
     if not files:
         return files, False
-    in_use = held_by([int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()], shm)
-    return {(name, inode) for name, inode in files if inode not in in_use}, bool(in_use)
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    in_use = held_by(pids, shm)
+    # A process whose files this user may not look at (another user's, a setuid one) could hold anything: then
+    # only the files seen in the job's hands are known to be the job's.
+    return {(name, inode) for name, inode in files if inode not in in_use}, bool(in_use) or not _all_visible(pids)
+
+
+def _all_visible(pids: Iterable[int]) -> bool:
+    """Whether this user may list the open files of every process (gone ones do not count)."""
+    for pid in pids:
+        try:
+            os.listdir(f"/proc/{pid}/fd")
+        except PermissionError:
+            return False
+        except OSError:  # ended meanwhile
+            continue
+    return True
