@@ -96,7 +96,8 @@ def _about(event: Object, jobset: str, prefixes: tuple[str, ...], workload: str 
     name = str(involved.get("name", ""))
     if workload and involved.get("kind") == "Workload":
         return name == workload
-    return name == jobset or name.startswith(prefixes)
+    # <jobset>-<replicatedJob>-<digit>...: another JobSet named <jobset>-<replicatedJob>-x is not this one
+    return name == jobset or any(name.startswith(p) and name[len(p) : len(p) + 1].isdigit() for p in prefixes)
 
 
 def _event_time(event: Object) -> str:
