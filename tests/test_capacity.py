@@ -240,3 +240,10 @@ def test_an_integer_too_long_for_python_is_a_yaml_error(tmp_path: Any) -> None:
     config.write_text("tpu: {slices: " + "9" * 5000 + "}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="invalid YAML"):
         load_job(config, {}, installed_jax=lambda: "0.10.2")
+
+
+def test_an_empty_toleration_value_tolerates_only_the_empty_value() -> None:
+    obj = _render(**{"tpu.tolerations": ["k=:NoSchedule", "j:NoExecute"]})
+    _, tolerations = _placement(obj)
+    assert {"key": "k", "operator": "Equal", "value": "", "effect": "NoSchedule"} in tolerations
+    assert {"key": "j", "operator": "Exists", "effect": "NoExecute"} in tolerations

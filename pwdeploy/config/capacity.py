@@ -98,7 +98,7 @@ def _toleration(item: Any, path: str) -> Toleration:
     for problem in (names.label_key(key), names.label_value(value) if value else None):
         if problem is not None:
             raise ConfigError(path, f"{item!r}: {problem}")
-    return Toleration(key, value or None, effect)
+    return Toleration(key, value, effect)  # "KEY=:EFFECT" tolerates the empty value only, "KEY:EFFECT" any
 
 
 def check_capacity(parsed: Mapping[str, Any]) -> None:
