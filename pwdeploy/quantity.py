@@ -28,6 +28,9 @@ PATTERN = r"([+]?[0-9]+(?:\.[0-9]*)?|[+]?\.[0-9]+)(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi
 _PATTERN = re.compile(PATTERN)
 
 
+MAX_QUANTITY = Decimal(2**63 - 1)  # a Quantity is an int64 (with a scale): the API server refuses more
+
+
 def parse_quantity(value: object, field: str, *, allow_zero: bool = False) -> Decimal:
     """The value of a quantity; a ConfigError naming ``field`` when it is not one, or is not positive.
 
@@ -44,6 +47,8 @@ def parse_quantity(value: object, field: str, *, allow_zero: bool = False) -> De
         raise ConfigError(field, f"{value!r} is not a Kubernetes quantity") from exc
     if result < 0 or (result == 0 and not allow_zero):
         raise ConfigError(field, f"{value!r} must be greater than zero")
+    if result > MAX_QUANTITY:
+        raise ConfigError(field, f"{value!r} is larger than any Kubernetes quantity (at most 2^63-1)")
     return result
 
 

@@ -213,3 +213,12 @@ def test_config_error_keeps_field_and_source_apart() -> None:
 def test_max_restarts_defaults_to_3_only_when_the_job_checkpoints(extra: dict[str, Any], restarts: int) -> None:
     job = load_job(None, {**BASE, **extra}, installed_jax=lambda: "0.10.2")
     assert job.scheduling.max_restarts == restarts
+
+
+@pytest.mark.parametrize(("field", "value"), [("main.cpu", "1e400"), ("main.memory", "64Ei"), ("main.memory", "8Ei")])
+def test_a_quantity_beyond_what_kubernetes_holds_is_a_field_error(field: str, value: str) -> None:
+    from pwdeploy.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="larger than any Kubernetes quantity"):
+        load_job(None, {**BASE, field: value}, installed_jax=lambda: "0.10.2")
+    assert job(**{"main__memory": "7Ei"}).main.memory == "7Ei"
