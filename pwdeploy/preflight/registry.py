@@ -123,7 +123,8 @@ class RegistryClient:
                 found = Lookup("error", f"{ref.api_host}: unexpected answer ({type(exc).__name__})")
             flow = conversation.flow
             found = replace(found, credentials=flow.used, withheld=flow.withheld)
-            return replace(found, detail=answers.scrub(found.detail, flow.secrets))
+            tags = tuple(tag for tag in found.tags if answers.scrub(tag, flow.secrets) == tag)  # none echoing one
+            return replace(found, detail=answers.scrub(found.detail, flow.secrets), tags=tags)
 
 
 class OutOfTime(Exception):
