@@ -228,11 +228,8 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain (the example's extra)")
-@pytest.mark.timeout(90)
-def test_ctrl_c_reaches_the_program_and_not_its_grain_workers(job_file: Path, tmp_path: Path) -> None:
-    """Ctrl-C is passed to the job's main process alone: its Grain workers print no KeyboardInterrupt traceback,
-    the program stops its loader, and no worker outlives the run."""
+def start_grain_loop(tmp_path: Path, job_file: Path) -> subprocess.Popen[str]:
+    """`local run` of a Grain loop with workers, in a session of its own, once it reports ready."""
     (tmp_path / "grain_loop.py").write_text(GRAIN_LOOP, encoding="utf-8")
     proc = subprocess.Popen(
         [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job_file), "--devices", "1",
@@ -240,6 +237,15 @@ def test_ctrl_c_reaches_the_program_and_not_its_grain_workers(job_file: Path, tm
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc
+
+
+@pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain (the example's extra)")
+@pytest.mark.timeout(90)
+def test_ctrl_c_reaches_the_program_and_not_its_grain_workers(job_file: Path, tmp_path: Path) -> None:
+    """Ctrl-C is passed to the job's main process alone: its Grain workers print no KeyboardInterrupt traceback,
+    the program stops its loader, and no worker outlives the run."""
+    proc = start_grain_loop(tmp_path, job_file)
     tree = psutil.Process(proc.pid).children(recursive=True)
     assert len(tree) >= 3, "the program and its two workers"
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the whole foreground process group
@@ -260,13 +266,7 @@ def shm_in_use(processes: list[psutil.Process]) -> set[str]:
 def test_sigterm_to_pwdeploy_leaves_no_grain_worker_and_no_shared_memory(job_file: Path, tmp_path: Path) -> None:
     """The program dies of SIGTERM without stopping its loader: its workers and Python's resource tracker are
     ended by pwdeploy, and the /dev/shm blocks they held are gone."""
-    (tmp_path / "grain_loop.py").write_text(GRAIN_LOOP, encoding="utf-8")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job_file), "--devices", "1",
-         "--compile-cache", "", "--", "python3", "grain_loop.py"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc = start_grain_loop(tmp_path, job_file)
     tree = psutil.Process(proc.pid).children(recursive=True)
     held = set()
     for _ in range(50):  # the blocks move through /dev/shm batch by batch: look until some are mapped
