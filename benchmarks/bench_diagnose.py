@@ -68,8 +68,8 @@ def other_events(stub: Any, count: int) -> None:
 def measure(runs: int, latency: float) -> None:
     sys.path.insert(0, str(REPO))
     from pwdeploy.cluster.diagnose import diagnose
-    from pwdeploy.cluster.kubeconfig import load_kube
     from pwdeploy.cluster.status import read_status, status_lines
+    from pwdeploy.kube.kubeconfig import load_kube
     from tests.diagnose_cases import serve
     from tests.kube_stub import StubKubeApiServer
 

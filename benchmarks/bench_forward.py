@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 import psutil
 
-from pwdeploy.cluster.kubeconfig import load_kube
-from pwdeploy.cluster.portforward import CHUNK, Forwarder, PortStream, open_port_stream
+from pwdeploy.kube.kubeconfig import load_kube
+from pwdeploy.kube.portforward import CHUNK, Forwarder, PortStream, open_port_stream
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.portforward_fake: the API fake and the stand-in

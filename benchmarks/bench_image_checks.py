@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from pwdeploy.preflight.credentials import Credentials
 from pwdeploy.preflight.images import check_image
-from pwdeploy.preflight.registry import RegistryClient
+from pwdeploy.registry.client import RegistryClient
+from pwdeploy.registry.credentials import Credentials
 from pwdeploy.report import Status
 
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.api import Kube
+    from pwdeploy.kube.api import Kube
     from tests.kube_stub import FakeClock, StubKubeApiServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def kube(kubeconfig: Path, clock: FakeClock) -> Kube:
-    from pwdeploy.cluster.kubeconfig import load_kube
+    from pwdeploy.kube.kubeconfig import load_kube
 
     return load_kube(kubeconfig, clock=clock)
 

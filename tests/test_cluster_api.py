@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pwdeploy.cluster import answers
-from pwdeploy.cluster.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
 from pwdeploy.cluster.jobsets import apply_jobset, get_jobset, list_jobsets
-from pwdeploy.cluster.kubeconfig import load_kube
 from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.kube import answers
+from pwdeploy.kube.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
+from pwdeploy.kube.kubeconfig import load_kube
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 
 JOBSET = rendered_jobset("demo", slices=1)
@@ -444,7 +444,7 @@ def test_a_status_answer_of_the_wrong_shape_is_still_a_clear_error_against_stub(
 
 
 def test_a_negative_or_endless_retry_after_is_ignored() -> None:
-    from pwdeploy.cluster.api_errors import retry_after
+    from pwdeploy.kube.errors import retry_after
 
     class Answer(Exception):
         def __init__(self, value: str) -> None:
@@ -455,7 +455,7 @@ def test_a_negative_or_endless_retry_after_is_ignored() -> None:
 
 
 def test_a_password_with_a_slash_never_shows() -> None:
-    from pwdeploy.cluster.answers import without_userinfo
+    from pwdeploy.kube.answers import without_userinfo
 
     assert without_userinfo("https://u:pa/ss@host:443/api") == "https://host:443/api"
     assert without_userinfo("https://host/x?a=b@c") == "https://host/x?a=b@c"

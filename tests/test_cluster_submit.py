@@ -14,7 +14,6 @@ import pytest
 from pwdeploy import __version__
 from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
-from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.submit import (
     DryRun,
     InterruptedReplace,
@@ -23,6 +22,7 @@ from pwdeploy.cluster.submit import (
     submit,
 )
 from pwdeploy.errors import ClusterError, PwdeployError
+from pwdeploy.kube.api import Kube
 from tests.conftest import REPO, ClusterCli, SeamRunner
 from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer, rendered_jobset
 

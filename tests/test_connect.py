@@ -21,10 +21,10 @@ from click.testing import Result
 
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
-from pwdeploy.cluster.api import Kube
-from pwdeploy.cluster.kubeconfig import load_kube
-from pwdeploy.cluster.portforward import Forwarder, PortStream, open_port_stream
 from pwdeploy.cluster.session import READY_LINE, Head, HeadStreams
+from pwdeploy.kube.api import Kube
+from pwdeploy.kube.kubeconfig import load_kube
+from pwdeploy.kube.portforward import Forwarder, PortStream, open_port_stream
 from tests.conftest import REPO, SeamRunner
 from tests.kube_stub import FakeClock, small_job
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
@@ -510,7 +510,7 @@ def test_connect_holds_the_forward_until_ctrl_c_stub(session: PortForwardApiFake
 def test_server_frames_are_bounded_and_checked(frame: bytes, expected: str) -> None:
     from types import SimpleNamespace
 
-    from pwdeploy.cluster.websockets import FrameError, Frames
+    from pwdeploy.kube.websockets import FrameError, Frames
 
     ours, theirs = socket.socketpair()
     with ours, theirs:
@@ -523,7 +523,7 @@ def test_server_frames_are_bounded_and_checked(frame: bytes, expected: str) -> N
 def test_client_frames_are_masked_and_pings_answered() -> None:
     from types import SimpleNamespace
 
-    from pwdeploy.cluster.websockets import OP_BINARY, Frames
+    from pwdeploy.kube.websockets import OP_BINARY, Frames
     from tests.portforward_fake import PING, PONG, read_frame, server_frame
 
     ours, theirs = socket.socketpair()
@@ -625,6 +625,6 @@ def test_closing_a_stream_never_waits_for_a_server_that_stopped_reading() -> Non
 
 
 def test_backoff_stays_capped_after_a_long_outage() -> None:
-    from pwdeploy.cluster.api import RetryPolicy
+    from pwdeploy.kube.api import RetryPolicy
 
     assert RetryPolicy().delay(5000) == RetryPolicy().max_delay

@@ -14,9 +14,9 @@ from pwdeploy.config import GcsPath, parse_gcs
 from pwdeploy.errors import ConfigError
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.client import GcsFailure
-from pwdeploy.gcs.evaluate import Context, evaluate
 from pwdeploy.gcs.facts import BucketFacts, BucketMeta, IamAnswer, ProbeOutcome
 from pwdeploy.preflight.gcs import by_bucket, check_region
+from pwdeploy.preflight.gcs_evaluate import Context, evaluate
 from pwdeploy.report import CheckResult, PreflightReport, Status
 from tests.gcs_emulator import free_port
 

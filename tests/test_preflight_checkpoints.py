@@ -9,9 +9,9 @@ import pytest
 
 from pwdeploy.config import JobConfig, load_job, parse_gcs
 from pwdeploy.gcs import permissions as perms
-from pwdeploy.gcs.evaluate import placement_row
 from pwdeploy.gcs.lifecycle import describe, reaches, read_rules
 from pwdeploy.preflight import run_preflight
+from pwdeploy.preflight.gcs_evaluate import placement_row
 from pwdeploy.report import PreflightReport, Status
 from tests import gcs_emulator as emulator
 from tests.gcs_emulator import GcsEmulator

@@ -23,9 +23,9 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.gcs.client import MissingCredentials
 from pwdeploy.imageref import ImageRef
 from pwdeploy.preflight import run_preflight
-from pwdeploy.preflight.credentials import Credentials
 from pwdeploy.preflight.images import check_image, check_images, job_images
-from pwdeploy.preflight.registry import Lookup, RegistryClient
+from pwdeploy.registry.client import Lookup, RegistryClient
+from pwdeploy.registry.credentials import Credentials
 from pwdeploy.report import CheckResult, Status
 from tests import gcs_emulator as emulator
 from tests.gcs_emulator import GcsEmulator, free_port

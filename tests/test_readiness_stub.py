@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.nodes import pod_requests
 from pwdeploy.cluster.readiness import check_cluster, unknown_fields
 from pwdeploy.config import JobConfig, load_job
+from pwdeploy.kube.api import Kube
 from pwdeploy.report import CheckResult, Status
 from tests import gcs_emulator as emulator
 from tests.conftest import REPO, ClusterCli

@@ -20,12 +20,12 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.imageref import parse_reference
-from pwdeploy.preflight import answers
-from pwdeploy.preflight.answers import Body
-from pwdeploy.preflight.credentials import Basic
 from pwdeploy.preflight.images import check_image
-from pwdeploy.preflight.registry import MANIFEST_TYPES, Lookup, RegistryClient
-from pwdeploy.preflight.token_flow import TokenFlow
+from pwdeploy.registry import answers
+from pwdeploy.registry.answers import Body
+from pwdeploy.registry.client import MANIFEST_TYPES, Lookup, RegistryClient
+from pwdeploy.registry.credentials import Basic
+from pwdeploy.registry.token_flow import TokenFlow
 from pwdeploy.report import Status
 from tests.test_registry_stub import DIGEST, MANIFEST, Reply, Seen, StubRegistry, client, found, stub
 

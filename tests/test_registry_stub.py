@@ -21,9 +21,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from pwdeploy.imageref import BadReference, ImageRef, is_digest, parse_reference
-from pwdeploy.preflight import credentials as creds
-from pwdeploy.preflight.credentials import Basic, Credentials
-from pwdeploy.preflight.registry import ACCEPT, MANIFEST_TYPES, RegistryClient
+from pwdeploy.registry import credentials as creds
+from pwdeploy.registry.client import ACCEPT, MANIFEST_TYPES, RegistryClient
+from pwdeploy.registry.credentials import Basic, Credentials
 
 MANIFEST = b'{"schemaVersion": 2}'
 DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()

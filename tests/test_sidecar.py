@@ -457,7 +457,7 @@ class FolderRemovedWhilePushing(StandInEngine):
 
 
 def base_found(ref: Any) -> Any:
-    from pwdeploy.preflight.registry import Lookup
+    from pwdeploy.registry.client import Lookup
 
     return Lookup("found", "sha256:" + "e" * 64)
 

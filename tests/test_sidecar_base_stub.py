@@ -12,7 +12,7 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import ImageRef
 from pwdeploy.images import sidecar as spec
 from pwdeploy.images.base_check import SHOWN_TAGS
-from pwdeploy.preflight.registry import Lookup
+from pwdeploy.registry.client import Lookup
 from tests.test_registry_stub import StubRegistry, found, stub
 from tests.test_sidecar import PY, Recorder, StandInEngine, job_at, write_job
 

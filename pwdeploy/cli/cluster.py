@@ -13,10 +13,10 @@ from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 from pwdeploy.errors import ConfigError, PreflightError
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.api import Kube
     from pwdeploy.cluster.submit import DryRun
     from pwdeploy.cluster.wait import Until
     from pwdeploy.config import JobConfig
+    from pwdeploy.kube.api import Kube
     from pwdeploy.preflight import PreflightReport
 
 # ---------------------------------------------------------------------------------------------- submit
@@ -83,7 +83,7 @@ def submit(
     from pwdeploy import manifests
     from pwdeploy.advice import job_warnings
     from pwdeploy.cluster import submit as sub
-    from pwdeploy.cluster.api import reading_answers
+    from pwdeploy.kube.api import reading_answers
     from pwdeploy.validation.validate import require_valid
 
     _check_wait_flags(wait, timeout, dry_run, connect_after)

@@ -14,9 +14,9 @@ from pwdeploy.cli.options import seam
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.api import Clock, Kube
     from pwdeploy.config import JobConfig
     from pwdeploy.errors import PwdeployError
+    from pwdeploy.kube.api import Clock, Kube
     from pwdeploy.preflight import RowSource
     from pwdeploy.report import CheckResult
 
@@ -56,7 +56,7 @@ def clock() -> Clock | None:
 def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
     """The cluster the flags name; a request that is slow says so on stderr. Tests shorten the bounds of a
     request with the ``kube_limits`` seam (``{"timeout": (1, 0.3), "deadline": 1.0, "slow_after": 0.2}``)."""
-    from pwdeploy.cluster.kubeconfig import load_kube
+    from pwdeploy.kube.kubeconfig import load_kube
 
     kube = load_kube(kubeconfig, context, clock=clock())
     kube.on_wait = lambda line: click.echo(line, err=True)
@@ -75,7 +75,7 @@ class Cluster(NamedTuple):
 
 def check_namespace(namespace: str | None) -> None:
     """A namespace is a DNS-1123 label: a bad one is refused here, before any request is sent."""
-    from pwdeploy.validation.names import dns1123_label
+    from pwdeploy.names import dns1123_label
 
     problem = None if namespace is None else dns1123_label(namespace)
     if problem is not None:
@@ -85,7 +85,7 @@ def check_namespace(namespace: str | None) -> None:
 def check_job_name(name: str, command: str) -> None:
     """A job's name is the JobSet's name, a DNS-1035 label: a bad one, or a file given instead, is refused before
     any request."""
-    from pwdeploy.validation.names import dns1035_label
+    from pwdeploy.names import dns1035_label
 
     if name.endswith((".yaml", ".yml", ".json")) or Path(name).exists():
         follow = " (-f means --follow, as in kubectl)" if command == "logs" else ""
@@ -110,7 +110,7 @@ def with_cluster(func: F) -> F:
         check_namespace(namespace)
         if isinstance(kwargs.get("name"), str):
             check_job_name(kwargs["name"], click.get_current_context().info_name or "pwdeploy")
-        from pwdeploy.cluster.api import reading_answers
+        from pwdeploy.kube.api import reading_answers
 
         kube = open_kube(kubeconfig, context)
         with reading_answers(kube):

@@ -18,9 +18,9 @@ from pwdeploy.cli.options import seam
 from pwdeploy.errors import ClusterError, ConfigError
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.api import Kube
-    from pwdeploy.cluster.portforward import Forwarder, PortStream
     from pwdeploy.cluster.session import Head
+    from pwdeploy.kube.api import Kube
+    from pwdeploy.kube.portforward import Forwarder, PortStream
 
 DEFAULT_LOCAL_PORT = 29000
 PROBE_TIMEOUT_S = 30.0  # for the server to announce the port on the first stream
@@ -139,8 +139,8 @@ def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float
 
 def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket.socket) -> Forwarder:
     """Open one stream first (so a refusal, such as RBAC, stops here with its message), then serve."""
-    from pwdeploy.cluster.portforward import Forwarder
     from pwdeploy.cluster.session import HeadStreams
+    from pwdeploy.kube.portforward import Forwarder
 
     streams = HeadStreams(kube, namespace, name, head, notify=_say)  # follows the head pod across restarts
     _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep)
@@ -150,8 +150,8 @@ def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket
 
 def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None]) -> None:
     """One stream opened and closed; transient refusals (no answer, 429, 5xx) are retried as the forwarder's."""
-    from pwdeploy.cluster.api import ApiError, stream_retryable
-    from pwdeploy.cluster.portforward import OPEN_RETRY, StreamBroken
+    from pwdeploy.kube.api import ApiError, stream_retryable
+    from pwdeploy.kube.portforward import OPEN_RETRY, StreamBroken
 
     for attempt in range(1, OPEN_RETRY.attempts + 1):
         try:

@@ -1,3 +1,3 @@
-"""Talking to a GKE cluster: the API seam (api), finding the cluster (connect), the requests a job needs
-(jobsets), whether the cluster can run a job (readiness), submit (submit), state and progress summaries (progress),
-waiting (wait) and logs."""
+"""The job's life on a cluster: the requests a job needs (jobsets), whether the cluster can run it (readiness),
+submit (submit), state and progress summaries (progress, status), waiting (wait), logs, connect's session
+(session) and diagnose. How pwdeploy talks to the API server is ``pwdeploy.kube``."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from pwdeploy import identifiers as ids
-from pwdeploy.cluster.api import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
 from pwdeploy.errors import ClusterError
+from pwdeploy.kube.api import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
 
 FIELD_MANAGER = "pwdeploy"
 APPLY_PATCH = "application/apply-patch+yaml"

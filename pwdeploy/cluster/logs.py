@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import POD_LOGS, Action, Kube
 from pwdeploy.errors import ClusterError
+from pwdeploy.kube.api import POD_LOGS, Action, Kube
 
 # component -> (replicatedJob, container)
 COMPONENTS = {

@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from decimal import Decimal
 
 from pwdeploy import identifiers as ids
-from pwdeploy.cluster.api import NODES, Action, ApiError, Kube
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ConfigError
+from pwdeploy.kube.api import NODES, Action, ApiError, Kube
 from pwdeploy.quantity import parse_quantity
 
 NODE_POOL_LABEL = ids.NODE_POOL_LABEL  # the workers' exclusive topology: one slice per node pool

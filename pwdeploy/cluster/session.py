@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import POD_LOGS, Action, ApiError, Kube
 from pwdeploy.cluster.progress import job_state, progress, progress_line
 from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.kube.api import POD_LOGS, Action, ApiError, Kube
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.portforward import PortStream
+    from pwdeploy.kube.portforward import PortStream
 
 # The proxy's log line once it serves: "pathways-proxy is ready to serve new connection requests when the following
 # log is written" (https://docs.cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/
@@ -175,7 +175,7 @@ class HeadStreams:
         self._lock = threading.Lock()
 
     def open(self) -> PortStream:
-        from pwdeploy.cluster.portforward import open_port_stream
+        from pwdeploy.kube.portforward import open_port_stream
 
         head = self.head
         try:

@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.diagnose import Finding, Snapshot, from_snapshot
 from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
+from pwdeploy.kube.api import Kube
 
 LATEST_EVENTS = 10
 FIRST_FINDINGS = 3

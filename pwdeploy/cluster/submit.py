@@ -17,11 +17,11 @@ from typing import Literal
 
 from pwdeploy import __version__
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.progress import TERMINAL, Phase, job_state
 from pwdeploy.errors import ClusterError, PwdeployError
 from pwdeploy.identifiers import CONFIG_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, VERSION_ANNOTATION
+from pwdeploy.kube.api import Kube
 
 Result = Literal["created", "unchanged", "replaced"]
 

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from pwdeploy import identifiers as ids
+from pwdeploy import names
 from pwdeploy.config.model import Toleration
 from pwdeploy.config.values import kind_name
 from pwdeploy.errors import ConfigError
-from pwdeploy.validation import names
 
 ON_DEMAND, SPOT, RESERVATION, FLEX_START, QUEUED = "on-demand", "spot", "reservation", "flex-start", "queued"
 CAPACITIES = (ON_DEMAND, SPOT, RESERVATION, FLEX_START, QUEUED)

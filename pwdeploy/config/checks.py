@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pwdeploy import catalog
+from pwdeploy import catalog, names
 from pwdeploy.config import sidecar_checks
 from pwdeploy.config.capacity import check_capacity
 from pwdeploy.config.fields import BY_PATH
@@ -22,7 +22,6 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
 from pwdeploy.imageref import BadReference, parse_reference, repository_problem
 from pwdeploy.quantity import parse_quantity
-from pwdeploy.validation import names
 
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 _TAG_JAX = re.compile(r":(?:.*[-_])?jax[-_]([0-9]+\.[0-9]+\.[0-9]+)$")  # server:jax-0.10.2, :20260730-jax_0.10.2

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pwdeploy import quantity
+from pwdeploy import names, quantity
 from pwdeploy.config.capacity import EFFECTS, parse_duration, parse_labels, parse_tolerations
 from pwdeploy.config.fields import Field, Kind
 from pwdeploy.config.model import SecretRef
@@ -29,7 +29,6 @@ from pwdeploy.config.values import (
 )
 from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import REFERENCE
-from pwdeploy.validation import names
 
 # Quantities where 0 is a meaningful value: "off".
 ZERO_DISABLES = frozenset({"head.transfer_shm_size"})

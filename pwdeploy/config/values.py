@@ -171,7 +171,7 @@ def kind_name(value: Any) -> str:
 
 
 def check_name(value: str, path: str, rule: Callable[[str], str | None]) -> str:
-    """``value`` when it passes a Kubernetes name rule (from pwdeploy.validation.names), else a ConfigError."""
+    """``value`` when it passes a Kubernetes name rule (from pwdeploy.names), else a ConfigError."""
     problem = rule(value)
     if problem is not None:
         raise ConfigError(path, problem)

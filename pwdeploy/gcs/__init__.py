@@ -1,5 +1,5 @@
-"""GCS for preflight and local runs: the client seam (client), what pwdeploy asks a bucket (facts) and what it
-concludes (evaluate, as rows of ``pwdeploy.report``).
+"""GCS for preflight and local runs: the client seam (client), what pwdeploy asks a bucket (facts, lifecycle,
+permissions). What preflight concludes from those facts is ``pwdeploy.preflight.gcs_evaluate``.
 
-``pwdeploy.preflight.run_preflight`` is the entry point; nothing here imports google.cloud.storage at import time.
+Nothing here imports google.cloud.storage at import time.
 """

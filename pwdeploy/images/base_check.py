@@ -18,7 +18,7 @@ from pwdeploy.imageref import BadReference, ImageRef, parse_reference
 from pwdeploy.images.engine import Engine
 
 if TYPE_CHECKING:  # the registry client imports requests: only a build that asks pays for it
-    from pwdeploy.preflight.registry import Lookup
+    from pwdeploy.registry.client import Lookup
 
 SHOWN_TAGS = 8
 _RELEASE = re.compile(r"(?P<date>[0-9]{8})-python_(?P<python>[0-9]+\.[0-9]+)-jax_(?P<jax>[0-9.]+)")
@@ -27,8 +27,8 @@ ImageLookup = Callable[[ImageRef], "Lookup"]
 
 
 def default_lookup() -> ImageLookup:
-    from pwdeploy.preflight.credentials import Credentials
-    from pwdeploy.preflight.registry import RegistryClient
+    from pwdeploy.registry.client import RegistryClient
+    from pwdeploy.registry.credentials import Credentials
 
     return RegistryClient(Credentials().for_registry).lookup
 

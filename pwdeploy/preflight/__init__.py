@@ -63,8 +63,8 @@ def _image_rows(job: JobConfig, lookup: ImageLookup | None) -> list[CheckResult]
     from pwdeploy.preflight.images import check_images
 
     if lookup is None:
-        from pwdeploy.preflight.credentials import Credentials
-        from pwdeploy.preflight.registry import RegistryClient
+        from pwdeploy.registry.client import RegistryClient
+        from pwdeploy.registry.credentials import Credentials
 
         lookup = RegistryClient(Credentials().for_registry).lookup
     return check_images(job, lookup)

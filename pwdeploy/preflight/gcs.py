@@ -17,8 +17,8 @@ from pwdeploy.config import GcsPath, JobConfig
 from pwdeploy.errors import ConfigError
 from pwdeploy.gcs import client as gcs_client
 from pwdeploy.gcs import permissions as perms
-from pwdeploy.gcs.evaluate import Context, evaluate, placement_row
 from pwdeploy.gcs.facts import gather
+from pwdeploy.preflight.gcs_evaluate import Context, evaluate, placement_row
 from pwdeploy.report import CheckResult, PreflightReport, Status
 
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pwdeploy.config import JobConfig
 from pwdeploy.imageref import BadReference, ImageRef, parse_reference
-from pwdeploy.preflight.credentials import is_google_registry
-from pwdeploy.preflight.registry import Lookup
+from pwdeploy.registry.client import Lookup
+from pwdeploy.registry.credentials import is_google_registry
 from pwdeploy.report import CheckResult, Status
 
 MAX_THREADS = 8

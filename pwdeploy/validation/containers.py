@@ -9,9 +9,9 @@ from decimal import Decimal
 from typing import Any
 
 from pwdeploy.errors import ConfigError
+from pwdeploy.names import env_var_name, label_key, short
 from pwdeploy.quantity import parse_quantity
-from pwdeploy.validation.names import env_var_name, label_key
-from pwdeploy.validation.problems import Problem, child, duplicates, items, mapping, short
+from pwdeploy.validation.problems import Problem, child, duplicates, items, mapping
 
 _VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
 _FIELD_PATHS = (

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pwdeploy.validation.names import MAX_LABEL, dns1035_label, dns1123_subdomain
+from pwdeploy.names import MAX_LABEL, dns1035_label, dns1123_subdomain
 from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping
 
 MAX_INT32 = 2**31 - 1

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pwdeploy.names import dns1123_label, dns1123_subdomain, label_key, label_value, port_name, short
 from pwdeploy.validation.containers import env_problems, memory_limit, quantity, resource_problems
-from pwdeploy.validation.names import dns1123_label, dns1123_subdomain, label_key, label_value, port_name
-from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping, short
+from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping
 
 _PROBES = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
 _PROTOCOLS = ("TCP", "UDP", "SCTP")

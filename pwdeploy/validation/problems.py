@@ -66,11 +66,6 @@ def integer(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def short(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def duplicates(entries: list[tuple[str, object]], rule: str) -> list[Problem]:
     """A problem at each ``(path, value)`` entry whose value an earlier entry already has; ``rule`` says why."""
     first: dict[object, str] = {}

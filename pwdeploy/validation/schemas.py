@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy.errors import ConfigError
+from pwdeploy.names import short
 from pwdeploy.validation.checker import Checker, SchemaError, strip
 from pwdeploy.validation.kubernetes_schemas import kind_schema, kubernetes_versions
-from pwdeploy.validation.problems import Problem, join, short
+from pwdeploy.validation.problems import Problem, join
 
 JOBSET_SCHEMA = "jobset-v1alpha2.schema.json"
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?")

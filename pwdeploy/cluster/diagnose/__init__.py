@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
-from pwdeploy.cluster.api import Kube
 from pwdeploy.cluster.diagnose import containers, images, lifecycle, pathways, queueing, scheduling
 from pwdeploy.cluster.diagnose.findings import CAUSES, Diagnosis, Finding, Observation, group
 from pwdeploy.cluster.diagnose.pods import expected_pods
 from pwdeploy.cluster.diagnose.read import Snapshot, read_logs, read_snapshot
 from pwdeploy.cluster.diagnose.summary import summary
+from pwdeploy.kube.api import Kube
 
 __all__ = ["CAUSES", "Diagnosis", "Finding", "Snapshot", "diagnose", "from_snapshot"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import EVENTS, POD_LOGS, PODS, Action, ApiError, Kube, Resource
+from pwdeploy.kube.api import EVENTS, POD_LOGS, PODS, Action, ApiError, Kube, Resource
 
 Object = dict[str, Any]
 JOBS = Resource("batch", "v1", "jobs", "Job")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from pwdeploy.cluster.api import ApiError, Kube
 from pwdeploy.cluster.readiness import (
     head_capacity,
     jobset_api,
@@ -30,6 +29,7 @@ from pwdeploy.cluster.readiness import (
 from pwdeploy.cluster.readiness.jobset_api import unknown_fields
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig
+from pwdeploy.kube.api import ApiError, Kube
 from pwdeploy.report import CheckResult, Status
 
 __all__ = ["Check", "Row", "Target", "check_cluster", "renderable", "unknown_fields"]

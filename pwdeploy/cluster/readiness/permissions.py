@@ -7,8 +7,8 @@ import functools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from pwdeploy.cluster.api import ACCESS_REVIEWS, EVENTS, JOBSETS, POD_LOGS, PODS, Action, Kube, Resource, rbac_hint
 from pwdeploy.cluster.readiness.target import Check, Row, Target
+from pwdeploy.kube.api import ACCESS_REVIEWS, EVENTS, JOBSETS, POD_LOGS, PODS, Action, Kube, Resource, rbac_hint
 from pwdeploy.report import CheckResult, Status
 
 NEEDED: tuple[tuple[str, Resource], ...] = (

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.api import Action, ApiError, Kube, Resource
 from pwdeploy.cluster.jobsets import KUEUE_GROUP, Object
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity import QUEUED
+from pwdeploy.kube.api import Action, ApiError, Kube, Resource
 from pwdeploy.report import CheckResult, Status
 
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NamedTuple
 
-from pwdeploy.cluster.api import NODES, Action, ApiError, Kube, rbac_hint, reading_answers
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import NodeLists
 from pwdeploy.config import JobConfig
+from pwdeploy.kube.api import NODES, Action, ApiError, Kube, rbac_hint, reading_answers
 from pwdeploy.report import CheckResult, Status
 
 

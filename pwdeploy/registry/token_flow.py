@@ -14,16 +14,12 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from pwdeploy.imageref import ImageRef
-from pwdeploy.preflight import answers, credentials
-from pwdeploy.preflight.answers import BadAnswer, Body
-from pwdeploy.preflight.credentials import Basic
-
-if TYPE_CHECKING:
-    from pwdeploy.preflight.registry import CredentialLookup
+from pwdeploy.registry import answers, credentials
+from pwdeploy.registry.answers import BadAnswer, Body
+from pwdeploy.registry.credentials import Basic, CredentialLookup
 
 CHALLENGE_PARAM = re.compile(r'(\w+)=(?:"([^"]*)"|([^,\s]*))')
 Send = Callable[[str, str, dict[str, str], dict[str, str] | None], Body]  # method, url, headers, params

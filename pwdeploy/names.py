@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-from pwdeploy.validation.problems import short
-
 MAX_LABEL = 63
 MAX_SUBDOMAIN = 253
 
@@ -106,3 +104,9 @@ def longest_pod_name_suffix(head_job: str, worker_job: str, slices: int, vms: in
     """
     rand = "x" * GENERATED_SUFFIX
     return max(f"-{head_job}-0-0-{rand}", f"-{worker_job}-{slices - 1}-{vms - 1}-{rand}", key=len)
+
+
+def short(value: object, limit: int = 60) -> str:
+    """``value``'s repr, cut to ``limit`` characters for a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

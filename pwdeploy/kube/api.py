@@ -11,7 +11,7 @@ status and the first bytes of the answer, never an exception from deeper down. O
 within ``Kube.deadline`` seconds (wall time); when it takes longer than ``Kube.slow_after``, ``Kube.on_wait`` is
 told once which server and which request it is waiting for.
 
-The resources and actions (``pwdeploy.cluster.resources``) and the error conversion (``pwdeploy.cluster.api_errors``)
+The resources and actions (``pwdeploy.kube.resources``) and the error conversion (``pwdeploy.kube.errors``)
 live in modules of their own and are imported from here as one vocabulary.
 """
 
@@ -25,14 +25,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from pwdeploy.cluster.answers import (
+from pwdeploy.errors import PwdeployError
+from pwdeploy.kube.answers import (
     BadAnswer,
     items_of,
     json_object,
     read_answer,
     without_userinfo,
 )
-from pwdeploy.cluster.api_errors import (
+from pwdeploy.kube.errors import (
     GET_CREDENTIALS,
     RETRYABLE_STATUS,
     ApiError,
@@ -45,7 +46,7 @@ from pwdeploy.cluster.api_errors import (
     retryable,
     unsendable,
 )
-from pwdeploy.cluster.resources import (
+from pwdeploy.kube.resources import (
     ACCESS_REVIEWS,
     CRDS,
     EVENTS,
@@ -60,7 +61,6 @@ from pwdeploy.cluster.resources import (
     Resource,
     localqueues,
 )
-from pwdeploy.errors import PwdeployError
 
 # The seam's vocabulary, importable from here: resources, actions, errors.
 __all__ = [
@@ -302,7 +302,7 @@ class Kube:
         import websocket
         from kubernetes.client.exceptions import ApiException
 
-        from pwdeploy.cluster.websockets import connect_websocket
+        from pwdeploy.kube.websockets import connect_websocket
 
         with self._sent_lock:
             self.sent += 1

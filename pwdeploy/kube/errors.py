@@ -5,14 +5,18 @@ as printable, bounded text."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from pwdeploy.cluster.answers import excerpt, printable
-from pwdeploy.cluster.resources import Action
 from pwdeploy.errors import ClusterError
+from pwdeploy.kube.answers import excerpt, printable
+from pwdeploy.kube.resources import Action
 
-if TYPE_CHECKING:
-    from pwdeploy.cluster.api import Kube
+
+class Located(Protocol):
+    """What an error message needs of the client: where the API server is (`` at https://...``, or '')."""
+
+    def where(self) -> str: ...
+
 
 GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -32,7 +36,7 @@ class ApiError(ClusterError):
         self.missing = missing
 
 
-def unsendable(exc: Exception, action: Action, kube: Kube) -> ApiError:
+def unsendable(exc: Exception, action: Action, kube: Located) -> ApiError:
     """The client library refused to send the request; its message is not shown, since it may quote a header (the
     bearer token: ``Invalid header value b'Bearer ...'``)."""
     return ApiError(
@@ -90,7 +94,7 @@ def api_status(exc: Exception) -> dict[str, Any]:
     return {**parsed, "details": {**details, "causes": [c for c in causes if isinstance(c, dict)]}}
 
 
-def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Kube | None = None) -> ApiError:
+def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Located | None = None) -> ApiError:
     """The one place where a failed request becomes a message a user can act on."""
     from kubernetes.client.exceptions import ApiException
 

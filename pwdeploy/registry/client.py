@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -32,10 +32,10 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 
 from pwdeploy.imageref import ImageRef, is_digest
-from pwdeploy.preflight import answers
-from pwdeploy.preflight.answers import BadAnswer, Body
-from pwdeploy.preflight.credentials import Basic
-from pwdeploy.preflight.token_flow import TokenFlow, TokenRefused
+from pwdeploy.registry import answers
+from pwdeploy.registry.answers import BadAnswer, Body
+from pwdeploy.registry.credentials import Basic, CredentialLookup
+from pwdeploy.registry.token_flow import TokenFlow, TokenRefused
 
 DEADLINE = 10.0  # seconds for one image check: every connection and every byte of every answer
 CONNECT_TIMEOUT = 3.0  # seconds for one connection, within the deadline
@@ -53,7 +53,6 @@ MAX_REDIRECTS = 5
 # found; the tag or digest is not in the repository; the repository does not exist; the registry refused us;
 # no answer; anything else.
 LookupKind = Literal["found", "manifest_unknown", "name_unknown", "denied", "unreachable", "error"]
-CredentialLookup = Callable[[str], Basic | None]  # registry host -> credentials, asked only when challenged
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pwdeploy.cluster.answers import without_userinfo
-from pwdeploy.cluster.api import GET_CREDENTIALS, Clock, Kube, RetryPolicy, SystemClock
 from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.kube.answers import without_userinfo
+from pwdeploy.kube.api import GET_CREDENTIALS, Clock, Kube, RetryPolicy, SystemClock
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pwdeploy.cluster.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
+from pwdeploy.kube.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
 
 V4_CHANNEL = "v4.channel.k8s.io"
 DATA, ERROR = 0, 1  # the channels of the first (only) port
@@ -41,7 +41,7 @@ class PortStream:
     """One stream to one port of a pod: the channel framing over a connected WebSocket."""
 
     def __init__(self, ws: Any, port: int) -> None:
-        from pwdeploy.cluster.websockets import Frames
+        from pwdeploy.kube.websockets import Frames
 
         self.ws = ws
         self.port = port
@@ -49,7 +49,7 @@ class PortStream:
         self._started: set[int] = set()  # channels whose port-number message has arrived
 
     def send(self, data: bytes) -> None:
-        from pwdeploy.cluster.websockets import OP_BINARY
+        from pwdeploy.kube.websockets import OP_BINARY
 
         self.frames.send(OP_BINARY, bytes((DATA,)) + data)
 
@@ -73,7 +73,7 @@ class PortStream:
         """One message's data (b"" for a port announcement); None for the server's close."""
         import websocket
 
-        from pwdeploy.cluster.websockets import OP_BINARY, OP_CLOSE, FrameError
+        from pwdeploy.kube.websockets import OP_BINARY, OP_CLOSE, FrameError
 
         try:
             opcode, payload = self.frames.next()
@@ -101,14 +101,14 @@ class PortStream:
 
     def ping(self) -> None:
         """A ping, unless sending would wait (data is going out, or the server stopped reading)."""
-        from pwdeploy.cluster.websockets import OP_PING
+        from pwdeploy.kube.websockets import OP_PING
 
         self.frames.send_control(OP_PING)
 
     def close(self) -> None:
         """Say goodbye if the socket takes it at once, then shut it (which also wakes a thread blocked reading or
         writing): closing never waits for a server that stopped reading."""
-        from pwdeploy.cluster.websockets import OP_CLOSE
+        from pwdeploy.kube.websockets import OP_CLOSE
 
         self.frames.send_control(OP_CLOSE, (1000).to_bytes(2, "big"))
         self.abort()

@@ -40,6 +40,9 @@ class Basic:
 TokenSource = Callable[[], str | None]  # an OAuth2 access token, or None when there are no credentials
 
 
+CredentialLookup = Callable[[str], Basic | None]  # registry host -> credentials, asked only when challenged
+
+
 def is_google_registry(host: str) -> bool:
     return host.endswith(".pkg.dev") or host == "gcr.io" or host.endswith(".gcr.io")
 
