@@ -22,6 +22,7 @@ PROXY_PORT = 29000
 RM_PORT = 29001
 WORKER_PORT = 29005
 SIDECAR_PORT = 50051
+PROFILER_PORT = 9999  # where a program starts pathwaysutils' profiler server (MaxText's default)
 
 # volumes and where they are mounted
 SHM_VOLUME = "dshm"

@@ -129,6 +129,11 @@ FIELDS: tuple[Field, ...] = (
       "Data-loader worker processes (PWDEPLOY_DATA_WORKERS); default: CPU limit - 1; at most the CPU limit",
       "--data-workers", minimum=0),
     _("main.privileged", Kind.BOOL, False, "Run the user's container privileged (off by default)", "--privileged"),
+    _("main.profiler_host", Kind.STR, "127.0.0.1",
+      "Address pathwaysutils' profiler server binds (PATHWAYS_PROFILING_SERVER_HOST): 127.0.0.1 keeps it on the "
+      "head node's loopback, reached through the API server by `pwdeploy profile`; 0.0.0.0 opens it to the node's "
+      "network (the head pod uses the host network; no token unless PATHWAYS_PROFILING_AUTH_TOKEN is set)",
+      "--profiler-host", choices=("127.0.0.1", "0.0.0.0")),
     _("head.node_pool", Kind.STR, "cpu-np", "CPU node pool of the Pathways head pod", "--head-node-pool"),
     _("head.proxy_cpu", Kind.QUANTITY, "16", "CPU limit of pathways-proxy", "--proxy-cpu"),
     _("head.proxy_memory", Kind.QUANTITY, "100Gi", "Memory limit of pathways-proxy", "--proxy-memory"),

@@ -65,6 +65,7 @@ class MainConfig(NamedTuple):
     shm_size: str
     data_workers: int  # resolved: never None
     privileged: bool
+    profiler_host: str = "127.0.0.1"  # PATHWAYS_PROFILING_SERVER_HOST of the user's container
 
 
 class HeadConfig(NamedTuple):
