@@ -58,5 +58,5 @@ def test_the_users_own_env_still_wins() -> None:
 
 
 def test_another_profiler_address_names_the_field() -> None:
-    with pytest.raises(ConfigError, match="main.profiler_host"):
+    with pytest.raises(ConfigError, match=r"main\.profiler_host"):
         small_job({"main.profiler_host": "10.0.0.1"})
