@@ -7,6 +7,10 @@ Texts matched:
   Secret <ns>/<name>`` (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go).
 - terminated reason ``OOMKilled`` (exit 137); exit code 135 = 128 + SIGBUS (7), what a write to a full
   memory-backed /dev/shm raises.
+- waiting reason ``CrashLoopBackOff`` with ``back-off 5m0s restarting failed container=<c> pod=<p>`` (kubernetes/
+  kubernetes pkg/kubelet/kuberuntime/kuberuntime_manager.go ``doBackOff``, ``kubecontainer.ErrCrashLoopBackOff``):
+  the kubelet keeps restarting a container that keeps failing; an error whatever the last termination was (OOM
+  kill, SIGBUS, a crash), since it does not come right by itself.
 - native sidecars (init containers with restartPolicy: Always, Kubernetes >= 1.29 by default): on an older
   kubelet they run as ordinary init containers that never finish, so the pod stays ``PodInitializing``.
 """
@@ -32,6 +36,7 @@ LAST_LINES = 3
 
 def observations(snap: Snapshot) -> list[Observation]:
     logs = {(t.pod, t.container): t for t in snap.logs}
+    alike = _logs_by_kind(snap, logs)
     found: list[Observation] = []
     for pod in snap.pods:
         if pod.get("metadata", {}).get("deletionTimestamp"):
@@ -39,7 +44,24 @@ def observations(snap: Snapshot) -> list[Observation]:
         found += _sidecars(pod, snap.now)
         for c in p.containers(pod):
             found += _waiting(c, snap.namespace)
-            found += _terminated(c, logs.get((p.name(pod), str(c.spec.get("name")))), snap.name)
+            log = logs.get((p.name(pod), str(c.spec.get("name")))) or alike.get(_kind(c))
+            found += _terminated(c, log, snap.name)
+    return found
+
+
+def _kind(c: p.Container) -> tuple[str, str, int] | None:
+    """(role, container, exit code) of a failed run: wanted_logs reads one log per kind, which stands for all."""
+    ended = _ended(c)
+    return (p.role(c.pod), str(c.spec.get("name")), int(str(ended[0].get("exitCode")))) if ended else None
+
+
+def _logs_by_kind(snap: Snapshot, logs: dict[tuple[str, str], LogTail]) -> dict[tuple[str, str, int] | None, LogTail]:
+    found: dict[tuple[str, str, int] | None, LogTail] = {}
+    for pod in snap.pods:
+        for c in p.containers(pod):
+            tail = logs.get((p.name(pod), str(c.spec.get("name"))))
+            if tail is not None and (kind := _kind(c)) is not None:
+                found.setdefault(kind, tail)
     return found
 
 
@@ -115,19 +137,26 @@ def _ended(c: p.Container) -> tuple[dict[str, object], bool] | None:
     return (last, False) if last.get("exitCode") else None
 
 
+def crash_looping(c: p.Container) -> bool:
+    return ((c.status.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+
+
 def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observation]:
-    ended = _ended(c)
+    looping = crash_looping(c)
+    last = (c.status.get("lastState") or {}).get("terminated")
+    ended = _ended(c) or ((last, False) if looping and isinstance(last, dict) else None)  # exit 0, again and again
     if ended is None or p.disrupted(c.pod):
         return []
     term, now = ended
-    code, reason = int(str(term.get("exitCode"))), str(term.get("reason") or "")
+    code, reason = int(str(term.get("exitCode") or 0)), str(term.get("reason") or "")
     container, role, pod = str(c.spec.get("name")), p.role(c.pod), p.name(c.pod)
-    severity: Severity = "error" if now else "warning"
+    severity: Severity = "error" if now or looping else "warning"
     restarts = int(c.status.get("restartCount") or 0)
     signal = " = SIGBUS" if code == SIGBUS_EXIT else ""
     ran = f"container {container} terminated: {reason or 'Error'} (exit {code}{signal})" + (
         f", restarted {restarts} times" if restarts else ""
     )
+    ran += ", now in CrashLoopBackOff (the kubelet keeps restarting it)" if looping else ""
     if reason == "OOMKilled":
         limit, field = p.memory_limit(c), p.MEMORY_FIELD.get(container, "the container's memory limit")
         fix = (
@@ -142,7 +171,7 @@ def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observati
         field = p.shm_field(c, shm[0]) if shm else "main.shm_size / tpu.shm_size"
         fix = f"/dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
         return [Observation("shm-exhausted", severity, role, pod, container, f"{ran}; {size}", fix)]
-    if c.init and c.spec.get("restartPolicy") == "Always" and code == 143:
+    if c.init and c.spec.get("restartPolicy") == "Always" and code == 143 and not looping:
         return []  # a sidecar stopped by SIGTERM once the main container ended
     if log is not None and pathways.classify(log.lines) is not None:
         return []  # the Pathways rules name this one from its log

@@ -26,8 +26,13 @@ STAGES: dict[str, tuple[str, ...]] = {
     "image": ("image-not-found", "image-unauthorized", "image-pull"),
     "start": ("missing-secret", "container-config", "sidecar-not-started"),
     "run": (
+        "scratch-bucket-missing",
+        "scratch-lifecycle-limit",
         "version-mismatch",
+        "proxy-in-use",
+        "session-lost",
         "oom-killed",
+        "hbm-oom",
         "shm-exhausted",
         "gcs-permission",
         "proxy-backend",
