@@ -139,13 +139,14 @@ def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float
 
 def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket.socket) -> Forwarder:
     """Open one stream first (so a refusal, such as RBAC, stops here with its message), then serve."""
-    from pwdeploy.cluster.session import HeadStreams
+    from pwdeploy.cluster.session import HeadStreams, session_notes
     from pwdeploy.kube.portforward import Forwarder
 
     streams = HeadStreams(kube, namespace, name, head, notify=_say)  # follows the head pod across restarts
     _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep)
     target = f"the proxy of job {name} (port {head.port})"
-    return Forwarder(listener, streams.open, _say, target, kube.clock.sleep).start()
+    notes = session_notes(_say, namespace, name, head)  # a lost connection is a lost JAX session: say so
+    return Forwarder(listener, streams.open, notes, target, kube.clock.sleep).start()
 
 
 def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None]) -> None:

@@ -1,6 +1,7 @@
 """What `pwdeploy status` shows of a job: its state and conditions, the first findings of `diagnose` (from the
 objects status reads anyway: no logs, no Kueue, no extra request), its pods per component and slice, and the
-latest warning events while it is not running. Reading (``read_status``) and formatting (``status_lines``) are
+latest warning events while it is not running, and, while it has not ended, the resource manager's count of
+ready slices (the end of its log, once it runs). Reading (``read_status``) and formatting (``status_lines``) are
 apart, so other views (diagnose, tests) use the same objects."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any, NamedTuple
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.diagnose import Finding, Snapshot, from_snapshot
 from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
+from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, worker_slices
+from pwdeploy.identifiers import HEAD_JOB
 from pwdeploy.kube.api import Kube
 
 LATEST_EVENTS = 10
@@ -26,6 +29,7 @@ class JobStatus(NamedTuple):
     warning_events: list[dict[str, Any]]  # empty while the job runs or after it completed
     now: datetime
     findings: tuple[Finding, ...] = ()  # diagnose's findings from the objects above, most important first
+    slices: SlicesReady | None = None  # the resource manager's count, while the job has not ended
 
 
 def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
@@ -36,7 +40,17 @@ def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
     events = [] if settled else js.warning_events(kube, namespace, name)
     now = kube.clock.utc_now()
     findings = tuple(from_snapshot(Snapshot(name, namespace, obj, pods, events, now)).findings)
-    return JobStatus(name, namespace, obj, pods, events[-LATEST_EVENTS:], now, findings)
+    slices = _slices(kube, namespace, obj, pods)
+    return JobStatus(name, namespace, obj, pods, events[-LATEST_EVENTS:], now, findings, slices)
+
+
+def _slices(kube: Kube, namespace: str, obj: dict[str, Any], pods: list[dict[str, Any]]) -> SlicesReady | None:
+    if job_state(obj).phase in ("Completed", "Failed", "Deleting", "Suspended"):
+        return None
+    heads = [
+        p for p in pods if pod_group(p)[0] == HEAD_JOB and rm_running(p) and not p["metadata"].get("deletionTimestamp")
+    ]
+    return read_slices(kube, namespace, heads[0]["metadata"]["name"], worker_slices(obj)) if heads else None
 
 
 def status_lines(status: JobStatus) -> list[str]:
@@ -44,6 +58,8 @@ def status_lines(status: JobStatus) -> list[str]:
     state = job_state(obj)
     lines = [f"jobset {status.name}  namespace {status.namespace}  age {age(js.created_at(obj), status.now)}"]
     lines.append(progress_line(state, progress(obj, pods)))
+    if status.slices is not None:
+        lines.append(f"  {status.slices.text}")
     if state.reason or state.message:
         lines.append(f"  {state.reason}: {state.message}".rstrip(": "))
     if status.findings:
