@@ -11,7 +11,7 @@ import pytest
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.config import JobConfig, load_job
-from pwdeploy.envcontract import proxy_env
+from pwdeploy.envcontract import PROFILING_HOST_ENV, proxy_env
 from pwdeploy.errors import ConfigError
 from pwdeploy.local.env import MAX_DEVICES, compile_cache_location, device_count, local_env, plan
 from tests.conftest import REPO
@@ -169,6 +169,7 @@ def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -
     assert from_pod == {ids.RESTART_ATTEMPT_ENV: f"metadata.labels['{ids.RESTART_ATTEMPT_LABEL}']"}
     for name in proxy_env():
         assert cluster.pop(name, None) is not None, f"the manifest lacks the proxy variable {name}"
+    assert cluster.pop(PROFILING_HOST_ENV) == "127.0.0.1"  # pathwaysutils' profiler server: Pathways only
     assert cluster.pop("PWDEPLOY_HLO_DUMP_DIR") == "gs://bkt/hlo"
 
     local = plan(config, cwd=tmp_path, cores=2).env
