@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,3 +213,25 @@ def test_a_job_whose_program_does_not_run_is_exit_4_stub(api: PortForwardApiFake
     result = cli(["profile", JOB, *kc, "--duration", "1"])
     assert result.exit_code == 4
     assert "has no head pod whose program runs now" in result.stderr and "pwdeploy status prof" in result.stderr
+
+
+def test_a_server_that_goes_quiet_after_the_request_is_a_bounded_wait_stub(
+    api: PortForwardApiFake, kc: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pwdeploy.cluster import profile
+
+    monkeypatch.setattr(profile, "ANSWER_MARGIN_S", 0.0)  # the wait is the duration alone
+    api.put("jobsets", batch_jobset())
+    api.put("pods", head_pod())
+    release = threading.Event()
+
+    def quiet(conn: socket.socket) -> None:
+        conn.recv(4096)
+        release.wait(20)  # holds the connection, answers nothing
+
+    with TcpStandIn(quiet) as standin:
+        api.route("default", HEAD, ids.PROFILER_PORT, standin.address)
+        result = cli(["profile", JOB, *kc, "--duration", "0.2"])
+        release.set()
+    assert result.exit_code == 4
+    assert "stopped answering" in result.stderr and f"pwdeploy logs {JOB} --component main" in result.stderr

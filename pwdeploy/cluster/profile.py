@@ -128,14 +128,14 @@ def capture(kube: Kube, namespace: str, name: str, *, duration_s: float, port: i
     try:
         stream.frames.sock.settimeout(duration_ms / 1000 + ANSWER_MARGIN_S)  # this stream only
         stream.send(http_request(duration_ms, log_dir, os.environ.get(TOKEN_ENV) or None))
-        status, body = read_answer(stream, f"pod/{pod}:{port}")
+        status, body = read_answer(stream, f"pod/{pod}:{port}", name)
     finally:
         stream.close()
     _check_answer(status, body, port)
     return Capture(name, pod, port, log_dir, duration_ms / 1000)
 
 
-def read_answer(stream: PortStream, target: str) -> tuple[int, str]:
+def read_answer(stream: PortStream, target: str, job: str) -> tuple[int, str]:
     """(HTTP status, body) of the server's answer, at most MAX_ANSWER bytes of it."""
     from pwdeploy.kube.portforward import StreamBroken
 
@@ -147,6 +147,11 @@ def read_answer(stream: PortStream, target: str) -> tuple[int, str]:
                 break
             data += chunk
     except StreamBroken as exc:
+        if data or "timed out" in str(exc):  # the server took the request and then went quiet, or away
+            raise ClusterError(
+                f"the profiler server on {target} stopped answering ({exc}) before the trace was written",
+                hint=f"read the program's log: pwdeploy logs {job} --component main",
+            ) from None
         raise ClusterError(
             f"no answer from a profiler server on {target}: {exc}",
             hint=f"the program must start it: jax.profiler.start_server({target.rsplit(':', 1)[1]}) after "
