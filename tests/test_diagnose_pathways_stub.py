@@ -78,3 +78,15 @@ def test_a_full_dev_shm_names_the_field_that_sizes_it_against_the_stub(stub: Stu
 def test_pathways_lines_are_classified(line: str, cause: str | None) -> None:
     found = classify([line])
     assert (found[0].cause if found else None) == cause
+
+
+def test_a_proxy_that_never_listens_is_its_probe_not_an_old_kubelet_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
+    serve(stub, load("sidecar-probe-pending"))
+    findings = diagnose(kube, "default", "dp-example").findings
+    assert [(f.cause, f.severity) for f in findings] == [("sidecar-not-started", "error")]
+    assert "pathways-proxy has run for 4 min without passing its startup probe" in findings[0].evidence
+    assert "nothing listens on port 29000" in findings[0].evidence
+    assert "pwdeploy logs dp-example --component proxy" in findings[0].fix
+    assert "upgrade" not in findings[0].fix  # the RM (started, no probe) is not taken for an old kubelet

@@ -41,7 +41,7 @@ def observations(snap: Snapshot) -> list[Observation]:
     for pod in snap.pods:
         if pod.get("metadata", {}).get("deletionTimestamp"):
             continue
-        found += _sidecars(pod, snap.now)
+        found += _sidecars(pod, snap.now, snap.name)
         for c in p.containers(pod):
             found += _waiting(c, snap.namespace)
             log = logs.get((p.name(pod), str(c.spec.get("name")))) or alike.get(_kind(c))
@@ -89,7 +89,7 @@ def _waiting(c: p.Container, namespace: str) -> list[Observation]:
 NATIVE_SIDECARS = frozenset({ids.PROXY_CONTAINER, ids.RM_CONTAINER, ids.SIDECAR_CONTAINER, ids.HLO_UPLOADER_CONTAINER})
 
 
-def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
+def _sidecars(pod: p.Object, now: datetime, job: str) -> list[Observation]:
     """A native sidecar that runs while the main containers still wait (PodInitializing) long after it started."""
     listed = list(p.containers(pod))
     if not any(
@@ -109,6 +109,11 @@ def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
         if since is None or since < SIDECAR_GRACE_S:
             continue
         name = str(c.spec.get("name"))
+        if c.spec.get("startupProbe") and c.status.get("started") is False:  # running, its probe not yet passed
+            found.append(_probe_pending(c, name, since, job))
+            continue
+        if c.status.get("started") is True:  # started as a sidecar: main waits on another container
+            continue
         evidence = (
             f"init container {name} has run for {since // 60} min while the main containers wait (PodInitializing)"
             + ("; its restartPolicy: Always is gone from the live pod (the API server dropped it)" if dropped else "")
@@ -119,6 +124,23 @@ def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
         )
         found.append(Observation("sidecar-not-started", "error", p.role(pod), p.name(pod), name, evidence, fix))
     return found
+
+
+def _probe_pending(c: p.Container, name: str, since: int, job: str) -> Observation:
+    """A sidecar whose startup probe has not passed holds the main containers back by design (the proxy's probe
+    waits for its port): not an old kubelet, but a server that does not listen."""
+    probe = c.spec.get("startupProbe") or {}
+    port = (probe.get("tcpSocket") or {}).get("port")
+    evidence = (
+        f"init container {name} has run for {since // 60} min without passing its startup probe"
+        + (f" (nothing listens on port {port} yet)" if port else "")
+        + "; the main containers wait for it"
+    )
+    fix = (
+        f"read its log: pwdeploy logs {job} --component {_component(name)}; the kubelet restarts it once the probe "
+        "gives up"
+    )
+    return Observation("sidecar-not-started", "error", p.role(c.pod), p.name(c.pod), f"{name}/probe", evidence, fix)
 
 
 def _seconds_since(timestamp: str, now: datetime) -> int | None:
