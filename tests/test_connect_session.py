@@ -72,7 +72,7 @@ def test_a_dropped_connection_says_the_session_is_lost_and_what_to_do_stub(
     head = Head(HEAD, PORT)
     streams = HeadStreams(kube, "default", JOB, head, notify=notes.notify)
     listener = socket.create_server(("127.0.0.1", 0))
-    notify = session_notes(notes.notify, "default", JOB, head)
+    notify = session_notes(notes.notify, "default", JOB, lambda: streams.head.pod)
     forwarder = Forwarder(listener, streams.open, notify, "the proxy", notes.sleep).start()
     try:
         for _ in range(2):

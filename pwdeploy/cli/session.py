@@ -145,7 +145,7 @@ def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket
     streams = HeadStreams(kube, namespace, name, head, notify=_say)  # follows the head pod across restarts
     _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep)
     target = f"the proxy of job {name} (port {head.port})"
-    notes = session_notes(_say, namespace, name, head)  # a lost connection is a lost JAX session: say so
+    notes = session_notes(_say, namespace, name, lambda: streams.head.pod)  # a lost connection: a lost session
     return Forwarder(listener, streams.open, notes, target, kube.clock.sleep).start()
 
 

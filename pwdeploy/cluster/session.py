@@ -193,9 +193,11 @@ SESSION_LOST = (
 )
 
 
-def session_notes(notify: Callable[[str], None], namespace: str, name: str, head: Head) -> Callable[[str], None]:
+def session_notes(
+    notify: Callable[[str], None], namespace: str, name: str, head_pod: Callable[[], str]
+) -> Callable[[str], None]:
     """``notify`` for the forwarder of a connect session: after each lost connection, what it cost and what to
-    do (in full the first time, in short after)."""
+    do (in full the first time, in short after); ``head_pod``: the head pod the streams go to now."""
     told = False
 
     def note(line: str) -> None:
@@ -205,7 +207,7 @@ def session_notes(notify: Callable[[str], None], namespace: str, name: str, head
             notify(
                 "the JAX session on that connection is lost: restart the client"
                 if told
-                else SESSION_LOST.format(job=name, namespace=namespace, pod=head.pod)
+                else SESSION_LOST.format(job=name, namespace=namespace, pod=head_pod())
             )
             told = True
 
