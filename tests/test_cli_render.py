@@ -65,7 +65,8 @@ def test_output_dir(runner: CliRunner, tmp_path: Path) -> None:
         (["--image", "train:latest"], "main.image: 'train:latest' is not pinned"),
         (["--env", "NOEQUALS"], "main.env: 'NOEQUALS' is not KEY=VALUE"),
         (["--pathways-version", "0.9.1"], "does not match the installed jax 0.10.2"),
-        (["--name", "x" * 40], "can be at most 39 characters"),
+        (["--name", "x" * 23], "coordinator=<name>-pathways-head-0-0.<name> (the coordinator's address"),
+        (["--name", "x" * 23], "so the name can be at most 22 characters"),
         (["--name", "Demo"], "name: 'Demo' is not a DNS-1035 label"),
     ],
 )

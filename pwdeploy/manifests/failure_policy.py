@@ -73,8 +73,8 @@ class PodFailure:
 class JobResult:
     """What the Job controller made of the failures of one child Job."""
 
+    name: str  # <jobset>-<replicatedJob>-<jobIndex>, as the JobSet controller names it
     replicated_job: str
-    job_index: int
     reason: str | None  # the Job's failure reason (PodFailurePolicy, BackoffLimitExceeded); None: it did not fail
     message: str
     why: str  # which podFailurePolicy rule or backoffLimit decided, in words
@@ -97,7 +97,7 @@ def decide(jobset: Mapping[str, Any], failures: Sequence[PodFailure], restarts: 
     ``status.restartsCountTowardsMax`` so far. ValueError for a replicatedJob the JobSet lacks, or an action
     this module does not model."""
     spec = _mapping(jobset.get("spec"))
-    jobs = _job_results(spec, failures)
+    jobs = _job_results(str(_mapping(jobset.get("metadata")).get("name")), spec, failures)
     failed = [job for job in jobs if job.reason is not None]
     if not failed:
         return Decision(Action.NOTHING, None, "no child Job failed: " + "; ".join(j.why for j in jobs), jobs)
@@ -136,7 +136,7 @@ def _act(
 
 
 def _failed(job: JobResult) -> str:
-    return f"Job {job.replicated_job}-{job.job_index} failed with {job.reason} ({job.why})"
+    return f"Job {job.name} failed with {job.reason} ({job.why})"
 
 
 def _applies(rule: Mapping[str, Any], job: JobResult) -> bool:
@@ -158,7 +158,7 @@ def _searches(pattern: str, message: str) -> bool:
         return False
 
 
-def _job_results(spec: Mapping[str, Any], failures: Sequence[PodFailure]) -> tuple[JobResult, ...]:
+def _job_results(jobset_name: str, spec: Mapping[str, Any], failures: Sequence[PodFailure]) -> tuple[JobResult, ...]:
     """Each child Job that had failures, in the order of its first one, with what they made of it."""
     by_name = {str(rj.get("name")): rj for rj in _list(spec.get("replicatedJobs"))}
     results: dict[tuple[str, int], JobResult] = {}
@@ -171,12 +171,16 @@ def _job_results(spec: Mapping[str, Any], failures: Sequence[PodFailure]) -> tup
         if key in results and results[key].reason is not None:
             continue  # a failed Job takes no more failures
         counted.setdefault(key, failure.failed_before)
-        results[key] = _pod_failed(_mapping(_mapping(rj.get("template")).get("spec")), failure, counted)
+        name = f"{jobset_name}-{failure.replicated_job}-{failure.job_index}"
+        results[key] = _pod_failed(name, _job_spec(rj), failure, counted)
     return tuple(results.values())
 
 
-def _pod_failed(job_spec: Mapping[str, Any], failure: PodFailure, counted: dict[tuple[str, int], int]) -> JobResult:
+def _pod_failed(
+    name: str, job_spec: Mapping[str, Any], failure: PodFailure, counted: dict[tuple[str, int], int]
+) -> JobResult:
     key = (failure.replicated_job, failure.job_index)
+    job = (name, failure.replicated_job)
     container = failure.container or _first_container(job_spec)
     what = PodFailure(**{**failure.__dict__, "container": container}).describe()
     rules = _list(_mapping(job_spec.get("podFailurePolicy")).get("rules"))
@@ -187,15 +191,27 @@ def _pod_failed(job_spec: Mapping[str, Any], failure: PodFailure, counted: dict[
         action = rule["action"]
         said = f"{what}: podFailurePolicy rule {index + 1} ({action} {_pod_rule_text(rule)})"
         if action == "FailJob":
-            return JobResult(*key, "PodFailurePolicy", _fail_job_message(rule, failure, container, index), said)
+            return JobResult(*job, "PodFailurePolicy", _fail_job_message(rule, failure, container, index), said)
         if action == "Ignore":
-            return JobResult(*key, None, "", f"{said}: not counted, the pod is replaced")
+            return JobResult(*job, None, "", f"{said}: not counted, the pod is replaced")
     counted[key] += 1
     limit = _int(job_spec.get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
     if counted[key] > limit:
         why = f"{said}: failure {counted[key]} counted, over backoffLimit {limit}"
-        return JobResult(*key, "BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE, why)
-    return JobResult(*key, None, "", f"{said}: failure {counted[key]} of backoffLimit {limit}, the pod is replaced")
+        return JobResult(*job, "BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE, why)
+    return JobResult(*job, None, "", f"{said}: failure {counted[key]} of backoffLimit {limit}, the pod is replaced")
+
+
+def backoff_limit(jobset: Mapping[str, Any], replicated_job: str) -> int:
+    """The backoffLimit of the replicatedJob's Jobs (Kubernetes' default where unset)."""
+    for rj in _list(_mapping(jobset.get("spec")).get("replicatedJobs")):
+        if rj.get("name") == replicated_job:
+            return _int(_job_spec(rj).get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
+    raise ValueError(f"{replicated_job!r} is not a replicatedJob")
+
+
+def _job_spec(replicated_job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_mapping(replicated_job.get("template")).get("spec"))
 
 
 def _first_container(job_spec: Mapping[str, Any]) -> str:
