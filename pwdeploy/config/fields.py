@@ -62,7 +62,8 @@ class Field(NamedTuple):
 
 _ = Field
 FIELDS: tuple[Field, ...] = (
-    _("name", Kind.STR, None, "JobSet name (DNS-1035 label; the bound depends on slices and VMs)", "--name"),
+    _("name", Kind.STR, None,
+      "JobSet name (DNS-1035 label of at most 22 characters: the coordinator label holds it twice)", "--name"),
     _("namespace", Kind.STR, None,
       "Kubernetes namespace; default: the kubeconfig context's (render leaves it out, as kubectl expects)",
       "--namespace"),
