@@ -284,3 +284,20 @@ def test_a_hangup_ignored_by_whoever_started_pwdeploy_stays_ignored(job_dir: Pat
     proc.send_signal(signal.SIGHUP)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+
+
+def test_local_run_decides_by_the_jobset_render_prints(job_dir: Path) -> None:
+    """The same object `render` builds; a job image no push pinned yet is a placeholder there, not an error."""
+    from pwdeploy import manifests
+    from pwdeploy.config import load_job
+    from pwdeploy.local.restarts import LOCAL_IMAGE, rendered_jobset
+
+    job = load_job(job_dir / "job.yaml", {}, installed_jax=lambda: "0.10.2")
+    assert rendered_jobset(job) == manifests.build(job)[0]
+    unpushed = load_job(
+        job_dir / "job.yaml",
+        {"main.image": "", "image.repository": "registry.example/train"},
+        installed_jax=lambda: "0.10.2",
+    )
+    head = rendered_jobset(unpushed)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert [c["image"] for c in head["containers"]] == [LOCAL_IMAGE]
