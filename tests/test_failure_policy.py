@@ -192,6 +192,16 @@ def test_the_first_rule_matching_any_failed_job_wins_and_reasons_and_targets_mus
     assert decide(policy, both).rule == "b"
 
 
+def test_the_job_that_failed_first_is_the_one_a_rule_matches() -> None:
+    """b's first pod failure comes before a fails, but b fails after a: a rule matching both sees a first."""
+    policy = jobset({"maxRestarts": 1, "rules": [{"name": "any", "action": "FailJobSet"}]}, head={"backoffLimit": 0})
+    failures = [PodFailure("b", exit_code=1, failed_before=5), PodFailure("a", exit_code=1),
+                PodFailure("b", exit_code=1)]  # fmt: skip
+    decision = decide(policy, failures)
+    assert [job.name for job in decision.jobs] == ["js-a-0", "js-b-0"]
+    assert decision.why.startswith("rule any (FailJobSet): Job js-a-0 failed with BackoffLimitExceeded")
+
+
 def test_message_patterns_search_the_job_controllers_message() -> None:
     pod_policy = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [3]}}]}
     rule = {"name": "exit3", "action": "RestartJobSet", "onJobFailureMessagePatterns": [r"exit code 3\b"]}

@@ -24,6 +24,7 @@ alpha, behind a feature gate), FailIndex (per-index backoff); nor activeDeadline
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import signal
 from collections.abc import Mapping, Sequence
@@ -33,7 +34,6 @@ from typing import Any
 
 DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job.spec.backoffLimit when unset
 BACKOFF_LIMIT_MESSAGE = "Job has reached the specified backoff limit"  # the Job controller's
-NO_POLICY_MESSAGE = "jobset failed due to one or more job failures"  # JobSet's constants.FailedJobsMessage
 
 
 class Action(Enum):
@@ -159,7 +159,8 @@ def _searches(pattern: str, message: str) -> bool:
 
 
 def _job_results(jobset_name: str, spec: Mapping[str, Any], failures: Sequence[PodFailure]) -> tuple[JobResult, ...]:
-    """Each child Job that had failures, in the order of its first one, with what they made of it."""
+    """Each child Job that had failures, with what they made of it, in the order of its last failure (for a
+    failed Job: the one that failed it)."""
     by_name = {str(rj.get("name")): rj for rj in _list(spec.get("replicatedJobs"))}
     results: dict[tuple[str, int], JobResult] = {}
     counted: dict[tuple[str, int], int] = {}
@@ -172,6 +173,7 @@ def _job_results(jobset_name: str, spec: Mapping[str, Any], failures: Sequence[P
             continue  # a failed Job takes no more failures
         counted.setdefault(key, failure.failed_before)
         name = f"{jobset_name}-{failure.replicated_job}-{failure.job_index}"
+        results.pop(key, None)  # moved to the end: failed Jobs come in the order they failed
         results[key] = _pod_failed(name, _job_spec(rj), failure, counted)
     return tuple(results.values())
 
@@ -182,7 +184,7 @@ def _pod_failed(
     key = (failure.replicated_job, failure.job_index)
     job = (name, failure.replicated_job)
     container = failure.container or _first_container(job_spec)
-    what = PodFailure(**{**failure.__dict__, "container": container}).describe()
+    what = dataclasses.replace(failure, container=container).describe()
     rules = _list(_mapping(job_spec.get("podFailurePolicy")).get("rules"))
     matched = _first_pod_rule(rules, failure, container)
     said = f"{what}: no podFailurePolicy rule matched" if rules else what
