@@ -335,4 +335,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A lost slice exits 75, which restarts the JobSet; any other error fails it (docs/restarts.md).
+    sys.exit(runtime.retry_on_slice_loss(main))

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pwdeploy.local.limits import Usage
     from pwdeploy.local.restarts import Faults
     from pwdeploy.local.runner import Ended
+    from pwdeploy.manifests import Manifest
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 _NO_INTERSPERSED = {"allow_interspersed_args": False}
@@ -86,18 +87,21 @@ def run(
     directory instead. A leading python/python3 runs with the interpreter pwdeploy runs under. The job's
     stdout and stderr pass through; the exit status is the last attempt's.
 
-    A job that dies (a non-zero exit, a signal) is restarted from scratch, as the JobSet restarts it, up to
-    scheduling.max_restarts times (--max-restarts), with PWDEPLOY_RESTART_ATTEMPT = 0, 1, ... Every process the
-    job starts is ended with it, and the shared-memory files it left in /dev/shm are removed. Ctrl-C and SIGTERM
-    go to the job's main process; pwdeploy then exits 130 or 143.
+    A job that dies is restarted from scratch when the JobSet `render` prints for it would restart (its failure
+    policy decides, up to scheduling.max_restarts times), with PWDEPLOY_RESTART_ATTEMPT = 0, 1, ...: exit code 75
+    (a lost slice) and scheduling.retry_exit_codes restart, any other non-zero exit fails as on the cluster, and
+    --fail-at-step and --kill-after stand for a lost slice. Each failed attempt gets one line naming the rule that
+    decided. Every process the job starts is ended with it, and the shared-memory files it left in /dev/shm are
+    removed. Ctrl-C and SIGTERM go to the job's main process; pwdeploy then exits 130 or 143.
 
     While the job runs, its process tree's memory and /dev/shm use are sampled; a job that used more than
     main.memory or main.shm_size (it would be killed on the cluster) exits 8, even when it succeeded.
     """
-    from pwdeploy.local.restarts import Faults
+    from pwdeploy.local.restarts import Faults, rendered_jobset
     from pwdeploy.local.runner import check_startable
 
     job, local_plan = _plan(params, command)
+    manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
     _show_plan_messages(local_plan)
     check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
     local_plan = _usable_gcs_cache(local_plan)
@@ -108,7 +112,7 @@ def run(
         err=True,
     )
     faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
-    return _run_attempts(local_plan, child_env, job, faults, check_limits=not no_limits_check)
+    return _run_attempts(local_plan, child_env, job, manifest, faults, check_limits=not no_limits_check)
 
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
@@ -131,7 +135,13 @@ def _show_plan_messages(local_plan: LocalPlan) -> None:
 
 
 def _run_attempts(
-    local_plan: LocalPlan, child_env: dict[str, str], job: JobConfig, faults: Faults, *, check_limits: bool
+    local_plan: LocalPlan,
+    child_env: dict[str, str],
+    job: JobConfig,
+    manifest: Manifest,
+    faults: Faults,
+    *,
+    check_limits: bool,
 ) -> int:
     """Run the job with its restarts (each attempt's tree sampled when ``check_limits``); then the summary line,
     how it ended, and LimitsExceeded if any attempt went over a limit."""
@@ -151,7 +161,7 @@ def _run_attempts(
         local_plan.command,
         cwd=local_plan.cwd,
         env=child_env,
-        max_restarts=max_restarts,
+        manifest=manifest,
         faults=faults,
         watch=watch if check_limits else None,
         say=lambda line: click.echo(line, err=True),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
-from pwdeploy.identifiers import JOB_ENV_NAMES
+from pwdeploy.identifiers import JOB_ENV_NAMES, RETRY_EXIT_CODE
 
 
 class Kind(Enum):
@@ -29,6 +29,7 @@ class Kind(Enum):
     DURATION = "duration"  # 90m, 24h, 7d or seconds, kept as seconds
     LABELS = "labels"  # a mapping of Kubernetes label: value (KEY=VALUE flags)
     TOLERATIONS = "tolerations"  # KEY[=VALUE]:EFFECT items
+    EXIT_CODES = "exit codes"  # process exit codes 1-255: one or a list
 
 
 class Field(NamedTuple):
@@ -61,7 +62,8 @@ class Field(NamedTuple):
 
 _ = Field
 FIELDS: tuple[Field, ...] = (
-    _("name", Kind.STR, None, "JobSet name (DNS-1035 label; the bound depends on slices and VMs)", "--name"),
+    _("name", Kind.STR, None,
+      "JobSet name (DNS-1035 label of at most 22 characters: the coordinator label holds it twice)", "--name"),
     _("namespace", Kind.STR, None,
       "Kubernetes namespace; default: the kubeconfig context's (render leaves it out, as kubectl expects)",
       "--namespace"),
@@ -160,6 +162,10 @@ FIELDS: tuple[Field, ...] = (
     _("scheduling.max_restarts", Kind.INT, None,
       "JobSet failurePolicy.maxRestarts; default: 3 with storage.checkpoints (a restart resumes), else 0",
       "--max-restarts", minimum=0),
+    _("scheduling.retry_exit_codes", Kind.EXIT_CODES, (),
+      f"Exit codes of main that restart the JobSet (counted in max_restarts) instead of failing it, besides "
+      f"{RETRY_EXIT_CODE} (EX_TEMPFAIL: pwdeploy.runtime.retry_on_slice_loss exits with it on a lost slice), "
+      "which always does", "--retry-exit-code"),
     _("scheduling.restart_strategy", Kind.STR, "BlockingRecreate",
       "JobSet failurePolicy.restartStrategy: BlockingRecreate (old pods gone before new ones start) or Recreate",
       "--restart-strategy", choices=("BlockingRecreate", "Recreate")),

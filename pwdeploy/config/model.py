@@ -98,6 +98,7 @@ class StorageConfig(NamedTuple):
 
 class SchedulingConfig(NamedTuple):
     max_restarts: int
+    retry_exit_codes: tuple[int, ...]  # the user's own, ascending; identifiers.RETRY_EXIT_CODE is always one too
     restart_strategy: str
     queue: str | None
     priority_class: str | None

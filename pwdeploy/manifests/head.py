@@ -207,8 +207,17 @@ def head_pod_spec(job: JobConfig) -> Manifest:
     )
 
 
+def retry_exit_codes(job: JobConfig) -> list[int]:
+    """The exit codes of main that restart the JobSet: pwdeploy's own (a lost slice) and the user's, ascending."""
+    return sorted({ids.RETRY_EXIT_CODE, *job.scheduling.retry_exit_codes})
+
+
 def head_failure_policy(job: JobConfig) -> Manifest | None:
-    """Fail fast when the user's program exits non-zero; node disruptions do not count as failures."""
+    """How the head Job (backoffLimit 0) takes a failed pod. A pod the node's disruption ended (preemption,
+    eviction, a drain) is replaced without counting; main's non-zero exit fails the Job with reason
+    PodFailurePolicy (the JobSet rule user_program_failed then fails the JobSet: rerunning a bug reruns it),
+    except a retry exit code: no rule matches, the failure counts, and the Job fails with BackoffLimitExceeded,
+    which the JobSet rule retry_exit_code restarts (Cluster Toolkit's --restart-on-exit-codes does the same)."""
     if job.headless:
         return None
     return {
@@ -216,7 +225,11 @@ def head_failure_policy(job: JobConfig) -> Manifest | None:
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             {
                 "action": "FailJob",
-                "onExitCodes": {"containerName": ids.MAIN_CONTAINER, "operator": "NotIn", "values": [0]},
+                "onExitCodes": {
+                    "containerName": ids.MAIN_CONTAINER,
+                    "operator": "NotIn",
+                    "values": [0, *retry_exit_codes(job)],
+                },
             },
         ]
     }
