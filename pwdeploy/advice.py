@@ -4,15 +4,8 @@ render and submit. Import-light (no manifests, no YAML): render pays for it on e
 
 from __future__ import annotations
 
-import re
-
 from pwdeploy.config import JobConfig
-
-# An env NAME whose last part says it holds a credential (WANDB_API_KEY, HF_TOKEN, DB_PASSWORD, GITHUB_PAT,
-# GCP_CREDENTIALS), or that names an API key anywhere (OPENAI_APIKEY, APIKEY_PROD).
-_CREDENTIAL_NAME = re.compile(
-    r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|PRIVATE_KEY|ACCESS_KEY|AUTH|PAT)$|APIKEY"
-)
+from pwdeploy.text import looks_like_credential
 
 
 def job_warnings(job: JobConfig) -> list[str]:
@@ -51,11 +44,6 @@ def _literal_credentials(job: JobConfig) -> list[str]:
         if looks_like_credential(name)
     ]
     return [*main, *workers]
-
-
-def looks_like_credential(name: str) -> bool:
-    """Whether an environment variable's name says it holds a credential."""
-    return _CREDENTIAL_NAME.search(name.upper()) is not None
 
 
 def _gcs_dump_flag(job: JobConfig) -> list[str]:

@@ -14,6 +14,7 @@ import click
 from pwdeploy import __version__
 from pwdeploy.cli.commands import COMMANDS, TABLE
 from pwdeploy.errors import ConfigErrors, PwdeployError
+from pwdeploy.text import printable
 
 
 class LazyGroup(click.Group):
@@ -85,7 +86,7 @@ class PwdeployGroup(LazyGroup):
 
                 traceback.print_exc()
             for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
-                click.echo(f"error: {error}", err=True)
+                click.echo(printable(f"error: {error}"), err=True)  # it may quote a server's or a stream's text
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -93,7 +94,8 @@ class PwdeployGroup(LazyGroup):
         except Exception as exc:  # last resort: no traceback for users unless asked
             if self.debug:
                 raise
-            click.echo(f"internal error: {type(exc).__name__}: {exc}\n  rerun with --debug for the traceback", err=True)
+            said = printable(f"internal error: {type(exc).__name__}: {exc}")
+            click.echo(f"{said}\n  rerun with --debug for the traceback", err=True)
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
 

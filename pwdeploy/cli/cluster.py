@@ -11,6 +11,7 @@ import click
 from pwdeploy.cli.kube import Cluster, cluster_options, cluster_source, open_kube, region_option, with_cluster
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 from pwdeploy.errors import ConfigError, PreflightError
+from pwdeploy.text import printable
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.submit import DryRun
@@ -249,7 +250,7 @@ def status(cluster: Cluster, name: str) -> None:
     from pwdeploy.cluster.status import read_status, status_lines
 
     for line in status_lines(read_status(cluster.kube, cluster.namespace, name)):
-        click.echo(line)
+        click.echo(printable(line))  # each value from the cluster is made printable already; this is the edge
 
 
 @click.command()

@@ -12,10 +12,12 @@ from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.diagnose import Finding, Snapshot, from_snapshot
 from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
 from pwdeploy.kube.api import Kube
+from pwdeploy.text import evidence
 
 LATEST_EVENTS = 10
 FIRST_FINDINGS = 3
 FINDING_WIDTH = 160
+MESSAGE_WIDTH = 400  # of a condition's or an event's message: the whole text is in diagnose -o json
 
 
 class JobStatus(NamedTuple):
@@ -45,7 +47,7 @@ def status_lines(status: JobStatus) -> list[str]:
     lines = [f"jobset {status.name}  namespace {status.namespace}  age {age(js.created_at(obj), status.now)}"]
     lines.append(progress_line(state, progress(obj, pods)))
     if state.reason or state.message:
-        lines.append(f"  {state.reason}: {state.message}".rstrip(": "))
+        lines.append(f"  {evidence(state.reason)}: {evidence(state.message, MESSAGE_WIDTH)}".rstrip(": "))
     if status.findings:
         more = len(status.findings) - FIRST_FINDINGS
         lines.append(f"\nfindings (evidence and fixes: pwdeploy diagnose {status.name} -n {status.namespace}):")
@@ -53,9 +55,9 @@ def status_lines(status: JobStatus) -> list[str]:
         lines += [f"  ... and {more} more"] if more > 0 else []
     conditions = js.conditions(obj)
     if conditions:
-        rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
+        rows: list[tuple[str, ...]] = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
         rows += [
-            (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
+            tuple(evidence(str(c.get(key, "")), MESSAGE_WIDTH) for key in ("type", "status", "reason", "message"))
             for c in conditions
         ]
         lines.append("\n" + table(rows))
@@ -65,6 +67,7 @@ def status_lines(status: JobStatus) -> list[str]:
     if status.warning_events:
         lines.append(f"\nwarning events (latest {LATEST_EVENTS}):")
         for e in status.warning_events:
-            who = (e.get("involvedObject") or {}).get("name", "")
-            lines.append(f"  {who}: {e.get('reason', '')}: {e.get('message', '')}")
+            who = str((e.get("involvedObject") or {}).get("name", ""))
+            said = f"{who}: {e.get('reason', '')}: {e.get('message', '')}"
+            lines.append(f"  {evidence(said, MESSAGE_WIDTH)}")
     return lines
