@@ -5,7 +5,7 @@ render and submit. Import-light (no manifests, no YAML): render pays for it on e
 from __future__ import annotations
 
 from pwdeploy.config import JobConfig
-from pwdeploy.text import looks_like_credential
+from pwdeploy.text import looks_like_credential as looks_like_credential  # the one rule, also for evidence
 
 
 def job_warnings(job: JobConfig) -> list[str]:

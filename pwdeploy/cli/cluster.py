@@ -279,15 +279,17 @@ def logs(
     previous: bool,
 ) -> None:
     """Print a job's container logs (`-f` follows them, as in kubectl)."""
-    from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_lines
+    from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_bytes
 
     if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
         flag = "--slice" if slice_index is not None else "--host"
         raise ConfigError(None, f"applies to --component worker or sidecar, not {component}", source=flag)
     kube, ns = cluster
     pod = find_pod(kube, ns, name, component, slice_index or 0, host or 0)
-    for line in log_lines(kube, ns, pod, COMPONENTS[component][1], follow=follow, tail=tail, previous=previous):
-        click.echo(line)
+    out = sys.stdout.buffer
+    for chunk in log_bytes(kube, ns, pod, COMPONENTS[component][1], follow=follow, tail=tail, previous=previous):
+        out.write(chunk)  # byte-exact, as kubectl: the program's own output is not ours to rewrite
+        out.flush()
 
 
 @click.command()
