@@ -23,7 +23,7 @@ ELLIPSIS = "..."
 
 # Characters shown otherwise: C0 but tab and newline, DEL, C1, ALM, zero-width and bidi marks, LS/PS, the bidi
 # embeddings/overrides/isolates, word joiner and invisible operators, BOM, interlinear annotations, surrogates.
-_UNSAFE = re.compile(
+UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )
 
@@ -50,7 +50,7 @@ def printable(text: str, limit: int | None = None, *, one_line: bool = False) ->
         text = text.replace("\n", " ").replace("\t", " ")
     pieces: list[tuple[str, bool]] = []  # (text, whether it is one escape)
     at = 0
-    for match in _UNSAFE.finditer(text):
+    for match in UNSAFE.finditer(text):
         pieces += [(text[at : match.start()], False), (_visible(match.group()), True)]
         at = match.end()
     pieces.append((text[at:], False))

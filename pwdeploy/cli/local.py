@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
+from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
@@ -113,14 +114,20 @@ def run(
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
 @job_options
+@output_option
 @_COMMAND
-def env(command: tuple[str, ...], **params: Any) -> None:
-    """Print the variables a local run sets, as shell `export` lines, and the command it runs."""
+def env(command: tuple[str, ...], output: str, **params: Any) -> None:
+    """Print the variables a local run sets, as shell `export` lines, and the command it runs (-o json|yaml: one
+    document with cwd, command, devices and env)."""
     _, local_plan = _plan(params, command)
     _show_plan_messages(local_plan)
+    if output != "text":
+        document = {"cwd": str(local_plan.cwd), "command": list(local_plan.command), "devices": local_plan.devices}
+        emit({**document, "env": dict(local_plan.env)}, output)
+        return
     for key, value in local_plan.env.items():
-        click.echo(f"export {key}={shlex.quote(value)}")
-    click.echo(f"# cd {shlex.quote(str(local_plan.cwd))} && {shlex.join(local_plan.command)}")
+        click.echo(f"export {key}={shell_word(value)}")
+    click.echo(f"# cd {shell_word(str(local_plan.cwd))} && {shell_join(local_plan.command)}")
 
 
 def _show_plan_messages(local_plan: LocalPlan) -> None:
