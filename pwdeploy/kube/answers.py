@@ -76,7 +76,7 @@ def json_object(answer: Answer) -> dict[str, Any]:
         return {}
     try:
         parsed = json.loads(answer.data)
-    except ValueError:
+    except (ValueError, RecursionError):
         what = f"{answer.content_type or 'no content type'}, not JSON"
         parsed = None
     else:
