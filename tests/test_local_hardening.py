@@ -1,0 +1,80 @@
+"""What a local run must hold however it ends: the /dev/shm a job leaves when it exits is still measured, and
+`kill -9` of pwdeploy ends the job it started (its watchdog)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pwdeploy.local.limits import SHM, sampled
+from tests.conftest import REPO
+
+
+def test_shm_left_at_exit_is_sampled_once_the_job_has_exited() -> None:
+    """The loop never samples here (an hour's interval): only the first sample and the one after the job."""
+    job = subprocess.Popen([sys.executable, "-c", "pass"])
+    left = SHM / f"pwdeploy-test-{uuid.uuid4().hex}"
+    try:
+        with sampled(job.pid, interval=3600) as usage:
+            job.wait()
+            left.write_bytes(b"\0" * (8 * 2**20))  # as a job that fills /dev/shm and exits at once
+        assert usage.shm_bytes >= 8 * 2**20 and usage.memory_bytes >= usage.shm_bytes and usage.samples == 2
+    finally:
+        left.unlink(missing_ok=True)
+
+
+JOB = """\
+import os, subprocess, sys, time
+worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(os.getpid(), worker.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_of_pwdeploy_ends_the_job_and_its_workers(tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text(JOB)
+    (tmp_path / "job.yaml").write_text(
+        textwrap.dedent(
+            """\
+            name: kill-test
+            pathways_version: 0.10.2
+            tpu: {type: v5p-8}
+            main: {image: "registry.example/none:0", command: python3 job.py}
+            storage: {scratch: gs://bkt/s}
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    pwdeploy = subprocess.Popen(
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", "job.yaml", "--no-limits-check", "--devices", "1"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )  # fmt: skip
+    assert pwdeploy.stdout is not None
+    pids = [int(word) for word in pwdeploy.stdout.readline().split()]
+    assert len(pids) == 2 and all(psutil.pid_exists(pid) for pid in pids)
+    os.kill(pwdeploy.pid, signal.SIGKILL)
+    pwdeploy.wait()
+    deadline = time.monotonic() + 30  # a bound on waiting, not a timing assertion
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
+    left = [pid for pid in pids if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the job outlived pwdeploy"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
