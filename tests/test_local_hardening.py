@@ -14,7 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from click.testing import CliRunner
 
+from pwdeploy.cli import cli
 from pwdeploy.local.limits import SHM, sampled
 from tests.conftest import REPO
 
@@ -78,3 +80,49 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+# ---------------------------------------------------------------------------------------------- local folders
+
+
+@pytest.fixture
+def job_file(tmp_path: Path) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "name: paths-test\npathways_version: 0.10.2\ntpu: {type: v5p-8}\n"
+        'main: {image: "registry.example/none:0", command: "true"}\n'
+        "storage: {scratch: gs://bkt/s, hlo_dump: gs://bkt/hlo, checkpoints: gs://bkt/ckpt}\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flag", "where", "says"),
+    [
+        ("--compile-cache", "a-file", "is a file"),
+        ("--compile-cache", "a-file/cache", "is a file (in the way of"),
+        ("--compile-cache", "/proc/1/cache", "does not let pwdeploy create folders"),
+        ("--local-hlo-dir", "a-file", "is a file"),
+        ("--local-hlo-dir", "/proc/1/hlo", "does not let pwdeploy create folders"),
+    ],
+)
+def test_an_unusable_local_folder_is_exit_2_naming_field_flag_and_path(
+    runner: CliRunner, job_file: Path, flag: str, where: str, says: str
+) -> None:
+    folder = job_file.parent
+    (folder / "a-file").write_text("x")
+    path = where if where.startswith("/") else str(folder / where)
+    result = runner.invoke(cli, ["local", "run", "-f", str(job_file), flag, path, "--", "true"])
+    assert result.exit_code == 2, result.output
+    field = "local.compile_cache" if flag == "--compile-cache" else "local.hlo_dir"
+    assert f"error: {field}: the local " in result.stderr and says in result.stderr and flag in result.stderr
+    assert path.split("/a-file")[0] in result.stderr and "internal error" not in result.stderr
+    assert not (folder / ".pwdeploy").exists(), "nothing is created when one folder cannot be"
+
+
+def test_a_pwdeploy_state_file_is_exit_2_saying_it_must_be_a_folder(runner: CliRunner, job_file: Path) -> None:
+    (job_file.parent / ".pwdeploy").write_text("not a folder")
+    result = runner.invoke(cli, ["local", "run", "-f", str(job_file), "--", "true"])
+    assert result.exit_code == 2, result.output
+    assert f"{job_file.parent / '.pwdeploy'} is a file (in the way of" in result.stderr
+    assert "storage.checkpoints: " in result.stderr and "must be a folder" in result.stderr

@@ -238,6 +238,13 @@ def _usable_gcs_cache(local_plan: LocalPlan) -> LocalPlan:
 def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
     """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
     run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
+    from pwdeploy.local.paths import check_folders
+
+    cache = local_plan.compile_cache
+    local_cache = [("compile cache", Path(cache))] if cache is not None and not cache.startswith("gs://") else []
+    outputs = [(LOCAL_OUTPUTS[name], path) for name, path in local_plan.outputs.items()]
+    hlo = [("HLO dumps", local_plan.hlo_dir)] if local_plan.hlo_dir is not None else []
+    check_folders([*hlo, *outputs, *local_cache])  # all of them before any is made
     shown = {"HLO dumps": local_plan.hlo_dir} if local_plan.hlo_dir is not None else {}
     shown |= {
         f"{LOCAL_OUTPUTS[name]} (instead of storage.{LOCAL_OUTPUTS[name]})": path
@@ -253,6 +260,5 @@ def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
             note = "; an earlier run's were cleared (--resume keeps them)" if cleared else ""
         path.mkdir(parents=True, exist_ok=True)
         click.echo(f"pwdeploy local: {what} go to {path}{note}", err=True)
-    cache = local_plan.compile_cache
     if cache is not None and not cache.startswith("gs://"):
         Path(cache).mkdir(parents=True, exist_ok=True)
