@@ -16,6 +16,7 @@ def job_warnings(job: JobConfig) -> list[str]:
         *_gcs_dump_flag(job),
         *_headless_command(job),
         *_flex_start_duration(job),
+        *_capacity_without_recovery(job),
     ]
 
 
@@ -73,3 +74,24 @@ def _flex_start_duration(job: JobConfig) -> list[str]:
         "that run duration carry; if your flex-start pool was created without one, the workers never schedule: "
         "drop --max-run-duration (README: TPU capacity)"
     ]
+
+
+# What ends a job on these capacity modes through no fault of its own.
+_ENDED_BY = {
+    "spot": "a spot VM can be preempted at any time",
+    "flex-start": "flex-start VMs are reclaimed at the end of their run duration (at most 7 days)",
+}
+
+
+def _capacity_without_recovery(job: JobConfig) -> list[str]:
+    ended_by = _ENDED_BY.get(job.tpu.capacity)
+    restarts, checkpoints = job.scheduling.max_restarts, job.storage.checkpoints
+    if ended_by is None or (restarts > 0 and checkpoints is not None):
+        return []
+    if restarts == 0:
+        lost = "with scheduling.max_restarts 0 that ends the job for good"
+        fix = "pass --max-restarts N" + ("" if checkpoints is not None else " and --checkpoint-dir gs://... to resume")
+    else:
+        lost = "without storage.checkpoints each of the scheduling.max_restarts restarts starts again from step 0"
+        fix = "pass --checkpoint-dir gs://BUCKET/PREFIX and save checkpoints there"
+    return [f"tpu.capacity {job.tpu.capacity}: {ended_by}; {lost}: {fix}"]

@@ -103,6 +103,11 @@ def run(
     check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
     local_plan = _usable_gcs_cache(local_plan)
     child_env = {**os.environ, **local_plan.env}
+    if resume:
+        from pwdeploy.local.notices import nothing_to_resume
+
+        for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
+            click.echo(f"warning: {line}", err=True)
     _prepare_dirs(local_plan, fresh_checkpoints=not resume)
     click.echo(
         f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
@@ -170,6 +175,10 @@ def _run_attempts(
     ending = _how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
     if ending is not None:
         click.echo(f"pwdeploy local: {ending}", err=True)
+    from pwdeploy.local.notices import unfired_faults
+
+    for line in unfired_faults(attempts, faults):
+        click.echo(f"warning: {line}", err=True)
     problems = exceeded(usage, job) if usage is not None else []
     if problems and last.status == 0:
         raise LocalLimitsError("; ".join(problems))
