@@ -17,15 +17,22 @@ Import-light (``re`` only): every floor may use it."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 ELLIPSIS = "..."
 
 # Characters shown otherwise: C0 but tab and newline, DEL, C1, ALM, zero-width and bidi marks, LS/PS, the bidi
 # embeddings/overrides/isolates, word joiner and invisible operators, BOM, interlinear annotations, surrogates.
-UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff]"
+_UNSAFE_CHARS = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff"
 )
+
+
+@functools.cache
+def unsafe() -> re.Pattern[str]:
+    """One character shown otherwise (compiled on first use: `pwdeploy --help` prints nothing from outside)."""
+    return re.compile(f"[{_UNSAFE_CHARS}]")
 
 
 def _visible(char: str) -> str:
@@ -50,7 +57,7 @@ def printable(text: str, limit: int | None = None, *, one_line: bool = False) ->
         text = text.replace("\n", " ").replace("\t", " ")
     pieces: list[tuple[str, bool]] = []  # (text, whether it is one escape)
     at = 0
-    for match in UNSAFE.finditer(text):
+    for match in unsafe().finditer(text):
         pieces += [(text[at : match.start()], False), (_visible(match.group()), True)]
         at = match.end()
     pieces.append((text[at:], False))
@@ -81,40 +88,58 @@ def one_line(text: str, limit: int | None = None) -> str:
 
 # An env NAME whose last part says it holds a credential (WANDB_API_KEY, HF_TOKEN, DB_PASSWORD, GITHUB_PAT,
 # GCP_CREDENTIALS), or that names an API key anywhere (OPENAI_APIKEY, APIKEY_PROD).
-_CREDENTIAL_NAME = re.compile(
+_CREDENTIAL_NAME = (
     r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|PRIVATE_KEY|ACCESS_KEY|AUTH|PAT)$|APIKEY"
 )
 MASK = "***"
-_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z][\w.-]*)(?P<sep>[\"']?\s*(?:=|:)\s*[\"']?)(?P<value>[^\s\"',;&]+)")
-_AUTHORIZATION = re.compile(
-    r"(?i)(?P<head>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|negotiate)\s+)?)"
-    r"(?P<value>[^\s\"',;]+)"
-)
-_SCHEME_TOKEN = re.compile(r"(?i)(?P<head>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<value>[^/\s@]+)@")
-# Well-known token shapes: Hugging Face, GitHub, GitLab, Slack, AWS access key ids, Google OAuth access tokens,
-# OpenAI-style secret keys, Google API keys.
-_TOKEN_SHAPES = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|glpat-[\w-]{20,}|xox[abprs]-[\w-]{10,}|AKIA[0-9A-Z]{16}"
-    r"|ya29\.[\w.-]{20,}|sk-[\w-]{20,}|AIza[\w-]{35})"
-)
+
+
+@functools.cache
+def _masks() -> tuple[re.Pattern[str], ...]:
+    """The patterns of ``masked``, compiled on first use: `pwdeploy --help` and render never mask."""
+    return (
+        # Authorization: Bearer TOKEN (and Proxy-Authorization, Basic, a bare value)
+        re.compile(
+            r"(?i)(?P<head>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|negotiate)\s+)?)"
+            r"(?P<value>[^\s\"',;]+)"
+        ),
+        re.compile(r"(?i)(?P<head>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})"),  # a scheme's token
+        re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<value>[^/\s@]+)@"),  # URL userinfo
+    )
+
+
+@functools.cache
+def _assignment() -> re.Pattern[str]:
+    """``NAME=value``, ``NAME: value``, ``"NAME": "value"``."""
+    return re.compile(r"(?P<name>[A-Za-z][\w.-]*)(?P<sep>[\"']?\s*(?:=|:)\s*[\"']?)(?P<value>[^\s\"',;&]+)")
+
+
+@functools.cache
+def _token_shapes() -> re.Pattern[str]:
+    """Well-known token shapes: Hugging Face, GitHub, GitLab, Slack, AWS access key ids, Google OAuth access
+    tokens, OpenAI-style secret keys, Google API keys."""
+    return re.compile(
+        r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|glpat-[\w-]{20,}|xox[abprs]-[\w-]{10,}|AKIA[0-9A-Z]{16}"
+        r"|ya29\.[\w.-]{20,}|sk-[\w-]{20,}|AIza[\w-]{35})"
+    )
 
 
 def looks_like_credential(name: str) -> bool:
     """Whether a variable's (or a key's) name says it holds a credential: ``HF_TOKEN``, ``db-password``."""
-    return _CREDENTIAL_NAME.search(re.sub(r"[.-]", "_", name.upper())) is not None
+    return re.search(_CREDENTIAL_NAME, name.upper().replace(".", "_").replace("-", "_")) is not None
 
 
 def masked(text: str) -> str:
     """``text`` with every credential-looking value replaced by ``***`` (names and separators kept, so the
     evidence still says which variable or header it was)."""
-    text = _AUTHORIZATION.sub(lambda m: m["head"] + MASK, text)
-    text = _SCHEME_TOKEN.sub(lambda m: m["head"] + MASK, text)
-    text = _USERINFO.sub(lambda m: m["head"] + MASK + "@", text)
-    text = _ASSIGNMENT.sub(
+    authorization, scheme_token, userinfo = _masks()
+    text = authorization.sub(lambda m: m["head"] + MASK, text)
+    text = scheme_token.sub(lambda m: m["head"] + MASK, text)
+    text = userinfo.sub(lambda m: m["head"] + MASK + "@", text)
+    text = _assignment().sub(
         lambda m: m["name"] + m["sep"] + MASK if looks_like_credential(m["name"]) else m.group(), text
     )
-    return _TOKEN_SHAPES.sub(MASK, text)
+    return _token_shapes().sub(MASK, text)
 
 
 def evidence(text: str, limit: int | None = None) -> str:

@@ -14,7 +14,6 @@ import click
 from pwdeploy import __version__
 from pwdeploy.cli.commands import COMMANDS, TABLE
 from pwdeploy.errors import ConfigErrors, PwdeployError
-from pwdeploy.text import printable
 
 
 class LazyGroup(click.Group):
@@ -85,8 +84,10 @@ class PwdeployGroup(LazyGroup):
                 import traceback  # only with --debug: 2 ms of every command's start-up otherwise
 
                 traceback.print_exc()
+            from pwdeploy.text import printable  # an error may quote a server's or a stream's text
+
             for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
-                click.echo(printable(f"error: {error}"), err=True)  # it may quote a server's or a stream's text
+                click.echo(printable(f"error: {error}"), err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -94,6 +95,8 @@ class PwdeployGroup(LazyGroup):
         except Exception as exc:  # last resort: no traceback for users unless asked
             if self.debug:
                 raise
+            from pwdeploy.text import printable
+
             said = printable(f"internal error: {type(exc).__name__}: {exc}")
             click.echo(f"{said}\n  rerun with --debug for the traceback", err=True)
             sys.exit(1)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from pwdeploy.errors import ConfigError
-from pwdeploy.text import UNSAFE
+from pwdeploy.text import unsafe
 
 F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("text", "json", "yaml")
@@ -62,12 +62,11 @@ def shell_word(word: str) -> str:
     written in ``$'...'`` form (bash, zsh, ksh and POSIX.1-2024 sh), so that it stays on one line and shows no
     control character: a ``# cd ... && COMMAND`` comment printed for ``eval`` then ends where it should, not at a
     newline inside an argument."""
-    if "\n" not in word and not UNSAFE.search(word):
+    if "\n" not in word and not unsafe().search(word):
         return shlex.quote(word)
-    return "$'" + _ANSI_C.sub(_ansi_c, word) + "'"
+    return "$'" + re.sub(r"[\n\t\\']|" + unsafe().pattern, _ansi_c, word) + "'"
 
 
-_ANSI_C = re.compile(r"[\n\t\\']|" + UNSAFE.pattern)
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "'": "\\'"}
 
 
