@@ -19,7 +19,7 @@ from pwdeploy import advice, text
 from pwdeploy.cluster.diagnose.findings import Finding
 from tests.conftest import REPO, ClusterCli
 from tests.diagnose_cases import load, serve
-from tests.kube_stub import StubKubeApiServer
+from tests.kube_stub import StubKubeApiServer, status_body
 
 PLANTED = {
     "clear screen": "\x1b[2J",
@@ -172,3 +172,23 @@ def test_planted_sequences_never_reach_a_terminal_against_the_stub(
     output = on_a_terminal([command, "dp-example", "--kubeconfig", str(kubeconfig)])
     assert "dp-example" in output, output
     assert_clean(output)
+
+
+def test_connect_notes_quoting_the_error_channel_are_printable(capsys: pytest.CaptureFixture[str]) -> None:
+    """connect prints each stream's note (the API server's error-channel text among them) through one function."""
+    from pwdeploy.cli.session import _say
+
+    _say("connection 1: the API server reported: " + PLANTED["OSC 52 clipboard write"] + PLANTED["bidi override"])
+    said = capsys.readouterr().err
+    assert said.startswith("connection 1: the API server reported: ^[]52;c;") and not RAW.search(said)
+
+
+def test_every_error_line_is_printable_against_the_stub(
+    stub: StubKubeApiServer, cluster_cli: ClusterCli, kc: list[str]
+) -> None:
+    """An error quoting a server's text (here a Status message) reaches stderr through the rule, once printed."""
+    message = "no \x1b]0;owned\x07 access \u202e\x9b2J"
+    stub.answer("GET", "/jobsets/dp-example$", status_body(403, "Forbidden", message), status=403)
+    result = cluster_cli(["status", "dp-example", *kc])
+    assert result.exit_code != 0 and "error:" in result.stderr
+    assert not RAW.search(result.stderr), repr(result.stderr)
