@@ -37,6 +37,7 @@ def test_shm_left_at_exit_is_sampled_once_the_job_has_exited() -> None:
 JOB = """\
 import os, subprocess, sys, time
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+held = open(sys.argv[1], "wb")  # a /dev/shm file the job holds, as a data loader's block
 print(os.getpid(), worker.pid, flush=True)
 time.sleep(600)
 """
@@ -57,8 +58,10 @@ def test_kill_9_of_pwdeploy_ends_the_job_and_its_workers(tmp_path: Path) -> None
         )
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    block = SHM / f"pwdeploy-test-{uuid.uuid4().hex}"
     pwdeploy = subprocess.Popen(
-        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", "job.yaml", "--no-limits-check", "--devices", "1"],
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", "job.yaml", "--no-limits-check", "--devices", "1",
+         "--", "python3", "job.py", str(block)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
     )  # fmt: skip
     assert pwdeploy.stdout is not None
@@ -73,6 +76,11 @@ def test_kill_9_of_pwdeploy_ends_the_job_and_its_workers(tmp_path: Path) -> None
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, "the job outlived pwdeploy"
+    while time.monotonic() < deadline and block.exists():  # removed once its holders are killed
+        time.sleep(0.05)
+    exists = block.exists()
+    block.unlink(missing_ok=True)
+    assert not exists, "the /dev/shm file the killed job held is left"
 
 
 def _alive(pid: int) -> bool:

@@ -122,7 +122,7 @@ def run_child(
             except OSError as exc:  # the checks above passed, yet exec failed (a bad interpreter line, a race)
                 raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
             tree.started(child.pid)
-            guard(child.pid)  # its session: ended even if pwdeploy is killed with SIGKILL
+            guard(child.pid, before.values())  # its session: ended even if pwdeploy is killed with SIGKILL
             stops.started(child)
             with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
                 try:
