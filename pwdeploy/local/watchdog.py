@@ -96,5 +96,8 @@ def watchdog() -> Iterator[Callable[[int, Iterable[int]], None]]:
         with suppress(OSError):  # BrokenPipeError: it ended already (killed by someone)
             pipe.write(b"done\n")
             pipe.close()
-        with suppress(subprocess.TimeoutExpired):
+        try:
             process.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # never left behind, even on a machine too loaded to start it in time
+            process.kill()
+            process.wait()
