@@ -173,12 +173,12 @@ def _run_attempts(
     click.echo(_summary(usage, attempts, job), err=True)
     last = attempts[-1]
     ending = _how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
-    if ending is not None:
-        click.echo(f"pwdeploy local: {ending}", err=True)
     from pwdeploy.local.notices import unfired_faults
 
-    for line in unfired_faults(attempts, faults):
+    for line in unfired_faults(attempts, faults):  # before how it ended: that stays the last line
         click.echo(f"warning: {line}", err=True)
+    if ending is not None:
+        click.echo(f"pwdeploy local: {ending}", err=True)
     problems = exceeded(usage, job) if usage is not None else []
     if problems and last.status == 0:
         raise LocalLimitsError("; ".join(problems))
