@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
+from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
@@ -106,6 +107,11 @@ def run(
     check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
     local_plan = _usable_gcs_cache(local_plan)
     child_env = {**os.environ, **local_plan.env}
+    if resume:
+        from pwdeploy.local.notices import nothing_to_resume
+
+        for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
+            click.echo(f"warning: {line}", err=True)
     _prepare_dirs(local_plan, fresh_checkpoints=not resume)
     click.echo(
         f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
@@ -117,14 +123,20 @@ def run(
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
 @job_options
+@output_option
 @_COMMAND
-def env(command: tuple[str, ...], **params: Any) -> None:
-    """Print the variables a local run sets, as shell `export` lines, and the command it runs."""
+def env(command: tuple[str, ...], output: str, **params: Any) -> None:
+    """Print the variables a local run sets, as shell `export` lines, and the command it runs (-o json|yaml: one
+    document with cwd, command, devices and env)."""
     _, local_plan = _plan(params, command)
     _show_plan_messages(local_plan)
+    if output != "text":
+        document = {"cwd": str(local_plan.cwd), "command": list(local_plan.command), "devices": local_plan.devices}
+        emit({**document, "env": dict(local_plan.env)}, output)
+        return
     for key, value in local_plan.env.items():
-        click.echo(f"export {key}={shlex.quote(value)}")
-    click.echo(f"# cd {shlex.quote(str(local_plan.cwd))} && {shlex.join(local_plan.command)}")
+        click.echo(f"export {key}={shell_word(value)}")
+    click.echo(f"# cd {shell_word(str(local_plan.cwd))} && {shell_join(local_plan.command)}")
 
 
 def _show_plan_messages(local_plan: LocalPlan) -> None:
@@ -171,6 +183,10 @@ def _run_attempts(
     click.echo(_summary(usage, attempts, job), err=True)
     last = attempts[-1]
     ending = _how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
+    from pwdeploy.local.notices import unfired_faults
+
+    for line in unfired_faults(attempts, faults):  # before how it ended: that stays the last line
+        click.echo(f"warning: {line}", err=True)
     if ending is not None:
         click.echo(f"pwdeploy local: {ending}", err=True)
     problems = exceeded(usage, job) if usage is not None else []
@@ -241,6 +257,13 @@ def _usable_gcs_cache(local_plan: LocalPlan) -> LocalPlan:
 def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
     """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
     run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
+    from pwdeploy.local.paths import check_folders
+
+    cache = local_plan.compile_cache
+    local_cache = [("compile cache", Path(cache))] if cache is not None and not cache.startswith("gs://") else []
+    outputs = [(LOCAL_OUTPUTS[name], path) for name, path in local_plan.outputs.items()]
+    hlo = [("HLO dumps", local_plan.hlo_dir)] if local_plan.hlo_dir is not None else []
+    check_folders([*hlo, *outputs, *local_cache])  # all of them before any is made
     shown = {"HLO dumps": local_plan.hlo_dir} if local_plan.hlo_dir is not None else {}
     shown |= {
         f"{LOCAL_OUTPUTS[name]} (instead of storage.{LOCAL_OUTPUTS[name]})": path
@@ -256,6 +279,5 @@ def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
             note = "; an earlier run's were cleared (--resume keeps them)" if cleared else ""
         path.mkdir(parents=True, exist_ok=True)
         click.echo(f"pwdeploy local: {what} go to {path}{note}", err=True)
-    cache = local_plan.compile_cache
     if cache is not None and not cache.startswith("gs://"):
         Path(cache).mkdir(parents=True, exist_ok=True)

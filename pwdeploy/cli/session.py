@@ -16,6 +16,7 @@ import click
 
 from pwdeploy.cli.options import seam
 from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.text import printable
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.session import Head
@@ -229,4 +230,4 @@ def _end(kube: Kube, namespace: str, name: str, *, delete: bool) -> None:
 
 
 def _say(line: str) -> None:
-    click.echo(line, err=True)
+    click.echo(printable(line), err=True)  # a stream's notes quote the API server's error text

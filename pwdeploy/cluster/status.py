@@ -6,19 +6,31 @@ apart, so other views (diagnose, tests) use the same objects."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.diagnose import Finding, Snapshot, from_snapshot
-from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
+from pwdeploy.cluster.progress import (
+    age,
+    job_state,
+    pod_group,
+    pod_row,
+    progress,
+    progress_line,
+    slices_text,
+    table,
+)
 from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, worker_slices
 from pwdeploy.identifiers import HEAD_JOB
 from pwdeploy.kube.api import Kube
+from pwdeploy.text import evidence, masked
 
 LATEST_EVENTS = 10
 FIRST_FINDINGS = 3
 FINDING_WIDTH = 160
+MESSAGE_WIDTH = 400  # of a condition's or an event's message: the whole text is in diagnose -o json
 
 
 class JobStatus(NamedTuple):
@@ -61,7 +73,7 @@ def status_lines(status: JobStatus) -> list[str]:
     if status.slices is not None:
         lines.append(f"  {status.slices.text}")
     if state.reason or state.message:
-        lines.append(f"  {state.reason}: {state.message}".rstrip(": "))
+        lines.append(f"  {evidence(state.reason)}: {evidence(state.message, MESSAGE_WIDTH)}".rstrip(": "))
     if status.findings:
         more = len(status.findings) - FIRST_FINDINGS
         lines.append(f"\nfindings (evidence and fixes: pwdeploy diagnose {status.name} -n {status.namespace}):")
@@ -69,9 +81,9 @@ def status_lines(status: JobStatus) -> list[str]:
         lines += [f"  ... and {more} more"] if more > 0 else []
     conditions = js.conditions(obj)
     if conditions:
-        rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
+        rows: list[tuple[str, ...]] = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
         rows += [
-            (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
+            tuple(evidence(str(c.get(key, "")), MESSAGE_WIDTH) for key in ("type", "status", "reason", "message"))
             for c in conditions
         ]
         lines.append("\n" + table(rows))
@@ -81,6 +93,64 @@ def status_lines(status: JobStatus) -> list[str]:
     if status.warning_events:
         lines.append(f"\nwarning events (latest {LATEST_EVENTS}):")
         for e in status.warning_events:
-            who = (e.get("involvedObject") or {}).get("name", "")
-            lines.append(f"  {who}: {e.get('reason', '')}: {e.get('message', '')}")
+            who = str((e.get("involvedObject") or {}).get("name", ""))
+            said = f"{who}: {e.get('reason', '')}: {e.get('message', '')}"
+            lines.append(f"  {evidence(said, MESSAGE_WIDTH)}")
     return lines
+
+
+def status_document(status: JobStatus) -> dict[str, Any]:
+    """``status -o json|yaml``: the same facts as ``status_lines``, as data (shape in docs/output.md). Values from
+    the cluster are kept as sent (JSON and YAML escape their control characters), credential-looking ones masked."""
+    obj, pods = status.jobset, status.pods
+    state = job_state(obj)
+    return {
+        "job": status.name,
+        "namespace": status.namespace,
+        "created": js.created_at(obj),
+        "state": {
+            "phase": state.phase,
+            "reason": masked(state.reason),
+            "message": masked(state.message),
+            "restarts": state.restarts,
+        },
+        "groups": [dataclasses.asdict(group) for group in progress(obj, pods)],
+        "conditions": [
+            {key: masked(str(c.get(key, ""))) for key in ("type", "status", "reason", "message")}
+            for c in js.conditions(obj)
+        ],
+        "pods": [dict(zip(POD_KEYS, pod_row(p), strict=True)) for p in sorted(pods, key=_pod_order)],
+        "warning_events": [
+            {
+                "object": str((e.get("involvedObject") or {}).get("name", "")),
+                "reason": masked(str(e.get("reason", ""))),
+                "message": masked(str(e.get("message", ""))),
+            }
+            for e in status.warning_events
+        ],
+        "findings": [f.as_json() for f in status.findings],
+    }
+
+
+POD_KEYS = ("component", "pod", "state", "ready", "restarts")
+
+
+def _pod_order(pod: dict[str, Any]) -> tuple[tuple[str, int], str]:
+    return pod_group(pod), str(pod["metadata"].get("name", ""))
+
+
+def list_document(jobsets: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """``list -o json|yaml``: one entry per pwdeploy JobSet (shape in docs/output.md)."""
+    return {
+        "jobs": [
+            {
+                "namespace": js.namespace_of(obj),
+                "name": js.name_of(obj),
+                "state": job_state(obj).phase,
+                "slices": slices_text(obj),
+                "created": js.created_at(obj),
+                "age": age(js.created_at(obj), now),
+            }
+            for obj in sorted(jobsets, key=lambda o: (js.namespace_of(o), js.name_of(o)))
+        ]
+    }

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog, names
-from pwdeploy.config import sidecar_checks
+from pwdeploy.config import sidecar_checks, storage_checks
 from pwdeploy.config.capacity import check_capacity
 from pwdeploy.config.fields import BY_PATH
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
@@ -102,6 +102,7 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (_CAPACITY_INPUTS, check_capacity),
         (sidecar_checks.SHM_FIELDS, sidecar_checks.sidecar_shm),
         (sidecar_checks.PYTHON_FIELDS, sidecar_checks.same_python),
+        (storage_checks.PLACEMENT_FIELDS, storage_checks.checkpoints_apart),
     ]
 
 

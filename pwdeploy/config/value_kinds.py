@@ -212,7 +212,7 @@ KINDS: dict[Kind, KindSpec] = {
     ),
     Kind.LABELS: KindSpec(
         lambda f, v, b: parse_labels(v, f.path),
-        _fixed({"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}),
+        _fixed({"type": "object", "additionalProperties": {"type": ["string", "number"]}}),
         _named("KEY=VALUE"),
         True,
     ),
