@@ -89,6 +89,13 @@ CHECKPOINT_DIR_ENV = "PWDEPLOY_CHECKPOINT_DIR"
 LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
 RESTART_ATTEMPT_ENV = "PWDEPLOY_RESTART_ATTEMPT"  # 0 on the first run, then 1, 2, ... after each restart
 FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.step_done kills the job there
+ELASTIC_SLICES_ENV = "PWDEPLOY_ELASTIC_SLICES"  # tpu.elastic_slices, where > 0: slices the job may lose
+# Local runs of elastic jobs: which emulated devices make each slice (emulated CPU devices have no slice_index),
+# and the slice losses and returns runtime.step_done emulates (local run --lose-slice / --restore-slice).
+LOCAL_SLICE_LAYOUT_ENV = "PWDEPLOY_LOCAL_SLICE_LAYOUT"  # "0-3 4-7": slice 0 is devices 0..3, slice 1 is 4..7
+LOSE_SLICE_ENV = "PWDEPLOY_LOSE_SLICE"  # "1@40,0@90": SLICE@STEP, lost once step STEP is done
+RESTORE_SLICE_ENV = "PWDEPLOY_RESTORE_SLICE"  # "1@80": SLICE@STEP, back once step STEP is done
+ELASTIC_EVENTS_ENV = "PWDEPLOY_LOCAL_ELASTIC_EVENTS"  # a file the job appends one JSON line to per event
 JOB_ENV_NAMES = frozenset(
     {
         JOB_NAME_ENV,
@@ -105,5 +112,10 @@ JOB_ENV_NAMES = frozenset(
         LOCAL_DEVICES_ENV,
         RESTART_ATTEMPT_ENV,
         FAIL_AT_STEP_ENV,
+        ELASTIC_SLICES_ENV,
+        LOCAL_SLICE_LAYOUT_ENV,
+        LOSE_SLICE_ENV,
+        RESTORE_SLICE_ENV,
+        ELASTIC_EVENTS_ENV,
     }
 )

@@ -50,6 +50,7 @@ for folder in (HERE, HERE / "sidecar" / "src"):
 
 import dp_data  # noqa: E402
 from checkpointing import Checkpoints, Restored  # noqa: E402
+from elastic_training import Kept, Parts, add_arguments, train_elastic  # noqa: E402
 from loaders import colocated_batches, grain_batches, write_records  # noqa: E402
 
 FEATURES = dp_data.FEATURES
@@ -81,6 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with PWDEPLOY_CHECKPOINT_DIR set, save a checkpoint every N steps (default: a tenth of --steps; "
         "0: only the last step)",
     )
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch < 1 or EXAMPLES % args.batch:
         parser.error(f"--steps must be >= 1 and --batch must divide {EXAMPLES}")
@@ -119,22 +121,29 @@ def sgd(params: dict[str, Any], grads: dict[str, Any], lr: float) -> dict[str, A
     return updated
 
 
-def jit_trainer(params: dict[str, Any], lr: float, slices: bool) -> tuple[Any, Any, Any, Any]:
-    """(jitted step, replicated params, the batches' sharding: over every mesh axis, the mesh)."""
+def jit_step(lr: float, mesh: Any) -> tuple[Any, Any, Any]:
+    """(the step jitted over ``mesh``, the parameters' sharding: replicated, the batches': over every mesh axis)."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    mesh = runtime.data_mesh("data", slices=slices)
     replicated, by_example = NamedSharding(mesh, P()), NamedSharding(mesh, P(mesh.axis_names))
 
     def step(params: dict[str, Any], x: Any, y: Any) -> tuple[dict[str, Any], Any]:
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)  # a global mean: the compiler all-reduces
         return sgd(params, grads, lr), loss
 
-    params = jax.device_put(params, replicated)
     jitted = jax.jit(step, in_shardings=(replicated, by_example, by_example), out_shardings=(replicated, replicated))
-    return jitted, params, by_example, mesh
+    return jitted, replicated, by_example
+
+
+def jit_trainer(params: dict[str, Any], lr: float, slices: bool) -> tuple[Any, Any, Any, Any]:
+    """(jitted step, replicated params, the batches' sharding: over every mesh axis, the mesh)."""
+    import jax
+
+    mesh = runtime.data_mesh("data", slices=slices)
+    jitted, replicated, by_example = jit_step(lr, mesh)
+    return jitted, jax.device_put(params, replicated), by_example, mesh
 
 
 def pmap_trainer(params: dict[str, Any], lr: float) -> tuple[Any, Any, Any]:
@@ -230,6 +239,8 @@ def open_checkpoints(args: argparse.Namespace, like: Any) -> tuple[Checkpoints |
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     runtime.initialize()  # Pathways: connect to the proxy; locally: nothing
+    if runtime.elastic_slices() > 0:
+        return elastic_job(args)
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding
@@ -287,6 +298,67 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def elastic_job(args: argparse.Namespace) -> dict[str, Any]:
+    """The job with elastic slices: the step loop inside the elastic manager's retry (elastic_training.py)."""
+    if args.strategy != "jit":
+        raise SystemExit("error: an elastic job needs --strategy jit (its mesh is rebuilt over the active slices)")
+    manager = runtime.elastic_manager()  # before the step is jitted: a local run's emulated slice loss patches jit
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    replicated = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P())
+    params = jax.device_put(init_params(args.seed), replicated)
+    checkpoints, restored = open_checkpoints(args, params)
+    start_step = restored.step if restored else 0
+    kept = Kept(start_step, jax.device_get(restored.params if restored else params), restored and restored.data_state)
+    del params  # only the host copy is kept: the devices' may be on a slice that is lost
+    saved: list[int] = []
+
+    def save(done: int, params: Any, loss: float, data_state: Any) -> None:
+        assert checkpoints is not None
+        checkpoints.save(done, params, loss, data_state)
+        saved.append(done)
+
+    def log(done: int, loss: Any) -> None:
+        if args.log_every and done % args.log_every == 0:
+            print(f"step {done}: loss {float(loss):.6f}", flush=True)
+
+    parts = Parts(
+        jit_step=lambda mesh: jit_step(args.lr, mesh),
+        batches=lambda mesh, start, state: batches(args, mesh, start, state),
+        due=lambda done: checkpoints is not None and checkpoints.due(done),
+        save=save,
+    )
+    begin = time.perf_counter()
+    try:
+        kept = train_elastic(args, manager, kept, parts, log)
+    finally:
+        if checkpoints is not None:
+            checkpoints.close()
+    seconds = time.perf_counter() - begin
+    ran = args.steps - start_step
+    return {
+        "devices": jax.device_count(),
+        "steps": args.steps,
+        "final_loss": kept.losses.get(args.steps, restored.loss if restored else float("nan")),
+        "examples_per_second": ran * args.batch / seconds if ran and seconds > 0 else 0.0,
+        "strategy": args.strategy,
+        "compile_seconds": kept.first_step_seconds,
+        "batch": args.batch,
+        "seed": args.seed,
+        "mesh": kept.meshes[-1],
+        "start_step": start_step,
+        "restarts": runtime.restart_attempt(),
+        "checkpoints_saved": saved,
+        "elastic_attempts": kept.attempts,
+        "elastic_meshes": kept.meshes,
+        "losses": [kept.losses[step] for step in sorted(kept.losses)],
+        **kept.loader_info,
+    }
+
+
 def train_loop(
     step: Any, params: Any, placed: Iterator[Any], start: int, after_step: Any
 ) -> tuple[float | None, float]:
@@ -327,6 +399,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         result = train(args)
+    except TimeoutError as error:  # the elastic manager's: too few slices came back
+        print(
+            f"train.py: error: fewer than tpu.slices - tpu.elastic_slices slices were healthy for "
+            f"--elastic-timeout {args.elastic_timeout:g} s, so elastic training cannot go on "
+            f"(pathwaysutils: {error})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
     except KeyboardInterrupt:
         print("train.py: interrupted", file=sys.stderr, flush=True)
         return 130
