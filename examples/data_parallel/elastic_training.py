@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="elastic jobs: give up when fewer than tpu.slices - tpu.elastic_slices slices answer "
                         f"for this long (default {DEFAULT_TIMEOUT:g})")  # fmt: skip
     parser.add_argument("--elastic-poll", type=float, default=10.0, metavar="SECONDS",
-                        help="elastic jobs: seconds between the manager's slice health checks (default 10)")  # fmt: skip
+                        help="elastic jobs: seconds between the manager's health checks (default 10)")  # fmt: skip
 
 
 def train_elastic(
@@ -79,9 +79,9 @@ def train_elastic(
 
     logging.raiseExceptions = True  # a log call that reads a lost array raises, and the manager sees it
     minimum = manager.total_slice_count - runtime.elastic_slices()
-    profile_dir = os.environ.get("PWDEPLOY_PROFILE_DIR")
+    profile_dir = os.environ.get("PWDEPLOY_PROFILE_DIR") or None
 
-    @manager.elastic_retry(minimum_slice_count=minimum, poll_interval=args.elastic_poll, timeout=args.elastic_timeout)
+    @manager.elastic_retry(minimum_slice_count=minimum, poll_interval=args.elastic_poll, timeout=args.elastic_timeout)  # type: ignore[untyped-decorator]
     def attempt() -> Kept:
         import jax
 
@@ -94,9 +94,9 @@ def train_elastic(
         params = jax.device_put(kept.params, replicated)
         loaded, info, position = parts.batches(mesh, kept.step, kept.data)
         kept.loader_info = kept.loader_info or info
-        tracing = bool(profile_dir) and kept.attempts == 1  # the first attempt only: never during a recovery
+        tracing = profile_dir is not None and kept.attempts == 1  # the first attempt only: never in a recovery
         if tracing:
-            jax.profiler.start_trace(profile_dir)
+            jax.profiler.start_trace(str(profile_dir))
         started, pending = time.perf_counter(), []
         try:
             for done, (x, y) in enumerate(loaded, start=kept.step + 1):
@@ -119,7 +119,8 @@ def train_elastic(
             jax.profiler.stop_trace()
         return kept
 
-    return attempt()
+    done: Kept = attempt()
+    return done
 
 
 def keep(kept: Kept, done: int, params: Any, pending: list[Any], data: Any) -> list[Any]:
@@ -132,3 +133,62 @@ def keep(kept: Kept, done: int, params: Any, pending: list[Any], data: Any) -> l
     kept.losses.update({step: float(loss) for step, loss in enumerate(losses, start=first)})
     kept.step, kept.params, kept.data = done, host_params, data
     return []
+
+
+def run_elastic_job(
+    args: argparse.Namespace,
+    manager: Any,
+    *,
+    init_params: Callable[[int], Any],
+    open_checkpoints: Callable[[argparse.Namespace, Any], tuple[Any, Any]],
+    jit_step: Callable[[Any], tuple[Any, Any, Any]],
+    batches: Callable[[Any, int, Any], tuple[Iterator[Any], dict[str, Any], Callable[[], Any]]],
+) -> dict[str, Any]:
+    """The whole elastic job: the start state (a checkpoint's, else the initial parameters), the loop, its result."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    replicated = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P())
+    checkpoints, restored = open_checkpoints(args, jax.device_put(init_params(args.seed), replicated))
+    start_step = restored.step if restored else 0
+    initial = restored.params if restored else init_params(args.seed)
+    kept = Kept(start_step, jax.device_get(initial), restored.data_state if restored else None)
+    saved: list[int] = []
+
+    def save(done: int, params: Any, loss: float, data_state: Any) -> None:
+        checkpoints.save(done, params, loss, data_state)
+        saved.append(done)
+
+    def log(done: int, loss: Any) -> None:
+        if args.log_every and done % args.log_every == 0:
+            print(f"step {done}: loss {float(loss):.6f}", flush=True)
+
+    due = (lambda done: checkpoints.due(done)) if checkpoints is not None else (lambda done: False)
+    begin = time.perf_counter()
+    try:
+        kept = train_elastic(args, manager, kept, Parts(jit_step, batches, due, save), log)
+    finally:
+        if checkpoints is not None:
+            checkpoints.close()  # the last save committed before the job says it is done
+    seconds = time.perf_counter() - begin
+    ran = args.steps - start_step
+    return {
+        "devices": jax.device_count(),
+        "steps": args.steps,
+        "final_loss": kept.losses.get(args.steps, restored.loss if restored else float("nan")),
+        "examples_per_second": ran * args.batch / seconds if ran and seconds > 0 else 0.0,
+        "strategy": args.strategy,
+        "compile_seconds": kept.first_step_seconds,
+        "batch": args.batch,
+        "seed": args.seed,
+        "mesh": kept.meshes[-1],
+        "start_step": start_step,
+        "restarts": runtime.restart_attempt(),
+        "checkpoints_saved": saved,
+        "elastic_attempts": kept.attempts,
+        "elastic_meshes": kept.meshes,
+        "losses": [kept.losses[step] for step in sorted(kept.losses)],
+        **kept.loader_info,
+    }

@@ -50,7 +50,7 @@ for folder in (HERE, HERE / "sidecar" / "src"):
 
 import dp_data  # noqa: E402
 from checkpointing import Checkpoints, Restored  # noqa: E402
-from elastic_training import Kept, Parts, add_arguments, train_elastic  # noqa: E402
+from elastic_training import add_arguments, run_elastic_job  # noqa: E402
 from loaders import colocated_batches, grain_batches, write_records  # noqa: E402
 
 FEATURES = dp_data.FEATURES
@@ -303,60 +303,14 @@ def elastic_job(args: argparse.Namespace) -> dict[str, Any]:
     if args.strategy != "jit":
         raise SystemExit("error: an elastic job needs --strategy jit (its mesh is rebuilt over the active slices)")
     manager = runtime.elastic_manager()  # before the step is jitted: a local run's emulated slice loss patches jit
-    import jax
-    import numpy as np
-    from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    replicated = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P())
-    params = jax.device_put(init_params(args.seed), replicated)
-    checkpoints, restored = open_checkpoints(args, params)
-    start_step = restored.step if restored else 0
-    kept = Kept(start_step, jax.device_get(restored.params if restored else params), restored and restored.data_state)
-    del params  # only the host copy is kept: the devices' may be on a slice that is lost
-    saved: list[int] = []
-
-    def save(done: int, params: Any, loss: float, data_state: Any) -> None:
-        assert checkpoints is not None
-        checkpoints.save(done, params, loss, data_state)
-        saved.append(done)
-
-    def log(done: int, loss: Any) -> None:
-        if args.log_every and done % args.log_every == 0:
-            print(f"step {done}: loss {float(loss):.6f}", flush=True)
-
-    parts = Parts(
+    return run_elastic_job(
+        args,
+        manager,
+        init_params=init_params,
+        open_checkpoints=open_checkpoints,
         jit_step=lambda mesh: jit_step(args.lr, mesh),
         batches=lambda mesh, start, state: batches(args, mesh, start, state),
-        due=lambda done: checkpoints is not None and checkpoints.due(done),
-        save=save,
     )
-    begin = time.perf_counter()
-    try:
-        kept = train_elastic(args, manager, kept, parts, log)
-    finally:
-        if checkpoints is not None:
-            checkpoints.close()
-    seconds = time.perf_counter() - begin
-    ran = args.steps - start_step
-    return {
-        "devices": jax.device_count(),
-        "steps": args.steps,
-        "final_loss": kept.losses.get(args.steps, restored.loss if restored else float("nan")),
-        "examples_per_second": ran * args.batch / seconds if ran and seconds > 0 else 0.0,
-        "strategy": args.strategy,
-        "compile_seconds": kept.first_step_seconds,
-        "batch": args.batch,
-        "seed": args.seed,
-        "mesh": kept.meshes[-1],
-        "start_step": start_step,
-        "restarts": runtime.restart_attempt(),
-        "checkpoints_saved": saved,
-        "elastic_attempts": kept.attempts,
-        "elastic_meshes": kept.meshes,
-        "losses": [kept.losses[step] for step in sorted(kept.losses)],
-        **kept.loader_info,
-    }
 
 
 def train_loop(

@@ -79,7 +79,9 @@ def slice_events(job: JobConfig, devices: int, lose: Sequence[str], restore: Seq
     return events
 
 
-def _check_order(slices: int, elastic: int, losses: Sequence[tuple[int, int]], returns: Sequence[tuple[int, int]]) -> None:
+def _check_order(
+    slices: int, elastic: int, losses: Sequence[tuple[int, int]], returns: Sequence[tuple[int, int]]
+) -> None:
     """Replay the events in step order (at one step, returns before losses): each return of a lost slice, each loss
     of an active one, never fewer than ``slices - elastic`` active (below that the manager would wait forever)."""
     timeline = sorted([(step, 0, s) for s, step in returns] + [(step, 1, s) for s, step in losses])
