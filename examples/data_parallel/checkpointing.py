@@ -12,6 +12,12 @@ atomic); ``all_steps()`` lists only finished steps, and ``cleanup_tmp_directorie
 left behind. Saves are asynchronous: ``save`` returns once the arrays are copied off the devices and the files are
 written on a background thread, overlapping the next steps.
 
+When to save is Orbax's save-decision policy, by time unless a step interval is asked for: at least ``seconds``
+after the last save and never while a save is still being written (``ContinuousCheckpointingPolicy``), and always
+the last step (``SpecificStepsPolicy``). A save stalls training for a while (the device-to-host copy, Orbax's
+bookkeeping, the writer competing for the host): an interval of at least ten times that keeps the overhead under
+10% whatever a step costs, where a step interval tuned on one model is wrong on the next (README: docs/checkpoints.md).
+
 A checkpoint that is listed but unreadable (a truncated or missing file) is skipped with a warning and the one
 before it is used: up to ``KEEP`` are kept for that reason.
 
@@ -31,6 +37,7 @@ import sys
 from typing import Any, NamedTuple
 
 KEEP = 3  # finished checkpoints kept: the latest, and earlier ones to fall back on if it is unreadable
+DEFAULT_SECONDS = 5  # between saves: 10 x (and more) the ~0.1-0.4 s a save of the example stalls its steps
 
 
 class _WithoutOcdbtMergeNotice(logging.Filter):
@@ -50,10 +57,12 @@ class Restored(NamedTuple):
 class Checkpoints:
     """Periodic asynchronous saves and the restore of the latest readable checkpoint under ``directory``."""
 
-    def __init__(self, directory: str, every: int, steps: int) -> None:
+    def __init__(self, directory: str, steps: int, *, every: int | None = None, seconds: int = DEFAULT_SECONDS) -> None:
+        """Saves under ``directory``: every ``every`` steps when given (0: only the last), else every ``seconds``
+        at least; always step ``steps``, the last."""
         import orbax.checkpoint as ocp
 
-        self.directory, self.every, self.steps = directory, every, steps
+        self.directory, self.steps = directory, steps
         self._ocp = ocp
         logging.getLogger("absl").addFilter(_WithoutOcdbtMergeNotice())  # Orbax logs through absl
         self._unreadable: set[int] = set()
@@ -67,6 +76,7 @@ class Checkpoints:
                 max_to_keep=KEEP,
                 cleanup_tmp_directories=True,
                 enable_async_checkpointing=True,
+                save_decision_policy=save_policy(steps, every, seconds),
             ),
         )
 
@@ -108,8 +118,8 @@ class Checkpoints:
         return Restored(step, found["params"], float(progress["loss"]), progress.get("data"))
 
     def due(self, step: int) -> bool:
-        """Whether ``step`` is saved: every ``every`` steps, and the last step."""
-        return step == self.steps or (self.every > 0 and step % self.every == 0)
+        """Whether ``step`` is to be saved, as the save-decision policy says (ask once per step)."""
+        return bool(self._manager.should_save(step))
 
     def save(self, step: int, params: Any, loss: float, data_state: Any) -> None:
         """Start saving ``step`` (returns once the arrays are off the devices; the files are written behind)."""
@@ -121,10 +131,26 @@ class Checkpoints:
         self._manager.save(
             step,
             args=ocp.args.Composite(params=ocp.args.PyTreeSave(params), progress=ocp.args.JsonSave(progress)),
-            force=True,  # ``due`` decides
+            force=True,  # ``due`` decided
         )
 
     def close(self) -> None:
         """Wait for the save in flight to be finished (committed), then release the manager."""
         self._manager.wait_until_finished()
         self._manager.close()
+
+
+def save_policy(steps: int, every: int | None, seconds: int) -> Any:
+    """Orbax's decision of which steps to save: the last step, and every ``every`` steps (0: no other) or, with
+    ``every`` None, the first step at least ``seconds`` after the last save (none while one is being written)."""
+    from orbax.checkpoint import checkpoint_managers as policies
+
+    last = policies.SpecificStepsPolicy(steps=(steps,))
+    if every == 0:
+        return last
+    periodic = (
+        policies.FixedIntervalPolicy(every)
+        if every is not None
+        else policies.ContinuousCheckpointingPolicy(minimum_interval_secs=seconds)
+    )
+    return policies.AnySavePolicy([periodic, last])

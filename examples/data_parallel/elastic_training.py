@@ -105,9 +105,10 @@ def train_elastic(
                 if done == kept.step + 1 and kept.attempts == 1:
                     kept.first_step_seconds = time.perf_counter() - started
                 log(done, loss)
-                if done % args.elastic_keep_every == 0 or done == args.steps or parts.due(done):
+                due = parts.due(done)
+                if done % args.elastic_keep_every == 0 or done == args.steps or due:
                     pending = keep(kept, done, params, pending, position())
-                    if parts.due(done):  # after the copy: a checkpoint never holds a lost slice's arrays
+                    if due:  # after the copy: a checkpoint never holds a lost slice's arrays
                         parts.save(done, params, kept.losses[done], kept.data)
                 runtime.step_done(done)  # `local run --lose-slice SLICE@STEP` loses the slice here
                 if manager.available_inactive_slices:  # a lost slice is back: go on with it from here

@@ -49,7 +49,7 @@ for folder in (HERE, HERE / "sidecar" / "src"):
         sys.path.append(str(folder))
 
 import dp_data  # noqa: E402
-from checkpointing import Checkpoints, Restored  # noqa: E402
+from checkpointing import DEFAULT_SECONDS, Checkpoints, Restored  # noqa: E402
 from elastic_training import add_arguments, run_elastic_job  # noqa: E402
 from loaders import colocated_batches, grain_batches, write_records  # noqa: E402
 
@@ -79,17 +79,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint-every",
         type=int,
         default=None,
-        help="with PWDEPLOY_CHECKPOINT_DIR set, save a checkpoint every N steps (default: a tenth of --steps; "
-        "0: only the last step)",
+        help="with PWDEPLOY_CHECKPOINT_DIR set, save a checkpoint every N steps (0: only the last step; default: "
+        "by time, --checkpoint-seconds)",
+    )
+    parser.add_argument(
+        "--checkpoint-seconds",
+        type=int,
+        default=DEFAULT_SECONDS,
+        help="with PWDEPLOY_CHECKPOINT_DIR set and no --checkpoint-every, save at the first step at least this many "
+        f"seconds after the last save (default {DEFAULT_SECONDS}; docs/checkpoints.md says how to choose it)",
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch < 1 or EXAMPLES % args.batch:
         parser.error(f"--steps must be >= 1 and --batch must divide {EXAMPLES}")
-    if args.checkpoint_every is None:
-        args.checkpoint_every = max(1, args.steps // 10)
-    elif args.checkpoint_every < 0:
-        parser.error("--checkpoint-every must be 0 or more")
+    if (args.checkpoint_every or 0) < 0 or args.checkpoint_seconds < 1:
+        parser.error("--checkpoint-every must be 0 or more, --checkpoint-seconds 1 or more")
     return args
 
 
@@ -233,7 +238,7 @@ def open_checkpoints(args: argparse.Namespace, like: Any) -> tuple[Checkpoints |
     directory = os.environ.get(CHECKPOINT_DIR)
     if not directory:
         return None, None
-    checkpoints = Checkpoints(directory, args.checkpoint_every, args.steps)
+    checkpoints = Checkpoints(directory, args.steps, every=args.checkpoint_every, seconds=args.checkpoint_seconds)
     return checkpoints, checkpoints.restore(like)
 
 
