@@ -118,8 +118,9 @@ class Checkpoints:
         return Restored(step, found["params"], float(progress["loss"]), progress.get("data"))
 
     def due(self, step: int) -> bool:
-        """Whether ``step`` is to be saved, as the save-decision policy says (ask once per step)."""
-        return bool(self._manager.should_save(step))
+        """Whether ``step`` is to be saved, as the save-decision policy says (ask once per step); an unreadable
+        checkpoint's step is saved again (Orbax alone would not save a step it lists)."""
+        return step in self._unreadable or bool(self._manager.should_save(step))
 
     def save(self, step: int, params: Any, loss: float, data_state: Any) -> None:
         """Start saving ``step`` (returns once the arrays are off the devices; the files are written behind)."""
