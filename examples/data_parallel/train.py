@@ -21,7 +21,8 @@ compile_seconds, loader, data_workers, mesh, start_step, restarts, ...
 Restarts: with ``PWDEPLOY_CHECKPOINT_DIR`` set, the parameters, the step and the loader's position are saved
 every ``--checkpoint-seconds`` (or ``--checkpoint-every`` steps) and at the end (checkpointing.py), and a start
 restores the latest complete checkpoint and goes on from there: a job killed at any step and restarted ends with
-the loss of a run that was never killed. ``runtime.step_done(step)`` after each step is where `local run --fail-at-step` kills it.
+the loss of a run that was never killed. ``runtime.step_done(step)`` after each step is where
+`local run --fail-at-step` kills it.
 Optional: ``PWDEPLOY_PROFILE_DIR`` writes a profiler trace of the training loop.
 
 Elastic: with ``PWDEPLOY_ELASTIC_SLICES`` > 0 (``tpu.elastic_slices``) the loop runs inside pathwaysutils'
