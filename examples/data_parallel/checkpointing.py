@@ -32,12 +32,13 @@ so a checkpoint written by a local run has the layout the cluster reads and writ
 
 from __future__ import annotations
 
+import datetime
 import logging
 import sys
 from typing import Any, NamedTuple
 
 KEEP = 3  # finished checkpoints kept: the latest, and earlier ones to fall back on if it is unreadable
-DEFAULT_SECONDS = 5  # between saves: 10 x (and more) the ~0.1-0.4 s a save of the example stalls its steps
+DEFAULT_SECONDS = 5  # between saves: more than 10 x the ~0.1-0.4 s a save of the example stalls its steps
 
 
 class _WithoutOcdbtMergeNotice(logging.Filter):
@@ -149,9 +150,25 @@ def save_policy(steps: int, every: int | None, seconds: int) -> Any:
     last = policies.SpecificStepsPolicy(steps=(steps,))
     if every == 0:
         return last
-    periodic = (
-        policies.FixedIntervalPolicy(every)
-        if every is not None
-        else policies.ContinuousCheckpointingPolicy(minimum_interval_secs=seconds)
-    )
-    return policies.AnySavePolicy([periodic, last])
+    if every is not None:
+        return policies.AnySavePolicy([policies.FixedIntervalPolicy(every), last])
+    continuous = policies.ContinuousCheckpointingPolicy(minimum_interval_secs=seconds)
+    return policies.AnySavePolicy([NotBefore(continuous, seconds), last])
+
+
+class NotBefore:
+    """An Orbax save-decision policy: ``policy``'s decision, but no save in the first ``seconds`` of this run.
+
+    The continuous policy saves at once when the last checkpoint is older than its interval, i.e. at the first step
+    of every start (a fresh one, or a restart that just restored that state): a save that holds nothing new.
+    """
+
+    def __init__(self, policy: Any, seconds: int) -> None:
+        self.policy, self.interval = policy, datetime.timedelta(seconds=seconds)
+        self.started: datetime.datetime | None = None  # the time of this run's first step, as Orbax reports it
+
+    def should_save(self, step: Any, previous_steps: Any, *, context: Any) -> bool:
+        self.started = self.started or step.time
+        if step.time - self.started < self.interval:
+            return False
+        return bool(self.policy.should_save(step, previous_steps, context=context))
