@@ -5,7 +5,10 @@
 2. Persistent compile cache: the training step's compile time in a second run / in a first run with an empty
    cache. Target: <= 0.3.
 3. `pwdeploy local run` wall time vs running the script directly with the same environment (the variables
-   `pwdeploy local env` prints), warm compile cache for both. Target: <= 1.1x.
+   `pwdeploy local env` prints), warm compile cache for both. Target: <= 1.1x. Fair pairs: both sides start from
+   the same state, with no checkpoint (local run clears the folder it gives the job; the direct run gets the same
+   folder cleared first, or it would resume from the checkpoint of the last step and train nothing), which each
+   side's JSON line proves (start_step 0, the same final loss); the order within a pair alternates.
    And `local run` with its limits check (the default: the job's process tree sampled) vs --no-limits-check.
    Target: <= 1.05x.
 4. With --gcs: 2. with the cache in a bucket of the GCS emulator (gcp-storage-emulator, started here), measured
@@ -20,6 +23,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -133,10 +137,35 @@ def measure(args: argparse.Namespace, samples: dict[str, list[float]], tmp: Path
             samples["gcs_wall"].append(wall)
             warm = train(n, f"gs://{bucket}/cache-{run}", hlo, 1, gcs_env)[1]
             samples["gcs_warm"].append(warm["compile_seconds"])
-        command = ["--", "python3", "train.py", "--steps", steps]
-        samples["wrapped"].append(timed([*pwdeploy_local("run", n, shared, hlo), *command])[0])
-        samples["unchecked"].append(timed([*pwdeploy_local("run", n, shared, hlo), "--no-limits-check", *command])[0])
-        samples["direct"].append(timed([sys.executable, "train.py", "--steps", steps], env)[0])
+        fair_pair(samples, n, shared, hlo, steps, env, direct_first=run % 2 == 1)
+
+
+def fair_pair(
+    samples: dict[str, list[float]], n: int, cache: Path, hlo: Path, steps: str, env: dict[str, str], direct_first: bool
+) -> None:
+    """The wrapped, unchecked and direct runs of one round, each from no checkpoint (see 3. above)."""
+    command = ["--", "python3", "train.py", "--steps", steps]
+
+    def direct() -> tuple[float, dict[str, Any]]:
+        checkpoints = env.get("PWDEPLOY_CHECKPOINT_DIR")
+        if checkpoints:
+            shutil.rmtree(checkpoints, ignore_errors=True)  # as local run clears it before each run
+        return timed([sys.executable, "train.py", "--steps", steps], env)
+
+    runs = {
+        "wrapped": lambda: timed([*pwdeploy_local("run", n, cache, hlo), *command]),
+        "unchecked": lambda: timed([*pwdeploy_local("run", n, cache, hlo), "--no-limits-check", *command]),
+        "direct": direct,
+    }
+    order = ["direct", "wrapped", "unchecked"] if direct_first else ["wrapped", "unchecked", "direct"]
+    results = {}
+    for key in order:
+        seconds, results[key] = runs[key]()
+        samples[key].append(seconds)
+    starts = {key: result["start_step"] for key, result in results.items()}
+    losses = {result["final_loss"] for result in results.values()}
+    if set(starts.values()) != {0} or len(losses) != 1:
+        raise SystemExit(f"not a fair pair: start steps {starts}, final losses {sorted(losses)}")
 
 
 def report(args: argparse.Namespace, med: dict[str, float]) -> None:

@@ -30,6 +30,8 @@ def job_env(job: JobConfig, *, hlo_dump: str | None = None) -> dict[str, str]:
         ids.NUM_DEVICES_ENV: str(tpu.total_chips),
         ids.PATHWAYS_VERSION_ENV: job.pathways_version,
     }
+    if tpu.elastic_slices:  # the program wraps its loop in the elastic manager's retry (pwdeploy.runtime)
+        env[ids.ELASTIC_SLICES_ENV] = str(tpu.elastic_slices)
     storage = job.storage
     optional = {
         ids.HLO_DUMP_DIR_ENV: hlo_dump or (storage.hlo_dump.uri if storage.hlo_dump else None),

@@ -94,6 +94,13 @@ FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.
 # EX_TEMPFAIL, "temporary failure; the user is invited to retry". The head's podFailurePolicy lets it, and
 # scheduling.retry_exit_codes, restart the JobSet where any other non-zero exit fails it.
 RETRY_EXIT_CODE = 75
+ELASTIC_SLICES_ENV = "PWDEPLOY_ELASTIC_SLICES"  # tpu.elastic_slices, where > 0: slices the job may lose
+# Local runs of elastic jobs: which emulated devices make each slice (emulated CPU devices have no slice_index),
+# and the slice losses and returns runtime.step_done emulates (local run --lose-slice / --restore-slice).
+LOCAL_SLICE_LAYOUT_ENV = "PWDEPLOY_LOCAL_SLICE_LAYOUT"  # "0-3 4-7": slice 0 is devices 0..3, slice 1 is 4..7
+LOSE_SLICE_ENV = "PWDEPLOY_LOSE_SLICE"  # "1@40,0@90": SLICE@STEP, lost once step STEP is done
+RESTORE_SLICE_ENV = "PWDEPLOY_RESTORE_SLICE"  # "1@80": SLICE@STEP, back once step STEP is done
+ELASTIC_EVENTS_ENV = "PWDEPLOY_LOCAL_ELASTIC_EVENTS"  # a file the job appends one JSON line to per event
 JOB_ENV_NAMES = frozenset(
     {
         JOB_NAME_ENV,
@@ -110,5 +117,10 @@ JOB_ENV_NAMES = frozenset(
         LOCAL_DEVICES_ENV,
         RESTART_ATTEMPT_ENV,
         FAIL_AT_STEP_ENV,
+        ELASTIC_SLICES_ENV,
+        LOCAL_SLICE_LAYOUT_ENV,
+        LOSE_SLICE_ENV,
+        RESTORE_SLICE_ENV,
+        ELASTIC_EVENTS_ENV,
     }
 )

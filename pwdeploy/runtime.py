@@ -42,6 +42,10 @@ def step_done(step: int, environ: Mapping[str, str] | None = None) -> None:
     clean-up runs, nothing but the one line on stderr that says so is flushed. `local run` starts the job in a
     process group of its own, so that pwdeploy survives to restart it. Without it, this does nothing."""
     env = os.environ if environ is None else environ
+    if ids.LOSE_SLICE_ENV in env or ids.RESTORE_SLICE_ENV in env:
+        from pwdeploy import slices as emulated  # a local run's slice losses (--lose-slice), applied at their step
+
+        emulated.step_done(step)
     value = env.get(FAIL_AT_STEP, "").strip()
     if not value or restart_attempt(env) != 0:
         return
@@ -175,6 +179,37 @@ def initialize() -> bool:
 
     pathwaysutils.initialize()
     return True
+
+
+def elastic_slices(environ: Mapping[str, str] | None = None) -> int:
+    """Slices the job may lose and go on training (``PWDEPLOY_ELASTIC_SLICES``, from ``tpu.elastic_slices``; 0 when
+    unset): with more than 0, wrap the training loop in the elastic manager's ``elastic_retry``."""
+    env = os.environ if environ is None else environ
+    value = env.get(ids.ELASTIC_SLICES_ENV, "").strip()
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        raise ValueError(f"{ids.ELASTIC_SLICES_ENV}={value!r} is not a whole number") from None
+
+
+def elastic_manager() -> Any:
+    """pathwaysutils' elastic ``Manager`` over every device grouped into slices: by ``device.slice_index`` on
+    Pathways, by the layout a local run supplies on emulated devices (which have none). In a local run with
+    ``--lose-slice``, the emulation of the loss starts here: build the manager before jitting the step."""
+    from pwdeploy import slices as emulated
+
+    return emulated.elastic_manager()
+
+
+def active_mesh(manager: Any, axis: str = "data", slice_axis: str = "slice") -> Any:
+    """The (active slices x devices per slice) ``Mesh`` of an elastic ``manager``, axes ``(slice_axis, axis)``:
+    the mesh to rebuild at the start of every elastic attempt, over the slices active then."""
+    import numpy as np
+    from jax.sharding import Mesh
+
+    active = sorted(manager.active_slice_indices)
+    devices = [device for index in active for device in manager.slice_to_devices[index]]
+    return Mesh(np.array(devices).reshape(len(active), len(devices) // len(active)), (slice_axis, axis))
 
 
 def data_mesh(axis: str = "data", *, slices: bool = False, slice_axis: str = "slice") -> Any:

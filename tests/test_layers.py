@@ -23,7 +23,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "report": frozenset({"errors"}),
     "quantity": frozenset({"errors"}),
     "catalog": frozenset({"errors"}),
-    "runtime": frozenset({"identifiers"}),
+    "slices": frozenset({"identifiers"}),
+    "runtime": frozenset({"identifiers", "slices"}),
     "config": LEAVES | {"quantity", "catalog"},
     "advice": LEAVES | {"config"},
     "envcontract": LEAVES | {"config"},
@@ -35,7 +36,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "images": LEAVES | {"quantity", "catalog", "config", "registry"},
     "preflight": LEAVES | {"quantity", "catalog", "config", "gcs", "registry"},
     "cluster": LEAVES | {"quantity", "catalog", "config", "envcontract", "kube", "manifests"},
-    "local": LEAVES | {"quantity", "catalog", "config", "envcontract", "gcs", "runtime", "manifests"},
+    "local": LEAVES | {"quantity", "catalog", "config", "envcontract", "gcs", "runtime", "slices", "manifests"},
     "check": LEAVES | {"quantity", "catalog", "config", "envcontract", "manifests"},
     "cli": frozenset(),  # the top floor may import every room
     "__main__": frozenset({"cli"}),

@@ -12,6 +12,12 @@ atomic); ``all_steps()`` lists only finished steps, and ``cleanup_tmp_directorie
 left behind. Saves are asynchronous: ``save`` returns once the arrays are copied off the devices and the files are
 written on a background thread, overlapping the next steps.
 
+When to save is Orbax's save-decision policy, by time unless a step interval is asked for: at least ``seconds``
+after the last save and never while a save is still being written (``ContinuousCheckpointingPolicy``), and always
+the last step (``SpecificStepsPolicy``). A save stalls training for a while (the device-to-host copy, Orbax's
+bookkeeping, the writer competing for the host): an interval of at least ten times that keeps the overhead under
+10% whatever a step costs, where a step interval tuned on one model is wrong on the next (README: docs/checkpoints.md).
+
 A checkpoint that is listed but unreadable (a truncated or missing file) is skipped with a warning and the one
 before it is used: up to ``KEEP`` are kept for that reason.
 
@@ -26,11 +32,13 @@ so a checkpoint written by a local run has the layout the cluster reads and writ
 
 from __future__ import annotations
 
+import datetime
 import logging
 import sys
 from typing import Any, NamedTuple
 
 KEEP = 3  # finished checkpoints kept: the latest, and earlier ones to fall back on if it is unreadable
+DEFAULT_SECONDS = 5  # between saves: more than 10 x the ~0.1-0.4 s a save of the example stalls its steps
 
 
 class _WithoutOcdbtMergeNotice(logging.Filter):
@@ -50,10 +58,12 @@ class Restored(NamedTuple):
 class Checkpoints:
     """Periodic asynchronous saves and the restore of the latest readable checkpoint under ``directory``."""
 
-    def __init__(self, directory: str, every: int, steps: int) -> None:
+    def __init__(self, directory: str, steps: int, *, every: int | None = None, seconds: int = DEFAULT_SECONDS) -> None:
+        """Saves under ``directory``: every ``every`` steps when given (0: only the last), else every ``seconds``
+        at least; always step ``steps``, the last."""
         import orbax.checkpoint as ocp
 
-        self.directory, self.every, self.steps = directory, every, steps
+        self.directory, self.steps = directory, steps
         self._ocp = ocp
         logging.getLogger("absl").addFilter(_WithoutOcdbtMergeNotice())  # Orbax logs through absl
         self._unreadable: set[int] = set()
@@ -67,6 +77,7 @@ class Checkpoints:
                 max_to_keep=KEEP,
                 cleanup_tmp_directories=True,
                 enable_async_checkpointing=True,
+                save_decision_policy=save_policy(steps, every, seconds),
             ),
         )
 
@@ -108,8 +119,9 @@ class Checkpoints:
         return Restored(step, found["params"], float(progress["loss"]), progress.get("data"))
 
     def due(self, step: int) -> bool:
-        """Whether ``step`` is saved: every ``every`` steps, and the last step."""
-        return step == self.steps or (self.every > 0 and step % self.every == 0)
+        """Whether ``step`` is to be saved, as the save-decision policy says (ask once per step); an unreadable
+        checkpoint's step is saved again (Orbax alone would not save a step it lists)."""
+        return step in self._unreadable or bool(self._manager.should_save(step))
 
     def save(self, step: int, params: Any, loss: float, data_state: Any) -> None:
         """Start saving ``step`` (returns once the arrays are off the devices; the files are written behind)."""
@@ -121,10 +133,42 @@ class Checkpoints:
         self._manager.save(
             step,
             args=ocp.args.Composite(params=ocp.args.PyTreeSave(params), progress=ocp.args.JsonSave(progress)),
-            force=True,  # ``due`` decides
+            force=True,  # ``due`` decided
         )
 
     def close(self) -> None:
         """Wait for the save in flight to be finished (committed), then release the manager."""
         self._manager.wait_until_finished()
         self._manager.close()
+
+
+def save_policy(steps: int, every: int | None, seconds: int) -> Any:
+    """Orbax's decision of which steps to save: the last step, and every ``every`` steps (0: no other) or, with
+    ``every`` None, the first step at least ``seconds`` after the last save (none while one is being written)."""
+    from orbax.checkpoint import checkpoint_managers as policies
+
+    last = policies.SpecificStepsPolicy(steps=(steps,))
+    if every == 0:
+        return last
+    if every is not None:
+        return policies.AnySavePolicy([policies.FixedIntervalPolicy(every), last])
+    continuous = policies.ContinuousCheckpointingPolicy(minimum_interval_secs=seconds)
+    return policies.AnySavePolicy([NotBefore(continuous, seconds), last])
+
+
+class NotBefore:
+    """An Orbax save-decision policy: ``policy``'s decision, but no save in the first ``seconds`` of this run.
+
+    The continuous policy saves at once when the last checkpoint is older than its interval, i.e. at the first step
+    of every start (a fresh one, or a restart that just restored that state): a save that holds nothing new.
+    """
+
+    def __init__(self, policy: Any, seconds: int) -> None:
+        self.policy, self.interval = policy, datetime.timedelta(seconds=seconds)
+        self.started: datetime.datetime | None = None  # the time of this run's first step, as Orbax reports it
+
+    def should_save(self, step: Any, previous_steps: Any, *, context: Any) -> bool:
+        self.started = self.started or step.time
+        if step.time - self.started < self.interval:
+            return False
+        return bool(self.policy.should_save(step, previous_steps, context=context))

@@ -19,10 +19,15 @@ The last line of stdout is one JSON object: devices, steps, final_loss, examples
 compile_seconds, loader, data_workers, mesh, start_step, restarts, ...
 
 Restarts: with ``PWDEPLOY_CHECKPOINT_DIR`` set, the parameters, the step and the loader's position are saved
-every ``--checkpoint-every`` steps and at the end (checkpointing.py), and a start restores the latest complete
-checkpoint and goes on from there: a job killed at any step and restarted ends with the loss of a run that
-was never killed. ``runtime.step_done(step)`` after each step is where `local run --fail-at-step` kills it.
+every ``--checkpoint-seconds`` (or ``--checkpoint-every`` steps) and at the end (checkpointing.py), and a start
+restores the latest complete checkpoint and goes on from there: a job killed at any step and restarted ends with
+the loss of a run that was never killed. ``runtime.step_done(step)`` after each step is where
+`local run --fail-at-step` kills it.
 Optional: ``PWDEPLOY_PROFILE_DIR`` writes a profiler trace of the training loop.
+
+Elastic: with ``PWDEPLOY_ELASTIC_SLICES`` > 0 (``tpu.elastic_slices``) the loop runs inside pathwaysutils'
+``elastic_retry`` (elastic_training.py): a lost slice is survived in-process, without a restart, and taken back
+when it returns; `local run --lose-slice SLICE@STEP` proves it (docs/elastic.md).
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ for folder in (HERE, HERE / "sidecar" / "src"):
         sys.path.append(str(folder))
 
 import dp_data  # noqa: E402
-from checkpointing import Checkpoints, Restored  # noqa: E402
+from checkpointing import DEFAULT_SECONDS, Checkpoints, Restored  # noqa: E402
+from elastic_training import add_arguments, run_elastic_job  # noqa: E402
 from loaders import colocated_batches, grain_batches, write_records  # noqa: E402
 
 FEATURES = dp_data.FEATURES
@@ -78,16 +84,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint-every",
         type=int,
         default=None,
-        help="with PWDEPLOY_CHECKPOINT_DIR set, save a checkpoint every N steps (default: a tenth of --steps; "
-        "0: only the last step)",
+        help="with PWDEPLOY_CHECKPOINT_DIR set, save a checkpoint every N steps (0: only the last step; default: "
+        "by time, --checkpoint-seconds)",
     )
+    parser.add_argument(
+        "--checkpoint-seconds",
+        type=int,
+        default=DEFAULT_SECONDS,
+        help="with PWDEPLOY_CHECKPOINT_DIR set and no --checkpoint-every, save at the first step at least this many "
+        f"seconds after the last save (default {DEFAULT_SECONDS}; docs/checkpoints.md says how to choose it)",
+    )
+    add_arguments(parser)
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch < 1 or EXAMPLES % args.batch:
         parser.error(f"--steps must be >= 1 and --batch must divide {EXAMPLES}")
-    if args.checkpoint_every is None:
-        args.checkpoint_every = max(1, args.steps // 10)
-    elif args.checkpoint_every < 0:
-        parser.error("--checkpoint-every must be 0 or more")
+    if (args.checkpoint_every or 0) < 0 or args.checkpoint_seconds < 1:
+        parser.error("--checkpoint-every must be 0 or more, --checkpoint-seconds 1 or more")
     return args
 
 
@@ -119,22 +131,29 @@ def sgd(params: dict[str, Any], grads: dict[str, Any], lr: float) -> dict[str, A
     return updated
 
 
-def jit_trainer(params: dict[str, Any], lr: float, slices: bool) -> tuple[Any, Any, Any, Any]:
-    """(jitted step, replicated params, the batches' sharding: over every mesh axis, the mesh)."""
+def jit_step(lr: float, mesh: Any) -> tuple[Any, Any, Any]:
+    """(the step jitted over ``mesh``, the parameters' sharding: replicated, the batches': over every mesh axis)."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    mesh = runtime.data_mesh("data", slices=slices)
     replicated, by_example = NamedSharding(mesh, P()), NamedSharding(mesh, P(mesh.axis_names))
 
     def step(params: dict[str, Any], x: Any, y: Any) -> tuple[dict[str, Any], Any]:
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)  # a global mean: the compiler all-reduces
         return sgd(params, grads, lr), loss
 
-    params = jax.device_put(params, replicated)
     jitted = jax.jit(step, in_shardings=(replicated, by_example, by_example), out_shardings=(replicated, replicated))
-    return jitted, params, by_example, mesh
+    return jitted, replicated, by_example
+
+
+def jit_trainer(params: dict[str, Any], lr: float, slices: bool) -> tuple[Any, Any, Any, Any]:
+    """(jitted step, replicated params, the batches' sharding: over every mesh axis, the mesh)."""
+    import jax
+
+    mesh = runtime.data_mesh("data", slices=slices)
+    jitted, replicated, by_example = jit_step(lr, mesh)
+    return jitted, jax.device_put(params, replicated), by_example, mesh
 
 
 def pmap_trainer(params: dict[str, Any], lr: float) -> tuple[Any, Any, Any]:
@@ -247,12 +266,14 @@ def open_checkpoints(args: argparse.Namespace, like: Any) -> tuple[Checkpoints |
     directory = os.environ.get(CHECKPOINT_DIR)
     if not directory:
         return None, None
-    checkpoints = Checkpoints(directory, args.checkpoint_every, args.steps)
+    checkpoints = Checkpoints(directory, args.steps, every=args.checkpoint_every, seconds=args.checkpoint_seconds)
     return checkpoints, checkpoints.restore(like)
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     runtime.initialize()  # Pathways: connect to the proxy; locally: nothing
+    if runtime.elastic_slices() > 0:
+        return elastic_job(args)
     import jax
     import numpy as np
     from jax.sharding import Mesh, NamedSharding
@@ -310,6 +331,21 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def elastic_job(args: argparse.Namespace) -> dict[str, Any]:
+    """The job with elastic slices: the step loop inside the elastic manager's retry (elastic_training.py)."""
+    if args.strategy != "jit":
+        raise SystemExit("error: an elastic job needs --strategy jit (its mesh is rebuilt over the active slices)")
+    manager = runtime.elastic_manager()  # before the step is jitted: a local run's emulated slice loss patches jit
+    return run_elastic_job(
+        args,
+        manager,
+        init_params=init_params,
+        open_checkpoints=open_checkpoints,
+        jit_step=lambda mesh: jit_step(args.lr, mesh),
+        batches=lambda mesh, start, state: batches(args, mesh, start, state),
+    )
+
+
 def train_loop(
     step: Any, params: Any, placed: Iterator[Any], start: int, after_step: Any
 ) -> tuple[float | None, float]:
@@ -350,6 +386,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         result = train(args)
+    except TimeoutError as error:  # the elastic manager's: too few slices came back
+        print(
+            f"train.py: error: fewer than tpu.slices - tpu.elastic_slices slices were healthy for "
+            f"--elastic-timeout {args.elastic_timeout:g} s, so elastic training cannot go on "
+            f"(pathwaysutils: {error})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
     except KeyboardInterrupt:
         print("train.py: interrupted", file=sys.stderr, flush=True)
         return 130

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -21,6 +22,7 @@ from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
 from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, plan, without_compile_cache
 
 if TYPE_CHECKING:
+    from pwdeploy.local.elastic import SliceEvents
     from pwdeploy.local.limits import Usage
     from pwdeploy.local.restarts import Faults
     from pwdeploy.local.runner import Ended
@@ -73,6 +75,28 @@ def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, 
     help="Keep the checkpoints an earlier local run left (.pwdeploy/checkpoints), as a resubmitted job reads its "
     "bucket; by default each local run starts with none (its own restarts still resume).",
 )
+@click.option(
+    "--lose-slice",
+    "lose_slice",
+    multiple=True,
+    metavar="SLICE@STEP",
+    help="Elastic jobs (tpu.elastic_slices > 0): once step STEP is done (runtime.step_done), slice SLICE is lost in "
+    "the job's process, as Pathways loses one: reading its arrays fails with the slice-down error the elastic "
+    "manager recovers from. Not a restart. Repeatable.",
+)
+@click.option(
+    "--restore-slice",
+    "restore_slice",
+    multiple=True,
+    metavar="SLICE@STEP",
+    help="Once step STEP is done, the lost slice SLICE is back and healthy. Repeatable.",
+)
+@click.option(
+    "--summary-json",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    metavar="FILE",
+    help="Write the run's summary to FILE as JSON: attempts, restarts, exit_status, elastic_events.",
+)
 @_COMMAND
 def run(
     command: tuple[str, ...],
@@ -80,6 +104,9 @@ def run(
     fail_at_step: int | None,
     kill_after: float | None,
     resume: bool,
+    lose_slice: tuple[str, ...],
+    restore_slice: tuple[str, ...],
+    summary_json: Path | None,
     **params: Any,
 ) -> int:
     """Run the job's command with JAX on CPU, emulating the target's devices.
@@ -98,11 +125,13 @@ def run(
     While the job runs, its process tree's memory and /dev/shm use are sampled; a job that used more than
     main.memory or main.shm_size (it would be killed on the cluster) exits 8, even when it succeeded.
     """
+    from pwdeploy.local.elastic import slice_events
     from pwdeploy.local.restarts import Faults, rendered_jobset
     from pwdeploy.local.runner import check_startable
 
     job, local_plan = _plan(params, command)
     manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
+    events = slice_events(job, local_plan.devices, lose_slice, restore_slice)
     _show_plan_messages(local_plan)
     check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
     local_plan = _usable_gcs_cache(local_plan)
@@ -118,7 +147,39 @@ def run(
         err=True,
     )
     faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
-    return _run_attempts(local_plan, child_env, job, manifest, faults, check_limits=not no_limits_check)
+    with _elastic_events(events, child_env, summary_json) as record:
+        status = _run_attempts(
+            local_plan, child_env, job, manifest, faults, check_limits=not no_limits_check, record=record
+        )
+    return status
+
+
+@contextmanager
+def _elastic_events(events: SliceEvents, child_env: dict[str, str], summary: Path | None) -> Iterator[Any]:
+    """Hand the slice events to the job (through a file it reports them in, removed after the run); yield what
+    records the run's end: the JSON summary (--summary-json), and a line for each event the job never reported."""
+    import tempfile
+
+    from pwdeploy.local.elastic import read_events, run_summary
+
+    with tempfile.TemporaryDirectory(prefix="pwdeploy-elastic-") as folder:
+        reported = Path(folder) / "events.jsonl"
+        if events:
+            child_env.update(events.env(reported))
+
+        def record(attempts: int, status: int) -> None:
+            found = read_events(reported)
+            missing = len(events.losses) + len(events.returns) - len(found)
+            if events and missing > 0:
+                click.echo(
+                    f"pwdeploy local: {missing} of the slice losses and returns asked for were not followed by a "
+                    "step on the slices left (the job ended first, or never built runtime.elastic_manager())",
+                    err=True,
+                )
+            if summary is not None:
+                summary.write_text(json.dumps(run_summary(attempts, status, found), indent=2) + "\n")
+
+        yield record
 
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
@@ -154,6 +215,7 @@ def _run_attempts(
     faults: Faults,
     *,
     check_limits: bool,
+    record: Any = None,
 ) -> int:
     """Run the job with its restarts (each attempt's tree sampled when ``check_limits``); then the summary line,
     how it ended, and LimitsExceeded if any attempt went over a limit."""
@@ -182,6 +244,8 @@ def _run_attempts(
     usage = merged(usages) if check_limits else None
     click.echo(_summary(usage, attempts, job), err=True)
     last = attempts[-1]
+    if record is not None:
+        record(len(attempts), last.status)
     ending = _how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
     from pwdeploy.local.notices import unfired_faults
 

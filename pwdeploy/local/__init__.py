@@ -3,5 +3,6 @@
 ``flags`` sorts the config's XLA flags into those the CPU backend accepts and TPU-only ones, ``env`` builds
 the child's environment (pure), ``runner`` runs the job once as the main process of a tree it owns (``tree``
 finds, ends and reaps that tree; ``shm`` removes the /dev/shm files it left), ``restarts`` runs it again after
-each death as the JobSet would, and ``limits`` samples each run against the container's limits.
+each death as the JobSet would, ``limits`` samples each run against the container's limits, and ``elastic``
+checks the slice losses a run emulates in the job's process (``--lose-slice``) and reads back what the job reported.
 """

@@ -17,6 +17,7 @@ from pwdeploy.config import JobConfig
 from pwdeploy.envcontract import job_env
 from pwdeploy.errors import ConfigError
 from pwdeploy.local.flags import flag_name, split_cpu_flags
+from pwdeploy.slices import format_layout
 
 # XLA's CPU client runs collectives on a thread pool of this size. Below ~2 threads per emulated device, a
 # sharded loop dispatched back-to-back dead-locks in an all-reduce and XLA aborts after ~60 s.
@@ -146,6 +147,8 @@ def local_env(
             ids.RESTART_ATTEMPT_ENV: "0",  # each restart of `local run` sets its own attempt number
         }
     )
+    if job.tpu.elastic_slices and devices % job.tpu.slices == 0:  # emulated devices have no slice_index
+        env[ids.LOCAL_SLICE_LAYOUT_ENV] = format_layout(job.tpu.slices, devices)
     if job.sidecar.source_dir is not None:  # the sidecar image has it at /app, on PYTHONPATH
         inherited_path = (environ or {}).get("PYTHONPATH")
         env["PYTHONPATH"] = os.pathsep.join([str(job.sidecar.source_dir.resolve()), *filter(None, [inherited_path])])
