@@ -45,12 +45,18 @@ class Context:
     program: Program
     job: JobConfig | None = None
     config_file: str = ""  # the job config as findings name it
+    config_text: str = ""  # its text, to point a finding at the line that sets a value
     main_env: dict[str, str] = field(default_factory=dict)  # the rendered main container's env (literal values)
     container_envs: dict[str, dict[str, str]] = field(default_factory=dict)  # every rendered container's env
 
     @property
     def modules(self) -> list[Module]:
         return self.program.modules
+
+    def config_line(self, text: str) -> int:
+        """The first line of the job config holding ``text``; 0 (the whole file) when none does."""
+        found = (n for n, line in enumerate(self.config_text.splitlines(), start=1) if text and text in line)
+        return next(found, 0)
 
 
 class Rule(NamedTuple):

@@ -34,14 +34,24 @@ def check(
             if entry is not None:
                 collector.follow(entry, [script.parent, job.base_dir])
     for file, root in python_files(paths):
-        collector.add(file, module_name(file, root))
+        added = collector.add(file, module_name(file, root))
+        if entry is None and job is None and added is not None and paths[0].is_file():
+            entry = added  # without -f, the first file named is the entry module
+            collector.follow(entry, [file.parent])
     if job is None and not paths:
         raise ConfigError(None, "nothing to check", hint="pwdeploy check -f job.yaml, or name files: pwdeploy check train.py")
     program = collector.program(entry)
     label = shown(config_file.resolve(), cwd) if config_file is not None else "job config"
-    context = Context(program, job, label, *_rendered_env(job))
+    context = Context(program, job, label, _read_text(config_file), *_rendered_env(job))
     findings, ignored = _findings(context, cwd)
     return Report(findings=collector.problems + findings, files=collector.files, ignored=ignored, notes=notes)
+
+
+def _read_text(path: Path | None) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path is not None else ""
+    except OSError:
+        return ""
 
 
 def _rendered_env(job: JobConfig | None) -> tuple[dict[str, str], dict[str, dict[str, str]]]:

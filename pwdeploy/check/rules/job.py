@@ -16,7 +16,7 @@ _PIN = re.compile(r"^\s*(jax|jaxlib)\s*==\s*([0-9][0-9.]*)\s*(?:[;#].*)?$", re.I
 
 
 def persistence_env(context: Context) -> Iterable[Hit]:
-    said = f"pathwaysutils.initialize() and Orbax accept only 1, 0 or unset and raise ValueError otherwise"
+    said = "pathwaysutils.initialize() and Orbax accept only 1, 0 or unset and raise ValueError otherwise"
     for module in context.modules:
         for node, key, value in env_writes(module):
             text = literal_str(value)
@@ -25,7 +25,7 @@ def persistence_env(context: Context) -> Iterable[Hit]:
     for container, env in context.container_envs.items():
         value = env.get(PERSISTENCE)
         if value is not None and value not in ("1", "0"):
-            yield Hit(context.config_file, 0, f"the rendered container {container} sets {PERSISTENCE}={value!r}: {said}")
+            yield Hit(context.config_file, context.config_line(PERSISTENCE), f"the rendered container {container} sets {PERSISTENCE}={value!r}: {said}")
 
 
 def _pins(requirements: Path | None) -> Iterator[tuple[str, str, int]]:
@@ -49,7 +49,7 @@ def sidecar_versions(context: Context) -> Iterable[Hit]:
     for field, image in (("sidecar.base_image", job.sidecar.base_image), ("sidecar.image", job.sidecar.image)):
         found = _TAG_JAX.search(image or "")
         if found and found.group(1) != client:
-            yield Hit(context.config_file, 0, f"{field} {image} carries jax {found.group(1)}, the client runs jax "
+            yield Hit(context.config_file, context.config_line(image or ""), f"{field} {image} carries jax {found.group(1)}, the client runs jax "
                       f"{client} (pathways_version): colocated Python refuses a sidecar whose jax differs")
     for field, requirements in (("image.requirements", job.image.requirements),
                                 ("sidecar.requirements", job.sidecar.requirements)):

@@ -1,0 +1,63 @@
+"""`pwdeploy check`: will the job's program work on Pathways, and where will it be slow? Also the check that
+`local run` and `preflight` run first (``run_check``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, overrides_from, pop_job_params
+from pwdeploy.config import JobConfig
+from pwdeploy.errors import CheckError
+
+if TYPE_CHECKING:
+    from pwdeploy.check import Report
+
+NO_CHECK = click.option(
+    "--no-check", is_flag=True, help="Do not run `pwdeploy check` over the job's program first."
+)
+
+
+@click.command("check")
+@job_options
+@click.option(
+    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
+)
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")
+def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
+    """Read the job's Python program (never importing or running it) for what fails or is slow on Pathways.
+
+    Reads the entry module of main.command and the modules it imports from the job's folder; PATHs (files or
+    folders) add more, or are all that is read without -f. Each finding names its rule, what it saw and why, the
+    fix and the public source it rests on. A `# pwdeploy: ignore[RULE]` comment on the line silences one.
+
+    Exit code 0 without an error finding (warnings and info do not fail), 11 with one.
+    """
+    job_params = pop_job_params(params)
+    overrides, _ = overrides_from(job_params)
+    file = job_params.get(FILE_PARAM)
+    job = job_from_params(job_params, pin_images=False) if file is not None or overrides else None
+    from pwdeploy.check import check as read
+
+    report = read(job, list(paths), config_file=file)
+    if output == "json":
+        click.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if report.errors:
+        rules = ", ".join(dict.fromkeys(f.rule for f in report.errors))
+        raise CheckError(f"{len(report.errors)} error finding(s): {rules}")
+
+
+def run_check(job: JobConfig, config_file: Path | None) -> Report:
+    """The check `local run` and `preflight` run before they start: its findings printed on stderr."""
+    from pwdeploy.check import check as read
+
+    report = read(job, [], config_file=config_file)
+    for line in report.lines(fixes=False) if report.findings else []:
+        click.echo(line, err=True)
+    return report
