@@ -188,15 +188,16 @@ class Program:
         return {m.name: m for m in self.modules}
 
 
-def env_writes(module: Module) -> Iterator[tuple[ast.AST, str, ast.AST]]:
+def env_writes(module: Module) -> Iterator[tuple[ast.Assign | ast.Call, str, ast.expr]]:
     """(node, variable, value) for each literal-named environment variable the module sets: ``os.environ[K] = V``,
     ``os.environ.setdefault(K, V)``, ``os.environ.update({K: V})`` / ``update(K=V)``, ``os.putenv(K, V)``."""
     for node in module.live():
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Subscript) and module.qualname(target.value) == "os.environ":
-                    if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
-                        yield node, target.slice.value, node.value
+                if not (isinstance(target, ast.Subscript) and module.qualname(target.value) == "os.environ"):
+                    continue
+                if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                    yield node, target.slice.value, node.value
         elif isinstance(node, ast.Call):
             name = module.called(node)
             if name in ("os.environ.setdefault", "os.putenv") and len(node.args) == 2:
@@ -207,7 +208,7 @@ def env_writes(module: Module) -> Iterator[tuple[ast.AST, str, ast.AST]]:
                 yield from _update_pairs(node)
 
 
-def _update_pairs(node: ast.Call) -> Iterator[tuple[ast.AST, str, ast.AST]]:
+def _update_pairs(node: ast.Call) -> Iterator[tuple[ast.Assign | ast.Call, str, ast.expr]]:
     for arg in node.args:
         if isinstance(arg, ast.Dict):
             for key, value in zip(arg.keys, arg.values, strict=True):

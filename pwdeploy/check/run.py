@@ -39,7 +39,9 @@ def check(
             entry = added  # without -f, the first file named is the entry module
             collector.follow(entry, [file.parent])
     if job is None and not paths:
-        raise ConfigError(None, "nothing to check", hint="pwdeploy check -f job.yaml, or name files: pwdeploy check train.py")
+        raise ConfigError(
+            None, "nothing to check", hint="pwdeploy check -f job.yaml, or name files: pwdeploy check train.py"
+        )
     program = collector.program(entry)
     label = shown(config_file.resolve(), cwd) if config_file is not None else "job config"
     context = Context(program, job, label, _read_text(config_file), *_rendered_env(job))

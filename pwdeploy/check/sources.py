@@ -42,7 +42,10 @@ def entry_script(job: JobConfig) -> Path | None:
         return None
     if rest[0] == "-m" and len(rest) > 1:
         parts = rest[1].split(".")
-        for candidate in (job.base_dir.joinpath(*parts).with_suffix(".py"), job.base_dir.joinpath(*parts, "__main__.py")):
+        for candidate in (
+            job.base_dir.joinpath(*parts).with_suffix(".py"),
+            job.base_dir.joinpath(*parts, "__main__.py"),
+        ):
             if candidate.is_file():
                 return candidate.resolve()
         return None

@@ -16,9 +16,7 @@ from pwdeploy.errors import CheckError
 if TYPE_CHECKING:
     from pwdeploy.check import Report
 
-NO_CHECK = click.option(
-    "--no-check", is_flag=True, help="Do not run `pwdeploy check` over the job's program first."
-)
+NO_CHECK = click.option("--no-check", is_flag=True, help="Do not run `pwdeploy check` over the job's program first.")
 
 
 @click.command("check")
@@ -53,11 +51,17 @@ def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
         raise CheckError(f"{len(report.errors)} error finding(s): {rules}")
 
 
-def run_check(job: JobConfig, config_file: Path | None) -> Report:
-    """The check `local run` and `preflight` run before they start: its findings printed on stderr."""
+def run_check(
+    job: JobConfig, config_file: Path | None, command: tuple[str, ...] = (), cwd: Path | None = None
+) -> Report:
+    """The check `local run` and `preflight` run before they start, its findings printed on stderr. ``command``
+    and ``cwd``: the program a local run starts instead of main.command (a command after --)."""
     from pwdeploy.check import check as read
 
+    if command and cwd is not None:
+        job = job._replace(main=job.main._replace(command=command), base_dir=cwd)
     report = read(job, [], config_file=config_file)
-    for line in report.lines(fixes=False) if report.findings else []:
-        click.echo(line, err=True)
+    if report.findings:
+        for line in report.lines(fixes=False):
+            click.echo(line, err=True)
     return report

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
+from pwdeploy.cli.check import NO_CHECK, run_check
+from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params, seam
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
@@ -71,9 +72,11 @@ def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, 
     help="Keep the checkpoints an earlier local run left (.pwdeploy/checkpoints), as a resubmitted job reads its "
     "bucket; by default each local run starts with none (its own restarts still resume).",
 )
+@NO_CHECK
 @_COMMAND
 def run(
     command: tuple[str, ...],
+    no_check: bool,
     no_limits_check: bool,
     fail_at_step: int | None,
     kill_after: float | None,
@@ -97,8 +100,11 @@ def run(
     from pwdeploy.local.restarts import Faults
     from pwdeploy.local.runner import check_startable
 
+    config_file = params.get(FILE_PARAM)
     job, local_plan = _plan(params, command)
     _show_plan_messages(local_plan)
+    if not no_check:
+        _check_program(job, config_file, local_plan, override=bool(command))
     check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
     local_plan = _usable_gcs_cache(local_plan)
     child_env = {**os.environ, **local_plan.env}
@@ -121,6 +127,19 @@ def env(command: tuple[str, ...], **params: Any) -> None:
     for key, value in local_plan.env.items():
         click.echo(f"export {key}={shlex.quote(value)}")
     click.echo(f"# cd {shlex.quote(str(local_plan.cwd))} && {shlex.join(local_plan.command)}")
+
+
+def _check_program(job: JobConfig, config_file: Path | None, local_plan: LocalPlan, *, override: bool) -> None:
+    """`pwdeploy check` over the program first: the local backend is CPU, not the proxy, so the run goes on,
+    saying what would fail on the cluster."""
+    report = run_check(job, config_file, local_plan.command if override else (), local_plan.cwd)
+    if report.errors:
+        rules = ", ".join(dict.fromkeys(f.rule for f in report.errors))
+        click.echo(
+            f"pwdeploy local: running anyway, but {len(report.errors)} finding(s) above would fail on Pathways "
+            f"({rules}); --no-check skips the check",
+            err=True,
+        )
 
 
 def _show_plan_messages(local_plan: LocalPlan) -> None:

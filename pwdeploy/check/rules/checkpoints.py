@@ -44,19 +44,31 @@ def ocdbt(module: Module) -> Iterator[Hit]:
         code = module.code(call)
         if kind == "CheckpointManager":
             if _keyword(call, "item_handlers") is None and len(call.args) < 2:
-                yield Hit(module.shown, call.lineno, f"{code} saves with Orbax's default handlers, which write OCDBT: "
-                          "under Pathways persistence \"ValueError: OCDBT not supported for Pathways.\"",
-                          "pass item_handlers={...: ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=False)}")
+                yield Hit(
+                    module.shown,
+                    call.lineno,
+                    f"{code} saves with Orbax's default handlers, which write OCDBT: "
+                    'under Pathways persistence "ValueError: OCDBT not supported for Pathways."',
+                    "pass item_handlers={...: ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=False)}",
+                )
         elif kind == "StandardCheckpointer":
-            yield Hit(module.shown, call.lineno, f"{code} writes OCDBT and has no option to stop: under Pathways "
-                      "persistence \"ValueError: OCDBT not supported for Pathways.\"",
-                      "use ocp.PyTreeCheckpointer(use_ocdbt=False) or a CheckpointManager with "
-                      "ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=False)")
+            yield Hit(
+                module.shown,
+                call.lineno,
+                f"{code} writes OCDBT and has no option to stop: under Pathways "
+                'persistence "ValueError: OCDBT not supported for Pathways."',
+                "use ocp.PyTreeCheckpointer(use_ocdbt=False) or a CheckpointManager with "
+                "ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=False)",
+            )
         else:
             value = _keyword(call, "use_ocdbt")
             if value is None or (isinstance(value, ast.Constant) and value.value is True):
-                yield Hit(module.shown, call.lineno, f"{code} writes OCDBT (use_ocdbt defaults to True): under "
-                          "Pathways persistence \"ValueError: OCDBT not supported for Pathways.\"")
+                yield Hit(
+                    module.shown,
+                    call.lineno,
+                    f"{code} writes OCDBT (use_ocdbt defaults to True): under "
+                    'Pathways persistence "ValueError: OCDBT not supported for Pathways."',
+                )
 
 
 def save_cast(module: Module) -> Iterator[Hit]:
@@ -64,8 +76,12 @@ def save_cast(module: Module) -> Iterator[Hit]:
         if orbax_class(name, {"SaveArgs"}):
             dtype = _keyword(call, "dtype")
             if dtype is not None and not (isinstance(dtype, ast.Constant) and dtype.value is None):
-                yield Hit(module.shown, call.lineno, f"{module.code(call)} casts while saving: the Pathways "
-                          "persistence handler refuses it: \"Casting during save not supported for Pathways.\"")
+                yield Hit(
+                    module.shown,
+                    call.lineno,
+                    f"{module.code(call)} casts while saving: the Pathways "
+                    'persistence handler refuses it: "Casting during save not supported for Pathways."',
+                )
 
 
 def _checkpointer_names(module: Module) -> set[str]:
@@ -74,9 +90,12 @@ def _checkpointer_names(module: Module) -> set[str]:
     for node in module.live():
         if isinstance(node, ast.Assign) and orbax_class(module.called(node.value), CHECKPOINTERS):
             names.update(module.code(t) for t in node.targets)
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            if orbax_class(module.called(node.context_expr), CHECKPOINTERS):
-                names.add(module.code(node.optional_vars))
+        elif (
+            isinstance(node, ast.withitem)
+            and node.optional_vars is not None
+            and orbax_class(module.called(node.context_expr), CHECKPOINTERS)
+        ):
+            names.add(module.code(node.optional_vars))
     return names
 
 
@@ -87,11 +106,18 @@ def restore_sharding(module: Module) -> Iterator[Hit]:
         if kind == "ArrayRestoreArgs":
             sharding = _keyword(call, "sharding")
             if sharding is not None and module.called(sharding) in NOT_NAMED:
-                yield Hit(module.shown, call.lineno, f"{module.code(call)}: {said}: \"Pathways only supports "
-                          "jax.sharding.NamedSharding.\"")
+                yield Hit(
+                    module.shown,
+                    call.lineno,
+                    f'{module.code(call)}: {said}: "Pathways only supports jax.sharding.NamedSharding."',
+                )
         elif kind and not call.args and not _has_splat(call) and not (RESTORE_TARGETS & {k.arg for k in call.keywords}):
-            yield Hit(module.shown, call.lineno, f"{module.code(call)} restores without a target: {said}: "
-                      "\"Must provide ArrayRestoreArgs to restore as jax.Array.\"")
+            yield Hit(
+                module.shown,
+                call.lineno,
+                f"{module.code(call)} restores without a target: {said}: "
+                '"Must provide ArrayRestoreArgs to restore as jax.Array."',
+            )
     receivers = _checkpointer_names(module)
     for node in module.live():
         if (
@@ -103,8 +129,12 @@ def restore_sharding(module: Module) -> Iterator[Hit]:
             and not _has_splat(node)
             and not (RESTORE_TARGETS & {k.arg for k in node.keywords})
         ):
-            yield Hit(module.shown, node.lineno, f"{module.code(node)} restores without a target: {said}: "
-                      "\"Must provide ArrayRestoreArgs to restore as jax.Array.\"")
+            yield Hit(
+                module.shown,
+                node.lineno,
+                f"{module.code(node)} restores without a target: {said}: "
+                '"Must provide ArrayRestoreArgs to restore as jax.Array."',
+            )
 
 
 def _uses_colocated_python(modules: list[Module]) -> bool:
@@ -114,16 +144,18 @@ def _uses_colocated_python(modules: list[Module]) -> bool:
 
 
 def controller_checkpoints(context: Context) -> Iterable[Hit]:
-    first = next(
-        ((m, c) for m in context.modules for c, n in m.calls() if orbax_class(n, CHECKPOINTERS)), None
-    )
+    first = next(((m, c) for m in context.modules for c, n in m.calls() if orbax_class(n, CHECKPOINTERS)), None)
     if first is None or _uses_colocated_python(context.modules):
         return
     module, call = first
     why = _persistence_off(context)
     if why:
-        yield Hit(module.shown, call.lineno, f"{module.code(call)} checkpoints with neither Pathways persistence "
-                  f"nor colocated Python ({why}): every byte goes through the controller")
+        yield Hit(
+            module.shown,
+            call.lineno,
+            f"{module.code(call)} checkpoints with neither Pathways persistence "
+            f"nor colocated Python ({why}): every byte goes through the controller",
+        )
 
 
 def _persistence_off(context: Context) -> str:

@@ -29,9 +29,13 @@ def profile_path(module: Module) -> Iterator[Hit]:
             continue
         target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "log_dir"), None)
         if target is not None and _local_path(module, target):
-            yield Hit(module.shown, call.lineno, f"{module.code(call)} writes the profile to a local path: on "
-                      "Pathways the trace is collected by pathwaysutils, which requires a gs:// path (\"Path must be "
-                      "a GCS path\")")
+            yield Hit(
+                module.shown,
+                call.lineno,
+                f"{module.code(call)} writes the profile to a local path: on "
+                'Pathways the trace is collected by pathwaysutils, which requires a gs:// path ("Path must be '
+                'a GCS path")',
+            )
 
 
 CPU_ASKING = frozenset(
@@ -71,8 +75,12 @@ def host_cpu(context: Context) -> Iterable[Hit]:
     for module in context.modules:
         for call, name in module.calls():
             if _asks_for_cpu(module, call, name):
-                yield Hit(module.shown, call.lineno, f"{module.code(call)} asks for the host CPU backend, but "
-                          f"{where} has JAX_PLATFORMS={platforms}: there is no CPU backend to give")
+                yield Hit(
+                    module.shown,
+                    call.lineno,
+                    f"{module.code(call)} asks for the host CPU backend, but "
+                    f"{where} has JAX_PLATFORMS={platforms}: there is no CPU backend to give",
+                )
 
 
 RULES = (

@@ -33,9 +33,13 @@ def process_sharding(module: Module) -> Iterator[Hit]:
             grain = name.startswith("grain") and name.endswith(".ShardByJaxProcess")
             if grain or by_process or (shard_method and _calls_of(module, args, INDEX, COUNT)):
                 yield Hit(module.shown, node.lineno, f"{module.code(node)} shards the data by JAX process: {said}")
-        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
-            if _calls_of(module, node.slice, INDEX) and _calls_of(module, node.slice, COUNT):
-                yield Hit(module.shown, node.lineno, f"{module.code(node)} slices the data by JAX process: {said}")
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Slice)
+            and _calls_of(module, node.slice, INDEX)
+            and _calls_of(module, node.slice, COUNT)
+        ):
+            yield Hit(module.shown, node.lineno, f"{module.code(node)} slices the data by JAX process: {said}")
 
 
 def _is_count(module: Module, node: ast.AST, call: str, listing: str) -> bool:
@@ -54,14 +58,22 @@ def local_devices(module: Module) -> Iterator[Hit]:
             local = any(_is_count(module, s, "jax.local_device_count", "jax.local_devices") for s in sides)
             every = any(_is_count(module, s, "jax.device_count", "jax.devices") for s in sides)
             if local and every:
-                yield Hit(module.shown, node.lineno, f"{module.code(node)} takes jax.local_devices() as this host's "
-                          "devices: on Pathways they are every device of every slice, so this is 1 host")
+                yield Hit(
+                    module.shown,
+                    node.lineno,
+                    f"{module.code(node)} takes jax.local_devices() as this host's "
+                    "devices: on Pathways they are every device of every slice, so this is 1 host",
+                )
         elif isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.For)):
             iters = [g.iter for g in node.generators] if not isinstance(node, ast.For) else [node.iter]
             local_iter = next((i for i in iters if module.called(i) == "jax.local_devices"), None)
             if local_iter is not None and _calls_of(module, node, "jax.device_put"):
-                yield Hit(module.shown, node.lineno, f"a loop over {module.code(local_iter)} calls jax.device_put for "
-                          "each device from this process: on Pathways that is every device of the job, from one host")
+                yield Hit(
+                    module.shown,
+                    node.lineno,
+                    f"a loop over {module.code(local_iter)} calls jax.device_put for "
+                    "each device from this process: on Pathways that is every device of the job, from one host",
+                )
 
 
 CPU_COUNT = frozenset({"os.cpu_count", "multiprocessing.cpu_count"})
@@ -71,15 +83,22 @@ def cpu_count(module: Module) -> Iterator[Hit]:
     for call, name in module.calls():
         code = module.code(call)
         if name in CPU_COUNT:
-            yield Hit(module.shown, call.lineno, f"{code} is the node's vCPU count, not the container's CPU limit: "
-                      "one worker per node CPU oversubscribes the container")
+            yield Hit(
+                module.shown,
+                call.lineno,
+                f"{code} is the node's vCPU count, not the container's CPU limit: "
+                "one worker per node CPU oversubscribes the container",
+            )
             continue
         keyword = {"DataLoader": "worker_count", "pick_performance_config": "max_workers"}.get(name.rpartition(".")[2])
         if name.startswith("grain") and keyword:
             value = next((k.value for k in call.keywords if k.arg == keyword), None)
             if isinstance(value, ast.Constant) and value.value is None:
-                yield Hit(module.shown, call.lineno, f"{code}: {keyword}=None makes Grain start os.cpu_count() "
-                          "workers, the node's vCPUs")
+                yield Hit(
+                    module.shown,
+                    call.lineno,
+                    f"{code}: {keyword}=None makes Grain start os.cpu_count() workers, the node's vCPUs",
+                )
 
 
 def _process_index_zero(module: Module, node: ast.AST) -> bool:
@@ -95,8 +114,12 @@ def _process_index_zero(module: Module, node: ast.AST) -> bool:
 def process_index_guard(module: Module) -> Iterator[Hit]:
     for node in module.live():
         if isinstance(node, (ast.If, ast.IfExp, ast.While)) and _process_index_zero(module, node.test):
-            yield Hit(module.shown, node.lineno, f"{module.code(node.test)} is always true on Pathways (one "
-                      "process): code meant for the other processes never runs")
+            yield Hit(
+                module.shown,
+                node.lineno,
+                f"{module.code(node.test)} is always true on Pathways (one "
+                "process): code meant for the other processes never runs",
+            )
 
 
 RULES = (

@@ -23,9 +23,13 @@ def persistence_env(context: Context) -> Iterable[Hit]:
             if key == PERSISTENCE and text is not None and text not in ("1", "0"):
                 yield Hit(module.shown, node.lineno, f"{module.code(node)} sets {PERSISTENCE}={text!r}: {said}")
     for container, env in context.container_envs.items():
-        value = env.get(PERSISTENCE)
-        if value is not None and value not in ("1", "0"):
-            yield Hit(context.config_file, context.config_line(PERSISTENCE), f"the rendered container {container} sets {PERSISTENCE}={value!r}: {said}")
+        rendered = env.get(PERSISTENCE)
+        if rendered is not None and rendered not in ("1", "0"):
+            yield Hit(
+                context.config_file,
+                context.config_line(PERSISTENCE),
+                f"the rendered container {container} sets {PERSISTENCE}={rendered!r}: {said}",
+            )
 
 
 def _pins(requirements: Path | None) -> Iterator[tuple[str, str, int]]:
@@ -49,15 +53,25 @@ def sidecar_versions(context: Context) -> Iterable[Hit]:
     for field, image in (("sidecar.base_image", job.sidecar.base_image), ("sidecar.image", job.sidecar.image)):
         found = _TAG_JAX.search(image or "")
         if found and found.group(1) != client:
-            yield Hit(context.config_file, context.config_line(image or ""), f"{field} {image} carries jax {found.group(1)}, the client runs jax "
-                      f"{client} (pathways_version): colocated Python refuses a sidecar whose jax differs")
-    for field, requirements in (("image.requirements", job.image.requirements),
-                                ("sidecar.requirements", job.sidecar.requirements)):
+            yield Hit(
+                context.config_file,
+                context.config_line(image or ""),
+                f"{field} {image} carries jax {found.group(1)}, the client runs jax "
+                f"{client} (pathways_version): colocated Python refuses a sidecar whose jax differs",
+            )
+    for field, requirements in (
+        ("image.requirements", job.image.requirements),
+        ("sidecar.requirements", job.sidecar.requirements),
+    ):
         for package, version, line in _pins(requirements):
             if version != client:
                 where = str(requirements)
-                yield Hit(where, line, f"{field} pins {package}=={version}, but the client and the sidecar run jax "
-                          f"{client} (pathways_version): colocated Python needs the same jax on both sides")
+                yield Hit(
+                    where,
+                    line,
+                    f"{field} pins {package}=={version}, but the client and the sidecar run jax "
+                    f"{client} (pathways_version): colocated Python needs the same jax on both sides",
+                )
 
 
 RULES = (

@@ -71,7 +71,9 @@ def _loops(module: Module) -> Iterator[tuple[ast.For | ast.While, set[str]]]:
     """Each loop with the jitted names it can see (the module's and its function's)."""
     top = module.jitted()
     scopes: list[tuple[ast.AST, set[str]]] = [(module.tree, top)]
-    scopes += [(f, top | module.jitted(f)) for f in module.live() if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    scopes += [
+        (f, top | module.jitted(f)) for f in module.live() if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
     for scope, jitted in scopes:
         for node in _own_nodes(scope):
             if isinstance(node, (ast.For, ast.While)):
@@ -102,9 +104,13 @@ def host_sync(module: Module) -> Iterator[Hit]:
                 continue
             for node in ast.walk(statement):
                 if isinstance(node, ast.Call) and _sync(module, node, device):
-                    yield Hit(module.shown, node.lineno, f"{module.code(node)} waits for the device on every step "
-                              f"of the loop at line {loop.lineno}: on Pathways each is a round trip through the IFRT "
-                              "proxy and stops dispatching the next step ahead")
+                    yield Hit(
+                        module.shown,
+                        node.lineno,
+                        f"{module.code(node)} waits for the device on every step "
+                        f"of the loop at line {loop.lineno}: on Pathways each is a round trip through the IFRT "
+                        "proxy and stops dispatching the next step ahead",
+                    )
 
 
 BROAD = frozenset({"Exception", "BaseException", "builtins.Exception", "builtins.BaseException"})
@@ -148,17 +154,29 @@ def elastic_swallow(module: Module) -> Iterator[Hit]:
     for function in functions:
         for node in ast.walk(function):
             if isinstance(node, ast.ExceptHandler) and (caught := _swallows(module, node)):
-                yield Hit(module.shown, node.lineno, f"{caught} inside {function.name}(), which elastic_retry "
-                          "wraps, handles the JaxRuntimeError of a lost slice without raising it: elastic_retry never "
-                          "sees the slice go down, so it neither waits for it nor retries")
+                yield Hit(
+                    module.shown,
+                    node.lineno,
+                    f"{caught} inside {function.name}(), which elastic_retry "
+                    "wraps, handles the JaxRuntimeError of a lost slice without raising it: elastic_retry never "
+                    "sees the slice go down, so it neither waits for it nor retries",
+                )
     if not functions:
         return
     for node in module.live():
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is False:
-            if any(module.qualname(t) == "logging.raiseExceptions" for t in node.targets):
-                yield Hit(module.shown, node.lineno, "logging.raiseExceptions = False with elastic_retry: a "
-                          "JaxRuntimeError raised while a log call formats an array is silently dropped",
-                          "leave logging.raiseExceptions = True, as the elastic_retry docstring asks")
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and node.value.value is False
+            and any(module.qualname(t) == "logging.raiseExceptions" for t in node.targets)
+        ):
+            yield Hit(
+                module.shown,
+                node.lineno,
+                "logging.raiseExceptions = False with elastic_retry: a "
+                "JaxRuntimeError raised while a log call formats an array is silently dropped",
+                "leave logging.raiseExceptions = True, as the elastic_retry docstring asks",
+            )
 
 
 RULES = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
-from pwdeploy.check.program import JIT, Module, Program, env_writes, literal_str, static_truth
+from pwdeploy.check.program import JIT, FunctionNode, Module, Program, env_writes, literal_str, static_truth
 from pwdeploy.check.rule import MAXTEXT_DISTRIBUTED, PORTING, PW_INIT, Context, Hit, Rule, per_module
 
 INITIALIZE = frozenset({"pathwaysutils.initialize", "pwdeploy.runtime.initialize"})
@@ -58,7 +58,7 @@ class _Order:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt):
                 self.statement(module, child, jitted)
-            elif isinstance(child, ast.excepthandler):
+            elif isinstance(child, ast.ExceptHandler):
                 for inner in child.body:
                     self.statement(module, inner, jitted)
             else:
@@ -93,7 +93,7 @@ class _Order:
             for statement in function.body:
                 self.statement(owner, statement, inner)
 
-    def _function(self, module: Module, call: ast.Call, name: str) -> tuple[Module, ast.AST] | None:
+    def _function(self, module: Module, call: ast.Call, name: str) -> tuple[Module, FunctionNode] | None:
         """The job's own function a call runs: one of this module's, or one imported from a job module."""
         if isinstance(call.func, ast.Name) and call.func.id not in module.aliases:
             found = module.functions.get(call.func.id)
@@ -138,11 +138,19 @@ def init_order(context: Context) -> Iterable[Hit]:
     if order.init_at is not None:
         where, line = order.init_at
         at = f"line {line}" if where is module else f"{where.shown}:{line}"
-        yield Hit(module.shown, call.lineno, f"{code} runs before pathwaysutils.initialize() ({at}): on Pathways "
-                  "the proxy backend is not registered yet: \"Unable to initialize backend 'proxy'\"")
+        yield Hit(
+            module.shown,
+            call.lineno,
+            f"{code} runs before pathwaysutils.initialize() ({at}): on Pathways "
+            "the proxy backend is not registered yet: \"Unable to initialize backend 'proxy'\"",
+        )
     elif not _initialize_anywhere(context.program):
-        yield Hit(module.shown, call.lineno, f"{code} uses the JAX backend and the program never calls "
-                  "pathwaysutils.initialize(): on Pathways \"Unable to initialize backend 'proxy'\"")
+        yield Hit(
+            module.shown,
+            call.lineno,
+            f"{code} uses the JAX backend and the program never calls "
+            "pathwaysutils.initialize(): on Pathways \"Unable to initialize backend 'proxy'\"",
+        )
 
 
 def _guarded(module: Module, node: ast.AST) -> bool:
@@ -158,8 +166,12 @@ def _guarded(module: Module, node: ast.AST) -> bool:
 def distributed_initialize(module: Module) -> Iterator[Hit]:
     for call, name in module.calls():
         if name == "jax.distributed.initialize" and not _guarded(module, call):
-            yield Hit(module.shown, call.lineno, f"{module.code(call)}: Pathways has one controller process and no "
-                      "coordinator: it is not needed there and raises or waits for a coordinator that never comes")
+            yield Hit(
+                module.shown,
+                call.lineno,
+                f"{module.code(call)}: Pathways has one controller process and no "
+                "coordinator: it is not needed there and raises or waits for a coordinator that never comes",
+            )
 
 
 CACHE_OPTIONS = frozenset(
@@ -178,7 +190,8 @@ CACHE_CALLS = frozenset(
 
 
 def compile_cache(module: Module) -> Iterator[Hit]:
-    said = "pathwaysutils.initialize() turns JAX's persistent compilation cache off: Pathways caches compiled programs itself"
+    said = "pathwaysutils.initialize() turns JAX's persistent compilation cache off: Pathways caches compiled "
+    said += "programs itself"
     for call, name in module.calls():
         option = literal_str(call.args[0]) if name == "jax.config.update" and len(call.args) == 2 else None
         turned_off = isinstance(call.args[-1], ast.Constant) and call.args[-1].value is False if call.args else False
