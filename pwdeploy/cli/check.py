@@ -61,7 +61,6 @@ def run_check(
     if command and cwd is not None:
         job = job._replace(main=job.main._replace(command=command), base_dir=cwd)
     report = read(job, [], config_file=config_file)
-    if report.findings:
-        for line in report.lines(fixes=False):
-            click.echo(line, err=True)
+    for line in report.lines(fixes=False):
+        click.echo(line, err=True)
     return report

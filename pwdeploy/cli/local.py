@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from pwdeploy.local.limits import Usage
     from pwdeploy.local.restarts import Faults
     from pwdeploy.local.runner import Ended
+    from pwdeploy.local.transfers import Transfers
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 _NO_INTERSPERSED = {"allow_interspersed_args": False}
@@ -72,10 +74,18 @@ def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, 
     help="Keep the checkpoints an earlier local run left (.pwdeploy/checkpoints), as a resubmitted job reads its "
     "bucket; by default each local run starts with none (its own restarts still resume).",
 )
+@click.option(
+    "--summary-json",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Also write the run's summary as JSON: attempts, exit status, peaks, and per training step the bytes "
+    "moved host-to-device and device-to-host and the host syncs, as measured in the job's process.",
+)
 @NO_CHECK
 @_COMMAND
 def run(
     command: tuple[str, ...],
+    summary_json: Path | None,
     no_check: bool,
     no_limits_check: bool,
     fail_at_step: int | None,
@@ -99,6 +109,7 @@ def run(
     """
     from pwdeploy.local.restarts import Faults
     from pwdeploy.local.runner import check_startable
+    from pwdeploy.local.transfers import probed
 
     config_file = params.get(FILE_PARAM)
     job, local_plan = _plan(params, command)
@@ -114,7 +125,10 @@ def run(
         err=True,
     )
     faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
-    return _run_attempts(local_plan, child_env, job, faults, check_limits=not no_limits_check)
+    with probed(child_env) as (probed_env, reports):
+        return _run_attempts(
+            local_plan, probed_env, job, faults, check_limits=not no_limits_check, reports=(reports, summary_json)
+        )
 
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
@@ -150,7 +164,13 @@ def _show_plan_messages(local_plan: LocalPlan) -> None:
 
 
 def _run_attempts(
-    local_plan: LocalPlan, child_env: dict[str, str], job: JobConfig, faults: Faults, *, check_limits: bool
+    local_plan: LocalPlan,
+    child_env: dict[str, str],
+    job: JobConfig,
+    faults: Faults,
+    *,
+    check_limits: bool,
+    reports: tuple[Path, Path | None],
 ) -> int:
     """Run the job with its restarts (each attempt's tree sampled when ``check_limits``); then the summary line,
     how it ended, and LimitsExceeded if any attempt went over a limit."""
@@ -178,6 +198,7 @@ def _run_attempts(
     )
     usage = merged(usages) if check_limits else None
     click.echo(_summary(usage, attempts, job), err=True)
+    _transfers(reports, usage, attempts)
     last = attempts[-1]
     ending = _how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
     if ending is not None:
@@ -188,6 +209,43 @@ def _run_attempts(
     for line in problems:
         click.echo(f"pwdeploy local: {line}", err=True)
     return last.status
+
+
+def _transfers(reports: tuple[Path, Path | None], usage: Usage | None, attempts: list[Ended]) -> None:
+    """The per-step transfers the job's process measured (and a warning over the limit); the JSON summary."""
+    from pwdeploy.local.limits import human
+    from pwdeploy.local.transfers import measured, warning
+
+    found = measured(reports[0])
+    if found is None:
+        click.echo("pwdeploy local: transfers per step not measured (the job never called runtime.step_done)", err=True)
+    else:
+        click.echo(
+            f"pwdeploy local: per training step ({found.steps} measured): "
+            f"{human(found.host_to_device_bytes_per_step)} host-to-device, "
+            f"{human(found.device_to_host_bytes_per_step)} device-to-host, {found.host_syncs_per_step:.2f} host syncs",
+            err=True,
+        )
+        if (text := warning(found)) is not None:
+            click.echo(f"warning: {text}", err=True)
+    if reports[1] is not None:
+        _write_summary(reports[1], found, usage, attempts)
+
+
+def _write_summary(path: Path, found: Transfers | None, usage: Usage | None, attempts: list[Ended]) -> None:
+    from pwdeploy.local.transfers import warning
+
+    summary: dict[str, Any] = {"attempts": len(attempts), "exit_status": attempts[-1].status}
+    if usage is not None:
+        summary |= {"peak_memory_bytes": usage.memory_bytes, "peak_shm_bytes": usage.shm_bytes}
+        summary["peak_children"] = usage.children
+    summary |= found.as_json() if found is not None else {"host_to_device_bytes_per_step": None}
+    summary |= {"device_to_host_bytes_per_step": None, "host_syncs_per_step": None} if found is None else {}
+    summary["transfer_warning"] = warning(found) if found is not None else None
+    try:
+        path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        click.echo(f"warning: cannot write --summary-json {path}: {exc.strerror or exc}", err=True)
 
 
 def _stop_grace(job: JobConfig) -> float:
