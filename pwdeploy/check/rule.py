@@ -67,7 +67,7 @@ class Rule(NamedTuple):
     fix: str
     source: str
     check: Callable[[Context], Iterable[Hit]]
-    needs_job: bool = False  # reads the job config or the rendered manifests (rules 6, 8, 9)
+    needs_job: bool = False  # also reads the job config or its rendered manifests, when -f gives them
 
 
 def per_module(visit: Callable[[Module], Iterable[Hit]]) -> Callable[[Context], Iterable[Hit]]:

@@ -56,10 +56,14 @@ def run_check(
 ) -> Report:
     """The check `local run` and `preflight` run before they start, its findings printed on stderr. ``command``
     and ``cwd``: the program a local run starts instead of main.command (a command after --)."""
+    from pwdeploy.check import Report
     from pwdeploy.check import check as read
+    from pwdeploy.check.sources import entry_script
 
     if command and cwd is not None:
         job = job._replace(main=job.main._replace(command=command), base_dir=cwd)
+    if entry_script(job) is None:
+        return Report()  # not a Python program (bash run.sh, python -c ...): nothing to read
     report = read(job, [], config_file=config_file)
     for line in report.lines(fixes=False):
         click.echo(line, err=True)

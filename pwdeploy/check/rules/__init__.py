@@ -19,7 +19,7 @@ SYNTAX_ERROR = "syntax-error"  # not a rule of its own: a file Python cannot par
 def rule_table() -> str:
     """The Markdown table of the rules, as docs/check.md shows it."""
     rows = [
-        "| # | rule | severity | finds | needs -f | source |",
+        "| # | rule | severity | finds | reads the job (-f) | source |",
         "|---|---|---|---|---|---|",
     ]
     for rule in RULES:

@@ -208,5 +208,6 @@ RULES = (
         "Python",
         ORBAX_TYPES,
         controller_checkpoints,
+        needs_job=True,
     ),
 )

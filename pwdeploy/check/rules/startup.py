@@ -29,6 +29,13 @@ class _Order:
         self.init_at: tuple[Module, int] | None = None
         self.early: tuple[Module, ast.Call, str] | None = None
         self.entered: set[int] = set()
+        # Where initialize() is called from: an unresolved call of one of these (a method) may initialise.
+        self.initializers = {
+            name for module in program.modules for name, at in _calls_by_function(module) if at in INITIALIZE
+        }
+        self.initialize_at = next(
+            ((m, c.lineno) for m in program.modules for c, name in m.calls() if name in INITIALIZE), None
+        )
 
     def module(self, module: Module) -> None:
         if id(module) in self.entered:
@@ -86,6 +93,8 @@ class _Order:
         if uses and not self.initialized and self.early is None:
             self.early = (module, call, name)
         target = self._function(module, call, name)
+        if target is None and _called_name(call) in self.initializers:
+            self.initialized = True  # a method of the job's that calls initialize(): assume it did
         if target is not None and id(target[1]) not in self.entered:
             self.entered.add(id(target[1]))
             owner, function = target
@@ -121,8 +130,17 @@ def _calls_jitted(module: Module, call: ast.Call, jitted: set[str]) -> bool:
     return module.called(call.func) in JIT  # jax.jit(f)(x)
 
 
-def _initialize_anywhere(program: Program) -> bool:
-    return any(name in INITIALIZE for m in program.modules for _, name in m.calls())
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _calls_by_function(module: Module) -> Iterator[tuple[str, str]]:
+    """(function name, qualified name of a call in its body) over every function of the module."""
+    for node in module.live():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for _, name in module.calls(node):
+                yield node.name, name
 
 
 def init_order(context: Context) -> Iterable[Hit]:
@@ -135,8 +153,9 @@ def init_order(context: Context) -> Iterable[Hit]:
         return
     module, call, _ = order.early
     code = module.code(call)
-    if order.init_at is not None:
-        where, line = order.init_at
+    init_at = order.init_at or order.initialize_at
+    if init_at is not None:
+        where, line = init_at
         at = f"line {line}" if where is module else f"{where.shown}:{line}"
         yield Hit(
             module.shown,
@@ -144,7 +163,7 @@ def init_order(context: Context) -> Iterable[Hit]:
             f"{code} runs before pathwaysutils.initialize() ({at}): on Pathways "
             "the proxy backend is not registered yet: \"Unable to initialize backend 'proxy'\"",
         )
-    elif not _initialize_anywhere(context.program):
+    else:
         yield Hit(
             module.shown,
             call.lineno,
