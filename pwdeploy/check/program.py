@@ -83,7 +83,14 @@ class Module:
 
     def live(self, root: ast.AST | None = None) -> Iterator[ast.AST]:
         """Every node under ``root`` (the module) except code that cannot run."""
-        stack: list[ast.AST] = [root or self.tree]
+        return iter(self._live) if root is None else self._walk(root)
+
+    @cached_property
+    def _live(self) -> list[ast.AST]:
+        return list(self._walk(self.tree))
+
+    def _walk(self, root: ast.AST) -> Iterator[ast.AST]:
+        stack: list[ast.AST] = [root]
         while stack:
             node = stack.pop()
             yield node
@@ -97,6 +104,13 @@ class Module:
 
     def calls(self, root: ast.AST | None = None) -> Iterator[tuple[ast.Call, str]]:
         """(call, qualified name) of every live call of an imported name."""
+        return iter(self._calls) if root is None else self._calls_in(root)
+
+    @cached_property
+    def _calls(self) -> list[tuple[ast.Call, str]]:
+        return list(self._calls_in(self.tree))
+
+    def _calls_in(self, root: ast.AST) -> Iterator[tuple[ast.Call, str]]:
         for node in self.live(root):
             if isinstance(node, ast.Call):
                 name = self.called(node)
@@ -125,6 +139,13 @@ class Module:
     def jitted(self, scope: ast.AST | None = None) -> set[str]:
         """Names bound in ``scope`` (default: the module) to a jitted function: ``f = jax.jit(g)``,
         ``@jax.jit``/``@partial(jax.jit, ...)`` on a def, ``f = g.lower(...).compile()``."""
+        return set(self._jitted) if scope is None else self._jitted_in(scope)
+
+    @cached_property
+    def _jitted(self) -> set[str]:
+        return self._jitted_in(self.tree)
+
+    def _jitted_in(self, scope: ast.AST) -> set[str]:
         names: set[str] = set()
         for node in self.live(scope):
             if isinstance(node, ast.Assign) and self.is_jitted_value(node.value):
@@ -157,9 +178,27 @@ class Module:
             and self.qualname(decorator.args[0]) in JIT
         )
 
+    @cached_property
+    def env_writes(self) -> list[tuple[ast.Assign | ast.Call, str, ast.expr]]:
+        """(node, variable, value) for each environment variable the module sets (``_env_writes``)."""
+        return list(_env_writes(self))
+
+    @cached_property
+    def _lines(self) -> list[bytes]:
+        return [line.encode() for line in self.text.splitlines(keepends=True)]
+
     def code(self, node: ast.AST) -> str:
-        """The source text of ``node``, for quoting in a message."""
-        return ast.get_source_segment(self.text, node) or ast.unparse(node)
+        """The source text of ``node``, for quoting in a message (``ast.get_source_segment``, with the file split
+        into lines once rather than at every call)."""
+        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        first, last = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if start is None or end is None or first is None or last is None or end > len(self._lines):
+            return ast.unparse(node)
+        if start == end:
+            return self._lines[start - 1][first:last].decode(errors="replace")
+        middle = b"".join(self._lines[start : end - 1])
+        text = self._lines[start - 1][first:] + middle + self._lines[end - 1][:last]
+        return text.decode(errors="replace")
 
 
 def static_truth(test: ast.AST) -> bool | None:
@@ -188,7 +227,15 @@ class Program:
         return {m.name: m for m in self.modules}
 
 
-def env_writes(module: Module) -> Iterator[tuple[ast.Assign | ast.Call, str, ast.expr]]:
+EnvWrite = tuple[ast.Assign | ast.Call, str, ast.expr]
+
+
+def env_writes(module: Module) -> list[EnvWrite]:
+    """The module's ``_env_writes``, found once."""
+    return module.env_writes
+
+
+def _env_writes(module: Module) -> Iterator[EnvWrite]:
     """(node, variable, value) for each literal-named environment variable the module sets: ``os.environ[K] = V``,
     ``os.environ.setdefault(K, V)``, ``os.environ.update({K: V})`` / ``update(K=V)``, ``os.putenv(K, V)``."""
     for node in module.live():
@@ -208,7 +255,7 @@ def env_writes(module: Module) -> Iterator[tuple[ast.Assign | ast.Call, str, ast
                 yield from _update_pairs(node)
 
 
-def _update_pairs(node: ast.Call) -> Iterator[tuple[ast.Assign | ast.Call, str, ast.expr]]:
+def _update_pairs(node: ast.Call) -> Iterator[EnvWrite]:
     for arg in node.args:
         if isinstance(arg, ast.Dict):
             for key, value in zip(arg.keys, arg.values, strict=True):

@@ -81,12 +81,11 @@ CPU_COUNT = frozenset({"os.cpu_count", "multiprocessing.cpu_count"})
 
 def cpu_count(module: Module) -> Iterator[Hit]:
     for call, name in module.calls():
-        code = module.code(call)
         if name in CPU_COUNT:
             yield Hit(
                 module.shown,
                 call.lineno,
-                f"{code} is the node's vCPU count, not the container's CPU limit: "
+                f"{module.code(call)} is the node's vCPU count, not the container's CPU limit: "
                 "one worker per node CPU oversubscribes the container",
             )
             continue
@@ -97,7 +96,7 @@ def cpu_count(module: Module) -> Iterator[Hit]:
                 yield Hit(
                     module.shown,
                     call.lineno,
-                    f"{code}: {keyword}=None makes Grain start os.cpu_count() workers, the node's vCPUs",
+                    f"{module.code(call)}: {keyword}=None makes Grain start os.cpu_count() workers, the node's vCPUs",
                 )
 
 

@@ -68,33 +68,25 @@ def _sync(module: Module, call: ast.Call, device: set[str]) -> bool:
 
 
 def _loops(module: Module) -> Iterator[tuple[ast.For | ast.While, set[str]]]:
-    """Each loop with the jitted names it can see (the module's and its function's)."""
+    """Each live loop with the jitted names it can see (the module's and its enclosing function's)."""
     top = module.jitted()
-    scopes: list[tuple[ast.AST, set[str]]] = [(module.tree, top)]
-    scopes += [
-        (f, top | module.jitted(f)) for f in module.live() if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
-    for scope, jitted in scopes:
-        for node in _own_nodes(scope):
-            if isinstance(node, (ast.For, ast.While)):
-                yield node, jitted
-
-
-def _own_nodes(scope: ast.AST) -> Iterator[ast.AST]:
-    """Nodes of a scope, not those of the functions and classes defined in it."""
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, _DEFS):
-            stack.extend(ast.iter_child_nodes(node))
+    seen: dict[int, set[str]] = {}
+    for node in module.live():
+        if not isinstance(node, (ast.For, ast.While)):
+            continue
+        scope = next(
+            (a for a in module.ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None
+        )
+        if scope is None:
+            yield node, top
+            continue
+        if id(scope) not in seen:
+            seen[id(scope)] = top | module.jitted(scope)
+        yield node, seen[id(scope)]
 
 
 def host_sync(module: Module) -> Iterator[Hit]:
-    live = {id(n) for n in module.live()}
     for loop, jitted in _loops(module):
-        if id(loop) not in live:
-            continue
         steps = list(_every_step(loop.body))
         device = _device_values(steps, jitted)
         if not device:

@@ -136,11 +136,13 @@ def _called_name(call: ast.Call) -> str:
 
 
 def _calls_by_function(module: Module) -> Iterator[tuple[str, str]]:
-    """(function name, qualified name of a call in its body) over every function of the module."""
-    for node in module.live():
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for _, name in module.calls(node):
-                yield node.name, name
+    """(function name, qualified name) of each call of an imported name, for the functions enclosing it."""
+    for call, name in module.calls():
+        if name not in INITIALIZE:
+            continue
+        for parent in module.ancestors(call):
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield parent.name, name
 
 
 def init_order(context: Context) -> Iterable[Hit]:
