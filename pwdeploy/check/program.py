@@ -9,6 +9,7 @@ A ``Module`` knows what its names were imported as (``import jax as j`` makes ``
 from __future__ import annotations
 
 import ast
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -185,7 +186,8 @@ class Module:
 
     @cached_property
     def _lines(self) -> list[bytes]:
-        return [line.encode() for line in self.text.splitlines(keepends=True)]
+        # Lines as the parser numbers them (\n, \r\n, \r), as bytes: col_offset counts UTF-8 bytes.
+        return [line.encode() for line in io.StringIO(self.text, newline="").readlines()]
 
     def code(self, node: ast.AST) -> str:
         """The source text of ``node``, for quoting in a message (``ast.get_source_segment``, with the file split
@@ -194,10 +196,10 @@ class Module:
         first, last = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
         if start is None or end is None or first is None or last is None or end > len(self._lines):
             return ast.unparse(node)
-        if start == end:
-            return self._lines[start - 1][first:last].decode(errors="replace")
-        middle = b"".join(self._lines[start : end - 1])
-        text = self._lines[start - 1][first:] + middle + self._lines[end - 1][:last]
+        lines = self._lines[int(start) - 1 : int(end)]
+        if len(lines) == 1:
+            return lines[0][int(first) : int(last)].decode(errors="replace")
+        text = lines[0][int(first) :] + b"".join(lines[1:-1]) + lines[-1][: int(last)]
         return text.decode(errors="replace")
 
 
