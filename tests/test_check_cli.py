@@ -210,3 +210,18 @@ def test_preflight_stops_on_an_error_finding(failing_job: Path, tmp_path: Path) 
     assert done.returncode == CheckError.exit_code, done.stderr
     assert "error distributed-initialize" in done.stderr
     assert "preflight stopped" in done.stderr
+
+
+def test_render_and_help_do_not_import_the_check() -> None:
+    code = (
+        "import sys\n"
+        "from pwdeploy.cli import cli\n"
+        "for argv in (['--help'], ['render', '-f', %r], ['check', '--help']):\n"
+        "    try:\n"
+        "        cli.main(argv)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, (argv, e.code)\n"
+        "print('CHECK', sorted(m for m in sys.modules if m.startswith('pwdeploy.check')), file=sys.stderr)\n"
+    ).replace("%r", repr(str(EXAMPLE / "job.yaml")))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert "CHECK []" in result.stderr, result.stderr
