@@ -57,6 +57,11 @@ FIRES = [
     ("process-sharding", INIT + "ds = ds.shard(jax.process_count(), jax.process_index())\n"),
     ("process-sharding", INIT + "import grain\nsharding = grain.sharding.ShardByJaxProcess(drop_remainder=True)\n"),
     ("process-sharding", INIT + "part = rows[jax.process_index() :: jax.process_count()]\n"),
+    (
+        "process-sharding",
+        INIT
+        + "import grain\nopts = grain.ShardOptions(shard_index=jax.process_index(), shard_count=jax.process_count())\n",
+    ),
     ("local-devices", INIT + "hosts = jax.device_count() // jax.local_device_count()\n"),
     ("local-devices", INIT + "xs = [jax.device_put(x, d) for d in jax.local_devices()]\n"),
     ("cpu-count", INIT + "import os\nworkers = os.cpu_count()\n"),
@@ -151,6 +156,7 @@ QUIET = [
     ("host-cpu-backend", "import os\nos.environ['JAX_PLATFORMS'] = 'proxy,cpu'\n" + INIT + "c = jax.devices('cpu')\n"),
     ("process-sharding", INIT + "import numpy as np\npart = np.array_split(rows, 4)\nds = ds.shard(2, 0)\n"),
     ("process-sharding", INIT + "process_index, process_count = 1, 2\nds = ds.shard(process_count, process_index)\n"),
+    ("process-sharding", INIT + "print('host', jax.process_index(), 'of', jax.process_count())\n"),
     ("local-devices", INIT + "n = jax.local_device_count()\nx = batch.reshape(n, -1)\n"),
     ("cpu-count", INIT + "from pwdeploy import runtime\nworkers = runtime.data_workers()\nn = pool.cpu_count()\n"),
     (

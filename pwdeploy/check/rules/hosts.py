@@ -21,18 +21,27 @@ def _arguments(call: ast.Call) -> list[ast.expr]:
     return [*call.args, *(k.value for k in call.keywords)]
 
 
+SHARD_KEYWORDS = frozenset(
+    {"shard_index", "shard_count", "num_shards", "shard_id", "index", "rank", "world_size", "num_replicas"}
+)
+
+
+def _shards_by_process(module: Module, node: ast.Call, name: str) -> bool:
+    """``x.shard(...)`` or a sharding keyword (``shard_index=``, ``rank=``, ...) given a process index or count;
+    Grain's ``ShardByJaxProcess``. ``print(jax.process_index())`` is not sharding."""
+    if name.startswith("grain") and name.endswith(".ShardByJaxProcess"):
+        return True
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "shard":
+        return _calls_of(module, ast.Tuple(elts=_arguments(node)), INDEX, COUNT)
+    return any(k.arg in SHARD_KEYWORDS and _calls_of(module, k.value, INDEX, COUNT) for k in node.keywords)
+
+
 def process_sharding(module: Module) -> Iterator[Hit]:
     said = "on Pathways there is one process (process_index() is 0, process_count() is 1), so the one CPU host loads "
     said += "the whole global batch"
     for node in module.live():
-        if isinstance(node, ast.Call):
-            args = ast.Tuple(elts=_arguments(node))
-            name = module.called(node) or ""
-            by_process = _calls_of(module, args, INDEX) and _calls_of(module, args, COUNT)
-            shard_method = isinstance(node.func, ast.Attribute) and node.func.attr == "shard"
-            grain = name.startswith("grain") and name.endswith(".ShardByJaxProcess")
-            if grain or by_process or (shard_method and _calls_of(module, args, INDEX, COUNT)):
-                yield Hit(module.shown, node.lineno, f"{module.code(node)} shards the data by JAX process: {said}")
+        if isinstance(node, ast.Call) and _shards_by_process(module, node, module.called(node) or ""):
+            yield Hit(module.shown, node.lineno, f"{module.code(node)} shards the data by JAX process: {said}")
         elif (
             isinstance(node, ast.Subscript)
             and isinstance(node.slice, ast.Slice)
