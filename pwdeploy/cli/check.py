@@ -62,8 +62,9 @@ def run_check(
 
     if command and cwd is not None:
         job = job._replace(main=job.main._replace(command=command), base_dir=cwd)
-    if entry_script(job) is None:
-        return Report()  # not a Python program (bash run.sh, python -c ...): nothing to read
+    script = entry_script(job)
+    if script is None or not script.is_file():
+        return Report()  # not a Python program (bash run.sh, python -c ...), or none to read: the run says so
     report = read(job, [], config_file=config_file)
     for line in report.lines(fixes=False):
         click.echo(line, err=True)
