@@ -32,7 +32,7 @@ class Module:
     def aliases(self) -> dict[str, str]:
         """Local name -> what it was imported as, over the whole file (imports inside functions too)."""
         found: dict[str, str] = {}
-        for node in self.live():
+        for node in self.of(ast.Import, ast.ImportFrom):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -88,20 +88,41 @@ class Module:
 
     @cached_property
     def _live(self) -> list[ast.AST]:
-        return list(self._walk(self.tree))
+        return list(self._walk(self.tree, self._parents))
 
-    def _walk(self, root: ast.AST) -> Iterator[ast.AST]:
+    @cached_property
+    def _parents(self) -> dict[int, ast.AST]:
+        return {}  # filled by the walk of ``_live``
+
+    @cached_property
+    def _by_type(self) -> dict[type, list[ast.AST]]:
+        index: dict[type, list[ast.AST]] = {}
+        for node in self._live:
+            index.setdefault(type(node), []).append(node)
+        return index
+
+    def of(self, *kinds: type) -> Iterator[ast.AST]:
+        """The live nodes of these kinds, in source order (an index built once: rules do not walk the file)."""
+        found = [node for kind in kinds for node in self._by_type.get(kind, ())]
+        if len(kinds) > 1:
+            found.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        return iter(found)
+
+    def _walk(self, root: ast.AST, parents: dict[int, ast.AST] | None = None) -> Iterator[ast.AST]:
+        """Pre-order, skipping what cannot run; ``parents`` (when given) learns each node's parent on the way."""
         stack: list[ast.AST] = [root]
         while stack:
             node = stack.pop()
             yield node
+            children: list[ast.AST] = list(ast.iter_child_nodes(node))
             if isinstance(node, (ast.If, ast.While)):
                 verdict = static_truth(node.test)
                 if verdict is not None:
-                    stack.extend(reversed(node.body if verdict else node.orelse))
-                    stack.append(node.test)
-                    continue
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+                    children = [node.test, *(node.body if verdict else node.orelse)]
+            if parents is not None:
+                for child in children:
+                    parents[id(child)] = node
+            stack.extend(reversed(children))
 
     def calls(self, root: ast.AST | None = None) -> Iterator[tuple[ast.Call, str]]:
         """(call, qualified name) of every live call of an imported name."""
@@ -109,7 +130,7 @@ class Module:
 
     @cached_property
     def _calls(self) -> list[tuple[ast.Call, str]]:
-        return list(self._calls_in(self.tree))
+        return [(n, name) for n in self.of(ast.Call) if isinstance(n, ast.Call) and (name := self.called(n) or "")]
 
     def _calls_in(self, root: ast.AST) -> Iterator[tuple[ast.Call, str]]:
         for node in self.live(root):
@@ -118,13 +139,12 @@ class Module:
                 if name:
                     yield node, name
 
-    @cached_property
+    @property
     def parents(self) -> dict[int, ast.AST]:
-        found: dict[int, ast.AST] = {}
-        for node in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(node):
-                found[id(child)] = node
-        return found
+        """Each live node's parent (by ``id``)."""
+        if not self._live:
+            return {}
+        return self._parents
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         parent = self.parents.get(id(node))
@@ -144,11 +164,12 @@ class Module:
 
     @cached_property
     def _jitted(self) -> set[str]:
-        return self._jitted_in(self.tree)
+        return self._jitted_in(None)
 
-    def _jitted_in(self, scope: ast.AST) -> set[str]:
+    def _jitted_in(self, scope: ast.AST | None) -> set[str]:
         names: set[str] = set()
-        for node in self.live(scope):
+        nodes = self.live(scope) if scope is not None else self.of(ast.Assign, ast.FunctionDef, ast.AsyncFunctionDef)
+        for node in nodes:
             if isinstance(node, ast.Assign) and self.is_jitted_value(node.value):
                 names.update(t.id for t in node.targets if isinstance(t, ast.Name))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
@@ -240,7 +261,7 @@ def env_writes(module: Module) -> list[EnvWrite]:
 def _env_writes(module: Module) -> Iterator[EnvWrite]:
     """(node, variable, value) for each literal-named environment variable the module sets: ``os.environ[K] = V``,
     ``os.environ.setdefault(K, V)``, ``os.environ.update({K: V})`` / ``update(K=V)``, ``os.putenv(K, V)``."""
-    for node in module.live():
+    for node in module.of(ast.Assign, ast.Call):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if not (isinstance(target, ast.Subscript) and module.qualname(target.value) == "os.environ"):

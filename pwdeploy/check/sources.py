@@ -170,7 +170,7 @@ class Collector:
 
 def imported_names(module: Module) -> Iterator[str]:
     """Every module name ``module`` imports, candidate submodules of ``from a import b`` included."""
-    for node in module.live():
+    for node in module.of(ast.Import, ast.ImportFrom):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name

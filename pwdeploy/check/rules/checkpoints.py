@@ -87,7 +87,7 @@ def save_cast(module: Module) -> Iterator[Hit]:
 def _checkpointer_names(module: Module) -> set[str]:
     """The code of every name or attribute an orbax checkpointer or manager is assigned to."""
     names: set[str] = set()
-    for node in module.live():
+    for node in module.of(ast.Assign, ast.withitem):
         if isinstance(node, ast.Assign) and orbax_class(module.called(node.value), CHECKPOINTERS):
             names.update(module.code(t) for t in node.targets)
         elif (
@@ -119,7 +119,7 @@ def restore_sharding(module: Module) -> Iterator[Hit]:
                 '"Must provide ArrayRestoreArgs to restore as jax.Array."',
             )
     receivers = _checkpointer_names(module)
-    for node in module.live():
+    for node in module.of(ast.Call):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)

@@ -39,7 +39,7 @@ def _shards_by_process(module: Module, node: ast.Call, name: str) -> bool:
 def process_sharding(module: Module) -> Iterator[Hit]:
     said = "on Pathways there is one process (process_index() is 0, process_count() is 1), so the one CPU host loads "
     said += "the whole global batch"
-    for node in module.live():
+    for node in module.of(ast.Call, ast.Subscript):
         if isinstance(node, ast.Call) and _shards_by_process(module, node, module.called(node) or ""):
             yield Hit(module.shown, node.lineno, f"{module.code(node)} shards the data by JAX process: {said}")
         elif (
@@ -61,7 +61,7 @@ def _is_count(module: Module, node: ast.AST, call: str, listing: str) -> bool:
 
 
 def local_devices(module: Module) -> Iterator[Hit]:
-    for node in module.live():
+    for node in module.of(ast.BinOp, ast.ListComp, ast.GeneratorExp, ast.For):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
             sides = (node.left, node.right)
             local = any(_is_count(module, s, "jax.local_device_count", "jax.local_devices") for s in sides)
@@ -120,7 +120,7 @@ def _process_index_zero(module: Module, node: ast.AST) -> bool:
 
 
 def process_index_guard(module: Module) -> Iterator[Hit]:
-    for node in module.live():
+    for node in module.of(ast.If, ast.IfExp, ast.While):
         if isinstance(node, (ast.If, ast.IfExp, ast.While)) and _process_index_zero(module, node.test):
             yield Hit(
                 module.shown,

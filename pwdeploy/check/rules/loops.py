@@ -71,7 +71,7 @@ def _loops(module: Module) -> Iterator[tuple[ast.For | ast.While, set[str]]]:
     """Each live loop with the jitted names it can see (the module's and its enclosing function's)."""
     top = module.jitted()
     seen: dict[int, set[str]] = {}
-    for node in module.live():
+    for node in module.of(ast.For, ast.While):
         if not isinstance(node, (ast.For, ast.While)):
             continue
         scope = next(
@@ -112,10 +112,10 @@ JAX_ERRORS = frozenset({"jax.errors.JaxRuntimeError", "jaxlib.xla_extension.XlaR
 def _elastic_functions(module: Module) -> Iterator[FunctionNode]:
     """Functions wrapped by ``<manager>.elastic_retry(...)``: decorated, or passed as ``elastic_retry(...)(f)``."""
     wrapped: set[str] = set()
-    for node in module.live():
+    for node in module.of(ast.Call):
         if isinstance(node, ast.Call) and _is_elastic_retry(node.func) and node.args:
             wrapped |= {a.id for a in node.args if isinstance(a, ast.Name)}
-    for node in module.live():
+    for node in module.of(ast.FunctionDef, ast.AsyncFunctionDef):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
             node.name in wrapped or any(_is_elastic_retry(d) for d in node.decorator_list)
         ):
@@ -155,7 +155,7 @@ def elastic_swallow(module: Module) -> Iterator[Hit]:
                 )
     if not functions:
         return
-    for node in module.live():
+    for node in module.of(ast.Assign):
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.value, ast.Constant)
