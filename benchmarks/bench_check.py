@@ -5,8 +5,8 @@
    (``pwdeploy.check.check(None, [folder])``) --runs times: the best and the median, and per file.
 2. `pwdeploy render -f examples/data_parallel/job.yaml` started --runs times from this checkout and from a
    checkout without `pwdeploy check` (--baseline, default the main checkout beside this one), alternately, side by
-   side: the medians and their ratio; and whether `python -X importtime` shows any pwdeploy.check module (or the
-   CLI's check module) imported by render.
+   side: the medians and their ratio; and the modules `python -X importtime` shows render importing here and
+   not there (none: nothing render runs imports the check).
 
 Usage: python3 benchmarks/bench_check.py [--files 2000] [--runs 5] [--baseline /work/main]
 """
