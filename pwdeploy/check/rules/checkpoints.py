@@ -163,6 +163,8 @@ def _persistence_off(context: Context) -> str:
         for node, key, value in env_writes(module):
             if key == PERSISTENCE and literal_str(value) == "0":
                 return f"{module.shown}:{node.lineno} sets {PERSISTENCE}=0"
+    if context.job is not None and context.job.headless:
+        return f"a headless job's client (pwdeploy connect) is not given {PERSISTENCE}=1"
     if context.job is not None and context.main_env.get(PERSISTENCE) != "1":
         return f"the rendered main container does not set {PERSISTENCE}=1"
     if not any(name in INITIALIZE for m in context.modules for _, name in m.calls()):
