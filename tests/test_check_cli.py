@@ -225,3 +225,28 @@ def test_render_and_help_do_not_import_the_check() -> None:
     ).replace("%r", repr(str(EXAMPLE / "job.yaml")))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "CHECK []" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (("python3", "-u", "train.py", "--steps", "3"), "train.py"),
+        (("python", "-W", "ignore", "train.py"), "train.py"),
+        (("python3.12", "-m", "pkg.train"), "pkg/train.py"),
+        (("python3", "-m", "pkg"), "pkg/__main__.py"),
+        (("train.py",), "train.py"),
+        (("python3", "-c", "print(1)"), None),
+        (("bash", "run.sh"), None),
+    ],
+)
+def test_the_entry_module_of_main_command(tmp_path: Path, command: tuple[str, ...], expected: str | None) -> None:
+    from pwdeploy.check.sources import entry_script
+    from pwdeploy.config import load_job
+
+    (tmp_path / "pkg").mkdir()
+    for name in ("train.py", "pkg/train.py", "pkg/__main__.py"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    main = {"image": "r.example/m:1", "command": "true"}
+    job = load_job(write_job(tmp_path, "chk", main=main), {}, installed_jax=lambda: "0.10.2")
+    found = entry_script(job._replace(main=job.main._replace(command=command)))
+    assert found == ((tmp_path / expected).resolve() if expected else None)
