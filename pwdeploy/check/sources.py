@@ -12,7 +12,7 @@ import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from pwdeploy.check.findings import Finding
+from pwdeploy.check.findings import Finding, quote
 from pwdeploy.check.program import Module, Program
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
@@ -90,10 +90,12 @@ def read(path: Path, name: str, cwd: Path) -> Module | Finding:
         text = data.decode("utf-8")
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
-        detail = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
+        detail = f": {quote(exc.text)}" if exc.text and exc.text.strip() else ""
         return _unreadable(label, exc.lineno or 0, f"Python cannot parse this file ({exc.msg}){detail}")
     except (UnicodeDecodeError, ValueError) as exc:
         return _unreadable(label, 0, f"Python cannot read this file ({exc})")
+    except (RecursionError, MemoryError):
+        return _unreadable(label, 0, "nested too deeply for Python's parser")
     except OSError as exc:
         return _unreadable(label, 0, f"cannot read this file ({exc.strerror or exc})")
     return Module(name=name, path=path, shown=label, tree=tree, text=text, ignores=ignores(text))
