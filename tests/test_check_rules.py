@@ -139,6 +139,7 @@ QUIET = [
     ("distributed-initialize", INIT + "from mylib import distributed\ndistributed.initialize()\n"),
     ("orbax-ocdbt", OCP + "handler = ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=False)\n"),
     ("orbax-ocdbt", OCP + "m = ocp.CheckpointManager('/c', item_handlers={'p': handler})\n"),
+    ("orbax-ocdbt", OCP + "m = ocp.CheckpointManager('/c', handler_registry=registry, options=options)\n"),
     ("orbax-save-cast", OCP + "args = ocp.SaveArgs()\nmore = ocp.SaveArgs(dtype=None)\n"),
     (
         "orbax-restore-sharding",

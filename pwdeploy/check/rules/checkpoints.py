@@ -43,7 +43,8 @@ def ocdbt(module: Module) -> Iterator[Hit]:
             continue
         code = module.code(call)
         if kind == "CheckpointManager":
-            if _keyword(call, "item_handlers") is None and len(call.args) < 2:
+            handlers = ("item_handlers", "handler_registry", "checkpointers")
+            if all(_keyword(call, name) is None for name in handlers) and len(call.args) < 2:
                 yield Hit(
                     module.shown,
                     call.lineno,
