@@ -12,6 +12,7 @@ import click
 from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, overrides_from, pop_job_params
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import CheckError
+from pwdeploy.text import printable
 
 if TYPE_CHECKING:
     from pwdeploy.check import Report
@@ -45,7 +46,7 @@ def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
         click.echo(json.dumps(report.as_json(), indent=2))
     else:
         for line in report.lines():
-            click.echo(line)
+            click.echo(printable(line))  # findings quote the program's own text: a planted escape stays inert
     if report.errors:
         rules = ", ".join(dict.fromkeys(f.rule for f in report.errors))
         raise CheckError(f"{len(report.errors)} error finding(s): {rules}")
@@ -67,5 +68,5 @@ def run_check(
         return Report()  # not a Python program (bash run.sh, python -c ...), or none to read: the run says so
     report = read(job, [], config_file=config_file)
     for line in report.lines(fixes=False):
-        click.echo(line, err=True)
+        click.echo(printable(line), err=True)
     return report
