@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, overrides_from, pop_job_params
+from pwdeploy.cli.output import emit, output_option
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import CheckError
 from pwdeploy.text import printable
@@ -22,9 +22,7 @@ NO_CHECK = click.option("--no-check", is_flag=True, help="Do not run `pwdeploy c
 
 @click.command("check")
 @job_options
-@click.option(
-    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format."
-)
+@output_option
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")
 def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
     """Read the job's Python program (never importing or running it) for what fails or is slow on Pathways.
@@ -42,8 +40,8 @@ def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
     from pwdeploy.check import check as read
 
     report = read(job, list(paths), config_file=file)
-    if output == "json":
-        click.echo(json.dumps(report.as_json(), indent=2))
+    if output != "text":
+        emit(report.as_json(), output)
     else:
         for line in report.lines():
             click.echo(printable(line))  # findings quote the program's own text: a planted escape stays inert
