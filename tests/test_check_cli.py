@@ -250,3 +250,10 @@ def test_the_entry_module_of_main_command(tmp_path: Path, command: tuple[str, ..
     job = load_job(write_job(tmp_path, "chk", main=main), {}, installed_jax=lambda: "0.10.2")
     found = entry_script(job._replace(main=job.main._replace(command=command)))
     assert found == ((tmp_path / expected).resolve() if expected else None)
+
+
+def test_a_planted_escape_in_the_source_stays_inert(runner: CliRunner, tmp_path: Path) -> None:
+    entry = write(tmp_path, "train.py", "import os\nn = os.cpu_count(  # \x1b]0;owned\x07\n)\n")
+    code, output = check(runner, str(entry))
+    assert code == 0, output
+    assert "\x1b" not in output and "^[]0;owned^G" in output
