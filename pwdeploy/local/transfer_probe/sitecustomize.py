@@ -161,8 +161,14 @@ class _Loader(importlib.abc.Loader):
     def create_module(self, spec: Any) -> Any:
         return self.loader.create_module(spec)
 
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package, get_code, ...: the real loader's
+        return getattr(self.loader, name)
+
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)
+        module.__loader__ = self.loader  # the package's own loader again, for whatever reads its files later
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
         try:
             self.after(module)
         except Exception as error:  # a JAX without these entry points: the job runs, unmeasured
