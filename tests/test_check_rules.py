@@ -275,3 +275,17 @@ def test_an_import_time_backend_use_in_an_imported_job_module(tmp_path: Path) ->
     (finding,) = check(None, [entry], cwd=tmp_path).findings
     assert (finding.rule, finding.file, finding.line) == ("init-order", "model.py", 2)
     assert "train.py:5" in finding.message
+
+
+def test_files_are_ordered_by_their_most_severe_finding() -> None:
+    from pwdeploy.check.findings import Finding, Report
+
+    def finding(file: str, line: int, severity: str) -> Finding:
+        return Finding("r", severity, file, line, "m", "f", "s")  # type: ignore[arg-type]
+
+    report = Report([finding("a.py", 3, "info"), finding("z.py", 9, "warning"), finding("m.py", 5, "info"),
+                     finding("m.py", 1, "error"), finding("z.py", 2, "warning")])  # fmt: skip
+    assert [(f.file, f.line) for fs in report.by_file().values() for f in fs] == [
+        ("m.py", 1), ("m.py", 5), ("z.py", 2), ("z.py", 9), ("a.py", 3)
+    ]  # fmt: skip
+    assert report.summary() == "pwdeploy check: 0 files: 1 error, 2 warnings, 2 info"

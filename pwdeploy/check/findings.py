@@ -90,7 +90,9 @@ class Report:
         files = f"{len(self.files)} file{'' if len(self.files) == 1 else 's'}"
         if not self.findings:
             return f"pwdeploy check: {files}, no findings" + (f" ({self.ignored} ignored)" if self.ignored else "")
-        parts = ", ".join(f"{n} {severity}{'' if n == 1 else 's'}" for severity, n in counts.items() if n)
+        parts = ", ".join(
+            f"{n} {severity}{'' if n == 1 or severity == 'info' else 's'}" for severity, n in counts.items() if n
+        )
         ignored = f", {self.ignored} ignored" if self.ignored else ""
         return f"pwdeploy check: {files}: {parts}{ignored}"
 
