@@ -116,3 +116,9 @@ class DiagnosisError(PwdeployError):
     """`pwdeploy diagnose` found at least one finding of severity error (the findings are printed before)."""
 
     exit_code = 10
+
+
+class CheckError(PwdeployError):
+    """`pwdeploy check` found at least one finding of severity error (the findings are printed before)."""
+
+    exit_code = 11

@@ -31,6 +31,11 @@ TABLE: dict[str, Entry] = {
         "pwdeploy.cli.render:schema",
         "Print the JSON Schema of the job config.",
     ),
+    "check": Entry(
+        f"pwdeploy check {_JOB} -o json",
+        "pwdeploy.cli.check:check",
+        "Read the job's Python program for what fails or is slow on Pathways.",
+    ),
     "local": Entry(
         f"pwdeploy local run {_JOB}", "pwdeploy.cli.local:local", "Run a job locally on emulated CPU devices."
     ),

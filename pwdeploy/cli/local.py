@@ -7,14 +7,15 @@ import os
 import shlex
 import shutil
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
+from pwdeploy.cli.check import NO_CHECK, run_check
+from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params, seam
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from pwdeploy.local.limits import Usage
     from pwdeploy.local.restarts import Faults
     from pwdeploy.local.runner import Ended
+    from pwdeploy.local.transfers import Transfers
     from pwdeploy.manifests import Manifest
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
@@ -93,20 +95,24 @@ def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, 
 )
 @click.option(
     "--summary-json",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
-    help="Write the run's summary to FILE as JSON: attempts, restarts, exit_status, elastic_events.",
+    help="Also write the run's summary to FILE as JSON: attempts, restarts, exit_status, elastic_events, peaks, "
+    "and per training step the bytes moved host-to-device and device-to-host and the host syncs, as measured in the "
+    "job's process.",
 )
+@NO_CHECK
 @_COMMAND
 def run(
     command: tuple[str, ...],
+    summary_json: Path | None,
+    no_check: bool,
     no_limits_check: bool,
     fail_at_step: int | None,
     kill_after: float | None,
     resume: bool,
     lose_slice: tuple[str, ...],
     restore_slice: tuple[str, ...],
-    summary_json: Path | None,
     **params: Any,
 ) -> int:
     """Run the job's command with JAX on CPU, emulating the target's devices.
@@ -128,11 +134,15 @@ def run(
     from pwdeploy.local.elastic import slice_events
     from pwdeploy.local.restarts import Faults, rendered_jobset
     from pwdeploy.local.runner import check_startable
+    from pwdeploy.local.transfers import probed
 
+    config_file = params.get(FILE_PARAM)
     job, local_plan = _plan(params, command)
     manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
     events = slice_events(job, local_plan.devices, lose_slice, restore_slice)
     _show_plan_messages(local_plan)
+    if not no_check:
+        _check_program(job, config_file, local_plan, override=bool(command))
     check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
     local_plan = _usable_gcs_cache(local_plan)
     child_env = {**os.environ, **local_plan.env}
@@ -147,27 +157,33 @@ def run(
         err=True,
     )
     faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
-    with _elastic_events(events, child_env, summary_json) as record:
-        status = _run_attempts(
-            local_plan, child_env, job, manifest, faults, check_limits=not no_limits_check, record=record
+    with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
+        return _run_attempts(
+            local_plan,
+            probed_env,
+            job,
+            manifest,
+            faults,
+            check_limits=not no_limits_check,
+            reports=(reports, summary_json),
+            elastic=elastic,
         )
-    return status
 
 
 @contextmanager
-def _elastic_events(events: SliceEvents, child_env: dict[str, str], summary: Path | None) -> Iterator[Any]:
+def _elastic_events(events: SliceEvents, child_env: dict[str, str]) -> Iterator[Callable[[], list[dict[str, Any]]]]:
     """Hand the slice events to the job (through a file it reports them in, removed after the run); yield what
-    records the run's end: the JSON summary (--summary-json), and a line for each event the job never reported."""
+    reads them at the run's end, with a line for each event the job never reported."""
     import tempfile
 
-    from pwdeploy.local.elastic import read_events, run_summary
+    from pwdeploy.local.elastic import read_events
 
     with tempfile.TemporaryDirectory(prefix="pwdeploy-elastic-") as folder:
         reported = Path(folder) / "events.jsonl"
         if events:
             child_env.update(events.env(reported))
 
-        def record(attempts: int, status: int) -> None:
+        def reported_events() -> list[dict[str, Any]]:
             found = read_events(reported)
             missing = len(events.losses) + len(events.returns) - len(found)
             if events and missing > 0:
@@ -176,10 +192,9 @@ def _elastic_events(events: SliceEvents, child_env: dict[str, str], summary: Pat
                     "step on the slices left (the job ended first, or never built runtime.elastic_manager())",
                     err=True,
                 )
-            if summary is not None:
-                summary.write_text(json.dumps(run_summary(attempts, status, found), indent=2) + "\n")
+            return found
 
-        yield record
+        yield reported_events
 
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
@@ -200,6 +215,19 @@ def env(command: tuple[str, ...], output: str, **params: Any) -> None:
     click.echo(f"# cd {shell_word(str(local_plan.cwd))} && {shell_join(local_plan.command)}")
 
 
+def _check_program(job: JobConfig, config_file: Path | None, local_plan: LocalPlan, *, override: bool) -> None:
+    """`pwdeploy check` over the program first: the local backend is CPU, not the proxy, so the run goes on,
+    saying what would fail on the cluster."""
+    report = run_check(job, config_file, local_plan.command if override else (), local_plan.cwd)
+    if report.errors:
+        rules = ", ".join(dict.fromkeys(f.rule for f in report.errors))
+        click.echo(
+            f"pwdeploy local: running anyway, but {len(report.errors)} finding(s) above would fail on Pathways "
+            f"({rules}); --no-check skips the check",
+            err=True,
+        )
+
+
 def _show_plan_messages(local_plan: LocalPlan) -> None:
     for line in local_plan.warnings:
         click.echo(f"warning: {line}", err=True)
@@ -215,7 +243,8 @@ def _run_attempts(
     faults: Faults,
     *,
     check_limits: bool,
-    record: Any = None,
+    reports: tuple[Path, Path | None],
+    elastic: Callable[[], list[dict[str, Any]]],
 ) -> int:
     """Run the job with its restarts (each attempt's tree sampled when ``check_limits``); then the summary line,
     how it ended, and LimitsExceeded if any attempt went over a limit."""
@@ -243,9 +272,8 @@ def _run_attempts(
     )
     usage = merged(usages) if check_limits else None
     click.echo(_summary(usage, attempts, job), err=True)
+    _transfers(reports, usage, attempts, elastic())
     last = attempts[-1]
-    if record is not None:
-        record(len(attempts), last.status)
     ending = _how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
     from pwdeploy.local.notices import unfired_faults
 
@@ -259,6 +287,46 @@ def _run_attempts(
     for line in problems:
         click.echo(f"pwdeploy local: {line}", err=True)
     return last.status
+
+
+def _transfers(
+    reports: tuple[Path, Path | None], usage: Usage | None, attempts: list[Ended], events: list[dict[str, Any]]
+) -> None:
+    """The per-step transfers the job's process measured (and a warning over the limit); the JSON summary."""
+    from pwdeploy.local.limits import human
+    from pwdeploy.local.transfers import measured, warning
+
+    found = measured(reports[0])
+    if found is not None:  # measured only in a program that calls runtime.step_done
+        click.echo(
+            f"pwdeploy local: per training step ({found.steps} measured): "
+            f"{human(found.host_to_device_bytes_per_step)} host-to-device, "
+            f"{human(found.device_to_host_bytes_per_step)} device-to-host, {found.host_syncs_per_step:.2f} host syncs",
+            err=True,
+        )
+        if (text := warning(found)) is not None:
+            click.echo(f"warning: {text}", err=True)
+    if reports[1] is not None:
+        _write_summary(reports[1], found, usage, attempts, events)
+
+
+def _write_summary(
+    path: Path, found: Transfers | None, usage: Usage | None, attempts: list[Ended], events: list[dict[str, Any]]
+) -> None:
+    from pwdeploy.local.elastic import run_summary
+    from pwdeploy.local.transfers import warning
+
+    summary = run_summary(len(attempts), attempts[-1].status, events)
+    if usage is not None:
+        summary |= {"peak_memory_bytes": usage.memory_bytes, "peak_shm_bytes": usage.shm_bytes}
+        summary["peak_children"] = usage.children
+    summary |= found.as_json() if found is not None else {"host_to_device_bytes_per_step": None}
+    summary |= {"device_to_host_bytes_per_step": None, "host_syncs_per_step": None} if found is None else {}
+    summary["transfer_warning"] = warning(found) if found is not None else None
+    try:
+        path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        click.echo(f"warning: cannot write --summary-json {path}: {exc.strerror or exc}", err=True)
 
 
 def _stop_grace(job: JobConfig) -> float:

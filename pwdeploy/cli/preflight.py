@@ -9,9 +9,10 @@ from typing import Any
 
 import click
 
+from pwdeploy.cli.check import NO_CHECK, run_check
 from pwdeploy.cli.kube import cluster_options, cluster_source, region_option
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
-from pwdeploy.errors import PreflightError
+from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params
+from pwdeploy.errors import CheckError, PreflightError
 
 
 @click.command("preflight")
@@ -32,8 +33,10 @@ from pwdeploy.errors import PreflightError
     is_flag=True,
     help="Skip the GCS checks; the images (and with --cluster, the cluster) are still checked.",
 )
+@NO_CHECK
 @cluster_options
 def preflight(
+    no_check: bool,
     output: str,
     region: str | None,
     check_cluster: bool,
@@ -46,11 +49,18 @@ def preflight(
     every image it references exists in its registry (proxy, server, main, sidecar, HLO uploader); with --cluster,
     also whether the cluster can run it. The sources are checked side by side.
 
-    Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
+    First `pwdeploy check` reads the job's program: an error finding stops preflight with exit 11 (--no-check
+    skips it). Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
     """
     from pwdeploy.preflight import run_preflight
 
+    config_file = kwargs.get(FILE_PARAM)
     job = job_from_params(pop_job_params(kwargs))
+    if not no_check and run_check(job, config_file).errors:
+        raise CheckError(
+            "the job's program would fail on Pathways (the findings above); preflight stopped",
+            hint="fix them, or pass --no-check",
+        )
     sources = [cluster_source(job, kubeconfig=kubeconfig, context=context)] if check_cluster else []
     report = run_preflight(job, region=region, check_gcs=not no_gcs, extra_sources=sources)
     if output == "json":

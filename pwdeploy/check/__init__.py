@@ -1,0 +1,10 @@
+"""`pwdeploy check`: will this JAX program work on Pathways, and where will it be slow? The job's Python sources
+are read with ``ast`` (never imported or run), with its config and rendered manifests for the rules that need
+them; each rule is a small visitor with the public source it rests on (``pwdeploy.check.rules``)."""
+
+from __future__ import annotations
+
+from pwdeploy.check.findings import Finding, Report, Severity
+from pwdeploy.check.run import check
+
+__all__ = ["Finding", "Report", "Severity", "check"]

@@ -1,0 +1,294 @@
+"""The job's Python sources as the rules read them: parsed, never imported or run.
+
+A ``Module`` knows what its names were imported as (``import jax as j`` makes ``j.devices`` read
+``jax.devices``; ``from orbax import checkpoint as ocp`` makes ``ocp.SaveArgs`` read
+``orbax.checkpoint.SaveArgs``), which names hold jitted functions, and which code can never run (``if False:``,
+``if TYPE_CHECKING:``), so that a rule matches what a call is, not what it is called.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+JIT = frozenset({"jax.jit", "jax.pmap"})
+
+
+@dataclass
+class Module:
+    name: str  # dotted, relative to the folder it was found in: "train", "data.loader"
+    path: Path
+    shown: str  # the file as findings name it
+    tree: ast.Module
+    text: str
+    ignores: dict[int, frozenset[str]] = field(default_factory=dict)  # line -> rules ignored there ("*": all)
+
+    @cached_property
+    def aliases(self) -> dict[str, str]:
+        """Local name -> what it was imported as, over the whole file (imports inside functions too)."""
+        found: dict[str, str] = {}
+        for node in self.of(ast.Import, ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        found[alias.asname] = alias.name
+                    else:
+                        top = alias.name.partition(".")[0]
+                        found[top] = top
+            elif isinstance(node, ast.ImportFrom):
+                base = self.absolute(node)
+                for alias in node.names:
+                    if alias.name != "*" and base:
+                        found[alias.asname or alias.name] = f"{base}.{alias.name}"
+        return found
+
+    def absolute(self, node: ast.ImportFrom) -> str:
+        """The module an ``ImportFrom`` names, relative imports made absolute against this module's package."""
+        if not node.level:
+            return node.module or ""
+        package = self.name.split(".")[: -node.level] if not self.is_package else self.name.split(".")
+        if self.is_package and node.level > 1:
+            package = package[: -(node.level - 1)]
+        return ".".join([*package, *([node.module] if node.module else [])])
+
+    @property
+    def is_package(self) -> bool:
+        return self.path.name == "__init__.py"
+
+    def qualname(self, node: ast.AST) -> str | None:
+        """``jax.devices`` for ``j.devices`` after ``import jax as j``; None for what was not imported."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.qualname(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+    def called(self, node: ast.AST) -> str | None:
+        """The qualified name of what ``node`` calls, when it is a call of an imported name."""
+        return self.qualname(node.func) if isinstance(node, ast.Call) else None
+
+    def is_builtin_call(self, node: ast.AST, *names: str) -> bool:
+        """A call of the builtin ``name`` (not shadowed by an import of the same name)."""
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in names
+            and node.func.id not in self.aliases
+        )
+
+    def live(self, root: ast.AST | None = None) -> Iterator[ast.AST]:
+        """Every node under ``root`` (the module) except code that cannot run."""
+        return iter(self._live) if root is None else self._walk(root)
+
+    @cached_property
+    def _live(self) -> list[ast.AST]:
+        return list(self._walk(self.tree, self._parents))
+
+    @cached_property
+    def _parents(self) -> dict[int, ast.AST]:
+        return {}  # filled by the walk of ``_live``
+
+    @cached_property
+    def _by_type(self) -> dict[type, list[ast.AST]]:
+        index: dict[type, list[ast.AST]] = {}
+        for node in self._live:
+            index.setdefault(type(node), []).append(node)
+        return index
+
+    def of(self, *kinds: type) -> Iterator[ast.AST]:
+        """The live nodes of these kinds, in source order (an index built once: rules do not walk the file)."""
+        found = [node for kind in kinds for node in self._by_type.get(kind, ())]
+        if len(kinds) > 1:
+            found.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        return iter(found)
+
+    def _walk(self, root: ast.AST, parents: dict[int, ast.AST] | None = None) -> Iterator[ast.AST]:
+        """Pre-order, skipping what cannot run; ``parents`` (when given) learns each node's parent on the way."""
+        stack: list[ast.AST] = [root]
+        while stack:
+            node = stack.pop()
+            yield node
+            children: list[ast.AST] = list(ast.iter_child_nodes(node))
+            if isinstance(node, (ast.If, ast.While)):
+                verdict = static_truth(node.test)
+                if verdict is not None:
+                    children = [node.test, *(node.body if verdict else node.orelse)]
+            if parents is not None:
+                for child in children:
+                    parents[id(child)] = node
+            stack.extend(reversed(children))
+
+    def calls(self, root: ast.AST | None = None) -> Iterator[tuple[ast.Call, str]]:
+        """(call, qualified name) of every live call of an imported name."""
+        return iter(self._calls) if root is None else self._calls_in(root)
+
+    @cached_property
+    def _calls(self) -> list[tuple[ast.Call, str]]:
+        return [(n, name) for n in self.of(ast.Call) if isinstance(n, ast.Call) and (name := self.called(n) or "")]
+
+    def _calls_in(self, root: ast.AST) -> Iterator[tuple[ast.Call, str]]:
+        for node in self.live(root):
+            if isinstance(node, ast.Call):
+                name = self.called(node)
+                if name:
+                    yield node, name
+
+    @property
+    def parents(self) -> dict[int, ast.AST]:
+        """Each live node's parent (by ``id``)."""
+        if not self._live:
+            return {}
+        return self._parents
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(id(parent))
+
+    @cached_property
+    def functions(self) -> dict[str, FunctionNode]:
+        """The module's top-level functions by name."""
+        return {n.name: n for n in self.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def jitted(self, scope: ast.AST | None = None) -> set[str]:
+        """Names bound in ``scope`` (default: the module) to a jitted function: ``f = jax.jit(g)``,
+        ``@jax.jit``/``@partial(jax.jit, ...)`` on a def, ``f = g.lower(...).compile()``."""
+        return set(self._jitted) if scope is None else self._jitted_in(scope)
+
+    @cached_property
+    def _jitted(self) -> set[str]:
+        return self._jitted_in(None)
+
+    def _jitted_in(self, scope: ast.AST | None) -> set[str]:
+        names: set[str] = set()
+        nodes = self.live(scope) if scope is not None else self.of(ast.Assign, ast.FunctionDef, ast.AsyncFunctionDef)
+        for node in nodes:
+            if isinstance(node, ast.Assign) and self.is_jitted_value(node.value):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                self.is_jit_decorator(d) for d in node.decorator_list
+            ):
+                names.add(node.name)
+        return names
+
+    def is_jitted_value(self, value: ast.AST) -> bool:
+        if self.called(value) in JIT:
+            return True
+        return (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "compile"
+            and isinstance(value.func.value, ast.Call)
+            and isinstance(value.func.value.func, ast.Attribute)
+            and value.func.value.func.attr == "lower"
+        )
+
+    def is_jit_decorator(self, decorator: ast.AST) -> bool:
+        if self.qualname(decorator) in JIT or self.called(decorator) in JIT:
+            return True
+        return (
+            self.called(decorator) == "functools.partial"
+            and isinstance(decorator, ast.Call)
+            and bool(decorator.args)
+            and self.qualname(decorator.args[0]) in JIT
+        )
+
+    @cached_property
+    def env_writes(self) -> list[tuple[ast.Assign | ast.Call, str, ast.expr]]:
+        """(node, variable, value) for each environment variable the module sets (``_env_writes``)."""
+        return list(_env_writes(self))
+
+    @cached_property
+    def _lines(self) -> list[bytes]:
+        # Lines as the parser numbers them (\n, \r\n, \r), as bytes: col_offset counts UTF-8 bytes.
+        return [line.encode() for line in io.StringIO(self.text, newline="").readlines()]
+
+    def code(self, node: ast.AST) -> str:
+        """The source text of ``node``, for quoting in a message (``ast.get_source_segment``, with the file split
+        into lines once rather than at every call)."""
+        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        first, last = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if start is None or end is None or first is None or last is None or end > len(self._lines):
+            return ast.unparse(node)
+        lines = self._lines[int(start) - 1 : int(end)]
+        if len(lines) == 1:
+            return lines[0][int(first) : int(last)].decode(errors="replace")
+        text = lines[0][int(first) :] + b"".join(lines[1:-1]) + lines[-1][: int(last)]
+        return text.decode(errors="replace")
+
+
+def static_truth(test: ast.AST) -> bool | None:
+    """True/False for a test Python decides before running (``False``, ``0``, ``TYPE_CHECKING``), else None."""
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+        return False
+    if isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING":
+        return False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = static_truth(test.operand)
+        return None if inner is None else not inner
+    return None
+
+
+@dataclass
+class Program:
+    """The modules read, the entry module first (None when only PATHs were given)."""
+
+    modules: list[Module]
+    entry: Module | None = None
+
+    @cached_property
+    def by_name(self) -> dict[str, Module]:
+        return {m.name: m for m in self.modules}
+
+
+EnvWrite = tuple[ast.Assign | ast.Call, str, ast.expr]
+
+
+def env_writes(module: Module) -> list[EnvWrite]:
+    """The module's ``_env_writes``, found once."""
+    return module.env_writes
+
+
+def _env_writes(module: Module) -> Iterator[EnvWrite]:
+    """(node, variable, value) for each literal-named environment variable the module sets: ``os.environ[K] = V``,
+    ``os.environ.setdefault(K, V)``, ``os.environ.update({K: V})`` / ``update(K=V)``, ``os.putenv(K, V)``."""
+    for node in module.of(ast.Assign, ast.Call):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if not (isinstance(target, ast.Subscript) and module.qualname(target.value) == "os.environ"):
+                    continue
+                if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+                    yield node, target.slice.value, node.value
+        elif isinstance(node, ast.Call):
+            name = module.called(node)
+            if name in ("os.environ.setdefault", "os.putenv") and len(node.args) == 2:
+                key = node.args[0]
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    yield node, key.value, node.args[1]
+            elif name == "os.environ.update":
+                yield from _update_pairs(node)
+
+
+def _update_pairs(node: ast.Call) -> Iterator[EnvWrite]:
+    for arg in node.args:
+        if isinstance(arg, ast.Dict):
+            for key, value in zip(arg.keys, arg.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    yield node, key.value, value
+    for keyword in node.keywords:
+        if keyword.arg:
+            yield node, keyword.arg, keyword.value
+
+
+def literal_str(node: ast.AST) -> str | None:
+    """The string a node is when Python knows it before running (a literal; an f-string's leading text is not)."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None

@@ -1,0 +1,171 @@
+"""Code written for one process per host, which Pathways runs as one process that sees every device: data sharded
+by process (10), ``local_devices()`` taken as this host's (11), the node's CPU count (12), ``process_index() == 0``
+guards (17)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from pwdeploy.check.program import Module
+from pwdeploy.check.rule import GRAIN_LOADER, PORTING, Hit, Rule, per_module
+
+INDEX, COUNT = "jax.process_index", "jax.process_count"
+
+
+def _calls_of(module: Module, node: ast.AST, *names: str) -> bool:
+    return any(module.called(n) in names for n in ast.walk(node))
+
+
+def _arguments(call: ast.Call) -> list[ast.expr]:
+    return [*call.args, *(k.value for k in call.keywords)]
+
+
+SHARD_KEYWORDS = frozenset(
+    {"shard_index", "shard_count", "num_shards", "shard_id", "index", "rank", "world_size", "num_replicas"}
+)
+
+
+def _shards_by_process(module: Module, node: ast.Call, name: str) -> bool:
+    """``x.shard(...)`` or a sharding keyword (``shard_index=``, ``rank=``, ...) given a process index or count;
+    Grain's ``ShardByJaxProcess``. ``print(jax.process_index())`` is not sharding."""
+    if name.startswith("grain") and name.endswith(".ShardByJaxProcess"):
+        return True
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "shard":
+        return _calls_of(module, ast.Tuple(elts=_arguments(node)), INDEX, COUNT)
+    return any(k.arg in SHARD_KEYWORDS and _calls_of(module, k.value, INDEX, COUNT) for k in node.keywords)
+
+
+def process_sharding(module: Module) -> Iterator[Hit]:
+    said = "on Pathways there is one process (process_index() is 0, process_count() is 1), so the one CPU host loads "
+    said += "the whole global batch"
+    for node in module.of(ast.Call, ast.Subscript):
+        if isinstance(node, ast.Call) and _shards_by_process(module, node, module.called(node) or ""):
+            yield Hit(module.shown, node.lineno, f"{module.code(node)} shards the data by JAX process: {said}")
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Slice)
+            and _calls_of(module, node.slice, INDEX)
+            and _calls_of(module, node.slice, COUNT)
+        ):
+            yield Hit(module.shown, node.lineno, f"{module.code(node)} slices the data by JAX process: {said}")
+
+
+def _is_count(module: Module, node: ast.AST, call: str, listing: str) -> bool:
+    """``jax.<call>()`` or ``len(jax.<listing>())``."""
+    if module.called(node) == call:
+        return True
+    if not (isinstance(node, ast.Call) and module.is_builtin_call(node, "len") and node.args):
+        return False
+    return module.called(node.args[0]) == listing
+
+
+def local_devices(module: Module) -> Iterator[Hit]:
+    for node in module.of(ast.BinOp, ast.ListComp, ast.GeneratorExp, ast.For):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
+            sides = (node.left, node.right)
+            local = any(_is_count(module, s, "jax.local_device_count", "jax.local_devices") for s in sides)
+            every = any(_is_count(module, s, "jax.device_count", "jax.devices") for s in sides)
+            if local and every:
+                yield Hit(
+                    module.shown,
+                    node.lineno,
+                    f"{module.code(node)} takes jax.local_devices() as this host's "
+                    "devices: on Pathways they are every device of every slice, so this is 1 host",
+                )
+        elif isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.For)):
+            iters = [g.iter for g in node.generators] if not isinstance(node, ast.For) else [node.iter]
+            local_iter = next((i for i in iters if module.called(i) == "jax.local_devices"), None)
+            if local_iter is not None and _calls_of(module, node, "jax.device_put"):
+                yield Hit(
+                    module.shown,
+                    node.lineno,
+                    f"a loop over {module.code(local_iter)} calls jax.device_put for "
+                    "each device from this process: on Pathways that is every device of the job, from one host",
+                )
+
+
+CPU_COUNT = frozenset({"os.cpu_count", "multiprocessing.cpu_count"})
+
+
+def cpu_count(module: Module) -> Iterator[Hit]:
+    for call, name in module.calls():
+        if name in CPU_COUNT:
+            yield Hit(
+                module.shown,
+                call.lineno,
+                f"{module.code(call)} is the node's vCPU count, not the container's CPU limit: "
+                "one worker per node CPU oversubscribes the container",
+            )
+            continue
+        keyword = {"DataLoader": "worker_count", "pick_performance_config": "max_workers"}.get(name.rpartition(".")[2])
+        if name.startswith("grain") and keyword:
+            value = next((k.value for k in call.keywords if k.arg == keyword), None)
+            if isinstance(value, ast.Constant) and value.value is None:
+                yield Hit(
+                    module.shown,
+                    call.lineno,
+                    f"{module.code(call)}: {keyword}=None makes Grain start os.cpu_count() workers, the node's vCPUs",
+                )
+
+
+def _process_index_zero(module: Module, node: ast.AST) -> bool:
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        sides = (node.left, node.comparators[0])
+        zero = any(isinstance(s, ast.Constant) and s.value == 0 and s.value is not False for s in sides)
+        return zero and any(module.called(s) == INDEX for s in sides)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return module.called(node.operand) == INDEX
+    return False
+
+
+def process_index_guard(module: Module) -> Iterator[Hit]:
+    for node in module.of(ast.If, ast.IfExp, ast.While):
+        if isinstance(node, (ast.If, ast.IfExp, ast.While)) and _process_index_zero(module, node.test):
+            yield Hit(
+                module.shown,
+                node.lineno,
+                f"{module.code(node.test)} is always true on Pathways (one "
+                "process): code meant for the other processes never runs",
+            )
+
+
+RULES = (
+    Rule(
+        "process-sharding",
+        10,
+        "warning",
+        "data sharded by jax.process_index()/process_count() (ds.shard(...), Grain ShardByJaxProcess)",
+        "load each batch next to the accelerators with colocated Python (pwdeploy sidecar), or load the global "
+        "batch once and shard it with jax.device_put(batch, NamedSharding(mesh, P('data')))",
+        f"{PORTING} (data loading)",
+        per_module(process_sharding),
+    ),
+    Rule(
+        "local-devices",
+        11,
+        "warning",
+        "jax.local_devices()/local_device_count() used as this host's devices in batch or mesh arithmetic",
+        "use the mesh's devices (mesh.devices, jax.devices()) and the global batch; there is one host on Pathways",
+        f"{PORTING} (process index)",
+        per_module(local_devices),
+    ),
+    Rule(
+        "cpu-count",
+        12,
+        "warning",
+        "os.cpu_count()/multiprocessing.cpu_count()/Grain worker_count=None: the node's vCPUs",
+        "use pwdeploy.runtime.data_workers() (the container's CPU limit; PWDEPLOY_DATA_WORKERS)",
+        f"{PORTING}; {GRAIN_LOADER}",
+        per_module(cpu_count),
+    ),
+    Rule(
+        "process-index-guard",
+        17,
+        "info",
+        "jax.process_index() == 0 guards: always true",
+        "drop the guard on Pathways (one process does everything), or keep it if the code also runs multi-controller",
+        f"{PORTING} (process index)",
+        per_module(process_index_guard),
+    ),
+)

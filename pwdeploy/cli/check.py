@@ -1,0 +1,70 @@
+"""`pwdeploy check`: will the job's program work on Pathways, and where will it be slow? Also the check that
+`local run` and `preflight` run first (``run_check``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, overrides_from, pop_job_params
+from pwdeploy.cli.output import emit, output_option
+from pwdeploy.config import JobConfig
+from pwdeploy.errors import CheckError
+from pwdeploy.text import printable
+
+if TYPE_CHECKING:
+    from pwdeploy.check import Report
+
+NO_CHECK = click.option("--no-check", is_flag=True, help="Do not run `pwdeploy check` over the job's program first.")
+
+
+@click.command("check")
+@job_options
+@output_option
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")
+def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
+    """Read the job's Python program (never importing or running it) for what fails or is slow on Pathways.
+
+    Reads the entry module of main.command and the modules it imports from the job's folder; PATHs (files or
+    folders) add more, or are all that is read without -f. Each finding names its rule, what it saw and why, the
+    fix and the public source it rests on. A `# pwdeploy: ignore[RULE]` comment on the line silences one.
+
+    Exit code 0 without an error finding (warnings and info do not fail), 11 with one.
+    """
+    job_params = pop_job_params(params)
+    overrides, _ = overrides_from(job_params)
+    file = job_params.get(FILE_PARAM)
+    job = job_from_params(job_params, pin_images=False) if file is not None or overrides else None
+    from pwdeploy.check import check as read
+
+    report = read(job, list(paths), config_file=file)
+    if output != "text":
+        emit(report.as_json(), output)
+    else:
+        for line in report.lines():
+            click.echo(printable(line))  # findings quote the program's own text: a planted escape stays inert
+    if report.errors:
+        rules = ", ".join(dict.fromkeys(f.rule for f in report.errors))
+        raise CheckError(f"{len(report.errors)} error finding(s): {rules}")
+
+
+def run_check(
+    job: JobConfig, config_file: Path | None, command: tuple[str, ...] = (), cwd: Path | None = None
+) -> Report:
+    """The check `local run` and `preflight` run before they start, its findings printed on stderr. ``command``
+    and ``cwd``: the program a local run starts instead of main.command (a command after --)."""
+    from pwdeploy.check import Report
+    from pwdeploy.check import check as read
+    from pwdeploy.check.sources import entry_script
+
+    if command and cwd is not None:
+        job = job._replace(main=job.main._replace(command=command), base_dir=cwd)
+    script = entry_script(job)
+    if script is None or not script.is_file():
+        return Report()  # not a Python program (bash run.sh, python -c ...), or none to read: the run says so
+    report = read(job, [], config_file=config_file)
+    for line in report.lines(fixes=False):
+        click.echo(printable(line), err=True)
+    return report

@@ -1,0 +1,201 @@
+"""Counts host<->device transfers and host syncs in the job's process, per training step (`local run`).
+
+Python imports ``sitecustomize`` at start-up from the first folder on ``sys.path`` that has one; `local run` puts
+this folder first on the job's PYTHONPATH. Nothing is imported here but the standard library: when the program
+imports jax, these entry points are wrapped (jax 0.10's public API and its ``ArrayImpl``):
+
+- host to device: ``jax.device_put`` (the bytes of the leaves that are not already jax Arrays) and
+  ``jax.make_array_from_callback`` (the bytes each callback returns);
+- device to host: ``ArrayImpl._value``, through which ``np.asarray(x)``, ``float(x)``, ``int(x)``, ``x.item()``,
+  ``x.tolist()``, formatting and ``jax.device_get`` fetch a value (counted when it is fetched, not when cached);
+- host syncs: each of those fetches, and each ``jax.block_until_ready`` / ``x.block_until_ready()`` call.
+
+Not seen: NumPy arrays or Python scalars passed straight to a jitted function (an implicit transfer inside
+dispatch), jnp.array/asarray of host data, and transfers made by C++ (Orbax's TensorStore writes, colocated
+Python). Steps are the calls of ``pwdeploy.runtime.step_done``. At exit the counts go, as JSON, to
+``$PWDEPLOY_TRANSFER_REPORT/<pid>.json`` (only from a process that reported steps). Then any other
+``sitecustomize`` further along ``sys.path`` runs, as it would have without this one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import threading
+from types import ModuleType
+from typing import Any
+
+REPORT_ENV = "PWDEPLOY_TRANSFER_REPORT"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Counts:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.h2d = self.d2h = self.syncs = 0
+        self.steps: list[tuple[int, int, int, int]] = []  # (step, h2d, d2h, syncs) at each step_done
+        self.depth = threading.local()
+
+    def add(self, h2d: int = 0, d2h: int = 0, syncs: int = 0) -> None:
+        with self.lock:
+            self.h2d += h2d
+            self.d2h += d2h
+            self.syncs += syncs
+
+    def step(self, step: int) -> None:
+        with self.lock:
+            self.steps.append((step, self.h2d, self.d2h, self.syncs))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"h2d": self.h2d, "d2h": self.d2h, "syncs": self.syncs, "steps": self.steps}
+
+
+COUNTS = Counts()
+
+
+def _nbytes(leaf: Any) -> int:
+    size = getattr(leaf, "nbytes", None)
+    if isinstance(size, int):
+        return size
+    return 8 if isinstance(leaf, (bool, int, float, complex)) else 0
+
+
+def _wrap_device_put(jax: ModuleType) -> None:
+    original = jax.device_put
+
+    def device_put(x: Any, *args: Any, **kwargs: Any) -> Any:
+        host = [leaf for leaf in jax.tree.leaves(x) if not isinstance(leaf, jax.Array)]
+        COUNTS.add(h2d=sum(_nbytes(leaf) for leaf in host))
+        return original(x, *args, **kwargs)
+
+    setattr(jax, "device_put", device_put)  # noqa: B010 (a module attribute, replaced)
+    make = jax.make_array_from_callback
+
+    def make_array_from_callback(shape: Any, sharding: Any, callback: Any, *args: Any, **kwargs: Any) -> Any:
+        def counted(index: Any) -> Any:
+            data = callback(index)
+            if not isinstance(data, jax.Array):
+                COUNTS.add(h2d=_nbytes(data))
+            return data
+
+        return make(shape, sharding, counted, *args, **kwargs)
+
+    setattr(jax, "make_array_from_callback", make_array_from_callback)  # noqa: B010
+
+
+def _wrap_array(jax: ModuleType) -> None:
+    from jax._src import array
+
+    impl: Any = array.ArrayImpl
+    value = impl._value
+    block = impl.block_until_ready
+
+    def _value(self: Any) -> Any:
+        if self._npy_value is None:
+            COUNTS.add(d2h=int(self.nbytes), syncs=1)
+        return value.fget(self)
+
+    def block_until_ready(self: Any) -> Any:
+        if not getattr(COUNTS.depth, "inside", False):
+            COUNTS.add(syncs=1)
+        return block(self)
+
+    impl._value = property(_value)
+    impl.block_until_ready = block_until_ready
+    whole = jax.block_until_ready
+
+    def block_tree(x: Any) -> Any:
+        COUNTS.add(syncs=1)
+        COUNTS.depth.inside = True
+        try:
+            return whole(x)
+        finally:
+            COUNTS.depth.inside = False
+
+    setattr(jax, "block_until_ready", block_tree)  # noqa: B010
+
+
+def _wrap_step_done(runtime: ModuleType) -> None:
+    original = runtime.step_done
+
+    def step_done(step: int, *args: Any, **kwargs: Any) -> Any:
+        COUNTS.step(step)
+        return original(step, *args, **kwargs)
+
+    setattr(runtime, "step_done", step_done)  # noqa: B010
+
+
+def _wrap_jax(jax: ModuleType) -> None:
+    _wrap_device_put(jax)
+    _wrap_array(jax)
+
+
+_AFTER_IMPORT = {"jax": _wrap_jax, "pwdeploy.runtime": _wrap_step_done}
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Runs the wrapper of a module right after Python has imported it."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in _AFTER_IMPORT:
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader, _AFTER_IMPORT[name])
+                return spec
+        return None
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, loader: Any, after: Any) -> None:
+        self.loader, self.after = loader, after
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package, get_code, ...: the real loader's
+        return getattr(self.loader, name)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        module.__loader__ = self.loader  # the package's own loader again, for whatever reads its files later
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        try:
+            self.after(module)
+        except Exception as error:  # a JAX without these entry points: the job runs, unmeasured
+            print(f"pwdeploy local: transfers not measured ({type(error).__name__}: {error})", file=sys.stderr)
+
+
+def _write() -> None:
+    folder = os.environ.get(REPORT_ENV)
+    if not folder or not COUNTS.steps:
+        return
+    try:
+        with open(os.path.join(folder, f"{os.getpid()}.json"), "w", encoding="utf-8") as out:
+            json.dump(COUNTS.as_json(), out)
+    except OSError:
+        pass
+
+
+def _next_sitecustomize() -> None:
+    """Run the ``sitecustomize`` that this one hides, if any."""
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+if os.environ.get(REPORT_ENV):
+    sys.meta_path.insert(0, _Finder())
+    atexit.register(_write)
+_next_sitecustomize()

@@ -1,0 +1,291 @@
+"""Each rule of `pwdeploy check` on a small program that has its pattern, and on a twin that must not fire."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pwdeploy.check import check
+from pwdeploy.check.rules import RULES
+
+INIT = "import jax\nimport pathwaysutils\npathwaysutils.initialize()\n"  # a program's correct start
+OCP = INIT + "import orbax.checkpoint as ocp\n"
+
+
+def rules_of(tmp_path: Path, source: str, **others: str) -> list[str]:
+    """The rule ids of the findings over ``train.py`` holding ``source`` (``others``: more modules beside it)."""
+    for name, text in others.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(text), encoding="utf-8")
+    entry = tmp_path / "train.py"
+    entry.write_text(textwrap.dedent(source), encoding="utf-8")
+    return [f.rule for f in check(None, [entry], cwd=tmp_path).findings]
+
+
+FIRES = [
+    ("init-order", "import jax\nimport pathwaysutils\nd = jax.devices()\npathwaysutils.initialize()\n"),
+    ("init-order", "import jax\nprint(jax.device_count())\n"),  # and never initialised
+    (
+        "init-order",
+        """
+        import jax, pathwaysutils
+        def setup():
+            return jax.numpy.zeros(3)
+        def main():
+            setup()
+            pathwaysutils.initialize()
+        if __name__ == "__main__":
+            main()
+        """,
+    ),
+    ("init-order", "import jax\nimport pathwaysutils\nf = jax.jit(abs)\nf(1)\npathwaysutils.initialize()\n"),
+    ("distributed-initialize", INIT + "jax.distributed.initialize()\n"),
+    ("orbax-ocdbt", OCP + "manager = ocp.CheckpointManager('/ckpt')\n"),
+    ("orbax-ocdbt", OCP + "handler = ocp.PyTreeCheckpointHandler(use_zarr3=False)\n"),
+    ("orbax-save-cast", OCP + "import jax.numpy as jnp\nargs = ocp.SaveArgs(dtype=jnp.bfloat16)\n"),
+    (
+        "orbax-restore-sharding",
+        OCP + "a = ocp.ArrayRestoreArgs(sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0]))\n",
+    ),
+    ("orbax-restore-sharding", OCP + "m = ocp.CheckpointManager('/c', item_handlers=h)\nstate = m.restore(10)\n"),
+    ("persistence-env", INIT + "import os\nos.environ['ENABLE_PATHWAYS_PERSISTENCE'] = 'true'\n"),
+    ("profile-local-path", INIT + "jax.profiler.start_trace('/tmp/trace')\n"),
+    ("profile-local-path", INIT + "with jax.profiler.trace(f'/tmp/run-{1}'):\n    pass\n"),
+    ("host-cpu-backend", INIT + "cpu = jax.devices('cpu')[0]\n"),
+    ("host-cpu-backend", INIT + "g = jax.jit(abs, backend='cpu')\n"),
+    ("process-sharding", INIT + "ds = ds.shard(jax.process_count(), jax.process_index())\n"),
+    ("process-sharding", INIT + "import grain\nsharding = grain.sharding.ShardByJaxProcess(drop_remainder=True)\n"),
+    ("process-sharding", INIT + "part = rows[jax.process_index() :: jax.process_count()]\n"),
+    (
+        "process-sharding",
+        INIT
+        + "import grain\nopts = grain.ShardOptions(shard_index=jax.process_index(), shard_count=jax.process_count())\n",
+    ),
+    ("local-devices", INIT + "hosts = jax.device_count() // jax.local_device_count()\n"),
+    ("local-devices", INIT + "xs = [jax.device_put(x, d) for d in jax.local_devices()]\n"),
+    ("cpu-count", INIT + "import os\nworkers = os.cpu_count()\n"),
+    ("cpu-count", INIT + "import grain\nloader = grain.DataLoader(data_source=s, sampler=p, worker_count=None)\n"),
+    ("compile-cache", INIT + "jax.config.update('jax_compilation_cache_dir', '/tmp/cache')\n"),
+    (
+        "host-sync",
+        INIT
+        + textwrap.dedent(
+            """
+        step = jax.jit(lambda p, b: (p, b))
+        for batch in batches:
+            params, loss = step(params, batch)
+            print(float(loss))
+        """
+        ),
+    ),
+    (
+        "host-sync",
+        INIT
+        + textwrap.dedent(
+            """
+        @jax.jit
+        def step(p, b):
+            return p, b
+        def train(params, batches):
+            for batch in batches:
+                params, metrics = step(params, batch)
+                jax.block_until_ready(params)
+        """
+        ),
+    ),
+    ("controller-checkpoints", "import orbax.checkpoint as ocp\nm = ocp.CheckpointManager('/c', item_handlers=h)\n"),
+    (
+        "elastic-swallow",
+        INIT
+        + textwrap.dedent(
+            """
+        from pathwaysutils.elastic import manager
+        elastic = manager.Manager()
+        @elastic.elastic_retry(minimum_slice_count=1)
+        def train():
+            try:
+                run_steps()
+            except Exception as error:
+                print("step failed", error)
+        """
+        ),
+    ),
+    ("process-index-guard", INIT + "if jax.process_index() == 0:\n    print('hello')\n"),
+    ("process-index-guard", INIT + "from jax import process_index as rank\nx = 1 if not rank() else 2\n"),
+]
+
+QUIET = [
+    ("init-order", INIT + "d = jax.devices()\n"),
+    ("init-order", "import jax\nimport pathwaysutils\nif False:\n    jax.devices()\npathwaysutils.initialize()\n"),
+    ("init-order", "import pathwaysutils\ndevices = [1, 2]\nprint(len(devices))\npathwaysutils.initialize()\n"),
+    (
+        "init-order",  # jax used only inside a function called after initialize
+        """
+        import jax
+        from pwdeploy import runtime
+        def count():
+            return jax.device_count()
+        def main():
+            runtime.initialize()
+            return count()
+        main()
+        """,
+    ),
+    (
+        "distributed-initialize",
+        INIT + "from pwdeploy import runtime\nif not runtime.on_pathways():\n    jax.distributed.initialize()\n",
+    ),
+    ("distributed-initialize", INIT + "from mylib import distributed\ndistributed.initialize()\n"),
+    ("orbax-ocdbt", OCP + "handler = ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=False)\n"),
+    ("orbax-ocdbt", OCP + "m = ocp.CheckpointManager('/c', item_handlers={'p': handler})\n"),
+    ("orbax-ocdbt", OCP + "m = ocp.CheckpointManager('/c', handler_registry=registry, options=options)\n"),
+    ("orbax-save-cast", OCP + "args = ocp.SaveArgs()\nmore = ocp.SaveArgs(dtype=None)\n"),
+    (
+        "orbax-restore-sharding",
+        OCP + "m = ocp.CheckpointManager('/c', item_handlers=h)\n"
+        "s = m.restore(10, args=ocp.args.StandardRestore(abstract))\n",
+    ),
+    ("orbax-restore-sharding", INIT + "import pickle\ncache = pickle\nstate = cache.restore(10)\n"),
+    ("persistence-env", INIT + "import os\nos.environ['ENABLE_PATHWAYS_PERSISTENCE'] = '1'\n"),
+    ("profile-local-path", INIT + "jax.profiler.start_trace('gs://bucket/profiles')\n"),
+    (
+        "profile-local-path",
+        INIT + "import os\nwith jax.profiler.trace(os.environ['PWDEPLOY_PROFILE_DIR']):\n    pass\n",
+    ),
+    ("host-cpu-backend", INIT + "d = jax.devices()\n"),
+    ("host-cpu-backend", "import os\nos.environ['JAX_PLATFORMS'] = 'proxy,cpu'\n" + INIT + "c = jax.devices('cpu')\n"),
+    ("process-sharding", INIT + "import numpy as np\npart = np.array_split(rows, 4)\nds = ds.shard(2, 0)\n"),
+    ("process-sharding", INIT + "process_index, process_count = 1, 2\nds = ds.shard(process_count, process_index)\n"),
+    ("process-sharding", INIT + "print('host', jax.process_index(), 'of', jax.process_count())\n"),
+    ("local-devices", INIT + "n = jax.local_device_count()\nx = batch.reshape(n, -1)\n"),
+    ("cpu-count", INIT + "from pwdeploy import runtime\nworkers = runtime.data_workers()\nn = pool.cpu_count()\n"),
+    (
+        "compile-cache",
+        INIT + "jax.config.update('jax_enable_x64', True)\njax.config.update('jax_enable_compilation_cache', False)\n",
+    ),
+    (
+        "host-sync",  # a sync outside the loop, one under an `if`, and float() of a Python number
+        INIT
+        + textwrap.dedent(
+            """
+        step = jax.jit(lambda p, b: (p, b))
+        lr = 0.1
+        for i, batch in enumerate(batches):
+            params, loss = step(params, batch)
+            print(float(lr))
+            if i % 100 == 0:
+                print(float(loss))
+        final = float(loss)
+        """
+        ),
+    ),
+    (
+        "host-sync",  # a loop that calls no jitted step
+        INIT + "for row in rows:\n    total = float(row)\n    jax.device_get(total)\n",
+    ),
+    ("controller-checkpoints", OCP + "m = ocp.CheckpointManager('/c', item_handlers=h)\n"),
+    (
+        "elastic-swallow",  # the handler re-raises; a broad except outside the wrapped function
+        INIT
+        + textwrap.dedent(
+            """
+        from pathwaysutils.elastic import manager
+        elastic = manager.Manager()
+        @elastic.elastic_retry(minimum_slice_count=1)
+        def train():
+            try:
+                run_steps()
+            except Exception:
+                print("step failed")
+                raise
+        def restore():
+            try:
+                return read()
+            except Exception:
+                return None
+        """
+        ),
+    ),
+    ("process-index-guard", INIT + "process_index = 0\nif process_index == 0:\n    print('hello')\n"),
+]
+# Correct elastic training (pathwaysutils' Manager.elastic_retry, as its docstring asks): no rule fires.
+ELASTIC = INIT + textwrap.dedent(
+    """
+    import logging
+    from pathwaysutils.elastic import manager as elastic
+
+    logging.raiseExceptions = True
+    manager = elastic.Manager()
+
+    @manager.elastic_retry(minimum_slice_count=1, poll_interval=10, timeout=600)
+    def train(state, batches, every):
+        step = jax.jit(lambda s, b: (s, b))
+        for i, batch in enumerate(batches, start=1):
+            state, loss = step(state, batch)
+            if i % every == 0:
+                print(i, float(loss))
+                if manager.available_inactive_slices:
+                    raise elastic.ScaleUpSignalError("slices are back")
+        return state
+    """
+)
+QUIET += [(rule.id, ELASTIC) for rule in RULES if rule.id != "sidecar-versions"]
+
+
+@pytest.mark.parametrize(("rule", "source"), FIRES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(FIRES)])
+def test_the_rule_fires_on_its_pattern(tmp_path: Path, rule: str, source: str) -> None:
+    assert rule in rules_of(tmp_path, source)
+
+
+@pytest.mark.parametrize(("rule", "source"), QUIET, ids=[f"{r}-{i}" for i, (r, _) in enumerate(QUIET)])
+def test_the_rule_stays_quiet_on_its_twin(tmp_path: Path, rule: str, source: str) -> None:
+    assert rule not in rules_of(tmp_path, source)
+
+
+def test_every_rule_that_reads_code_has_a_case_each_way() -> None:
+    code_rules = {rule.id for rule in RULES if rule.id != "sidecar-versions"}  # config only: test_check_job.py
+    assert code_rules <= {r for r, _ in FIRES}
+    assert code_rules <= {r for r, _ in QUIET}
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import jax as j\nfrom pathwaysutils import initialize as start\nj.distributed.initialize()\n",
+        "from jax import distributed\ndistributed.initialize()\n",
+        "import jax.distributed as dist\ndist.initialize()\n",
+    ],
+)
+def test_aliases_are_followed(tmp_path: Path, imports: str) -> None:
+    assert "distributed-initialize" in rules_of(tmp_path, imports)
+
+
+def test_an_orbax_alias_from_the_package(tmp_path: Path) -> None:
+    found = rules_of(tmp_path, INIT + "from orbax import checkpoint as oc\nh = oc.StandardCheckpointHandler()\n")
+    assert found == ["orbax-ocdbt"]
+
+
+def test_an_import_time_backend_use_in_an_imported_job_module(tmp_path: Path) -> None:
+    model = "import jax\nDEVICES = jax.device_count()\n"
+    source = "import pathwaysutils\nimport model\n\ndef main():\n    pathwaysutils.initialize()\n\nmain()\n"
+    (tmp_path / "model.py").write_text(model, encoding="utf-8")
+    entry = tmp_path / "train.py"
+    entry.write_text(source, encoding="utf-8")
+    (finding,) = check(None, [entry], cwd=tmp_path).findings
+    assert (finding.rule, finding.file, finding.line) == ("init-order", "model.py", 2)
+    assert "train.py:5" in finding.message
+
+
+def test_files_are_ordered_by_their_most_severe_finding() -> None:
+    from pwdeploy.check.findings import Finding, Report
+
+    def finding(file: str, line: int, severity: str) -> Finding:
+        return Finding("r", severity, file, line, "m", "f", "s")  # type: ignore[arg-type]
+
+    report = Report([finding("a.py", 3, "info"), finding("z.py", 9, "warning"), finding("m.py", 5, "info"),
+                     finding("m.py", 1, "error"), finding("z.py", 2, "warning")])  # fmt: skip
+    assert [(f.file, f.line) for fs in report.by_file().values() for f in fs] == [
+        ("m.py", 1), ("m.py", 5), ("z.py", 2), ("z.py", 9), ("a.py", 3)
+    ]  # fmt: skip
+    assert report.summary() == "pwdeploy check: 0 files: 1 error, 2 warnings, 2 info"
