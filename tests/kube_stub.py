@@ -177,7 +177,7 @@ class StubKubeApiServer:
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
         self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
         self.version = {"major": "1", "minor": "31+", "gitVersion": "v1.31.4-gke.1256000"}
-        self.crd_version = "0.10.1"  # the JobSet CRD served from /work/shared/schemas, read on first request
+        self.crd_version = "0.10.1"  # the vendored JobSet CRD served (tests/fixtures/crds)
         self.jobset_crd: dict[str, Any] | None = None  # a CRD object that replaces the real one
         self.latency = 0.0  # seconds every answer waits (outside the lock: requests wait side by side)
         self._lingering: dict[tuple[str, str, str], int] = {}
