@@ -27,7 +27,7 @@ from io import BufferedIOBase
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, status_body
+from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, peer_name, status_body
 
 V4_CHANNEL = "v4.channel.k8s.io"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
@@ -157,11 +157,12 @@ class PortForwardApiFake(StubKubeApiServer):
 
     def _upgrade(self, h: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(h.path)
-        record = Recorded("GET", parts.path, parse_qs(parts.query), dict(h.headers.items()), None)
+        record = Recorded(
+            "GET", parts.path, parse_qs(parts.query), dict(h.headers.items()), None, peer_name(h.connection)
+        )
         with self._lock:
             self.requests.append(record)
         match = PORTFORWARD_PATH.fullmatch(parts.path)
-        token = (h.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
         if match is None:
             return self._refuse(h, 404, "NotFound", "the server could not find the requested resource")
         namespace, pod = match[1], match[2]
@@ -169,10 +170,10 @@ class PortForwardApiFake(StubKubeApiServer):
             self._inject(record)  # fail(...): answer the upgrade with an error status, as an overloaded server does
         except _Reply as reply:
             return self._refuse(h, reply.code, str(reply.body.get("reason")), str(reply.body.get("message")))
-        if token not in self.tokens:
+        user = self.user_of(record)
+        if user is None:
             return self._refuse(h, 401, "Unauthorized", "Unauthorized")
         if ("create", "pods/portforward") in self.forbidden:
-            user = self.tokens[token]
             message = (
                 f'pods "{pod}" is forbidden: User "{user}" cannot create resource "pods/portforward" in API group "" '
                 f'in the namespace "{namespace}"'

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pwdeploy.kube.answers import printable
 from pwdeploy.kube.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
 
 V4_CHANNEL = "v4.channel.k8s.io"
@@ -73,13 +74,17 @@ class PortStream:
         """One message's data (b"" for a port announcement); None for the server's close."""
         import websocket
 
-        from pwdeploy.kube.websockets import OP_BINARY, OP_CLOSE, FrameError
+        from pwdeploy.kube.websockets import OP_BINARY, OP_CLOSE, FrameError, close_status, describe_close
 
         try:
             opcode, payload = self.frames.next()
+            if opcode == OP_CLOSE:
+                code, reason = close_status(payload)
         except (FrameError, websocket.WebSocketException, OSError) as exc:
             raise StreamBroken(str(exc) or type(exc).__name__) from None
         if opcode == OP_CLOSE:
+            if code not in (None, 1000):  # RFC 6455 section 7.4: anything but a normal closure is said
+                raise StreamBroken(f"the API server closed the stream with {describe_close(code, reason)}")
             return None
         if opcode != OP_BINARY or not payload:
             raise StreamBroken(f"unexpected WebSocket message (opcode {opcode}, {len(payload)} bytes)")
@@ -96,7 +101,7 @@ class PortStream:
             self._started.add(channel)
             body = body[2:]
         if channel == ERROR and body:
-            raise StreamBroken(f"the API server reported: {body.decode('utf-8', 'replace').strip()}")
+            raise StreamBroken(f"the API server reported: {printable(body.decode('utf-8', 'replace'), 500).strip()}")
         return body if channel == DATA else b""
 
     def ping(self) -> None:
