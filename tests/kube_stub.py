@@ -41,6 +41,7 @@ import yaml
 from pwdeploy import manifests
 from pwdeploy.config import JobConfig, load_job
 from tests.crd import crd_object
+from tests.kube_discovery import discovery
 
 JOBSET_GV = "jobset.x-k8s.io/v1alpha2"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -444,6 +445,12 @@ class StubKubeApiServer:
 
     def _dispatch(self, r: Recorded) -> None:
         path = r.path.rstrip("/")
+        if r.method == "GET" and path.count("/") <= 3:
+            host, port = self._server.server_address[:2]
+            jobset_gv = JOBSET_GV if self.jobset_installed else None
+            document = discovery(path, jobset_gv=jobset_gv, server_address=f"{host}:{port}")
+            if document is not None:
+                raise _Reply(200, document)
         if path == "/version" and r.method == "GET":
             raise _Reply(200, self.version)
         if path == JOBSET_CRD_PATH and r.method == "GET":
@@ -503,6 +510,9 @@ class StubKubeApiServer:
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
         if m:
             self._pod_log(r, m[1], m[2])
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
+        if m and r.method == "GET":  # kubectl port-forward reads the pod first
+            self._resource(r, "pods", "", "v1", m[1], m[2])
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events)", path)
         if m and r.method == "GET":
             self._list(r, m[2], "", "v1", m[1])
