@@ -448,7 +448,7 @@ class StubKubeApiServer:
         if r.method == "GET" and path.count("/") <= 3:
             host, port = self._server.server_address[:2]
             jobset_gv = JOBSET_GV if self.jobset_installed else None
-            document = discovery(path, jobset_gv=jobset_gv, server_address=f"{host}:{port}")
+            document = discovery(path, jobset_gv=jobset_gv, server_address=f"{host!s}:{port}")
             if document is not None:
                 raise _Reply(200, document)
         if path == "/version" and r.method == "GET":
