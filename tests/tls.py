@@ -115,7 +115,8 @@ def _issue(ca: Authority, name: str, *, server: bool, ips: tuple[str, ...], dns:
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     cert = builder.sign(ca.key, hashes.SHA256())
-    return _write(ca.folder, f"{'server' if server else 'client'}-{name}", cert, key)
+    stem = f"{ca.ca.cert.stem}-{'server' if server else 'client'}-{name}"  # one file per CA and name
+    return _write(ca.folder, stem, cert, key)
 
 
 @dataclass(frozen=True)

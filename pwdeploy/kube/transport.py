@@ -91,7 +91,10 @@ def _tls(conf: Any, sock: socket.socket, host: str) -> ssl.SSLSocket:
     try:
         return tls_context(conf).wrap_socket(sock, server_hostname=name)
     except ssl.SSLError as exc:  # certificate verification, a handshake refused (a client certificate wanted)
-        reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            reason = f"certificate verify failed: {exc.verify_message}"
+        else:
+            reason = str(getattr(exc, "reason", None) or exc)
         checked = f" (checked as {name!r})" if name != host else ""
         raise ApiError(
             f"TLS with the API server {without_userinfo(str(conf.host))}{checked} failed: {printable(str(reason))}",
