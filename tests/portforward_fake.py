@@ -258,11 +258,11 @@ class PortForwardApiFake(StubKubeApiServer):
             self.upgrades += 1
         announce = stream.port.to_bytes(2, "little")
         try:
-            stream.send_channel(0, announce)
-            stream.send_channel(1, announce)
-            if self.close_with is not None:
+            if self.close_with is not None:  # before any data, as a server that cannot serve the stream does
                 stream.send(CLOSE, struct.pack("!H", self.close_with[0]) + self.close_with[1])
                 return
+            stream.send_channel(0, announce)
+            stream.send_channel(1, announce)
             address = self.targets.get((namespace, pod, stream.port))
             failure = self.pod_error
             if failure is None and address is not None:
