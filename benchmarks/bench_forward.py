@@ -16,6 +16,7 @@ Measured: a SIZE MiB upload and download (MB/s), the round trip of small message
 of each process, and the masking speed of pwdeploy and of the fake (so the fake is known not to be the bottleneck).
 
 Usage: python3 benchmarks/bench_forward.py [--size-mib 64] [--messages 2000] [--message-bytes 64] [--plain-http]
+                                          [--repeat 3]
 """
 
 from __future__ import annotations
@@ -219,6 +220,17 @@ class StreamPipe:
         self.stream.close()
 
 
+def merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median throughput of the runs, every round trip of all of them, the median CPU seconds."""
+    result: dict[str, Any] = {"rtt": [t for run in runs for t in run["rtt"]]}
+    for mode in ("upload", "download"):
+        result[mode] = statistics.median(run[mode] for run in runs)
+    for mode in MODES:
+        cpu = [run[f"{mode}_cpu"] for run in runs]
+        result[f"{mode}_cpu"] = tuple(statistics.median(values) for values in zip(*cpu, strict=True))
+    return result
+
+
 def start_kubectl(kubeconfig: str) -> tuple[subprocess.Popen[str], int]:
     """`kubectl port-forward` to the pod through the fake, on a free local port (its default transport: SPDY
     tunnelled in a WebSocket)."""
@@ -255,6 +267,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--message-bytes", type=int, default=64)
     parser.add_argument("--plain-http", action="store_true", help="the fake serves http instead of https")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of every path, interleaved; medians reported")
     args = parser.parse_args()
     mp.set_start_method("spawn")
     with tempfile.TemporaryDirectory() as tmp:
@@ -273,19 +286,23 @@ def main() -> None:
         kubectl = start_kubectl(kubeconfig) if shutil.which("kubectl") else None
         try:
             api_process = psutil.Process(api.pid)
-            results = {
-                "direct": measure_path(lambda mode: in_client_process(standin, mode, args), api_process),
-                "stream": measure_path(lambda mode: measure(lambda: StreamPipe(new_stream()), mode, args), api_process),
-                "forward": measure_path(
+            paths: dict[str, Callable[[], dict[str, Any]]] = {
+                "direct": lambda: measure_path(lambda mode: in_client_process(standin, mode, args), api_process),
+                "stream": lambda: measure_path(
+                    lambda mode: measure(lambda: StreamPipe(new_stream()), mode, args), api_process
+                ),
+                "forward": lambda: measure_path(
                     lambda mode: in_client_process(("127.0.0.1", forwarder.port), mode, args), api_process
                 ),
             }
             if kubectl is not None:
-                results["kubectl"] = measure_path(
+                paths["kubectl"] = lambda: measure_path(
                     lambda mode: in_client_process(("127.0.0.1", kubectl[1]), mode, args),
                     api_process,
                     helper=psutil.Process(kubectl[0].pid),
                 )
+            runs = [{name: path() for name, path in paths.items()} for _ in range(args.repeat)]  # interleaved
+            results = {name: merged([run[name] for run in runs]) for name in paths}
         finally:
             forwarder.close()
             if kubectl is not None:

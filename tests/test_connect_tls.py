@@ -172,16 +172,44 @@ def test_streams_go_through_a_socks5_proxy_stub(scheme: str, standin: TcpStandIn
     assert proxy.targets == [f"127.0.0.1:{api.url.rsplit(':', 1)[1]}"] and proxy.authorizations == ["u:p"]
 
 
-def test_a_proxy_that_refuses_the_tunnel_is_one_clear_error_stub(standin: TcpStandIn, tmp_path: Path) -> None:
-    with PortForwardApiFake() as api, HttpConnectProxy(refuse="407 Proxy Authentication Required") as proxy:
+@pytest.mark.parametrize(
+    ("answer", "lasting"), [("407 Proxy Authentication Required", True), ("503 Service Unavailable", False)]
+)
+def test_a_proxy_that_refuses_the_tunnel_is_one_clear_error_stub(
+    answer: str, lasting: bool, standin: TcpStandIn, tmp_path: Path
+) -> None:
+    """A 4xx is the proxy's rule or credentials (not retried); a 5xx may pass (retried like no answer)."""
+    with PortForwardApiFake() as api, HttpConnectProxy(refuse=answer) as proxy:
         serve(api, standin)
         kube = load_kube(kubeconfig(api, tmp_path / "kc"), clock=FakeClock())
         kube.api_client.configuration.proxy = proxy.url.replace("://", "://user:secret@")
         with pytest.raises(ApiError) as info:
             open_port_stream(kube, "default", POD, PORT)
     assert str(info.value).startswith(f"the proxy {proxy.url} did not open a tunnel to 127.0.0.1:")
-    assert "407 Proxy Authentication Required" in str(info.value) and "secret" not in str(info.value)
-    assert info.value.lasting
+    assert answer in str(info.value) and "secret" not in str(info.value)
+    assert info.value.lasting is lasting
+
+
+def test_the_no_proxy_rule_of_the_requests_applies_to_streams_stub(standin: TcpStandIn, tmp_path: Path) -> None:
+    with PortForwardApiFake() as api, HttpConnectProxy() as proxy:
+        serve(api, standin)
+        kube = load_kube(kubeconfig(api, tmp_path / "kc"), clock=FakeClock())
+        kube.api_client.configuration.proxy = proxy.url
+        kube.api_client.configuration.no_proxy = "localhost,127.0.0.0/8"
+        stream = open_port_stream(kube, "default", POD, PORT)
+        stream.close()
+    assert proxy.targets == [] and api.upgrades == 1
+
+
+def test_an_https_proxy_url_is_refused_for_streams_naming_what_works_stub(standin: TcpStandIn, tmp_path: Path) -> None:
+    with PortForwardApiFake() as api:
+        serve(api, standin)
+        kube = load_kube(kubeconfig(api, tmp_path / "kc"), clock=FakeClock())
+        kube.api_client.configuration.proxy = "https://proxy.example:3128"
+        with pytest.raises(ApiError) as info:
+            open_port_stream(kube, "default", POD, PORT)
+    assert "proxy-url https://proxy.example:3128 is not one pwdeploy connect can use" in str(info.value)
+    assert "http://, socks5:// or socks5h://" in (info.value.hint or "") and info.value.lasting
 
 
 # ---------------------------------------------------------------------------------------------- kubectl

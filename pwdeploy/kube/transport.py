@@ -21,6 +21,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 from pwdeploy.kube.answers import printable, without_userinfo
 from pwdeploy.kube.errors import ApiError
+from pwdeploy.kube.tlsstream import TlsStream
 
 MAX_PROXY_ANSWER = 16 << 10  # a CONNECT answer's head; a proxy is as untrusted as the server behind it
 TLS_HINT = (
@@ -29,8 +30,8 @@ TLS_HINT = (
 )
 
 
-def open_socket(conf: Any, url: str, timeout: float) -> socket.socket:
-    """A connected socket to ``url``'s host (an ``ssl.SSLSocket`` for https://), through the proxy when the
+def open_socket(conf: Any, url: str, timeout: float) -> socket.socket | TlsStream:
+    """A connected socket to ``url``'s host (a ``TlsStream`` over it for https://), through the proxy when the
     Configuration has one for it; ``timeout`` bounds each step. OSError when nothing answers."""
     parts = urlsplit(url)
     host, secure = parts.hostname or "", parts.scheme in ("https", "wss")
@@ -86,10 +87,10 @@ def tls_context(conf: Any) -> ssl.SSLContext:
     return context
 
 
-def _tls(conf: Any, sock: socket.socket, host: str) -> ssl.SSLSocket:
+def _tls(conf: Any, sock: socket.socket, host: str) -> TlsStream:
     name = getattr(conf, "tls_server_name", None) or host
     try:
-        return tls_context(conf).wrap_socket(sock, server_hostname=name)
+        return TlsStream(sock, tls_context(conf), name)
     except ssl.SSLError as exc:  # certificate verification, a handshake refused (a client certificate wanted)
         if isinstance(exc, ssl.SSLCertVerificationError):
             reason = f"certificate verify failed: {exc.verify_message}"
