@@ -195,6 +195,19 @@ class Frames:
                 if final:
                     return opcode, parts[0] if len(parts) == 1 else b"".join(parts)
 
+    def buffered(self) -> bool:
+        """Whether a whole frame has been read already (``next`` reads it without waiting for the socket)."""
+        buffer = self._buffer
+        if len(buffer) < 2:
+            return False
+        length, start = buffer[1] & 0x7F, 2
+        if length >= 126:
+            start = 4 if length == 126 else 10
+            if len(buffer) < start:
+                return False
+            length = int.from_bytes(buffer[2:start], "big")
+        return len(buffer) >= start + length
+
     def _frame(self) -> tuple[bool, int, bytes]:
         self._need(2)
         first, second = self._buffer[0], self._buffer[1]
