@@ -108,6 +108,7 @@ def _exactly(conn: socket.socket, n: int) -> bytes:
 def run_api(pipe: Connection, kubeconfig: str, tls: bool) -> None:
     """The API fake and the stand-in, in a process of their own, until told to stop."""
     with PortForwardApiFake(tls=tls) as api, TcpStandIn(bench_serve) as standin:
+        api.anonymous = None if tls else "system:anonymous"  # kubectl sends no token to an http:// server
         api.write_kubeconfig(Path(kubeconfig), {"bench": ("stub-token", None)}, current="bench")
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD, "namespace": "default"}}
         api.put("pods", {**pod, "status": {"phase": "Running"}})  # kubectl checks the phase

@@ -215,6 +215,7 @@ class StubKubeApiServer:
         self.version = {"major": "1", "minor": "31+", "gitVersion": "v1.31.4-gke.1256000"}
         self.crd_version = "0.10.1"  # the vendored JobSet CRD served (tests/fixtures/crds)
         self.jobset_crd: dict[str, Any] | None = None  # a CRD object that replaces the real one
+        self.anonymous: str | None = None  # the user of requests without credentials (None: they get 401)
         self.latency = 0.0  # seconds every answer waits (outside the lock: requests wait side by side)
         self._lingering: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
@@ -438,7 +439,7 @@ class StubKubeApiServer:
     def user_of(self, r: Recorded) -> str | None:
         """Who sent ``r``: the user of its bearer token, else the CN of its client certificate."""
         auth = r.headers.get("Authorization") or r.headers.get("authorization") or ""
-        return self.tokens.get(auth.removeprefix("Bearer ").strip()) or r.peer
+        return self.tokens.get(auth.removeprefix("Bearer ").strip()) or r.peer or self.anonymous
 
     def _user(self, r: Recorded) -> str:
         return self.user_of(r) or "system:anonymous"
