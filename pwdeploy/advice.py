@@ -4,15 +4,8 @@ render and submit. Import-light (no manifests, no YAML): render pays for it on e
 
 from __future__ import annotations
 
-import re
-
 from pwdeploy.config import JobConfig
-
-# An env NAME whose last part says it holds a credential (WANDB_API_KEY, HF_TOKEN, DB_PASSWORD, GITHUB_PAT,
-# GCP_CREDENTIALS), or that names an API key anywhere (OPENAI_APIKEY, APIKEY_PROD).
-_CREDENTIAL_NAME = re.compile(
-    r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|PRIVATE_KEY|ACCESS_KEY|AUTH|PAT)$|APIKEY"
-)
+from pwdeploy.text import looks_like_credential as looks_like_credential  # the one rule, also for evidence
 
 
 def job_warnings(job: JobConfig) -> list[str]:
@@ -23,6 +16,7 @@ def job_warnings(job: JobConfig) -> list[str]:
         *_gcs_dump_flag(job),
         *_headless_command(job),
         *_flex_start_duration(job),
+        *_capacity_without_recovery(job),
     ]
 
 
@@ -53,11 +47,6 @@ def _literal_credentials(job: JobConfig) -> list[str]:
     return [*main, *workers]
 
 
-def looks_like_credential(name: str) -> bool:
-    """Whether an environment variable's name says it holds a credential."""
-    return _CREDENTIAL_NAME.search(name.upper()) is not None
-
-
 def _gcs_dump_flag(job: JobConfig) -> list[str]:
     return [
         f"xla_flags: {flag} is a GCS location, which XLA skips without a word; use storage.hlo_dump "
@@ -85,3 +74,24 @@ def _flex_start_duration(job: JobConfig) -> list[str]:
         "that run duration carry; if your flex-start pool was created without one, the workers never schedule: "
         "drop --max-run-duration (README: TPU capacity)"
     ]
+
+
+# What ends a job on these capacity modes through no fault of its own.
+_ENDED_BY = {
+    "spot": "a spot VM can be preempted at any time",
+    "flex-start": "flex-start VMs are reclaimed at the end of their run duration (at most 7 days)",
+}
+
+
+def _capacity_without_recovery(job: JobConfig) -> list[str]:
+    ended_by = _ENDED_BY.get(job.tpu.capacity)
+    restarts, checkpoints = job.scheduling.max_restarts, job.storage.checkpoints
+    if ended_by is None or (restarts > 0 and checkpoints is not None):
+        return []
+    if restarts == 0:
+        lost = "with scheduling.max_restarts 0 that ends the job for good"
+        fix = "pass --max-restarts N" + ("" if checkpoints is not None else " and --checkpoint-dir gs://... to resume")
+    else:
+        lost = "without storage.checkpoints each of the scheduling.max_restarts restarts starts again from step 0"
+        fix = "pass --checkpoint-dir gs://BUCKET/PREFIX and save checkpoints there"
+    return [f"tpu.capacity {job.tpu.capacity}: {ended_by}; {lost}: {fix}"]

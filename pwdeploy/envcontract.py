@@ -46,6 +46,17 @@ TRANSFER_THRESHOLD_ENV = "IFRT_PROXY_LARGE_TRANSFER_THRESHOLD"  # bytes; read by
 TRANSFER_THRESHOLD_BYTES = "1"  # every host-to-device transfer goes through the shared directory
 
 
+# pathwaysutils' profiler server (``jax.profiler.start_server`` once pathwaysutils is initialised) binds this
+# address, 0.0.0.0 when unset, and takes requests without a token unless PATHWAYS_PROFILING_AUTH_TOKEN is set
+# (pathwaysutils/profiling.py ``start_server``). The head pod runs on the host network, so 0.0.0.0 would be the
+# node's address: the default keeps it on the loopback, which the API server's port-forward still reaches.
+PROFILING_HOST_ENV = "PATHWAYS_PROFILING_SERVER_HOST"
+
+
+def profiler_env(host: str) -> dict[str, str]:
+    return {PROFILING_HOST_ENV: host}
+
+
 def proxy_env(head_address: str = "$(PATHWAYS_HEAD)", transfer_dir: str | None = TRANSFER_DIR) -> dict[str, str]:
     """What points JAX at the IFRT proxy (cluster only); ``transfer_dir``: the memory-backed directory the
     client shares with the proxy for large transfers (None: every transfer goes through gRPC)."""

@@ -22,6 +22,7 @@ PROXY_PORT = 29000
 RM_PORT = 29001
 WORKER_PORT = 29005
 SIDECAR_PORT = 50051
+PROFILER_PORT = 9999  # where a program starts pathwaysutils' profiler server (MaxText's default)
 
 # volumes and where they are mounted
 SHM_VOLUME = "dshm"
@@ -89,6 +90,10 @@ CHECKPOINT_DIR_ENV = "PWDEPLOY_CHECKPOINT_DIR"
 LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
 RESTART_ATTEMPT_ENV = "PWDEPLOY_RESTART_ATTEMPT"  # 0 on the first run, then 1, 2, ... after each restart
 FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.step_done kills the job there
+# What the job's program exits with when it lost a slice (pwdeploy.runtime.retry_on_slice_loss): sysexits.h
+# EX_TEMPFAIL, "temporary failure; the user is invited to retry". The head's podFailurePolicy lets it, and
+# scheduling.retry_exit_codes, restart the JobSet where any other non-zero exit fails it.
+RETRY_EXIT_CODE = 75
 JOB_ENV_NAMES = frozenset(
     {
         JOB_NAME_ENV,

@@ -106,6 +106,38 @@ def longest_pod_name_suffix(head_job: str, worker_job: str, slices: int, vms: in
     return max(f"-{head_job}-0-0-{rand}", f"-{worker_job}-{slices - 1}-{vms - 1}-{rand}", key=len)
 
 
+def coordinator_endpoint(jobset: str, replicated_job: str, job_index: int, pod_index: int, subdomain: str) -> str:
+    """The coordinator's address, which the JobSet controller also writes as the label
+    ``jobset.sigs.k8s.io/coordinator`` on every child Job and pod (``CoordinatorEndpoint`` in
+    pkg/controllers/jobset_controller.go, read at v0.11.0 and 08dfbdfd). A label value holds at most 63 characters;
+    JobSet >= v0.11.0 rejects a longer one at admission (``validateCoordinatorLabelValue``, PR #1079)."""
+    return f"{jobset}-{replicated_job}-{job_index}-{pod_index}.{subdomain}"
+
+
+def longest_name_for_coordinator(replicated_job: str, job_index: int = 0, pod_index: int = 0) -> int:
+    """The longest JobSet name whose coordinator label fits when the subdomain is the JobSet's name, the default
+    (``GetSubdomain``): the name appears twice, so (63 - the rest) // 2; 22 for the coordinator pathways-head 0/0."""
+    rest = len(coordinator_endpoint("", replicated_job, job_index, pod_index, ""))
+    return (MAX_LABEL - rest) // 2
+
+
+def jobset_name_bound(head_job: str, worker_job: str, slices: int, vms: int, coordinator_label: str) -> tuple[int, str]:
+    """The longest name a Pathways JobSet (coordinator: the head's pod 0 of Job 0, subdomain: the JobSet's name)
+    may have, and why: the tighter of its longest pod name and its coordinator label (``coordinator_label``: the
+    label's key)."""
+    suffix = longest_pod_name_suffix(head_job, worker_job, slices, vms)
+    pod_bound = MAX_LABEL - len(suffix)
+    coordinator_bound = longest_name_for_coordinator(head_job)
+    if pod_bound < coordinator_bound:
+        return pod_bound, f"this job's longest pod name is '<name>{suffix}', which must fit in {MAX_LABEL}"
+    label = coordinator_endpoint("<name>", head_job, 0, 0, "<name>")
+    return coordinator_bound, (
+        f"the JobSet controller labels every pod {coordinator_label}={label} (the coordinator's address, "
+        f"its subdomain the name), a label value of at most {MAX_LABEL} characters (JobSet >= v0.11 rejects the "
+        "JobSet at submit, older versions fail creating its Jobs)"
+    )
+
+
 def short(value: object, limit: int = 60) -> str:
     """``value``'s repr, cut to ``limit`` characters for a message."""
     text = repr(value)

@@ -11,14 +11,17 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pwdeploy import identifiers as ids  # names only, no imports of its own
+
+T = TypeVar("T")
 
 DATA_WORKERS = ids.DATA_WORKERS_ENV
 NUM_SLICES = ids.NUM_SLICES_ENV
 RESTART_ATTEMPT = ids.RESTART_ATTEMPT_ENV
 FAIL_AT_STEP = ids.FAIL_AT_STEP_ENV
+RETRY_EXIT_CODE = ids.RETRY_EXIT_CODE
 
 
 def restart_attempt(environ: Mapping[str, str] | None = None) -> int:
@@ -53,6 +56,41 @@ def step_done(step: int, environ: Mapping[str, str] | None = None) -> None:
         print(f"pwdeploy.runtime: step {step} reached {FAIL_AT_STEP}={fail_at}: SIGKILL to the job", file=sys.stderr)
         sys.stderr.flush()
         os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def retry_on_slice_loss(main: Callable[[], T], *, slice_down: Callable[[Exception], bool] | None = None) -> T:
+    """Run the training entry point ``main``; when it raises because a slice is gone, exit with
+    ``RETRY_EXIT_CODE`` (75) instead, so that the JobSet restarts the job rather than fails it (docs/restarts.md).
+
+    The program on the head usually dies of a lost slice before the slice's worker Job has failed, and the head's
+    podFailurePolicy fails the JobSet on any other non-zero exit. Whether an error means a lost slice is
+    pathwaysutils' judgement (``pathwaysutils.elastic.elastic.is_error_due_to_slice_down``: a JaxRuntimeError with
+    DATA_LOSS, or DEADLINE_EXCEEDED, NOT_FOUND or INTERNAL), imported only once ``main`` has raised; ``slice_down``
+    replaces it (tests, or a program's own rule). Any other error propagates: a bug fails the JobSet.
+    """
+    try:
+        return main()
+    except Exception as exc:
+        if not (slice_down or _pathways_slice_down)(exc):
+            raise
+        import sys
+
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+        print(
+            f"pwdeploy.runtime: a slice is down ({type(exc).__name__}: {first_line}); exiting with "
+            f"{RETRY_EXIT_CODE} so that the JobSet restarts the job",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(RETRY_EXIT_CODE) from exc
+
+
+def _pathways_slice_down(error: Exception) -> bool:
+    try:
+        from pathwaysutils.elastic import elastic
+    except ImportError:  # no pathwaysutils (or no jax): nothing here can tell a lost slice
+        return False
+    return bool(elastic.is_error_due_to_slice_down(error, log_traceback=False))
 
 
 def data_workers(

@@ -205,9 +205,11 @@ class StubKubeApiServer:
         self.jobset_installed = jobset_installed
         self.kueue_version = kueue_version
         self.provisioning_version = provisioning_version
-        self.previous_logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> previous=true text
+        self.previous_logs: dict[
+            tuple[str, str, str], str | bytes
+        ] = {}  # (namespace, pod, container) -> previous=true text
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name) -> object
-        self.logs: dict[tuple[str, str, str], str] = {}  # (namespace, pod, container) -> text
+        self.logs: dict[tuple[str, str, str], str | bytes] = {}  # (namespace, pod, container) -> text or bytes
         self.requests: list[Recorded] = []
         self.injected: list[Injected] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
@@ -742,7 +744,8 @@ class StubKubeApiServer:
             raise _Reply(400, status_body(400, "BadRequest", f"container {container} is not valid for pod {pod}"))
         tail = r.q("tailLines")
         if tail is not None:
-            text = "".join(text.splitlines(keepends=True)[-int(tail) :])
+            kept = text.splitlines(keepends=True)[-int(tail) :]
+            text = b"".join(kept) if isinstance(text, bytes) else "".join(kept)  # type: ignore[arg-type]
         raise _Reply(200, text, "text/plain")
 
 

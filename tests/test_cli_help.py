@@ -118,13 +118,13 @@ def _headings(text: str) -> list[str]:
     ("argv", "headings"),
     [
         (("render",), ["Options", "Job", "TPU", "Main container", "Head", "Storage", "Scheduling",
-                       "Colocated-Python sidecar", "Job image"]),
+                       "Colocated-Python sidecar", "Job image", "Other job flags"]),
         (("submit",), ["Options", "Job", "TPU", "Main container", "Head", "Storage", "Scheduling",
-                       "Colocated-Python sidecar", "Job image"]),
-        (("local", "run"), ["Options", "Job", "TPU", "Main container", "Storage", "Colocated-Python sidecar",
-                            "Local runs"]),
-        (("sidecar", "dockerfile"), ["Options", "Job", "Colocated-Python sidecar"]),
-        (("image", "build"), ["Options", "Job", "Colocated-Python sidecar", "Job image"]),
+                       "Colocated-Python sidecar", "Job image", "Other job flags"]),
+        (("local", "run"), ["Options", "Job", "TPU", "Main container", "Storage", "Scheduling",
+                            "Colocated-Python sidecar", "Local runs", "Other job flags"]),
+        (("sidecar", "dockerfile"), ["Options", "Job", "Colocated-Python sidecar", "Other job flags"]),
+        (("image", "build"), ["Options", "Job", "Colocated-Python sidecar", "Job image", "Other job flags"]),
     ],
 )  # fmt: skip
 def test_a_command_shows_the_job_flag_headings_that_apply_to_it(
@@ -164,3 +164,45 @@ def test_sidecar_dockerfile_options_do_not_say_build(runner: CliRunner) -> None:
     text = _help(runner, "sidecar", "dockerfile")
     own = text[text.index("Options:") : text.index("Job (")]
     assert "--allow-base-mismatch" in own and "build" not in own.lower()
+
+
+def _every_command(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    found = []
+    for name in group.list_commands(click.Context(group)):
+        command = group.get_command(click.Context(group), name)
+        assert command is not None
+        if isinstance(command, click.Group):
+            found += _every_command(command, (*path, name))
+        else:
+            found.append(((*path, name), command))
+    return found
+
+
+def test_help_names_every_option_a_command_takes(runner: CliRunner) -> None:
+    """`local run --help` once left out --max-restarts, which its own text names."""
+    missing = {}
+    for argv, command in _every_command(cli):
+        text = _help(runner, *argv)
+        flags = [name for p in command.params if isinstance(p, click.Option) and not p.hidden for name in p.opts]
+        if absent := [flag for flag in flags if flag not in text]:
+            missing[" ".join(argv)] = absent
+    assert not missing
+    assert "--max-restarts" in _help(runner, "local", "run").split("Scheduling")[1]
+
+
+def test_a_flag_reads_its_pwdeploy_variable_in_every_command_that_has_it() -> None:
+    """PWDEPLOY_NAMESPACE once set submit's namespace but not status's or list's."""
+    from pwdeploy.cli.options import FIELD_OF_PARAM
+
+    read: dict[str, dict[str, str | None]] = {}
+    for argv, command in _every_command(cli):
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            field = FIELD_OF_PARAM.get(param.name or "")
+            envvar = field.env_name if field is not None else param.envvar
+            for flag in (o for o in param.opts if o.startswith("--")):
+                read.setdefault(flag, {})[" ".join(argv)] = envvar if isinstance(envvar, str) else None
+    uneven = {flag: by for flag, by in read.items() if len(set(by.values())) > 1}
+    assert not uneven
+    assert read["--namespace"]["status"] == read["--namespace"]["list"] == "PWDEPLOY_NAMESPACE"

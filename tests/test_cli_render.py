@@ -37,6 +37,17 @@ def test_render_json_and_flags_over_file(runner: CliRunner) -> None:
     assert obj["spec"]["replicatedJobs"][1]["replicas"] == 3
 
 
+def test_retry_exit_codes_from_the_repeated_flag_join_75_in_the_heads_pod_failure_policy(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--retry-exit-code", "76", "--retry-exit-code", "3"])
+    assert result.exit_code == 0, result.output
+    head = yaml.safe_load(result.stdout)["spec"]["replicatedJobs"][0]["template"]["spec"]
+    fail_job = head["podFailurePolicy"]["rules"][1]
+    assert fail_job["action"] == "FailJob" and fail_job["onExitCodes"]["values"] == [0, 3, 75, 76]
+    result = runner.invoke(cli, ["render", "-f", EXAMPLE], env={"PWDEPLOY_RETRY_EXIT_CODE": "80,81"})
+    head = yaml.safe_load(result.stdout)["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert head["podFailurePolicy"]["rules"][1]["onExitCodes"]["values"] == [0, 75, 80, 81]
+
+
 def test_env_defaults(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["render", "-f", EXAMPLE, "--no-validate"], env={"PWDEPLOY_NAMESPACE": "team-a"})
     assert yaml.safe_load(result.stdout)["metadata"]["namespace"] == "team-a"
@@ -65,7 +76,8 @@ def test_output_dir(runner: CliRunner, tmp_path: Path) -> None:
         (["--image", "train:latest"], "main.image: 'train:latest' is not pinned"),
         (["--env", "NOEQUALS"], "main.env: 'NOEQUALS' is not KEY=VALUE"),
         (["--pathways-version", "0.9.1"], "does not match the installed jax 0.10.2"),
-        (["--name", "x" * 40], "can be at most 39 characters"),
+        (["--name", "x" * 23], "coordinator=<name>-pathways-head-0-0.<name> (the coordinator's address"),
+        (["--name", "x" * 23], "so the name can be at most 22 characters"),
         (["--name", "Demo"], "name: 'Demo' is not a DNS-1035 label"),
     ],
 )

@@ -338,7 +338,7 @@ def test_an_html_page_instead_of_json_is_an_api_error_with_its_first_bytes_again
     text = str(info.value)
     assert info.value.status == 200
     assert "to get jobsets.jobset.x-k8s.io 'demo' in namespace 'default' with 200 (text/html, not JSON)" in text
-    assert "'<html><head><title>502 Bad Gateway</title></head><body> [31mnginx</body></html>'" in text
+    assert "'<html><head><title>502 Bad Gateway</title></head><body>^[[31mnginx</body></html>'" in text
     assert "\x1b" not in text and "proxy" in text
     assert len(stub.sent("GET", "/jobsets/demo")) == 1 and clock.sleeps == []
 
@@ -437,7 +437,7 @@ def test_a_status_answer_of_the_wrong_shape_is_still_a_clear_error_against_stub(
     stub.answer("GET", "/jobsets/demo$", status, status=422)
     with pytest.raises(ApiError) as info:
         get_demo(kube)
-    assert "(422 Invalid):\n  - bad  [2J [31mthing" in str(info.value) and "\x1b" not in str(info.value)
+    assert "(422 Invalid):\n  - bad ^[[2J^[[31mthing" in str(info.value) and "\x1b" not in str(info.value)
     stub.answer("GET", "/jobsets/demo$", {**status, "details": "x", "code": 404}, status=404)
     with pytest.raises(ApiError) as info:
         get_demo(kube)

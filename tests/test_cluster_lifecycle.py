@@ -11,6 +11,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.progress import GroupProgress, JobState, age, job_state, progress, progress_line
 from pwdeploy.cluster.wait import Display
+from pwdeploy.kube.api import POD_LOGS, Action, Kube
 from tests.conftest import REPO, ClusterCli
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 
@@ -348,7 +349,7 @@ def test_logs_follow_of_the_proxy(cluster_cli: ClusterCli, kc: list[str], stub: 
     stub.put("pods", pod("pathways-head"))
     stub.logs[("default", "dp-example-pathways-head-0-0-x7k2p", "pathways-proxy")] = "listening on 29000"
     result = cluster_cli(["logs", "dp-example", "--component", "proxy", "-f", *kc])
-    assert result.exit_code == 0 and result.stdout == "listening on 29000\n"
+    assert result.exit_code == 0 and result.stdout == "listening on 29000"  # byte-exact: no newline added
     assert stub.requests[-1].query == {"container": [ids.PROXY_CONTAINER], "follow": ["true"]}
 
 
@@ -406,3 +407,27 @@ def test_a_long_scheduler_message_is_cut_in_the_status_table() -> None:
     state = pod_row(pod)[2]
     assert state.startswith("Unschedulable: 0/600 nodes are available: ") and state.endswith("...")
     assert len(state) == len("Unschedulable: ") + SCHEDULER_MESSAGE_WIDTH
+
+
+def test_logs_are_byte_exact_invalid_utf8_and_carriage_returns_included(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
+) -> None:
+    """As kubectl: the program's own output, not rewritten (no U+FFFD for invalid UTF-8, no newline added)."""
+    stub.put("pods", pod("pathways-head"))
+    planted = b"step 1\n\xff\xfe not utf-8\n" + b"".join(b"\r%d%%" % i for i in range(100_000)) + b"\x1b[2J"
+    stub.logs[("default", "dp-example-pathways-head-0-0-x7k2p", "main")] = planted
+    result = cluster_cli(["logs", "dp-example", *kc])
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == planted
+
+
+def test_lines_longer_than_a_chunk_are_whole_against_the_stub(kube: Kube, stub: StubKubeApiServer) -> None:
+    """stream_lines (diagnose's log tails) joins a line across chunk boundaries (benchmarks/bench_logs.py measures
+    that its cost grows with the line's size, not its square)."""
+
+    stub.put("pods", pod("pathways-head"))
+    line = b"x" * (3 * 65536 + 7)
+    stub.logs[("default", "dp-example-pathways-head-0-0-x7k2p", "main")] = b"a\n" + line + b"\nb\r\xff"
+    path = POD_LOGS.path("default", "dp-example-pathways-head-0-0-x7k2p")
+    got = list(kube.stream_lines(Action("get", POD_LOGS, "default", "p"), path, [("container", "main")]))
+    assert got == ["a", line.decode(), "b\r\ufffd"]

@@ -173,3 +173,27 @@ def test_the_same_python_everywhere_passes() -> None:
     }
     assert errors(values) == []
     assert errors({**values, "sidecar.repository": None, "image.base": "python:3.11-slim"}) == [], "no sidecar"
+
+
+def test_the_name_bound_is_the_coordinator_labels_22_characters_with_many_slices_too() -> None:
+    """<name>-pathways-head-0-0.<name> is 2N+19 characters, a label value at most 63: N <= 22, while the longest
+    pod name (<name>-worker-15-3-xxxxx for 16 slices of 4 VMs) would allow 44."""
+    for slices in (1, 16):
+        assert errors({"name": "a" * 22, "tpu.slices": slices}) == []
+        found = errors({"name": "a" * 23, "tpu.slices": slices})
+        assert len(found) == 1 and found[0].startswith("name: 'aaaaaaaaaaaaaaaaaaaaaaa' is 23 characters; ")
+        assert "jobset.sigs.k8s.io/coordinator=<name>-pathways-head-0-0.<name>" in found[0]
+        assert found[0].endswith("so the name can be at most 22 characters")
+
+
+def test_retry_exit_codes_are_sorted_without_repeats_and_must_be_exit_codes() -> None:
+    job = load_job(EXAMPLE, {"scheduling.retry_exit_codes": ["76", 3, 76]}, installed_jax=lambda: "0.10.2")
+    assert job.scheduling.retry_exit_codes == (3, 76)
+    from_variable = load_job(EXAMPLE, {"scheduling.retry_exit_codes": "80,81"}, installed_jax=lambda: "0.10.2")
+    assert from_variable.scheduling.retry_exit_codes == (80, 81)
+    assert errors({"scheduling.retry_exit_codes": [0]}) == [
+        "scheduling.retry_exit_codes: must be an integer >= 1, not 0"
+    ]
+    assert errors({"scheduling.retry_exit_codes": [256]}) == [
+        "scheduling.retry_exit_codes: 256 is not an exit code: a process exits with 1-255"
+    ]

@@ -164,7 +164,9 @@ def _walk_with(stat_of: Callable[[os.DirEntry[str]], os.stat_result]) -> Callabl
         '{"format": 99, "files": {}}',
         '{"format": 1, "files": []}',
         '{"format": 1, "files": {"train.py": [1, 2, 3, 4, "zz", 0], "data/f0.bin": "x"}}',
+        "[" * 100_000 + "]" * 100_000,  # deeper than json's parser recurses (RecursionError)
     ],
+    ids=["not-json", "format", "files-list", "entries", "nested-100000-deep"],
 )
 def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str, reads: list[str]) -> None:
     root = _folder(tmp_path)

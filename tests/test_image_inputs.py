@@ -229,3 +229,43 @@ def test_config_preflight_images_and_the_schema_agree_on_references(text: str, v
     if valid:
         assert accepts(inputs.check_repository, repository, "image.repository", "job image")
     assert accepts(inputs.check_repository, "host_name.io/x", "image.repository", "job image") is False
+
+
+# ---------------------------------------------------------------------------------------------- links
+
+
+def test_a_file_link_out_of_the_job_folder_is_refused_naming_link_and_target(tmp_path: Path, runner: CliRunner) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "id_ed25519").write_text("PRIVATE KEY")
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    (tmp_path / "notes").symlink_to(outside / "id_ed25519")
+    with pytest.raises(ConfigError) as raised:
+        _collect(path)
+    said = str(raised.value)
+    assert said.startswith(f"image.source_dir: {tmp_path / 'notes'} is a symbolic link to {outside / 'id_ed25519'}")
+    assert f"outside {tmp_path}" in said and ".dockerignore" in said
+    printed = runner.invoke(cli, ["image", "dockerfile", "-f", str(path)])
+    assert printed.exit_code == 2 and "is a symbolic link to" in printed.stderr and "PRIVATE" not in printed.output
+    (tmp_path / ".dockerignore").write_text("notes\n")
+    assert "code/notes" not in [item.name for item in _collect(path).files]
+
+
+def test_a_link_inside_the_folder_is_copied_as_the_file_it_names(tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "config.json").write_text("{}")
+    (tmp_path / "config.json").symlink_to("sub/config.json")
+    (tmp_path / "escape").symlink_to("sub/../../" + tmp_path.name + "/train.py")  # back inside: kept
+    names = {item.name: item for item in _collect(path).files}
+    assert names["code/config.json"].read() == b"{}" and "code/escape" in names
+
+
+def test_a_link_out_of_the_sidecar_source_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "ok.py").write_text("x = 1\n")
+    (tmp_path / "secret.txt").write_text("outside the source folder")
+    (tmp_path / "src" / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    job = test_sidecar.job_at(test_sidecar.write_job(tmp_path, {"repository": "r.example/x", "source_dir": "src"}))
+    with pytest.raises(ConfigError, match=r"sidecar.source_dir: .*/src/leak.txt is a symbolic link to .*secret.txt"):
+        sidecar.collect(job, machine=this_machine())

@@ -11,7 +11,7 @@ import pytest
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.config import JobConfig, load_job
-from pwdeploy.envcontract import proxy_env
+from pwdeploy.envcontract import PROFILING_HOST_ENV, proxy_env
 from pwdeploy.errors import ConfigError
 from pwdeploy.local.env import MAX_DEVICES, compile_cache_location, device_count, local_env, plan
 from tests.conftest import REPO
@@ -68,8 +68,8 @@ def test_absurd_device_count_is_refused_with_the_fix() -> None:
 
 
 def test_many_devices_per_core_warn() -> None:
-    _, warnings = device_count(job(local__devices=64), cores=2)
-    assert len(warnings) == 1 and "64 emulated devices on 2 CPU core(s)" in warnings[0]
+    _, warnings = device_count(job(local__devices=32), cores=1)  # all 32 chips of the target: no mesh warning
+    assert len(warnings) == 1 and "32 emulated devices on 1 CPU core(s)" in warnings[0]
     assert device_count(job(local__devices=16), cores=2)[1] == []
 
 
@@ -169,6 +169,7 @@ def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -
     assert from_pod == {ids.RESTART_ATTEMPT_ENV: f"metadata.labels['{ids.RESTART_ATTEMPT_LABEL}']"}
     for name in proxy_env():
         assert cluster.pop(name, None) is not None, f"the manifest lacks the proxy variable {name}"
+    assert cluster.pop(PROFILING_HOST_ENV) == "127.0.0.1"  # pathwaysutils' profiler server: Pathways only
     assert cluster.pop("PWDEPLOY_HLO_DUMP_DIR") == "gs://bkt/hlo"
 
     local = plan(config, cwd=tmp_path, cores=2).env

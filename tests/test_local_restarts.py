@@ -1,4 +1,5 @@
-"""Restarts and faults in `pwdeploy local run`, on small programs (real processes; no jax in the job)."""
+"""Restarts and faults in `pwdeploy local run`, on small programs (real processes; no jax in the job): restarts
+as the rendered JobSet's failure policy decides them (tests/test_failure_policy.py has the rules themselves)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from tests.conftest import REPO
 
 # Each attempt appends {attempt, fail_at_step, pid} to attempts.jsonl, then exits with the status the
-# attempt's number picks from argv[1] ("3,3,0": attempts 0 and 1 exit 3, attempt 2 succeeds).
+# attempt's number picks from argv[1] ("75,75,0": attempts 0 and 1 exit 75, the retry code; attempt 2 succeeds).
 BY_ATTEMPT = """
 import json, os, sys
 attempt = int(os.environ["PWDEPLOY_RESTART_ATTEMPT"])
@@ -62,7 +63,7 @@ def job_dir(tmp_path: Path) -> Path:
             name: restart-test
             pathways_version: 0.10.2
             tpu: {type: v5p-8}
-            main: {image: "registry.example/none:0", command: "python3 by_attempt.py 3,3,0"}
+            main: {image: "registry.example/none:0", command: "python3 by_attempt.py 75,75,0"}
             storage: {scratch: gs://bkt/s}
             scheduling: {max_restarts: 2}
             """
@@ -95,25 +96,69 @@ def alive(job_dir: Path) -> list[int]:
     return [pid for pid in pids if psutil.pid_exists(pid)]
 
 
-def test_a_dying_job_is_restarted_up_to_max_restarts_with_the_attempt_number(job_dir: Path) -> None:
+RETRIED = (
+    "rule retry_exit_code (RestartJobSet, restart {n} of {limit}): Job restart-test-pathways-head-0 failed with "
+    "BackoffLimitExceeded (main exited 75: no podFailurePolicy rule matched: failure 1 counted, over backoffLimit 0)"
+)
+PROGRAM_FAILED = (
+    "rule user_program_failed (FailJobSet): Job restart-test-pathways-head-0 failed with PodFailurePolicy (main "
+    "{how}: podFailurePolicy rule 2 (FailJob on exit codes of main NotIn [0, 75]))"
+)
+SLICE_LOST = (
+    "rule slice_lost (RestartJobSet, restart 1 of 2): Job restart-test-worker-0 failed with BackoffLimitExceeded "
+    "(pathways-worker killed by SIGKILL (exit code 137): failure 5 counted, over backoffLimit 4)"
+)
+
+
+def test_the_retry_exit_code_restarts_up_to_max_restarts_with_the_attempt_number(job_dir: Path) -> None:
     done = local_run(job_dir)
     assert done.returncode == 0, done.stderr
     assert [a["attempt"] for a in attempts(job_dir)] == [0, 1, 2]
     assert restart_lines(done.stderr) == [
-        "pwdeploy local: attempt 0 exited with status 3; restarting from scratch as attempt 1 "
-        "(restart 1 of scheduling.max_restarts 2)",
-        "pwdeploy local: attempt 1 exited with status 3; restarting from scratch as attempt 2 "
-        "(restart 2 of scheduling.max_restarts 2)",
+        f"pwdeploy local: attempt 0 exited with status 75; {RETRIED.format(n=1, limit=2)}; restarting from "
+        "scratch as attempt 1",
+        f"pwdeploy local: attempt 1 exited with status 75; {RETRIED.format(n=2, limit=2)}; restarting from "
+        "scratch as attempt 2",
     ]
     assert "; 3 attempts; " in done.stderr
 
 
+def test_a_programs_own_failure_fails_at_once_as_the_jobset_does(job_dir: Path) -> None:
+    """max_restarts is 2, yet sys.exit(3) runs once: the head's podFailurePolicy fails the JobSet on it."""
+    done = local_run(job_dir, "--", "python3", "by_attempt.py", "3")
+    assert done.returncode == 3
+    assert len(attempts(job_dir)) == 1 and not restart_lines(done.stderr)
+    assert f"pwdeploy local: attempt 0 exited with status 3; {PROGRAM_FAILED.format(how='exited 3')}; no restart" in (
+        done.stderr.splitlines()
+    )
+
+
+def test_the_users_own_retry_exit_code_restarts(job_dir: Path) -> None:
+    done = local_run(job_dir, "--retry-exit-code", "3", "--", "python3", "by_attempt.py", "3,0")
+    assert done.returncode == 0, done.stderr
+    assert [a["attempt"] for a in attempts(job_dir)] == [0, 1]
+    assert restart_lines(done.stderr)[0].startswith(
+        "pwdeploy local: attempt 0 exited with status 3; rule retry_exit_code"
+    )
+
+
 def test_the_exit_status_is_the_last_attempts_and_the_flag_overrides_the_config(job_dir: Path) -> None:
-    done = local_run(job_dir, "--max-restarts", "1", "--", "python3", "by_attempt.py", "3,4,0")
+    done = local_run(job_dir, "--max-restarts", "1", "--", "python3", "by_attempt.py", "75,4,0")
     assert done.returncode == 4
     assert [a["attempt"] for a in attempts(job_dir)] == [0, 1]
     assert len(restart_lines(done.stderr)) == 1
     assert done.stderr.splitlines()[-1] == "pwdeploy local: the job exited with status 4"
+
+
+def test_with_max_restarts_spent_the_retry_code_fails(job_dir: Path) -> None:
+    done = local_run(job_dir, "--max-restarts", "1")
+    assert done.returncode == 75
+    assert [a["attempt"] for a in attempts(job_dir)] == [0, 1]
+    assert (
+        "pwdeploy local: attempt 1 exited with status 75; rule retry_exit_code (RestartJobSet, but 1 of maxRestarts "
+        "1 used: ReachedMaxRestarts): Job restart-test-pathways-head-0 failed with BackoffLimitExceeded (main exited "
+        "75: no podFailurePolicy rule matched: failure 1 counted, over backoffLimit 0); no restart"
+    ) in done.stderr.splitlines()
 
 
 def test_a_success_or_no_restart_left_is_not_restarted(job_dir: Path) -> None:
@@ -124,14 +169,15 @@ def test_a_success_or_no_restart_left_is_not_restarted(job_dir: Path) -> None:
     assert done.returncode == 5 and len(attempts(job_dir)) == 1 and not restart_lines(done.stderr)
 
 
-def test_a_job_killed_by_a_signal_is_restarted_and_the_line_names_the_signal(job_dir: Path) -> None:
+def test_a_program_killed_by_a_signal_fails_and_the_line_names_the_signal(job_dir: Path) -> None:
+    """A crash (SIGSEGV: 139 on the cluster) is main's own failure: FailJob, then user_program_failed."""
     code = "import os, signal; n = int(os.environ['PWDEPLOY_RESTART_ATTEMPT']); n or os.kill(os.getpid(), 11)"
     done = local_run(job_dir, "--", "python3", "-c", code)
-    assert done.returncode == 0, done.stderr
-    assert restart_lines(done.stderr) == [
-        "pwdeploy local: attempt 0 killed by SIGSEGV (exit status 139); restarting from scratch as attempt 1 "
-        "(restart 1 of scheduling.max_restarts 2)"
-    ]
+    assert done.returncode == 139, done.stderr
+    how = "exited 139"
+    assert (
+        f"pwdeploy local: attempt 0 killed by SIGSEGV (exit status 139); {PROGRAM_FAILED.format(how=how)}; no restart"
+    ) in done.stderr.splitlines()
 
 
 def test_fail_at_step_kills_attempt_0_and_the_restart_runs_through(job_dir: Path) -> None:
@@ -142,8 +188,8 @@ def test_fail_at_step_kills_attempt_0_and_the_restart_runs_through(job_dir: Path
     ]
     assert "pwdeploy.runtime: step 3 reached PWDEPLOY_FAIL_AT_STEP=3: SIGKILL to the job" in done.stderr
     assert restart_lines(done.stderr) == [
-        "pwdeploy local: attempt 0 killed by SIGKILL (exit status 137) at --fail-at-step 3; "
-        "restarting from scratch as attempt 1 (restart 1 of scheduling.max_restarts 2)"
+        "pwdeploy local: attempt 0 killed by SIGKILL (exit status 137) at --fail-at-step 3 (a lost slice); "
+        f"{SLICE_LOST}; restarting from scratch as attempt 1"
     ]
     assert alive(job_dir) == []
     # attempt 0's file (its tree was SIGKILLed) and attempt 1's (it never removed it)
@@ -167,8 +213,8 @@ def test_kill_after_kills_attempt_0_from_outside(job_dir: Path) -> None:
     assert done.stdout.splitlines()[:2] == ["attempt 0 step 1", "attempt 0 step 2"]
     assert done.stdout.splitlines()[-1] == "attempt 1 step 5"
     assert restart_lines(done.stderr) == [
-        "pwdeploy local: attempt 0 killed with SIGKILL by --kill-after 2 (exit status 137); restarting from "
-        "scratch as attempt 1 (restart 1 of scheduling.max_restarts 2)"
+        "pwdeploy local: attempt 0 killed with SIGKILL by --kill-after 2 (exit status 137) (a lost slice); "
+        f"{SLICE_LOST}; restarting from scratch as attempt 1"
     ]
     assert alive(job_dir) == []
 
@@ -200,7 +246,7 @@ def test_the_limits_verdict_covers_every_attempt(job_dir: Path) -> None:
     code = (
         "import os, time\nif os.environ['PWDEPLOY_RESTART_ATTEMPT'] == '0':\n"
         "    path = f'/dev/shm/pwdeploy-restart-limits-{os.getpid()}'\n"
-        "    open(path, 'wb').write(b'x' * (64 << 20)); time.sleep(0.6); os.unlink(path); raise SystemExit(1)\n"
+        "    open(path, 'wb').write(b'x' * (64 << 20)); time.sleep(0.6); os.unlink(path); raise SystemExit(75)\n"
     )
     done = local_run(job_dir, "--shm-size", "32Mi", "--", "python3", "-c", code)
     assert done.returncode == 8, done.stderr
@@ -238,3 +284,20 @@ def test_a_hangup_ignored_by_whoever_started_pwdeploy_stays_ignored(job_dir: Pat
     proc.send_signal(signal.SIGHUP)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+
+
+def test_local_run_decides_by_the_jobset_render_prints(job_dir: Path) -> None:
+    """The same object `render` builds; a job image no push pinned yet is a placeholder there, not an error."""
+    from pwdeploy import manifests
+    from pwdeploy.config import load_job
+    from pwdeploy.local.restarts import LOCAL_IMAGE, rendered_jobset
+
+    job = load_job(job_dir / "job.yaml", {}, installed_jax=lambda: "0.10.2")
+    assert rendered_jobset(job) == manifests.build(job)[0]
+    unpushed = load_job(
+        job_dir / "job.yaml",
+        {"main.image": "", "image.repository": "registry.example/train"},
+        installed_jax=lambda: "0.10.2",
+    )
+    head = rendered_jobset(unpushed)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert [c["image"] for c in head["containers"]] == [LOCAL_IMAGE]

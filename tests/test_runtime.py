@@ -192,3 +192,43 @@ def test_one_device_with_two_slices_is_a_degenerate_mesh() -> None:
         code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1", PWDEPLOY_NUM_SLICES="2"
     )
     assert json.loads(out) == {"slice": 1, "data": 1}
+
+
+SLICE_DOWN = """
+import sys
+import jax
+from pwdeploy import runtime
+def main():
+    assert "pathwaysutils" not in sys.modules, "imported before main raised"
+    raise jax.errors.JaxRuntimeError(sys.argv[1])
+sys.exit(runtime.retry_on_slice_loss(main))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("message", "status"),
+    [("DATA_LOSS: the slice's workers are gone", runtime.RETRY_EXIT_CODE), ("INVALID_ARGUMENT: a bug", 1)],
+)
+def test_a_slice_down_error_exits_with_the_retry_code_by_pathwaysutils_judgement(message: str, status: int) -> None:
+    """The real classifier (pathwaysutils.elastic.elastic.is_error_due_to_slice_down) on a real JaxRuntimeError."""
+    done = subprocess.run([sys.executable, "-c", SLICE_DOWN, message], capture_output=True, text=True, timeout=120)
+    assert done.returncode == status, done.stderr
+    said = (
+        "pwdeploy.runtime: a slice is down (JaxRuntimeError: DATA_LOSS: the slice's workers are gone); exiting with 75"
+    )
+    assert (said in done.stderr) == (status == runtime.RETRY_EXIT_CODE)
+    assert ("Traceback" in done.stderr) == (status == 1)  # any other error propagates as it is
+
+
+def test_retry_on_slice_loss_returns_mains_value_and_passes_other_errors_on() -> None:
+    assert runtime.retry_on_slice_loss(lambda: 7, slice_down=lambda e: True) == 7
+
+    def lost() -> int:
+        raise RuntimeError("DEADLINE_EXCEEDED\nsecond line")
+
+    with pytest.raises(SystemExit) as exited:
+        runtime.retry_on_slice_loss(lost, slice_down=lambda e: "DEADLINE" in str(e))
+    assert exited.value.code == 75 and isinstance(exited.value.__cause__, RuntimeError)
+    with pytest.raises(RuntimeError, match="DEADLINE_EXCEEDED"):
+        runtime.retry_on_slice_loss(lost, slice_down=lambda e: False)

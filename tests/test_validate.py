@@ -241,7 +241,10 @@ BROKEN: list[tuple[str, Mutation, list[str], tuple[str, ...]]] = [
         lambda o: o["metadata"].update(name="a" * 40),
         [
             f"metadata.name: '{'a' * 40}' is too long: pod name '{'a' * 40}-{ids.HEAD_JOB}-0-0-xxxxx' has 64 "
-            f"characters (max 63); with replicatedJob '{ids.HEAD_JOB}' the JobSet name may have at most 39"
+            f"characters (max 63); with replicatedJob '{ids.HEAD_JOB}' the JobSet name may have at most 39",
+            f"metadata.name: '{'a' * 40}' is too long: the coordinator label '{'a' * 40}-{ids.HEAD_JOB}-0-0."
+            f"{'a' * 40}' has 99 characters (max 63); the subdomain defaults to the JobSet name, so that name may "
+            "have at most 22",
         ],
         (),
     ),
@@ -503,9 +506,26 @@ def test_broken_variant_gives_its_problem(mutation: Mutation, expected: list[str
 
 
 def test_name_bound_is_exact() -> None:
+    """The coordinator label <name>-pathways-head-0-0.<name> binds first: 22 characters fit, 23 do not. With a
+    short spec.network.subdomain the head's pod name binds again: 39 fit (that name is then 63 characters)."""
     obj = jobset()
-    obj["metadata"]["name"] = "a" * 39  # the head pod name is then exactly 63 characters
+    obj["metadata"]["name"] = "a" * 22  # the label is then exactly 63 characters
     assert validate_objects([obj]) == []
+    obj["metadata"]["name"] = "a" * 23
+    assert validate_objects([obj]) == [
+        f"JobSet/{'a' * 23}: metadata.name: '{'a' * 23}' is too long: the coordinator label "
+        f"'{'a' * 23}-{ids.HEAD_JOB}-0-0.{'a' * 23}' has 65 characters (max 63); the subdomain defaults to the "
+        "JobSet name, so that name may have at most 22"
+    ]
+    obj["spec"]["network"]["subdomain"] = "s"
+    obj["metadata"]["name"] = "a" * 39
+    assert validate_objects([obj]) == []
+    obj["spec"]["network"]["subdomain"] = "s" * 6
+    assert validate_objects([obj]) == [
+        f"JobSet/{'a' * 39}: metadata.name: '{'a' * 39}' is too long: the coordinator label "
+        f"'{'a' * 39}-{ids.HEAD_JOB}-0-0.ssssss' has 64 characters (max 63); with spec.network.subdomain 'ssssss' "
+        "the JobSet name may have at most 38"
+    ]
 
 
 def test_native_sidecars_need_kubernetes_1_28() -> None:

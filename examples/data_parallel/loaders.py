@@ -48,7 +48,14 @@ def decode_record(record: bytes) -> tuple[Any, Any]:
 
 
 def grain_batches(
-    path: Path, *, batch: int, steps: int, workers: int, state: Any = None, decode: Any = decode_record
+    path: Path,
+    *,
+    batch: int,
+    steps: int,
+    workers: int,
+    state: Any = None,
+    start: int = 0,
+    decode: Any = decode_record,
 ) -> tuple[Generator[Any, None, None], int, Any]:
     """(the first ``steps`` batches of the records at ``path``, in order and cycling; the prefetch buffer;
     the Grain iterator, whose ``get_state()`` is its position).
@@ -57,6 +64,7 @@ def grain_batches(
     /dev/shm on its way from a worker, so the per-worker prefetch buffer is sized to what /dev/shm holds.
     ``state``: a position from ``get_state()`` (a checkpoint): the batches go on from there, none repeated or
     skipped. Resume with the same worker count: a state records how the batches were spread over the workers.
+    ``start``: without a state, begin at that batch (the batches are indexed in order, so the same ones follow).
     """
     import grain
 
@@ -64,7 +72,7 @@ def grain_batches(
     source = grain.sources.ArrayRecordDataSource([str(path)])
     per_epoch = len(source) // batch
     dataset = grain.MapDataset.source(source).map(decode).batch(batch, drop_remainder=True)
-    dataset = dataset.repeat(-(-steps // per_epoch))[:steps]  # exactly ``steps``: no batch left in /dev/shm
+    dataset = dataset.repeat(-(-steps // per_epoch))[start:steps]  # exactly ``steps``: no batch left in /dev/shm
     # In-memory records: grain's reader threads only add overhead (measured 6x slower than none).
     iterable = dataset.to_iter_dataset(grain.ReadOptions(num_threads=0))
     buffer = 0

@@ -178,9 +178,32 @@ def batches(
             "--loader colocated_python); resume with that loader, or start in a new checkpoint directory"
         )
     workers = runtime.data_workers()
+    position = grain_position(state, workers, start)
     path = write_records(args.data_dir, args.seed)
-    loaded, buffer, iterator = grain_batches(path, batch=args.batch, steps=args.steps, workers=workers, state=state)
-    return loaded, {"loader": "grain", "data_workers": workers, "prefetch_buffer": buffer}, iterator.get_state
+    loaded, buffer, iterator = grain_batches(
+        path, batch=args.batch, steps=args.steps, workers=workers, state=position, start=0 if position else start
+    )
+    info = {"loader": "grain", "data_workers": workers, "prefetch_buffer": buffer}
+    return loaded, info, lambda: {"data_workers": workers, "grain": iterator.get_state()}
+
+
+def grain_position(state: Any, workers: int, start: int) -> Any:
+    """The Grain iterator state to resume from, or None to resume at batch ``start`` by index. A Grain state
+    records how batches were spread over the worker processes that wrote it: set on an iterator with another
+    worker count it fails (a KeyError) or, worse, goes on from the wrong batch. Every step takes one batch of a
+    dataset indexed in order, so the same batches follow from the step alone."""
+    if state is None:
+        return None
+    written = state.get("data_workers") if isinstance(state, dict) and "grain" in state else None
+    if written == workers:
+        return state["grain"]
+    had = "an unknown number of" if written is None else str(written)
+    print(
+        f"train.py: note: the checkpoint of step {start} holds a Grain position written with {had} data workers "
+        f"and this run has {workers}; the loader goes on at batch {start} by index instead (the same batches)",
+        file=sys.stderr,
+    )
+    return None
 
 
 class Trainer(NamedTuple):
@@ -335,4 +358,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # A lost slice exits 75, which restarts the JobSet; any other error fails it (docs/restarts.md).
+    sys.exit(runtime.retry_on_slice_loss(main))

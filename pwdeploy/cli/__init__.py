@@ -84,8 +84,10 @@ class PwdeployGroup(LazyGroup):
                 import traceback  # only with --debug: 2 ms of every command's start-up otherwise
 
                 traceback.print_exc()
+            from pwdeploy.text import printable  # an error may quote a server's or a stream's text
+
             for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
-                click.echo(f"error: {error}", err=True)
+                click.echo(printable(f"error: {error}"), err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -93,7 +95,10 @@ class PwdeployGroup(LazyGroup):
         except Exception as exc:  # last resort: no traceback for users unless asked
             if self.debug:
                 raise
-            click.echo(f"internal error: {type(exc).__name__}: {exc}\n  rerun with --debug for the traceback", err=True)
+            from pwdeploy.text import printable
+
+            said = printable(f"internal error: {type(exc).__name__}: {exc}")
+            click.echo(f"{said}\n  rerun with --debug for the traceback", err=True)
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
 

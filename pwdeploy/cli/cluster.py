@@ -10,7 +10,9 @@ import click
 
 from pwdeploy.cli.kube import Cluster, cluster_options, cluster_source, open_kube, region_option, with_cluster
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.cli.output import confirm, emit, output_option
 from pwdeploy.errors import ConfigError, PreflightError
+from pwdeploy.text import printable
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.submit import DryRun
@@ -139,7 +141,7 @@ def _apply(kube: Kube, job: JobConfig, *, dry_run: DryRun, replace: bool, yes: b
         marked,
         dry_run=dry_run,
         replace=replace,
-        confirm=lambda q: yes or click.confirm(q, default=False, err=True),
+        confirm=lambda q: yes or confirm(q),
         on_progress=lambda line: click.echo(line, err=True),
     )
     click.echo(outcome.describe(dry_run))
@@ -214,8 +216,9 @@ def _connect_hint(name: str, namespace: str) -> str:
 
 @click.command("list")
 @click.option("-A", "--all-namespaces", is_flag=True, help="List jobs in every namespace.")
+@output_option
 @with_cluster
-def list_jobs(cluster: Cluster, all_namespaces: bool) -> None:
+def list_jobs(cluster: Cluster, all_namespaces: bool, output: str) -> None:
     """List pwdeploy-managed JobSets with their state, ready slices and age."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.cluster.progress import age, job_state, slices_text, table
@@ -223,6 +226,11 @@ def list_jobs(cluster: Cluster, all_namespaces: bool) -> None:
     kube = cluster.kube
     ns = None if all_namespaces else cluster.namespace
     items = js.list_jobsets(kube, ns)
+    if output != "text":
+        from pwdeploy.cluster.status import list_document
+
+        emit(list_document(items, kube.clock.utc_now()), output)  # an empty list is a document too
+        return
     if not items:
         click.echo(f"no pwdeploy jobs in {'any namespace' if ns is None else f'namespace {ns}'}", err=True)
         return
@@ -243,13 +251,18 @@ def list_jobs(cluster: Cluster, all_namespaces: bool) -> None:
 
 @click.command()
 @click.argument("name")
+@output_option
 @with_cluster
-def status(cluster: Cluster, name: str) -> None:
+def status(cluster: Cluster, name: str, output: str) -> None:
     """Show a job's state and conditions, its pods per component and slice, and warning events."""
-    from pwdeploy.cluster.status import read_status, status_lines
+    from pwdeploy.cluster.status import read_status, status_document, status_lines
 
-    for line in status_lines(read_status(cluster.kube, cluster.namespace, name)):
-        click.echo(line)
+    found = read_status(cluster.kube, cluster.namespace, name)
+    if output != "text":
+        emit(status_document(found), output)
+        return
+    for line in status_lines(found):
+        click.echo(printable(line))  # each value from the cluster is made printable already; this is the edge
 
 
 @click.command()
@@ -278,15 +291,17 @@ def logs(
     previous: bool,
 ) -> None:
     """Print a job's container logs (`-f` follows them, as in kubectl)."""
-    from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_lines
+    from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_bytes
 
     if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
         flag = "--slice" if slice_index is not None else "--host"
         raise ConfigError(None, f"applies to --component worker or sidecar, not {component}", source=flag)
     kube, ns = cluster
     pod = find_pod(kube, ns, name, component, slice_index or 0, host or 0)
-    for line in log_lines(kube, ns, pod, COMPONENTS[component][1], follow=follow, tail=tail, previous=previous):
-        click.echo(line)
+    out = sys.stdout.buffer
+    for chunk in log_bytes(kube, ns, pod, COMPONENTS[component][1], follow=follow, tail=tail, previous=previous):
+        out.write(chunk)  # byte-exact, as kubectl: the program's own output is not ours to rewrite
+        out.flush()
 
 
 @click.command()
@@ -305,7 +320,7 @@ def delete(cluster: Cluster, name: str, yes: bool, wait: bool) -> None:
             f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",
             hint="delete it with the tool that created it",
         )
-    if not yes and not click.confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now.", err=True):
+    if not yes and not confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now."):
         raise PwdeployError("not deleted")
     js.delete_jobset(kube, ns, name)
     if wait and not js.wait_gone(kube, ns, name):

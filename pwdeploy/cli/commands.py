@@ -75,6 +75,11 @@ TABLE: dict[str, Entry] = {
         "pwdeploy.cli.connect:connect",
         "Forward a headless job's proxy to 127.0.0.1 and run JAX against it.",
     ),
+    "profile": Entry(
+        "pwdeploy profile demo --duration 10",
+        "pwdeploy.cli.profile:profile",
+        "Trace a running job's program into its storage.profiles.",
+    ),
     "delete": Entry("pwdeploy delete demo -n team-a --yes", "pwdeploy.cli.cluster:delete", "Delete a job."),
 }
 

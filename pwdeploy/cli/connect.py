@@ -46,7 +46,9 @@ def connect(
     Waits until the proxy serves, then prints `export JAX_PLATFORMS=proxy` and `export JAX_BACKEND_TARGET=...`
     on stdout and holds the forward until Ctrl-C; with `-- COMMAND` it runs COMMAND with those variables (and
     PWDEPLOY_JOB) set and exits with its status. Each local connection gets its own stream through the API
-    server, so a dropped stream costs one connection: the client reconnects and the next one opens a new stream.
+    server. A dropped stream ends its connection and the JAX session on it: the proxy does not resume a session,
+    so restart the client (a notebook: its kernel); `CANCELLED` after that means the proxy still holds the old
+    session: restart the head. While waiting, stderr shows the resource manager's count of ready slices.
     """
     options = SessionOptions(local_port, timeout, print_env, strict_version, delete_on_exit, command)
     return run_session(cluster.kube, cluster.namespace, name, options)

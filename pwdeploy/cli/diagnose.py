@@ -8,6 +8,7 @@ import click
 
 from pwdeploy.cli.kube import Cluster, with_cluster
 from pwdeploy.errors import DiagnosisError
+from pwdeploy.text import printable
 
 
 @click.command()
@@ -28,7 +29,7 @@ def diagnose(cluster: Cluster, name: str, output: str) -> None:
         click.echo(json.dumps(found.as_json(), indent=2))
     else:
         for line in found.lines():
-            click.echo(line)
+            click.echo(printable(line))  # evidence is quoted printable already; names and reasons come from outside too
     if found.errors:
         causes = ", ".join(dict.fromkeys(f.cause for f in found.errors))
         raise DiagnosisError(f"job {name}: {len(found.errors)} error finding(s): {causes}")

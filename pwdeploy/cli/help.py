@@ -33,7 +33,8 @@ HEADINGS = {
 }
 HEADING_OF_PATH = {"worker_flags": "TPU", "worker_env": "TPU"}
 JOB_HEADING_NOTE = " (flags beat PWDEPLOY_<FLAG> variables, which beat the -f file)"
-_LOCAL = ("Job", "TPU", "Main container", "Storage (GCS)", "Colocated-Python sidecar", "Local runs")
+# local run reads scheduling.max_restarts and termination_grace_seconds (restarts, the stop grace)
+_LOCAL = ("Job", "TPU", "Main container", "Storage (GCS)", "Scheduling", "Colocated-Python sidecar", "Local runs")
 _SIDECAR = ("Job", "Colocated-Python sidecar")
 _IMAGE = ("Job", "Job image", "Colocated-Python sidecar")  # the sidecar's Python decides the job image's
 # The job flag headings a command's help shows; a command not listed (render, preflight, submit) shows all but
@@ -118,10 +119,18 @@ class SectionedHelp(click.Command):
                     own.append(record)
         finally:
             ctx.show_default = show_default
-        for name, records in [("Options", own), *_shown(job.items(), self.shown_headings)]:
+        shown = _shown(job.items(), self.shown_headings)
+        for name, records in [("Options", own), *shown]:
             if records:
                 with formatter.section(name):
                     formatter.write_dl(records)
+        listed = {name for name, _ in shown}
+        hidden = [first.split()[0] for name, records in job.items() if name not in listed for first, _ in records]
+        if hidden:  # accepted (the config is read whole), so listed: help names every option a command takes
+            with formatter.section("Other job flags (accepted; this command does not use them)"):
+                width = max((formatter.width or 80) - formatter.current_indent, 20)
+                for line in wrap_keeping_values(", ".join(hidden), width):  # never inside a flag's name
+                    formatter.write(f"{'':>{formatter.current_indent}}{line}\n")
 
 
 def _shown(

@@ -44,7 +44,13 @@ def region_option(func: F) -> F:
 
 
 def namespace_option(func: F) -> F:
-    return click.option("-n", "--namespace", default=None, help="Namespace (default: the context's namespace).")(func)
+    return click.option(
+        "-n",
+        "--namespace",
+        default=None,
+        envvar="PWDEPLOY_NAMESPACE",  # as job commands read it (the job's `namespace` field)
+        help="Namespace (default: the context's namespace) [env PWDEPLOY_NAMESPACE]",
+    )(func)
 
 
 def clock() -> Clock | None:

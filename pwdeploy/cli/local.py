@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
+from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from pwdeploy.local.limits import Usage
     from pwdeploy.local.restarts import Faults
     from pwdeploy.local.runner import Ended
+    from pwdeploy.manifests import Manifest
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 _NO_INTERSPERSED = {"allow_interspersed_args": False}
@@ -86,41 +88,55 @@ def run(
     directory instead. A leading python/python3 runs with the interpreter pwdeploy runs under. The job's
     stdout and stderr pass through; the exit status is the last attempt's.
 
-    A job that dies (a non-zero exit, a signal) is restarted from scratch, as the JobSet restarts it, up to
-    scheduling.max_restarts times (--max-restarts), with PWDEPLOY_RESTART_ATTEMPT = 0, 1, ... Every process the
-    job starts is ended with it, and the shared-memory files it left in /dev/shm are removed. Ctrl-C and SIGTERM
-    go to the job's main process; pwdeploy then exits 130 or 143.
+    A job that dies is restarted from scratch when the JobSet `render` prints for it would restart (its failure
+    policy decides, up to scheduling.max_restarts times), with PWDEPLOY_RESTART_ATTEMPT = 0, 1, ...: exit code 75
+    (a lost slice) and scheduling.retry_exit_codes restart, any other non-zero exit fails as on the cluster, and
+    --fail-at-step and --kill-after stand for a lost slice. Each failed attempt gets one line naming the rule that
+    decided. Every process the job starts is ended with it, and the shared-memory files it left in /dev/shm are
+    removed. Ctrl-C and SIGTERM go to the job's main process; pwdeploy then exits 130 or 143.
 
     While the job runs, its process tree's memory and /dev/shm use are sampled; a job that used more than
     main.memory or main.shm_size (it would be killed on the cluster) exits 8, even when it succeeded.
     """
-    from pwdeploy.local.restarts import Faults
+    from pwdeploy.local.restarts import Faults, rendered_jobset
     from pwdeploy.local.runner import check_startable
 
     job, local_plan = _plan(params, command)
+    manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
     _show_plan_messages(local_plan)
     check_startable(local_plan.command, cwd=local_plan.cwd, env={**os.environ, **local_plan.env})  # before any dir
     local_plan = _usable_gcs_cache(local_plan)
     child_env = {**os.environ, **local_plan.env}
+    if resume:
+        from pwdeploy.local.notices import nothing_to_resume
+
+        for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
+            click.echo(f"warning: {line}", err=True)
     _prepare_dirs(local_plan, fresh_checkpoints=not resume)
     click.echo(
         f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
         err=True,
     )
     faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
-    return _run_attempts(local_plan, child_env, job, faults, check_limits=not no_limits_check)
+    return _run_attempts(local_plan, child_env, job, manifest, faults, check_limits=not no_limits_check)
 
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
 @job_options
+@output_option
 @_COMMAND
-def env(command: tuple[str, ...], **params: Any) -> None:
-    """Print the variables a local run sets, as shell `export` lines, and the command it runs."""
+def env(command: tuple[str, ...], output: str, **params: Any) -> None:
+    """Print the variables a local run sets, as shell `export` lines, and the command it runs (-o json|yaml: one
+    document with cwd, command, devices and env)."""
     _, local_plan = _plan(params, command)
     _show_plan_messages(local_plan)
+    if output != "text":
+        document = {"cwd": str(local_plan.cwd), "command": list(local_plan.command), "devices": local_plan.devices}
+        emit({**document, "env": dict(local_plan.env)}, output)
+        return
     for key, value in local_plan.env.items():
-        click.echo(f"export {key}={shlex.quote(value)}")
-    click.echo(f"# cd {shlex.quote(str(local_plan.cwd))} && {shlex.join(local_plan.command)}")
+        click.echo(f"export {key}={shell_word(value)}")
+    click.echo(f"# cd {shell_word(str(local_plan.cwd))} && {shell_join(local_plan.command)}")
 
 
 def _show_plan_messages(local_plan: LocalPlan) -> None:
@@ -131,7 +147,13 @@ def _show_plan_messages(local_plan: LocalPlan) -> None:
 
 
 def _run_attempts(
-    local_plan: LocalPlan, child_env: dict[str, str], job: JobConfig, faults: Faults, *, check_limits: bool
+    local_plan: LocalPlan,
+    child_env: dict[str, str],
+    job: JobConfig,
+    manifest: Manifest,
+    faults: Faults,
+    *,
+    check_limits: bool,
 ) -> int:
     """Run the job with its restarts (each attempt's tree sampled when ``check_limits``); then the summary line,
     how it ended, and LimitsExceeded if any attempt went over a limit."""
@@ -151,7 +173,7 @@ def _run_attempts(
         local_plan.command,
         cwd=local_plan.cwd,
         env=child_env,
-        max_restarts=max_restarts,
+        manifest=manifest,
         faults=faults,
         watch=watch if check_limits else None,
         say=lambda line: click.echo(line, err=True),
@@ -161,6 +183,10 @@ def _run_attempts(
     click.echo(_summary(usage, attempts, job), err=True)
     last = attempts[-1]
     ending = _how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
+    from pwdeploy.local.notices import unfired_faults
+
+    for line in unfired_faults(attempts, faults):  # before how it ended: that stays the last line
+        click.echo(f"warning: {line}", err=True)
     if ending is not None:
         click.echo(f"pwdeploy local: {ending}", err=True)
     problems = exceeded(usage, job) if usage is not None else []
@@ -231,6 +257,13 @@ def _usable_gcs_cache(local_plan: LocalPlan) -> LocalPlan:
 def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
     """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
     run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
+    from pwdeploy.local.paths import check_folders
+
+    cache = local_plan.compile_cache
+    local_cache = [("compile cache", Path(cache))] if cache is not None and not cache.startswith("gs://") else []
+    outputs = [(LOCAL_OUTPUTS[name], path) for name, path in local_plan.outputs.items()]
+    hlo = [("HLO dumps", local_plan.hlo_dir)] if local_plan.hlo_dir is not None else []
+    check_folders([*hlo, *outputs, *local_cache])  # all of them before any is made
     shown = {"HLO dumps": local_plan.hlo_dir} if local_plan.hlo_dir is not None else {}
     shown |= {
         f"{LOCAL_OUTPUTS[name]} (instead of storage.{LOCAL_OUTPUTS[name]})": path
@@ -246,6 +279,5 @@ def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
             note = "; an earlier run's were cleared (--resume keeps them)" if cleared else ""
         path.mkdir(parents=True, exist_ok=True)
         click.echo(f"pwdeploy local: {what} go to {path}{note}", err=True)
-    cache = local_plan.compile_cache
     if cache is not None and not cache.startswith("gs://"):
         Path(cache).mkdir(parents=True, exist_ok=True)

@@ -58,12 +58,34 @@ def job_options(func: F) -> F:
         "-f",
         "--file",
         FILE_PARAM,
+        cls=OneFileOption,
         type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
+        multiple=True,  # so that a second -f is seen (and refused) rather than silently replacing the first
         envvar="PWDEPLOY_FILE",
         metavar="FILE",
+        callback=_one_file,
         help="Job config YAML file [env PWDEPLOY_FILE]",
     )(func)
+
+
+class OneFileOption(click.Option):
+    """``-f``, repeatable only to be refused: its variable is one path, spaces and all (not split as click splits
+    a repeatable option's variable)."""
+
+    def value_from_envvar(self, ctx: click.Context) -> tuple[str, ...] | None:
+        found = self.resolve_envvar_value(ctx)
+        return None if found is None else (found,)
+
+
+def _one_file(ctx: click.Context, param: click.Parameter, value: tuple[Path, ...]) -> Path | None:
+    given = list(dict.fromkeys(value))
+    if len(given) > 1:
+        raise click.UsageError(
+            f"-f/--file is given {len(value)} times ({', '.join(map(str, given))}), but a job is one config file: "
+            "give one -f, and set the fields that differ with flags (e.g. --num-slices 2)",
+            ctx=ctx,
+        )
+    return given[0] if given else None
 
 
 def overrides_from(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -16,6 +16,7 @@ import click
 
 from pwdeploy.cli.options import seam
 from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.text import printable
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.session import Head
@@ -139,13 +140,14 @@ def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float
 
 def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket.socket) -> Forwarder:
     """Open one stream first (so a refusal, such as RBAC, stops here with its message), then serve."""
-    from pwdeploy.cluster.session import HeadStreams
+    from pwdeploy.cluster.session import HeadStreams, session_notes
     from pwdeploy.kube.portforward import Forwarder
 
     streams = HeadStreams(kube, namespace, name, head, notify=_say)  # follows the head pod across restarts
     _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep)
     target = f"the proxy of job {name} (port {head.port})"
-    return Forwarder(listener, streams.open, _say, target, kube.clock.sleep).start()
+    notes = session_notes(_say, namespace, name, lambda: streams.head.pod)  # a lost connection: a lost session
+    return Forwarder(listener, streams.open, notes, target, kube.clock.sleep).start()
 
 
 def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None]) -> None:
@@ -228,4 +230,4 @@ def _end(kube: Kube, namespace: str, name: str, *, delete: bool) -> None:
 
 
 def _say(line: str) -> None:
-    click.echo(line, err=True)
+    click.echo(printable(line), err=True)  # a stream's notes quote the API server's error text

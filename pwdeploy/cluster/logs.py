@@ -51,9 +51,11 @@ def find_pod(kube: Kube, namespace: str, name: str, component: str, slice_index:
     return str(pod["metadata"]["name"])
 
 
-def log_lines(
+def log_bytes(
     kube: Kube, namespace: str, pod: str, container: str, *, follow: bool, tail: int | None, previous: bool
-) -> Iterator[str]:
+) -> Iterator[bytes]:
+    """The container's log as the API server sends it, byte for byte (as ``kubectl logs`` prints it: the program's
+    own output, invalid UTF-8 and all, with no line held back or rewritten)."""
     query = [("container", container)]
     if follow:
         query.append(("follow", "true"))
@@ -62,4 +64,4 @@ def log_lines(
     if previous:
         query.append(("previous", "true"))
     action = Action("get", POD_LOGS, namespace, pod)
-    return kube.stream_lines(action, POD_LOGS.path(namespace, pod), query)
+    return kube.stream_bytes(action, POD_LOGS.path(namespace, pod), query)

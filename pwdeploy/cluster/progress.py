@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.identifiers import COMPLETION_INDEX_LABEL, HEAD_JOB, JOB_INDEX_LABEL, REPLICATED_JOB_LABEL, WORKER_JOB
+from pwdeploy.text import evidence, one_line
 
 Phase = Literal["Pending", "Starting", "Running", "Completed", "Failed", "Suspended", "Deleting"]
 TERMINAL: tuple[Phase, ...] = ("Completed", "Failed")
@@ -152,6 +153,7 @@ def age(timestamp: str | None, now: datetime) -> str:
 
 
 SCHEDULER_MESSAGE_WIDTH = 72  # of a pod's state in the status table
+CELL_WIDTH = 200  # of any other text from the cluster in a table cell
 
 
 def pod_row(pod: Object) -> tuple[str, str, str, str, str]:
@@ -172,20 +174,19 @@ def _pod_state(status: dict[str, Any], statuses: list[dict[str, Any]]) -> str:
     for s in statuses:
         waiting = (s.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") and waiting["reason"] != "PodInitializing":
-            return str(waiting["reason"])
+            return one_line(str(waiting["reason"]), CELL_WIDTH)
         terminated = (s.get("state") or {}).get("terminated") or {}
         if terminated.get("exitCode"):
-            return f"{terminated.get('reason', 'Error')} (exit {terminated['exitCode']})"
+            return one_line(f"{terminated.get('reason', 'Error')} (exit {terminated['exitCode']})", CELL_WIDTH)
     unscheduled = next(
         (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled" and c.get("status") == "False"),
         None,
     )
     if unscheduled is not None:
-        message = str(unscheduled.get("message", ""))
-        if len(message) > SCHEDULER_MESSAGE_WIDTH:  # the whole text is in the events below, and in diagnose
-            message = message[: SCHEDULER_MESSAGE_WIDTH - 3].rstrip() + "..."
+        # the whole text is in the events below, and in diagnose
+        message = evidence(str(unscheduled.get("message", "")), SCHEDULER_MESSAGE_WIDTH)
         return f"Unschedulable: {message}".rstrip(": ")
-    return str(status.get("phase", "Pending"))
+    return one_line(str(status.get("phase", "Pending")))
 
 
 def table(rows: Sequence[Sequence[str]]) -> str:

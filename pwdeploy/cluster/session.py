@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.progress import job_state, progress, progress_line
+from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, worker_slices
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.api import POD_LOGS, Action, ApiError, Kube
 
@@ -85,6 +86,7 @@ class ProxyWatch:
         self.kube, self.namespace, self.name = kube, namespace, name
         self.notify = notify
         self.logs_forbidden = False
+        self.slices: SlicesReady | None = None  # the resource manager's count at the last poll
 
     def wait(
         self, port: int, *, timeout: float | None, on_progress: Callable[[str], None], poll: float = POLL_S
@@ -94,6 +96,11 @@ class ProxyWatch:
         while True:
             head, waiting_for = self.poll(on_progress)
             if head is not None:
+                if self.slices is not None and self.slices.ready < self.slices.total:
+                    self.notify(
+                        f"the proxy serves; {self.slices.text}: a client may connect now, its computations wait "
+                        "for the other slices"
+                    )
                 return Head(head, port)
             if deadline is not None and clock.now() >= deadline:
                 raise ClusterError(
@@ -113,8 +120,16 @@ class ProxyWatch:
         pods = js.list_pods(self.kube, self.namespace, self.name)
         head = _newest_head(pods)
         waiting_for = "the head pod to be created" if head is None else self._head_state(head)
-        on_progress(f"{progress_line(state, progress(jobset, pods))}; proxy: {waiting_for}")
+        self.slices = self._slices(jobset, head)
+        rm = f"; {self.slices.text}" if self.slices is not None else ""
+        on_progress(f"{progress_line(state, progress(jobset, pods))}; proxy: {waiting_for}{rm}")
         return (head["metadata"]["name"] if head is not None and waiting_for == "ready" else None), waiting_for
+
+    def _slices(self, jobset: Object, head: Object | None) -> SlicesReady | None:
+        """The resource manager's count of ready slices, once it runs (its log, as the proxy's)."""
+        if head is None or self.logs_forbidden or not rm_running(head):
+            return None
+        return read_slices(self.kube, self.namespace, head["metadata"]["name"], worker_slices(jobset))
 
     def _head_state(self, pod: Object) -> str:
         name = pod["metadata"]["name"]
@@ -160,6 +175,43 @@ class ProxyWatch:
             getattr(lines, "close", lambda: None)()
         # A log longer than the scan without the line: the start line rotated out of a long-running proxy's log.
         return read >= LOG_SCAN_BYTES
+
+
+# A JAX client keeps its whole session with the IFRT proxy in one bidirectional gRPC stream (xla/python/ifrt_proxy/
+# client/grpc_client_session.cc): once the connection under it ends, every call fails with "GrpcClientSession:
+# writes no longer allowed" and nothing resumes it on a new connection; the proxy serves one client session at a
+# time, and after an unexpected disconnection it may keep the old one, refusing the next client with "CANCELLED"
+# (Google's "Troubleshoot Pathways on Cloud" page, "Internal error from proxy server" and "There is an existing
+# connection to the Pathways cluster").
+STREAM_BROKE = "the stream broke off"  # how the forwarder reports a connection it lost (pwdeploy.kube.portforward)
+SESSION_LOST = (
+    "the JAX session on that connection is lost: an IFRT proxy session does not resume on a new connection, its "
+    "calls fail with `writes no longer allowed`; restart the client (a notebook: restart its kernel). If the new "
+    "session fails with `CANCELLED`, the proxy still holds the old one: restart the head (pwdeploy delete {job} "
+    "-n {namespace}, then submit it again; with scheduling.max_restarts > 0, kubectl delete pod {pod} -n "
+    "{namespace} restarts the job and connect follows its new head)"
+)
+
+
+def session_notes(
+    notify: Callable[[str], None], namespace: str, name: str, head_pod: Callable[[], str]
+) -> Callable[[str], None]:
+    """``notify`` for the forwarder of a connect session: after each lost connection, what it cost and what to
+    do (in full the first time, in short after); ``head_pod``: the head pod the streams go to now."""
+    told = False
+
+    def note(line: str) -> None:
+        nonlocal told
+        notify(line)
+        if STREAM_BROKE in line:
+            notify(
+                "the JAX session on that connection is lost: restart the client"
+                if told
+                else SESSION_LOST.format(job=name, namespace=namespace, pod=head_pod())
+            )
+            told = True
+
+    return note
 
 
 class HeadStreams:

@@ -1,21 +1,36 @@
 """What `pwdeploy status` shows of a job: its state and conditions, the first findings of `diagnose` (from the
 objects status reads anyway: no logs, no Kueue, no extra request), its pods per component and slice, and the
-latest warning events while it is not running. Reading (``read_status``) and formatting (``status_lines``) are
+latest warning events while it is not running, and, while it has not ended, the resource manager's count of
+ready slices (the end of its log, once it runs). Reading (``read_status``) and formatting (``status_lines``) are
 apart, so other views (diagnose, tests) use the same objects."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.diagnose import Finding, Snapshot, from_snapshot
-from pwdeploy.cluster.progress import age, job_state, pod_group, pod_row, progress, progress_line, table
+from pwdeploy.cluster.progress import (
+    age,
+    job_state,
+    pod_group,
+    pod_row,
+    progress,
+    progress_line,
+    slices_text,
+    table,
+)
+from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, worker_slices
+from pwdeploy.identifiers import HEAD_JOB
 from pwdeploy.kube.api import Kube
+from pwdeploy.text import evidence, masked
 
 LATEST_EVENTS = 10
 FIRST_FINDINGS = 3
 FINDING_WIDTH = 160
+MESSAGE_WIDTH = 400  # of a condition's or an event's message: the whole text is in diagnose -o json
 
 
 class JobStatus(NamedTuple):
@@ -26,6 +41,7 @@ class JobStatus(NamedTuple):
     warning_events: list[dict[str, Any]]  # empty while the job runs or after it completed
     now: datetime
     findings: tuple[Finding, ...] = ()  # diagnose's findings from the objects above, most important first
+    slices: SlicesReady | None = None  # the resource manager's count, while the job has not ended
 
 
 def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
@@ -36,7 +52,17 @@ def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
     events = [] if settled else js.warning_events(kube, namespace, name)
     now = kube.clock.utc_now()
     findings = tuple(from_snapshot(Snapshot(name, namespace, obj, pods, events, now)).findings)
-    return JobStatus(name, namespace, obj, pods, events[-LATEST_EVENTS:], now, findings)
+    slices = _slices(kube, namespace, obj, pods)
+    return JobStatus(name, namespace, obj, pods, events[-LATEST_EVENTS:], now, findings, slices)
+
+
+def _slices(kube: Kube, namespace: str, obj: dict[str, Any], pods: list[dict[str, Any]]) -> SlicesReady | None:
+    if job_state(obj).phase in ("Completed", "Failed", "Deleting", "Suspended"):
+        return None
+    heads = [
+        p for p in pods if pod_group(p)[0] == HEAD_JOB and rm_running(p) and not p["metadata"].get("deletionTimestamp")
+    ]
+    return read_slices(kube, namespace, heads[0]["metadata"]["name"], worker_slices(obj)) if heads else None
 
 
 def status_lines(status: JobStatus) -> list[str]:
@@ -44,8 +70,10 @@ def status_lines(status: JobStatus) -> list[str]:
     state = job_state(obj)
     lines = [f"jobset {status.name}  namespace {status.namespace}  age {age(js.created_at(obj), status.now)}"]
     lines.append(progress_line(state, progress(obj, pods)))
+    if status.slices is not None:
+        lines.append(f"  {status.slices.text}")
     if state.reason or state.message:
-        lines.append(f"  {state.reason}: {state.message}".rstrip(": "))
+        lines.append(f"  {evidence(state.reason)}: {evidence(state.message, MESSAGE_WIDTH)}".rstrip(": "))
     if status.findings:
         more = len(status.findings) - FIRST_FINDINGS
         lines.append(f"\nfindings (evidence and fixes: pwdeploy diagnose {status.name} -n {status.namespace}):")
@@ -53,9 +81,9 @@ def status_lines(status: JobStatus) -> list[str]:
         lines += [f"  ... and {more} more"] if more > 0 else []
     conditions = js.conditions(obj)
     if conditions:
-        rows = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
+        rows: list[tuple[str, ...]] = [("CONDITION", "STATUS", "REASON", "MESSAGE")]
         rows += [
-            (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
+            tuple(evidence(str(c.get(key, "")), MESSAGE_WIDTH) for key in ("type", "status", "reason", "message"))
             for c in conditions
         ]
         lines.append("\n" + table(rows))
@@ -65,6 +93,64 @@ def status_lines(status: JobStatus) -> list[str]:
     if status.warning_events:
         lines.append(f"\nwarning events (latest {LATEST_EVENTS}):")
         for e in status.warning_events:
-            who = (e.get("involvedObject") or {}).get("name", "")
-            lines.append(f"  {who}: {e.get('reason', '')}: {e.get('message', '')}")
+            who = str((e.get("involvedObject") or {}).get("name", ""))
+            said = f"{who}: {e.get('reason', '')}: {e.get('message', '')}"
+            lines.append(f"  {evidence(said, MESSAGE_WIDTH)}")
     return lines
+
+
+def status_document(status: JobStatus) -> dict[str, Any]:
+    """``status -o json|yaml``: the same facts as ``status_lines``, as data (shape in docs/output.md). Values from
+    the cluster are kept as sent (JSON and YAML escape their control characters), credential-looking ones masked."""
+    obj, pods = status.jobset, status.pods
+    state = job_state(obj)
+    return {
+        "job": status.name,
+        "namespace": status.namespace,
+        "created": js.created_at(obj),
+        "state": {
+            "phase": state.phase,
+            "reason": masked(state.reason),
+            "message": masked(state.message),
+            "restarts": state.restarts,
+        },
+        "groups": [dataclasses.asdict(group) for group in progress(obj, pods)],
+        "conditions": [
+            {key: masked(str(c.get(key, ""))) for key in ("type", "status", "reason", "message")}
+            for c in js.conditions(obj)
+        ],
+        "pods": [dict(zip(POD_KEYS, pod_row(p), strict=True)) for p in sorted(pods, key=_pod_order)],
+        "warning_events": [
+            {
+                "object": str((e.get("involvedObject") or {}).get("name", "")),
+                "reason": masked(str(e.get("reason", ""))),
+                "message": masked(str(e.get("message", ""))),
+            }
+            for e in status.warning_events
+        ],
+        "findings": [f.as_json() for f in status.findings],
+    }
+
+
+POD_KEYS = ("component", "pod", "state", "ready", "restarts")
+
+
+def _pod_order(pod: dict[str, Any]) -> tuple[tuple[str, int], str]:
+    return pod_group(pod), str(pod["metadata"].get("name", ""))
+
+
+def list_document(jobsets: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+    """``list -o json|yaml``: one entry per pwdeploy JobSet (shape in docs/output.md)."""
+    return {
+        "jobs": [
+            {
+                "namespace": js.namespace_of(obj),
+                "name": js.name_of(obj),
+                "state": job_state(obj).phase,
+                "slices": slices_text(obj),
+                "created": js.created_at(obj),
+                "age": age(js.created_at(obj), now),
+            }
+            for obj in sorted(jobsets, key=lambda o: (js.namespace_of(o), js.name_of(o)))
+        ]
+    }

@@ -12,13 +12,14 @@ from typing import Any
 from pwdeploy import identifiers as ids
 from pwdeploy import names
 from pwdeploy.config.model import Toleration
-from pwdeploy.config.values import kind_name
+from pwdeploy.config.values import key_values, kind_name
 from pwdeploy.errors import ConfigError
 
 ON_DEMAND, SPOT, RESERVATION, FLEX_START, QUEUED = "on-demand", "spot", "reservation", "flex-start", "queued"
 CAPACITIES = (ON_DEMAND, SPOT, RESERVATION, FLEX_START, QUEUED)
 TIMED = (FLEX_START, QUEUED)  # the modes whose VMs live at most max_run_duration
 MAX_RUN_SECONDS = 7 * 24 * 3600  # GKE runs flex-start and queued-provisioning VMs for at most 7 days
+BARE_SECONDS_AT_LEAST = 3600  # a number without a unit below an hour reads like minutes or hours meant
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 _DURATION = re.compile(r"([0-9]{1,12})\s*([smhd]?)")  # 12 digits is far past 7 days
@@ -36,6 +37,13 @@ def parse_duration(value: Any, path: str) -> int:
     if found is None:
         raise ConfigError(path, f"{value!r} is not a duration; e.g. 90m, 24h, 7d, or a number of seconds")
     seconds = int(found[1]) * _UNIT_SECONDS[found[2]]
+    if not found[2] and 0 < seconds < BARE_SECONDS_AT_LEAST:
+        raise ConfigError(
+            path,
+            f"{value!r} has no unit, so it reads as {seconds} seconds: too short for a TPU VM's run and almost surely "
+            "a unit slip",
+            hint=f"write {found[1]}h for hours or {found[1]}m for minutes ({found[1]}s if you do mean seconds)",
+        )
     if not 0 < seconds <= MAX_RUN_SECONDS:
         raise ConfigError(path, f"{value!r} is {seconds} s; GKE allows more than 0 and at most 7 days (7d, 604800)")
     return seconds
@@ -55,14 +63,7 @@ def parse_reservation(value: str, path: str) -> tuple[str | None, str]:
 
 def parse_labels(value: Any, path: str) -> tuple[tuple[str, str], ...]:
     """Node labels to select: a mapping, or KEY=VALUE items as repeated flags give them; each a valid label."""
-    if isinstance(value, (list, tuple)):
-        pairs: dict[str, Any] = {}
-        for item in value:
-            if not isinstance(item, str) or "=" not in item:
-                raise ConfigError(path, f"{item!r} is not KEY=VALUE; e.g. cloud.google.com/gke-nodepool=tpu-a")
-            key, _, label = item.partition("=")
-            pairs[key.strip()] = label.strip()
-        value = pairs
+    value = key_values(value, path, "cloud.google.com/gke-nodepool=tpu-a")
     if not isinstance(value, dict):
         raise ConfigError(path, f"must be a mapping of label: value, not a {kind_name(value)}")
     labels = []
@@ -72,7 +73,14 @@ def parse_labels(value: Any, path: str) -> tuple[tuple[str, str], ...]:
             raise ConfigError(path, f"a label key must be text, not a {kind_name(key)}")
         if isinstance(label, (dict, list)) or label is None:
             raise ConfigError(where, f"must be a string, not a {kind_name(label)}")
-        text = str(label).lower() if isinstance(label, bool) else str(label)
+        if isinstance(label, bool):  # YAML 1.1 reads unquoted yes/no/on/off as booleans too: `ml: yes` is True
+            raise ConfigError(
+                where,
+                f"is the YAML boolean {str(label).lower()} (unquoted true/false, yes/no or on/off), but a label value "
+                "is text and a node's label is matched exactly",
+                hint=f'quote the value as the node has it, e.g. {key}: "yes"',
+            )
+        text = str(label)
         for problem in (names.label_key(str(key)), names.label_value(text)):
             if problem is not None:
                 raise ConfigError(where, problem)

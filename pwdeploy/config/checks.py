@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog, names
-from pwdeploy.config import sidecar_checks
+from pwdeploy.config import sidecar_checks, storage_checks
 from pwdeploy.config.capacity import check_capacity
 from pwdeploy.config.fields import BY_PATH
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
 from pwdeploy.errors import ConfigError
-from pwdeploy.identifiers import HEAD_JOB, WORKER_JOB
+from pwdeploy.identifiers import COORDINATOR_LABEL, HEAD_JOB, WORKER_JOB
 from pwdeploy.imageref import BadReference, parse_reference, repository_problem
 from pwdeploy.quantity import parse_quantity
 
@@ -102,6 +102,7 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (_CAPACITY_INPUTS, check_capacity),
         (sidecar_checks.SHM_FIELDS, sidecar_checks.sidecar_shm),
         (sidecar_checks.PYTHON_FIELDS, sidecar_checks.same_python),
+        (storage_checks.PLACEMENT_FIELDS, storage_checks.checkpoints_apart),
     ]
 
 
@@ -348,17 +349,15 @@ def _check_fits(size: str, size_path: str, limit: str, limit_path: str) -> None:
 
 
 def _name_length(parsed: Mapping[str, Any]) -> None:
-    """The exact bound on the JobSet's name, from the longest pod name it will generate."""
+    """The exact bound on the JobSet's name: see names.jobset_name_bound."""
     name = parsed["name"]
     if name is None:
         return  # the name check says it is required
-    suffix = names.longest_pod_name_suffix(HEAD_JOB, WORKER_JOB, parsed["tpu.slices"], parsed["tpu.slice"].vms)
-    bound = names.MAX_LABEL - len(suffix)
+    slices, vms = parsed["tpu.slices"], parsed["tpu.slice"].vms
+    bound, why = names.jobset_name_bound(HEAD_JOB, WORKER_JOB, slices, vms, COORDINATOR_LABEL)
     if len(name) > bound:
         raise ConfigError(
-            "name",
-            f"{name!r} is {len(name)} characters; this job's longest pod name is '<name>{suffix}', which must fit "
-            f"in {names.MAX_LABEL}, so the name can be at most {bound} characters",
+            "name", f"{name!r} is {len(name)} characters; {why}, so the name can be at most {bound} characters"
         )
 
 

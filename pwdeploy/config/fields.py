@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
-from pwdeploy.identifiers import JOB_ENV_NAMES
+from pwdeploy.identifiers import JOB_ENV_NAMES, RETRY_EXIT_CODE
 
 
 class Kind(Enum):
@@ -29,6 +29,7 @@ class Kind(Enum):
     DURATION = "duration"  # 90m, 24h, 7d or seconds, kept as seconds
     LABELS = "labels"  # a mapping of Kubernetes label: value (KEY=VALUE flags)
     TOLERATIONS = "tolerations"  # KEY[=VALUE]:EFFECT items
+    EXIT_CODES = "exit codes"  # process exit codes 1-255: one or a list
 
 
 class Field(NamedTuple):
@@ -61,7 +62,8 @@ class Field(NamedTuple):
 
 _ = Field
 FIELDS: tuple[Field, ...] = (
-    _("name", Kind.STR, None, "JobSet name (DNS-1035 label; the bound depends on slices and VMs)", "--name"),
+    _("name", Kind.STR, None,
+      "JobSet name (DNS-1035 label of at most 22 characters: the coordinator label holds it twice)", "--name"),
     _("namespace", Kind.STR, None,
       "Kubernetes namespace; default: the kubeconfig context's (render leaves it out, as kubectl expects)",
       "--namespace"),
@@ -129,6 +131,11 @@ FIELDS: tuple[Field, ...] = (
       "Data-loader worker processes (PWDEPLOY_DATA_WORKERS); default: CPU limit - 1; at most the CPU limit",
       "--data-workers", minimum=0),
     _("main.privileged", Kind.BOOL, False, "Run the user's container privileged (off by default)", "--privileged"),
+    _("main.profiler_host", Kind.STR, "127.0.0.1",
+      "Address pathwaysutils' profiler server binds (PATHWAYS_PROFILING_SERVER_HOST): 127.0.0.1 keeps it on the "
+      "head node's loopback, reached through the API server by `pwdeploy profile`; 0.0.0.0 opens it to the node's "
+      "network (the head pod uses the host network; no token unless PATHWAYS_PROFILING_AUTH_TOKEN is set)",
+      "--profiler-host", choices=("127.0.0.1", "0.0.0.0")),
     _("head.node_pool", Kind.STR, "cpu-np", "CPU node pool of the Pathways head pod", "--head-node-pool"),
     _("head.proxy_cpu", Kind.QUANTITY, "16", "CPU limit of pathways-proxy", "--proxy-cpu"),
     _("head.proxy_memory", Kind.QUANTITY, "100Gi", "Memory limit of pathways-proxy", "--proxy-memory"),
@@ -155,6 +162,10 @@ FIELDS: tuple[Field, ...] = (
     _("scheduling.max_restarts", Kind.INT, None,
       "JobSet failurePolicy.maxRestarts; default: 3 with storage.checkpoints (a restart resumes), else 0",
       "--max-restarts", minimum=0),
+    _("scheduling.retry_exit_codes", Kind.EXIT_CODES, (),
+      f"Exit codes of main that restart the JobSet (counted in max_restarts) instead of failing it, besides "
+      f"{RETRY_EXIT_CODE} (EX_TEMPFAIL: pwdeploy.runtime.retry_on_slice_loss exits with it on a lost slice), "
+      "which always does", "--retry-exit-code"),
     _("scheduling.restart_strategy", Kind.STR, "BlockingRecreate",
       "JobSet failurePolicy.restartStrategy: BlockingRecreate (old pods gone before new ones start) or Recreate",
       "--restart-strategy", choices=("BlockingRecreate", "Recreate")),

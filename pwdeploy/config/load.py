@@ -91,6 +91,8 @@ def read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(None, f"{path}: invalid YAML{where}: {problem}") from None
     except ValueError as exc:  # a value YAML reads but Python cannot hold (an integer of thousands of digits)
         raise ConfigError(None, f"{path}: invalid YAML: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise ConfigError(None, f"{path}: invalid YAML: nested too deep to be a job config") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

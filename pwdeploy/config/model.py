@@ -65,6 +65,7 @@ class MainConfig(NamedTuple):
     shm_size: str
     data_workers: int  # resolved: never None
     privileged: bool
+    profiler_host: str = "127.0.0.1"  # PATHWAYS_PROFILING_SERVER_HOST of the user's container
 
 
 class HeadConfig(NamedTuple):
@@ -97,6 +98,7 @@ class StorageConfig(NamedTuple):
 
 class SchedulingConfig(NamedTuple):
     max_restarts: int
+    retry_exit_codes: tuple[int, ...]  # the user's own, ascending; identifiers.RETRY_EXIT_CODE is always one too
     restart_strategy: str
     queue: str | None
     priority_class: str | None

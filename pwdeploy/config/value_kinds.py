@@ -56,6 +56,8 @@ _QUANTITY = f"^{quantity.PATTERN}$"
 _GCS = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"
 _IMAGE = f"^(|{REFERENCE.pattern})$"  # empty: unset
 _STRINGS = {"type": "array", "items": {"type": "string"}}
+MAX_EXIT_CODE = 255
+_EXIT_CODE = {"type": "integer", "minimum": 1, "maximum": MAX_EXIT_CODE}
 
 
 class KindSpec(NamedTuple):
@@ -134,6 +136,15 @@ def _quantity(field: Field, value: Any, base_dir: Path) -> str:
     return quantity.canonical(value, field.path, allow_zero=field.path in ZERO_DISABLES)
 
 
+def _exit_codes(field: Field, value: Any, base_dir: Path) -> tuple[int, ...]:
+    """Ascending and without repeats, as a podFailurePolicy's onExitCodes.values must be."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")  # a variable may hold 75,76
+    codes = {parse_int(item, field.path, 1) for item in items}
+    if big := [code for code in sorted(codes) if code > MAX_EXIT_CODE]:
+        raise ConfigError(field.path, f"{big[0]} is not an exit code: a process exits with 1-{MAX_EXIT_CODE}")
+    return tuple(sorted(codes))
+
+
 def _str_schema(field: Field) -> dict[str, Any]:
     return {"type": "string", "enum": list(field.choices)} if field.choices else {"type": "string"}
 
@@ -191,6 +202,9 @@ KINDS: dict[Kind, KindSpec] = {
         _named("NAME=SECRET/KEY"),
         True,
     ),
+    Kind.EXIT_CODES: KindSpec(
+        _exit_codes, _fixed({"oneOf": [_EXIT_CODE, {"type": "array", "items": _EXIT_CODE}]}), _named("CODE"), True
+    ),
     Kind.DURATION: KindSpec(
         lambda f, v, b: parse_duration(v, f.path),
         _fixed({"type": ["string", "integer"], "pattern": r"^[0-9]+\s*[smhd]?$", "minimum": 1}),
@@ -198,7 +212,7 @@ KINDS: dict[Kind, KindSpec] = {
     ),
     Kind.LABELS: KindSpec(
         lambda f, v, b: parse_labels(v, f.path),
-        _fixed({"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}),
+        _fixed({"type": "object", "additionalProperties": {"type": ["string", "number"]}}),
         _named("KEY=VALUE"),
         True,
     ),

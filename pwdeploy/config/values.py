@@ -26,6 +26,36 @@ class GcsPath(NamedTuple):
     def child(self, name: str) -> GcsPath:
         return GcsPath(self.bucket, f"{self.prefix}/{name}" if self.prefix else name)
 
+    def within(self, outer: GcsPath) -> bool:
+        """Whether this location is ``outer`` or inside it."""
+        if self.bucket != outer.bucket:
+            return False
+        return not outer.prefix or self.prefix == outer.prefix or self.prefix.startswith(outer.prefix + "/")
+
+    def beside(self, name: str) -> GcsPath | None:
+        """``name`` next to this location (in its parent), or None when that is inside it (the bucket root)."""
+        parent = self.prefix.rpartition("/")[0]
+        found = GcsPath(self.bucket, f"{parent}/{name}" if parent else name)
+        return None if not self.prefix or found.within(self) else found
+
+
+def key_values(value: Any, path: str, example: str) -> Any:
+    """A mapping from KEY=VALUE items (repeated flags give a list); the same key twice with different values is
+    refused (one of them would be dropped without a word). Anything but a list is returned as it is."""
+    if not isinstance(value, (list, tuple)):
+        return value
+    found: dict[str, str] = {}
+    for item in value:
+        if not isinstance(item, str) or "=" not in item:
+            raise ConfigError(path, f"{item!r} is not KEY=VALUE; e.g. {example}")
+        key, _, given = (part.strip() for part in item.partition("="))
+        if key in found and found[key] != given:
+            raise ConfigError(
+                f"{path}.{key}", f"is given twice, as {found[key]!r} and {given!r}; give it once, with the value meant"
+            )
+        found[key] = given
+    return found
+
 
 def parse_int(value: Any, path: str, minimum: int | None) -> int:
     if isinstance(value, bool):
@@ -93,12 +123,16 @@ def merge_flags(base: list[str], extra: list[str]) -> list[str]:
 
 
 def parse_env(value: Any, path: str) -> dict[str, str]:
-    if isinstance(value, (list, tuple)):  # KEY=VALUE items, as --env gives them
+    if isinstance(value, (list, tuple)):  # KEY=VALUE items, as --env gives them (values kept as given)
         env: dict[str, str] = {}
         for item in value:
             if not isinstance(item, str) or "=" not in item:
                 raise ConfigError(path, f"{item!r} is not KEY=VALUE")
             key, _, val = item.partition("=")
+            if key in env and env[key] != val:
+                raise ConfigError(
+                    f"{path}.{key}", f"is given twice, as {env[key]!r} and {val!r}; give it once, with the value meant"
+                )
             env[key] = val
         value = env
     if not isinstance(value, dict):

@@ -136,14 +136,32 @@ def directory_files(
     skip_names = {path.name for path in skip}
     cache = DigestCache(root)
     found = []
+    inside = os.path.realpath(root)
     for relative, entry, status in _walk(root, rules):
         if skip_names and entry.name in skip_names and Path(entry).resolve() in skip:
             continue
+        if entry.is_symlink():
+            _check_link(Path(entry.path), inside, root, field)
         facts = cache.facts(relative, entry.path, status)
         executable = bool(status.st_mode & stat.S_IXUSR)
         found.append(ContextFile(f"{prefix}/{relative}", entry.path, executable, facts.sha256, facts.imports_pwdeploy))
     cache.save()
     return tuple(found)
+
+
+def _check_link(link: Path, inside: str, root: Path, field: str) -> None:
+    """A file link is copied as the file it names only when that file is inside the folder: a link out of it (a
+    cloned repository's ``notes -> ~/.ssh/id_ed25519``) would put an outside file into an image everyone who can
+    pull reads. It is refused rather than copied as a link, since a link to a path outside the image would dangle
+    there and the program would not find the file it expects."""
+    target = os.path.realpath(link)
+    if os.path.commonpath([inside, target]) != inside:
+        raise ConfigError(
+            field,
+            f"{link} is a symbolic link to {os.readlink(link)} ({target}), outside {root}: pwdeploy copies only "
+            "files inside the folder into the image",
+            hint=f"copy the file into {root}, or leave the link out with a line in {root / IGNORE_FILE}",
+        )
 
 
 def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, prefix: str) -> tuple[str, ...]:
@@ -178,7 +196,8 @@ def write_context(inputs: ImageInputs, out: IO[bytes]) -> None:
 
 
 def _walk(root: Path, rules: IgnoreRules) -> Iterator[tuple[str, os.DirEntry[str], os.stat_result]]:
-    """Regular files under root that ``rules`` keep (symlinks to files followed, to directories not), as (path
+    """Regular files under root that ``rules`` keep (symlinks to files followed, and checked by the caller to stay
+    inside root; symlinks to directories not followed), as (path
     relative to root with ``/``, directory entry, stat): each folder's files by name, then its subfolders by name, depth
     first (the order the inputs hash has always used). Folders left out as a whole are not read (a dataset folder
     costs nothing). One listing per folder and one stat per file: this runs on every render that pins an image."""

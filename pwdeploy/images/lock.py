@@ -63,6 +63,12 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
         return {}
     except (OSError, ValueError) as exc:
         raise ConfigError(None, f"cannot read the lock file {path}: {exc}", hint="delete it and push again") from None
+    except RecursionError:
+        raise ConfigError(
+            None,
+            f"cannot read the lock file {path}: nested too deep to be a lock file",
+            hint="delete it and push again",
+        ) from None
     try:
         if data.get("version") not in READABLE_VERSIONS:
             readable = " or ".join(map(str, READABLE_VERSIONS))

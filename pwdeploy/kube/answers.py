@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pwdeploy import text as text_rule
+
 MAX_ANSWER_BYTES = 128 * 2**20  # a list of every node of a large cluster fits; a runaway body does not
 EXCERPT_CHARS = 120  # how much of an answer that is not JSON an error quotes
 
@@ -56,18 +58,16 @@ def read_answer(raw: Any, deadline_at: float) -> Answer:
 
 
 def printable(text: str, limit: int = 2000) -> str:
-    """A server's message as a terminal may show it: control characters (escape sequences) become spaces, and it
-    ends after ``limit`` characters."""
-    clean = "".join(c if c.isprintable() or c == "\n" else " " for c in text[: limit + 1])
-    return clean[:limit] + ("..." if len(clean) > limit else "")
+    """A server's message as a terminal may show it (pwdeploy.text's rule: controls made visible, a cut never
+    inside an escape), at most ``limit`` characters."""
+    return text_rule.printable(text, limit)
 
 
 def excerpt(data: bytes) -> str:
     """The first bytes of an answer, printable and bounded, for an error message: ``'<html><head>...'``."""
     text = data[: EXCERPT_CHARS * 4].decode("utf-8", "replace")
-    clean = "".join(c if c.isprintable() else " " for c in text)
-    clean = " ".join(clean.split())
-    return repr(clean[:EXCERPT_CHARS] + ("..." if len(clean) > EXCERPT_CHARS or len(data) > len(text) else ""))
+    clean = text_rule.one_line(text, EXCERPT_CHARS)
+    return repr(clean + ("..." if len(data) > len(text) and not clean.endswith("...") else ""))
 
 
 def json_object(answer: Answer) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def json_object(answer: Answer) -> dict[str, Any]:
         return {}
     try:
         parsed = json.loads(answer.data)
-    except ValueError:
+    except (ValueError, RecursionError):
         what = f"{answer.content_type or 'no content type'}, not JSON"
         parsed = None
     else:

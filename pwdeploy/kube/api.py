@@ -95,6 +95,7 @@ __all__ = [
 DEFAULT_TIMEOUT = (10.0, 20.0)  # (connect, read) seconds of one attempt
 DEFAULT_DEADLINE = 45.0  # seconds one request may take, retries included: a hung server ends the run in bounded time
 SLOW_AFTER = 5.0  # seconds after which the user is told what the command is waiting for
+STREAM_CHUNK = 65536  # bytes asked of a stream at once (a chunked answer, as a follow is, yields what arrives)
 
 
 class Clock(Protocol):
@@ -272,19 +273,27 @@ class Kube:
         return json_object(answer)
 
     def stream_lines(self, action: Action, path: str, query: Sequence[tuple[str, str]]) -> Iterator[str]:
-        """Lines of a streamed text response (pod logs), as they arrive."""
+        """Lines of a streamed text response (pod logs), as they arrive. Each chunk is scanned once, so a long
+        line without a newline costs time in proportion to its size."""
+        pending: list[bytes] = []
+        for chunk in self.stream_bytes(action, path, query):
+            start = 0
+            while (end := chunk.find(b"\n", start)) != -1:
+                pending.append(chunk[start:end])
+                yield b"".join(pending).decode("utf-8", "replace")
+                pending, start = [], end + 1
+            if start < len(chunk):
+                pending.append(chunk[start:])
+        if pending:
+            yield b"".join(pending).decode("utf-8", "replace")
+
+    def stream_bytes(self, action: Action, path: str, query: Sequence[tuple[str, str]]) -> Iterator[bytes]:
+        """The bytes of a streamed response (pod logs) as they arrive, unchanged: what ``kubectl logs`` prints."""
         import urllib3
 
         raw = self.request(action, "GET", path, query=query, stream=True)
-        pending = b""
         try:
-            for chunk in raw.stream(4096, decode_content=True):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    yield line.decode("utf-8", "replace")
-            if pending:
-                yield pending.decode("utf-8", "replace")
+            yield from raw.stream(STREAM_CHUNK, decode_content=True)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ApiError(
                 f"the stream to {action.describe()} broke off: {exc}", hint="run the command again"

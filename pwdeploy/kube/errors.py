@@ -91,7 +91,7 @@ def api_status(exc: Exception) -> dict[str, Any]:
     body = getattr(exc, "body", None)
     try:
         parsed = json.loads(body) if body else {}
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {}
     if not isinstance(parsed, dict) or parsed.get("kind") != "Status":
         return {}

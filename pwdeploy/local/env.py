@@ -75,6 +75,14 @@ def device_count(job: JobConfig, cores: int) -> tuple[int, list[str]]:
             f"{devices} emulated devices on {cores} CPU core(s): expect a slow run (each device is a CPU "
             "thread pool); --devices N lowers it"
         )
+    chips = job.tpu.total_chips
+    if explicit and chips % devices:
+        divisors = ", ".join(str(d) for d in range(1, chips) if chips % d == 0)
+        warnings.append(
+            f"local.devices {devices}: the target ({job.tpu.slices} x {job.tpu.slice.type_name}) has {chips} chips, "
+            f"and a mesh shaped for it cannot be laid over {devices} devices (nor split into equal slices); use "
+            f"--devices {chips}, or a divisor of it ({divisors}) for a smaller run"
+        )
     return devices, warnings
 
 

@@ -81,9 +81,9 @@ def sampled(pid: int, *, interval: float = INTERVAL_SECONDS, shm: Path = SHM) ->
     baseline = shm_used(shm)
     stop = threading.Event()
 
-    def sample() -> None:
+    def sample(*, tree: bool = True) -> None:
         in_shm = max(0, shm_used(shm) - baseline)
-        memory, children = tree_memory(pid)
+        memory, children = tree_memory(pid) if tree else (0, 0)
         usage.memory_bytes = max(usage.memory_bytes, memory + in_shm)
         usage.children = max(usage.children, children)
         usage.shm_bytes = max(usage.shm_bytes, in_shm)
@@ -101,6 +101,10 @@ def sampled(pid: int, *, interval: float = INTERVAL_SECONDS, shm: Path = SHM) ->
     finally:
         stop.set()
         thread.join()
+        # Once more after the job exited (the block ends then) and before its files are removed: what it left in
+        # /dev/shm is still charged to the container, and a job that fills it and exits at once was seen at 0 B.
+        # The tree is not read: its pid may name another process by now.
+        sample(tree=False)
 
 
 def merged(usages: list[Usage]) -> Usage:

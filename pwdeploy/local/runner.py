@@ -24,6 +24,7 @@ from typing import Any
 from pwdeploy.errors import LocalRunError
 from pwdeploy.local import shm
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS, JobTree, subreaper
+from pwdeploy.local.watchdog import watchdog
 
 Spawn = Callable[..., "subprocess.Popen[bytes]"]
 Watch = Callable[[int], AbstractContextManager[object]]  # given the child's pid, held while it runs
@@ -114,13 +115,14 @@ def run_child(
     seen: set[int] | None = None  # inodes of /dev/shm files the job's processes were seen holding
     ok = False
     try:
-        with subreaper():
+        with subreaper(), watchdog() as guard:  # the watchdog first: JobTree counts it as pwdeploy's own
             tree = JobTree()
             try:
                 child = spawn(list(command), cwd=cwd, env=dict(env), start_new_session=True)
             except OSError as exc:  # the checks above passed, yet exec failed (a bad interpreter line, a race)
                 raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
             tree.started(child.pid)
+            guard(child.pid, before.values())  # its session: ended even if pwdeploy is killed with SIGKILL
             stops.started(child)
             with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
                 try:

@@ -66,6 +66,23 @@ def proxy_container(job: JobConfig) -> Manifest:
     }
 
 
+# The kubelet starts the next init container, and the main containers after the last, only once a native
+# sidecar's `started` status is true: as soon as its process runs, or, with a startupProbe, once the probe
+# succeeds (https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/, "Sidecar containers and Pod
+# lifecycle"; native sidecars are on by default from Kubernetes 1.29, which pwdeploy already needs). A TCP probe
+# of the proxy's port makes `main` start once the proxy listens, instead of its first JAX call waiting on it.
+PROXY_STARTUP_PERIOD_S = 2
+PROXY_STARTUP_FAILURES = 300  # 10 minutes for the proxy to listen before the kubelet restarts it
+
+
+def proxy_startup_probe() -> Manifest:
+    return {
+        "tcpSocket": {"port": ids.PROXY_PORT},
+        "periodSeconds": PROXY_STARTUP_PERIOD_S,
+        "failureThreshold": PROXY_STARTUP_FAILURES,
+    }
+
+
 def rm_args(job: JobConfig) -> list[str]:
     args = [
         f"--server_port={ids.RM_PORT}",
@@ -110,7 +127,13 @@ def main_env(job: JobConfig) -> list[Manifest]:
     attempt from the pod's JobSet label), and the variables read from Secrets (by reference: the value never
     enters the manifest)."""
     transfer_dir = ids.TRANSFER_DIR if transfer_memory_on(job) else None
-    env = c.env_list({**envcontract.proxy_env("localhost", transfer_dir), **envcontract.job_env(job)})
+    env = c.env_list(
+        {
+            **envcontract.proxy_env("localhost", transfer_dir),
+            **envcontract.profiler_env(job.main.profiler_host),
+            **envcontract.job_env(job),  # last: the user's own main.env wins
+        }
+    )
     env.append(c.env_label(ids.RESTART_ATTEMPT_ENV, ids.RESTART_ATTEMPT_LABEL))  # the JobSet's, via downward API
     return env + [c.env_secret(ref.env, ref.secret, ref.key) for ref in job.main.secret_env]
 
@@ -161,12 +184,14 @@ def raise_unpushed(job: JobConfig) -> NoReturn:
 
 def head_pod_spec(job: JobConfig) -> Manifest:
     """The head pod without variants: headless, the servers alone; else the servers as native sidecars of main."""
-    servers = [proxy_container(job), rm_container(job)]
     if job.headless:
-        placement: Manifest = {"containers": servers}
+        placement: Manifest = {"containers": [proxy_container(job), rm_container(job)]}
     else:
+        # The resource manager first: the proxy's startup probe holds back whatever follows it, and the proxy
+        # registers with the resource manager.
+        proxy = {**proxy_container(job), "startupProbe": proxy_startup_probe()}
         placement = {
-            "initContainers": [c.as_native_sidecar(s) for s in servers],
+            "initContainers": [c.as_native_sidecar(s) for s in (rm_container(job), proxy)],
             "containers": [main_container(job)],
             "volumes": [c.memory_volume(ids.SHM_VOLUME, job.main.shm_size)],
         }
@@ -182,8 +207,17 @@ def head_pod_spec(job: JobConfig) -> Manifest:
     )
 
 
+def retry_exit_codes(job: JobConfig) -> list[int]:
+    """The exit codes of main that restart the JobSet: pwdeploy's own (a lost slice) and the user's, ascending."""
+    return sorted({ids.RETRY_EXIT_CODE, *job.scheduling.retry_exit_codes})
+
+
 def head_failure_policy(job: JobConfig) -> Manifest | None:
-    """Fail fast when the user's program exits non-zero; node disruptions do not count as failures."""
+    """How the head Job (backoffLimit 0) takes a failed pod. A pod the node's disruption ended (preemption,
+    eviction, a drain) is replaced without counting; main's non-zero exit fails the Job with reason
+    PodFailurePolicy (the JobSet rule user_program_failed then fails the JobSet: rerunning a bug reruns it),
+    except a retry exit code: no rule matches, the failure counts, and the Job fails with BackoffLimitExceeded,
+    which the JobSet rule retry_exit_code restarts (Cluster Toolkit's --restart-on-exit-codes does the same)."""
     if job.headless:
         return None
     return {
@@ -191,7 +225,11 @@ def head_failure_policy(job: JobConfig) -> Manifest | None:
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
             {
                 "action": "FailJob",
-                "onExitCodes": {"containerName": ids.MAIN_CONTAINER, "operator": "NotIn", "values": [0]},
+                "onExitCodes": {
+                    "containerName": ids.MAIN_CONTAINER,
+                    "operator": "NotIn",
+                    "values": [0, *retry_exit_codes(job)],
+                },
             },
         ]
     }

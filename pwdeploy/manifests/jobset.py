@@ -40,20 +40,33 @@ def failure_policy(job: JobConfig) -> Manifest:
         "maxRestarts": job.scheduling.max_restarts,
     }
     if not job.headless:
-        # The head Job fails with reason PodFailurePolicy only when the user's program exited non-zero:
-        # restarting every slice would rerun the same bug, so stop the JobSet instead. JobSet tries its rules in
-        # order on the failed Jobs it sees, so a lost slice (a failed worker Job) comes first: the program it
-        # takes down with it (its devices are gone) exits non-zero too, and must not turn a restart into a failure.
-        policy["rules"] = [
-            {"name": "slice_lost", "action": "RestartJobSet", "targetReplicatedJobs": [ids.WORKER_JOB]},
-            {
-                "name": "user_program_failed",
-                "action": "FailJobSet",
-                "onJobFailureReasons": ["PodFailurePolicy"],
-                "targetReplicatedJobs": [ids.HEAD_JOB],
-            },
-        ]
+        policy["rules"] = failure_rules()
     return policy
+
+
+def failure_rules() -> list[Manifest]:
+    """JobSet tries its rules in order on the child Jobs failed at that moment, and the first that matches any of
+    them decides (no match: RestartJobSet). A lost slice reaches it in one of two ways. The worker Job fails only
+    once its pods used up their backoffLimit (slice_lost). More often the program dies first, as soon as its
+    devices are gone: pwdeploy.runtime.retry_on_slice_loss makes it exit with a retry exit code, so the head Job
+    fails with BackoffLimitExceeded (retry_exit_code). Any other non-zero exit of main fails the head Job with
+    PodFailurePolicy: a bug, which a restart would only repeat (user_program_failed). docs/restarts.md has the
+    scenarios; pwdeploy.manifests.failure_policy evaluates these rules."""
+    return [
+        {"name": "slice_lost", "action": "RestartJobSet", "targetReplicatedJobs": [ids.WORKER_JOB]},
+        {
+            "name": "retry_exit_code",
+            "action": "RestartJobSet",
+            "onJobFailureReasons": ["BackoffLimitExceeded"],
+            "targetReplicatedJobs": [ids.HEAD_JOB],
+        },
+        {
+            "name": "user_program_failed",
+            "action": "FailJobSet",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+            "targetReplicatedJobs": [ids.HEAD_JOB],
+        },
+    ]
 
 
 def jobset(job: JobConfig) -> Manifest:

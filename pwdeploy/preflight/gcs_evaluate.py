@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pwdeploy.config import GcsPath
+from pwdeploy.config.storage_checks import checkpoints_apart_fix
 from pwdeploy.gcs import permissions as perms
 from pwdeploy.gcs.client import GcsFailure
 from pwdeploy.gcs.facts import BucketFacts, ProbeOutcome
@@ -246,18 +247,8 @@ def placement_row(locations: Mapping[str, GcsPath]) -> CheckResult | None:
         return None
     scratch = locations.get(perms.SCRATCH_FIELD)
     fields = (perms.CHECKPOINTS_FIELD, perms.SCRATCH_FIELD) if scratch else (perms.CHECKPOINTS_FIELD,)
-    if scratch is None or not _within(checkpoints, scratch):
+    if scratch is None or not checkpoints.within(scratch):
         return CheckResult(checkpoints.uri, fields, "placement", Status.OK, "apart from the scratch location")
-    parent = scratch.prefix.rpartition("/")[0]
-    apart = GcsPath(scratch.bucket, f"{parent}/checkpoints" if parent else "checkpoints")
-    fix = f"use a location outside {scratch.uri}, e.g. " + (
-        apart.uri if scratch.prefix and not _within(apart, scratch) else "a prefix of another bucket"
-    )
+    fix = checkpoints_apart_fix(scratch)
     detail = f"inside the scratch location {scratch.uri}: the compile cache's lifecycle rule may delete checkpoints"
     return CheckResult(checkpoints.uri, fields, "placement", Status.FAILED, detail, fix)
-
-
-def _within(inner: GcsPath, outer: GcsPath) -> bool:
-    if inner.bucket != outer.bucket:
-        return False
-    return not outer.prefix or inner.prefix == outer.prefix or inner.prefix.startswith(outer.prefix + "/")

@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 
 import requests
 
+from pwdeploy.text import one_line
+
 BODY_LIMIT = 4 * 1024 * 1024  # bytes; a manifest or a token is a few KiB, a tag list rarely 1 MiB
 CHUNK = 64 * 1024
 MESSAGE_CHARS = 200
@@ -137,9 +139,8 @@ def reason(exc: BaseException) -> str:
 
 
 def shorten(text: str) -> str:
-    """One line of at most MESSAGE_CHARS printable characters."""
-    text = "".join(char if char.isprintable() else " " for char in text)
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 3] + "..."
+    """One line of at most MESSAGE_CHARS printable characters (pwdeploy.text's rule)."""
+    return one_line(text, MESSAGE_CHARS)
 
 
 def _text(value: Any) -> str:

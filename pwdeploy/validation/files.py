@@ -58,8 +58,13 @@ def load_documents(source: str | Path) -> list[Any]:
         raise ConfigError(None, f"not valid YAML: {getattr(exc, 'problem', None) or exc}{where}", source=name) from None
     except ConfigError as exc:
         raise ConfigError(None, exc.message, source=name) from None
+    except RecursionError:
+        raise ConfigError(None, "nested too deep to be Kubernetes objects", source=name) from None
     documents = [loaded] if name.endswith(".json") else loaded
-    return [obj for document in documents for obj in _expand(document)]
+    try:
+        return [obj for document in documents for obj in _expand(document)]
+    except RecursionError:  # lists in lists, deeper than any manifest
+        raise ConfigError(None, "nested too deep to be Kubernetes objects", source=name) from None
 
 
 def _expand(document: Any) -> list[Any]:

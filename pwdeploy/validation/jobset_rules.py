@@ -1,5 +1,6 @@
 """The JobSet admission webhook's rules (kubernetes-sigs/jobset pkg/webhooks, v0.10.1 and later) that a schema
-cannot express: generated Job and Pod names, references between fields, indices and failure-policy rule names.
+cannot express: generated Job and Pod names, the coordinator label (v0.11.0 and later), references between
+fields, indices and failure-policy rule names.
 """
 
 from __future__ import annotations
@@ -8,7 +9,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pwdeploy.names import MAX_LABEL, dns1035_label, dns1123_subdomain
+from pwdeploy.names import (
+    MAX_LABEL,
+    coordinator_endpoint,
+    dns1035_label,
+    dns1123_subdomain,
+    label_value,
+    longest_name_for_coordinator,
+)
 from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping
 
 MAX_INT32 = 2**31 - 1
@@ -34,6 +42,8 @@ def jobset_problems(jobset: Mapping[str, Any]) -> list[Problem]:
     problems += _coordinator_problems(
         mapping(spec.get("coordinator")), dict(zip(names, (rj for _, rj in replicated), strict=True))
     )
+    if isinstance(name, str):
+        problems += _coordinator_label_problems(name, mapping(spec.get("coordinator")), mapping(spec.get("network")))
     problems += _failure_rule_problems(mapping(spec.get("failurePolicy")))
     problems += _network_problems(mapping(spec.get("network")))
     managed_by = spec.get("managedBy")
@@ -165,6 +175,38 @@ def _coordinator_problems(coordinator: Mapping[str, Any], by_name: dict[str, Map
             )
         ]
     return []
+
+
+def _coordinator_label_problems(
+    jobset_name: str, coordinator: Mapping[str, Any], network: Mapping[str, Any]
+) -> list[Problem]:
+    """The coordinator's address becomes the label jobset.sigs.k8s.io/coordinator on every child Job and pod
+    (``labelAndAnnotateObject``); JobSet >= v0.11.0 rejects a JobSet whose value is no label value
+    (``validateCoordinatorLabelValue``, PR #1079), v0.10.1 admits it and then fails creating the Jobs. The other
+    values that controller derives (JobSet and replicatedJob names, a 40-character hash, indices) fit whenever the
+    generated Job names do."""
+    target = coordinator.get("replicatedJob")
+    job_index, pod_index = integer(coordinator.get("jobIndex", 0)), integer(coordinator.get("podIndex", 0))
+    if not isinstance(target, str) or job_index is None or pod_index is None:
+        return []
+    own = network.get("subdomain")
+    subdomain = own if isinstance(own, str) and own else None  # GetSubdomain: unset or empty is the JobSet's name
+    value = coordinator_endpoint(jobset_name, target, job_index, pod_index, subdomain or jobset_name)
+    if label_value(value) is None:
+        return []
+    if subdomain is not None:
+        longest = MAX_LABEL - len(coordinator_endpoint("", target, job_index, pod_index, subdomain))
+        fits = f"with spec.network.subdomain {subdomain!r} the JobSet name may have at most {longest}"
+    else:
+        longest = longest_name_for_coordinator(target, job_index, pod_index)
+        fits = f"the subdomain defaults to the JobSet name, so that name may have at most {longest}"
+    return [
+        Problem(
+            "metadata.name",
+            f"{jobset_name!r} is too long: the coordinator label {value!r} has {len(value)} characters "
+            f"(max {MAX_LABEL}); {fits}",
+        )
+    ]
 
 
 def _failure_rule_problems(policy: Mapping[str, Any]) -> list[Problem]:

@@ -7,6 +7,10 @@ Texts matched:
   Secret <ns>/<name>`` (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go).
 - terminated reason ``OOMKilled`` (exit 137); exit code 135 = 128 + SIGBUS (7), what a write to a full
   memory-backed /dev/shm raises.
+- waiting reason ``CrashLoopBackOff`` with ``back-off 5m0s restarting failed container=<c> pod=<p>`` (kubernetes/
+  kubernetes pkg/kubelet/kuberuntime/kuberuntime_manager.go ``doBackOff``, ``kubecontainer.ErrCrashLoopBackOff``):
+  the kubelet keeps restarting a container that keeps failing; an error whatever the last termination was (OOM
+  kill, SIGBUS, a crash), since it does not come right by itself.
 - native sidecars (init containers with restartPolicy: Always, Kubernetes >= 1.29 by default): on an older
   kubelet they run as ordinary init containers that never finish, so the pod stays ``PodInitializing``.
 """
@@ -32,14 +36,32 @@ LAST_LINES = 3
 
 def observations(snap: Snapshot) -> list[Observation]:
     logs = {(t.pod, t.container): t for t in snap.logs}
+    alike = _logs_by_kind(snap, logs)
     found: list[Observation] = []
     for pod in snap.pods:
         if pod.get("metadata", {}).get("deletionTimestamp"):
             continue
-        found += _sidecars(pod, snap.now)
+        found += _sidecars(pod, snap.now, snap.name)
         for c in p.containers(pod):
             found += _waiting(c, snap.namespace)
-            found += _terminated(c, logs.get((p.name(pod), str(c.spec.get("name")))), snap.name)
+            log = logs.get((p.name(pod), str(c.spec.get("name")))) or alike.get(_kind(c))
+            found += _terminated(c, log, snap.name)
+    return found
+
+
+def _kind(c: p.Container) -> tuple[str, str, int] | None:
+    """(role, container, exit code) of a failed run: wanted_logs reads one log per kind, which stands for all."""
+    ended = _ended(c)
+    return (p.role(c.pod), str(c.spec.get("name")), int(str(ended[0].get("exitCode")))) if ended else None
+
+
+def _logs_by_kind(snap: Snapshot, logs: dict[tuple[str, str], LogTail]) -> dict[tuple[str, str, int] | None, LogTail]:
+    found: dict[tuple[str, str, int] | None, LogTail] = {}
+    for pod in snap.pods:
+        for c in p.containers(pod):
+            tail = logs.get((p.name(pod), str(c.spec.get("name"))))
+            if tail is not None and (kind := _kind(c)) is not None:
+                found.setdefault(kind, tail)
     return found
 
 
@@ -67,7 +89,7 @@ def _waiting(c: p.Container, namespace: str) -> list[Observation]:
 NATIVE_SIDECARS = frozenset({ids.PROXY_CONTAINER, ids.RM_CONTAINER, ids.SIDECAR_CONTAINER, ids.HLO_UPLOADER_CONTAINER})
 
 
-def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
+def _sidecars(pod: p.Object, now: datetime, job: str) -> list[Observation]:
     """A native sidecar that runs while the main containers still wait (PodInitializing) long after it started."""
     listed = list(p.containers(pod))
     if not any(
@@ -87,6 +109,11 @@ def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
         if since is None or since < SIDECAR_GRACE_S:
             continue
         name = str(c.spec.get("name"))
+        if c.spec.get("startupProbe") and c.status.get("started") is False:  # running, its probe not yet passed
+            found.append(_probe_pending(c, name, since, job))
+            continue
+        if c.status.get("started") is True:  # started as a sidecar: main waits on another container
+            continue
         evidence = (
             f"init container {name} has run for {since // 60} min while the main containers wait (PodInitializing)"
             + ("; its restartPolicy: Always is gone from the live pod (the API server dropped it)" if dropped else "")
@@ -97,6 +124,23 @@ def _sidecars(pod: p.Object, now: datetime) -> list[Observation]:
         )
         found.append(Observation("sidecar-not-started", "error", p.role(pod), p.name(pod), name, evidence, fix))
     return found
+
+
+def _probe_pending(c: p.Container, name: str, since: int, job: str) -> Observation:
+    """A sidecar whose startup probe has not passed holds the main containers back by design (the proxy's probe
+    waits for its port): not an old kubelet, but a server that does not listen."""
+    probe = c.spec.get("startupProbe") or {}
+    port = (probe.get("tcpSocket") or {}).get("port")
+    evidence = (
+        f"init container {name} has run for {since // 60} min without passing its startup probe"
+        + (f" (nothing listens on port {port} yet)" if port else "")
+        + "; the main containers wait for it"
+    )
+    fix = (
+        f"read its log: pwdeploy logs {job} --component {_component(name)}; the kubelet restarts it once the probe "
+        "gives up"
+    )
+    return Observation("sidecar-not-started", "error", p.role(c.pod), p.name(c.pod), f"{name}/probe", evidence, fix)
 
 
 def _seconds_since(timestamp: str, now: datetime) -> int | None:
@@ -115,19 +159,26 @@ def _ended(c: p.Container) -> tuple[dict[str, object], bool] | None:
     return (last, False) if last.get("exitCode") else None
 
 
+def crash_looping(c: p.Container) -> bool:
+    return ((c.status.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+
+
 def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observation]:
-    ended = _ended(c)
+    looping = crash_looping(c)
+    last = (c.status.get("lastState") or {}).get("terminated")
+    ended = _ended(c) or ((last, False) if looping and isinstance(last, dict) else None)  # exit 0, again and again
     if ended is None or p.disrupted(c.pod):
         return []
     term, now = ended
-    code, reason = int(str(term.get("exitCode"))), str(term.get("reason") or "")
+    code, reason = int(str(term.get("exitCode") or 0)), str(term.get("reason") or "")
     container, role, pod = str(c.spec.get("name")), p.role(c.pod), p.name(c.pod)
-    severity: Severity = "error" if now else "warning"
+    severity: Severity = "error" if now or looping else "warning"
     restarts = int(c.status.get("restartCount") or 0)
     signal = " = SIGBUS" if code == SIGBUS_EXIT else ""
     ran = f"container {container} terminated: {reason or 'Error'} (exit {code}{signal})" + (
         f", restarted {restarts} times" if restarts else ""
     )
+    ran += ", now in CrashLoopBackOff (the kubelet keeps restarting it)" if looping else ""
     if reason == "OOMKilled":
         limit, field = p.memory_limit(c), p.MEMORY_FIELD.get(container, "the container's memory limit")
         fix = (
@@ -142,7 +193,7 @@ def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observati
         field = p.shm_field(c, shm[0]) if shm else "main.shm_size / tpu.shm_size"
         fix = f"/dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
         return [Observation("shm-exhausted", severity, role, pod, container, f"{ran}; {size}", fix)]
-    if c.init and c.spec.get("restartPolicy") == "Always" and code == 143:
+    if c.init and c.spec.get("restartPolicy") == "Always" and code == 143 and not looping:
         return []  # a sidecar stopped by SIGTERM once the main container ended
     if log is not None and pathways.classify(log.lines) is not None:
         return []  # the Pathways rules name this one from its log

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from pwdeploy.text import evidence, printable
+
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
@@ -26,8 +28,13 @@ STAGES: dict[str, tuple[str, ...]] = {
     "image": ("image-not-found", "image-unauthorized", "image-pull"),
     "start": ("missing-secret", "container-config", "sidecar-not-started"),
     "run": (
+        "scratch-bucket-missing",
+        "scratch-lifecycle-limit",
         "version-mismatch",
+        "proxy-in-use",
+        "session-lost",
         "oom-killed",
+        "hbm-oom",
         "shm-exhausted",
         "gcs-permission",
         "proxy-backend",
@@ -75,8 +82,7 @@ class Finding:
 
     def line(self, width: int = 200) -> str:
         """One line: ``error tpu-capacity: 16 of 16 worker pods: "0/5 nodes are available: ..."``."""
-        text = f"{self.severity} {self.cause}: {self.where}: {self.evidence}"
-        return text if len(text) <= width else text[: width - 3] + "..."
+        return printable(f"{self.severity} {self.cause}: {self.where}: {self.evidence}", width, one_line=True)
 
 
 def group(observations: Iterable[Observation], totals: dict[str, int]) -> list[Finding]:
@@ -139,6 +145,6 @@ class Diagnosis:
 
 
 def quote(text: str, limit: int = 400) -> str:
-    """Evidence as quoted: the exact text, shortened only when long."""
-    text = " ".join(str(text).split())
-    return '"' + (text if len(text) <= limit else text[: limit - 3] + "...") + '"'
+    """Evidence as quoted: the text on one line, credential-looking values masked, made printable and shortened
+    only when long (pwdeploy.text's rule)."""
+    return '"' + evidence(str(text), limit) + '"'

@@ -11,6 +11,13 @@ Texts matched (stable parts):
 - GCS refusals: ``does not have storage.objects.<verb> access`` and ``403``/``PERMISSION_DENIED``/``AccessDenied``
   next to a ``gs://`` path or storage.googleapis.com URL (Cloud Storage error messages).
 - ``No space left on device`` on /dev/shm.
+- From Google's "Troubleshoot Pathways on Cloud" page (docs.cloud.google.com/ai-hypercomputer/docs/workloads/
+  pathways-on-cloud/troubleshooting-pathways, "Debugging common errors"):
+  ``Connection to IFRT proxy server was terminated: CANCELLED`` (another client holds the proxy's one session),
+  ``GrpcClientSession: writes no longer allowed`` (the proxy disconnected from the client: the session is gone),
+  ``Lifecycle matches_prefix cannot specify more than 50 prefixes`` (the scratch bucket's lifecycle rules are
+  full), ``The specified bucket does not exist`` (an invalid Cloud Storage location, printed by the resource
+  manager or the workers) and ``RESOURCE_EXHAUSTED`` (with a SIGTERM, "may indicate an HBM OOM").
 """
 
 from __future__ import annotations
@@ -47,13 +54,56 @@ class LogRule(NamedTuple):
     fix: str
 
 
+_RESTART_HEAD = (
+    "restart the head (kubectl delete pod HEAD_POD restarts the JobSet when scheduling.max_restarts allows; "
+    "else pwdeploy delete {job} and submit it again)"
+)
 RULES = (
+    LogRule(
+        "scratch-bucket-missing",
+        "error",
+        lambda line: "The specified bucket does not exist" in line,
+        "storage.scratch (now SCRATCH) names a bucket that does not exist: create it (gcloud storage buckets "
+        "create gs://BUCKET --location REGION) or fix storage.scratch; check: pwdeploy preflight -f job.yaml",
+    ),
+    LogRule(
+        "scratch-lifecycle-limit",
+        "error",
+        lambda line: "cannot specify more than 50 prefixes" in line,
+        "the scratch bucket gs://BUCKET has no room for another lifecycle prefix (at most 50): remove the rules no "
+        "longer used (gcloud storage buckets describe gs://BUCKET --format='default(lifecycle_config)', then "
+        "gcloud storage buckets update gs://BUCKET --lifecycle-file=FILE), use a bucket of its own for "
+        "storage.scratch, or set storage.enable_olm: false (--no-gcs-olm) so Pathways adds none",
+    ),
     LogRule(
         "version-mismatch",
         "error",
         lambda line: "failed to agree on the protocol version" in line,
         "the user's JAX (client) and the IFRT proxy differ: use the Pathways images of the job's JAX "
         "(pathways_version, or images.proxy_server / images.server) or rebuild the job image with that JAX",
+    ),
+    LogRule(
+        "proxy-in-use",
+        "error",
+        lambda line: "Connection to IFRT proxy server was terminated: CANCELLED" in line,
+        "the IFRT proxy serves one client session at a time and another client holds it (a notebook, a connect): "
+        "end that client; after an unexpected disconnection the proxy may keep the old session: " + _RESTART_HEAD,
+    ),
+    LogRule(
+        "session-lost",
+        "error",
+        lambda line: "writes no longer allowed" in line,
+        "the connection to the IFRT proxy ended and the JAX session on it with it (a session does not resume on a "
+        "new connection): restart the client (a notebook: restart its kernel); if the proxy or the head went away, "
+        "read its log: pwdeploy logs {job} --component proxy",
+    ),
+    LogRule(
+        "hbm-oom",
+        "error",
+        lambda line: "RESOURCE_EXHAUSTED" in line,
+        "a TPU ran out of device memory (HBM) (if the quoted line names another resource, that one): lower what "
+        "each device holds (a smaller per-device batch, parameters and optimizer state sharded over more devices, "
+        "rematerialised activations) or use more chips",
     ),
     LogRule(
         "proxy-backend",
@@ -84,9 +134,10 @@ RULES = (
         "shm-exhausted",
         "error",
         lambda line: "No space left on device" in line and ids.SHM_DIR in line,
-        "/dev/shm is full: raise main.shm_size (head) or tpu.shm_size (workers)",
+        "/dev/shm is full: raise SHM_FIELD",
     ),
 )
+SCRATCH_ARG = "--gcs_scratch_location="
 
 
 def classify(lines: list[str]) -> tuple[LogRule, str] | None:
@@ -109,15 +160,45 @@ def _from_log(tail: LogTail, pod: p.Object, job: str) -> Observation | None:
     if matched is None:
         return None
     rule, line = matched
-    fix = rule.fix.replace("{job}", job)
-    bucket = _BUCKET.search(line) if rule.cause == "gcs-permission" else None
-    if bucket:
-        fix = fix.replace("gs://BUCKET", f"gs://{bucket[1] or bucket[2]}")
+    fix = _fix(rule, line, pod, tail.container, job)
     which = f"{tail.container} log{' (previous run)' if tail.previous else ''}"
     role = p.role(pod) if pod else "pod"
     return Observation(
         rule.cause, rule.severity, role, tail.pod, f"{rule.cause}/{tail.container}", f"{which}: {quote(line)}", fix
     )
+
+
+def _fix(rule: LogRule, line: str, pod: p.Object, container: str, job: str) -> str:
+    """The rule's fix with what the live pod says: the bucket, the scratch location, the /dev/shm field."""
+    fix = rule.fix.replace("{job}", job).replace("HEAD_POD", p.name(pod) or "HEAD_POD")
+    bucket = _BUCKET.search(line) if rule.cause == "gcs-permission" else None
+    if bucket:
+        fix = fix.replace("gs://BUCKET", f"gs://{bucket[1] or bucket[2]}")
+    scratch = _scratch(pod)
+    if scratch and rule.cause.startswith("scratch-"):
+        fix = fix.replace("SCRATCH", scratch).replace(
+            "gs://BUCKET", "gs://" + scratch.removeprefix("gs://").split("/")[0]
+        )
+    if rule.cause == "shm-exhausted":
+        fix = fix.replace("SHM_FIELD", _shm_field(pod, container))
+    return fix.replace("SCRATCH", "its gs:// location")
+
+
+def _scratch(pod: p.Object) -> str | None:
+    """The scratch location the pod's Pathways containers were started with."""
+    for c in p.containers(pod):
+        for arg in c.spec.get("args") or []:
+            if isinstance(arg, str) and arg.startswith(SCRATCH_ARG):
+                return arg.removeprefix(SCRATCH_ARG)
+    return None
+
+
+def _shm_field(pod: p.Object, container: str) -> str:
+    """The config field that sizes the /dev/shm of ``container``, with its size now."""
+    for c in p.containers(pod):
+        if c.spec.get("name") == container and (shm := p.shm_volume(c)) is not None:
+            return p.shm_field(c, shm[0]) + (f" (now {shm[1]})" if shm[1] else "")
+    return "tpu.shm_size" if p.role(pod) == "worker pod" else "main.shm_size"
 
 
 def _image_versions(snap: Snapshot) -> list[Observation]:

@@ -1,0 +1,283 @@
+"""What JobSet does when pods of its Jobs fail, decided over a rendered JobSet by the controllers' own rules.
+
+Two controllers decide, and this module follows both:
+
+- the batch Job controller takes each failed pod through the Job's ``podFailurePolicy`` (Kubernetes
+  pkg/controller/job/pod_failure_policy.go, ``matchPodFailurePolicy``; the batch/v1 API, GA since 1.31): rules in
+  order, the first that matches decides; ``onExitCodes`` looks at the terminated containers (``containerName``:
+  only that one) whose exit code is not 0; ``onPodConditions`` at the pod's conditions. FailJob fails the Job
+  (reason PodFailurePolicy), Ignore replaces the pod without counting it, Count (and no match) counts it, and
+  a Job that counted more failures than its ``backoffLimit`` (default 6) fails with BackoffLimitExceeded;
+- the JobSet controller, at the first reconcile that sees a failed child Job (kubernetes-sigs/jobset
+  pkg/controllers/failure_policy.go, read at v0.11.0 and at 08dfbdfd: ``executeFailurePolicy``,
+  ``findFirstFailedPolicyRuleAndJob``, ``ruleIsApplicable``, ``restartJobSetActionApplier``): no failurePolicy
+  fails the JobSet; else its rules are tried in order, each against every failed Job (earliest first), on
+  ``onJobFailureReasons``, ``onJobFailureMessagePatterns`` (a regular expression searched in the Job's failure
+  message) and ``targetReplicatedJobs`` (empty: any); the first rule that matches any failed Job decides, and with
+  none the action is RestartJobSet. RestartJobSet fails the JobSet instead (ReachedMaxRestarts) once
+  ``status.restartsCountTowardsMax`` has reached ``maxRestarts``; RestartJobSetAndIgnoreMaxRestarts never counts.
+
+Not modelled (ValueError where a JobSet uses them): RestartJob and RestartJobAndIgnoreMaxRestarts (v0.12,
+alpha, behind a feature gate), FailIndex (per-index backoff); nor activeDeadlineSeconds. The messages matched by
+``onJobFailureMessagePatterns`` are the Job controller's formats with ``<pod>`` for the pod's name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job.spec.backoffLimit when unset
+BACKOFF_LIMIT_MESSAGE = "Job has reached the specified backoff limit"  # the Job controller's
+
+
+class Action(Enum):
+    NOTHING = "nothing"  # no child Job failed: the Job replaced the pod (or restarted it) and the JobSet runs on
+    RESTART = "RestartJobSet"
+    RESTART_UNCOUNTED = "RestartJobSetAndIgnoreMaxRestarts"
+    FAIL = "FailJobSet"
+
+
+@dataclass(frozen=True)
+class PodFailure:
+    """One failed pod (or, for restartPolicy OnFailure, one container restart) of one child Job."""
+
+    replicated_job: str
+    exit_code: int | None = None  # the failed container's; None: it has none (the pod was lost with its node)
+    signal: int | None = None  # the signal that killed it instead: the exit code Kubernetes reports is 128 + N
+    container: str | None = None  # which container failed; default: the pod's first container
+    conditions: tuple[str, ...] = ()  # the pod's conditions with status True, e.g. DisruptionTarget
+    failed_before: int = 0  # pod failures this Job had counted already (against its backoffLimit)
+    job_index: int = 0
+
+    @property
+    def code(self) -> int | None:
+        return 128 + self.signal if self.signal is not None else self.exit_code
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            how = f"killed by {signal.Signals(self.signal).name} (exit code {self.code})"
+        else:
+            how = f"exited {self.exit_code}" if self.exit_code is not None else "ended without an exit code"
+        return f"{self.container or 'the pod'} {how}" + (
+            f" with {', '.join(self.conditions)}" if self.conditions else ""
+        )
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What the Job controller made of the failures of one child Job."""
+
+    name: str  # <jobset>-<replicatedJob>-<jobIndex>, as the JobSet controller names it
+    replicated_job: str
+    reason: str | None  # the Job's failure reason (PodFailurePolicy, BackoffLimitExceeded); None: it did not fail
+    message: str
+    why: str  # which podFailurePolicy rule or backoffLimit decided, in words
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    rule: str | None  # the failurePolicy rule that decided; None: JobSet's default, or nothing failed
+    why: str  # one line: the rule (or default) and the Job failure it matched
+    jobs: tuple[JobResult, ...]
+
+    @property
+    def restarts(self) -> bool:
+        return self.action in (Action.RESTART, Action.RESTART_UNCOUNTED)
+
+
+def decide(jobset: Mapping[str, Any], failures: Sequence[PodFailure], restarts: int = 0) -> Decision:
+    """What JobSet does after ``failures`` (in the order they happened) at one reconcile; ``restarts``: its
+    ``status.restartsCountTowardsMax`` so far. ValueError for a replicatedJob the JobSet lacks, or an action
+    this module does not model."""
+    spec = _mapping(jobset.get("spec"))
+    jobs = _job_results(str(_mapping(jobset.get("metadata")).get("name")), spec, failures)
+    failed = [job for job in jobs if job.reason is not None]
+    if not failed:
+        return Decision(Action.NOTHING, None, "no child Job failed: " + "; ".join(j.why for j in jobs), jobs)
+    policy = spec.get("failurePolicy")
+    if not isinstance(policy, Mapping):
+        return Decision(Action.FAIL, None, f"no failurePolicy: {_failed(failed[0])} fails the JobSet", jobs)
+    for rule in _list(policy.get("rules")):
+        matched = next((job for job in failed if _applies(rule, job)), None)
+        if matched is not None:
+            name = str(rule.get("name"))
+            return _act(str(rule.get("action")), name, f"rule {name}", matched, policy, restarts, jobs)
+    return _act("RestartJobSet", None, "no rule matched, JobSet's default", failed[0], policy, restarts, jobs)
+
+
+def _act(
+    action: str,
+    rule: str | None,
+    by: str,
+    job: JobResult,
+    policy: Mapping[str, Any],
+    restarts: int,
+    jobs: tuple[JobResult, ...],
+) -> Decision:
+    cause = _failed(job)
+    if action == Action.FAIL.value:
+        return Decision(Action.FAIL, rule, f"{by} (FailJobSet): {cause}", jobs)
+    if action == Action.RESTART_UNCOUNTED.value:
+        return Decision(Action.RESTART_UNCOUNTED, rule, f"{by} ({action}, not counted): {cause}", jobs)
+    if action != Action.RESTART.value:
+        raise ValueError(f"failurePolicy action {action!r} is not modelled here")
+    limit = _int(policy.get("maxRestarts"), 0)
+    if restarts >= limit:
+        why = f"{by} (RestartJobSet, but {restarts} of maxRestarts {limit} used: ReachedMaxRestarts): {cause}"
+        return Decision(Action.FAIL, rule, why, jobs)
+    return Decision(Action.RESTART, rule, f"{by} (RestartJobSet, restart {restarts + 1} of {limit}): {cause}", jobs)
+
+
+def _failed(job: JobResult) -> str:
+    return f"Job {job.name} failed with {job.reason} ({job.why})"
+
+
+def _applies(rule: Mapping[str, Any], job: JobResult) -> bool:
+    """``ruleIsApplicable``: every condition the rule sets holds for the failed Job."""
+    reasons, patterns, targets = (
+        _list(rule.get(key)) for key in ("onJobFailureReasons", "onJobFailureMessagePatterns", "targetReplicatedJobs")
+    )
+    if reasons and job.reason not in reasons:
+        return False
+    if patterns and not any(_searches(str(p), job.message) for p in patterns):
+        return False
+    return not targets or job.replicated_job in targets
+
+
+def _searches(pattern: str, message: str) -> bool:
+    try:
+        return re.search(pattern, message) is not None
+    except re.error:  # JobSet logs an invalid pattern and skips it
+        return False
+
+
+def _job_results(jobset_name: str, spec: Mapping[str, Any], failures: Sequence[PodFailure]) -> tuple[JobResult, ...]:
+    """Each child Job that had failures, with what they made of it, in the order of its last failure (for a
+    failed Job: the one that failed it)."""
+    by_name = {str(rj.get("name")): rj for rj in _list(spec.get("replicatedJobs"))}
+    results: dict[tuple[str, int], JobResult] = {}
+    counted: dict[tuple[str, int], int] = {}
+    for failure in failures:
+        rj = by_name.get(failure.replicated_job)
+        if rj is None:
+            raise ValueError(f"{failure.replicated_job!r} is not a replicatedJob; valid: {', '.join(by_name)}")
+        key = (failure.replicated_job, failure.job_index)
+        if key in results and results[key].reason is not None:
+            continue  # a failed Job takes no more failures
+        counted.setdefault(key, failure.failed_before)
+        name = f"{jobset_name}-{failure.replicated_job}-{failure.job_index}"
+        results.pop(key, None)  # moved to the end: failed Jobs come in the order they failed
+        results[key] = _pod_failed(name, _job_spec(rj), failure, counted)
+    return tuple(results.values())
+
+
+def _pod_failed(
+    name: str, job_spec: Mapping[str, Any], failure: PodFailure, counted: dict[tuple[str, int], int]
+) -> JobResult:
+    key = (failure.replicated_job, failure.job_index)
+    job = (name, failure.replicated_job)
+    container = failure.container or _first_container(job_spec)
+    what = dataclasses.replace(failure, container=container).describe()
+    rules = _list(_mapping(job_spec.get("podFailurePolicy")).get("rules"))
+    matched = _first_pod_rule(rules, failure, container)
+    said = f"{what}: no podFailurePolicy rule matched" if rules else what
+    if matched is not None:
+        index, rule = matched
+        action = rule["action"]
+        said = f"{what}: podFailurePolicy rule {index + 1} ({action} {_pod_rule_text(rule)})"
+        if action == "FailJob":
+            return JobResult(*job, "PodFailurePolicy", _fail_job_message(rule, failure, container, index), said)
+        if action == "Ignore":
+            return JobResult(*job, None, "", f"{said}: not counted, the pod is replaced")
+    counted[key] += 1
+    limit = _int(job_spec.get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
+    if counted[key] > limit:
+        why = f"{said}: failure {counted[key]} counted, over backoffLimit {limit}"
+        return JobResult(*job, "BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE, why)
+    return JobResult(*job, None, "", f"{said}: failure {counted[key]} of backoffLimit {limit}, the pod is replaced")
+
+
+def backoff_limit(jobset: Mapping[str, Any], replicated_job: str) -> int:
+    """The backoffLimit of the replicatedJob's Jobs (Kubernetes' default where unset)."""
+    for rj in _list(_mapping(jobset.get("spec")).get("replicatedJobs")):
+        if rj.get("name") == replicated_job:
+            return _int(_job_spec(rj).get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
+    raise ValueError(f"{replicated_job!r} is not a replicatedJob")
+
+
+def _job_spec(replicated_job: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_mapping(replicated_job.get("template")).get("spec"))
+
+
+def _first_container(job_spec: Mapping[str, Any]) -> str:
+    pod = _mapping(_mapping(job_spec.get("template")).get("spec"))
+    containers = [c for c in _list(pod.get("containers")) if isinstance(c, Mapping)]
+    return str(containers[0].get("name")) if containers else "the pod"
+
+
+def _first_pod_rule(rules: list[Any], failure: PodFailure, container: str) -> tuple[int, Mapping[str, Any]] | None:
+    """The first rule that matches, with its index; a rule with an unknown action is skipped, as the Job
+    controller skips it."""
+    for index, rule in enumerate(rules):
+        action = rule.get("action")
+        if action == "FailIndex":
+            raise ValueError("podFailurePolicy action FailIndex (per-index backoff) is not modelled here")
+        if action in ("FailJob", "Ignore", "Count") and _pod_rule_matches(rule, failure, container):
+            return index, rule
+    return None
+
+
+def _pod_rule_matches(rule: Mapping[str, Any], failure: PodFailure, container: str) -> bool:
+    on_codes = rule.get("onExitCodes")
+    if isinstance(on_codes, Mapping):
+        wanted = on_codes.get("containerName")
+        code = failure.code
+        if code is None or code == 0 or (wanted is not None and wanted != container):
+            return False
+        values = {_int(v, -1) for v in _list(on_codes.get("values"))}
+        operator = on_codes.get("operator")
+        return (code in values) if operator == "In" else (code not in values) if operator == "NotIn" else False
+    patterns = _list(rule.get("onPodConditions"))
+    return any(
+        p.get("type") in failure.conditions and p.get("status", "True") == "True" for p in patterns if p
+    )  # only True conditions are known here
+
+
+def _pod_rule_text(rule: Mapping[str, Any]) -> str:
+    on_codes = rule.get("onExitCodes")
+    if isinstance(on_codes, Mapping):
+        values = ", ".join(str(v) for v in _list(on_codes.get("values")))
+        where = f" of {on_codes['containerName']}" if on_codes.get("containerName") else ""
+        return f"on exit codes{where} {on_codes.get('operator')} [{values}]"
+    return "on " + ", ".join(str(p.get("type")) for p in _list(rule.get("onPodConditions")))
+
+
+def _fail_job_message(rule: Mapping[str, Any], failure: PodFailure, container: str, index: int) -> str:
+    """The Job controller's condition message for a FailJob rule, with <pod> for the pod's name."""
+    action = rule.get("action")
+    if isinstance(rule.get("onExitCodes"), Mapping):
+        code = failure.code
+        return (
+            f"Container {container} for pod <pod> failed with exit code {code} matching {action} rule at index {index}"
+        )
+    matched = next(c for c in failure.conditions if any(p.get("type") == c for p in _list(rule.get("onPodConditions"))))
+    return f"Pod <pod> has condition {matched} matching {action} rule at index {index}"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return [v for v in value if v is not None] if isinstance(value, list) else []
+
+
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

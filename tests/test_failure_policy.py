@@ -1,0 +1,236 @@
+"""What JobSet does on each kind of failure, by its own rules over the JobSet pwdeploy renders (and, below, over
+hand-written JobSets that reach the rules pwdeploy does not use). docs/restarts.md shows the same table."""
+
+from __future__ import annotations
+
+import re
+import signal
+from typing import Any, NamedTuple
+
+import pytest
+
+from pwdeploy import identifiers as ids
+from pwdeploy import manifests
+from pwdeploy.config import load_job
+from pwdeploy.manifests.failure_policy import Action, PodFailure, backoff_limit, decide
+from tests.conftest import REPO
+
+EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
+HEAD, WORKER = ids.HEAD_JOB, ids.WORKER_JOB
+DISRUPTED = ("DisruptionTarget",)
+
+
+def rendered(**overrides: Any) -> dict[str, Any]:
+    job = load_job(EXAMPLE, {"scheduling.max_restarts": 3, **overrides}, installed_jax=lambda: "0.10.2")
+    obj: dict[str, Any] = manifests.build(job)[0]
+    return obj
+
+
+JOBSET = rendered()
+WORKER_BACKOFF = backoff_limit(JOBSET, WORKER)
+
+
+def main_exits(code: int) -> PodFailure:
+    return PodFailure(HEAD, exit_code=code, container=ids.MAIN_CONTAINER)
+
+
+def vm_lost(failed_before: int = 0) -> PodFailure:
+    """A worker pod gone with its VM (spot reclaim, maintenance): no exit code, the pod marked DisruptionTarget."""
+    return PodFailure(WORKER, conditions=DISRUPTED, failed_before=failed_before)
+
+
+class Scenario(NamedTuple):
+    name: str
+    failures: list[PodFailure]
+    action: Action
+    rule: str | None
+
+
+SCENARIOS = [
+    Scenario("program bug: main exits 1", [main_exits(1)], Action.FAIL, "user_program_failed"),
+    Scenario(
+        "program killed by the kernel's OOM killer (SIGKILL, 137)",
+        [PodFailure(HEAD, signal=signal.SIGKILL)],
+        Action.FAIL,
+        "user_program_failed",
+    ),
+    Scenario(
+        "slice lost, the program dies first with an unhandled error (exit 1)",
+        [vm_lost(), main_exits(1)],
+        Action.FAIL,
+        "user_program_failed",
+    ),
+    Scenario(
+        "slice lost, the program dies first through retry_on_slice_loss (exit 75)",
+        [vm_lost(), main_exits(ids.RETRY_EXIT_CODE)],
+        Action.RESTART,
+        "retry_exit_code",
+    ),
+    Scenario(
+        "a worker Job exhausts its pod retries (backoffLimit)",
+        [vm_lost(failed_before=WORKER_BACKOFF)],
+        Action.RESTART,
+        "slice_lost",
+    ),
+    Scenario(
+        "a worker Job exhausts its retries and main exits 1 at the same reconcile",
+        [vm_lost(failed_before=WORKER_BACKOFF), main_exits(1)],
+        Action.RESTART,
+        "slice_lost",
+    ),
+    Scenario("one worker pod lost, retries left", [vm_lost()], Action.NOTHING, None),
+    Scenario(
+        "SIGTERM from a preemption notice to a worker pod (143)",
+        [PodFailure(WORKER, signal=signal.SIGTERM, conditions=DISRUPTED)],
+        Action.NOTHING,
+        None,
+    ),
+    Scenario(
+        "SIGTERM from a preemption notice to the head pod (143, DisruptionTarget)",
+        [PodFailure(HEAD, signal=signal.SIGTERM, conditions=DISRUPTED)],
+        Action.NOTHING,
+        None,
+    ),
+    Scenario(
+        "SIGTERM to main without a DisruptionTarget condition (143)",
+        [PodFailure(HEAD, signal=signal.SIGTERM)],
+        Action.FAIL,
+        "user_program_failed",
+    ),
+    Scenario("main exits with the retry code 75", [main_exits(ids.RETRY_EXIT_CODE)], Action.RESTART, "retry_exit_code"),
+    Scenario("main exits 76, not in scheduling.retry_exit_codes", [main_exits(76)], Action.FAIL, "user_program_failed"),
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_each_scenario_ends_as_jobset_decides(scenario: Scenario) -> None:
+    decision = decide(JOBSET, scenario.failures)
+    assert (decision.action, decision.rule) == (scenario.action, scenario.rule), decision.why
+
+
+def scenario_table() -> str:
+    rows = ["| failure | JobSet does | rule |", "|---|---|---|"]
+    for s in SCENARIOS:
+        does = {Action.FAIL: "fails", Action.RESTART: "restarts (counted)", Action.NOTHING: "runs on"}[s.action]
+        rows.append(f"| {s.name} | {does} | {f'`{s.rule}`' if s.rule else 'none (the Job replaces the pod)'} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_the_docs_show_this_table() -> None:
+    docs = (REPO / "docs" / "restarts.md").read_text(encoding="utf-8")
+    assert scenario_table() in docs, "docs/restarts.md's scenario table is stale; paste scenario_table() into it"
+
+
+def test_the_users_own_retry_code_restarts_once_configured() -> None:
+    own = rendered(**{"scheduling.retry_exit_codes": [76]})
+    assert decide(own, [main_exits(76)]).rule == "retry_exit_code"
+    assert decide(own, [main_exits(ids.RETRY_EXIT_CODE)]).rule == "retry_exit_code"  # 75 stays one
+    assert decide(own, [main_exits(77)]).action is Action.FAIL
+
+
+def test_restarts_count_until_max_restarts_then_the_jobset_fails() -> None:
+    assert decide(JOBSET, [main_exits(ids.RETRY_EXIT_CODE)], restarts=2).action is Action.RESTART
+    last = decide(JOBSET, [main_exits(ids.RETRY_EXIT_CODE)], restarts=3)
+    assert last.action is Action.FAIL and last.rule == "retry_exit_code"
+    assert "ReachedMaxRestarts" in last.why
+
+
+def test_the_why_names_the_rule_the_job_and_the_pod_rule() -> None:
+    why = decide(JOBSET, [main_exits(1)]).why
+    assert why == (
+        "rule user_program_failed (FailJobSet): Job dp-example-pathways-head-0 failed with PodFailurePolicy "
+        "(main exited 1: podFailurePolicy rule 2 (FailJob on exit codes of main NotIn [0, 75]))"
+    )
+
+
+def test_a_headless_jobset_restarts_on_any_failed_job_by_default() -> None:
+    headless = rendered(headless=True)
+    decision = decide(headless, [PodFailure(HEAD, exit_code=1)])
+    assert decision.action is Action.RESTART and decision.rule is None
+    assert decision.why.startswith("no rule matched, JobSet's default (RestartJobSet, restart 1 of 3)")
+
+
+# Hand-written JobSets for the rules pwdeploy does not render.
+
+
+def jobset(policy: dict[str, Any] | None, *, head: dict[str, Any] | None = None) -> dict[str, Any]:
+    job: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "c"}]}}, **(head or {})}
+    spec: dict[str, Any] = {
+        "replicatedJobs": [{"name": "a", "template": {"spec": job}}, {"name": "b", "template": {"spec": {}}}]
+    }
+    if policy is not None:
+        spec["failurePolicy"] = policy
+    return {"metadata": {"name": "js"}, "spec": spec}
+
+
+def test_without_a_failure_policy_a_failed_job_fails_the_jobset() -> None:
+    decision = decide(jobset(None, head={"backoffLimit": 0}), [PodFailure("a", exit_code=1)])
+    assert decision.action is Action.FAIL and decision.why.startswith("no failurePolicy: Job js-a-0 failed")
+
+
+def test_the_job_backoff_limit_defaults_to_6() -> None:
+    policy = jobset({"maxRestarts": 1})
+    assert decide(policy, [PodFailure("a", exit_code=1, failed_before=5)]).action is Action.NOTHING
+    assert decide(policy, [PodFailure("a", exit_code=1, failed_before=6)]).action is Action.RESTART
+
+
+def test_ignore_max_restarts_restarts_without_counting() -> None:
+    policy = jobset({"maxRestarts": 0, "rules": [{"name": "r", "action": "RestartJobSetAndIgnoreMaxRestarts"}]})
+    decision = decide(policy, [PodFailure("b", exit_code=1, failed_before=6)], restarts=5)
+    assert decision.action is Action.RESTART_UNCOUNTED and decision.restarts
+
+
+def test_the_first_rule_matching_any_failed_job_wins_and_reasons_and_targets_must_all_hold() -> None:
+    rules = [
+        {"name": "only_b_deadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
+        {"name": "b", "action": "FailJobSet", "targetReplicatedJobs": ["b"]},
+        {"name": "any", "action": "RestartJobSet"},
+    ]
+    policy = jobset({"maxRestarts": 2, "rules": rules}, head={"backoffLimit": 0})
+    assert decide(policy, [PodFailure("a", exit_code=1)]).rule == "any"
+    both = [PodFailure("a", exit_code=1), PodFailure("b", exit_code=1, failed_before=6)]
+    assert decide(policy, both).rule == "b"
+
+
+def test_the_job_that_failed_first_is_the_one_a_rule_matches() -> None:
+    """b's first pod failure comes before a fails, but b fails after a: a rule matching both sees a first."""
+    policy = jobset({"maxRestarts": 1, "rules": [{"name": "any", "action": "FailJobSet"}]}, head={"backoffLimit": 0})
+    failures = [PodFailure("b", exit_code=1, failed_before=5), PodFailure("a", exit_code=1),
+                PodFailure("b", exit_code=1)]  # fmt: skip
+    decision = decide(policy, failures)
+    assert [job.name for job in decision.jobs] == ["js-a-0", "js-b-0"]
+    assert decision.why.startswith("rule any (FailJobSet): Job js-a-0 failed with BackoffLimitExceeded")
+
+
+def test_message_patterns_search_the_job_controllers_message() -> None:
+    pod_policy = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [3]}}]}
+    rule = {"name": "exit3", "action": "RestartJobSet", "onJobFailureMessagePatterns": [r"exit code 3\b"]}
+    policy = jobset({"maxRestarts": 1, "rules": [rule, {"name": "other", "action": "FailJobSet"}]},
+                    head={"podFailurePolicy": pod_policy, "backoffLimit": 0})  # fmt: skip
+    assert decide(policy, [PodFailure("a", exit_code=3)]).rule == "exit3"
+    assert decide(policy, [PodFailure("a", exit_code=4)]).rule == "other"  # counted: BackoffLimitExceeded
+    assert decide(policy, [PodFailure("a", exit_code=4)]).jobs[0].reason == "BackoffLimitExceeded"
+
+
+def test_exit_code_0_and_other_containers_never_match_an_exit_code_rule() -> None:
+    pod_policy = {"rules": [{"action": "FailJob", "onExitCodes": {"containerName": "c", "operator": "NotIn",
+                                                                   "values": [1]}}]}  # fmt: skip
+    policy = jobset({"maxRestarts": 1}, head={"podFailurePolicy": pod_policy, "backoffLimit": 2})
+    assert decide(policy, [PodFailure("a", exit_code=0)]).action is Action.NOTHING
+    assert decide(policy, [PodFailure("a", exit_code=9, container="sidecar")]).action is Action.NOTHING
+    assert decide(policy, [PodFailure("a", exit_code=9)]).jobs[0].reason == "PodFailurePolicy"
+
+
+def test_what_is_not_modelled_says_so() -> None:
+    with pytest.raises(ValueError, match="'nope' is not a replicatedJob; valid: a, b"):
+        decide(jobset({}), [PodFailure("nope", exit_code=1)])
+    restart_job = jobset({"rules": [{"name": "r", "action": "RestartJob"}]}, head={"backoffLimit": 0})
+    with pytest.raises(ValueError, match="'RestartJob' is not modelled"):
+        decide(restart_job, [PodFailure("a", exit_code=1)])
+
+
+def test_failure_messages_name_the_container_and_rule_index() -> None:
+    pod_policy = {"rules": [{"action": "FailJob", "onPodConditions": [{"type": "ConfigIssue"}]}]}
+    policy = jobset({"maxRestarts": 1}, head={"podFailurePolicy": pod_policy})
+    job = decide(policy, [PodFailure("a", conditions=("ConfigIssue",))]).jobs[0]
+    assert re.fullmatch(r"Pod <pod> has condition ConfigIssue matching FailJob rule at index 0", job.message)
