@@ -524,7 +524,7 @@ def test_server_frames_are_bounded_and_checked(frame: bytes, expected: str) -> N
         theirs.shutdown(socket.SHUT_WR)
         with pytest.raises(FrameError, match=expected.replace("(", r"\(").replace(")", r"\)")):
             frames = Frames(SimpleNamespace(sock=ours))
-            opcode, payload = frames.next()
+            _, payload = frames.next()
             close_status(payload)  # a close's payload is read by the stream (PortStream)
 
 
