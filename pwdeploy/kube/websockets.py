@@ -229,7 +229,8 @@ class Frames:
         if length > MAX_MESSAGE:
             raise FrameError(f"a frame of {length} bytes (more than {MAX_MESSAGE})")
         self._need(start + length)
-        payload = bytes(self._buffer[start : start + length])
+        with memoryview(self._buffer) as view:  # one copy (a slice of the bytearray would be a second)
+            payload = bytes(view[start : start + length])
         del self._buffer[: start + length]
         self.heard = time.monotonic()
         return final, opcode, payload
