@@ -262,14 +262,40 @@ def masking_speeds(size: int = 64 << 20) -> dict[str, float]:
     return speeds
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=int, default=64)
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--message-bytes", type=int, default=64)
     parser.add_argument("--plain-http", action="store_true", help="the fake serves http instead of https")
     parser.add_argument("--repeat", type=int, default=3, help="runs of every path, interleaved; medians reported")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measured_paths(
+    args: argparse.Namespace,
+    api: psutil.Process,
+    standin: tuple[str, int],
+    new_stream: Callable[[], PortStream],
+    forward_port: int,
+    kubectl: tuple[subprocess.Popen[str], int] | None,
+) -> dict[str, Callable[[], dict[str, Any]]]:
+    """One measurement of every path, by name."""
+    paths: dict[str, Callable[[], dict[str, Any]]] = {
+        "direct": lambda: measure_path(lambda mode: in_client_process(standin, mode, args), api),
+        "stream": lambda: measure_path(lambda mode: measure(lambda: StreamPipe(new_stream()), mode, args), api),
+        "forward": lambda: measure_path(lambda mode: in_client_process(("127.0.0.1", forward_port), mode, args), api),
+    }
+    if kubectl is not None:
+        helper = psutil.Process(kubectl[0].pid)
+        paths["kubectl"] = lambda: measure_path(
+            lambda mode: in_client_process(("127.0.0.1", kubectl[1]), mode, args), api, helper=helper
+        )
+    return paths
+
+
+def main() -> None:
+    args = parse_args()
     mp.set_start_method("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = f"{tmp}/kubeconfig"
@@ -282,26 +308,11 @@ def main() -> None:
         def new_stream() -> PortStream:
             return open_port_stream(kube, "default", POD, PORT)
 
-        listener = socket.create_server(("127.0.0.1", 0))
-        forwarder = Forwarder(listener, new_stream, print, f"pod/{POD}", time.sleep).start()
+        forwarder = Forwarder(socket.create_server(("127.0.0.1", 0)), new_stream, print, f"pod/{POD}", time.sleep)
+        forwarder.start()
         kubectl = start_kubectl(kubeconfig) if shutil.which("kubectl") else None
         try:
-            api_process = psutil.Process(api.pid)
-            paths: dict[str, Callable[[], dict[str, Any]]] = {
-                "direct": lambda: measure_path(lambda mode: in_client_process(standin, mode, args), api_process),
-                "stream": lambda: measure_path(
-                    lambda mode: measure(lambda: StreamPipe(new_stream()), mode, args), api_process
-                ),
-                "forward": lambda: measure_path(
-                    lambda mode: in_client_process(("127.0.0.1", forwarder.port), mode, args), api_process
-                ),
-            }
-            if kubectl is not None:
-                paths["kubectl"] = lambda: measure_path(
-                    lambda mode: in_client_process(("127.0.0.1", kubectl[1]), mode, args),
-                    api_process,
-                    helper=psutil.Process(kubectl[0].pid),
-                )
+            paths = measured_paths(args, psutil.Process(api.pid), standin, new_stream, forwarder.port, kubectl)
             runs = [{name: path() for name, path in paths.items()} for _ in range(args.repeat)]  # interleaved
             results = {name: merged([run[name] for run in runs]) for name in paths}
         finally:
@@ -319,7 +330,8 @@ def main() -> None:
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     scheme = "http" if args.plain_http else "https (TLS)"
     print(
-        f"{args.size_mib} MiB transfers, {args.messages} round trips of {args.message_bytes} B; API fake over {scheme}"
+        f"{args.size_mib} MiB transfers, {args.messages} round trips of {args.message_bytes} B; API fake over "
+        f"{scheme}; medians of {args.repeat} interleaved runs"
     )
     print(f"{'path':8} {'upload MB/s':>12} {'download MB/s':>14} {'rtt median us':>14} {'rtt p99 us':>11}")
     for name, r in results.items():
