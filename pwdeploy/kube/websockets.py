@@ -196,9 +196,10 @@ class Frames:
                     return opcode, parts[0] if len(parts) == 1 else b"".join(parts)
 
     def buffered(self) -> bool:
-        """Whether a whole frame has been read already (``next`` reads it without waiting for the socket)."""
+        """Whether a whole one-frame data message has been read already, so that ``next`` returns it without
+        waiting for the socket (a control frame first, a ping or a pong, says no: ``next`` would go on reading)."""
         buffer = self._buffer
-        if len(buffer) < 2:
+        if len(buffer) < 2 or not buffer[0] & 0x80 or buffer[0] & 0x7F not in (0x1, OP_BINARY):
             return False
         length, start = buffer[1] & 0x7F, 2
         if length >= 126:
