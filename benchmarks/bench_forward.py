@@ -1,26 +1,35 @@
-"""`pwdeploy connect`'s forward against a direct loopback connection to the same stand-in server, in one run.
+"""`pwdeploy connect`'s forward against `kubectl port-forward` and a direct loopback connection, in one run.
 
-Three paths to one TCP stand-in for the IFRT proxy (tests/portforward_fake.py's TcpStandIn):
+Four paths to one TCP stand-in for the IFRT proxy (tests/portforward_fake.py's TcpStandIn):
   direct   the client connects to the stand-in;
   stream   the client speaks the port-forward stream itself (PortStream over a WebSocket to the API fake): what
            the stream protocol costs, with no local hop;
   forward  the client connects to 127.0.0.1 where connect's Forwarder gives the connection its own stream: the
-           real path of a JAX client. Target: forward costs no more than stream (the local hop is cheap).
-Each side runs in its own process, as in use: the client, the forwarder (this process), and the API fake
-(PortForwardApiFake, Python, standing in for the Go API server and kubelet) with the stand-in.
+           real path of a JAX client;
+  kubectl  the client connects to `kubectl port-forward` (the tool users have today), through the same fake.
+The API fake (PortForwardApiFake, Python, standing in for the Go API server and kubelet) serves HTTPS from a
+throwaway CA, as a GKE control plane does (--plain-http for http). Each side runs in its own process, as in use:
+the client, the forwarder (this process) or kubectl, and the API fake with the stand-in. Targets: forward at
+least kubectl's throughput both ways and at most its round-trip time.
 
-Measured: a SIZE MiB upload and download (MB/s), and the round trip of small messages (median, p99).
+Measured: a SIZE MiB upload and download (MB/s), the round trip of small messages (median, p99), the CPU seconds
+of each process, and the masking speed of pwdeploy and of the fake (so the fake is known not to be the bottleneck).
 
-Usage: python3 benchmarks/bench_forward.py [--size-mib 256] [--messages 2000] [--message-bytes 64]
+Usage: python3 benchmarks/bench_forward.py [--size-mib 64] [--messages 2000] [--message-bytes 64] [--plain-http]
+                                          [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
+import re
+import shutil
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,11 +42,12 @@ import psutil
 
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import CHUNK, Forwarder, PortStream, open_port_stream
+from pwdeploy.kube.websockets import OP_BINARY, frame
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.portforward_fake: the API fake and the stand-in
 
-from tests.portforward_fake import PortForwardApiFake, TcpStandIn  # noqa: E402
+from tests.portforward_fake import PortForwardApiFake, TcpStandIn, unmask  # noqa: E402
 
 POD, PORT = "bench-pathways-head-0-0-x", 29000
 BLOCK = bytes(range(256)) * 4096  # 1 MiB
@@ -95,11 +105,13 @@ def _exactly(conn: socket.socket, n: int) -> bytes:
     return data
 
 
-def run_api(pipe: Connection, kubeconfig: str) -> None:
+def run_api(pipe: Connection, kubeconfig: str, tls: bool) -> None:
     """The API fake and the stand-in, in a process of their own, until told to stop."""
-    with PortForwardApiFake() as api, TcpStandIn(bench_serve) as standin:
+    with PortForwardApiFake(tls=tls) as api, TcpStandIn(bench_serve) as standin:
+        api.anonymous = None if tls else "system:anonymous"  # kubectl sends no token to an http:// server
         api.write_kubeconfig(Path(kubeconfig), {"bench": ("stub-token", None)}, current="bench")
-        api.put("pods", {"metadata": {"name": POD, "namespace": "default"}})
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD, "namespace": "default"}}
+        api.put("pods", {**pod, "status": {"phase": "Running"}})  # kubectl checks the phase
         api.route("default", POD, PORT, standin.address)
         pipe.send(standin.address)
         pipe.recv()
@@ -178,14 +190,17 @@ def cpu_seconds(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-def measure_path(run: Callable[[str], tuple[Any, float]], api: psutil.Process) -> dict[str, Any]:
-    """Each mode of one path, with the CPU seconds of the client, this process (the forwarder) and the API fake."""
-    me, results = psutil.Process(), {}
+def measure_path(
+    run: Callable[[str], tuple[Any, float]], api: psutil.Process, helper: psutil.Process | None = None
+) -> dict[str, Any]:
+    """Each mode of one path, with the CPU seconds of the client, the middle (this process: the forwarder; or
+    ``helper``: kubectl) and the API fake."""
+    middle, results = helper or psutil.Process(), {}
     for mode in MODES:
-        before = cpu_seconds(me), cpu_seconds(api)
+        before = cpu_seconds(middle), cpu_seconds(api)
         value, client_cpu = run(mode)
         results[mode] = value
-        results[f"{mode}_cpu"] = (client_cpu, cpu_seconds(me) - before[0], cpu_seconds(api) - before[1])
+        results[f"{mode}_cpu"] = (client_cpu, cpu_seconds(middle) - before[0], cpu_seconds(api) - before[1])
     return results
 
 
@@ -206,17 +221,86 @@ class StreamPipe:
         self.stream.close()
 
 
-def main() -> None:
+def merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median throughput of the runs, every round trip of all of them, the median CPU seconds."""
+    result: dict[str, Any] = {"rtt": [t for run in runs for t in run["rtt"]]}
+    for mode in ("upload", "download"):
+        result[mode] = statistics.median(run[mode] for run in runs)
+    for mode in MODES:
+        cpu = [run[f"{mode}_cpu"] for run in runs]
+        result[f"{mode}_cpu"] = tuple(statistics.median(values) for values in zip(*cpu, strict=True))
+    return result
+
+
+def start_kubectl(kubeconfig: str) -> tuple[subprocess.Popen[str], int]:
+    """`kubectl port-forward` to the pod through the fake, on a free local port (its default transport: SPDY
+    tunnelled in a WebSocket)."""
+    args = ["kubectl", "--kubeconfig", kubeconfig, "port-forward", f"pod/{POD}", f"0:{PORT}", "--address", "127.0.0.1"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    found = re.search(r"127\.0\.0\.1:(\d+) ->", proc.stdout.readline())
+    if found is None:
+        proc.kill()
+        raise SystemExit("kubectl port-forward did not start")
+    return proc, int(found[1])
+
+
+def masking_speeds(size: int = 64 << 20) -> dict[str, float]:
+    """MB/s of pwdeploy's client framing (masking included) and of the fake's unmasking, on 64 KiB messages."""
+    piece, key = os.urandom(CHUNK), os.urandom(4)
+    works: dict[str, Callable[[], object]] = {
+        "pwdeploy frame+mask": lambda: frame(OP_BINARY, piece, key),
+        "fake unmask": lambda: unmask(piece, key),
+    }
+    speeds = {}
+    for name, work in works.items():
+        work()
+        start = time.perf_counter()
+        for _ in range(size // CHUNK):
+            work()
+        speeds[name] = size / (time.perf_counter() - start) / 1e6
+    return speeds
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size-mib", type=int, default=256)
+    parser.add_argument("--size-mib", type=int, default=64)
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--message-bytes", type=int, default=64)
-    args = parser.parse_args()
+    parser.add_argument("--plain-http", action="store_true", help="the fake serves http instead of https")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of every path, interleaved; medians reported")
+    return parser.parse_args()
+
+
+def measured_paths(
+    args: argparse.Namespace,
+    api: psutil.Process,
+    standin: tuple[str, int],
+    new_stream: Callable[[], PortStream],
+    forward_port: int,
+    kubectl: tuple[subprocess.Popen[str], int] | None,
+) -> dict[str, Callable[[], dict[str, Any]]]:
+    """One measurement of every path, by name."""
+    paths: dict[str, Callable[[], dict[str, Any]]] = {
+        "direct": lambda: measure_path(lambda mode: in_client_process(standin, mode, args), api),
+        "stream": lambda: measure_path(lambda mode: measure(lambda: StreamPipe(new_stream()), mode, args), api),
+        "forward": lambda: measure_path(lambda mode: in_client_process(("127.0.0.1", forward_port), mode, args), api),
+    }
+    if kubectl is not None:
+        helper = psutil.Process(kubectl[0].pid)
+        paths["kubectl"] = lambda: measure_path(
+            lambda mode: in_client_process(("127.0.0.1", kubectl[1]), mode, args), api, helper=helper
+        )
+    return paths
+
+
+def main() -> None:
+    args = parse_args()
     mp.set_start_method("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = f"{tmp}/kubeconfig"
         control, child = mp.Pipe()
-        api = mp.Process(target=run_api, args=(child, kubeconfig))
+        api = mp.Process(target=run_api, args=(child, kubeconfig, not args.plain_http))
         api.start()
         standin = control.recv()
         kube = load_kube(Path(kubeconfig))
@@ -224,38 +308,48 @@ def main() -> None:
         def new_stream() -> PortStream:
             return open_port_stream(kube, "default", POD, PORT)
 
-        listener = socket.create_server(("127.0.0.1", 0))
-        forwarder = Forwarder(listener, new_stream, print, f"pod/{POD}", time.sleep).start()
+        forwarder = Forwarder(socket.create_server(("127.0.0.1", 0)), new_stream, print, f"pod/{POD}", time.sleep)
+        forwarder.start()
+        kubectl = start_kubectl(kubeconfig) if shutil.which("kubectl") else None
         try:
-            api_process = psutil.Process(api.pid)
-            results = {
-                "direct": measure_path(lambda mode: in_client_process(standin, mode, args), api_process),
-                "stream": measure_path(lambda mode: measure(lambda: StreamPipe(new_stream()), mode, args), api_process),
-                "forward": measure_path(
-                    lambda mode: in_client_process(("127.0.0.1", forwarder.port), mode, args), api_process
-                ),
-            }
+            paths = measured_paths(args, psutil.Process(api.pid), standin, new_stream, forwarder.port, kubectl)
+            runs = [{name: path() for name, path in paths.items()} for _ in range(args.repeat)]  # interleaved
+            results = {name: merged([run[name] for run in runs]) for name in paths}
         finally:
             forwarder.close()
+            if kubectl is not None:
+                kubectl[0].terminate()
+                kubectl[0].wait(timeout=10)
             control.send("stop")
             api.join()
     report(results, args)
+    for name, speed in masking_speeds().items():
+        print(f"masking: {name} {speed:.0f} MB/s (one core)")
 
 
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
-    print(f"{args.size_mib} MiB transfers, {args.messages} round trips of {args.message_bytes} B")
+    scheme = "http" if args.plain_http else "https (TLS)"
+    print(
+        f"{args.size_mib} MiB transfers, {args.messages} round trips of {args.message_bytes} B; API fake over "
+        f"{scheme}; medians of {args.repeat} interleaved runs"
+    )
     print(f"{'path':8} {'upload MB/s':>12} {'download MB/s':>14} {'rtt median us':>14} {'rtt p99 us':>11}")
     for name, r in results.items():
         times = r["rtt"]
         r["rtt_median"], r["rtt_p99"] = statistics.median(times) * 1e6, statistics.quantiles(times, n=100)[98] * 1e6
         print(f"{name:8} {r['upload']:12.0f} {r['download']:14.0f} {r['rtt_median']:14.0f} {r['rtt_p99']:11.0f}")
-    direct, stream, forward = results["direct"], results["stream"], results["forward"]
-    for label, a, b in (("forward/direct", forward, direct), ("forward/stream", forward, stream)):
+    pairs = [("forward/direct", "forward", "direct"), ("forward/stream", "forward", "stream")]
+    if "kubectl" in results:
+        pairs += [("forward/kubectl", "forward", "kubectl"), ("kubectl/direct", "kubectl", "direct")]
+    else:
+        print("kubectl is not installed: no kubectl port-forward row")
+    for label, a_name, b_name in pairs:
+        a, b = results[a_name], results[b_name]
         print(
             f"{label}: throughput up {a['upload'] / b['upload']:.3f}, down {a['download'] / b['download']:.3f}; "
             f"rtt median {a['rtt_median'] / b['rtt_median']:.2f}x"
         )
-    print("CPU seconds (client / this process: the forwarder, or the stream client / API fake + stand-in):")
+    print("CPU seconds (client / middle: this process, or kubectl / API fake + stand-in):")
     for name, r in results.items():
         cells = [f"{mode} " + " / ".join(f"{v:.2f}" for v in r[f"{mode}_cpu"]) for mode in MODES]
         print(f"  {name:8} " + "; ".join(cells))

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from tests.kube_stub import FakeClock, StubKubeApiServer
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 
 # Keep the schema cache (and anything else written under the user's cache folder) out of the home directory,
 # for this process and every pwdeploy process the tests start.

@@ -1,6 +1,6 @@
 """Validate an object against a JobSet CRD's openAPIV3Schema, as the API server's structural checks would.
 
-For tests only: the CRDs live in the `shared` folder beside the checkout (tests/shared_folder.py).
+For tests only: the CRDs of the JobSet releases in CRD_VERSIONS are vendored in tests/fixtures/crds (see its README).
 Mirrors what the API server adds to plain JSON Schema: unknown fields are errors (kubectl's default strict
 field validation; the CRDs set no x-kubernetes-preserve-unknown-fields), and x-kubernetes-list-type map/set
 lists must not repeat a key. CEL rules (x-kubernetes-validations) are not evaluated.
@@ -18,14 +18,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-from tests.shared_folder import shared_file
-
 CRD_VERSIONS = ("0.10.1", "0.12.0")
+CRDS = Path(__file__).resolve().parent / "fixtures" / "crds"
 
 
 def crd_path(version: str) -> Path:
-    """The JobSet CRD ``version`` (``0.10.1``, ``v0.12.0``); fails (CI) or skips the test when it is missing."""
-    return shared_file("schemas", f"jobset-v{version.removeprefix('v')}-crd.yaml")
+    """The vendored JobSet CRD of release ``version`` (``0.10.1``, ``v0.12.0``)."""
+    return CRDS / f"jobset-v{version.removeprefix('v')}-crd.yaml"
 
 
 def _strict(schema: Any) -> Any:

@@ -1,5 +1,10 @@
 """StubKubeApiServer: a loopback HTTP server that answers the Kubernetes API paths pwdeploy uses.
 
+It serves HTTPS by default, as a GKE control plane does: a certificate from the test session's throwaway CA
+(tests/tls.py), which ``write_kubeconfig`` hands to the client as ``certificate-authority-data``; a client
+certificate from that CA authenticates as its CN, as the API server's x509 authenticator does. ``tls=False`` is
+plain http, for a test that asks for it.
+
 It is a stub, not an API server: no controllers, no admission webhooks, no watch, label selectors of the form
 ``k=v,k2=v2`` only. What it does do like a real server: the real paths (discovery, ``/version``, jobsets with
 server-side apply and ``dryRun=All``, namespaces, nodes, pods and their logs, events, secrets (metadata-only reads),
@@ -14,9 +19,12 @@ mid-way) and no answer at all until the stub stops (``hang``).
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
+import socket
+import ssl
 import sys
 import threading
 import time
@@ -33,6 +41,7 @@ import yaml
 from pwdeploy import manifests
 from pwdeploy.config import JobConfig, load_job
 from tests.crd import crd_object
+from tests.kube_discovery import discovery
 
 JOBSET_GV = "jobset.x-k8s.io/v1alpha2"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -47,6 +56,7 @@ class Recorded:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: Any
+    peer: str | None = None  # the CN of the client certificate the TLS handshake verified
 
     def q(self, key: str) -> str | None:
         values = self.query.get(key)
@@ -140,11 +150,35 @@ def node(
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """Clients that hang up (a test's timeout, a body read only in part) are no error of the stub's."""
+    """Clients that hang up (a test's timeout, a body read only in part) or refuse the certificate (a test of a
+    wrong CA) are no error of the stub's. With ``tls``, each connection's handshake runs in its own thread."""
+
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go's net package does by default
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if isinstance(request, ssl.SSLSocket):
+            request.settimeout(10)
+            request.do_handshake()
+            request.settimeout(None)
+        super().finish_request(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError, TimeoutError)):
             super().handle_error(request, client_address)
+
+
+def peer_name(connection: Any) -> str | None:
+    """The CN of the client certificate a TLS connection verified (None without one, or on plain http)."""
+    cert: Any = connection.getpeercert() if isinstance(connection, ssl.SSLSocket) else None
+    names = [value for rdn in (cert or {}).get("subject", ()) for key, value in rdn if key == "commonName"]
+    return str(names[0]) if names else None
 
 
 class _Reply(Exception):
@@ -163,6 +197,8 @@ class StubKubeApiServer:
         jobset_installed: bool = True,
         kueue_version: str | None = "v1beta1",
         provisioning_version: str | None = None,  # autoscaling.x-k8s.io (ProvisioningRequest) served when set
+        tls: bool = True,  # HTTPS with the session CA's certificate for 127.0.0.1; False: plain http
+        certificate: str = "ip",  # "named": valid for tls.SERVER_NAME only; "stranger": from a CA nobody trusts
     ) -> None:
         self.tokens = tokens or {"stub-token": "alice"}
         self.namespaces = set(namespaces)
@@ -179,8 +215,9 @@ class StubKubeApiServer:
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
         self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
         self.version = {"major": "1", "minor": "31+", "gitVersion": "v1.31.4-gke.1256000"}
-        self.crd_version = "0.10.1"  # the JobSet CRD served from /work/shared/schemas, read on first request
+        self.crd_version = "0.10.1"  # the vendored JobSet CRD served (tests/fixtures/crds)
         self.jobset_crd: dict[str, Any] | None = None  # a CRD object that replaces the real one
+        self.anonymous: str | None = None  # the user of requests without credentials (None: they get 401)
         self.latency = 0.0  # seconds every answer waits (outside the lock: requests wait side by side)
         self._lingering: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
@@ -188,6 +225,14 @@ class StubKubeApiServer:
         self._uid = 0
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
+        if tls:
+            from tests.tls import session_pki
+
+            pki = session_pki()
+            self._server.tls = pki.server_context(named=certificate == "named", stranger=certificate == "stranger")
+            self.ca_pem: bytes | None = pki.ca_pem
+        else:
+            self.ca_pem = None
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     # ------------------------------------------------------------------------------------------ control
@@ -195,7 +240,7 @@ class StubKubeApiServer:
     @property
     def url(self) -> str:
         host, port = str(self._server.server_address[0]), int(self._server.server_address[1])
-        return f"http://{host}:{port}"
+        return f"{'https' if self.ca_pem is not None else 'http'}://{host}:{port}"
 
     def start(self) -> StubKubeApiServer:
         self._thread.start()
@@ -213,12 +258,25 @@ class StubKubeApiServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def write_kubeconfig(self, path: Path, contexts: dict[str, tuple[str, str | None]], current: str | None) -> Path:
-        """Write a kubeconfig whose contexts (name -> (token, namespace)) all point at this server."""
+    def write_kubeconfig(
+        self,
+        path: Path,
+        contexts: dict[str, tuple[str, str | None]],
+        current: str | None,
+        *,
+        cluster: dict[str, Any] | None = None,
+    ) -> Path:
+        """Write a kubeconfig whose contexts (name -> (token, namespace)) all point at this server, trusting the
+        session CA (``certificate-authority-data``) when it serves HTTPS; ``cluster``: fields that replace or add
+        to the cluster entry (``tls-server-name``, ``proxy-url``; a None value removes the field)."""
+        entry: dict[str, Any] = {"server": self.url}
+        if self.ca_pem is not None:
+            entry["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode()
+        entry = {k: v for k, v in {**entry, **(cluster or {})}.items() if v is not None}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "stub", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "stub", "cluster": entry}],
             "users": [{"name": f"user-{n}", "user": {"token": tok}} for n, (tok, _) in contexts.items()],
             "contexts": [
                 {"name": n, "context": {"cluster": "stub", "user": f"user-{n}", **({"namespace": ns} if ns else {})}}
@@ -318,7 +376,9 @@ class StubKubeApiServer:
                 body = json.loads(raw)
             except ValueError:
                 body = raw.decode("utf-8", "replace")
-        record = Recorded(h.command, parts.path, parse_qs(parts.query), dict(h.headers.items()), body)
+        record = Recorded(
+            h.command, parts.path, parse_qs(parts.query), dict(h.headers.items()), body, peer_name(h.connection)
+        )
         with self._lock:
             self.requests.append(record)
         if self.latency:
@@ -375,17 +435,25 @@ class StubKubeApiServer:
                 return
 
     def _authenticate(self, r: Recorded) -> None:
-        auth = r.headers.get("Authorization") or r.headers.get("authorization") or ""
-        token = auth.removeprefix("Bearer ").strip()
-        if token not in self.tokens:
+        if self.user_of(r) is None:
             raise _Reply(401, status_body(401, "Unauthorized", "Unauthorized"))
 
-    def _user(self, r: Recorded) -> str:
+    def user_of(self, r: Recorded) -> str | None:
+        """Who sent ``r``: the user of its bearer token, else the CN of its client certificate."""
         auth = r.headers.get("Authorization") or r.headers.get("authorization") or ""
-        return self.tokens[auth.removeprefix("Bearer ").strip()]
+        return self.tokens.get(auth.removeprefix("Bearer ").strip()) or r.peer or self.anonymous
+
+    def _user(self, r: Recorded) -> str:
+        return self.user_of(r) or "system:anonymous"
 
     def _dispatch(self, r: Recorded) -> None:
         path = r.path.rstrip("/")
+        if r.method == "GET" and path.count("/") <= 3:
+            host, port = self._server.server_address[:2]
+            jobset_gv = JOBSET_GV if self.jobset_installed else None
+            document = discovery(path, jobset_gv=jobset_gv, server_address=f"{host!s}:{port}")
+            if document is not None:
+                raise _Reply(200, document)
         if path == "/version" and r.method == "GET":
             raise _Reply(200, self.version)
         if path == JOBSET_CRD_PATH and r.method == "GET":
@@ -445,6 +513,9 @@ class StubKubeApiServer:
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
         if m:
             self._pod_log(r, m[1], m[2])
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
+        if m and r.method == "GET":  # kubectl port-forward reads the pod first
+            self._resource(r, "pods", "", "v1", m[1], m[2])
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events)", path)
         if m and r.method == "GET":
             self._list(r, m[2], "", "v1", m[1])

@@ -8,7 +8,9 @@ first byte is the channel (0 data, 1 error), the 2-byte little-endian port numbe
 read from the pod side in 32 KiB pieces (Go's io.Copy buffer), error text on channel 1 when the pod's port cannot
 be reached, and closing the WebSocket when the pod side closes (kubelet: staging/src/k8s.io/kubelet/pkg/cri/
 streaming/portforward/websocket.go). ``drop_streams`` resets every open stream at the TCP level, as a restarted
-API server or a load balancer's idle timeout does.
+API server or a load balancer's idle timeout does. kubectl port-forward's SPDY streams (tunnelled in a WebSocket,
+or after an ``Upgrade: SPDY/3.1``) are served by tests/spdy_fake.py, to the same stand-ins. Like the stub, it
+serves HTTPS by default; every accepted connection has TCP_NODELAY set, as Go's net package does.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from io import BufferedIOBase
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, status_body
+from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, peer_name, status_body
+from tests.spdy_fake import SPDY_WEBSOCKET, SpdyPortForward
 
 V4_CHANNEL = "v4.channel.k8s.io"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
@@ -48,6 +51,22 @@ def server_frame(opcode: int, payload: bytes) -> tuple[bytes, bytes]:
     return header, payload
 
 
+def unmask(data: bytes, mask: bytes) -> bytes:
+    """``data`` XOR the repeated 4-byte ``mask``, through numpy: the fake's own masking is never the bottleneck
+    of a throughput measurement (benchmarks/bench_forward.py)."""
+    import numpy as np
+
+    n = len(data)
+    words = n // 4
+    out = bytearray(n)
+    np.bitwise_xor(
+        np.frombuffer(data, "<u4", words), np.frombuffer(mask, "<u4")[0], out=np.frombuffer(out, "<u4", words)
+    )
+    for i in range(words * 4, n):
+        out[i] = data[i] ^ mask[i % 4]
+    return bytes(out)
+
+
 def read_frame(rfile: BufferedIOBase) -> tuple[int, bytes]:
     """One client frame (masked, as RFC 6455 requires of clients), unmasked; (CLOSE, b"") at end of input."""
     head = rfile.read(2)
@@ -60,10 +79,7 @@ def read_frame(rfile: BufferedIOBase) -> tuple[int, bytes]:
         (length,) = struct.unpack("!Q", rfile.read(8))
     mask = rfile.read(4) if head[1] & 0x80 else b""
     data = rfile.read(length)
-    if mask:
-        key = (mask * (length // 4 + 1))[:length]
-        data = (int.from_bytes(data, "little") ^ int.from_bytes(key, "little")).to_bytes(length, "little")
-    return opcode, data
+    return opcode, unmask(data, mask) if mask else data
 
 
 class FakeStream:
@@ -117,6 +133,9 @@ class PortForwardApiFake(StubKubeApiServer):
         self.pod_error: str | None = None  # text every new stream reports on its error channel instead of data
         self.deaf = False  # ignore pings, as a connection that went dead on the way does
         self.pings = 0
+        self.subprotocol: str | None = V4_CHANNEL  # the subprotocol the v4 upgrade answers (None: no header)
+        self.close_with: tuple[int, bytes] | None = None  # close every new stream at once with (code, reason)
+        self.spdy_pairs = 0  # kubectl connections served over SPDY
 
     def __enter__(self) -> PortForwardApiFake:
         super().__enter__()
@@ -143,6 +162,12 @@ class PortForwardApiFake(StubKubeApiServer):
                 else:
                     super().do_GET()
 
+            def do_POST(self) -> None:
+                if (self.headers.get("Upgrade") or "").lower() == "spdy/3.1":
+                    fake._upgrade(self)
+                else:
+                    super().do_POST()
+
         return Handler
 
     # ------------------------------------------------------------------------------------------ handshake
@@ -157,11 +182,12 @@ class PortForwardApiFake(StubKubeApiServer):
 
     def _upgrade(self, h: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(h.path)
-        record = Recorded("GET", parts.path, parse_qs(parts.query), dict(h.headers.items()), None)
+        record = Recorded(
+            h.command, parts.path, parse_qs(parts.query), dict(h.headers.items()), None, peer_name(h.connection)
+        )
         with self._lock:
             self.requests.append(record)
         match = PORTFORWARD_PATH.fullmatch(parts.path)
-        token = (h.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
         if match is None:
             return self._refuse(h, 404, "NotFound", "the server could not find the requested resource")
         namespace, pod = match[1], match[2]
@@ -169,10 +195,10 @@ class PortForwardApiFake(StubKubeApiServer):
             self._inject(record)  # fail(...): answer the upgrade with an error status, as an overloaded server does
         except _Reply as reply:
             return self._refuse(h, reply.code, str(reply.body.get("reason")), str(reply.body.get("message")))
-        if token not in self.tokens:
+        user = self.user_of(record)
+        if user is None:
             return self._refuse(h, 401, "Unauthorized", "Unauthorized")
         if ("create", "pods/portforward") in self.forbidden:
-            user = self.tokens[token]
             message = (
                 f'pods "{pod}" is forbidden: User "{user}" cannot create resource "pods/portforward" in API group "" '
                 f'in the namespace "{namespace}"'
@@ -180,22 +206,49 @@ class PortForwardApiFake(StubKubeApiServer):
             return self._refuse(h, 403, "Forbidden", message, name=pod, kind="pods")
         if ("pods", namespace, pod) not in self.objects:
             return self._refuse(h, 404, "NotFound", f'pods "{pod}" not found', name=pod, kind="pods")
+        if h.command == "POST":  # kubectl's SPDY upgrade: ports are named per stream
+            self._switch(h, {"Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": "portforward.k8s.io"})
+            return self._serve_spdy(SocketBytes(h), namespace, pod)
         ports = record.q("ports") or ""
         offered = [p.strip() for p in (h.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
+        accept = base64.b64encode(hashlib.sha1((h.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest())
+        websocket = {"Upgrade": "websocket", "Sec-WebSocket-Accept": accept.decode()}
+        if SPDY_WEBSOCKET in offered and V4_CHANNEL not in offered:
+            self._switch(h, {**websocket, "Sec-WebSocket-Protocol": SPDY_WEBSOCKET})
+            return self._serve_spdy(WebSocketBytes(FakeStream(h.connection, h.rfile, 0)), namespace, pod)
         if not ports.isdigit() or V4_CHANNEL not in offered:
             return self._refuse(h, 400, "BadRequest", f"ports {ports!r} / subprotocols {offered}: not served")
-        accept = base64.b64encode(hashlib.sha1((h.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest())
+        answer = {"Sec-WebSocket-Protocol": self.subprotocol} if self.subprotocol else {}
+        self._switch(h, {**websocket, **answer})
+        self._serve_stream(FakeStream(h.connection, h.rfile, int(ports)), namespace, pod)
+        return None
+
+    def _switch(self, h: BaseHTTPRequestHandler, headers: dict[str, str]) -> None:
         h.send_response(101)
-        h.send_header("Upgrade", "websocket")
         h.send_header("Connection", "Upgrade")
-        h.send_header("Sec-WebSocket-Accept", accept.decode())
-        h.send_header("Sec-WebSocket-Protocol", V4_CHANNEL)
+        for key, value in headers.items():
+            h.send_header(key, value)
         h.end_headers()
         h.wfile.flush()
         h.close_connection = True
-        h.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go's net package does by default
-        self._serve_stream(FakeStream(h.connection, h.rfile, int(ports)), namespace, pod)
-        return None
+
+    def _serve_spdy(self, conn: SocketBytes | WebSocketBytes, namespace: str, pod: str) -> None:
+        def dial(port: int) -> socket.socket:
+            address = self.targets.get((namespace, pod, port))
+            if address is None:
+                raise OSError(f"error forwarding port {port} to pod {pod}: no stand-in routed for this pod and port")
+            sock = socket.create_connection(address, timeout=5)
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+
+        def paired() -> None:
+            with self._lock:
+                self.spdy_pairs += 1
+
+        with self._lock:
+            self.upgrades += 1
+        SpdyPortForward(conn, dial, paired).serve()
 
     # ------------------------------------------------------------------------------------------ streaming
 
@@ -205,6 +258,9 @@ class PortForwardApiFake(StubKubeApiServer):
             self.upgrades += 1
         announce = stream.port.to_bytes(2, "little")
         try:
+            if self.close_with is not None:  # before any data, as a server that cannot serve the stream does
+                stream.send(CLOSE, struct.pack("!H", self.close_with[0]) + self.close_with[1])
+                return
             stream.send_channel(0, announce)
             stream.send_channel(1, announce)
             address = self.targets.get((namespace, pod, stream.port))
@@ -258,6 +314,42 @@ class PortForwardApiFake(StubKubeApiServer):
             stream.send(CLOSE, struct.pack("!H", 1000))  # the pod side closed: so does the stream
         except OSError:
             pass
+
+
+class SocketBytes:
+    """The upgraded connection itself, as bytes (kubectl's ``Upgrade: SPDY/3.1``)."""
+
+    def __init__(self, h: BaseHTTPRequestHandler) -> None:
+        self.rfile, self.sock = h.rfile, h.connection
+
+    def read(self, n: int) -> bytes:
+        return self.rfile.read(n)
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+
+class WebSocketBytes:
+    """The bytes carried by a WebSocket's binary messages, both ways (SPDY tunnelled in a WebSocket)."""
+
+    def __init__(self, stream: FakeStream) -> None:
+        self.stream, self._buffer = stream, bytearray()
+
+    def read(self, n: int) -> bytes:
+        while len(self._buffer) < n:
+            opcode, data = read_frame(self.stream.rfile)
+            if opcode == CLOSE:
+                break
+            if opcode == PING:
+                self.stream.send(PONG, data)
+            elif opcode in (0x0, BINARY):
+                self._buffer += data
+        data = bytes(self._buffer[:n])
+        del self._buffer[:n]
+        return data
+
+    def sendall(self, data: bytes) -> None:
+        self.stream.send(BINARY, data)
 
 
 class TcpStandIn:

@@ -1,6 +1,6 @@
-"""The one rule for a service a test needs (the GCS emulator, a Docker engine and registry, the shared folder
-beside the checkout): when it is missing, the test fails in CI (CI=true), where every service must be there, and
-skips with the reason everywhere else, so a missing service never lets a run pass silently.
+"""The one rule for a service a test needs (the GCS emulator, a Docker engine and registry): when it is missing,
+the test fails in CI (CI=true), where every service must be there, and skips with the reason everywhere else, so a
+missing service never lets a run pass silently.
 """
 
 from __future__ import annotations

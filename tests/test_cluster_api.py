@@ -163,7 +163,8 @@ def test_a_server_url_with_userinfo_never_shows_the_password_against_stub(
     stub: StubKubeApiServer, tmp_path: Path
 ) -> None:
     kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("stub-token", None)}, current="c")
-    kc.write_text(kc.read_text().replace("http://", "http://admin:hunter2@"))
+    kc.write_text(kc.read_text().replace(stub.url, stub.url.replace("://", "://admin:hunter2@")))
+    assert "hunter2" in kc.read_text()
     kube = load_kube(kc, clock=FakeClock())
     assert kube.host == stub.url and "hunter2" not in repr(kube.api_client.configuration.host)
     stub.fail("GET", "/jobsets/demo$", 503, times=100)
@@ -282,13 +283,13 @@ def test_unreachable_server_is_one_clear_error(tmp_path: Path) -> None:
         port = sock.getsockname()[1]
     server = StubKubeApiServer()  # only to write the kubeconfig; never started
     kc = server.write_kubeconfig(tmp_path / "kc", {"gone": ("stub-token", None)}, current="gone")
-    kc.write_text(kc.read_text().replace(server.url, f"http://127.0.0.1:{port}"))
+    kc.write_text(kc.read_text().replace(server.url, f"https://127.0.0.1:{port}"))
     server.stop()
     clock = FakeClock()
     with pytest.raises(ApiError) as info:
         get_demo(load_kube(kc, clock=clock))
     text = str(info.value)
-    assert text.startswith(f"cannot reach the Kubernetes API server (context 'gone', http://127.0.0.1:{port})")
+    assert text.startswith(f"cannot reach the Kubernetes API server (context 'gone', https://127.0.0.1:{port})")
     assert "after 4 attempts" in text and info.value.status is None
     assert clock.sleeps == [0.5, 1.0, 2.0]
 

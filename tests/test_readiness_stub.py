@@ -1,7 +1,7 @@
 """Cluster readiness (`preflight --cluster`, and `submit` before it applies) against StubKubeApiServer, a loopback
 stub, not an API server: every check's ok / warn / failed / not verified, the requests one run sends, and the
-requests the concurrent checks have in flight at once. The JobSet CRDs are the real ones from
-/work/shared/schemas."""
+requests the concurrent checks have in flight at once. The JobSet CRDs are the released ones,
+vendored in tests/fixtures/crds."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pwdeploy.kube.api import Kube
 from pwdeploy.report import CheckResult, Status
 from tests import gcs_emulator as emulator
 from tests.conftest import REPO, ClusterCli
-from tests.crd import CRD_VERSIONS, crd_object, crd_path
+from tests.crd import CRD_VERSIONS, crd_object
 from tests.gcs_emulator import GcsEmulator
 from tests.kube_stub import StubKubeApiServer, node, small_job
 
@@ -34,9 +34,6 @@ KUBELET = "v1.31.4-gke.1256000"
 TPU_NODE = {"google.com/tpu": "4", "cpu": "207", "memory": "440Gi"}
 BIG_CPU_NODE = {"cpu": "63770m", "memory": "250Gi"}  # an n2-standard-64's allocatable, roughly
 CHECK_NAMES = ["kubernetes-version", "jobset-api", "namespace", "queue", "tpu-capacity", "head-capacity", "permissions"]
-
-if not crd_path(CRD_VERSIONS[0]).is_file():
-    pytest.skip(f"the JobSet CRDs are not in {crd_path(CRD_VERSIONS[0]).parent}", allow_module_level=True)
 
 
 def ready(stub: StubKubeApiServer, tpu_nodes: int = 2) -> StubKubeApiServer:

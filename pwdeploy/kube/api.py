@@ -332,8 +332,9 @@ class Kube:
 
 
 def stream_retryable(error: ApiError) -> bool:
-    """Whether a stream that could not be opened may open on a later try: no answer, 429 or 5xx."""
-    return error.status is None or error.status in RETRYABLE_STATUS
+    """Whether a stream that could not be opened may open on a later try: no answer, 429 or 5xx (a TLS failure is
+    no answer that lasts: ``ApiError.lasting``)."""
+    return not error.lasting and (error.status is None or error.status in RETRYABLE_STATUS)
 
 
 # ---------------------------------------------------------------------------------------------- answers

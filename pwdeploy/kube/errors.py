@@ -26,14 +26,22 @@ Missing = Literal["object", "namespace", "type"]  # what a 404 lacked; "type": t
 
 class ApiError(ClusterError):
     """A failed request, or an answer that is not what the API promises; ``status`` is the HTTP status (None when no
-    answer came back)."""
+    answer came back); ``lasting``: trying again cannot help, whatever the status says (a certificate the client
+    does not trust, a WebSocket subprotocol the server does not speak)."""
 
     def __init__(
-        self, message: str, *, status: int | None = None, missing: Missing | None = None, hint: str | None = None
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        missing: Missing | None = None,
+        hint: str | None = None,
+        lasting: bool = False,
     ) -> None:
         super().__init__(message, hint=hint)
         self.status = status
         self.missing = missing
+        self.lasting = lasting
 
 
 def unsendable(exc: Exception, action: Action, kube: Located) -> ApiError:

@@ -24,11 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pwdeploy.kube.answers import printable
 from pwdeploy.kube.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
 
 V4_CHANNEL = "v4.channel.k8s.io"
 DATA, ERROR = 0, 1  # the channels of the first (only) port
 CHUNK = 64 * 1024  # bytes read from the local socket per message (larger ones mask slower: cache)
+COALESCE = 1 << 20  # bytes of messages already read that go to the local program in one write
 OPEN_RETRY = RetryPolicy(attempts=5, base_delay=0.5, max_delay=8.0)
 KEEPALIVE_S = 30.0
 
@@ -47,6 +49,8 @@ class PortStream:
         self.port = port
         self.frames = Frames(ws)
         self._started: set[int] = set()  # channels whose port-number message has arrived
+        self._closed = False  # the server's close came (after bytes still to deliver)
+        self._broken: StreamBroken | None = None  # the stream broke (after bytes still to deliver)
 
     def send(self, data: bytes) -> None:
         from pwdeploy.kube.websockets import OP_BINARY
@@ -54,13 +58,30 @@ class PortStream:
         self.frames.send(OP_BINARY, bytes((DATA,)) + data)
 
     def recv(self) -> bytes:
-        """The next bytes from the pod; b"" once the server closed the stream. StreamBroken otherwise."""
-        while True:
-            data = self._next()
+        """The next bytes from the pod, with those of the messages already read behind them (one write to the
+        local program, not one per message); b"" once the server closed the stream. StreamBroken otherwise, once
+        the bytes that came before it are delivered."""
+        if self._broken is not None:
+            raise self._broken
+        if self._closed:
+            return b""
+        parts: list[bytes] = []
+        size = 0
+        while not parts or (size < COALESCE and self.frames.buffered()):
+            try:
+                data = self._next()
+            except StreamBroken as exc:
+                if not parts:
+                    raise
+                self._broken = exc
+                break
             if data is None:
-                return b""
+                self._closed = True
+                break
             if data:
-                return data
+                parts.append(data)
+                size += len(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def started(self) -> None:
         """Read until the server has announced the port on both channels (a probe: no data is expected)."""
@@ -73,13 +94,17 @@ class PortStream:
         """One message's data (b"" for a port announcement); None for the server's close."""
         import websocket
 
-        from pwdeploy.kube.websockets import OP_BINARY, OP_CLOSE, FrameError
+        from pwdeploy.kube.websockets import OP_BINARY, OP_CLOSE, FrameError, close_status, describe_close
 
         try:
             opcode, payload = self.frames.next()
+            if opcode == OP_CLOSE:
+                code, reason = close_status(payload)
         except (FrameError, websocket.WebSocketException, OSError) as exc:
             raise StreamBroken(str(exc) or type(exc).__name__) from None
         if opcode == OP_CLOSE:
+            if code not in (None, 1000):  # RFC 6455 section 7.4: anything but a normal closure is said
+                raise StreamBroken(f"the API server closed the stream with {describe_close(code, reason)}")
             return None
         if opcode != OP_BINARY or not payload:
             raise StreamBroken(f"unexpected WebSocket message (opcode {opcode}, {len(payload)} bytes)")
@@ -96,7 +121,7 @@ class PortStream:
             self._started.add(channel)
             body = body[2:]
         if channel == ERROR and body:
-            raise StreamBroken(f"the API server reported: {body.decode('utf-8', 'replace').strip()}")
+            raise StreamBroken(f"the API server reported: {printable(body.decode('utf-8', 'replace'), 500).strip()}")
         return body if channel == DATA else b""
 
     def ping(self) -> None:
