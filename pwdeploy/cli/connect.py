@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pwdeploy.cli.kube import Cluster, with_cluster
+from pwdeploy.cli.kube import Cluster, announce, with_cluster
 from pwdeploy.cli.session import DEFAULT_LOCAL_PORT, SessionOptions, run_session
 
 
@@ -48,5 +48,7 @@ def connect(
     PWDEPLOY_JOB) set and exits with its status. Each local connection gets its own stream through the API
     server, so a dropped stream costs one connection: the client reconnects and the next one opens a new stream.
     """
+    if delete_on_exit:
+        announce(cluster.kube)
     options = SessionOptions(local_port, timeout, print_env, strict_version, delete_on_exit, command)
     return run_session(cluster.kube, cluster.namespace, name, options)

@@ -30,7 +30,7 @@ from pwdeploy.kube.credential_plugin import (
     run_plugin,
 )
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
-from pwdeploy.kube.reach import check_tls, credentials_of, plain_http, kubectl_proxy
+from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
