@@ -40,8 +40,9 @@ class HttpsStubKubeApiServer(StubKubeApiServer):
 
     def __init__(self, ca: tuple[Path, Path, Path], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.ca = ca[0]
-        if super().url.startswith("http://"):  # (a stub that already speaks TLS is left as it is)
+        own_ca: bytes | None = getattr(self, "ca_pem", None)  # a stub that already speaks TLS is left as it is
+        self.trusted_ca = own_ca if own_ca is not None else ca[0].read_bytes()
+        if super().url.startswith("http://"):
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(ca[1], ca[2])
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
@@ -52,7 +53,7 @@ class HttpsStubKubeApiServer(StubKubeApiServer):
 
     def write_user_kubeconfig(self, path: Path, user: dict[str, Any], *, context: str = "c") -> Path:
         """A kubeconfig with one context whose user entry is ``user``, trusting the stub's CA."""
-        ca_data = base64.b64encode(self.ca.read_bytes()).decode()
+        ca_data = base64.b64encode(self.trusted_ca).decode()
         config = {
             "apiVersion": "v1",
             "kind": "Config",
