@@ -6,6 +6,7 @@ that expires is fetched again before the next request."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 import sys
@@ -282,9 +283,16 @@ def test_the_real_gke_plugin_without_a_login_names_the_gcloud_commands_against_h
 # ---------------------------------------------------------------------------------------------- plain http
 
 
+def plain_http_stub() -> StubKubeApiServer:
+    """The stub on plain http (a stub that serves https by default is asked for http)."""
+    asks_tls = "tls" in inspect.signature(StubKubeApiServer).parameters
+    return StubKubeApiServer(**({"tls": False} if asks_tls else {}))
+
+
 def test_an_http_server_gets_no_credentials_and_no_plugin_runs_against_stub(tmp_path: Path) -> None:
     script = plugin(tmp_path, f"print({credential('plugin-token-1')!r})")
-    with StubKubeApiServer() as stub:
+    with plain_http_stub() as stub:
+        assert stub.url.startswith("http://")
         for n, user in enumerate([exec_user(script), {"token": "stub-token"}, {"username": "a", "password": "b"}]):
             kc = tmp_path / f"kc{n}"
             kc.write_text(
