@@ -286,7 +286,8 @@ def test_the_real_gke_plugin_without_a_login_names_the_gcloud_commands_against_h
 def plain_http_stub() -> StubKubeApiServer:
     """The stub on plain http (a stub that serves https by default is asked for http)."""
     asks_tls = "tls" in inspect.signature(StubKubeApiServer).parameters
-    return StubKubeApiServer(**({"tls": False} if asks_tls else {}))
+    options: dict[str, Any] = {"tls": False} if asks_tls else {}
+    return StubKubeApiServer(**options)
 
 
 def test_an_http_server_gets_no_credentials_and_no_plugin_runs_against_stub(tmp_path: Path) -> None:
