@@ -48,6 +48,7 @@ tests=(
   tests/test_connect.py
   tests/test_kubeconfig.py
   tests/test_credential_plugins.py
+  tests/test_kube_proxies.py
 )
 echo "== cluster tests with the lowest versions"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}" "$@"
