@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
+from pwdeploy.cli import cli
 from pwdeploy.errors import ConfigError
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.kubeconfig_files import Origin, kubeconfig_files, merge, resolve
+from tests.conftest import SeamRunner
+from tests.https_stub import HttpsStubKubeApiServer, make_ca
 
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: the checked-in table stands")
@@ -281,3 +285,40 @@ def test_relative_paths_are_what_kubectl_flattens(tmp_path: Path, monkeypatch: p
     assert view is not None
     (clu,) = view["clusters"]
     assert base64.b64decode(clu["cluster"]["certificate-authority-data"]) == b"CA two\n"
+
+
+# ---------------------------------------------------------------------------------------------- the commands
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    return make_ca(tmp_path_factory.mktemp("ca"))
+
+
+@pytest.fixture
+def two_stubs(ca: tuple[Path, Path, Path]) -> Iterator[tuple[HttpsStubKubeApiServer, HttpsStubKubeApiServer]]:
+    servers = (HttpsStubKubeApiServer(ca), HttpsStubKubeApiServer(ca))
+    for server in servers:
+        server.start()
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_writes_go_to_the_first_files_cluster_and_say_so_against_https_stubs(
+    two_stubs: tuple[HttpsStubKubeApiServer, HttpsStubKubeApiServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = two_stubs
+    first = a.write_user_kubeconfig(tmp_path / "a", {"token": "stub-token"}, context="gke_p_us-central1_a")
+    second = b.write_user_kubeconfig(tmp_path / "b", {"token": "stub-token"}, context="gke_p_us-central1_b")
+    monkeypatch.setenv("KUBECONFIG", f"{first}{os.pathsep}{second}")
+    runner = SeamRunner()
+    for args in (["delete", "dp-example", "-y"], ["connect", "dp-example", "--delete-on-exit"]):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 4, result.output  # there is no such job
+        assert result.output.splitlines()[0] == f"pwdeploy: context gke_p_us-central1_a, server {a.url}"
+    assert a.requests and b.requests == []
+    result = runner.invoke(cli, ["delete", "dp-example", "-y", "--context", "gke_p_us-central1_b"])
+    assert result.output.splitlines()[0] == f"pwdeploy: context gke_p_us-central1_b, server {a.url}"  # a's "stub"
