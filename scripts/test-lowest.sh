@@ -14,8 +14,9 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 echo "== installing pwdeploy with the versions of $constraints into $venv"
+# pwdeploy with its dependencies, and the tools the cluster tests use (cryptography: the stubs' throwaway CA)
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$constraints" -e . \
-  pytest pytest-timeout jsonschema referencing
+  pytest pytest-timeout jsonschema referencing cryptography
 
 # A pin the resolver could not honour would test something else: every pinned package must be at its pin.
 "$venv/bin/python" - "$constraints" <<'PY'
