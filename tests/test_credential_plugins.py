@@ -95,6 +95,16 @@ def test_a_plugins_token_is_sent_over_tls_against_https_stub(
     assert runs(script) == 1
 
 
+def test_a_relative_plugin_command_is_relative_to_the_kubeconfig_against_https_stub(
+    https_stub: HttpsStubKubeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = plugin(tmp_path, f"print({credential('plugin-token-1')!r})")
+    kc = https_stub.write_user_kubeconfig(tmp_path / "kc", exec_user(f"./{script.name}"))  # as kubectl resolves it
+    monkeypatch.chdir(tmp_path.parent)
+    assert get_demo(load_kube(kc, plugin_limits=FAST)) is None
+    assert runs(script) == 1
+
+
 def test_the_plugin_gets_exec_info_and_cluster_info_against_https_stub(
     https_stub: HttpsStubKubeApiServer, tmp_path: Path
 ) -> None:
