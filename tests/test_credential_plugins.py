@@ -284,7 +284,9 @@ def test_the_real_gke_plugin_without_a_login_names_the_gcloud_commands_against_h
     text = str(info.value)
     assert info.value.exit_code == 4
     assert "the credential plugin gke-gcloud-auth-plugin of " in text and "no request was sent" in text
-    assert "gcloud auth login" in text  # gcloud's own words, quoted from the plugin's stderr
+    said, hint = text.split("\n  hint: ")
+    assert "It said:" in said and "gcloud" in said  # the plugin's own stderr (it names the gcloud command it ran)
+    assert "gcloud auth login" in hint
     assert "gcloud auth application-default login" in text and "gcloud container clusters get-credentials" in text
     assert "cluster-access-for-kubectl#install_plugin" in text
     assert_no_request(https_stub)

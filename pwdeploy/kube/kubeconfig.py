@@ -119,6 +119,7 @@ def _configure(
     whose = f"{origin.location}: user {resolved.user_name!r} (context {resolved.context!r})"
     server = str(resolved.cluster["server"])
     check_tls(resolved.cluster, f"{origin.location}: cluster {resolved.cluster_name!r}")
+    proxy = kubectl_proxy(server, resolved.cluster.get("proxy-url"))  # checked before a plugin runs
     user, token = _credentials(resolved, whose, clock, on_notice, limits)
     try:
         config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
@@ -135,7 +136,7 @@ def _configure(
         token.apply(configuration)
     # The proxy as kubectl picks it, set explicitly: clients before 37 ignore the environment, 37 lets NO_PROXY
     # override a kubeconfig's proxy-url, and both would proxy a loopback server.
-    configuration.proxy = kubectl_proxy(server, resolved.cluster.get("proxy-url"))
+    configuration.proxy = proxy
     configuration.no_proxy = None
     _clean_credentials(configuration, whose)
 
