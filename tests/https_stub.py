@@ -1,5 +1,5 @@
 """HttpsStubKubeApiServer: StubKubeApiServer (a loopback stub, not an API server) behind TLS, with a throwaway CA
-made by openssl for the test session, and a kubeconfig writer for any user entry (an exec plugin, say).
+made by openssl once per test module, and a kubeconfig writer for any user entry (an exec plugin, say).
 
 Credentials are only ever sent to an https server (as kubectl does), so every test of what pwdeploy sends as
 credentials talks to this stub."""
