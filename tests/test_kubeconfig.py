@@ -165,6 +165,20 @@ CASES = [
         None,
         refused="sets no current-context; pass one of: a, both",
     ),
+    Case(
+        "a-missing-user-is-refused",
+        {"a": {**A, "contexts": [context("a", "ca", "ghost")]}},
+        ("a",),
+        None,
+        refused="its user 'ghost' is not in the kubeconfig",
+    ),
+    Case(
+        "a-missing-cluster-is-refused",
+        {"a": {**A, "contexts": [context("a", "gone", "ua")]}},
+        ("a",),
+        None,
+        refused="its cluster 'gone' is not in the kubeconfig",
+    ),
     Case("unknown-context-flag-is-refused", {"a": A}, ("a",), None, context="prod", refused="'prod' is not a context"),
 ]
 

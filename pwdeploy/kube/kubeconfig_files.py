@@ -115,7 +115,9 @@ def resolve(merged: Merged, context: str | None, origin: Origin) -> Resolved:
     if cluster is None or not isinstance(cluster.get("cluster"), dict):
         raise _unusable(name, origin, f"its cluster {body['cluster']!r} is not in the kubeconfig")
     user_name = body.get("user") if isinstance(body.get("user"), str) else ""
-    user = merged.entries["users"].get(user_name or "", {}).get("user", {})  # kubectl: a missing user is no user
+    if user_name and user_name not in merged.entries["users"]:  # kubectl: "cannot locate user"
+        raise _unusable(name, origin, f"its user {user_name!r} is not in the kubeconfig")
+    user = merged.entries["users"].get(user_name or "", {}).get("user", {})
     if not isinstance(user, dict):
         raise _unusable(name, origin, NOT_A_KUBECONFIG)
     if not isinstance(cluster["cluster"].get("server"), str) or not cluster["cluster"]["server"]:
