@@ -122,6 +122,18 @@ def test_the_plugin_gets_exec_info_and_cluster_info_against_https_stub(
     assert get_demo(load_kube(kc, plugin_limits=FAST)) is None
 
 
+def test_a_plugins_client_certificate_is_the_clients_certificate_against_https_stub(
+    https_stub: HttpsStubKubeApiServer, ca: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    pem = {"clientCertificateData": ca[1].read_text(), "clientKeyData": ca[2].read_text()}
+    answer = json.dumps({"apiVersion": V1BETA1, "kind": "ExecCredential", "status": pem})
+    kc = https_stub.write_user_kubeconfig(tmp_path / "kc", exec_user(plugin(tmp_path, f"print({answer!r})")))
+    configuration = load_kube(kc, plugin_limits=FAST).api_client.configuration
+    assert Path(configuration.cert_file).read_text() == pem["clientCertificateData"]
+    assert Path(configuration.key_file).read_text() == pem["clientKeyData"]
+    assert "BearerToken" not in configuration.api_key
+
+
 def test_an_expiring_token_is_fetched_again_before_the_next_request_against_https_stub(
     https_stub: HttpsStubKubeApiServer, tmp_path: Path
 ) -> None:
