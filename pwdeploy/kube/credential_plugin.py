@@ -169,14 +169,14 @@ def run_plugin(
         if on_notice is not None:
             on_notice(
                 f"pwdeploy: waiting for the credential plugin {plugin.name} of {plugin.whose} "
-                f"(giving up after {timeout:.0f} s)"
+                f"(giving up after {timeout:g} s)"
             )
         try:
             out, err = process.communicate(timeout=max(0.0, timeout - notice_after))
         except subprocess.TimeoutExpired:
             _kill(process)
             raise ClusterError(
-                f"the credential plugin {plugin.name} of {plugin.whose} did not answer within {timeout:.0f} s; "
+                f"the credential plugin {plugin.name} of {plugin.whose} did not answer within {timeout:g} s; "
                 "no request was sent",
                 hint=plugin.hint(),
             ) from None
