@@ -113,7 +113,9 @@ def test_submit_prints_the_same_warnings_against_the_stub_api_server(tmp_path: P
                 "--dry-run=client"]  # fmt: skip
         result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines()[0].startswith("warning: main.env.X_TOKEN looks like a credential")
+    announced, warning = result.stderr.splitlines()[:2]  # a write names its context and server first
+    assert announced == f"pwdeploy: context stub, server {stub.url}"
+    assert warning.startswith("warning: main.env.X_TOKEN looks like a credential")
     assert stub.writes() == []
 
 

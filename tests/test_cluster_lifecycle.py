@@ -156,6 +156,7 @@ def test_wait_shows_progress_until_running(
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait"])
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [
+        f"pwdeploy: context stub, server {stub.url}",
         "Pending: head 0/1 running; slice 0 0/1 running; slice 1 0/1 running",
         "Pending: head 0/1 running (1 scheduled); slice 0 0/1 running; slice 1 0/1 running",
         "Running: head 1/1 running; slice 0 1/1 running; slice 1 1/1 running",

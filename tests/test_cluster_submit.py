@@ -269,7 +269,9 @@ def test_cli_forbidden_apply_prints_rbac_fix(
     stub.forbid("patch", "jobsets")
     result = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
     assert result.exit_code == 4
-    assert result.output.startswith('error: forbidden (403): jobsets.jobset.x-k8s.io "dp-example" is forbidden')
+    announced, rest = result.output.split("\n", 1)  # a write names its context and server first
+    assert announced == f"pwdeploy: context stub, server {stub.url}"
+    assert rest.startswith('error: forbidden (403): jobsets.jobset.x-k8s.io "dp-example" is forbidden')
     assert "kubectl auth can-i patch jobsets.jobset.x-k8s.io -n default" in result.output
 
 

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pwdeploy.cli.kube import Cluster, cluster_options, cluster_source, open_kube, region_option, with_cluster
+from pwdeploy.cli.kube import (
+    Cluster,
+    announce,
+    cluster_options,
+    cluster_source,
+    open_kube,
+    region_option,
+    with_cluster,
+)
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import confirm, emit, output_option
 from pwdeploy.errors import ConfigError, PreflightError
@@ -104,11 +112,12 @@ def submit(
 
         local_port = DEFAULT_LOCAL_PORT if local_port is None else local_port
         bind_local(local_port).close()  # a port in use stops submit before the job is created
-    for warning in job_warnings(job):
-        click.echo(f"warning: {warning}", err=True)
     # Every problem of the config is reported before the cluster is asked anything (or even found).
     require_valid(manifests.build(job._replace(namespace=job.namespace or "default")))
     kube = open_kube(kubeconfig, context)
+    announce(kube)
+    for warning in job_warnings(job):
+        click.echo(f"warning: {warning}", err=True)
     job = job._replace(namespace=job.namespace or kube.namespace)  # as kubectl does: else the context's namespace
     if not skip_preflight:
         _preflight(job, kube, region)
@@ -315,6 +324,7 @@ def delete(cluster: Cluster, name: str, yes: bool, wait: bool) -> None:
     from pwdeploy.errors import ClusterError, PwdeployError
 
     kube, ns = cluster
+    announce(kube)
     if not js.is_managed(js.require_jobset(kube, ns, name)):
         raise ClusterError(
             f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pwdeploy.cli.kube import Cluster, with_cluster
+from pwdeploy.cli.kube import Cluster, announce, with_cluster
 from pwdeploy.cli.session import DEFAULT_LOCAL_PORT, SessionOptions, run_session
 
 
@@ -50,5 +50,7 @@ def connect(
     so restart the client (a notebook: its kernel); `CANCELLED` after that means the proxy still holds the old
     session: restart the head. While waiting, stderr shows the resource manager's count of ready slices.
     """
+    if delete_on_exit:
+        announce(cluster.kube)
     options = SessionOptions(local_port, timeout, print_env, strict_version, delete_on_exit, command)
     return run_session(cluster.kube, cluster.namespace, name, options)

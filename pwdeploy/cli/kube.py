@@ -60,16 +60,27 @@ def clock() -> Clock | None:
 
 
 def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
-    """The cluster the flags name; a request that is slow says so on stderr. Tests shorten the bounds of a
-    request with the ``kube_limits`` seam (``{"timeout": (1, 0.3), "deadline": 1.0, "slow_after": 0.2}``)."""
+    """The cluster the flags name; a request or a credential plugin that is slow says so on stderr. Tests shorten
+    the bounds of a request with the ``kube_limits`` seam (``{"timeout": (1, 0.3), "deadline": 1.0, "slow_after":
+    0.2}``) and those of a credential plugin with ``plugin_limits`` (a ``PluginLimits``)."""
     from pwdeploy.kube.kubeconfig import load_kube
 
-    kube = load_kube(kubeconfig, context, clock=clock())
-    kube.on_wait = lambda line: click.echo(line, err=True)
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    kube = load_kube(kubeconfig, context, clock=clock(), on_notice=say, plugin_limits=seam("plugin_limits"))
+    kube.on_wait = say
     for name, value in (seam("kube_limits") or {}).items():
         if name in ("timeout", "deadline", "slow_after"):
             setattr(kube, name, value)
     return kube
+
+
+def announce(kube: Kube) -> None:
+    """The first line of a command that writes to a cluster: which context and server it acts on (stderr), as
+    kubectl users check before they apply."""
+    who = f"context {kube.context}" if kube.context else "the in-cluster service account"
+    click.echo(f"pwdeploy: {who}, server {kube.host}", err=True)
 
 
 class Cluster(NamedTuple):

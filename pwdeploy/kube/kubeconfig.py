@@ -1,5 +1,8 @@
-"""Finding the cluster the way kubectl does: --kubeconfig, then $KUBECONFIG, then ~/.kube/config, then the
-in-cluster service account; --context picks a context, whose namespace is the default one.
+"""Finding the cluster the way kubectl does: --kubeconfig, then $KUBECONFIG (several files, merged as kubectl
+merges them: pwdeploy.kube.kubeconfig_files), then ~/.kube/config, then the in-cluster service account; --context
+picks a context, whose namespace is the default one. Credential plugins are run here, before any request
+(pwdeploy.kube.credential_plugin); proxies, TLS and plain-http servers are decided as kubectl decides them
+(pwdeploy.kube.reach). The client library is handed the one resolved context as a dict.
 
 A kubeconfig is input: one that is missing, not YAML (the file and line YAML names) or not usable is a ConfigError
 (exit 2) naming the file. Secrets in it never reach output: a bearer token loses the surrounding whitespace YAML
@@ -9,12 +12,25 @@ server URL's ``user:password@`` is dropped (the client never sent it) and never 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.answers import without_userinfo
 from pwdeploy.kube.api import GET_CREDENTIALS, Clock, Kube, RetryPolicy, SystemClock
+from pwdeploy.kube.credential_plugin import (
+    NOTICE_AFTER,
+    PLUGIN_TIMEOUT,
+    Credential,
+    PluginToken,
+    client_certificate,
+    plugin_of,
+    run_plugin,
+)
+from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
+from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -34,20 +50,36 @@ def kubeconfig_location(kubeconfig: Path | None) -> str | None:
     return str(default) if default.is_file() else None
 
 
+@dataclass(frozen=True)
+class PluginLimits:
+    """How long a credential plugin may take (``timeout``) and when the user hears that it is slow."""
+
+    timeout: float = PLUGIN_TIMEOUT
+    notice_after: float = NOTICE_AFTER
+
+
 def load_kube(
     kubeconfig: Path | None = None,
     context: str | None = None,
     *,
     clock: Clock | None = None,
     retry: RetryPolicy | None = None,
+    on_notice: Callable[[str], None] | None = None,
+    plugin_limits: PluginLimits | None = None,
 ) -> Kube:
-    """A ``Kube`` for the chosen kubeconfig context, or the in-cluster identity when there is no kubeconfig."""
+    """A ``Kube`` for the chosen kubeconfig context, or the in-cluster identity when there is no kubeconfig.
+    ``on_notice`` hears what the user should know on the way (a slow credential plugin, credentials not sent)."""
     from kubernetes import client
 
     location = kubeconfig_location(kubeconfig)
     configuration = client.Configuration()
+    clock = clock or SystemClock()
     if location is not None:
-        context, namespace = _load_kubeconfig(location, context, configuration, flag_given=kubeconfig is not None)
+        origin = _origin(location, flag_given=kubeconfig is not None)
+        paths = [Path(location).expanduser()] if kubeconfig is not None else kubeconfig_files(location)
+        resolved = resolve(merge(paths, origin), context, origin)
+        _configure(resolved, origin, configuration, clock, on_notice, plugin_limits or PluginLimits())
+        context, namespace = resolved.context, resolved.namespace
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         if context is not None:
             raise ConfigError("--context", f"{context!r} needs a kubeconfig, and none was found")
@@ -63,53 +95,81 @@ def load_kube(
     # Readiness checks send up to 16 requests at once; the client's default pool (5 per CPU) would drop connections.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 16)
     return Kube(
-        client.ApiClient(configuration),
-        context=context,
-        namespace=namespace,
-        clock=clock or SystemClock(),
-        retry=retry or RetryPolicy(),
+        client.ApiClient(configuration), context=context, namespace=namespace, clock=clock, retry=retry or RetryPolicy()
     )
 
 
-def _load_kubeconfig(location: str, context: str | None, configuration: Any, *, flag_given: bool) -> tuple[str, str]:
+def _origin(location: str, *, flag_given: bool) -> Origin:
+    if flag_given:
+        return Origin("--kubeconfig", None, location)
+    return Origin(None, "KUBECONFIG" if os.environ.get("KUBECONFIG", "").strip() else None, location)
+
+
+def _configure(
+    resolved: Resolved,
+    origin: Origin,
+    configuration: Any,
+    clock: Clock,
+    on_notice: Callable[[str], None] | None,
+    limits: PluginLimits,
+) -> None:
+    """Hand the client the one-context kubeconfig (credentials as kubectl would send them) and the proxy."""
     from kubernetes import config
 
-    field = "--kubeconfig" if flag_given else None
-    source = None if flag_given else ("KUBECONFIG" if os.environ.get("KUBECONFIG", "").strip() else None)
+    whose = f"{origin.location}: user {resolved.user_name!r} (context {resolved.context!r})"
+    server = str(resolved.cluster["server"])
+    check_tls(resolved.cluster, f"{origin.location}: cluster {resolved.cluster_name!r}")
+    proxy = kubectl_proxy(server, resolved.cluster.get("proxy-url"))  # checked before a plugin runs
+    user, token = _credentials(resolved, whose, clock, on_notice, limits)
     try:
-        contexts, active = config.list_kube_config_contexts(config_file=location)  # type: ignore[no-untyped-call]
-    except Exception as exc:  # the client reads whatever the file holds: every failure is a bad kubeconfig
-        raise ConfigError(field, f"cannot read kubeconfig {_where(exc, location)}", source=source) from None
-    names = [str(c.get("name")) for c in contexts or [] if isinstance(c, dict)]
-    chosen = next((c for c in contexts or [] if c.get("name") == context), None) if context else active
-    if context is not None and chosen is None:
-        raise ConfigError("--context", f"{context!r} is not a context in {location}; available: {', '.join(names)}")
-    if not chosen:
-        raise ConfigError("--context", f"{location} sets no current-context; pass one of: {', '.join(names)}")
-    name = str(chosen["name"])
-    try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=location, context=name, client_configuration=configuration, persist_config=False
+        config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+            resolved.minified(user), context=resolved.context, client_configuration=configuration, persist_config=False
         )
-    except Exception as exc:  # as above; the message names the context, never a value from the user entry
+    except Exception as exc:  # the client reads whatever the entries hold; the message never quotes a user value
         raise ConfigError(
-            field, f"cannot use context {name!r} of {location}: {_reason(exc)}", hint=GET_CREDENTIALS, source=source
+            origin.field,
+            f"cannot use context {resolved.context!r} of {origin.location}: {_reason(exc)}",
+            hint=GET_CREDENTIALS,
+            source=origin.source,
         ) from None
-    user = str((chosen.get("context") or {}).get("user") or "")
-    _clean_credentials(configuration, f"{location}: user {user!r} (context {name!r})")
-    namespace = (chosen.get("context") or {}).get("namespace") or "default"
-    return name, str(namespace)
+    if token is not None:
+        token.apply(configuration)
+    # The proxy as kubectl picks it, set explicitly: clients before 37 ignore the environment, 37 lets NO_PROXY
+    # override a kubeconfig's proxy-url, and both would proxy a loopback server.
+    configuration.proxy = proxy
+    configuration.no_proxy = None
+    _clean_credentials(configuration, whose)
 
 
-def _where(exc: Exception, location: str) -> str:
-    """``FILE: line 4, column 3: <what YAML says>``, or ``FILE: <why it is not a kubeconfig>``."""
-    import yaml
+def _credentials(
+    resolved: Resolved,
+    whose: str,
+    clock: Clock,
+    on_notice: Callable[[str], None] | None,
+    limits: PluginLimits,
+) -> tuple[dict[str, Any], PluginToken | None]:
+    """The user entry to hand the client, and the plugin token that replaces its exec entry (if any)."""
+    user = resolved.user
+    server = str(resolved.cluster["server"])
+    if plain_http(server):
+        if credentials_of(user) and on_notice is not None:
+            on_notice(
+                f"pwdeploy: {without_userinfo(server)} is plain http, so the credentials of {whose} are not sent "
+                "(as kubectl sends none); use the server's https:// URL"
+            )
+        return {}, None
+    plugin = plugin_of(user, whose, resolved.cluster)
+    if plugin is None:
+        return user, None
 
-    mark = getattr(exc, "problem_mark", None)
-    if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
-        file = mark.name if mark.name and not mark.name.startswith("<") else location
-        return f"{file}: line {mark.line + 1}, column {mark.column + 1}: {exc.problem or exc.context}"
-    return f"{location}: {_reason(exc)}"
+    def fetch() -> Credential:
+        return run_plugin(plugin, timeout=limits.timeout, notice_after=limits.notice_after, on_notice=on_notice)
+
+    credential = fetch()
+    rest = {k: v for k, v in user.items() if k != "exec"}
+    if credential.token is None:
+        return {**rest, **client_certificate(credential)}, None
+    return rest, PluginToken(credential, fetch, clock.utc_now)
 
 
 def _reason(exc: Exception) -> str:
