@@ -278,6 +278,7 @@ def test_kubernetes_portforward_helper_leaves_its_socket_open_after_a_reset_stub
     from kubernetes.stream import portforward
 
     with PortForwardApiFake(tls=False) as session:
+        session.anonymous = "system:anonymous"  # an http server gets no credentials from pwdeploy's kubeconfig
         session.put("pods", head_pod())
         session.route("default", HEAD, PORT, standin.address)
         path = session.write_kubeconfig(tmp_path / "plain", {"fake": ("stub-token", None)}, current="fake")

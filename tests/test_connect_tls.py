@@ -110,14 +110,19 @@ SHAPES: dict[str, tuple[dict[str, Any], Any, Any]] = {  # id: (fake's arguments,
 def test_every_tls_shape_carries_requests_and_streams_stub(shape: str, standin: TcpStandIn, tmp_path: Path) -> None:
     arguments, cluster, user = SHAPES[shape]
     with PortForwardApiFake(**arguments) as api:
+        plain = shape == "plain-http"
+        if plain:  # no credentials go to an http server (as kubectl): it lets them in, as `kubectl proxy` does
+            api.anonymous = "system:anonymous"
         serve(api, standin)
         fields = cluster(tmp_path) if callable(cluster) else cluster
         path = kubeconfig(api, tmp_path / "kc", fields, user(tmp_path) if user else None)
         payload = os.urandom(300_000) + bytes(range(256))
         assert round_trip(load_kube(path, clock=FakeClock()), payload) == payload
         upgrade = api.sent("GET", "/portforward")[0]
-        assert api.url.startswith("http://" if shape == "plain-http" else "https://")
-        assert api.user_of(upgrade) == ("carol" if user else "alice")
+        assert api.url.startswith("http://" if plain else "https://")
+        if plain:
+            assert "authorization" not in upgrade.headers
+        assert api.user_of(upgrade) == ("carol" if user else "system:anonymous" if plain else "alice")
         assert upgrade.peer == ("carol" if user else None)  # the certificate went along on the stream too
 
 
