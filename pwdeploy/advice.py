@@ -83,5 +83,5 @@ def _flex_start_duration(job: JobConfig) -> list[str]:
         f"tpu.max_run_duration with capacity flex-start: the workers also select the node label "
         f"cloud.google.com/gke-max-run-duration-seconds={job.tpu.max_run_duration}, which only nodes created with "
         "that run duration carry; if your flex-start pool was created without one, the workers never schedule: "
-        "drop --max-run-duration (README: TPU capacity)"
+        "drop --max-run-duration (docs/capacity.md)"
     ]

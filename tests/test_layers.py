@@ -53,7 +53,7 @@ def room(module: str) -> str:
 
 
 def imports(path: Path) -> Iterator[tuple[int, str]]:
-    """Every pwdeploy module ``path`` imports, with the line: ``from a import b`` names ``a.b`` when that is a module."""
+    """Every pwdeploy module ``path`` imports, with the line (``from a import b`` names ``a.b`` if that is a module)."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:

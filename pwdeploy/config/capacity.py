@@ -128,7 +128,7 @@ def check_capacity(parsed: Mapping[str, Any]) -> None:
             "scheduling.queue",
             "is required with capacity queued: queued provisioning goes through a Kueue LocalQueue whose "
             "ClusterQueue has a ProvisioningRequest admission check",
-            hint="pass --queue LOCALQUEUE (see the README's capacity section)",
+            hint="pass --queue LOCALQUEUE (see docs/capacity.md)",
         )
     _check_selector(dict(parsed["tpu.node_selector"]), capacity)
     if parsed["tpu.slices"] > 1 and ids.NODE_POOL_LABEL in dict(parsed["tpu.node_selector"]):

@@ -3,7 +3,7 @@ shape and capacity mode (tpu.capacity), plus the user's own (tpu.node_selector, 
 JobSet itself carries for Kueue's queued provisioning. The head pod is CPU and takes none of this: it stays on
 head.node_pool and is never gated by a ProvisioningRequest.
 
-The labels, taints and annotations, and where they come from, are listed in the README's "TPU capacity" section.
+The labels, taints and annotations, and where they come from, are listed in docs/capacity.md.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ FIELDS = ("tpu.capacity", "scheduling.queue")
 SETUP = (
     "create an AdmissionCheck with controllerName kueue.x-k8s.io/provisioning-request whose parameters name a "
     "ProvisioningRequestConfig with provisioningClassName queued-provisioning.gke.io, and list it in the "
-    "ClusterQueue's admissionChecksStrategy for the TPU flavor only (README: TPU capacity, queued)"
+    "ClusterQueue's admissionChecksStrategy for the TPU flavor only (docs/capacity.md, queued)"
 )
 
 
