@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from pwdeploy.config import JobConfig
+from pwdeploy.config.capacity_modes import capacity_mode
 
 # An env NAME whose last part says it holds a credential (WANDB_API_KEY, HF_TOKEN, DB_PASSWORD, GITHUB_PAT,
 # GCP_CREDENTIALS), or that names an API key anywhere (OPENAI_APIKEY, APIKEY_PROD).
@@ -77,11 +78,12 @@ def _headless_command(job: JobConfig) -> list[str]:
 
 
 def _flex_start_duration(job: JobConfig) -> list[str]:
-    if job.tpu.capacity != "flex-start" or job.tpu.max_run_duration is None:
+    if capacity_mode(job.tpu.capacity).run_duration != "node-label" or job.tpu.max_run_duration is None:
         return []
     return [
-        f"tpu.max_run_duration with capacity flex-start: the workers also select the node label "
+        f"tpu.max_run_duration with capacity {job.tpu.capacity}: the workers also select the node label "
         f"cloud.google.com/gke-max-run-duration-seconds={job.tpu.max_run_duration}, which only nodes created with "
-        "that run duration carry; if your flex-start pool was created without one, the workers never schedule: "
+        f"that run duration carry; if your {job.tpu.capacity} pool was created without one, the workers never "
+        "schedule: "
         "drop --max-run-duration (docs/capacity.md)"
     ]

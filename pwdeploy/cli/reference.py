@@ -1,7 +1,7 @@
 """The reference tables the code defines, as Markdown for ``docs/``.
 
-Config fields, commands, exit codes, diagnose causes and cluster readiness checks. A docs page holds each
-between two marker comments::
+Config fields, commands, exit codes, capacity modes, diagnose causes and cluster readiness checks.
+A docs page holds each between two marker comments::
 
     <!-- generated: exit-codes -->
     ...
@@ -67,6 +67,47 @@ def diagnose_causes() -> str:
     return _table(("stage", "cause", "meaning", "read from"), rows)
 
 
+def capacity_modes() -> str:
+    """One row per mode of ``pwdeploy.config.capacity_modes``: what it renders on the workers and the JobSet."""
+    from pwdeploy import identifiers as ids
+    from pwdeploy.config.capacity_modes import MODES
+
+    rows = []
+    for mode in MODES:
+        select = [f'`{key}: "{value}"`' for key, value in mode.labels]
+        tolerate = [f"`{key}={value}:NoSchedule`" for key, value in mode.taints]
+        if mode.reservation:
+            select.append(
+                f"`{ids.RESERVATION_NAME_LABEL}: NAME`; a shared one also `{ids.RESERVATION_PROJECT_LABEL}: "
+                "PROJECT` (a label value cannot hold `/`)"
+            )
+            tolerate.append(f"`{ids.RESERVATION_NAME_LABEL}=NAME:NoSchedule`")
+        duration = {
+            "node-label": f'workers also select `{ids.MAX_RUN_DURATION_LABEL}: "SECONDS"`',
+            "jobset-annotation": f'the JobSet carries `{ids.MAX_RUN_DURATION_ANNOTATION}: "SECONDS"`',
+        }
+        timed = duration.get(mode.run_duration, "not allowed")
+        rows.append(
+            (
+                f"`{mode.name}`",
+                "; ".join(select) or "nothing more",
+                ", ".join(tolerate),
+                timed,
+                f"`{mode.pool_flags}`",
+            )
+        )
+    return _table(
+        (
+            "capacity",
+            "workers select (besides the TPU shape)",
+            "workers tolerate (besides `google.com/tpu`)",
+            "with `tpu.max_run_duration`",
+            "node pool flags",
+        ),
+        rows,
+    )
+
+
 def readiness_modules() -> list[ModuleType]:
     """The readiness checks' modules, in the order of the report."""
     from pwdeploy.cluster.readiness import (
@@ -97,6 +138,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "config-fields": config_fields,
     "commands": commands,
     "exit-codes": exit_codes,
+    "capacity-modes": capacity_modes,
     "diagnose-causes": diagnose_causes,
     "readiness-checks": readiness_checks,
 }

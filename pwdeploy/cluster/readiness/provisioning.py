@@ -15,7 +15,7 @@ from typing import NamedTuple
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import KUEUE_GROUP, Object
 from pwdeploy.cluster.readiness.target import Check, Row, Target
-from pwdeploy.config.capacity import QUEUED
+from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.kube.api import Action, ApiError, Kube, Resource
 from pwdeploy.report import CheckResult, Status
 
@@ -38,7 +38,8 @@ class Provisioning(NamedTuple):
 
 
 def checks(capacity: str) -> list[Check]:
-    return [Check("provisioning", _run)] if capacity == QUEUED else []
+    """The check, for a capacity mode that goes through a ProvisioningRequest; none otherwise."""
+    return [Check("provisioning", _run)] if capacity_mode(capacity).provisioning_request else []
 
 
 def _kind(version: str, plural: str, kind: str, *, namespaced: bool = False) -> Resource:
