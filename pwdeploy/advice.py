@@ -5,6 +5,7 @@ render and submit. Import-light (no manifests, no YAML): render pays for it on e
 from __future__ import annotations
 
 from pwdeploy.config import JobConfig
+from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.text import looks_like_credential as looks_like_credential  # the one rule, also for evidence
 
 
@@ -66,13 +67,14 @@ def _headless_command(job: JobConfig) -> list[str]:
 
 
 def _flex_start_duration(job: JobConfig) -> list[str]:
-    if job.tpu.capacity != "flex-start" or job.tpu.max_run_duration is None:
+    if capacity_mode(job.tpu.capacity).run_duration != "node-label" or job.tpu.max_run_duration is None:
         return []
     return [
-        f"tpu.max_run_duration with capacity flex-start: the workers also select the node label "
+        f"tpu.max_run_duration with capacity {job.tpu.capacity}: the workers also select the node label "
         f"cloud.google.com/gke-max-run-duration-seconds={job.tpu.max_run_duration}, which only nodes created with "
-        "that run duration carry; if your flex-start pool was created without one, the workers never schedule: "
-        "drop --max-run-duration (README: TPU capacity)"
+        f"that run duration carry; if your {job.tpu.capacity} pool was created without one, the workers never "
+        "schedule: "
+        "drop --max-run-duration (docs/capacity.md)"
     ]
 
 

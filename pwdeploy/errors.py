@@ -5,9 +5,20 @@ Library code raises these; only the CLI layer turns them into a message and an e
 
 from __future__ import annotations
 
+# Exit statuses no error class carries: the CLI exits with them itself.
+STATUSES_WITHOUT_CLASS: dict[int, str] = {
+    0: "success",
+    130: "interrupted (Ctrl-C); a job already submitted keeps running, and the message says what state was left; "
+    "`local run`: its job was stopped and every process it started ended",
+    143: "`local run` got SIGTERM: its job was stopped and every process it started ended",
+}
+
 
 class PwdeployError(Exception):
-    """Base class. ``exit_code`` is what the CLI exits with."""
+    """An unexpected internal error: this base class raised alone, or any exception pwdeploy did not expect.
+
+    The base class of every pwdeploy error; ``exit_code`` is what the CLI exits with.
+    """
 
     exit_code = 1
 
@@ -21,7 +32,9 @@ class PwdeployError(Exception):
 
 
 class ConfigError(PwdeployError):
-    """Bad input: a config field, a flag, a file that cannot be read.
+    """Bad input: a config file (missing, not UTF-8, bad YAML), a field, a flag, a quantity, an image reference,
+    an unknown key, a kubeconfig not found or not usable (``--kubeconfig``, ``KUBECONFIG`` or ``~/.kube/config``),
+    an unwritable ``--output-dir``.
 
     ``field`` is the dotted config path (``tpu.slices``) the problem is about, or None; ``source`` says where
     the value came from (the flag, the environment variable or the config file), when that is known.
@@ -66,7 +79,10 @@ def raise_all(errors: list[ConfigError]) -> None:
 
 
 class DependencyError(PwdeployError):
-    """The environment lacks something pwdeploy needs: an installed package or a tool. Not bad input."""
+    """The environment lacks something pwdeploy needs: an installed package (e.g. kubernetes-validate) or a tool.
+
+    Not bad input.
+    """
 
     exit_code = 9
 
@@ -83,7 +99,8 @@ class ValidationError(PwdeployError):
 
 
 class ClusterError(PwdeployError):
-    """The Kubernetes API refused or failed a request."""
+    """The Kubernetes API refused or failed a request, did not answer in time, or answered with something that is
+    not a Kubernetes answer."""
 
     exit_code = 4
 
@@ -101,7 +118,7 @@ class PreflightError(PwdeployError):
 
 
 class LocalRunError(PwdeployError):
-    """The local run could not be started."""
+    """The local run could not start (once it runs, the job's own exit status passes through)."""
 
     exit_code = 7
 

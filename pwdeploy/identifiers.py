@@ -59,7 +59,7 @@ EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 # set in labelAndAnnotateObject of pkg/controllers/jobset_controller.go; older releases set only the label).
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 
-# GKE node labels, taints and annotations the TPU capacity modes use (README "TPU capacity" gives the sources)
+# GKE node labels, taints and annotations the TPU capacity modes use (docs/capacity.md gives the sources)
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"

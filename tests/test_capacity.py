@@ -3,6 +3,7 @@ head, the config mistakes that are exit 2 naming the field, and the flags as the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.cli import cli
 from pwdeploy.config import load_job
+from pwdeploy.config.capacity_modes import MODES
 from pwdeploy.errors import ConfigError
 
 BASE = {
@@ -26,6 +28,7 @@ FLAGS = [
     "--name", "cap", "--tpu-type", "v5p-8", "--image", "us-docker.pkg.dev/p/r/train:1",
     "--command", "python3 train.py", "--gcs-scratch", "gs://bucket-a/scratch",
 ]  # fmt: skip
+GOLDEN_CONFIGS = Path(__file__).parent / "golden" / "configs"
 TPU_TOLERATION = {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -50,6 +53,11 @@ SPOT_TAINT = {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": 
 QUEUED_TAINT = {"key": "cloud.google.com/gke-queued", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 
 
+def reservation_taint(name: str) -> dict[str, str]:
+    """The taint of a reservation's node pools made by node auto-provisioning (Cluster Toolkit always tolerates it)."""
+    return {"key": "cloud.google.com/reservation-name", "operator": "Equal", "value": name, "effect": "NoSchedule"}
+
+
 @pytest.mark.parametrize(
     ("overrides", "selector", "tolerations"),
     [
@@ -58,12 +66,12 @@ QUEUED_TAINT = {"key": "cloud.google.com/gke-queued", "operator": "Equal", "valu
         (
             {"tpu.capacity": "reservation", "tpu.reservation": "my-v5p-reservation"},
             {"cloud.google.com/reservation-name": "my-v5p-reservation"},
-            [TPU_TOLERATION],
+            [TPU_TOLERATION, reservation_taint("my-v5p-reservation")],
         ),
         (
             {"tpu.capacity": "reservation", "tpu.reservation": "projects/owner-proj/reservations/shared-rsv"},
             {"cloud.google.com/reservation-name": "shared-rsv", "cloud.google.com/reservation-project": "owner-proj"},
-            [TPU_TOLERATION],
+            [TPU_TOLERATION, reservation_taint("shared-rsv")],
         ),
         ({"tpu.capacity": "flex-start"}, {"cloud.google.com/gke-flex-start": "true"}, [TPU_TOLERATION]),
         (
@@ -88,6 +96,14 @@ def test_each_mode_places_the_workers(
     assert head["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "cpu-np"}, "the head is never moved"
     assert "tolerations" not in head["spec"], "nor does it tolerate a capacity taint"
     assert head["metadata"]["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+def test_every_capacity_mode_is_one_row_with_its_golden_manifest() -> None:
+    """A mode is a row of pwdeploy.config.capacity_modes plus a golden config (tests/golden/configs/capacity-MODE-*)
+    whose rendered JobSet is checked in; on-demand, the default, is what every other golden renders."""
+    goldens = {path.name.split("-v")[0] for path in GOLDEN_CONFIGS.glob("capacity-*.yaml")}
+    missing = [m.name for m in MODES[1:] if not any(g.startswith(f"capacity-{m.name}") for g in goldens)]
+    assert missing == [], f"add tests/golden/configs/capacity-MODE-TPU.yaml for {missing}, then pytest --update-goldens"
 
 
 def test_queued_run_duration_is_an_annotation_of_the_jobset_not_of_its_pods() -> None:

@@ -271,11 +271,11 @@ def test_validate_given_a_job_config_suggests_render(runner: CliRunner, tmp_path
     )
 
 
-def test_the_readme_shows_validates_real_output(
+def test_the_docs_show_validates_real_output(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = readme[readme.index("    $ pwdeploy validate demo.yaml\n") :].split("\n\n")[0]
+    page = (REPO / "docs" / "render.md").read_text(encoding="utf-8")
+    block = page[page.index("    $ pwdeploy validate demo.yaml\n") :].split("\n\n")[0]
     shown = [line.removeprefix("    ") for line in block.splitlines()[1:]]
     monkeypatch.chdir(tmp_path)
     flags = [

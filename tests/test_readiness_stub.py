@@ -667,6 +667,23 @@ def test_shared_reservation_needs_both_labels_against_stub(stub: StubKubeApiServ
     assert local.status is Status.OK and local.detail.startswith("2 node pools of 1 x")
 
 
+def test_reservation_pools_tainted_by_auto_provisioning_fit_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    """Node pools that auto-provisioning makes for a reservation carry the taint
+    cloud.google.com/reservation-name=<R>:NoSchedule; the workers tolerate it, so those pools hold slices."""
+    named = {"cloud.google.com/reservation-name": "rsv"}
+    taint = ("cloud.google.com/reservation-name", "rsv", "NoSchedule")
+    for pool in ("tpu-nap-a", "tpu-nap-b"):
+        stub.add_node(tainted(node(pool, {**V5P, **named, POOL: pool}, TPU_NODE), taint))
+    row = rows(small_job({"tpu.capacity": "reservation", "tpu.reservation": "rsv"}), kube)["tpu-capacity"]
+    assert (row.status, row.detail) == (
+        Status.OK,
+        "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes labelled cloud.google.com/reservation-name=rsv (Ready, "
+        "schedulable, 4 google.com/tpu each); the job needs 2 pools (one per slice) of 1 node",
+    )
+    other = rows(small_job({"tpu.capacity": "reservation", "tpu.reservation": "other"}), kube)["tpu-capacity"]
+    assert other.status is Status.WARN, "another reservation's pools are neither selected nor tolerated"
+
+
 @pytest.mark.parametrize("capacity", ["flex-start", "queued"])
 def test_pools_that_scale_from_zero_are_ok_with_the_gcloud_command_against_stub(
     kube: Kube, stub: StubKubeApiServer, capacity: str

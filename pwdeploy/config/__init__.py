@@ -7,7 +7,7 @@
 - ``values``: parsers and checks shared by the kinds and by other packages (GCS paths, names, image pins).
 - ``checks``: the cross-field checks, run once the fields they read have parsed.
 - ``load``: reading the file, merging flags and the environment, building the JobConfig.
-- ``json_schema``: the JSON Schema of the config file, for editors and the README's reference table.
+- ``json_schema``: the JSON Schema of the config file, for editors and the reference table of docs/config.md.
 """
 
 from __future__ import annotations

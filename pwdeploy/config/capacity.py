@@ -1,6 +1,7 @@
 """How the TPU workers' capacity is bought (``tpu.capacity``) and the values that go with it: a reservation name,
 a maximum run duration, extra node labels to select and taints to tolerate. Parsers for single values here; the
-checks that combine them are in pwdeploy.config.checks; what each mode renders is in pwdeploy.manifests.capacity.
+checks that combine them read each mode's row (pwdeploy.config.capacity_modes), as pwdeploy.manifests.capacity
+does to render it.
 """
 
 from __future__ import annotations
@@ -11,13 +12,11 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy import names
+from pwdeploy.config.capacity_modes import LABELS, TIMED, capacity_mode
 from pwdeploy.config.model import Toleration
 from pwdeploy.config.values import key_values, kind_name
 from pwdeploy.errors import ConfigError
 
-ON_DEMAND, SPOT, RESERVATION, FLEX_START, QUEUED = "on-demand", "spot", "reservation", "flex-start", "queued"
-CAPACITIES = (ON_DEMAND, SPOT, RESERVATION, FLEX_START, QUEUED)
-TIMED = (FLEX_START, QUEUED)  # the modes whose VMs live at most max_run_duration
 MAX_RUN_SECONDS = 7 * 24 * 3600  # GKE runs flex-start and queued-provisioning VMs for at most 7 days
 BARE_SECONDS_AT_LEAST = 3600  # a number without a unit below an hour reads like minutes or hours meant
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -110,15 +109,16 @@ def _toleration(item: Any, path: str) -> Toleration:
 
 
 def check_capacity(parsed: Mapping[str, Any]) -> None:
-    """The capacity fields together: a reservation exactly with capacity reservation, a run duration only for the
-    modes that have one, a queue for queued provisioning, and extra selectors that do not contradict the labels
-    the TPU shape and the capacity mode select."""
+    """The capacity fields together, as the mode's row says: a reservation exactly with a mode that consumes one,
+    a run duration only for the modes that have one, a queue where the mode needs one, and extra selectors that
+    do not contradict the labels the TPU shape and the capacity mode select."""
     capacity, reservation = parsed["tpu.capacity"], parsed["tpu.reservation"]
-    if capacity == RESERVATION and reservation is None:
+    mode = capacity_mode(capacity)
+    if mode.reservation and reservation is None:
         raise ConfigError(
-            "tpu.reservation", "is required with capacity reservation", hint="e.g. --reservation my-v5p-reservation"
+            "tpu.reservation", f"is required with capacity {capacity}", hint="e.g. --reservation my-v5p-reservation"
         )
-    if reservation is not None and capacity != RESERVATION:
+    if reservation is not None and not mode.reservation:
         raise ConfigError(
             "tpu.reservation",
             f"is set but tpu.capacity is {capacity}; a reservation is consumed with capacity reservation",
@@ -126,17 +126,17 @@ def check_capacity(parsed: Mapping[str, Any]) -> None:
         )
     if reservation is not None:
         parse_reservation(reservation, "tpu.reservation")
-    if parsed["tpu.max_run_duration"] is not None and capacity not in TIMED:
+    if parsed["tpu.max_run_duration"] is not None and not mode.run_duration:
         raise ConfigError(
             "tpu.max_run_duration",
-            f"applies to capacity flex-start and queued only, not {capacity}: those VMs are not time-limited",
+            f"applies to capacity {' and '.join(TIMED)} only, not {capacity}: those VMs are not time-limited",
         )
-    if capacity == QUEUED and not parsed["scheduling.queue"]:
+    if mode.needs_queue and not parsed["scheduling.queue"]:
         raise ConfigError(
             "scheduling.queue",
-            "is required with capacity queued: queued provisioning goes through a Kueue LocalQueue whose "
+            f"is required with capacity {capacity}: queued provisioning goes through a Kueue LocalQueue whose "
             "ClusterQueue has a ProvisioningRequest admission check",
-            hint="pass --queue LOCALQUEUE (see the README's capacity section)",
+            hint="pass --queue LOCALQUEUE (see docs/capacity.md)",
         )
     _check_selector(dict(parsed["tpu.node_selector"]), capacity)
     if parsed["tpu.slices"] > 1 and ids.NODE_POOL_LABEL in dict(parsed["tpu.node_selector"]):
@@ -151,7 +151,7 @@ def check_capacity(parsed: Mapping[str, Any]) -> None:
 
 def _check_selector(extra: dict[str, str], capacity: str) -> None:
     owned = {ids.TPU_ACCELERATOR_LABEL: "tpu.type", ids.TPU_TOPOLOGY_LABEL: "tpu.type"}
-    owned |= {label: "tpu.capacity" for label in CAPACITY_LABELS}
+    owned |= {label: "tpu.capacity" for label in LABELS}
     owned |= {ids.RESERVATION_NAME_LABEL: "tpu.reservation", ids.RESERVATION_PROJECT_LABEL: "tpu.reservation"}
     for key in extra:
         if key in owned:
@@ -159,6 +159,3 @@ def _check_selector(extra: dict[str, str], capacity: str) -> None:
                 f"tpu.node_selector.{key}",
                 f"is set by pwdeploy from {owned[key]}; set that field instead",
             )
-
-
-CAPACITY_LABELS = (ids.SPOT_LABEL, ids.FLEX_START_LABEL, ids.QUEUED_LABEL, ids.MAX_RUN_DURATION_LABEL)

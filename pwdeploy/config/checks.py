@@ -228,7 +228,7 @@ RESTARTS_WITH_CHECKPOINTS = 3  # each restart resumes from the last checkpoint; 
 
 def _max_restarts(parsed: Mapping[str, Any]) -> dict[str, Any]:
     """Unset: 3 when the job checkpoints (a restart costs the steps since the last checkpoint), else 0 (a restart
-    would start again from step 0; the README's restarts section says why)."""
+    would start again from step 0; docs/resuming.md says why)."""
     restarts = parsed["scheduling.max_restarts"]
     if restarts is None:
         restarts = RESTARTS_WITH_CHECKPOINTS if parsed["storage.checkpoints"] is not None else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
+from pwdeploy.config import capacity_modes
 from pwdeploy.identifiers import JOB_ENV_NAMES, RETRY_EXIT_CODE
 
 
@@ -102,9 +103,9 @@ FIELDS: tuple[Field, ...] = (
       "--worker-memory"),
     _("tpu.shm_size", Kind.QUANTITY, "16Gi", "Size of the workers' memory-backed /dev/shm", "--worker-shm-size"),
     _("tpu.capacity", Kind.STR, "on-demand",
-      "How the TPU VMs are bought: on-demand, spot, reservation (with tpu.reservation), flex-start, or queued "
-      "(queued provisioning through Kueue, with scheduling.queue)", "--capacity",
-      choices=("on-demand", "spot", "reservation", "flex-start", "queued")),
+      f"How the TPU VMs are bought: {', '.join(capacity_modes.NAMES)} (reservation with tpu.reservation; queued: "
+      "queued provisioning through Kueue, with scheduling.queue)", "--capacity",
+      choices=capacity_modes.NAMES),
     _("tpu.reservation", Kind.STR, None,
       "Reservation the workers consume (capacity reservation): NAME, or projects/PROJECT/reservations/NAME when "
       "shared from another project", "--reservation"),

@@ -36,7 +36,7 @@ def job_schema() -> dict[str, Any]:
 
 
 def config_reference_markdown() -> str:
-    """The README's config reference table, from the same field table."""
+    """The config reference table of docs/config.md, from the same field table."""
     rows = ["| field | flag | default | meaning |", "|---|---|---|---|"]
     for field in FIELDS:
         default = "" if field.default in (None, (), {}) else f"`{field.default}`"

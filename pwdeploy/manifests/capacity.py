@@ -3,34 +3,36 @@ shape and capacity mode (tpu.capacity), plus the user's own (tpu.node_selector, 
 JobSet itself carries for Kueue's queued provisioning. The head pod is CPU and takes none of this: it stays on
 head.node_pool and is never gated by a ProvisioningRequest.
 
-The labels, taints and annotations, and where they come from, are listed in the README's "TPU capacity" section.
+The labels, taints and annotations, and where they come from, are listed in docs/capacity.md.
 """
 
 from __future__ import annotations
 
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
-from pwdeploy.config.capacity import FLEX_START, QUEUED, RESERVATION, SPOT, parse_reservation
+from pwdeploy.config.capacity import parse_reservation
+from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.manifests.common import Manifest
+
+
+def _reservation(job: JobConfig) -> tuple[str | None, str]:
+    assert job.tpu.reservation is not None  # the config checks require it of a mode that consumes one
+    return parse_reservation(job.tpu.reservation, "tpu.reservation")
 
 
 def capacity_selector(job: JobConfig) -> dict[str, str]:
     """The labels a node of the job's capacity mode carries (none for on-demand)."""
-    tpu = job.tpu
-    if tpu.capacity == SPOT:
-        return {ids.SPOT_LABEL: "true"}
-    if tpu.capacity == RESERVATION:
-        assert tpu.reservation is not None  # the config checks require it
-        project, name = parse_reservation(tpu.reservation, "tpu.reservation")
+    mode, tpu = capacity_mode(job.tpu.capacity), job.tpu
+    found = dict(mode.labels)
+    if mode.reservation:
+        project, name = _reservation(job)
         # A label value cannot hold '/': a shared reservation is its name plus its owner project's label.
-        shared = {ids.RESERVATION_PROJECT_LABEL: project} if project else {}
-        return {ids.RESERVATION_NAME_LABEL: name, **shared}
-    if tpu.capacity == FLEX_START:
-        timed = {ids.MAX_RUN_DURATION_LABEL: str(tpu.max_run_duration)} if tpu.max_run_duration else {}
-        return {ids.FLEX_START_LABEL: "true", **timed}
-    if tpu.capacity == QUEUED:
-        return {ids.QUEUED_LABEL: "true"}
-    return {}
+        found[ids.RESERVATION_NAME_LABEL] = name
+        if project:
+            found[ids.RESERVATION_PROJECT_LABEL] = project
+    if mode.run_duration == "node-label" and tpu.max_run_duration:
+        found[ids.MAX_RUN_DURATION_LABEL] = str(tpu.max_run_duration)
+    return found
 
 
 def worker_node_selector(job: JobConfig) -> dict[str, str]:
@@ -43,13 +45,19 @@ def worker_node_selector(job: JobConfig) -> dict[str, str]:
     }
 
 
+def _no_schedule(key: str, value: str) -> Manifest:
+    return {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
+
+
 def worker_tolerations(job: JobConfig) -> list[Manifest]:
-    """GKE's TPU taint, the capacity mode's taint, then the user's."""
+    """GKE's TPU taint, the capacity mode's taints (a reservation's pools made by node auto-provisioning carry
+    ``cloud.google.com/reservation-name=<name>:NoSchedule``; tolerating it costs nothing where they do not), then
+    the user's."""
+    mode = capacity_mode(job.tpu.capacity)
     found = [{"key": ids.TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
-    if job.tpu.capacity == SPOT:
-        found.append({"key": ids.SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
-    if job.tpu.capacity == QUEUED:
-        found.append({"key": ids.QUEUED_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    found += [_no_schedule(key, value) for key, value in mode.taints]
+    if mode.reservation:
+        found.append(_no_schedule(ids.RESERVATION_NAME_LABEL, _reservation(job)[1]))
     for t in job.tpu.tolerations:
         if t.value is None:
             found.append({"key": t.key, "operator": "Exists", "effect": t.effect})
@@ -60,8 +68,8 @@ def worker_tolerations(job: JobConfig) -> list[Manifest]:
 
 def jobset_annotations(job: JobConfig) -> dict[str, str]:
     """Kueue copies ``provreq.kueue.x-k8s.io/*`` annotations of the job object (not its pod templates) into the
-    ProvisioningRequest it creates: the run duration of queued provisioning goes on the JobSet."""
-    if job.tpu.capacity == QUEUED and job.tpu.max_run_duration:
+    ProvisioningRequest it creates: a mode whose run duration goes there puts it on the JobSet."""
+    if capacity_mode(job.tpu.capacity).run_duration == "jobset-annotation" and job.tpu.max_run_duration:
         return {ids.MAX_RUN_DURATION_ANNOTATION: str(job.tpu.max_run_duration)}
     return {}
 

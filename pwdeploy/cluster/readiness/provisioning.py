@@ -15,7 +15,7 @@ from typing import NamedTuple
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import KUEUE_GROUP, Object
 from pwdeploy.cluster.readiness.target import Check, Row, Target
-from pwdeploy.config.capacity import QUEUED
+from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.kube.api import Action, ApiError, Kube, Resource
 from pwdeploy.report import CheckResult, Status
 
@@ -25,7 +25,7 @@ FIELDS = ("tpu.capacity", "scheduling.queue")
 SETUP = (
     "create an AdmissionCheck with controllerName kueue.x-k8s.io/provisioning-request whose parameters name a "
     "ProvisioningRequestConfig with provisioningClassName queued-provisioning.gke.io, and list it in the "
-    "ClusterQueue's admissionChecksStrategy for the TPU flavor only (README: TPU capacity, queued)"
+    "ClusterQueue's admissionChecksStrategy for the TPU flavor only (docs/capacity.md, queued)"
 )
 
 
@@ -38,7 +38,8 @@ class Provisioning(NamedTuple):
 
 
 def checks(capacity: str) -> list[Check]:
-    return [Check("provisioning", _run)] if capacity == QUEUED else []
+    """The check, for a capacity mode that goes through a ProvisioningRequest; none otherwise."""
+    return [Check("provisioning", _run)] if capacity_mode(capacity).provisioning_request else []
 
 
 def _kind(version: str, plural: str, kind: str, *, namespaced: bool = False) -> Resource:

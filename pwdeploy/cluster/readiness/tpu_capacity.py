@@ -22,7 +22,7 @@ from pwdeploy.cluster.nodes import (
     tolerates,
 )
 from pwdeploy.cluster.readiness.target import Check, Row, Target, count, nodes_or_none
-from pwdeploy.config.capacity import TIMED
+from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.report import CheckResult, Status
 
 TPU_RESOURCE = ids.TPU_RESOURCE
@@ -75,7 +75,7 @@ def _run(target: Target, row: Row) -> CheckResult:
     )
     if holding >= ask.slices:
         return row(Status.OK, what, fields=FIELDS)
-    if target.job.tpu.capacity in TIMED:
+    if capacity_mode(target.job.tpu.capacity).scales_from_zero:
         return row(Status.OK, f"{what}: {SCALES_FROM_ZERO}", fields=FIELDS)
     short = f", and {holding} of them hold(s) a slice" if holding != len(sizes) else ""
     return row(

@@ -1,4 +1,5 @@
-"""The README reads as one document: its in-page links land on headings, and its commands do what it says."""
+"""The commands the README and the docs show do what they say: the image-pinning recipe pins what it lists, and
+every command that needs no cluster, registry, engine or job run exits 0."""
 
 from __future__ import annotations
 
@@ -15,25 +16,16 @@ from pwdeploy.cli import cli
 from tests.conftest import JAX_VERSION, REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
+DOCS = {path.name: path.read_text(encoding="utf-8") for path in sorted((REPO / "docs").glob("*.md"))}
+SHOWN = "\n".join([README, *DOCS.values()])
 
 
-def anchor(heading: str) -> str:
-    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as dashes."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
-def test_in_page_links_land_on_headings() -> None:
-    headings = {anchor(m.group(1)) for m in re.finditer(r"^#+ (.+)$", README, re.MULTILINE)}
-    links = re.findall(r"\]\(#([^)]+)\)", README)
-    assert links, "the README links between its sections"
-    assert [link for link in links if link not in headings] == []
-
-
-def test_the_readmes_image_pinning_recipe_lists_and_pins_the_same_images(runner: CliRunner, tmp_path: Path) -> None:
-    """The Images section's commands: the `gcloud ... tags list` lines list the repositories that the render flags
+def test_the_image_pinning_recipe_lists_and_pins_the_same_images(runner: CliRunner, tmp_path: Path) -> None:
+    """docs/manifests.md's Images section: the `gcloud ... tags list` lines list the repositories that the render flags
     then pin, for one JAX version, and that render puts the server image in the RM and the workers and the proxy
     image in the proxy."""
-    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", README, re.DOTALL) if "--proxy-server-image" in b]
+    shown = re.findall(r"```bash\n(.*?)```", DOCS["manifests.md"], re.DOTALL)
+    (block,) = [b for b in shown if "--proxy-server-image" in b]
     lines = block.replace("\\\n", " ").splitlines()
     listed = [shlex.split(line) for line in lines if line.startswith("gcloud artifacts docker tags list")]
     (render,) = [shlex.split(line)[1:] for line in lines if line.startswith("pwdeploy render")]
@@ -56,7 +48,7 @@ def test_the_readmes_image_pinning_recipe_lists_and_pins_the_same_images(runner:
             }
         )
     )
-    mismatch = ["--allow-version-mismatch"] if jax != JAX_VERSION else []  # the README may name a newer release
+    mismatch = ["--allow-version-mismatch"] if jax != JAX_VERSION else []  # the docs may name a newer release
     result = runner.invoke(cli, ["render", "-f", str(job), *render[3:], *mismatch])
     assert result.exit_code == 0, result.output
     (jobset,) = yaml.safe_load_all(result.stdout)
@@ -70,9 +62,9 @@ def test_the_readmes_image_pinning_recipe_lists_and_pins_the_same_images(runner:
 
 
 def offline_commands() -> list[list[str]]:
-    """The README's `pwdeploy` lines that need no cluster, registry, engine or job run: render, validate, schema,
-    local env and the Dockerfile printers, as argument lists (comments and redirections left out)."""
-    blocks = re.findall(r"```bash\n(.*?)```", README, re.DOTALL)
+    """The `pwdeploy` lines of the README and the docs that need no cluster, registry, engine or job run: render,
+    validate, schema, local env and the Dockerfile printers, as argument lists (comments and redirections left out)."""
+    blocks = re.findall(r"```bash\n(.*?)```", SHOWN, re.DOTALL)
     text = "\n".join(blocks).replace("\\\n", " ")
     offline = ("render", "validate", "schema", "local env", "image dockerfile", "sidecar dockerfile")
     found = []
@@ -83,7 +75,7 @@ def offline_commands() -> list[list[str]]:
     return found
 
 
-def test_the_readmes_offline_commands_run(
+def test_the_offline_commands_shown_run(
     runner: CliRunner, jax_version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     commands = offline_commands()
@@ -91,7 +83,7 @@ def test_the_readmes_offline_commands_run(
     monkeypatch.chdir(REPO)
     for words in commands:
         words = [str(tmp_path / w) if w in ("demo.yaml", "out/") else w for w in words]
-        if words[0] == "render" and "--name" in words:  # the README writes it to demo.yaml, then validates that
+        if words[0] == "render" and "--name" in words:  # the tour writes it to demo.yaml, then validates that
             result = runner.invoke(cli, words)
             (tmp_path / "demo.yaml").write_text(result.stdout, encoding="utf-8")
         else:

@@ -1,0 +1,47 @@
+"""What each diagnose cause means and what it is read from: the reference table of ``docs/diagnose.md`` is
+generated from here (``pwdeploy.cli.reference``), and a test holds it to ``findings.CAUSES``, so a cause without
+a meaning, or a meaning of no cause, fails."""
+
+from __future__ import annotations
+
+# Per stage of ``findings.STAGES``: the objects and fields its rules read.
+READS: dict[str, str] = {
+    "queue": "Kueue Workload conditions and admission checks, ProvisioningRequest conditions",
+    "schedule": "the pod's PodScheduled condition, cluster-autoscaler events",
+    "image": "ErrImagePull / ImagePullBackOff and the kubelet's `Failed to pull image` event",
+    "start": "container waiting reasons",
+    "run": "container states, pod conditions, the last 40 lines of container logs",
+    "end": "JobSet conditions",
+}
+
+MEANINGS: dict[str, str] = {
+    "kueue-pending": "Kueue has not admitted the job: an error when it never can (a request above the "
+    "ClusterQueue's maximum, a missing LocalQueue, an inactive ClusterQueue, a rejected admission check, a failed "
+    "ProvisioningRequest); a warning while others hold the quota; info while an admission check or provisioning "
+    "is pending",
+    "scale-up-failed": "FailedScaleUp (quota, stockout, reservation); NotTriggerScaleUp is a warning",
+    "head-unschedulable": "the head pod fits no node of `head.node_pool`",
+    "tpu-capacity": "`Insufficient google.com/tpu`: no node with free TPU chips; a pod whose scale-up was "
+    "triggered is a warning",
+    "node-selector": "no node carries the labels the pod selects",
+    "untolerated-taint": "the nodes carry a taint the pod does not tolerate",
+    "unschedulable": "another reason of the scheduler",
+    "image-not-found": "the image or its tag does not exist",
+    "image-unauthorized": "403/401/denied: the node pool's service account needs `roles/artifactregistry.reader`",
+    "image-pull": "another pull failure (warning)",
+    "missing-secret": '`secret "x" not found`, `couldn\'t find key`',
+    "container-config": "the kubelet cannot create the container from its spec",
+    "sidecar-not-started": "a native sidecar runs but `main` waits in PodInitializing for 2 min: kubelet < 1.29",
+    "version-mismatch": "IFRT protocol versions differ, or the proxy and server images are of different `jax-` "
+    "releases",
+    "oom-killed": "a container was OOM-killed: which container, against which memory field",
+    "shm-exhausted": "exit 135 (SIGBUS), or `No space left on device` on /dev/shm: which size field",
+    "gcs-permission": "403 / permission denied on a bucket in a proxy, resource manager, worker or main log",
+    "proxy-backend": "`Unable to initialize backend 'proxy'`, connection refused to port 29000",
+    "hang": "`Megascale detects a hang`",
+    "crash": "any other non-zero exit, with its last log lines: an error while the container is down, a warning "
+    "once it runs again",
+    "preempted": "DisruptionTarget, Evicted, node shutdown, Kueue eviction (warning)",
+    "max-restarts": "the JobSet failed with ReachedMaxRestarts",
+    "job-failed": "the JobSet failed for another reason",
+}
