@@ -34,13 +34,19 @@ MEANINGS: dict[str, str] = {
     "sidecar-not-started": "a native sidecar runs but `main` waits in PodInitializing for 2 min: kubelet < 1.29",
     "version-mismatch": "IFRT protocol versions differ, or the proxy and server images are of different `jax-` "
     "releases",
+    "scratch-bucket-missing": "`The specified bucket does not exist` in a Pathways log: storage.scratch names no bucket",
+    "scratch-lifecycle-limit": "`cannot specify more than 50 prefixes`: the scratch bucket's lifecycle rules are "
+    "full",
+    "proxy-in-use": "`Connection to IFRT proxy server was terminated: CANCELLED`: another client holds the proxy",
+    "session-lost": "`writes no longer allowed`: the connection to the proxy ended, and the JAX session with it",
+    "hbm-oom": "`RESOURCE_EXHAUSTED`: a TPU ran out of device memory (HBM)",
     "oom-killed": "a container was OOM-killed: which container, against which memory field",
     "shm-exhausted": "exit 135 (SIGBUS), or `No space left on device` on /dev/shm: which size field",
     "gcs-permission": "403 / permission denied on a bucket in a proxy, resource manager, worker or main log",
     "proxy-backend": "`Unable to initialize backend 'proxy'`, connection refused to port 29000",
     "hang": "`Megascale detects a hang`",
-    "crash": "any other non-zero exit, with its last log lines: an error while the container is down, a warning "
-    "once it runs again",
+    "crash": "any other non-zero exit, with its last log lines: an error while the container is down or in "
+    "CrashLoopBackOff (whatever its cause), a warning once it runs again",
     "preempted": "DisruptionTarget, Evicted, node shutdown, Kueue eviction (warning)",
     "max-restarts": "the JobSet failed with ReachedMaxRestarts",
     "job-failed": "the JobSet failed for another reason",
