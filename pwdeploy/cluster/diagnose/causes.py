@@ -34,9 +34,9 @@ MEANINGS: dict[str, str] = {
     "sidecar-not-started": "a native sidecar runs but `main` waits in PodInitializing for 2 min: kubelet < 1.29",
     "version-mismatch": "IFRT protocol versions differ, or the proxy and server images are of different `jax-` "
     "releases",
-    "scratch-bucket-missing": "`The specified bucket does not exist` in a Pathways log: storage.scratch names no bucket",
-    "scratch-lifecycle-limit": "`cannot specify more than 50 prefixes`: the scratch bucket's lifecycle rules are "
-    "full",
+    "scratch-bucket-missing": "`The specified bucket does not exist` in a Pathways log: storage.scratch names "
+    "no bucket",
+    "scratch-lifecycle-limit": "`cannot specify more than 50 prefixes`: the scratch bucket's lifecycle rules are full",
     "proxy-in-use": "`Connection to IFRT proxy server was terminated: CANCELLED`: another client holds the proxy",
     "session-lost": "`writes no longer allowed`: the connection to the proxy ended, and the JAX session with it",
     "hbm-oom": "`RESOURCE_EXHAUSTED`: a TPU ran out of device memory (HBM)",
