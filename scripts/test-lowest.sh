@@ -47,6 +47,7 @@ tests=(
   tests/test_cluster_submit.py
   tests/test_cluster_lifecycle.py
   tests/test_connect.py
+  tests/test_connect_tls.py
   tests/test_kubeconfig.py
   tests/test_credential_plugins.py
   tests/test_kube_proxies.py

@@ -57,3 +57,9 @@ trap '$sudo_cmd bash scripts/docker-services.sh stop >/dev/null 2>&1 || true' EX
 
 echo "== tests"
 python -m pytest "$@"
+
+# The declared dependency floors are the tested ones: the cluster tests again, in a second environment that holds
+# the lowest version pyproject.toml allows of each direct dependency (tests/lowest-versions.txt).
+if [ "${PWDEPLOY_SKIP_LOWEST:-}" != 1 ]; then
+  bash scripts/test-lowest.sh
+fi
