@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
-import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pwdeploy.cli.check import NO_CHECK, run_check
-from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params, seam
+from pwdeploy.cli.local_report import cores, how_it_ended, report_transfers, summary_line
+from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
     from pwdeploy.local.elastic import SliceEvents
     from pwdeploy.local.limits import Usage
     from pwdeploy.local.restarts import Faults
-    from pwdeploy.local.runner import Ended
-    from pwdeploy.local.transfers import Transfers
     from pwdeploy.manifests import Manifest
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
@@ -39,15 +36,9 @@ def local() -> None:
     """Run a job locally on emulated CPU devices (no Pathways, no TPU)."""
 
 
-def _cores() -> int:
-    """The CPU cores this process may use; a caller may pass the count in the click context (``obj["cores"]``)."""
-    cores: int | None = seam("cores")
-    return cores if cores is not None else len(os.sched_getaffinity(0))
-
-
 def _plan(params: dict[str, Any], command: tuple[str, ...]) -> tuple[JobConfig, LocalPlan]:
     job = job_from_params(pop_job_params(params), pin_images=False)  # a local run uses no image
-    return job, plan(job, command, cwd=Path.cwd(), cores=_cores(), environ=os.environ)
+    return job, plan(job, command, cwd=Path.cwd(), cores=cores(), environ=os.environ)
 
 
 @local.command("run", context_settings=_NO_INTERSPERSED)
@@ -271,10 +262,10 @@ def _run_attempts(
         stop_grace=_stop_grace(job),
     )
     usage = merged(usages) if check_limits else None
-    click.echo(_summary(usage, attempts, job), err=True)
-    _transfers(reports, usage, attempts, elastic())
+    click.echo(summary_line(usage, attempts, job), err=True)
+    report_transfers(reports, usage, attempts, elastic())
     last = attempts[-1]
-    ending = _how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
+    ending = how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
     from pwdeploy.local.notices import unfired_faults
 
     for line in unfired_faults(attempts, faults):  # before how it ended: that stays the last line
@@ -289,82 +280,12 @@ def _run_attempts(
     return last.status
 
 
-def _transfers(
-    reports: tuple[Path, Path | None], usage: Usage | None, attempts: list[Ended], events: list[dict[str, Any]]
-) -> None:
-    """The per-step transfers the job's process measured (and a warning over the limit); the JSON summary."""
-    from pwdeploy.local.limits import human
-    from pwdeploy.local.transfers import measured, warning
-
-    found = measured(reports[0])
-    if found is not None:  # measured only in a program that calls runtime.step_done
-        click.echo(
-            f"pwdeploy local: per training step ({found.steps} measured): "
-            f"{human(found.host_to_device_bytes_per_step)} host-to-device, "
-            f"{human(found.device_to_host_bytes_per_step)} device-to-host, {found.host_syncs_per_step:.2f} host syncs",
-            err=True,
-        )
-        if (text := warning(found)) is not None:
-            click.echo(f"warning: {text}", err=True)
-    if reports[1] is not None:
-        _write_summary(reports[1], found, usage, attempts, events)
-
-
-def _write_summary(
-    path: Path, found: Transfers | None, usage: Usage | None, attempts: list[Ended], events: list[dict[str, Any]]
-) -> None:
-    from pwdeploy.local.elastic import run_summary
-    from pwdeploy.local.transfers import warning
-
-    summary = run_summary(len(attempts), attempts[-1].status, events)
-    if usage is not None:
-        summary |= {"peak_memory_bytes": usage.memory_bytes, "peak_shm_bytes": usage.shm_bytes}
-        summary["peak_children"] = usage.children
-    summary |= found.as_json() if found is not None else {"host_to_device_bytes_per_step": None}
-    summary |= {"device_to_host_bytes_per_step": None, "host_syncs_per_step": None} if found is None else {}
-    summary["transfer_warning"] = warning(found) if found is not None else None
-    try:
-        path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        click.echo(f"warning: cannot write --summary-json {path}: {exc.strerror or exc}", err=True)
-
-
 def _stop_grace(job: JobConfig) -> float:
     """What the cluster gives a pod after SIGTERM: scheduling.termination_grace_seconds, else Kubernetes' 30 s."""
     from pwdeploy.local.runner import STOP_GRACE_SECONDS
 
     seconds = job.scheduling.termination_grace_seconds
     return float(seconds) if seconds is not None else STOP_GRACE_SECONDS
-
-
-def _how_it_ended(last: Ended, hint: str | None) -> str | None:
-    if last.stopped_by == signal.SIGINT:
-        return "the job was interrupted"
-    if last.stopped_by is not None:
-        return f"the job was stopped ({signal.Signals(last.stopped_by).name} to pwdeploy)"
-    if hint is not None:
-        return hint
-    return f"the job exited with status {last.status}" if last.status != 0 else None
-
-
-def _summary(usage: Usage | None, attempts: list[Ended], job: JobConfig) -> str:
-    """The one line after a run: the limits (when sampled), then the attempts and what was cleaned up."""
-    from pwdeploy.local.limits import summary
-    from pwdeploy.runtime import cgroup_cpus
-
-    removed = sum(len(ended.shm_removed) for ended in attempts)
-    left_alone = sum(ended.shm_left_alone for ended in attempts)
-    leftovers = sum(ended.leftovers for ended in attempts)
-    tail = (
-        f"{len(attempts)} attempt{'' if len(attempts) == 1 else 's'}; ended {leftovers} "
-        f"process{'' if leftovers == 1 else 'es'} the job left running; removed {removed} "
-        f"file{'' if removed == 1 else 's'} it left in /dev/shm"
-    )
-    if left_alone:
-        tail += f" ({left_alone} more new there that nobody holds left alone: other programs use /dev/shm too)"
-    if usage is None:
-        return f"pwdeploy local: {tail}"
-    return f"{summary(usage, job, cpus=cgroup_cpus() or _cores())}; {tail}"
 
 
 def _usable_gcs_cache(local_plan: LocalPlan) -> LocalPlan:
