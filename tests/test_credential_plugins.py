@@ -23,7 +23,7 @@ from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.credential_plugin import mask_secrets
 from pwdeploy.kube.kubeconfig import PluginLimits, load_kube
 from tests.conftest import SeamRunner
-from tests.https_stub import HttpsStubKubeApiServer, make_ca
+from tests.https_stub import HttpsStubKubeApiServer
 from tests.kube_stub import FakeClock, StubKubeApiServer
 
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
@@ -31,14 +31,9 @@ GKE_PLUGIN = shutil.which("gke-gcloud-auth-plugin")
 FAST = PluginLimits(timeout=5.0, notice_after=5.0)
 
 
-@pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    return make_ca(tmp_path_factory.mktemp("ca"))
-
-
 @pytest.fixture
-def https_stub(ca: tuple[Path, Path, Path]) -> Iterator[HttpsStubKubeApiServer]:
-    server = HttpsStubKubeApiServer(ca, tokens={"plugin-token-1": "alice", "plugin-token-2": "alice"})
+def https_stub() -> Iterator[HttpsStubKubeApiServer]:
+    server = HttpsStubKubeApiServer(tokens={"plugin-token-1": "alice", "plugin-token-2": "alice"})
     server.start()
     try:
         yield server
@@ -123,9 +118,12 @@ def test_the_plugin_gets_exec_info_and_cluster_info_against_https_stub(
 
 
 def test_a_plugins_client_certificate_is_the_clients_certificate_against_https_stub(
-    https_stub: HttpsStubKubeApiServer, ca: tuple[Path, Path, Path], tmp_path: Path
+    https_stub: HttpsStubKubeApiServer, tmp_path: Path
 ) -> None:
-    pem = {"clientCertificateData": ca[1].read_text(), "clientKeyData": ca[2].read_text()}
+    from tests.tls import session_pki
+
+    issued = session_pki().client("carol")
+    pem = {"clientCertificateData": issued.cert.read_text(), "clientKeyData": issued.key.read_text()}
     answer = json.dumps({"apiVersion": V1BETA1, "kind": "ExecCredential", "status": pem})
     kc = https_stub.write_user_kubeconfig(tmp_path / "kc", exec_user(plugin(tmp_path, f"print({answer!r})")))
     configuration = load_kube(kc, plugin_limits=FAST).api_client.configuration

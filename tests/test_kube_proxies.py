@@ -20,7 +20,7 @@ from pwdeploy.cluster.jobsets import get_jobset
 from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.reach import INSECURE_WITH_CA, kubectl_proxy
-from tests.https_stub import HttpsStubKubeApiServer, make_ca
+from tests.https_stub import HttpsStubKubeApiServer
 
 SERVER = "https://10.1.2.3:443"
 
@@ -126,14 +126,9 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
         sink.close()
 
 
-@pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    return make_ca(tmp_path_factory.mktemp("ca"))
-
-
 @pytest.fixture
-def https_stub(ca: tuple[Path, Path, Path]) -> Iterator[HttpsStubKubeApiServer]:
-    server = HttpsStubKubeApiServer(ca)
+def https_stub() -> Iterator[HttpsStubKubeApiServer]:
+    server = HttpsStubKubeApiServer()
     server.start()
     try:
         yield server

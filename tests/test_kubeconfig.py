@@ -23,7 +23,7 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.kubeconfig_files import Origin, kubeconfig_files, merge, resolve
 from tests.conftest import SeamRunner
-from tests.https_stub import HttpsStubKubeApiServer, make_ca
+from tests.https_stub import HttpsStubKubeApiServer
 
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: the checked-in table stands")
@@ -304,14 +304,9 @@ def test_relative_paths_are_what_kubectl_flattens(tmp_path: Path, monkeypatch: p
 # ---------------------------------------------------------------------------------------------- the commands
 
 
-@pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    return make_ca(tmp_path_factory.mktemp("ca"))
-
-
 @pytest.fixture
-def two_stubs(ca: tuple[Path, Path, Path]) -> Iterator[tuple[HttpsStubKubeApiServer, HttpsStubKubeApiServer]]:
-    servers = (HttpsStubKubeApiServer(ca), HttpsStubKubeApiServer(ca))
+def two_stubs() -> Iterator[tuple[HttpsStubKubeApiServer, HttpsStubKubeApiServer]]:
+    servers = (HttpsStubKubeApiServer(), HttpsStubKubeApiServer())
     for server in servers:
         server.start()
     try:
