@@ -84,7 +84,7 @@ def announce(kube: Kube) -> None:
 
 
 class Cluster(NamedTuple):
-    """A connected cluster and the namespace a command works in (-n, else the context's)."""
+    """A connected cluster and the namespace a command works in (-n, else $PWDEPLOY_NAMESPACE, else the context's)."""
 
     kube: Kube
     namespace: str

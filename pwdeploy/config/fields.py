@@ -110,7 +110,7 @@ FIELDS: tuple[Field, ...] = (
       "Reservation the workers consume (capacity reservation): NAME, or projects/PROJECT/reservations/NAME when "
       "shared from another project", "--reservation"),
     _("tpu.max_run_duration", Kind.DURATION, None,
-      "flex-start and queued only: how long the TPU VMs may run (90m, 24h, 7d or seconds; at most 7d)",
+      "flex-start and queued only: how long the TPU VMs may run (90m, 24h, 7d, or seconds from 3600 on; at most 7d)",
       "--max-run-duration"),
     _("tpu.node_selector", Kind.LABELS, {},
       "Extra node labels the TPU workers select, KEY=VALUE (e.g. cloud.google.com/gke-nodepool=tpu-a)",

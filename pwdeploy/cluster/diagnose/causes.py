@@ -31,7 +31,8 @@ MEANINGS: dict[str, str] = {
     "image-pull": "another pull failure (warning)",
     "missing-secret": '`secret "x" not found`, `couldn\'t find key`',
     "container-config": "the kubelet cannot create the container from its spec",
-    "sidecar-not-started": "a native sidecar runs but `main` waits in PodInitializing for 2 min: kubelet < 1.29",
+    "sidecar-not-started": "`main` waits in PodInitializing for 2 min: the proxy has not passed its startup probe "
+    "(it does not listen yet), or the native sidecars do not start (kubelet < 1.29)",
     "version-mismatch": "IFRT protocol versions differ, or the proxy and server images are of different `jax-` "
     "releases",
     "scratch-bucket-missing": "`The specified bucket does not exist` in a Pathways log: storage.scratch names "
