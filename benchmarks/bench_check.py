@@ -4,11 +4,11 @@
    with aliases, functions, a jitted step and a loop, a few of them with findings), checked in-process
    (``pwdeploy.check.check(None, [folder])``) --runs times: the best and the median, and per file.
 2. `pwdeploy render -f examples/data_parallel/job.yaml` started --runs times from this checkout and from a
-   checkout without `pwdeploy check` (--baseline, default the main checkout beside this one), alternately, side by
-   side: the medians and their ratio; and the modules `python -X importtime` shows render importing here and
-   not there (none: nothing render runs imports the check).
+   checkout without `pwdeploy check` (--baseline DIR, e.g. a `git worktree` of an older commit), alternately, side
+   by side: the medians and their ratio; and the modules `python -X importtime` shows render importing here and
+   not there. Without --baseline: the check's modules among those render imports (none: render runs no check).
 
-Usage: python3 benchmarks/bench_check.py [--files 2000] [--runs 5] [--baseline /work/main]
+Usage: python3 benchmarks/bench_check.py [--files 2000] [--runs 5] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--baseline", type=Path, default=REPO.parent.parent / "main")
+    parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pwdeploy-bench-check-") as tmp:
         folder = Path(tmp)
@@ -139,6 +139,10 @@ def main() -> None:
     best, median = min(seconds), statistics.median(seconds)
     print(f"check: {files} files, {lines} lines, {findings} findings")
     print(f"check: best {best:.2f} s, median {median:.2f} s over {args.runs} runs ({best / files * 1e3:.2f} ms a file)")
+    if args.baseline is None:
+        checks = sorted(m for m in render_modules(REPO) if m.startswith("pwdeploy.check"))
+        print(f"render imports these modules of pwdeploy.check: {checks if checks else 'none'}")
+        return
     ours: list[float] = []
     theirs: list[float] = []
     for _ in range(args.runs):
