@@ -164,6 +164,8 @@ def _walk_with(stat_of: Callable[[os.DirEntry[str]], os.stat_result]) -> Callabl
         '{"format": 99, "files": {}}',
         '{"format": 1, "files": []}',
         '{"format": 1, "files": {"train.py": [1, 2, 3, 4, "zz", 0], "data/f0.bin": "x"}}',
+        "[" * 100_000 + "]" * 100_000,  # deeper than json can parse: RecursionError
+        '{"format": 1, "files": ' + '{"a": ' * 100_000 + "0" + "}" * 100_001,
     ],
 )
 def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str, reads: list[str]) -> None:

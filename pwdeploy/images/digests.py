@@ -116,7 +116,7 @@ def _read(path: Path) -> dict[str, Any]:
     """The cached entries; {} for a missing, unreadable or malformed cache (entries are checked when used)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep to parse
         return {}
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("files"), dict):
         return {}
