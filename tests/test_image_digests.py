@@ -202,7 +202,8 @@ def test_an_entry_with_a_made_up_digest_of_the_wrong_shape_is_read_again(tmp_pat
         "{stamps}{digest}",  # no flags digit
         "{stamps}{digest}4",  # a flags digit out of range
         "{stamps}{digest}1 ",
-        "{stamps}{upper}1",
+        "{stamps}{digest_63}g1",
+        "{stamps}{digest_60}  {digest_2}1",  # 31 bytes: bytes.fromhex skips the spaces
         "{stamps}\udc80{digest_63}1",  # a lone surrogate, which no file's digest can hold
         "{other_stamps}{digest}1",
     ],
@@ -216,7 +217,7 @@ def test_an_entry_of_the_wrong_shape_is_read_again_and_only_it(tmp_path: Path, b
     if isinstance(bad, str):
         digest = entry[64:128]
         values = {"stamps": entry[:64], "other_stamps": "0" * 64, "digest": digest, "digest_63": digest[1:]}
-        bad = bad.format(upper=digest.upper(), **values)
+        bad = bad.format(digest_60=digest[:60], digest_2=digest[60:62], **values)
     data["files"]["train.py"] = bad
     (root / CACHE).write_text(json.dumps(data))
     reads.clear()
