@@ -339,3 +339,14 @@ def test_a_file_dated_past_what_64_bits_of_nanoseconds_hold_is_read_each_time(tm
     reads.clear()
     assert _digests(root) == expected and reads == ["f1.bin"]
     assert "data/f1.bin" not in json.loads((root / CACHE).read_text())["files"]
+
+
+def test_an_entry_whose_digest_is_in_upper_case_gives_the_same_digest(tmp_path: Path, reads: list[str]) -> None:
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    data = json.loads((root / CACHE).read_text())
+    entry = data["files"]["train.py"]
+    data["files"]["train.py"] = entry[:64] + entry[64:128].upper() + entry[-1]
+    (root / CACHE).write_text(json.dumps(data))
+    reads.clear()
+    assert _digests(root) == expected and reads == []
