@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pwdeploy.images import digests, inputs, lock, pin
+from pwdeploy.images import digests, ignore, inputs, lock, pin
 from pwdeploy.images import job as spec
 from pwdeploy.images.ignore import IgnoreRules
 from tests.test_image import REPOSITORY, job_at, write_job
@@ -164,9 +164,10 @@ def _walk_with(stat_of: Callable[[os.DirEntry[str]], os.stat_result]) -> Callabl
         '{"format": 99, "files": {}}',
         '{"format": 1, "files": []}',
         '{"format": 1, "files": {"train.py": [1, 2, 3, 4, "zz", 0], "data/f0.bin": "x"}}',
-        "[" * 100_000 + "]" * 100_000,  # deeper than json's parser recurses (RecursionError)
+        "[" * 100_000 + "]" * 100_000,  # deeper than json can parse: RecursionError
+        '{"format": 1, "files": ' + '{"a": ' * 100_000 + "0" + "}" * 100_001,
     ],
-    ids=["not-json", "format", "files-list", "entries", "nested-100000-deep"],
+    ids=["not-json", "format", "files-list", "entries", "arrays-100000-deep", "objects-100000-deep"],
 )
 def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str, reads: list[str]) -> None:
     root = _folder(tmp_path)
@@ -183,10 +184,47 @@ def test_an_entry_with_a_made_up_digest_of_the_wrong_shape_is_read_again(tmp_pat
     root = _folder(tmp_path)
     expected = _digests(root)
     data = json.loads((root / CACHE).read_text())
-    data["files"]["train.py"][4] = "not a digest" + "0" * 52
+    entry = data["files"]["train.py"]  # the stamps (64 hex digits), the sha256 hex, the flags digit
+    data["files"]["train.py"] = entry[:64] + "not a digest" + "0" * 52 + entry[-1]
     (root / CACHE).write_text(json.dumps(data))
     reads.clear()
     assert _digests(root) == expected and reads == ["train.py"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["stamps", "digest", 1],  # the shape of another format
+        {"nested": [[["deep"]]]},
+        12,
+        None,
+        "",
+        "short",
+        "{stamps}{digest}",  # no flags digit
+        "{stamps}{digest}4",  # a flags digit out of range
+        "{stamps}{digest}1 ",
+        "{stamps}{digest_63}g1",
+        "{stamps}{digest_60}  {digest_2}1",  # 31 bytes: bytes.fromhex skips the spaces
+        "{stamps}\udc80{digest_63}1",  # a lone surrogate, which no file's digest can hold
+        "{other_stamps}{digest}1",
+    ],
+)
+def test_an_entry_of_the_wrong_shape_is_read_again_and_only_it(tmp_path: Path, bad: object, reads: list[str]) -> None:
+    """A hostile or damaged entry is only a file read again: the lookups never fail, the other entries count."""
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    data = json.loads((root / CACHE).read_text())
+    entry = data["files"]["train.py"]
+    if isinstance(bad, str):
+        digest = entry[64:128]
+        values = {"stamps": entry[:64], "other_stamps": "0" * 64, "digest": digest, "digest_63": digest[1:]}
+        bad = bad.format(digest_60=digest[:60], digest_2=digest[60:62], **values)
+    data["files"]["train.py"] = bad
+    (root / CACHE).write_text(json.dumps(data))
+    reads.clear()
+    assert _digests(root) == expected and reads == ["train.py"]
+    reads.clear()
+    assert _digests(root) == expected and reads == [], "the entry was rewritten"
 
 
 def test_the_cache_is_never_part_of_the_build_context(tmp_path: Path) -> None:
@@ -241,3 +279,75 @@ def test_a_folder_whose_cache_cannot_be_written_is_read_in_full_each_time(tmp_pa
     reads.clear()
     assert _digests(root) == expected and len(reads) == 5
     assert (root / digests.STATE_DIR).read_text() == "not a folder"
+
+
+def test_names_that_look_like_credentials_are_judged_once_and_warned_about_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verdict on a file's name is kept in its entry: an unchanged folder warns the same without a match."""
+    judged: list[str] = []
+    judge = ignore.looks_like_credentials
+
+    def counting(relative: str) -> bool:
+        judged.append(relative)
+        return judge(relative)
+
+    monkeypatch.setattr(digests, "looks_like_credentials", counting)
+    root = _folder(tmp_path)
+    (root / "keys").mkdir()
+    (root / "keys" / "sa-key.json").write_text("{}")
+    (root / ".env").write_text("TOKEN=x\n")
+    _settle(root)
+
+    def warnings() -> tuple[str, ...]:
+        return inputs.credential_warnings(inputs.directory_files(root, "f", "code"), root, "f", "code")
+
+    first = warnings()
+    assert len(first) == 1 and first[0].startswith(f"f {root}: .env, keys/sa-key.json look like credentials")
+    assert sorted(judged) == [".env", "data/f0.bin", "data/f1.bin", "data/f2.bin", "keys/sa-key.json", "train.py"]
+    judged.clear()
+    assert warnings() == first and judged == []
+    (root / "id_rsa").write_text("x")
+    _settle(root)
+    assert ".env, id_rsa, keys/sa-key.json look like credentials" in warnings()[0] and judged == ["id_rsa"]
+
+
+def test_a_cache_of_the_previous_format_is_read_again_and_rewritten(tmp_path: Path, reads: list[str]) -> None:
+    """Format 1 kept [size, mtime_ns, ctime_ns, inode, sha256, imports] lists and no verdict on the names."""
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    files = {}
+    for name in ("data/f0.bin", "data/f1.bin", "data/f2.bin", "train.py"):
+        status = (root / name).stat()
+        stamps = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
+        files[name] = [*stamps, expected[f"code/{name}"], int(name == "train.py")]
+    (root / CACHE).write_text(json.dumps({"format": 1, "files": files}))
+    reads.clear()
+    assert _digests(root) == expected and len(reads) == 4
+    assert json.loads((root / CACHE).read_text())["format"] == digests.FORMAT
+
+
+def test_a_file_dated_past_what_64_bits_of_nanoseconds_hold_is_read_each_time(tmp_path: Path, reads: list[str]) -> None:
+    root = _folder(tmp_path)
+    target = root / "data" / "f1.bin"
+    year_2300 = 10_413_792_000 * 10**9  # ns, over 2**63
+    os.utime(target, ns=(year_2300, year_2300))
+    if target.stat().st_mtime_ns < 2**63:
+        pytest.skip(f"the file system of {tmp_path} cannot date a file in 2300")
+    _settle(root)
+    expected = _digests(root)
+    assert expected["code/data/f1.bin"] == _sha(target)
+    reads.clear()
+    assert _digests(root) == expected and reads == ["f1.bin"]
+    assert "data/f1.bin" not in json.loads((root / CACHE).read_text())["files"]
+
+
+def test_an_entry_whose_digest_is_in_upper_case_gives_the_same_digest(tmp_path: Path, reads: list[str]) -> None:
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    data = json.loads((root / CACHE).read_text())
+    entry = data["files"]["train.py"]
+    data["files"]["train.py"] = entry[:64] + entry[64:128].upper() + entry[-1]
+    (root / CACHE).write_text(json.dumps(data))
+    reads.clear()
+    assert _digests(root) == expected and reads == []

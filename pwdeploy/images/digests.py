@@ -1,6 +1,7 @@
-"""A per-folder cache of what reading each file of a build context told: its sha256, and for a ``.py`` file
-whether it imports pwdeploy. ``render`` checks a pinned image by hashing the job's folder, and ``image build`` /
-``sidecar build`` decide "up to date" the same way; with the cache an unchanged file is not read again.
+"""A per-folder cache of what reading each file of a build context told: its sha256, for a ``.py`` file whether
+it imports pwdeploy, and whether its name looks like credentials (``ignore.looks_like_credentials``). ``render``
+checks a pinned image by hashing the job's folder, and ``image build`` / ``sidecar build`` decide "up to date" the
+same way; with the cache an unchanged file is not read again, nor its name matched again.
 
 The cache is ``<folder>/.pwdeploy/file-digests.json`` (``.pwdeploy`` is never part of a build context), one
 entry per file by its path in the folder. An entry counts only while the file's size, mtime_ns, ctime_ns and
@@ -10,8 +11,16 @@ git's "racy" case (https://git-scm.com/docs/racy-git): a file changed again with
 previous change keeps its stamps. So, like git with its index, an entry is only written for a file whose last
 change is older than a stamp the file system itself gave just before this run read anything (a file made in
 ``.pwdeploy/``, so the same clock and granularity); a file changed at or after that stamp is read again next
-time. A cache that cannot be parsed, or an entry of the wrong shape, is ignored and rewritten; a folder that
-cannot be written is read in full each time, as without a cache.
+time. A cache that cannot be parsed, or of another ``FORMAT`` (which names the rules the verdicts were judged
+by), is ignored and rewritten; an entry of the wrong shape is read again; a folder that cannot be written is
+read in full each time, as without a cache.
+
+Every render of a pinned job reads the whole cache and looks up every file, so an entry is one string of 129
+characters: the stamps (size, mtime_ns, ctime_ns, inode as 8 bytes each, in hex), the sha256 hex, a flags digit
+(1: imports pwdeploy, 2: looks like credentials, 3: both). json parses 5,000 such strings in a fifth of the time
+it takes for 5,000 lists of 19-digit numbers, the stamps are compared as one string, and only an entry a lookup
+uses is checked for its shape (its length, its flags digit, its digest decoded as 32 bytes of hex: a regex
+would cost that lookup twice as much).
 """
 
 from __future__ import annotations
@@ -21,21 +30,29 @@ import hashlib
 import json
 import os
 import re
+import struct
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from pwdeploy.atomic import write_text_atomic
+from pwdeploy.images.ignore import CREDENTIAL_NAMES, looks_like_credentials
 
 STATE_DIR = ".pwdeploy"
 CACHE_NAME = "file-digests.json"
-FORMAT = 1  # another value: the cache is ignored (and rewritten in this format)
 IMPORTS_PWDEPLOY = re.compile(rb"^[ \t]*(?:from|import)[ \t]+pwdeploy\b", re.MULTILINE)
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+_RULES = b"\0".join([IMPORTS_PWDEPLOY.pattern, *(name.encode() for name in CREDENTIAL_NAMES)])
+# The entries' shape and the rules their verdicts were judged by. Another value: the cache is ignored (and
+# rewritten in this format), so a pwdeploy that judges imports or names otherwise judges every file again.
+FORMAT = f"2-{hashlib.sha256(_RULES).hexdigest()[:16]}"
+_STAMPS = struct.Struct("<QqqQ")  # size, mtime_ns, ctime_ns, inode
+_LENGTH = 2 * _STAMPS.size + 64 + 1  # the characters of an entry: stamps, sha256 hex, flags digit
+_FLAGS, _IMPORTS, _CREDENTIALS = "0123", "13", "23"  # the flags digits: all, importing pwdeploy, named like a secret
 
 
 class FileFacts(NamedTuple):
     sha256: str
     imports_pwdeploy: bool  # only ever True for a .py file
+    looks_like_credentials: bool = False  # by its name: ignore.looks_like_credentials
 
 
 class DigestCache:
@@ -44,7 +61,7 @@ class DigestCache:
     def __init__(self, folder: Path) -> None:
         self.path = folder / STATE_DIR / CACHE_NAME
         self._known = _read(self.path)
-        self._seen: dict[str, list[Any]] = {}
+        self._seen: dict[str, str] = {}
         self._stamp: int | None = None  # ns; None until this run reads a file
         self._changed = False  # a file was read: its entry is new, or left out as racy
         self._writable = True
@@ -53,19 +70,34 @@ class DigestCache:
     def facts(self, relative: str, path: str, status: os.stat_result) -> FileFacts:
         """What the file at ``path`` (``relative`` in the folder, ``status`` its stat) holds: from the cache when
         its stamps are unchanged, else read now."""
-        stamps = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
-        entry = self._known.get(relative)
-        if type(entry) is list and entry[:4] == stamps and _valid_facts(entry):
-            self._seen[relative] = entry
-            return FileFacts(entry[4], bool(entry[5]))
+        stamps = _stamps(status)
+        cached = self._cached(relative, stamps) if stamps else None
+        if cached is not None:
+            return cached
         if self._stamp is None:
             self._stamp = self._take_stamp()
-        found = _read_facts(path)
+        sha256, imports_pwdeploy, _ = _read_facts(path)
+        found = FileFacts(sha256, imports_pwdeploy, looks_like_credentials(relative))
         self.read_count += 1
         self._changed = True
-        if max(status.st_mtime_ns, status.st_ctime_ns) < self._stamp:  # not racy: a later change shows
-            self._seen[relative] = [*stamps, found.sha256, int(found.imports_pwdeploy)]
+        if stamps and max(status.st_mtime_ns, status.st_ctime_ns) < self._stamp:  # not racy: a later change shows
+            self._seen[relative] = f"{stamps}{sha256}{found.imports_pwdeploy + 2 * found.looks_like_credentials}"
         return found
+
+    def _cached(self, relative: str, stamps: str) -> FileFacts | None:
+        """The facts in the entry of ``relative`` when it starts with ``stamps`` and has the right shape."""
+        entry = self._known.get(relative)
+        if type(entry) is not str or len(entry) != _LENGTH or not entry.startswith(stamps) or entry[-1] not in _FLAGS:
+            return None
+        try:
+            sha256 = bytes.fromhex(entry[len(stamps) : -1]).hex()  # lower-case, whatever the case in the entry
+        except ValueError:
+            return None
+        if len(sha256) != 64:  # fromhex skips spaces between bytes
+            return None
+        self._seen[relative] = entry
+        flags = entry[-1]
+        return FileFacts(sha256, flags in _IMPORTS, flags in _CREDENTIALS)
 
     def save(self) -> None:
         """Write the entries of the files seen by this run, when they differ from what was read (never fails:
@@ -98,7 +130,7 @@ def _read(path: Path) -> dict[str, Any]:
     """The cached entries; {} for a missing, unreadable or malformed cache (entries are checked when used)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # RecursionError: arrays nested too deep for the parser
+    except (OSError, ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep to parse
         return {}
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("files"), dict):
         return {}
@@ -106,11 +138,13 @@ def _read(path: Path) -> dict[str, Any]:
     return files
 
 
-def _valid_facts(entry: list[Any]) -> bool:
-    """An entry is [size, mtime_ns, ctime_ns, inode, sha256 hex, imports pwdeploy 0/1]; the stamps were compared."""
-    return (
-        len(entry) == 6 and isinstance(entry[4], str) and _SHA256.fullmatch(entry[4]) is not None and entry[5] in (0, 1)
-    )
+def _stamps(status: os.stat_result) -> str:
+    """The stamps of an entry, as they start it; "" for a file whose times do not fit 64 bits (past the year
+    2262), which is then read each time."""
+    try:
+        return _STAMPS.pack(status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino).hex()
+    except struct.error:
+        return ""
 
 
 def _read_facts(path: str) -> FileFacts:

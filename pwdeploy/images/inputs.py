@@ -20,7 +20,7 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import repository_problem
 from pwdeploy.images import template
 from pwdeploy.images.digests import STATE_DIR, DigestCache
-from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules, looks_like_credentials
+from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules
 from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ class ContextFile(NamedTuple):
     executable: bool = False
     digest: str | None = None  # sha256 hex of the content, when known (the digest cache, a recorded wheel)
     imports_pwdeploy: bool = False  # a .py file of a source folder that imports pwdeploy
+    looks_like_credentials: bool = False  # a file of a source folder named like a secret (.env, keys, ...)
 
     def read(self) -> bytes:
         return self.source if isinstance(self.source, bytes) else Path(self.source).read_bytes()
@@ -126,7 +127,7 @@ def directory_files(
 ) -> tuple[ContextFile, ...]:
     """The files under ``root`` as ``prefix/relative/path``, in a fixed order, less those its ``.dockerignore``
     leaves out; ``skip`` names more files left out. Each comes with its digest, read through the folder's digest
-    cache (pwdeploy.images.digests): an unchanged file is not read again."""
+    cache (pwdeploy.images.digests): an unchanged file is not read again, nor its name judged again."""
     if not root.is_dir():
         raise ConfigError(field, f"{root} is not a directory")
     try:
@@ -144,7 +145,12 @@ def directory_files(
             _check_link(Path(entry.path), inside, root, field)
         facts = cache.facts(relative, entry.path, status)
         executable = bool(status.st_mode & stat.S_IXUSR)
-        found.append(ContextFile(f"{prefix}/{relative}", entry.path, executable, facts.sha256, facts.imports_pwdeploy))
+        name = f"{prefix}/{relative}"
+        found.append(
+            ContextFile(
+                name, entry.path, executable, facts.sha256, facts.imports_pwdeploy, facts.looks_like_credentials
+            )
+        )
     cache.save()
     return tuple(found)
 
@@ -165,9 +171,12 @@ def _check_link(link: Path, inside: str, root: Path, field: str) -> None:
 
 
 def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, prefix: str) -> tuple[str, ...]:
-    """A warning naming the files copied from ``root`` whose names look like credentials (.env, keys, ...)."""
-    found = [item.name[len(prefix) + 1 :] for item in files if item.name.startswith(prefix + "/")]
-    suspicious = [name for name in found if looks_like_credentials(name.rsplit("/", 1)[-1])]
+    """A warning naming the files copied from ``root`` whose names look like credentials (.env, keys, ...), as
+    ``directory_files`` judged them."""
+    start = len(prefix) + 1
+    suspicious = [
+        item.name[start:] for item in files if item.looks_like_credentials and item.name.startswith(prefix + "/")
+    ]
     if not suspicious:
         return ()
     listed = ", ".join(suspicious[:10]) + (f" and {len(suspicious) - 10} more" if len(suspicious) > 10 else "")
