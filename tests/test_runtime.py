@@ -85,6 +85,7 @@ def test_initialize_locally_neither_imports_pathwaysutils_nor_jax() -> None:
     assert python(code, JAX_PLATFORMS="cpu") == "False []"
 
 
+@pytest.mark.slow
 def test_data_mesh_over_all_devices_and_slices() -> None:
     code = (
         "import json; from pwdeploy import runtime; a = runtime.data_mesh(); b = runtime.data_mesh(slices=True); "
@@ -173,6 +174,7 @@ def test_prepare_data_workers_in_a_spawned_worker_names_the_main_guard(tmp_path:
     assert 'put the training code under `if __name__ == "__main__":`' in done.stderr
 
 
+@pytest.mark.slow
 def test_unguarded_script_with_grain_workers_stops_with_the_fix(tmp_path: Path) -> None:
     script = tmp_path / "unguarded.py"
     script.write_text(
@@ -186,6 +188,7 @@ def test_unguarded_script_with_grain_workers_stops_with_the_fix(tmp_path: Path) 
     assert 'put the training code under `if __name__ == "__main__":`' in done.stderr
 
 
+@pytest.mark.slow
 def test_one_device_with_two_slices_is_a_degenerate_mesh() -> None:
     code = "import json; from pwdeploy import runtime; print(json.dumps(dict(runtime.data_mesh(slices=True).shape)))"
     out = python(
