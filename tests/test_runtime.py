@@ -195,3 +195,25 @@ def test_one_device_with_two_slices_is_a_degenerate_mesh() -> None:
         code, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1", PWDEPLOY_NUM_SLICES="2"
     )
     assert json.loads(out) == {"slice": 1, "data": 1}
+
+
+def test_checkpoint_and_profile_dirs_are_the_env_contracts_locations() -> None:
+    env = {"PWDEPLOY_CHECKPOINT_DIR": "gs://bucket/ckpt", "PWDEPLOY_PROFILE_DIR": " /tmp/profiles \n"}
+    assert runtime.checkpoint_dir(env) == "gs://bucket/ckpt"
+    assert runtime.profile_dir(env) == "/tmp/profiles"
+    assert runtime.checkpoint_dir({}) is None and runtime.profile_dir({"PWDEPLOY_PROFILE_DIR": ""}) is None
+
+
+def test_a_local_run_gives_the_job_the_locations_the_helpers_read(tmp_path: Path) -> None:
+    """The helpers read the names the env contract sets: local run's plan for a job with both locations."""
+    from pwdeploy.config import load_job
+    from pwdeploy.local.env import plan
+
+    config = {
+        "name": "rt", "tpu.type": "v5p-8", "main.image": "r.example/t:1", "main.command": "python3 train.py",
+        "storage.scratch": "gs://bkt/s", "storage.checkpoints": "gs://bkt/c", "storage.profiles": "gs://bkt/p",
+    }  # fmt: skip
+    env = plan(load_job(None, config, installed_jax=lambda: "0.10.2"), cwd=tmp_path, cores=2, environ={}).env
+    checkpoints, profiles = runtime.checkpoint_dir(env), runtime.profile_dir(env)
+    assert checkpoints is not None and Path(checkpoints).name == "checkpoints"
+    assert profiles is not None and Path(profiles).name == "profiles"
