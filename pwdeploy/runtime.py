@@ -22,6 +22,8 @@ NUM_SLICES = ids.NUM_SLICES_ENV
 RESTART_ATTEMPT = ids.RESTART_ATTEMPT_ENV
 FAIL_AT_STEP = ids.FAIL_AT_STEP_ENV
 RETRY_EXIT_CODE = ids.RETRY_EXIT_CODE
+CHECKPOINT_DIR = ids.CHECKPOINT_DIR_ENV
+PROFILE_DIR = ids.PROFILE_DIR_ENV
 
 
 def restart_attempt(environ: Mapping[str, str] | None = None) -> int:
@@ -123,6 +125,23 @@ def data_workers(
     if cpus is None:
         cpus = (affinity or _affinity)()
     return max(1, cpus - 1)
+
+
+def checkpoint_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    """Where the job keeps its checkpoints: ``PWDEPLOY_CHECKPOINT_DIR``, from ``storage.checkpoints`` (a
+    ``gs://`` location on the cluster, a folder beside the config in `local run`); None when the job has none."""
+    return _location(CHECKPOINT_DIR, environ)
+
+
+def profile_dir(environ: Mapping[str, str] | None = None) -> str | None:
+    """Where the job writes profiler traces: ``PWDEPLOY_PROFILE_DIR``, from ``storage.profiles`` (a ``gs://``
+    location on the cluster, a folder beside the config in `local run`); None when the job has none."""
+    return _location(PROFILE_DIR, environ)
+
+
+def _location(name: str, environ: Mapping[str, str] | None) -> str | None:
+    value = (os.environ if environ is None else environ).get(name, "").strip()
+    return value or None
 
 
 def cgroup_cpus(root: Path = Path("/")) -> int | None:

@@ -288,6 +288,8 @@ class PortForwardApiFake(StubKubeApiServer):
                     self.streams.remove(stream)
             if stream.was_reset:
                 stream.finish_reset()
+            elif stream.pod_side is not None:  # the client went away: so does this stream's pod connection
+                stream.pod_side.close()
 
     def _client_to_pod(self, stream: FakeStream) -> None:
         assert stream.pod_side is not None

@@ -5,13 +5,13 @@ Each is a clear error (exit 4) or a "not verified" row, never an internal error;
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import Result
 
 from pwdeploy.cli import cli
+from pwdeploy.kube.api import RetryPolicy
 from tests.conftest import REPO, ClusterCli, SeamRunner
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 
@@ -119,10 +119,9 @@ def test_a_hung_api_server_is_announced_on_stderr_and_the_run_ends_against_stub(
 ) -> None:
     stub.hang("GET", ".", times=100)
     limits = {"timeout": (1.0, 0.3), "deadline": 1.0, "slow_after": 0.2}
-    started = time.monotonic()
     result = SeamRunner().invoke(cli, ["status", "demo", *kc], obj={"clock": FakeClock(), "kube_limits": limits})
-    assert time.monotonic() - started < 3.0
     assert result.exit_code == 4, result.output
+    assert 2 <= len(stub.sent("GET", "/jobsets/demo")) < RetryPolicy().attempts, "retries end at the deadline"
     assert (
         f"still waiting for the Kubernetes API server (context 'stub', {stub.url}) to get "
         "jobsets.jobset.x-k8s.io 'demo' in namespace 'default' (giving up after 1 s)\n"
@@ -140,9 +139,7 @@ def test_a_hung_api_server_is_announced_on_stderr_and_the_run_ends_against_stub(
 def test_a_bad_namespace_is_refused_before_any_request_against_stub(
     cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, args: list[str]
 ) -> None:
-    started = time.monotonic()
     result = cluster_cli([*args, "-n", "Bad_NS", *kc])
-    assert time.monotonic() - started < 1.0
     assert result.exit_code == 2, result.output
     assert "error: --namespace: 'Bad_NS' is not a valid namespace" in result.stderr
     assert stub.requests == []

@@ -41,6 +41,7 @@ def local_run(state: Path, devices: int, *train_args: str, workers: int = 0, con
     return result
 
 
+@pytest.mark.slow
 def test_one_device_eight_devices_and_pmap_train_alike(state: Path) -> None:
     one = local_run(state, 1, "--steps", "30")
     eight = local_run(state, 8, "--steps", "30")
@@ -75,6 +76,7 @@ def test_two_grain_workers_and_colocated_python_give_the_same_loss(state: Path) 
         assert abs(other["final_loss"] - in_process["final_loss"]) <= 1e-5
 
 
+@pytest.mark.slow
 def test_colocated_batches_are_the_records_batches() -> None:
     """The two loaders' data, compared directly: the colocated shards are the ArrayRecord file's batches."""
     import numpy as np
@@ -109,12 +111,14 @@ def test_records_are_written_once_and_deterministic(tmp_path: Path) -> None:
     assert (loaded[8][0] == x[:64]).all() and (loaded[1][1] == y[64:128]).all()  # in order, cycling
 
 
+@pytest.mark.slow
 def test_sharded_loop_back_to_back_on_eight_devices_finishes(state: Path) -> None:
     """Dead-lock guard: without PJRT_NPROC this loop hangs in an XLA CPU all-reduce and aborts after ~60 s."""
     result = local_run(state, 8, "--steps", "200", "--log-every", "0")
     assert result["steps"] == 200 and result["devices"] == 8
 
 
+@pytest.mark.slow
 def test_compile_cache_is_reused_and_hlo_lands_locally(state: Path) -> None:
     def entries() -> set[str]:
         cache = state / "cache"
@@ -129,6 +133,7 @@ def test_compile_cache_is_reused_and_hlo_lands_locally(state: Path) -> None:
     assert list((state / "hlo").glob("*.txt")), "storage.hlo_dump is set, so HLO text is dumped locally"
 
 
+@pytest.mark.slow
 def test_checkpoint_and_profile_land_in_local_directories_beside_the_config(tmp_path: Path) -> None:
     """gs:// checkpoint and profile locations become directories under .pwdeploy/ of the config's folder."""
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"

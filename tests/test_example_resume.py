@@ -12,15 +12,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from pwdeploy.config import load_job
 from pwdeploy.local.env import plan
 from tests.conftest import JAX_VERSION, REPO
+from tests.shm_watch import SHM, held, left_behind, run_watched
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
 SIDECAR_EXAMPLE = REPO / "examples" / "data_parallel" / "sidecar" / "job.yaml"
@@ -52,14 +53,22 @@ def job_env(state: Path, devices: int, workers: int, config: Path = EXAMPLE) -> 
 def train(
     env: dict[str, str], checkpoints: Path | None, *args: str, fail_at: int = 0, attempt: int = 0
 ) -> subprocess.CompletedProcess[str]:
+    done, _ = train_watched(env, checkpoints, *args, fail_at=fail_at, attempt=attempt)
+    return done
+
+
+def train_watched(
+    env: dict[str, str], checkpoints: Path | None, *args: str, fail_at: int = 0, attempt: int = 0
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """A run of the example, and the /dev/shm files its processes were seen holding."""
     env = dict(env, PWDEPLOY_RESTART_ATTEMPT=str(attempt))
     env.pop("PWDEPLOY_CHECKPOINT_DIR", None)
     if checkpoints is not None:
         env["PWDEPLOY_CHECKPOINT_DIR"] = str(checkpoints)
     if fail_at:
         env["PWDEPLOY_FAIL_AT_STEP"] = str(fail_at)
-    return subprocess.run(
-        [sys.executable, str(TRAIN), *args], env=env, capture_output=True, text=True, timeout=240,
+    return run_watched(
+        [sys.executable, str(TRAIN), *args], env=env, timeout=240,
         start_new_session=True,  # step_done kills its process group: this run's, never pytest's
     )  # fmt: skip
 
@@ -75,46 +84,20 @@ def finished_steps(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.exists() else []
 
 
-def remove_orphaned_shared_memory(before: set[str]) -> None:
-    """SIGKILL gives Grain no chance to free its /dev/shm blocks (`local run` cleans up after a kill; these
-    runs are started without it): remove the blocks and semaphores that appeared since ``before`` and that no
-    process has open, still so a moment later (a live loader's block in flight is taken within that moment)."""
-    shm = Path("/dev/shm")
-    if not shm.is_dir():
-        return
-    candidates = {p.name for p in shm.iterdir() if p.name.startswith(("psm_", "sem.mp-"))} - before - _held()
-    time.sleep(1.0)
-    for name in candidates - _held():
-        (shm / name).unlink(missing_ok=True)
-
-
-def _held() -> set[str]:
-    """Names under /dev/shm some process has open or mapped."""
-    names = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            links = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
-            maps = (proc / "maps").read_text().splitlines()
-        except OSError:  # gone, or not ours to read
-            continue
-        paths = links + [line.split(maxsplit=5)[-1] for line in maps if "/dev/shm/" in line]
-        names |= {p.split("/dev/shm/", 1)[1].split(" ")[0] for p in paths if p.startswith("/dev/shm/")}
-    return names
-
-
-def shm_names() -> set[str]:
-    return {p.name for p in Path("/dev/shm").iterdir()} if Path("/dev/shm").is_dir() else set()
+def remove_what_the_killed_run_left(names: set[str]) -> None:
+    """SIGKILL gives Grain no chance to free its /dev/shm blocks (`local run` cleans up after a kill; these runs
+    are started without it): remove those of the killed run's own files that no process holds any more. Another
+    program's files are never looked at."""
+    for name in left_behind(names) - held([p.pid for p in psutil.process_iter()]):
+        (SHM / name).unlink(missing_ok=True)
 
 
 def kill_and_resume(
     env: dict[str, str], checkpoints: Path, fail_at: int, *args: str
 ) -> tuple[dict[str, Any], list[int]]:
     """(the resumed run's JSON line, the checkpoints finished when the killed run died)."""
-    before = shm_names()
-    killed = train(env, checkpoints, *args, fail_at=fail_at)
-    remove_orphaned_shared_memory(before)
+    killed, names = train_watched(env, checkpoints, *args, fail_at=fail_at)
+    remove_what_the_killed_run_left(names)
     assert killed.returncode == -signal.SIGKILL, f"not killed at step {fail_at}: {killed.stderr[-2000:]}"
     finished = finished_steps(checkpoints)
     # The killed attempt's PWDEPLOY_FAIL_AT_STEP stays set on the restart, as `local run` keeps the environment.
@@ -132,6 +115,7 @@ def kill_and_resume(
     ],
     ids=["grain-1-device", "grain-8-devices", "grain-2-workers", "colocated-python"],
 )
+@pytest.mark.slow
 def test_a_run_killed_at_a_step_resumes_to_the_uninterrupted_loss(
     state: Path, tmp_path: Path, devices: int, workers: int, loader: str, fail_at: int
 ) -> None:
@@ -151,6 +135,7 @@ def test_a_run_killed_at_a_step_resumes_to_the_uninterrupted_loss(
     assert uninterrupted["start_step"] == 0 and uninterrupted["restarts"] == 0
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_its_first_checkpoint_starts_again_from_step_0(state: Path, tmp_path: Path) -> None:
     env = job_env(state, 2, 0)
     args = ("--steps", str(STEPS), "--data-dir", str(state / "data"), "--checkpoint-every", "5")
@@ -161,6 +146,7 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again_from_step_0(state
     assert abs(resumed["final_loss"] - result(train(env, None, *args))["final_loss"]) <= 1e-5
 
 
+@pytest.mark.slow
 def test_a_run_started_again_after_it_finished_resumes_at_its_last_step(state: Path, tmp_path: Path) -> None:
     """As a resubmitted job on the cluster: the same checkpoint directory, nothing left to train."""
     env = job_env(state, 1, 0)
@@ -172,6 +158,7 @@ def test_a_run_started_again_after_it_finished_resumes_at_its_last_step(state: P
     assert again["final_loss"] == first["final_loss"]  # the loss the checkpoint recorded for its step
 
 
+@pytest.mark.slow
 def test_a_corrupted_latest_checkpoint_falls_back_to_the_one_before_with_a_warning(state: Path, tmp_path: Path) -> None:
     env = job_env(state, 2, 0)
     checkpoints = tmp_path / "ckpt"
@@ -210,34 +197,31 @@ def test_a_grain_iterator_restored_from_its_state_goes_on_with_the_next_batch(tm
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.slow
 def test_local_run_fail_at_step_restarts_the_example_and_it_resumes(state: Path, tmp_path: Path, workers: int) -> None:
     """The issue's command, end to end: `local run --fail-at-step` kills attempt 0, restarts it, and the example
     resumes from its checkpoint to the loss of a run never killed; nothing of the killed attempt (Grain workers
     included) is left running or in /dev/shm; a second local run starts with no checkpoints."""
     import shutil
 
-    import psutil
-
     project = tmp_path / "project"
     shutil.copytree(EXAMPLE.parent, project, ignore=shutil.ignore_patterns(".pwdeploy", "__pycache__", "*.lock"))
     args = ["--steps", str(STEPS), "--checkpoint-every", "3", "--data-dir", str(state / "data")]
     flags = ["--devices", "2", "--data-workers", str(workers), "--compile-cache", str(state / "cache")]
-    shm_before = set(os.listdir("/dev/shm"))
 
-    def local_run(*extra: str) -> subprocess.CompletedProcess[str]:
+    def local_run(*extra: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
         argv = [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(project / "job.yaml"), *flags, *extra]
-        return subprocess.run(
-            [*argv, "--", "python3", "train.py", *args], cwd=project, capture_output=True, text=True, timeout=240
-        )
+        return run_watched([*argv, "--", "python3", "train.py", *args], cwd=project, timeout=240)
 
-    killed = local_run("--fail-at-step", "7")
+    killed, names = local_run("--fail-at-step", "7")
     resumed = result(killed)
     assert "attempt 0 killed by SIGKILL (exit status 137) at --fail-at-step 7" in killed.stderr
     assert resumed["restarts"] == 1 and resumed["start_step"] in (3, 6) and resumed["data_workers"] == workers
     left = [p for p in psutil.process_iter(["cwd"]) if p.info["cwd"] and p.info["cwd"].startswith(str(project))]
     assert left == []
-    assert set(os.listdir("/dev/shm")) - shm_before == set(), "files the job left in /dev/shm"
+    assert left_behind(names) == set(), "files the job's processes held and left in /dev/shm"
+    assert names or workers == 0, "Grain's workers hand their batches over through /dev/shm"
     assert abs(resumed["final_loss"] - result(train(job_env(state, 2, 0), None, *args))["final_loss"]) <= 1e-5
-    again = local_run()
+    again, _ = local_run()
     assert "an earlier run's were cleared" in again.stderr
     assert result(again)["start_step"] == 0

@@ -242,6 +242,7 @@ def start_grain_loop(tmp_path: Path, job_file: Path) -> subprocess.Popen[str]:
 
 @pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain (the example's extra)")
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 def test_ctrl_c_reaches_the_program_and_not_its_grain_workers(job_file: Path, tmp_path: Path) -> None:
     """Ctrl-C is passed to the job's main process alone: its Grain workers print no KeyboardInterrupt traceback,
     the program stops its loader, and no worker outlives the run."""
@@ -263,6 +264,7 @@ def shm_in_use(processes: list[psutil.Process]) -> set[str]:
 
 @pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain (the example's extra)")
 @pytest.mark.timeout(90)
+@pytest.mark.slow
 def test_sigterm_to_pwdeploy_leaves_no_grain_worker_and_no_shared_memory(job_file: Path, tmp_path: Path) -> None:
     """The program dies of SIGTERM without stopping its loader: its workers and Python's resource tracker are
     ended by pwdeploy, and the /dev/shm blocks they held are gone."""

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
@@ -38,6 +40,7 @@ def run_loader(tmp_path: Path, ending: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(script), ending], capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_close_data_loader_leaves_no_shared_memory_behind(tmp_path: Path) -> None:
     done = run_loader(tmp_path, "close")
     assert done.returncode == 0, done.stderr
@@ -45,6 +48,7 @@ def test_close_data_loader_leaves_no_shared_memory_behind(tmp_path: Path) -> Non
     assert LEAK_WARNING not in done.stderr
 
 
+@pytest.mark.slow
 def test_without_close_data_loader_grain_leaks_the_last_batches(tmp_path: Path) -> None:
     """The reason for the helper: if Grain stops leaking on its own, this fails and the helper can go."""
     done = run_loader(tmp_path, "leave")
@@ -52,6 +56,7 @@ def test_without_close_data_loader_grain_leaks_the_last_batches(tmp_path: Path) 
     assert LEAK_WARNING in done.stderr
 
 
+@pytest.mark.slow
 def test_example_with_grain_workers_ends_quietly_and_counts_its_child_processes(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(EXAMPLE), "--devices", "2",
@@ -67,6 +72,7 @@ def test_example_with_grain_workers_ends_quietly_and_counts_its_child_processes(
     assert " peak 3 child processes " in summary[0] or " peak 2 child processes " in summary[0], summary[0]
 
 
+@pytest.mark.slow
 def test_example_in_process_counts_no_child_process(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(EXAMPLE), "--devices", "1",

@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from pwdeploy.local.flags import is_tpu_only, split_cpu_flags
 
 TPU_ONLY = [
@@ -59,6 +61,7 @@ def test_installed_xla_rejects_exactly_the_dropped_flags() -> None:
     assert sorted(match.group(1).split()) == sorted(TPU_ONLY)
 
 
+@pytest.mark.slow
 def test_installed_xla_accepts_the_kept_flags() -> None:
     kept, _ = split_cpu_flags(CPU_OK + TPU_ONLY)
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": " ".join(kept)}

@@ -335,21 +335,26 @@ def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_versio
 
 
 def test_stub_lookup_sources_run_side_by_side(jax_version: str) -> None:
-    """A slow further source (the cluster) and slow image lookups overlap: the report takes the longest, not the
-    sum."""
-    import time
+    """A further source (the cluster) and the image lookups overlap: each waits at a barrier that opens only
+    when all three are in flight at once (one after another, the first would wait in vain)."""
+    import threading
 
-    def slow_lookup(ref: ImageRef) -> Lookup:
-        time.sleep(0.5)
+    together = threading.Barrier(3)
+    met: list[str] = []
+
+    def meet(who: str) -> None:
+        together.wait(timeout=20)
+        met.append(who)
+
+    def lookup(ref: ImageRef) -> Lookup:
+        meet("image")
         return Lookup("found", "sha256:" + "5" * 64)
 
-    def slow_source() -> list[CheckResult]:
-        time.sleep(0.5)
+    def source() -> list[CheckResult]:
+        meet("cluster")
         return [CheckResult("cluster", (), "cluster", Status.OK, "a further source")]
 
     job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
-    start = time.perf_counter()
-    report = run_preflight(job, image_lookup=slow_lookup, check_gcs=False, extra_sources=[slow_source])
-    elapsed = time.perf_counter() - start
+    report = run_preflight(job, image_lookup=lookup, check_gcs=False, extra_sources=[source])
     assert [r.check for r in report.results] == ["cluster", "image", "image"]
-    assert elapsed < 0.9, f"{elapsed:.2f} s: the sources ran one after another"
+    assert sorted(met) == ["cluster", "image", "image"], "the sources ran one after another"

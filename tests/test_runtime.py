@@ -85,6 +85,7 @@ def test_initialize_locally_neither_imports_pathwaysutils_nor_jax() -> None:
     assert python(code, JAX_PLATFORMS="cpu") == "False []"
 
 
+@pytest.mark.slow
 def test_data_mesh_over_all_devices_and_slices() -> None:
     code = (
         "import json; from pwdeploy import runtime; a = runtime.data_mesh(); b = runtime.data_mesh(slices=True); "
@@ -173,6 +174,7 @@ def test_prepare_data_workers_in_a_spawned_worker_names_the_main_guard(tmp_path:
     assert 'put the training code under `if __name__ == "__main__":`' in done.stderr
 
 
+@pytest.mark.slow
 def test_unguarded_script_with_grain_workers_stops_with_the_fix(tmp_path: Path) -> None:
     script = tmp_path / "unguarded.py"
     script.write_text(
@@ -186,6 +188,7 @@ def test_unguarded_script_with_grain_workers_stops_with_the_fix(tmp_path: Path) 
     assert 'put the training code under `if __name__ == "__main__":`' in done.stderr
 
 
+@pytest.mark.slow
 def test_one_device_with_two_slices_is_a_degenerate_mesh() -> None:
     code = "import json; from pwdeploy import runtime; print(json.dumps(dict(runtime.data_mesh(slices=True).shape)))"
     out = python(
@@ -232,3 +235,25 @@ def test_retry_on_slice_loss_returns_mains_value_and_passes_other_errors_on() ->
     assert exited.value.code == 75 and isinstance(exited.value.__cause__, RuntimeError)
     with pytest.raises(RuntimeError, match="DEADLINE_EXCEEDED"):
         runtime.retry_on_slice_loss(lost, slice_down=lambda e: False)
+
+
+def test_checkpoint_and_profile_dirs_are_the_env_contracts_locations() -> None:
+    env = {"PWDEPLOY_CHECKPOINT_DIR": "gs://bucket/ckpt", "PWDEPLOY_PROFILE_DIR": " /tmp/profiles \n"}
+    assert runtime.checkpoint_dir(env) == "gs://bucket/ckpt"
+    assert runtime.profile_dir(env) == "/tmp/profiles"
+    assert runtime.checkpoint_dir({}) is None and runtime.profile_dir({"PWDEPLOY_PROFILE_DIR": ""}) is None
+
+
+def test_a_local_run_gives_the_job_the_locations_the_helpers_read(tmp_path: Path) -> None:
+    """The helpers read the names the env contract sets: local run's plan for a job with both locations."""
+    from pwdeploy.config import load_job
+    from pwdeploy.local.env import plan
+
+    config = {
+        "name": "rt", "tpu.type": "v5p-8", "main.image": "r.example/t:1", "main.command": "python3 train.py",
+        "storage.scratch": "gs://bkt/s", "storage.checkpoints": "gs://bkt/c", "storage.profiles": "gs://bkt/p",
+    }  # fmt: skip
+    env = plan(load_job(None, config, installed_jax=lambda: "0.10.2"), cwd=tmp_path, cores=2, environ={}).env
+    checkpoints, profiles = runtime.checkpoint_dir(env), runtime.profile_dir(env)
+    assert checkpoints is not None and Path(checkpoints).name == "checkpoints"
+    assert profiles is not None and Path(profiles).name == "profiles"

@@ -227,6 +227,7 @@ def mutated_jobsets(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(obj=mutated_jobsets(), version=st.sampled_from(VERSIONS))
+@pytest.mark.slow
 def test_random_mutations_agree(obj: dict[str, Any], version: tuple[int, int]) -> None:
     agree_on_jobset(obj, version)
 

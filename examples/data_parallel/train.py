@@ -62,7 +62,6 @@ FEATURES = dp_data.FEATURES
 HIDDEN = 32
 EXAMPLES = dp_data.EXAMPLES
 LOADERS = ("grain", "colocated_python")
-CHECKPOINT_DIR = "PWDEPLOY_CHECKPOINT_DIR"  # set by pwdeploy from storage.checkpoints (locally: a folder)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -263,7 +262,7 @@ def make_trainer(args: argparse.Namespace, params: dict[str, Any], replicated: A
 
 def open_checkpoints(args: argparse.Namespace, like: Any) -> tuple[Checkpoints | None, Restored | None]:
     """(the checkpoints under PWDEPLOY_CHECKPOINT_DIR, the latest readable one): (None, None) when it is unset."""
-    directory = os.environ.get(CHECKPOINT_DIR)
+    directory = runtime.checkpoint_dir()
     if not directory:
         return None, None
     checkpoints = Checkpoints(directory, args.steps, every=args.checkpoint_every, seconds=args.checkpoint_seconds)
@@ -305,7 +304,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             saved.append(done)
         runtime.step_done(done)  # `local run --fail-at-step N` kills the job here, on its first attempt
 
-    profile_dir = os.environ.get("PWDEPLOY_PROFILE_DIR")
+    profile_dir = runtime.profile_dir()
     try:
         with jax.profiler.trace(profile_dir) if profile_dir else contextlib.nullcontext():
             placed = (trainer.place(x, y) for x, y in loaded)

@@ -152,7 +152,8 @@ def _end(
 ) -> int:
     """End what is left of the tree once the main process has ended (killed first, if it still runs); the
     /dev/shm files the processes left running hold join ``seen``. Returns how many processes were left."""
-    if child.poll() is None:
+    if child.poll() is None:  # pwdeploy failed meanwhile: look before the kill, the dead hold nothing
+        seen.update(shm.held_by(_pids(child, tree), shm_dir))
         tree.kill()
         child.wait()
     tree.leader_reaped()
@@ -190,11 +191,12 @@ class Stops:
     received: list[int] = field(default_factory=list)
     first_at: float | None = None
     child: subprocess.Popen[bytes] | None = None
+    clock: Callable[[], float] = time.monotonic  # when the first stop came, and whether its grace is over
 
     def handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received.append(signum)
         if self.first_at is None:
-            self.first_at = time.monotonic()
+            self.first_at = self.clock()
             self._pass_on(signum)
 
     def started(self, child: subprocess.Popen[bytes]) -> None:
@@ -212,7 +214,7 @@ class Stops:
         """A second stop signal came, or the first came more than ``grace`` seconds ago."""
         if self.first_at is None:
             return False
-        return len(self.received) > 1 or time.monotonic() - self.first_at >= grace
+        return len(self.received) > 1 or self.clock() - self.first_at >= grace
 
     def _pass_on(self, signum: int) -> None:
         if self.child is not None and self.child.poll() is None:
