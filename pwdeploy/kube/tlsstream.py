@@ -107,5 +107,11 @@ class TlsStream:
     def shutdown(self, how: int) -> None:
         self.raw.shutdown(how)
 
+    @property
+    def _closed(self) -> bool:
+        """Read by websocket-client's ``shutdown()``, which closes only a socket not closed yet (and, without this,
+        skips the close on the AttributeError: the socket would be left open)."""
+        return bool(getattr(self.raw, "_closed", False))
+
     def close(self) -> None:
         self.raw.close()
