@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
-from pwdeploy.cli.options import seam
+from pwdeploy.cli.options import seams
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -48,21 +48,20 @@ def namespace_option(func: F) -> F:
 
 
 def clock() -> Clock | None:
-    """The clock the caller passed in the click context object (``obj={"clock": ...}``); None: the system's."""
-    found: Clock | None = seam("clock")
-    return found
+    """The clock the caller passed in the click context object (``Seams.clock``); None: the system's."""
+    return seams().clock
 
 
 def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
     """The cluster the flags name; a request that is slow says so on stderr. Tests shorten the bounds of a
-    request with the ``kube_limits`` seam (``{"timeout": (1, 0.3), "deadline": 1.0, "slow_after": 0.2}``)."""
+    request with the ``Seams.kube_limits`` seam."""
     from pwdeploy.kube.kubeconfig import load_kube
 
     kube = load_kube(kubeconfig, context, clock=clock())
     kube.on_wait = lambda line: click.echo(line, err=True)
-    for name, value in (seam("kube_limits") or {}).items():
-        if name in ("timeout", "deadline", "slow_after"):
-            setattr(kube, name, value)
+    limits = seams().kube_limits
+    if limits is not None:
+        kube.timeout, kube.deadline, kube.slow_after = limits
     return kube
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seam
+from pwdeploy.cli.options import job_from_params, job_options, pop_job_params, seams
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import LocalLimitsError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
@@ -34,8 +34,8 @@ def local() -> None:
 
 
 def _cores() -> int:
-    """The CPU cores this process may use; a caller may pass the count in the click context (``obj["cores"]``)."""
-    cores: int | None = seam("cores")
+    """The CPU cores this process may use; a caller may pass the count in the click context (``Seams.cores``)."""
+    cores = seams().cores
     return cores if cores is not None else len(os.sched_getaffinity(0))
 
 
