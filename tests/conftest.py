@@ -46,8 +46,9 @@ JAX_VERSION = "0.10.2"
 
 
 class SeamRunner(CliRunner):
-    """A CliRunner that passes the CLI's seams in the click context object: the installed-JAX lookup (pinned to
-    JAX_VERSION) and whatever a test adds with ``obj={...}`` (``clock``, ``cores``)."""
+    """A CliRunner that passes the CLI's seams (``Seams``) in the click context object: the installed-JAX lookup
+    (pinned to JAX_VERSION) and whatever a test adds with ``obj={...}`` (``clock``, ``cores``, ``kube_limits``:
+    the fields of ``Seams``)."""
 
     def invoke(
         self,
@@ -59,8 +60,10 @@ class SeamRunner(CliRunner):
         color: bool = False,
         **extra: Any,
     ) -> Result:
-        obj = {"installed_jax": lambda: JAX_VERSION, **extra.pop("obj", {})}
-        return super().invoke(cli, args, input, env, catch_exceptions, color, obj=obj, **extra)
+        from pwdeploy.cli.options import Seams
+
+        seams = Seams(**{"installed_jax": lambda: JAX_VERSION, **extra.pop("obj", {})})
+        return super().invoke(cli, args, input, env, catch_exceptions, color, obj=seams, **extra)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 from click.testing import Result
 
 from pwdeploy.cli import cli
+from pwdeploy.cli.options import KubeLimits
 from pwdeploy.kube.api import RetryPolicy
 from tests.conftest import REPO, ClusterCli, SeamRunner
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
@@ -118,7 +119,7 @@ def test_a_hung_api_server_is_announced_on_stderr_and_the_run_ends_against_stub(
     kc: list[str], stub: StubKubeApiServer
 ) -> None:
     stub.hang("GET", ".", times=100)
-    limits = {"timeout": (1.0, 0.3), "deadline": 1.0, "slow_after": 0.2}
+    limits = KubeLimits(timeout=(1.0, 0.3), deadline=1.0, slow_after=0.2)
     result = SeamRunner().invoke(cli, ["status", "demo", *kc], obj={"clock": FakeClock(), "kube_limits": limits})
     assert result.exit_code == 4, result.output
     assert 2 <= len(stub.sent("GET", "/jobsets/demo")) < RetryPolicy().attempts, "retries end at the deadline"

@@ -121,10 +121,9 @@ def _debug_first(argv: list[str]) -> str:
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.version_option(__version__, prog_name="pwdeploy")
-@click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
+def cli(debug: bool) -> None:
     """pwdeploy: render, check, run locally and submit JAX jobs for Pathways on GKE."""
-    ctx.ensure_object(dict)["debug"] = debug  # a caller's dict (seams such as a clock) is kept
+    del debug  # PwdeployGroup.invoke reads it before the command runs; the context object stays the caller's Seams
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
-from pwdeploy.cli.options import seam
+from pwdeploy.cli.options import seams
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -54,25 +54,24 @@ def namespace_option(func: F) -> F:
 
 
 def clock() -> Clock | None:
-    """The clock the caller passed in the click context object (``obj={"clock": ...}``); None: the system's."""
-    found: Clock | None = seam("clock")
-    return found
+    """The clock the caller passed in the click context object (``Seams.clock``); None: the system's."""
+    return seams().clock
 
 
 def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
     """The cluster the flags name; a request or a credential plugin that is slow says so on stderr. Tests shorten
-    the bounds of a request with the ``kube_limits`` seam (``{"timeout": (1, 0.3), "deadline": 1.0, "slow_after":
-    0.2}``) and those of a credential plugin with ``plugin_limits`` (a ``PluginLimits``)."""
+    the bounds of a request with the ``Seams.kube_limits`` seam and those of a credential plugin with
+    ``Seams.plugin_limits``."""
     from pwdeploy.kube.kubeconfig import load_kube
 
     def say(line: str) -> None:
         click.echo(line, err=True)
 
-    kube = load_kube(kubeconfig, context, clock=clock(), on_notice=say, plugin_limits=seam("plugin_limits"))
+    given = seams()
+    kube = load_kube(kubeconfig, context, clock=clock(), on_notice=say, plugin_limits=given.plugin_limits)
     kube.on_wait = say
-    for name, value in (seam("kube_limits") or {}).items():
-        if name in ("timeout", "deadline", "slow_after"):
-            setattr(kube, name, value)
+    if given.kube_limits is not None:
+        kube.timeout, kube.deadline, kube.slow_after = given.kube_limits
     return kube
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pwdeploy.cli.options import seam
+from pwdeploy.cli.options import seams
 
 if TYPE_CHECKING:
     from pwdeploy.config import JobConfig
@@ -24,8 +24,8 @@ UNMEASURED = ("host_to_device_bytes_per_step", "device_to_host_bytes_per_step", 
 
 
 def cores() -> int:
-    """The CPU cores this process may use; a caller may pass the count in the click context (``obj["cores"]``)."""
-    given: int | None = seam("cores")
+    """The CPU cores this process may use; a caller may pass the count in the click context (``Seams.cores``)."""
+    given = seams().cores
     return given if given is not None else len(os.sched_getaffinity(0))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
@@ -13,6 +13,10 @@ from pwdeploy.config import JobConfig, load_job
 from pwdeploy.config.fields import FIELDS, Field, Kind
 from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pwdeploy.kube.api import Clock
+    from pwdeploy.kube.kubeconfig import PluginLimits
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -112,12 +116,30 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
     return {key: params.pop(key) for key in list(params) if key.startswith(_PARAM_PREFIX)}
 
 
-def seam(name: str) -> Any:
-    """The seam ``name`` a caller passed in the click context object (``obj={"clock": ..., "installed_jax": ...,
-    "cores": ...}``, as tests do); None: the real one."""
+class KubeLimits(NamedTuple):
+    """Shorter bounds for each Kubernetes API request than the real ones (``Kube``'s fields of these names)."""
+
+    timeout: tuple[float, float]  # (connect, read) seconds per attempt
+    deadline: float  # seconds for one request, retries included
+    slow_after: float  # seconds before a request is announced as slow
+
+
+class Seams(NamedTuple):
+    """What a caller (the tests) puts in place of the real thing, passed as the click context object
+    (``cli.main(obj=Seams(...))``); each None means the real one."""
+
+    clock: Clock | None = None  # the Kubernetes client's sleeps and waits
+    installed_jax: Callable[[], str | None] | None = None  # the installed jax version
+    cores: int | None = None  # the CPU cores this process may use
+    kube_limits: KubeLimits | None = None
+    plugin_limits: PluginLimits | None = None  # a credential plugin's bounds (kube.kubeconfig.PluginLimits)
+
+
+def seams() -> Seams:
+    """The seams the caller passed in the click context object; none (the real things) otherwise."""
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_root().obj if ctx is not None else None
-    return obj.get(name) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, Seams) else Seams()
 
 
 def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobConfig:
@@ -133,7 +155,7 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         names = context.command_path.split()[1:] if context is not None else ["render"]  # after the program's name
         command = " ".join(["pwdeploy", *names])
         raise ConfigError(None, "no job config given (-f FILE or flags)", hint=f"e.g. {command} -f job.yaml")
-    job = load_job(file, overrides, sources=sources, installed_jax=seam("installed_jax"))
+    job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax)
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from pwdeploy.cli.options import seam
+from pwdeploy.cli.options import seams
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.text import printable
 
@@ -118,7 +118,7 @@ def _check_version(jobset: dict[str, Any], strict: bool) -> None:
     from pwdeploy.cluster.session import version_warning
     from pwdeploy.config import installed_jax_version
 
-    lookup: Callable[[], str | None] = seam("installed_jax") or installed_jax_version
+    lookup: Callable[[], str | None] = seams().installed_jax or installed_jax_version
     warning = version_warning(jobset, lookup())
     if warning is None:
         return

@@ -37,7 +37,7 @@ MAX_SLICES = 1000
 # Values the checks resolve from several fields; JobConfig holds them beside the rows (tpu.slice: TpuConfig.slice).
 RESOLVED = ("tpu.slice",)
 
-Check = Callable[["Inputs"], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
+FieldCheck = Callable[["Inputs"], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
 
 
 class CheckMistake(Exception):
@@ -63,7 +63,7 @@ class Inputs(Mapping[str, Any]):
         return len(self._paths)
 
 
-def run_check(paths: tuple[str, ...], check: Check, parsed: Mapping[str, Any]) -> dict[str, Any]:
+def run_check(paths: tuple[str, ...], check: FieldCheck, parsed: Mapping[str, Any]) -> dict[str, Any]:
     """What ``check`` resolves from the ``paths`` it named; CheckMistake for a value it resolves but may not set
     (neither a path it named nor one of RESOLVED)."""
     resolved = check(Inputs(parsed, paths)) or {}
@@ -73,7 +73,7 @@ def run_check(paths: tuple[str, ...], check: Check, parsed: Mapping[str, Any]) -
     return resolved
 
 
-def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, ...], Check]]:
+def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, ...], FieldCheck]]:
     """Each check with the fields it reads; it runs only when all of them parsed."""
     return [
         (("name",), _name),
@@ -117,7 +117,7 @@ _CAPACITY_INPUTS = (
 )
 
 
-def unknown_inputs(table: list[tuple[tuple[str, ...], Check]]) -> list[str]:
+def unknown_inputs(table: list[tuple[tuple[str, ...], FieldCheck]]) -> list[str]:
     """The paths the checks name that are neither a field nor a resolved value (a misspelt path would make its
     check never run: the loader skips checks whose inputs did not parse)."""
     return [path for paths, _ in table for path in paths if path not in BY_PATH and path not in RESOLVED]

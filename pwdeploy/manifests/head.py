@@ -46,7 +46,9 @@ def proxy_dump_flags(job: JobConfig) -> list[str]:
     return flags
 
 
-def proxy_env(job: JobConfig) -> list[Manifest]:
+def proxy_container_env(job: JobConfig) -> list[Manifest]:
+    """The proxy container's own environment: the head's address and the HLO dump flags (envcontract.proxy_env is the
+    client's, which points JAX at the proxy)."""
     dump = proxy_dump_flags(job)
     return [c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL)] + (
         [c.env_value("XLA_FLAGS", " ".join(dump))] if dump else []
@@ -59,7 +61,7 @@ def proxy_container(job: JobConfig) -> Manifest:
         "image": job.proxy_image,
         "imagePullPolicy": "IfNotPresent",
         "args": proxy_args(job),
-        "env": proxy_env(job),
+        "env": proxy_container_env(job),
         "ports": c.ports(ids.PROXY_PORT),
         "resources": c.limits({"cpu": job.head.proxy_cpu, "memory": job.head.proxy_memory}),
         "securityContext": c.hardened(),

@@ -1,7 +1,7 @@
 """A registry's answers, read as untrusted input: bodies bounded in size, JSON checked for shape, and the words
 taken from them cut short and cleaned of secrets before they reach a row.
 
-Every helper here either returns a value of the expected shape or raises ``BadAnswer`` with a sentence for the
+Every helper here either returns a value of the expected shape or raises ``BadRegistryAnswer`` with a sentence for the
 row; none lets a ``TypeError`` of a surprising answer through.
 """
 
@@ -23,7 +23,7 @@ ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")]+")
 USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 
-class BadAnswer(Exception):
+class BadRegistryAnswer(Exception):
     """An answer that is not what the Registry API says it should be; the message is for the row."""
 
 
@@ -38,10 +38,12 @@ def read(response: requests.Response, check: Callable[[], None]) -> Body:
     reads, each of which returns what one socket read brought)."""
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > BODY_LIMIT:
-        raise BadAnswer(f"announced a body of {int(declared)} bytes, more than the {_mib(BODY_LIMIT)} an answer needs")
+        raise BadRegistryAnswer(
+            f"announced a body of {int(declared)} bytes, more than the {_mib(BODY_LIMIT)} an answer needs"
+        )
     encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
-        raise BadAnswer(f"sent a {encoding[:40]!r}-encoded body although none was asked for")
+        raise BadRegistryAnswer(f"sent a {encoding[:40]!r}-encoded body although none was asked for")
     content = bytearray()
     # read1 (urllib3 2) returns what one socket read brought; read (urllib3 1.26) waits for a whole chunk.
     read = getattr(response.raw, "read1", None) or response.raw.read
@@ -53,11 +55,11 @@ def read(response: requests.Response, check: Callable[[], None]) -> Body:
                 break
             content += chunk
             if len(content) > BODY_LIMIT:
-                raise BadAnswer(f"sent a body of more than {_mib(BODY_LIMIT)}, more than an answer needs")
+                raise BadRegistryAnswer(f"sent a body of more than {_mib(BODY_LIMIT)}, more than an answer needs")
     return Body(response.status_code, response.headers, bytes(content))
 
 
-def json_object(body: Body) -> dict[str, Any]:
+def json_body(body: Body) -> dict[str, Any]:
     """The body's JSON object; {} when the body is not JSON or not an object (nothing can be read from it)."""
     try:
         data = json.loads(body.content)
@@ -67,12 +69,12 @@ def json_object(body: Body) -> dict[str, Any]:
 
 
 def errors(body: Body) -> list[Mapping[str, Any]]:
-    """The ``errors`` list of an error body; BadAnswer when it is there but not a list of objects."""
-    found = json_object(body).get("errors")
+    """The ``errors`` list of an error body; BadRegistryAnswer when it is there but not a list of objects."""
+    found = json_body(body).get("errors")
     if found is None:
         return []
     if not isinstance(found, list) or not all(isinstance(item, dict) for item in found):
-        raise BadAnswer(f"answered {body.status} with an 'errors' that is not a list of objects")
+        raise BadRegistryAnswer(f"answered {body.status} with an 'errors' that is not a list of objects")
     return found
 
 
@@ -89,32 +91,32 @@ def error_message(body: Body) -> str:
 
 
 def tags(body: Body) -> tuple[str, ...]:
-    """The ``tags`` of a tag list; BadAnswer when it is not a list of strings (null: none)."""
-    found = json_object(body).get("tags")
+    """The ``tags`` of a tag list; BadRegistryAnswer when it is not a list of strings (null: none)."""
+    found = json_body(body).get("tags")
     if found is None:
         return ()
     if not isinstance(found, list) or not all(isinstance(tag, str) for tag in found):
-        raise BadAnswer("answered the tag list with a 'tags' that is not a list of strings")
+        raise BadRegistryAnswer("answered the tag list with a 'tags' that is not a list of strings")
     return tuple(shorten(tag) for tag in found)
 
 
 def media_type(body: Body) -> str | None:
     """The ``mediaType`` a manifest names in its body, when it is a string."""
-    found = json_object(body).get("mediaType")
+    found = json_body(body).get("mediaType")
     return found if isinstance(found, str) else None
 
 
 def token(body: Body) -> str:
     """The token of a token service's answer (``token``, else ``access_token``), with the whitespace around it
-    that JSON carries and a header cannot (a trailing newline) removed; BadAnswer, never naming the token, when
+    that JSON carries and a header cannot (a trailing newline) removed; BadRegistryAnswer, never naming the token, when
     it is missing or cannot be sent in a header."""
-    data = json_object(body)
+    data = json_body(body)
     found = data.get("token") or data.get("access_token")
     if not isinstance(found, str):
-        raise BadAnswer("the token service answered without a token string")
+        raise BadRegistryAnswer("the token service answered without a token string")
     found = found.strip()
     if not found or not all(0x21 <= ord(char) <= 0x7E for char in found):
-        raise BadAnswer("the token service answered a token that cannot be sent in a header (not printed)")
+        raise BadRegistryAnswer("the token service answered a token that cannot be sent in a header (not printed)")
     return found
 
 

@@ -33,7 +33,7 @@ import requests
 
 from pwdeploy.imageref import ImageRef, is_digest
 from pwdeploy.registry import answers
-from pwdeploy.registry.answers import BadAnswer, Body
+from pwdeploy.registry.answers import BadRegistryAnswer, Body
 from pwdeploy.registry.credentials import Basic, CredentialLookup
 from pwdeploy.registry.token_flow import TokenFlow, TokenRefused
 
@@ -85,7 +85,7 @@ class RegistryClient:
         self._deadline = deadline
 
     def lookup(self, ref: ImageRef) -> Lookup:
-        clock = Clock(self._deadline)
+        clock = Deadline(self._deadline)
         answer: list[Lookup] = []
         worker = threading.Thread(
             target=lambda: answer.append(self._lookup(ref, clock)), name=f"registry {ref.api_host}", daemon=True
@@ -99,7 +99,7 @@ class RegistryClient:
         # Still waiting: the worker is left to its socket timeouts (a daemon thread: it never holds up an exit).
         return Lookup("unreachable", clock.late(ref.api_host))
 
-    def _lookup(self, ref: ImageRef, clock: Clock) -> Lookup:
+    def _lookup(self, ref: ImageRef, clock: Deadline) -> Lookup:
         with _Session() as session:
             session.headers.update({"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
             conversation = _Conversation(session, ref, self._credentials, clock)
@@ -110,7 +110,7 @@ class RegistryClient:
                 found = Lookup("denied", f"{ref.api_host}: {exc}, asked {how(flow.used, flow.withheld)}")
             except OutOfTime:
                 found = Lookup("unreachable", clock.late(ref.api_host))
-            except BadAnswer as exc:
+            except BadRegistryAnswer as exc:
                 found = Lookup("error", f"{ref.api_host}: {exc}")
             except requests.ConnectTimeout:
                 found = Lookup("unreachable", f"cannot connect to {ref.api_host} within {CONNECT_TIMEOUT:g} s")
@@ -130,7 +130,7 @@ class OutOfTime(Exception):
     """The check's deadline passed."""
 
 
-class Clock:
+class Deadline:
     """One deadline for a whole check; time spent asking for credentials (a helper, Google's token) does not
     count: it is not the registry's."""
 
@@ -190,7 +190,7 @@ def _redirected(url: str, location: str, headers: dict[str, str]) -> tuple[str, 
     target = urljoin(url, location.strip())
     before, after = urlsplit(url), urlsplit(target)
     if after.scheme not in ("http", "https") or not after.hostname:
-        raise BadAnswer("redirected to something that is not an http(s) URL")
+        raise BadRegistryAnswer("redirected to something that is not an http(s) URL")
     if (before.scheme, before.hostname, before.port) != (after.scheme, after.hostname, after.port):
         headers = {name: value for name, value in headers.items() if name.lower() != "authorization"}
     return urlunsplit(after._replace(netloc=after.netloc.rpartition("@")[2])), headers
@@ -199,7 +199,9 @@ def _redirected(url: str, location: str, headers: dict[str, str]) -> tuple[str, 
 class _Conversation:
     """The requests of one lookup, carrying the Authorization a challenge earned to the next request."""
 
-    def __init__(self, session: requests.Session, ref: ImageRef, credentials: CredentialLookup, clock: Clock) -> None:
+    def __init__(
+        self, session: requests.Session, ref: ImageRef, credentials: CredentialLookup, clock: Deadline
+    ) -> None:
         self.session, self.ref, self.clock = session, ref, clock
         self.flow = TokenFlow(ref, self._credentials_timed(credentials), self.get)
         self._challenged = False
@@ -231,11 +233,11 @@ class _Conversation:
         return self._refused(answer)
 
     def _manifest_digest(self, answer: Body) -> str:
-        """The digest of a GET's manifest, computed from its bytes; BadAnswer when the body is not a manifest or
+        """The digest of a GET's manifest, computed from its bytes; BadRegistryAnswer when the body is not a manifest or
         its Docker-Content-Digest names other bytes."""
         media_type = answer.headers.get("Content-Type", "").split(";", 1)[0].strip()
         if media_type not in MANIFEST_TYPES and answers.media_type(answer) not in MANIFEST_TYPES:
-            raise BadAnswer(
+            raise BadRegistryAnswer(
                 f"answered 200 but not with an image manifest (Content-Type {answers.shorten(media_type) or 'none'})"
             )
         said = answer.headers.get("Docker-Content-Digest", "").strip()
@@ -243,12 +245,12 @@ class _Conversation:
         algorithm = wanted.split(":", 1)[0]
         computed = f"{algorithm}:{hashlib.new(algorithm, answer.content).hexdigest()}"
         if is_digest(said) and said != computed:
-            raise BadAnswer(f"sent a manifest whose digest is {computed}, not the {said} it named")
+            raise BadRegistryAnswer(f"sent a manifest whose digest is {computed}, not the {said} it named")
         return computed
 
     def _found(self, digest: str) -> Lookup:
         if self.ref.digest is not None and digest != self.ref.digest:
-            raise BadAnswer(f"answered the manifest {digest} when asked for {self.ref.digest}")
+            raise BadRegistryAnswer(f"answered the manifest {digest} when asked for {self.ref.digest}")
         return Lookup("found", digest)
 
     def request(self, method: str, url: str, headers: dict[str, str]) -> Body:
@@ -280,7 +282,7 @@ class _Conversation:
             params = None  # the Location carries its own query
             if response.status_code == 303 and method != "HEAD":
                 method = "GET"
-        raise BadAnswer(f"redirected more than {MAX_REDIRECTS} times")
+        raise BadRegistryAnswer(f"redirected more than {MAX_REDIRECTS} times")
 
     def _missing(self, answer: Body) -> Lookup:
         if "NAME_UNKNOWN" in answers.error_codes(answer):

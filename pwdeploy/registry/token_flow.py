@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pwdeploy.imageref import ImageRef
 from pwdeploy.registry import answers, credentials
-from pwdeploy.registry.answers import BadAnswer, Body
+from pwdeploy.registry.answers import BadRegistryAnswer, Body
 from pwdeploy.registry.credentials import Basic, CredentialLookup
 
 CHALLENGE_PARAM = re.compile(r'(\w+)=(?:"([^"]*)"|([^,\s]*))')
@@ -46,7 +46,7 @@ class TokenFlow:
 
     def answer(self, challenge: str) -> bool:
         """Earn an Authorization header for the challenge; False when there is nothing to answer it with.
-        TokenRefused when the token service refuses, BadAnswer when its answer is not one."""
+        TokenRefused when the token service refuses, BadRegistryAnswer when its answer is not one."""
         scheme, params = parse_challenge(challenge)
         if scheme == "basic":
             basic = self._lookup(self.ref.registry)
@@ -108,13 +108,13 @@ def basic_header(basic: Basic) -> str:
 
 
 def _realm(text: str) -> str:
-    """The realm as a URL to ask, without userinfo; BadAnswer when it is not an http(s) URL."""
+    """The realm as a URL to ask, without userinfo; BadRegistryAnswer when it is not an http(s) URL."""
     try:
         parts = urlsplit(text.strip())
         host = parts.hostname
     except ValueError:
         host = None
     if host is None or parts.scheme not in ("http", "https"):
-        raise BadAnswer("named a token realm that is not an http(s) URL")
+        raise BadRegistryAnswer("named a token realm that is not an http(s) URL")
     netloc = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))

@@ -156,7 +156,7 @@ def _list(value: object, at: str) -> list[Any]:
 
 # --- checking --------------------------------------------------------------------------------------------------
 
-Check = Callable[[Any, Path, Errors], None]
+Validator = Callable[[Any, Path, Errors], None]
 
 
 class Checker:
@@ -167,7 +167,7 @@ class Checker:
 
     def __init__(self, root: Mapping[str, Any], definitions: Mapping[str, Mapping[str, Any]]) -> None:
         self._definitions = definitions
-        self._compiled: dict[str, list[Check]] = {}
+        self._compiled: dict[str, list[Validator]] = {}
         self._root = self._compile(root)
 
     def errors(self, instance: object) -> list[SchemaError]:
@@ -179,10 +179,10 @@ class Checker:
     def is_valid(self, instance: object) -> bool:
         return not self.errors(instance)
 
-    def _compile(self, schema: Mapping[str, Any]) -> list[Check]:
+    def _compile(self, schema: Mapping[str, Any]) -> list[Validator]:
         return [self._keyword(key, value, schema) for key, value in schema.items() if key in CHECKED]
 
-    def _reference(self, name: str) -> list[Check]:
+    def _reference(self, name: str) -> list[Validator]:
         checks = self._compiled.get(name)
         if checks is None:
             # Registered before compiling, so recursive definitions end; filled in place below.
@@ -194,7 +194,7 @@ class Checker:
             checks += self._compile(definition)
         return checks
 
-    def _keyword(self, key: str, value: Any, schema: Mapping[str, Any]) -> Check:
+    def _keyword(self, key: str, value: Any, schema: Mapping[str, Any]) -> Validator:
         def fail(instance: object, path: Path, errors: Errors) -> None:
             errors.append(SchemaError(key, value, instance, path, schema))
 
@@ -249,7 +249,7 @@ class Checker:
             return _combination(key, [self._compile(sub) for sub in value], fail)
         return _bound_check(key, value, fail)
 
-    def _additional(self, value: Any, schema: Mapping[str, Any], fail: Check) -> Check:
+    def _additional(self, value: Any, schema: Mapping[str, Any], fail: Validator) -> Validator:
         known = schema.get("properties", {})
         if isinstance(value, bool):
 
@@ -269,12 +269,12 @@ class Checker:
         return open_to
 
 
-def _run(checks: list[Check], instance: object, path: Path, errors: Errors) -> None:
+def _run(checks: list[Validator], instance: object, path: Path, errors: Errors) -> None:
     for check in checks:
         check(instance, path, errors)
 
 
-def _type_check(types: str | list[str], fail: Check) -> Check:
+def _type_check(types: str | list[str], fail: Validator) -> Validator:
     names = [types] if isinstance(types, str) else types
     classes = tuple(_CLASSES[name] for name in names if name in _CLASSES)
     integer, number = "integer" in names, "number" in names
@@ -294,8 +294,8 @@ def _type_check(types: str | list[str], fail: Check) -> Check:
     return check
 
 
-def _combination(key: str, subs: list[list[Check]], fail: Check) -> Check:
-    def valid(checks: list[Check], instance: object) -> bool:
+def _combination(key: str, subs: list[list[Validator]], fail: Validator) -> Validator:
+    def valid(checks: list[Validator], instance: object) -> bool:
         found: Errors = []
         _run(checks, instance, (), found)
         return not found
@@ -314,7 +314,7 @@ def _combination(key: str, subs: list[list[Check]], fail: Check) -> Check:
     return check
 
 
-def _bound_check(key: str, bound: int | float, fail: Check) -> Check:
+def _bound_check(key: str, bound: int | float, fail: Validator) -> Validator:
     def check(instance: object, path: Path, errors: Errors) -> None:
         if key == "maxItems":
             over = isinstance(instance, list) and len(instance) > bound
