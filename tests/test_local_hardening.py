@@ -69,6 +69,7 @@ def test_kill_9_of_pwdeploy_ends_the_job_and_its_workers(tmp_path: Path) -> None
     assert len(pids) == 2 and all(psutil.pid_exists(pid) for pid in pids)
     os.kill(pwdeploy.pid, signal.SIGKILL)
     pwdeploy.wait()
+    pwdeploy.stdout.close()
     deadline = time.monotonic() + 30  # a bound on waiting, not a timing assertion
     while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(0.05)
