@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pwdeploy.errors import PwdeployError
 from pwdeploy.kube.answers import (
@@ -132,6 +132,18 @@ class RetryPolicy:
         return min(self.max_delay, retry_after) if retry_after is not None else backoff
 
 
+class Request(NamedTuple):
+    """One request as ``Kube.request`` was asked for it; each attempt sends it again."""
+
+    method: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+    body: Any
+    content_type: str | None
+    accept: str
+    stream: bool
+
+
 @dataclass
 class Kube:
     """A connection to one cluster (one kubeconfig context or the in-cluster identity)."""
@@ -174,7 +186,9 @@ class Kube:
         started = time.monotonic()
         notice = self._wait_notice(action)
         try:
-            return self._attempts(action, method, path, query, body, content_type, accept, stream, started)
+            return self._attempts(
+                action, Request(method, path, tuple(query), body, content_type, accept, stream), started
+            )
         finally:
             if notice is not None:
                 notice.cancel()
@@ -186,18 +200,7 @@ class Kube:
         except BadAnswer as bad:
             raise _malformed(action, self, bad.what, bad.status) from None
 
-    def _attempts(
-        self,
-        action: Action,
-        method: str,
-        path: str,
-        query: Sequence[tuple[str, str]],
-        body: Any,
-        content_type: str | None,
-        accept: str,
-        stream: bool,
-        started: float,
-    ) -> Any:
+    def _attempts(self, action: Action, request: Request, started: float) -> Any:
         attempt = 0
         while True:
             attempt += 1
@@ -205,7 +208,7 @@ class Kube:
                 self.sent += 1
             left = self.deadline - (time.monotonic() - started)
             try:
-                answer = self._send_once(method, path, query, body, content_type, accept, stream, left)
+                answer = self._send_once(request, left)
             except BadAnswer as bad:
                 raise _malformed(action, self, bad.what, bad.status) from None
             except PwdeployError:  # a ConfigError from a credential refresh, say
@@ -234,35 +237,26 @@ class Kube:
         timer.start()
         return timer
 
-    def _send_once(
-        self,
-        method: str,
-        path: str,
-        query: Sequence[tuple[str, str]],
-        body: Any,
-        content_type: str | None,
-        accept: str,
-        stream: bool,
-        left: float,
-    ) -> Any:
-        """The raw response if ``stream``, else the answer's JSON object; a ``BadAnswer`` if it is none."""
+    def _send_once(self, request: Request, left: float) -> Any:
+        """The raw response if ``request.stream``, else the answer's JSON object; a ``BadAnswer`` if it is none."""
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": accept}
-        if content_type is not None:
-            headers["Content-Type"] = content_type
-        elif body is not None:
+        headers = {"Accept": request.accept}
+        if request.content_type is not None:
+            headers["Content-Type"] = request.content_type
+        elif request.body is not None:
             headers["Content-Type"] = "application/json"
         method, url, headers, body, post = self.api_client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list(query),
+            method=request.method,
+            resource_path=request.path,
+            query_params=list(request.query),
             header_params=headers,
-            body=body,
+            body=request.body,
             auth_settings=["BearerToken"],
         )
+        stream = request.stream
         read = round(max(0.1, min(self.timeout[1], left)), 1)
-        following = stream and ("follow", "true") in query  # `logs -f` may rightly wait long for a line
+        following = stream and ("follow", "true") in request.query  # `logs -f` may rightly wait long for a line
         timeout = (min(self.timeout[0], read), None if following else self.timeout[1] if stream else read)
         response = self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
         if stream and 200 <= response.status < 300:
