@@ -42,6 +42,7 @@ DATA, ERROR = 0, 1  # the channels of the first (only) port
 CHUNK = 64 * 1024  # bytes read from the local socket per message (larger ones mask slower: cache)
 COALESCE = 1 << 20  # bytes of messages already read that go to the local program in one write
 DELIVERY_LIMIT = 2 * COALESCE  # bytes read from a stream that may wait for the local program
+DIRECT = 16 * 1024  # bytes the stream's reader writes to the local program itself when nothing else waits
 OPEN_RETRY = RetryPolicy(attempts=5, base_delay=0.5, max_delay=8.0)
 KEEPALIVE_S = 30.0
 
@@ -333,12 +334,11 @@ class Link:
     def _deliver(self) -> bool:
         """What the stream brought, written to the local connection; whether the stream ended normally."""
         try:
-            while isinstance(data := self._arrived.get(), bytes) and data:
-                self._delivering = True
-                self.conn.sendall(data)
-                self._delivering = False
-            if isinstance(data, BaseException):
-                raise data
+            while data := self._next_arrived():
+                try:
+                    self._write(data)
+                finally:
+                    self._arrived.release()
             self._shut_local_writes()  # the pod side closed: pass the end of data on, then close
         except StreamBroken as exc:
             if not self._quiet:
@@ -348,16 +348,37 @@ class Link:
             pass  # the local program went away while data was arriving
         return not self._silent
 
+    def _next_arrived(self) -> bytes:
+        """Bytes to write (then ``release``), b"" at the stream's end; what ended it otherwise, raised."""
+        item = self._arrived.get()
+        if isinstance(item, bytes) and item:
+            return item
+        self._arrived.release()
+        if isinstance(item, BaseException):
+            raise item
+        return b""
+
     def _downstream(self) -> None:
         """Reads the stream until it ends: its bytes, then b"" (the server closed it) or the exception that
         ended it (StreamBroken, or an error in pwdeploy, raised again by the writing thread)."""
         try:
-            while (data := self.stream.recv()) and self._arrived.put(data):
-                pass
-        except Exception as exc:
+            while data := self.stream.recv():
+                if len(data) <= DIRECT and self._arrived.claim():  # a small message, nothing queued: written
+                    try:  # at once, without waking the other thread (a round trip's latency)
+                        self._write(data)
+                    finally:
+                        self._arrived.release()
+                elif not self._arrived.put(data):
+                    return
+        except Exception as exc:  # a local write failing (OSError) is handled as there
             self._arrived.put(exc)
             return
         self._arrived.put(b"")
+
+    def _write(self, data: bytes) -> None:
+        self._delivering = True
+        self.conn.sendall(data)
+        self._delivering = False
 
     def _upstream(self) -> None:
         try:
