@@ -14,6 +14,8 @@ least kubectl's throughput both ways and at most its round-trip time.
 
 Measured: a SIZE MiB upload and download (MB/s), the round trip of small messages (median, p99), the CPU seconds
 of each process, and the masking speed of pwdeploy and of the fake (so the fake is known not to be the bottleneck).
+Each measurement opens a new connection and is timed from its first byte's answer (the path is set up then: the
+forward has opened its stream, kubectl its SPDY streams); that setup time, connect included, is its own column.
 
 Usage: python3 benchmarks/bench_forward.py [--size-mib 64] [--messages 2000] [--message-bytes 64] [--plain-http]
                                           [--repeat 3]
@@ -80,8 +82,12 @@ class SocketPipe:
 
 
 def bench_serve(conn: socket.socket) -> None:
-    """U<size>: read size bytes, answer b"k"; D<size>: send size bytes; E: echo until the end."""
+    """P first: answer b"p" (the path is set up); then U<size>: read size bytes, answer b"k"; D<size>: send size
+    bytes; E: echo until the end."""
     command = conn.recv(1)
+    if command == b"P":
+        conn.sendall(b"p")
+        command = conn.recv(1)
     if command == b"E":
         while data := conn.recv(1 << 16):
             conn.sendall(data)
@@ -158,10 +164,17 @@ def round_trips(pipe: Pipe, count: int, size: int) -> list[float]:
 MODES = ("upload", "download", "rtt")
 
 
-def measure(connect: Callable[[], Pipe], mode: str, args: argparse.Namespace) -> tuple[Any, float]:
-    """(MB/s, or the round-trip times in s; the CPU seconds this process spent)."""
+def measure(connect: Callable[[], Pipe], mode: str, args: argparse.Namespace) -> tuple[Any, float, float]:
+    """(MB/s, or the round-trip times in s; the CPU seconds this process spent; the seconds until the path was set
+    up). Every path is timed from the same point: once one byte went there and back on a new connection (for the
+    forward: once its stream is open; for kubectl: once its SPDY streams are), that setup being reported apart."""
     size = args.size_mib << 20
+    start = time.perf_counter()
     pipe = connect()
+    pipe.send(b"P")
+    if pipe.recv() != b"p":
+        raise SystemExit("no answer to the first byte")
+    setup = time.perf_counter() - start
     cpu = time.process_time()
     if mode == "rtt":
         result: Any = round_trips(pipe, args.messages, args.message_bytes)
@@ -169,18 +182,18 @@ def measure(connect: Callable[[], Pipe], mode: str, args: argparse.Namespace) ->
         result = size / (upload if mode == "upload" else download)(pipe, size) / 1e6
     cpu = time.process_time() - cpu
     pipe.close()
-    return result, cpu
+    return result, cpu, setup
 
 
 def client_process(address: tuple[str, int], mode: str, args: argparse.Namespace, out: Connection) -> None:
     out.send(measure(lambda: SocketPipe(address), mode, args))
 
 
-def in_client_process(address: tuple[str, int], mode: str, args: argparse.Namespace) -> tuple[Any, float]:
+def in_client_process(address: tuple[str, int], mode: str, args: argparse.Namespace) -> tuple[Any, float, float]:
     receive, send = mp.Pipe(duplex=False)
     proc = mp.Process(target=client_process, args=(address, mode, args, send))
     proc.start()
-    result: tuple[Any, float] = receive.recv()
+    result: tuple[Any, float, float] = receive.recv()
     proc.join()
     return result
 
@@ -191,15 +204,14 @@ def cpu_seconds(process: psutil.Process) -> float:
 
 
 def measure_path(
-    run: Callable[[str], tuple[Any, float]], api: psutil.Process, helper: psutil.Process | None = None
+    run: Callable[[str], tuple[Any, float, float]], api: psutil.Process, helper: psutil.Process | None = None
 ) -> dict[str, Any]:
     """Each mode of one path, with the CPU seconds of the client, the middle (this process: the forwarder; or
     ``helper``: kubectl) and the API fake."""
-    middle, results = helper or psutil.Process(), {}
+    middle, results = helper or psutil.Process(), dict[str, Any]()
     for mode in MODES:
         before = cpu_seconds(middle), cpu_seconds(api)
-        value, client_cpu = run(mode)
-        results[mode] = value
+        results[mode], client_cpu, results[f"{mode}_setup"] = run(mode)
         results[f"{mode}_cpu"] = (client_cpu, cpu_seconds(middle) - before[0], cpu_seconds(api) - before[1])
     return results
 
@@ -224,6 +236,7 @@ class StreamPipe:
 def merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The median throughput of the runs, every round trip of all of them, the median CPU seconds."""
     result: dict[str, Any] = {"rtt": [t for run in runs for t in run["rtt"]]}
+    result["setup"] = statistics.median(run[f"{mode}_setup"] for run in runs for mode in MODES)
     for mode in ("upload", "download"):
         result[mode] = statistics.median(run[mode] for run in runs)
     for mode in MODES:
@@ -333,11 +346,16 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
         f"{args.size_mib} MiB transfers, {args.messages} round trips of {args.message_bytes} B; API fake over "
         f"{scheme}; medians of {args.repeat} interleaved runs"
     )
-    print(f"{'path':8} {'upload MB/s':>12} {'download MB/s':>14} {'rtt median us':>14} {'rtt p99 us':>11}")
+    print(
+        f"{'path':8} {'upload MB/s':>12} {'download MB/s':>14} {'rtt median us':>14} {'rtt p99 us':>11} {'setup ms':>9}"
+    )
     for name, r in results.items():
         times = r["rtt"]
         r["rtt_median"], r["rtt_p99"] = statistics.median(times) * 1e6, statistics.quantiles(times, n=100)[98] * 1e6
-        print(f"{name:8} {r['upload']:12.0f} {r['download']:14.0f} {r['rtt_median']:14.0f} {r['rtt_p99']:11.0f}")
+        print(
+            f"{name:8} {r['upload']:12.0f} {r['download']:14.0f} {r['rtt_median']:14.0f} {r['rtt_p99']:11.0f} "
+            f"{r['setup'] * 1e3:9.1f}"
+        )
     pairs = [("forward/direct", "forward", "direct"), ("forward/stream", "forward", "stream")]
     if "kubectl" in results:
         pairs += [("forward/kubectl", "forward", "kubectl"), ("kubectl/direct", "kubectl", "direct")]

@@ -5,12 +5,12 @@ It is a stub, not an API server or a kubelet. What it does as they do: the upgra
 ``GET /api/v1/namespaces/NS/pods/POD/portforward?ports=P`` with bearer-token authentication and RBAC refusals
 (403 ``Status`` on ``create pods/portforward``), the ``v4.channel.k8s.io`` subprotocol, binary messages whose
 first byte is the channel (0 data, 1 error), the 2-byte little-endian port number sent first on each channel, data
-read from the pod side in 32 KiB pieces (Go's io.Copy buffer), error text on channel 1 when the pod's port cannot
-be reached, and closing the WebSocket when the pod side closes (kubelet: staging/src/k8s.io/kubelet/pkg/cri/
-streaming/portforward/websocket.go). ``drop_streams`` resets every open stream at the TCP level, as a restarted
-API server or a load balancer's idle timeout does. kubectl port-forward's SPDY streams (tunnelled in a WebSocket,
-or after an ``Upgrade: SPDY/3.1``) are served by tests/spdy_fake.py, to the same stand-ins. Like the stub, it
-serves HTTPS by default; every accepted connection has TCP_NODELAY set, as Go's net package does.
+in messages of at most 32 KiB (Go's io.Copy buffer; several go out in one write), error text on channel 1 when the
+pod's port cannot be reached, and closing the WebSocket when the pod side closes (kubelet: staging/src/k8s.io/
+kubelet/pkg/cri/streaming/portforward/websocket.go). ``drop_streams`` resets every open stream at the TCP level, as
+a restarted API server or a load balancer's idle timeout does. kubectl port-forward's SPDY streams (tunnelled in a
+WebSocket, or after an ``Upgrade: SPDY/3.1``) are served by tests/spdy_fake.py, to the same stand-ins. Like the
+stub, it serves HTTPS by default; every accepted connection has TCP_NODELAY set, as Go's net package does.
 """
 
 from __future__ import annotations
@@ -35,20 +35,23 @@ from tests.spdy_fake import SPDY_WEBSOCKET, SpdyPortForward
 V4_CHANNEL = "v4.channel.k8s.io"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
 BINARY, CLOSE, PING, PONG = 0x2, 0x8, 0x9, 0xA
-POD_READ = 32 * 1024
+POD_READ = 32 * 1024  # bytes per message, as Go's io.Copy buffer makes them
+POD_BATCH = 8 * POD_READ  # bytes read from the pod side at once, then sent as messages of POD_READ in one write
 PORTFORWARD_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/portforward")
 
 
 def server_frame(opcode: int, payload: bytes) -> tuple[bytes, bytes]:
     """An unmasked frame (the server's side), as header and payload."""
-    n = len(payload)
+    return frame_header(opcode, len(payload)), payload
+
+
+def frame_header(opcode: int, n: int) -> bytes:
+    """The header of a final unmasked frame with an ``n``-byte payload."""
     if n < 126:
-        header = struct.pack("!BB", 0x80 | opcode, n)
-    elif n < 1 << 16:
-        header = struct.pack("!BBH", 0x80 | opcode, 126, n)
-    else:
-        header = struct.pack("!BBQ", 0x80 | opcode, 127, n)
-    return header, payload
+        return struct.pack("!BB", 0x80 | opcode, n)
+    if n < 1 << 16:
+        return struct.pack("!BBH", 0x80 | opcode, 126, n)
+    return struct.pack("!BBQ", 0x80 | opcode, 127, n)
 
 
 def unmask(data: bytes, mask: bytes) -> bytes:
@@ -95,14 +98,25 @@ class FakeStream:
     def send(self, opcode: int, payload: bytes) -> None:
         if self.was_reset:
             raise ConnectionResetError("the fake reset this stream")
-        header, body = server_frame(opcode, payload)
         with self._send_lock:
-            self.client.sendall(header + body if len(body) < 4096 else header)
-            if len(body) >= 4096:
-                self.client.sendall(body)
+            self.client.sendall(b"".join(server_frame(opcode, payload)))
 
     def send_channel(self, channel: int, data: bytes) -> None:
-        self.send(BINARY, bytes((channel,)) + data)
+        self.send_binary(data, bytes((channel,)))
+
+    def send_binary(self, data: bytes, prefix: bytes = b"", size: int = POD_READ) -> None:
+        """``data`` in binary messages of ``prefix`` and at most ``size`` bytes, all in one write (one TLS write:
+        the fake's Python, not the client, would otherwise bound a throughput measurement)."""
+        if self.was_reset:
+            raise ConnectionResetError("the fake reset this stream")
+        parts: list[bytes | memoryview] = []
+        with memoryview(data) as view:
+            for offset in range(0, max(len(data), 1), size):
+                piece = view[offset : offset + size]
+                parts += (frame_header(BINARY, len(prefix) + len(piece)), prefix, piece)
+            joined = b"".join(parts)
+        with self._send_lock:
+            self.client.sendall(joined)
 
     def reset(self) -> None:
         """Drop the stream at the TCP level: the client gets a reset (RST), not a close; the pod side closes.
@@ -311,7 +325,7 @@ class PortForwardApiFake(StubKubeApiServer):
     def _pod_to_client(self, stream: FakeStream) -> None:
         assert stream.pod_side is not None
         try:
-            while data := stream.pod_side.recv(POD_READ):
+            while data := stream.pod_side.recv(POD_BATCH):
                 stream.send_channel(0, data)
             stream.send(CLOSE, struct.pack("!H", 1000))  # the pod side closed: so does the stream
         except OSError:
@@ -351,7 +365,7 @@ class WebSocketBytes:
         return data
 
     def sendall(self, data: bytes) -> None:
-        self.stream.send(BINARY, data)
+        self.stream.send_binary(data, size=POD_READ + 8)  # a message per SPDY data frame (8-byte header)
 
 
 class TcpStandIn:

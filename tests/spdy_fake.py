@@ -27,7 +27,8 @@ from typing import Protocol
 SPDY_WEBSOCKET = "SPDY/3.1+portforward.k8s.io"  # the WebSocket subprotocol that tunnels SPDY (KEP-4006)
 SYN_STREAM, SYN_REPLY, RST_STREAM, SETTINGS, PING, GOAWAY, HEADERS, WINDOW_UPDATE = 1, 2, 3, 4, 6, 7, 8, 9
 FLAG_FIN = 0x01
-POD_READ = 32 * 1024  # Go's io.Copy buffer
+POD_READ = 32 * 1024  # bytes per data frame, as Go's io.Copy buffer makes them
+POD_BATCH = 8 * POD_READ  # bytes read from the pod side at once, then sent as frames of POD_READ in one write
 
 # The SPDY/3 header-compression dictionary (SPDY draft 3, section 2.6.10.1): these names, each with a 4-byte
 # big-endian length before it, then the status codes, dates and values below as they are.
@@ -99,9 +100,16 @@ class SpdyPortForward:
         self.conn.sendall(struct.pack("!HHI", 0x8003, kind, flags << 24 | len(body)) + body)
 
     def _send_data(self, stream: int, data: bytes, *, fin: bool = False) -> None:
-        frame = struct.pack("!II", stream, (FLAG_FIN if fin else 0) << 24 | len(data)) + data
+        """``data`` in frames of at most POD_READ bytes, the last one with ``fin``, all in one write."""
+        parts: list[bytes | memoryview] = []
+        with memoryview(data) as view:
+            for offset in range(0, max(len(data), 1), POD_READ):
+                piece = view[offset : offset + POD_READ]
+                last = fin and offset + POD_READ >= len(data)
+                parts += (struct.pack("!II", stream, (FLAG_FIN if last else 0) << 24 | len(piece)), piece)
+            joined = b"".join(parts)
         with self._send_lock:
-            self.conn.sendall(frame)
+            self.conn.sendall(joined)
 
     def _reply(self, stream: int) -> None:
         block = self._deflate.compress(b"\x00\x00\x00\x00") + self._deflate.flush(zlib.Z_SYNC_FLUSH)  # no headers
@@ -172,7 +180,7 @@ class SpdyPortForward:
 
     def _pod_to_kubectl(self, pod: socket.socket, data_stream: int, error_stream: int) -> None:
         with contextlib.suppress(OSError):
-            while data := pod.recv(POD_READ):
+            while data := pod.recv(POD_BATCH):
                 self._send_data(data_stream, data)
             self._send_data(data_stream, b"", fin=True)
             self._send_data(error_stream, b"", fin=True)

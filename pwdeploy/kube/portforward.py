@@ -26,11 +26,23 @@ from typing import Any
 
 from pwdeploy.kube.answers import printable
 from pwdeploy.kube.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
+from pwdeploy.kube.handoff import Handoff
+from pwdeploy.kube.websockets import (
+    OP_BINARY,
+    OP_CLOSE,
+    OP_PING,
+    FrameError,
+    Frames,
+    close_status,
+    describe_close,
+)
 
 V4_CHANNEL = "v4.channel.k8s.io"
 DATA, ERROR = 0, 1  # the channels of the first (only) port
 CHUNK = 64 * 1024  # bytes read from the local socket per message (larger ones mask slower: cache)
 COALESCE = 1 << 20  # bytes of messages already read that go to the local program in one write
+DELIVERY_LIMIT = 2 * COALESCE  # bytes read from a stream that may wait for the local program
+DIRECT = 16 * 1024  # bytes the stream's reader writes to the local program itself when nothing else waits
 OPEN_RETRY = RetryPolicy(attempts=5, base_delay=0.5, max_delay=8.0)
 KEEPALIVE_S = 30.0
 
@@ -43,8 +55,6 @@ class PortStream:
     """One stream to one port of a pod: the channel framing over a connected WebSocket."""
 
     def __init__(self, ws: Any, port: int) -> None:
-        from pwdeploy.kube.websockets import Frames
-
         self.ws = ws
         self.port = port
         self.frames = Frames(ws)
@@ -53,8 +63,6 @@ class PortStream:
         self._broken: StreamBroken | None = None  # the stream broke (after bytes still to deliver)
 
     def send(self, data: bytes) -> None:
-        from pwdeploy.kube.websockets import OP_BINARY
-
         self.frames.send(OP_BINARY, bytes((DATA,)) + data)
 
     def recv(self) -> bytes:
@@ -92,15 +100,11 @@ class PortStream:
 
     def _next(self) -> bytes | None:
         """One message's data (b"" for a port announcement); None for the server's close."""
-        import websocket
-
-        from pwdeploy.kube.websockets import OP_BINARY, OP_CLOSE, FrameError, close_status, describe_close
-
         try:
             opcode, payload = self.frames.next()
             if opcode == OP_CLOSE:
                 code, reason = close_status(payload)
-        except (FrameError, websocket.WebSocketException, OSError) as exc:
+        except (FrameError, OSError) as exc:  # Frames reads the socket itself: no websocket-client error here
             raise StreamBroken(str(exc) or type(exc).__name__) from None
         if opcode == OP_CLOSE:
             if code not in (None, 1000):  # RFC 6455 section 7.4: anything but a normal closure is said
@@ -126,15 +130,11 @@ class PortStream:
 
     def ping(self) -> None:
         """A ping, unless sending would wait (data is going out, or the server stopped reading)."""
-        from pwdeploy.kube.websockets import OP_PING
-
         self.frames.send_control(OP_PING)
 
     def close(self) -> None:
         """Say goodbye if the socket takes it at once, then shut it (which also wakes a thread blocked reading or
         writing): closing never waits for a server that stopped reading."""
-        from pwdeploy.kube.websockets import OP_CLOSE
-
         self.frames.send_control(OP_CLOSE, (1000).to_bytes(2, "big"))
         self.abort()
 
@@ -287,7 +287,10 @@ class Forwarder:
 
 
 class Link:
-    """One local connection joined to one stream: a thread per direction, one teardown."""
+    """One local connection joined to one stream, one teardown: a thread sends what the local program writes, and
+    two carry what the pod sends, one reading the stream and one writing the local connection, so that reading
+    (system calls and decryption, which release the GIL) and writing overlap, with at most DELIVERY_LIMIT bytes
+    waiting between them."""
 
     def __init__(self, conn: socket.socket, stream: PortStream, *, on_break: Callable[[str], None]) -> None:
         self.conn = conn
@@ -297,11 +300,12 @@ class Link:
         self._quiet = False  # ended on purpose (local side closed, forwarder closing): not a break
         self._silent = False  # ended because the server stopped answering pings (already told)
         self._delivering = False  # writing what arrived to the local program
+        self._arrived = Handoff(DELIVERY_LIMIT)
 
     def ping(self, *, silent_after: float) -> None:
         frames = self.stream.frames
-        if self._delivering:  # the local program is slow to read: the stream is not silent, it waits on it
-            frames.heard = time.monotonic()
+        if self._delivering or self._arrived.waiting():  # the local program is slow to read: the stream is
+            frames.heard = time.monotonic()  # not silent, it waits on it (its reader stopped reading)
         if frames.pongs and time.monotonic() - frames.heard > silent_after:
             self._silent = True
             self.on_break(f"no answer to WebSocket pings for {silent_after:g} s")
@@ -313,24 +317,68 @@ class Link:
     def run(self) -> bool:
         """Pump both ways until either side ends; whether it ended normally (``on_break`` was told otherwise,
         before the local connection closed)."""
-        upstream = threading.Thread(target=self._upstream, name="pwdeploy-forward-up", daemon=True)
-        upstream.start()
-        normal = True
+        threads = [
+            threading.Thread(target=self._upstream, name="pwdeploy-forward-up", daemon=True),
+            threading.Thread(target=self._downstream, name="pwdeploy-forward-down", daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
         try:
-            while data := self.stream.recv():
-                self._delivering = True
-                self.conn.sendall(data)
-                self._delivering = False
+            return self._deliver()
+        finally:
+            self._arrived.close()  # a reader waiting for room gives up
+            self.end(quiet=True)
+            for thread in threads:
+                thread.join(timeout=5)
+
+    def _deliver(self) -> bool:
+        """What the stream brought, written to the local connection; whether the stream ended normally."""
+        try:
+            while data := self._next_arrived():
+                try:
+                    self._write(data)
+                finally:
+                    self._arrived.release()
             self._shut_local_writes()  # the pod side closed: pass the end of data on, then close
         except StreamBroken as exc:
             if not self._quiet:
-                normal = False
                 self.on_break(str(exc))
+                return False
         except OSError:
             pass  # the local program went away while data was arriving
-        self.end(quiet=True)
-        upstream.join(timeout=5)
-        return normal and not self._silent
+        return not self._silent
+
+    def _next_arrived(self) -> bytes:
+        """Bytes to write (then ``release``), b"" at the stream's end; what ended it otherwise, raised."""
+        item = self._arrived.get()
+        if isinstance(item, bytes) and item:
+            return item
+        self._arrived.release()
+        if isinstance(item, BaseException):
+            raise item
+        return b""
+
+    def _downstream(self) -> None:
+        """Reads the stream until it ends: its bytes, then b"" (the server closed it) or the exception that
+        ended it (StreamBroken, or an error in pwdeploy, raised again by the writing thread)."""
+        try:
+            while data := self.stream.recv():
+                if len(data) <= DIRECT and self._arrived.claim():  # a small message, nothing queued: written
+                    try:  # at once, without waking the other thread (a round trip's latency)
+                        self._write(data)
+                    finally:
+                        self._arrived.release()
+                elif not self._arrived.put(data):
+                    return
+        except Exception as exc:  # a local write failing (OSError) is handled as there
+            self._arrived.put(exc)
+            return
+        self._arrived.put(b"")
+
+    def _write(self, data: bytes) -> None:
+        self._delivering = True
+        self.conn.sendall(data)
+        self._delivering = False
 
     def _upstream(self) -> None:
         try:
