@@ -15,6 +15,7 @@ APPLY_PATCH = "application/apply-patch+yaml"
 KUEUE_GROUP = "kueue.x-k8s.io"
 DELETE_TIMEOUT_S = 300.0  # foreground deletion waits for every pod to stop
 
+# A Kubernetes object as the API server returned it (read-only here); what render builds is manifests.Manifest.
 Object = dict[str, Any]
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.session import head_template
 from pwdeploy.errors import ClusterError, ConfigError
 
@@ -31,7 +32,6 @@ MAX_DURATION_S = 3600.0
 ANSWER_MARGIN_S = 120.0  # beyond the capture: starting and stopping the trace on the hosts, writing it to GCS
 MAX_ANSWER = 64 * 1024  # bytes of the server's answer read at most
 TRACE_SUBDIR = "plugins/profile"  # where jax.profiler puts each capture under the log dir (TensorBoard's layout)
-Object = dict[str, Any]
 
 
 class Capture(NamedTuple):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.progress import job_state, progress, progress_line
 from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, worker_slices
 from pwdeploy.errors import ClusterError, ConfigError
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 READY_LINE = "IFRT proxy server started with status OK"
 LOG_SCAN_BYTES = 1 << 20  # the start line is among the proxy's first lines; read no more than this of its log
 POLL_S = 2.0
-Object = dict[str, Any]
 
 
 class Head(NamedTuple):

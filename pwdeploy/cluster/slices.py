@@ -12,15 +12,15 @@ computations wait for the slices (virtual slices until then).
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
+from pwdeploy.cluster.jobsets import Object
 from pwdeploy.kube.api import POD_LOGS, Action, ApiError, Kube
 
 SLICES_READY = re.compile(r"\*\*\*\s*(\d+)\s*/\s*(\d+)\s+Pathways Slices Now Ready")
 LOG_TAIL_LINES = 500  # the latest count is near the end; a long-running RM's first lines are not needed
 LOG_TAIL_BYTES = 256 * 1024
-Object = dict[str, Any]
 
 
 class SlicesReady(NamedTuple):

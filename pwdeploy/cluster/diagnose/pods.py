@@ -4,11 +4,10 @@ field sets a container's image, memory limit and /dev/shm size (values are read 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
-
-Object = dict[str, Any]
+from pwdeploy.cluster.jobsets import Object as Object  # re-exported: the diagnose rules read it here
 
 # container -> the config field that sets it
 IMAGE_FIELD = {

@@ -9,13 +9,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.jobsets import Object as Object  # re-exported: the diagnose rules read it here
 from pwdeploy.kube.api import EVENTS, POD_LOGS, PODS, Action, ApiError, Kube, Resource
 
-Object = dict[str, Any]
 JOBS = Resource("batch", "v1", "jobs", "Job")
 KUEUE_GROUP = "kueue.x-k8s.io"
 AUTOSCALING_GROUP = "autoscaling.x-k8s.io"
