@@ -110,19 +110,9 @@ def capacity_modes() -> str:
 
 def readiness_modules() -> list[ModuleType]:
     """The readiness checks' modules, in the order of the report."""
-    from pwdeploy.cluster.readiness import (
-        head_capacity,
-        jobset_api,
-        namespace,
-        permissions,
-        provisioning,
-        queue,
-        secrets,
-        tpu_capacity,
-        version,
-    )
+    from pwdeploy.cluster.readiness import MODULES
 
-    return [version, jobset_api, namespace, queue, provisioning, tpu_capacity, head_capacity, permissions, secrets]
+    return list(MODULES)
 
 
 def readiness_checks() -> str:

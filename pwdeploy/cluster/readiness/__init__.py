@@ -32,7 +32,10 @@ from pwdeploy.config import JobConfig
 from pwdeploy.kube.api import ApiError, Kube
 from pwdeploy.report import CheckResult, Status
 
-__all__ = ["Check", "Row", "Target", "check_cluster", "renderable", "unknown_fields"]
+__all__ = ["MODULES", "Check", "Row", "Target", "check_cluster", "renderable", "unknown_fields"]
+
+# The checks' modules in the order of the report (docs/preflight.md's table is generated from their docstrings).
+MODULES = (version, jobset_api, namespace, queue, provisioning, tpu_capacity, head_capacity, permissions, secrets)
 
 PLACEHOLDER_TAG = "unpushed"  # renders a job whose pushed image is missing: the image rows report it
 
