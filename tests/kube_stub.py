@@ -532,6 +532,9 @@ class StubKubeApiServer:
         )
         if m and self.kueue_version == m[1] and r.method == "GET":  # cluster-scoped: put() them with namespace ""
             self._resource(r, m[2], "kueue.x-k8s.io", m[1], "", m[3])
+        m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/(topologies|admissionchecks)", path)
+        if m and self.kueue_version == m[1] and r.method == "GET":  # cluster-scoped lists
+            self._list(r, m[2], "kueue.x-k8s.io", m[1], "")
         self._dispatch_lists(r, path)
         raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
 
