@@ -26,8 +26,8 @@ BASE = {
 REGISTRY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 
 
-def _job(installed: str = "0.10.2", **overrides: Any) -> JobConfig:
-    return load_job(None, {**BASE, **overrides}, installed_jax=lambda: installed)
+def _job(overrides: dict[str, Any] | None = None, *, installed: str = "0.10.2") -> JobConfig:
+    return load_job(None, {**BASE, **(overrides or {})}, installed_jax=lambda: installed)
 
 
 def _pod(job: JobConfig, replicated_job: str) -> dict[str, Any]:
@@ -40,7 +40,8 @@ def _pod(job: JobConfig, replicated_job: str) -> dict[str, Any]:
 def _container(job: JobConfig, name: str) -> dict[str, Any]:
     pod = _pod(job, "worker" if name == "pathways-worker" else "pathways-head")
     (found,) = [c for c in pod.get("initContainers", []) + pod["containers"] if c["name"] == name]
-    return found
+    container: dict[str, Any] = found
+    return container
 
 
 def _env(container: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_proxy_and_rm_env_and_rm_flags_land_in_their_containers_only() -> None:
-    job = _job(**{"proxy_env": {"GRPC_VERBOSITY": "debug"}, "rm_env": ["TPU_STDERR_LOG_LEVEL=0"], "rm_flags": "--v=1"})
+    job = _job({"proxy_env": {"GRPC_VERBOSITY": "debug"}, "rm_env": ["TPU_STDERR_LOG_LEVEL=0"], "rm_flags": "--v=1"})
     proxy, rm = _container(job, "pathways-proxy"), _container(job, "pathways-rm")
     worker, main = _container(job, "pathways-worker"), _container(job, "main")
     assert _env(proxy)["GRPC_VERBOSITY"] == "debug" and "GRPC_VERBOSITY" not in _env(rm)
@@ -74,39 +75,39 @@ def test_what_render_sets_itself_is_refused_naming_the_field_that_sets_it(
     field: str, value: Any, where: str, named: str
 ) -> None:
     with pytest.raises(ConfigError) as err:
-        _job(**{field: value})
+        _job({field: value})
     assert err.value.field == where and named in str(err.value)
 
 
 def test_every_refused_name_is_reported_at_once() -> None:
     with pytest.raises(ConfigErrors) as err:
-        _job(**{"rm_flags": ["--node_type=worker", "--server_port=1"], "rm_env": {"JOBSET_NAME": "x"}})
+        _job({"rm_flags": ["--node_type=worker", "--server_port=1"], "rm_env": {"JOBSET_NAME": "x"}})
     assert len(err.value.errors) == 3
 
 
 @pytest.mark.parametrize(("field", "value"), [("rm_flags", ["-v 1"]), ("rm_env", {"1BAD": "x"}), ("proxy_env", 3)])
 def test_malformed_values_are_refused_like_the_other_flag_and_env_fields(field: str, value: Any) -> None:
     with pytest.raises(ConfigError) as err:
-        _job(**{field: value})
+        _job({field: value})
     assert str(err.value.field).startswith(field)
 
 
 def test_the_worker_image_defaults_to_the_server_image_and_may_differ() -> None:
     server = f"{REGISTRY}/server:20260730-jax_0.10.2"
-    job = _job(**{"images.server": server})
+    job = _job({"images.server": server})
     assert _container(job, "pathways-worker")["image"] == server == _container(job, "pathways-rm")["image"]
     patched = "r.example/p/server-patched:20260730-jax_0.10.2"
-    job = _job(**{"images.server": server, "images.worker": patched})
+    job = _job({"images.server": server, "images.worker": patched})
     assert _container(job, "pathways-worker")["image"] == patched
     assert _container(job, "pathways-rm")["image"] == server
 
 
 def test_the_worker_image_is_pinned_and_agrees_with_the_jax_version() -> None:
     with pytest.raises(ConfigError) as err:
-        _job(**{"images.worker": "r.example/p/server:latest"})
+        _job({"images.worker": "r.example/p/server:latest"})
     assert err.value.field == "images.worker"
     with pytest.raises(ConfigError, match=r"release for jax 0\.9\.2") as err:
-        _job(**{"images.worker": f"{REGISTRY}/server:20260101-jax_0.9.2"})
+        _job({"images.worker": f"{REGISTRY}/server:20260101-jax_0.9.2"})
     assert err.value.field == "images.worker"
 
 
@@ -117,10 +118,10 @@ def test_ttl_after_finished_is_unset_by_default_and_rendered_when_set() -> None:
         return found
 
     assert "ttlSecondsAfterFinished" not in spec(_job())
-    assert spec(_job(**{"scheduling.ttl_after_finished": 3600}))["ttlSecondsAfterFinished"] == 3600
-    assert spec(_job(**{"scheduling.ttl_after_finished": 0}))["ttlSecondsAfterFinished"] == 0  # delete at once
+    assert spec(_job({"scheduling.ttl_after_finished": 3600}))["ttlSecondsAfterFinished"] == 3600
+    assert spec(_job({"scheduling.ttl_after_finished": 0}))["ttlSecondsAfterFinished"] == 0  # delete at once
     with pytest.raises(ConfigError) as err:
-        _job(**{"scheduling.ttl_after_finished": -1})
+        _job({"scheduling.ttl_after_finished": -1})
     assert err.value.field == "scheduling.ttl_after_finished"
 
 
@@ -162,14 +163,14 @@ def test_images_of_one_release_raise_no_warning() -> None:
         "images.proxy_server": f"{REGISTRY}/proxy_server:20260730-jax_0.10.2",
         "sidecar.image": "r.example/p/sidecar:3",  # the user's own tag: no release date to compare
     }
-    assert job_warnings(_job(**same)) == []
+    assert job_warnings(_job(same)) == []
     assert job_warnings(_job()) == []  # jax-<V> defaults carry no date
 
 
 def test_a_proxy_and_a_server_of_different_release_dates_are_a_warning() -> None:
     (warning,) = job_warnings(
         _job(
-            **{
+            {
                 "images.server": f"{REGISTRY}/server:20260901-jax_0.10.2",
                 "images.proxy_server": f"{REGISTRY}/proxy_server:20260730-jax_0.10.2",
             }
@@ -181,7 +182,7 @@ def test_a_proxy_and_a_server_of_different_release_dates_are_a_warning() -> None
 def test_a_sidecar_base_of_another_release_is_a_warning() -> None:
     (warning,) = job_warnings(
         _job(
-            **{
+            {
                 "images.server": f"{REGISTRY}/server:20260730-jax_0.10.2",
                 "images.proxy_server": f"{REGISTRY}/proxy_server:20260730-jax_0.10.2",
                 "sidecar.repository": "r.example/p/sidecar",
@@ -205,11 +206,11 @@ def test_each_jax_line_pins_its_own_pathways_images(version: str) -> None:
     assert _container(job, "pathways-proxy")["image"] == f"{REGISTRY}/proxy_server:jax-{version}"
     assert _container(job, "pathways-worker")["image"] == f"{REGISTRY}/server:jax-{version}"
     dated = _job(
-        installed=version,
-        **{
+        {
             "images.server": f"{REGISTRY}/server:20261101-jax_{version}",
             "images.proxy_server": f"{REGISTRY}/proxy_server:20261101-jax_{version}",
         },
+        installed=version,
     )
     assert _container(dated, "pathways-rm")["image"].endswith(f"20261101-jax_{version}")
 
@@ -217,5 +218,5 @@ def test_each_jax_line_pins_its_own_pathways_images(version: str) -> None:
 @pytest.mark.parametrize(("installed", "other"), [("0.10.2", "0.11.0"), ("0.11.0", "0.10.2")])
 def test_an_image_of_the_other_jax_line_is_refused(installed: str, other: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(f"release for jax {other}")) as err:
-        _job(installed=installed, **{"images.server": f"{REGISTRY}/server:20261101-jax_{other}"})
+        _job({"images.server": f"{REGISTRY}/server:20261101-jax_{other}"}, installed=installed)
     assert err.value.field == "images.server"
