@@ -13,7 +13,7 @@ from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError
 from pwdeploy.kube.api import Kube
 from pwdeploy.report import CheckResult, Status
-from tests.kube_stub import StubKubeApiServer
+from tests.kube_stub import StubKubeApiServer, node
 
 SLICED = {
     "name": "ds",
@@ -198,3 +198,28 @@ def test_unreadable_kueue_objects_are_not_verified_against_stub(stub: StubKubeAp
     stub.forbid("list", "topologies")
     row = _row(_job(), kube)
     assert row.status is Status.NOT_VERIFIED and "not readable" in row.detail
+
+
+def test_tpu_capacity_counts_the_sub_block_pools_together_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
+    """A 4x4x8 slice (32 VMs) spans two 4x4x4 sub-block pools of 16: no one pool holds it, both together do."""
+    labels = {"cloud.google.com/gke-tpu-accelerator": "tpu7x", "cloud.google.com/reservation-name": "all-capacity"}
+    for pool in ("sb-0", "sb-1"):
+        for i in range(16):
+            stub.add_node(
+                node(
+                    f"{pool}-{i}",
+                    {**labels, "cloud.google.com/gke-tpu-topology": "4x4x4", "cloud.google.com/gke-nodepool": pool},
+                    {"google.com/tpu": "4", "cpu": "200", "memory": "700Gi"},
+                    kubelet="v1.35.2-gke.1842000",
+                )
+            )
+    (row,) = [r for r in check_cluster(_job(**{"tpu.slices": 1}), kube) if r.check == "tpu-capacity"]
+    assert row.status is Status.OK, row.detail
+    assert row.detail == (
+        "2 node pools of 16 x tpu7x nodes labelled cloud.google.com/reservation-name=all-capacity (Ready, "
+        "schedulable, 4 google.com/tpu each): 32 nodes in all; the job needs 32 nodes (1 x 32), from any of these "
+        "pools"
+    )
+    (row,) = [r for r in check_cluster(_job(**{"tpu.slices": 2}), kube) if r.check == "tpu-capacity"]
+    assert row.status is Status.WARN and "needs 64 nodes (2 x 32)" in row.detail
+    assert row.fix == "add sub-block node pools of tpu7x until 64 nodes are Ready"
