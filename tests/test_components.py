@@ -5,6 +5,7 @@ ttlSecondsAfterFinished, the warning about images of different Pathways releases
 from __future__ import annotations
 
 import re
+import tomllib
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from pwdeploy.advice import job_warnings
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError, ConfigErrors
+from tests.conftest import REPO
 
 BASE = {
     "name": "parts",
@@ -220,3 +222,22 @@ def test_an_image_of_the_other_jax_line_is_refused(installed: str, other: str) -
     with pytest.raises(ConfigError, match=re.escape(f"release for jax {other}")) as err:
         _job({"images.server": f"{REGISTRY}/server:20261101-jax_{other}"}, installed=installed)
     assert err.value.field == "images.server"
+
+
+@pytest.mark.parametrize(
+    ("python", "allowed", "refused"),
+    [("3.11", ["0.10.0", "0.10.2"], ["0.11.0", "0.9.2"]), ("3.12", ["0.10.2", "0.11.0", "0.11.2"], ["0.12.0"])],
+)
+def test_pyproject_allows_jax_0_11_only_where_python_does(python: str, allowed: list[str], refused: list[str]) -> None:
+    """JAX 0.11 has no wheels for Python 3.11 (the package index offers 0.10.2 at most there), so the 0.11 line is
+    declared for Python 3.12 and later only, jax and jaxlib alike."""
+    requirements = pytest.importorskip("packaging.requirements", reason="packaging evaluates the markers")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    for name in ("jax", "jaxlib"):
+        found = [requirements.Requirement(line) for line in project["dependencies"]]
+        applying = [
+            r for r in found if r.name == name and (r.marker is None or r.marker.evaluate({"python_version": python}))
+        ]
+        assert len(applying) == 1, (name, python, [str(r) for r in applying])
+        assert all(applying[0].specifier.contains(v) for v in allowed)
+        assert not any(applying[0].specifier.contains(v) for v in refused)
