@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,12 @@ from pwdeploy.advice import job_warnings
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError, ConfigErrors
+from pwdeploy.images import job as image_spec
+from pwdeploy.images import lock, pin
 from tests.conftest import REPO
+from tests.test_image import REPOSITORY as IMAGE_REPOSITORY
+from tests.test_image import this_machine
+from tests.test_image import write_job as image_job
 
 BASE = {
     "name": "parts",
@@ -241,3 +247,23 @@ def test_pyproject_allows_jax_0_11_only_where_python_does(python: str, allowed: 
         assert len(applying) == 1, (name, python, [str(r) for r in applying])
         assert all(applying[0].specifier.contains(v) for v in allowed)
         assert not any(applying[0].specifier.contains(v) for v in refused)
+
+
+@pytest.mark.parametrize(("pushed", "other"), [("0.10.2", "0.11.0"), ("0.11.0", "0.10.2")])
+def test_a_pushed_job_image_pins_only_into_a_job_of_its_jax_line(tmp_path: Path, pushed: str, other: str) -> None:
+    """The job image's inputs hold the JAX version (its Dockerfile checks it): pushed for one line, render pins it
+    into a job of that line, and refuses it, with a warning, for the other."""
+    path = image_job(tmp_path, {"repository": IMAGE_REPOSITORY}, pathways_version=pushed)
+    job = load_job(path, installed_jax=lambda: pushed)
+    found = image_spec.collect(job, path, machine=this_machine())
+    assert found.jax_version == pushed
+    lock.record(image_spec.lock_path(job), job.name, found.lock_entry(IMAGE_REPOSITORY, "sha256:" + "e" * 64))
+    pinned, warnings = pin.pin_pushed(job, path, machine=this_machine())
+    assert pinned.main.image == f"{IMAGE_REPOSITORY}@sha256:{'e' * 64}" and warnings == []
+
+    image_job(tmp_path, {"repository": IMAGE_REPOSITORY}, pathways_version=other)
+    other_job = load_job(path, installed_jax=lambda: other)
+    pinned, warnings = pin.pin_pushed(other_job, path, machine=this_machine())
+    assert pinned.main.image is None
+    (warning,) = warnings
+    assert "inputs of img-test changed since" in warning
