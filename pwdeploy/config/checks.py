@@ -19,7 +19,7 @@ from pwdeploy.config.capacity import DYNAMIC_SLICING_FIELDS, check_capacity, che
 from pwdeploy.config.fields import BY_PATH
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
 from pwdeploy.errors import ConfigError, raise_all
-from pwdeploy.identifiers import COORDINATOR_LABEL, HEAD_JOB, WORKER_JOB
+from pwdeploy.identifiers import COORDINATOR_LABEL, HEAD_JOB, RM_PORT, WORKER_JOB
 from pwdeploy.imageref import BadReference, parse_reference, repository_problem
 from pwdeploy.quantity import parse_quantity
 
@@ -411,7 +411,7 @@ _OWN = {
         "REPLICATED_JOB_NAME": "pwdeploy (the JobSet's annotation)",
     },
     "rm_flags": {
-        "--server_port": "pwdeploy (29001, which the proxy and the workers dial)",
+        "--server_port": f"pwdeploy ({RM_PORT}, which the proxy and the workers dial)",
         "--gcs_scratch_location": "storage.scratch (--gcs-scratch)",
         "--node_type": "pwdeploy (resource_manager)",
         "--instance_count": "tpu.slices (--num-slices)",
