@@ -103,8 +103,9 @@ def _capacity_without_recovery(job: JobConfig) -> list[str]:
 
 
 # A dated Pathways tag: server:20260730-jax_0.10.2, sidecar:20260423-python_3.12-jax_0.10.0 (the date is the
-# release; the default jax-<V> tags carry none).
-_RELEASE_DATE = re.compile(r":([0-9]{8})-(?:python_[0-9.]+-)?jax_[0-9.]+(?:@.*)?$")
+# release; the default jax-<V> tags carry none). Compiled on first use only (re caches it): most renders pin at
+# most one of these images, and compiling it at import would cost every render about 0.1 ms.
+_RELEASE_DATE = r":([0-9]{8})-(?:python_[0-9.]+-)?jax_[0-9.]+(?:@.*)?$"
 
 
 def _release_dates(job: JobConfig) -> list[str]:
@@ -117,7 +118,10 @@ def _release_dates(job: JobConfig) -> list[str]:
         "sidecar.base_image": job.sidecar.base_image,
         "sidecar.image": job.sidecar.image,
     }
-    dates = {path: m[1] for path, image in images.items() if image and (m := _RELEASE_DATE.search(image))}
+    pinned = {path: image for path, image in images.items() if image}
+    if len(pinned) < 2:
+        return []
+    dates = {path: m[1] for path, image in pinned.items() if (m := re.search(_RELEASE_DATE, image))}
     if len(set(dates.values())) < 2:
         return []
     listed = ", ".join(f"{path} {date}" for path, date in dates.items())
