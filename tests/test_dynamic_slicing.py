@@ -49,7 +49,7 @@ def _worker(job: JobConfig) -> dict[str, Any]:
     [
         ({"tpu.type": "v5p-128"}, "tpu.dynamic_slicing", "tpu7x"),
         ({"tpu.type": "tpu7-128"}, "tpu.dynamic_slicing", "not tpu7"),
-        ({"tpu.type": "tpu7x-2"}, "tpu.dynamic_slicing", "1x1x1 slice is one VM"),
+        ({"tpu.type": "tpu7x-2"}, "tpu.dynamic_slicing", r"1x1x1 slice \(tpu7x-2\) is not one"),
         ({"tpu.capacity": "spot", "tpu.reservation": None}, "tpu.dynamic_slicing", "not capacity spot"),
         ({"tpu.capacity": "on-demand", "tpu.reservation": None}, "tpu.dynamic_slicing", "All Capacity mode"),
         ({"scheduling.queue": None}, "scheduling.queue", "topology-aware scheduling"),

@@ -185,8 +185,8 @@ def check_dynamic_slicing(parsed: Mapping[str, Any]) -> None:
     if tpu.topology not in SUB_SLICES and tpu.chips < SUB_BLOCK_CHIPS:
         raise ConfigError(
             "tpu.dynamic_slicing",
-            f"a {tpu.topology} slice is one VM, which dynamic slicing does not form: a dynamic slice is a sub-slice "
-            f"({', '.join(SUB_SLICES)}) or 4x4x4 and larger",
+            f"a {tpu.topology} slice ({tpu.type_name}) is not one dynamic slicing forms: a dynamic slice is a "
+            f"sub-slice ({', '.join(SUB_SLICES)}) or 4x4x4 and larger",
             hint="drop --dynamic-slicing",
         )
     if parsed["tpu.capacity"] != "reservation":
