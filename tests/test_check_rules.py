@@ -113,6 +113,67 @@ FIRES = [
     ),
     ("process-index-guard", INIT + "if jax.process_index() == 0:\n    print('hello')\n"),
     ("process-index-guard", INIT + "from jax import process_index as rank\nx = 1 if not rank() else 2\n"),
+    ("process-index-guard", INIT + "if jax.process_index() == 0 and step % 100 == 0:\n    print('saved')\n"),
+    ("process-index-guard", INIT + "while ready and jax.process_index() != 0:\n    wait()\n"),
+    (
+        "process-sharding",
+        INIT
+        + "per_host = len(rows) // jax.process_count()\nstart = jax.process_index() * per_host\n"
+        + "mine = rows[start : start + per_host]\n",
+    ),
+    (
+        "process-sharding",
+        INIT + "import numpy as np\nmine = np.array_split(rows, jax.process_count())[jax.process_index()]\n",
+    ),
+    (
+        "local-devices",
+        INIT + "for i, d in enumerate(jax.local_devices()):\n    shards.append(jax.device_put(batch[i], d))\n",
+    ),
+    ("local-devices", INIT + "xs = [jax.device_put(x, d) for x, d in zip(parts, jax.local_devices())]\n"),
+    (
+        "host-sync",
+        INIT
+        + "step = jax.jit(lambda p, b: (p, b))\nfor batch in batches:\n"
+        + "    params, loss = step(params, batch)\n    print(f'loss {loss:.4f}')\n",
+    ),
+    (
+        "host-sync",
+        INIT
+        + "step = jax.jit(lambda p, b: (p, b))\nfor batch in batches:\n"
+        + "    params, metrics = step(params, batch)\n    line = 'loss %.4f' % metrics['loss']\n",
+    ),
+    (
+        "host-sync",
+        INIT
+        + "step = jax.jit(lambda p, b: (p, b))\nfor batch in batches:\n"
+        + "    params, loss = step(params, batch)\n    print(loss)\n",
+    ),
+    (
+        "orbax-array-handler",
+        OCP + "ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)\n",
+    ),
+    (
+        "orbax-array-handler",
+        INIT
+        + "from orbax.checkpoint import type_handlers as th\n"
+        + "th.register_type_handler(ty=jax.Array, handler=th.SingleReplicaArrayHandler(), override=True)\n",
+    ),
+    (
+        "elastic-profiler",
+        INIT
+        + textwrap.dedent(
+            """
+        from pathwaysutils.elastic import manager
+        elastic = manager.Manager()
+        @elastic.elastic_retry(minimum_slice_count=1)
+        def train(state, batches):
+            jax.profiler.start_trace('gs://bucket/profiles')
+            for batch in batches:
+                state = step(state, batch)
+            jax.profiler.stop_trace()
+        """
+        ),
+    ),
 ]
 
 QUIET = [
@@ -208,6 +269,57 @@ QUIET = [
         ),
     ),
     ("process-index-guard", INIT + "process_index = 0\nif process_index == 0:\n    print('hello')\n"),
+    ("process-index-guard", INIT + "if rank == 0 and jax.device_count() > 8:\n    print('big')\n"),
+    (
+        "process-sharding",  # slices by the step, and an index alone (which host's name to print)
+        INIT
+        + "per_step = len(rows) // 8\nstart = step * per_step\nmine = rows[start : start + per_step]\n"
+        + "name = hosts[jax.process_index()]\n",
+    ),
+    (
+        "local-devices",
+        INIT
+        + "for i, d in enumerate(mesh.devices.flat):\n    shards.append(jax.device_put(batch[i], d))\n"
+        + "for i, d in enumerate(jax.local_devices()):\n    print(i, d)\n",
+    ),
+    (
+        "host-sync",  # formatting host values each step, and the loss every 100 steps
+        INIT
+        + "step = jax.jit(lambda p, b: (p, b))\nfor i, batch in enumerate(batches):\n"
+        + "    params, loss = step(params, batch)\n    print(f'step {i}')\n    tag = 'step %d' % i\n"
+        + "    if i % 100 == 0:\n        print(f'loss {loss:.4f}')\n",
+    ),
+    (
+        "orbax-array-handler",
+        OCP
+        + "from pwdeploy import runtime\nocp.type_handlers.register_type_handler(MyState, MyHandler())\n"
+        + "if not runtime.on_pathways():\n"
+        + "    ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)\n",
+    ),
+    (
+        "elastic-profiler",  # a trace outside the elastic function, one stopped in a finally:, one on attempt 1 only
+        INIT
+        + textwrap.dedent(
+            """
+        from pathwaysutils.elastic import manager
+        elastic = manager.Manager()
+        jax.profiler.start_trace('gs://bucket/warmup')
+        @elastic.elastic_retry(minimum_slice_count=1)
+        def train(state, batches):
+            jax.profiler.start_trace('gs://bucket/profiles')
+            try:
+                for batch in batches:
+                    state = step(state, batch)
+            finally:
+                jax.profiler.stop_trace()
+        @elastic.elastic_retry(minimum_slice_count=1)
+        def again(state, first):
+            if first:
+                jax.profiler.start_trace('gs://bucket/profiles')
+            return step(state)
+        """
+        ),
+    ),
 ]
 # Correct elastic training (pathwaysutils' Manager.elastic_retry, as its docstring asks): no rule fires.
 ELASTIC = INIT + textwrap.dedent(

@@ -84,45 +84,51 @@ class Module:
 
     def live(self, root: ast.AST | None = None) -> Iterator[ast.AST]:
         """Every node under ``root`` (the module) except code that cannot run."""
-        return iter(self._live) if root is None else self._walk(root)
+        return self._walk(self.tree if root is None else root)
 
-    @cached_property
-    def _live(self) -> list[ast.AST]:
-        return list(self._walk(self.tree, self._parents))
-
-    @cached_property
-    def _parents(self) -> dict[int, ast.AST]:
-        return {}  # filled by the walk of ``_live``
-
-    @cached_property
+    @property
     def _by_type(self) -> dict[type, list[ast.AST]]:
-        index: dict[type, list[ast.AST]] = {}
-        for node in self._live:
-            index.setdefault(type(node), []).append(node)
-        return index
+        return self._index[0]
+
+    @cached_property
+    def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
+        """The live nodes by type (each list in source order) and each live node's parent, from one walk: the
+        rules ask for nodes of a kind and never walk the whole file themselves."""
+        by_type: dict[type, list[ast.AST]] = {}
+        parents: dict[int, ast.AST] = {}
+        stack: list[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            found = by_type.get(kind)
+            if found is None:
+                by_type[kind] = [node]
+            else:
+                found.append(node)
+            children = _children(node)
+            for child in children:
+                parents[id(child)] = node
+            children.reverse()
+            stack.extend(children)
+        return by_type, parents
 
     def of(self, *kinds: type) -> Iterator[ast.AST]:
         """The live nodes of these kinds, in source order (an index built once: rules do not walk the file)."""
+        if len(kinds) == 1:
+            return iter(self._by_type.get(kinds[0], ()))
         found = [node for kind in kinds for node in self._by_type.get(kind, ())]
-        if len(kinds) > 1:
-            found.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        found.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
         return iter(found)
 
-    def _walk(self, root: ast.AST, parents: dict[int, ast.AST] | None = None) -> Iterator[ast.AST]:
-        """Pre-order, skipping what cannot run; ``parents`` (when given) learns each node's parent on the way."""
+    def _walk(self, root: ast.AST) -> Iterator[ast.AST]:
+        """Pre-order, skipping what cannot run."""
         stack: list[ast.AST] = [root]
         while stack:
             node = stack.pop()
             yield node
-            children: list[ast.AST] = list(ast.iter_child_nodes(node))
-            if isinstance(node, (ast.If, ast.While)):
-                verdict = static_truth(node.test)
-                if verdict is not None:
-                    children = [node.test, *(node.body if verdict else node.orelse)]
-            if parents is not None:
-                for child in children:
-                    parents[id(child)] = node
-            stack.extend(reversed(children))
+            children = _children(node)
+            children.reverse()
+            stack.extend(children)
 
     def calls(self, root: ast.AST | None = None) -> Iterator[tuple[ast.Call, str]]:
         """(call, qualified name) of every live call of an imported name."""
@@ -142,9 +148,7 @@ class Module:
     @property
     def parents(self) -> dict[int, ast.AST]:
         """Each live node's parent (by ``id``)."""
-        if not self._live:
-            return {}
-        return self._parents
+        return self._index[1]
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         parent = self.parents.get(id(node))
@@ -222,6 +226,27 @@ class Module:
             return lines[0][int(first) : int(last)].decode(errors="replace")
         text = lines[0][int(first) :] + b"".join(lines[1:-1]) + lines[-1][: int(last)]
         return text.decode(errors="replace")
+
+
+# Nodes no rule asks for: the contexts and operators (shared, childless) under every name and expression.
+_LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes`` as a list, less the leaves and the branch of an ``if``/``while`` that cannot run
+    (one list per node, not a generator per node: the walk is most of what `check` costs beyond parsing)."""
+    children: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            children.extend(item for item in value if isinstance(item, ast.AST) and not isinstance(item, _LEAVES))
+        elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+            children.append(value)
+    if isinstance(node, (ast.If, ast.While)):
+        verdict = static_truth(node.test)
+        if verdict is not None:
+            return [node.test, *(node.body if verdict else node.orelse)]
+    return children
 
 
 def static_truth(test: ast.AST) -> bool | None:
