@@ -89,7 +89,7 @@ def save_cast(module: Module) -> Iterator[Hit]:
 def _checkpointer_names(module: Module) -> set[str]:
     """The code of every name or attribute an orbax checkpointer or manager is assigned to."""
     names: set[str] = set()
-    for node in module.of(ast.Assign, ast.withitem):
+    for node in module.of(ast.Assign, ast.withitem, ordered=False):
         if isinstance(node, ast.Assign) and orbax_class(module.called(node.value), CHECKPOINTERS):
             names.update(module.code(t) for t in node.targets)
         elif (

@@ -69,11 +69,12 @@ def _carries(module: Module, node: ast.AST, carried: dict[str, frozenset[str]]) 
 def process_sharding(module: Module) -> Iterator[Hit]:
     said = "on Pathways there is one process (process_index() is 0, process_count() is 1), so the one CPU host loads "
     said += "the whole global batch"
-    carried = _derived(module) if module.aliases else {}
-    for node in module.of(ast.Call, ast.Subscript):
+    asks = any(name in (INDEX, COUNT) for _, name in module.calls())
+    carried = _derived(module) if asks else {}
+    for node in module.of(ast.Call, ast.Subscript, ordered=False):
         if isinstance(node, ast.Call) and _shards_by_process(module, node, module.called(node) or ""):
             yield Hit(module.shown, node.lineno, f"{module.code(node)} shards the data by JAX process: {said}")
-        elif isinstance(node, ast.Subscript) and _sliced_by_process(module, node, carried):
+        elif asks and isinstance(node, ast.Subscript) and _sliced_by_process(module, node, carried):
             yield Hit(module.shown, node.lineno, f"{module.code(node)} slices the data by JAX process: {said}")
 
 
@@ -95,7 +96,7 @@ def _is_count(module: Module, node: ast.AST, call: str, listing: str) -> bool:
 
 
 def local_devices(module: Module) -> Iterator[Hit]:
-    for node in module.of(ast.BinOp, ast.ListComp, ast.GeneratorExp, ast.For):
+    for node in module.of(ast.BinOp, ast.ListComp, ast.GeneratorExp, ast.For, ordered=False):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
             sides = (node.left, node.right)
             local = any(_is_count(module, s, "jax.local_device_count", "jax.local_devices") for s in sides)
@@ -177,7 +178,7 @@ def _process_index_zero(module: Module, node: ast.AST) -> bool:
 
 
 def process_index_guard(module: Module) -> Iterator[Hit]:
-    for node in module.of(ast.If, ast.IfExp, ast.While):
+    for node in module.of(ast.If, ast.IfExp, ast.While, ordered=False):
         if not isinstance(node, (ast.If, ast.IfExp, ast.While)):
             continue
         test = _process_index_test(module, node.test)

@@ -37,7 +37,7 @@ def _names(target: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
-def _device_values(statements: list[ast.stmt], jitted: set[str]) -> set[str]:
+def _device_values(statements: list[ast.stmt], jitted: frozenset[str]) -> set[str]:
     """Names a loop body binds to what a jitted function returned (``params, loss = step(params, batch)``)."""
     found: set[str] = set()
     for statement in statements:
@@ -90,22 +90,11 @@ def _formatted(module: Module, node: ast.AST, device: set[str]) -> ast.AST | Non
     return next((v for v in values if _root_name(v) in device), None)
 
 
-def _loops(module: Module) -> Iterator[tuple[ast.For | ast.While, set[str]]]:
-    """Each live loop with the jitted names it can see (the module's and its enclosing function's)."""
-    top = module.jitted()
-    seen: dict[int, set[str]] = {}
+def _loops(module: Module) -> Iterator[tuple[ast.For | ast.While, frozenset[str]]]:
+    """Each live loop with the jitted names it can see (bound anywhere in the module: a function's own included)."""
     for node in module.of(ast.For, ast.While):
-        if not isinstance(node, (ast.For, ast.While)):
-            continue
-        scope = next(
-            (a for a in module.ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None
-        )
-        if scope is None:
-            yield node, top
-            continue
-        if id(scope) not in seen:
-            seen[id(scope)] = top | module.jitted(scope)
-        yield node, seen[id(scope)]
+        if isinstance(node, (ast.For, ast.While)):
+            yield node, module.jitted
 
 
 def host_sync(module: Module) -> Iterator[Hit]:
@@ -146,7 +135,7 @@ def _elastic_functions(module: Module) -> Iterator[FunctionNode]:
     for node in module.of(ast.Call):
         if isinstance(node, ast.Call) and _is_elastic_retry(node.func) and node.args:
             wrapped |= {a.id for a in node.args if isinstance(a, ast.Name)}
-    for node in module.of(ast.FunctionDef, ast.AsyncFunctionDef):
+    for node in module.of(ast.FunctionDef, ast.AsyncFunctionDef, ordered=False):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
             node.name in wrapped or any(_is_elastic_retry(d) for d in node.decorator_list)
         ):

@@ -39,11 +39,8 @@ class Flow(NamedTuple):
 
 
 def flow(module: Module) -> Flow:
-    top = module.jitted()
-    functions = {
-        name: _Steps(module, top | module.jitted(function)).run(function.body)
-        for name, function in module.functions.items()
-    }
+    top = set(module.jitted)
+    functions = {name: _Steps(module, top).run(function.body) for name, function in module.functions.items()}
     initializers = frozenset(name for name, at in _calls_by_function(module) if at in INITIALIZE)
     first = next((c.lineno for c, name in module.calls() if name in INITIALIZE), 0)
     return Flow(_Steps(module, top).run(module.tree.body), functions, initializers, first)
