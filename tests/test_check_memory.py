@@ -46,11 +46,12 @@ def _peak(folder: Path, files: int) -> tuple[int, int]:
         report = check(None, [folder], cwd=folder)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
+        from pwdeploy.check.program import Module
         from pwdeploy.check.sources import read
 
         before = tracemalloc.get_traced_memory()[0]
         module = read(folder / "mod0.py", "mod0", folder)
-        assert not isinstance(module, Exception)
+        assert isinstance(module, Module)
         list(module.of(object))  # the index, as the rules build it
         one = tracemalloc.get_traced_memory()[0] - before
     finally:
