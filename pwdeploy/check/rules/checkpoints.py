@@ -38,6 +38,8 @@ def _has_splat(call: ast.Call) -> bool:
 
 
 def ocdbt(module: Module) -> Iterator[Hit]:
+    if not module.mentions("orbax"):
+        return
     for call, name in module.calls():
         kind = orbax_class(name, {*OCDBT_HANDLERS, "StandardCheckpointer", "CheckpointManager"})
         if kind is None or _has_splat(call):
@@ -74,6 +76,8 @@ def ocdbt(module: Module) -> Iterator[Hit]:
 
 
 def save_cast(module: Module) -> Iterator[Hit]:
+    if not module.mentions("orbax"):
+        return
     for call, name in module.calls():
         if orbax_class(name, {"SaveArgs"}):
             dtype = _keyword(call, "dtype")
@@ -103,6 +107,8 @@ def _checkpointer_names(module: Module) -> set[str]:
 
 def restore_sharding(module: Module) -> Iterator[Hit]:
     said = "the Pathways persistence handler restores only into NamedSharding targets given by ArrayRestoreArgs"
+    if not module.mentions("orbax"):
+        return
     for call, name in module.calls():
         kind = orbax_class(name, {"ArrayRestoreArgs", "PyTreeRestore", "StandardRestore"})
         if kind == "ArrayRestoreArgs":
@@ -146,6 +152,8 @@ def array_handler(module: Module) -> Iterator[Hit]:
     """``register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)``: Orbax's standard
     handler put back over the Pathways one that ``register_pathways_handlers`` (run by pathwaysutils.initialize()
     under persistence) registered for jax.Array."""
+    if not module.mentions("orbax"):
+        return
     for call, name in module.calls():
         if not (name.startswith("orbax.checkpoint") and name.endswith(".register_type_handler")):
             continue
@@ -174,7 +182,10 @@ class Checkpointing(NamedTuple):
 
 
 def checkpointing(module: Module) -> Checkpointing:
-    first = next(((c.lineno, module.code(c)) for c, n in module.calls() if orbax_class(n, CHECKPOINTERS)), None)
+    orbax = module.mentions("orbax")
+    first = next(
+        ((c.lineno, module.code(c)) for c, n in module.calls() if orbax and orbax_class(n, CHECKPOINTERS)), None
+    )
     colocated = any(name.startswith("jax.experimental.colocated_python") for name in module.aliases.values()) or any(
         k.arg == "use_colocated_python" for c, _ in module.calls() for k in c.keywords
     )

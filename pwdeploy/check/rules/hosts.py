@@ -69,6 +69,8 @@ def _carries(module: Module, node: ast.AST, carried: dict[str, frozenset[str]]) 
 def process_sharding(module: Module) -> Iterator[Hit]:
     said = "on Pathways there is one process (process_index() is 0, process_count() is 1), so the one CPU host loads "
     said += "the whole global batch"
+    if not module.mentions("process_", "ShardByJaxProcess"):
+        return
     asks = any(name in (INDEX, COUNT) for _, name in module.calls())
     carried = _derived(module) if asks else {}
     for node in module.of(ast.Call, ast.Subscript, ordered=False):
@@ -96,6 +98,8 @@ def _is_count(module: Module, node: ast.AST, call: str, listing: str) -> bool:
 
 
 def local_devices(module: Module) -> Iterator[Hit]:
+    if not module.mentions("local_device"):
+        return
     for node in module.of(ast.BinOp, ast.ListComp, ast.GeneratorExp, ast.For, ordered=False):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
             sides = (node.left, node.right)

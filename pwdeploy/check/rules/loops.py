@@ -131,6 +131,8 @@ JAX_ERRORS = frozenset({"jax.errors.JaxRuntimeError", "jaxlib.xla_extension.XlaR
 
 def _elastic_functions(module: Module) -> Iterator[FunctionNode]:
     """Functions wrapped by ``<manager>.elastic_retry(...)``: decorated, or passed as ``elastic_retry(...)(f)``."""
+    if not module.mentions("elastic_retry"):
+        return
     wrapped: set[str] = set()
     for node in module.of(ast.Call):
         if isinstance(node, ast.Call) and _is_elastic_retry(node.func) and node.args:
