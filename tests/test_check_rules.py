@@ -274,7 +274,8 @@ QUIET = [
         "process-sharding",  # slices by the step, and an index alone (which host's name to print)
         INIT
         + "per_step = len(rows) // 8\nstart = step * per_step\nmine = rows[start : start + per_step]\n"
-        + "name = hosts[jax.process_index()]\n",
+        + "name = hosts[jax.process_index()]\nids = [0] * jax.process_count()\nids[jax.process_index()] = 7\n"
+        + "table = [0 for _ in range(jax.process_count())]\nown = table[jax.process_index()]\n",
     ),
     (
         "local-devices",

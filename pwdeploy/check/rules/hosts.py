@@ -83,9 +83,16 @@ def process_sharding(module: Module) -> Iterator[Hit]:
 def _sliced_by_process(module: Module, node: ast.Subscript, carried: dict[str, frozenset[str]]) -> bool:
     """``rows[jax.process_index() :: jax.process_count()]``, ``rows[start : start + per_host]`` with bounds computed
     from both, or ``np.array_split(rows, jax.process_count())[jax.process_index()]``."""
+    if not isinstance(node.ctx, ast.Load):
+        return False  # a store into a table indexed by process is not data loaded
     if isinstance(node.slice, ast.Slice):
         return _carries(module, node.slice, carried) == {INDEX, COUNT}
-    return INDEX in _carries(module, node.slice, carried) and COUNT in _carries(module, node.value, carried)
+    split = node.value  # only a split into process_count() parts, indexed by the process: not any table
+    return (
+        isinstance(split, ast.Call)
+        and COUNT in _carries(module, ast.Tuple(elts=_arguments(split)), carried)
+        and INDEX in _carries(module, node.slice, carried)
+    )
 
 
 def _is_count(module: Module, node: ast.AST, call: str, listing: str) -> bool:
