@@ -88,10 +88,6 @@ class Module:
             and node.func.id not in self.aliases
         )
 
-    def live(self, root: ast.AST | None = None) -> Iterator[ast.AST]:
-        """Every node under ``root`` (the module) except code that cannot run."""
-        return self._walk(self.tree if root is None else root)
-
     @cached_property
     def _by_type(self) -> dict[type, list[ast.AST]]:
         """The live nodes by type, each list in source order, from one walk: the rules ask for nodes of a kind and
@@ -135,30 +131,13 @@ class Module:
         found.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
         return iter(found)
 
-    def _walk(self, root: ast.AST) -> Iterator[ast.AST]:
-        """Pre-order, skipping what cannot run."""
-        stack: list[ast.AST] = [root]
-        while stack:
-            node = stack.pop()
-            yield node
-            children = _children(node)
-            children.reverse()
-            stack.extend(children)
-
-    def calls(self, root: ast.AST | None = None) -> Iterator[tuple[ast.Call, str]]:
+    def calls(self) -> Iterator[tuple[ast.Call, str]]:
         """(call, qualified name) of every live call of an imported name."""
-        return iter(self._calls) if root is None else self._calls_in(root)
+        return iter(self._calls)
 
     @cached_property
     def _calls(self) -> list[tuple[ast.Call, str]]:
         return [(n, name) for n in self.of(ast.Call) if isinstance(n, ast.Call) and (name := self.called(n) or "")]
-
-    def _calls_in(self, root: ast.AST) -> Iterator[tuple[ast.Call, str]]:
-        for node in self.live(root):
-            if isinstance(node, ast.Call):
-                name = self.called(node)
-                if name:
-                    yield node, name
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         parent = self.parents.get(id(node))
@@ -292,18 +271,6 @@ def static_truth(test: ast.AST) -> bool | None:
         inner = static_truth(test.operand)
         return None if inner is None else not inner
     return None
-
-
-@dataclass
-class Program:
-    """The modules read, the entry module first (None when only PATHs were given)."""
-
-    modules: list[Module]
-    entry: Module | None = None
-
-    @cached_property
-    def by_name(self) -> dict[str, Module]:
-        return {m.name: m for m in self.modules}
 
 
 EnvWrite = tuple[ast.Assign | ast.Call, str, ast.expr]
