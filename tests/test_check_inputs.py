@@ -97,6 +97,14 @@ def _link_in_folder(folder: Path) -> list[str]:
     return ["job", "-o", "json"]
 
 
+def _folder_link(folder: Path) -> list[str]:
+    target = _outside(folder)
+    (folder / "job").mkdir()
+    (folder / "job" / "train.py").write_text(CPU, encoding="utf-8")
+    (folder / "job" / "vendor").symlink_to(target.parent)
+    return ["job", "-o", "json"]
+
+
 def _link_imported(folder: Path) -> list[str]:
     target = _outside(folder)
     (folder / "job").mkdir()
@@ -131,6 +139,7 @@ CASES = [
         "over-2-MiB", _large, 0, ("table.py: 2.", "MiB, over the 2 MiB one module may have: not read"), ("cpu-count",)
     ),
     Case("link-out-of-folder", _link_in_folder, 0, ("helpers.py: a link out of",), ("cpu-count",)),
+    Case("folder-link-out", _folder_link, 0, ("vendor: a link out of",), ("cpu-count",)),
     Case("link-out-imported", _link_imported, 0, ("helpers.py: a link out of",), ("cpu-count",)),
     Case("symlink-loop-in-folder", _loop_in_folder, 2, ("a symlink loop", "fix or remove the link")),
     Case("symlink-loop-named", _loop_named, 2, ("self.py: a symlink loop",)),

@@ -119,8 +119,12 @@ NOTEBOOK = "a notebook: not read (export its code with `jupyter nbconvert --to s
 
 def _folder(root: Path) -> Iterator[tuple[Path, Path] | Skipped]:
     """Every .py file below ``root`` (hidden and tool folders skipped); links are not followed out of it."""
-    for folder, dirs, files in os.walk(root):
+    for folder, dirs, files in os.walk(root):  # links to folders are not walked into (followlinks=False)
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        for name in dirs:
+            link = Path(folder) / name
+            if link.is_symlink() and not inside(real(link), root):
+                yield Skipped(link, f"a link out of {root}: not followed")
         for name in sorted(files):
             file = Path(folder) / name
             if name.endswith(".ipynb"):
