@@ -402,3 +402,25 @@ def test_files_are_ordered_by_their_most_severe_finding() -> None:
         ("m.py", 1), ("m.py", 5), ("z.py", 2), ("z.py", 9), ("a.py", 3)
     ]  # fmt: skip
     assert report.summary() == "pwdeploy check: 0 files: 1 error, 2 warnings, 2 info"
+
+
+def test_the_index_walk_finds_every_child_python_s_walk_does() -> None:
+    """The walk reads only the fields an ASDL signature says can hold a node: over pwdeploy's own sources (every
+    kind of statement and expression it uses), each node's children are ``ast.iter_child_nodes``' less the
+    operators and contexts, in the same order."""
+    import ast
+
+    from pwdeploy.check.program import _children, static_truth
+    from tests.conftest import REPO
+
+    leaves = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+    compared = 0
+    for path in sorted((REPO / "pwdeploy").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.If, ast.While)) and static_truth(node.test) is not None:
+                continue  # the branch that cannot run is left out on purpose
+            expected = [c for c in ast.iter_child_nodes(node) if not isinstance(c, leaves)]
+            assert _children(node) == expected, (path, ast.dump(node)[:200])
+            compared += 1
+    assert compared > 100_000

@@ -213,8 +213,9 @@ class Module:
 
 # Fields that never hold a node a rule asks for: names and numbers, and the contexts and operators (shared,
 # childless) under every name and expression.
-_NOT_NODES = frozenset({"identifier", "string", "constant", "int", "expr_context", "operator", "boolop", "unaryop"})
-_NOT_NODES |= {"cmpop"}
+_NOT_NODES = frozenset(
+    {"identifier", "string", "constant", "int", "expr_context", "operator", "boolop", "unaryop", "cmpop"}
+)
 _SIGNATURE = re.compile(r"(\w+)([*?]?) (\w+)")
 
 
