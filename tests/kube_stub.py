@@ -57,6 +57,7 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     peer: str | None = None  # the CN of the client certificate the TLS handshake verified
+    lines: list[tuple[str, str]] = field(default_factory=list)  # every header line, repeated names included
 
     def q(self, key: str) -> str | None:
         values = self.query.get(key)
@@ -377,7 +378,13 @@ class StubKubeApiServer:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
         record = Recorded(
-            h.command, parts.path, parse_qs(parts.query), dict(h.headers.items()), body, peer_name(h.connection)
+            h.command,
+            parts.path,
+            parse_qs(parts.query),
+            dict(h.headers.items()),
+            body,
+            peer_name(h.connection),
+            list(h.headers.items()),
         )
         with self._lock:
             self.requests.append(record)

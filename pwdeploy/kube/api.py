@@ -157,6 +157,7 @@ class Kube:
     deadline: float = DEFAULT_DEADLINE  # wall seconds for one request, retries included
     slow_after: float = SLOW_AFTER  # wall seconds before ``on_wait`` hears that a request is slow
     on_wait: Callable[[str], None] | None = None  # the CLI prints these notices on stderr
+    impersonate: tuple[tuple[str, str], ...] = ()  # Impersonate-* headers (pwdeploy.kube.impersonation), in order
     sent: int = 0  # HTTP requests sent, retries included
     _sent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -246,7 +247,7 @@ class Kube:
             headers["Content-Type"] = request.content_type
         elif request.body is not None:
             headers["Content-Type"] = "application/json"
-        method, url, headers, body, post = self.api_client.param_serialize(
+        method, url, sent, body, post = self.api_client.param_serialize(
             method=request.method,
             resource_path=request.path,
             query_params=list(request.query),
@@ -254,11 +255,17 @@ class Kube:
             body=request.body,
             auth_settings=["BearerToken"],
         )
+        if self.impersonate:  # one header line per group and extra value, as the API server reads them
+            import urllib3
+
+            sent = urllib3.HTTPHeaderDict(sent)
+            for name, value in self.impersonate:
+                sent.add(name, value)
         stream = request.stream
         read = round(max(0.1, min(self.timeout[1], left)), 1)
         following = stream and ("follow", "true") in request.query  # `logs -f` may rightly wait long for a line
         timeout = (min(self.timeout[0], read), None if following else self.timeout[1] if stream else read)
-        response = self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
+        response = self.api_client.call_api(method, url, sent, body, post, _request_timeout=timeout)
         if stream and 200 <= response.status < 300:
             return response.response
         answer = read_answer(response.response, time.monotonic() + left)
@@ -314,14 +321,30 @@ class Kube:
         )
         try:
             return connect_websocket(
-                self.api_client.configuration, url, headers, subprotocols, connect_timeout=self.timeout[0]
+                self.api_client.configuration,
+                url,
+                headers,
+                subprotocols,
+                connect_timeout=self.timeout[0],
+                impersonate=self.impersonate,
             )
         except websocket.WebSocketBadStatusException as exc:
             refused = ApiException(status=exc.status_code, reason=exc.status_message or "")
             refused.body = exc.resp_body.decode("utf-8", "replace") if exc.resp_body else None
             refused.headers = exc.resp_headers
             raise cluster_error(refused, action, kube=self) from None
-        except (websocket.WebSocketException, OSError) as exc:
+        except websocket.WebSocketException as exc:
+            if str(exc) == "Invalid WebSocket Header":  # websocket-client's words for a wrong Sec-WebSocket-Accept
+                raise ApiError(
+                    f"the API server{self.where()} answered the WebSocket upgrade to {action.describe()} with a "
+                    "Sec-WebSocket-Accept that does not match the key sent (RFC 6455 section 4.1)",
+                    status=101,
+                    hint="something between you and the API server (a proxy) rewrote the upgrade; kubectl "
+                    "port-forward refuses it too: check the kubeconfig's server URL and proxy-url",
+                    lasting=True,
+                ) from None
+            raise cluster_error(exc, action, kube=self) from None
+        except OSError as exc:
             raise cluster_error(exc, action, kube=self) from None
 
 

@@ -29,6 +29,7 @@ from pwdeploy.kube.credential_plugin import (
     plugin_of,
     run_plugin,
 )
+from pwdeploy.kube.impersonation import impersonation_headers
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
 from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http
 
@@ -74,10 +75,13 @@ def load_kube(
     location = kubeconfig_location(kubeconfig)
     configuration = client.Configuration()
     clock = clock or SystemClock()
+    impersonate: tuple[tuple[str, str], ...] = ()
     if location is not None:
         origin = _origin(location, flag_given=kubeconfig is not None)
         paths = [Path(location).expanduser()] if kubeconfig is not None else kubeconfig_files(location)
         resolved = resolve(merge(paths, origin), context, origin)
+        whose = f"{origin.location}: user {resolved.user_name!r}"
+        impersonate = impersonation_headers(resolved.user, whose)  # checked before a credential plugin runs
         _configure(resolved, origin, configuration, clock, on_notice, plugin_limits or PluginLimits())
         context, namespace = resolved.context, resolved.namespace
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -95,7 +99,12 @@ def load_kube(
     # Readiness checks send up to 16 requests at once; the client's default pool (5 per CPU) would drop connections.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 16)
     return Kube(
-        client.ApiClient(configuration), context=context, namespace=namespace, clock=clock, retry=retry or RetryPolicy()
+        client.ApiClient(configuration),
+        context=context,
+        namespace=namespace,
+        clock=clock,
+        retry=retry or RetryPolicy(),
+        impersonate=impersonate,
     )
 
 
