@@ -212,6 +212,7 @@ class StubKubeApiServer:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name) -> object
         self.logs: dict[tuple[str, str, str], str | bytes] = {}  # (namespace, pod, container) -> text or bytes
         self.requests: list[Recorded] = []
+        self.pages = 0  # list answers served (one per page)
         self.injected: list[Injected] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
         self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
@@ -738,7 +739,15 @@ class StubKubeApiServer:
             plural, "List"
         )
         gv = f"{group}/{version}" if group else version
-        raise _Reply(200, {"kind": kind, "apiVersion": gv, "metadata": {"resourceVersion": "1"}, "items": items})
+        meta: dict[str, Any] = {"resourceVersion": "1"}
+        start = int(base64.b64decode(r.q("continue") or "MA==")) if r.q("continue") else 0
+        limit = int(r.q("limit") or 0)
+        if limit > 0 and start + limit < len(items):  # paged as the API server pages: an opaque token, the count left
+            meta |= {"continue": base64.b64encode(str(start + limit).encode()).decode()}
+            meta["remainingItemCount"] = len(items) - start - limit
+        items = items[start : start + limit] if limit > 0 else items[start:]
+        self.pages += 1  # under the lock the dispatch holds
+        raise _Reply(200, {"kind": kind, "apiVersion": gv, "metadata": meta, "items": items})
 
     def _pod_log(self, r: Recorded, ns: str, pod: str) -> None:
         self._check_rbac(r, "get", "pods/log", "", ns, pod)

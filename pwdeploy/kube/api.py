@@ -95,6 +95,9 @@ __all__ = [
 DEFAULT_TIMEOUT = (10.0, 20.0)  # (connect, read) seconds of one attempt
 DEFAULT_DEADLINE = 45.0  # seconds one request may take, retries included: a hung server ends the run in bounded time
 SLOW_AFTER = 5.0  # seconds after which the user is told what the command is waiting for
+LIST_PAGE = 500  # items asked of one list answer: kubectl's --chunk-size default
+MAX_PAGES = 10_000  # a server that never stops handing out continue tokens ends the list with an error
+MAX_CONTINUE = 16 << 10  # bytes of a continue token (an opaque resourceVersion and key, base64)
 STREAM_CHUNK = 65536  # bytes asked of a stream at once (a chunked answer, as a follow is, yields what arrives)
 
 
@@ -195,11 +198,36 @@ class Kube:
                 notice.cancel()
 
     def list_items(self, action: Action, path: str, *, query: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
-        """The ``items`` of a list answer, each an object with ``metadata``; any other shape is an ``ApiError``."""
-        try:
-            return items_of(self.request(action, "GET", path, query=query))
-        except BadAnswer as bad:
-            raise _malformed(action, self, bad.what, bad.status) from None
+        """The ``items`` of a list, read in pages (``iter_items``), each an object with ``metadata``; any other
+        shape is an ``ApiError``."""
+        return list(self.iter_items(action, path, query=query))
+
+    def iter_items(
+        self, action: Action, path: str, *, query: Sequence[tuple[str, str]] = (), page: int = LIST_PAGE
+    ) -> Iterator[dict[str, Any]]:
+        """The items of a list as its pages arrive: ``limit`` items an answer, then the answer's
+        ``metadata.continue`` token, as kubectl's ``--chunk-size`` (500) reads (client-go tools/pager). A token
+        that expired (410) starts the list again once, unpaged, as client-go's pager does; a token of the wrong
+        shape, or more than ``MAX_PAGES`` pages, is an ``ApiError``."""
+        token: str | None = None
+        for _ in range(MAX_PAGES):
+            paged = [*query, ("limit", str(page))] + ([("continue", token)] if token else [])
+            try:
+                answer = self.request(action, "GET", path, query=paged)
+            except ApiError as exc:
+                if token is None or exc.status != 410:
+                    raise
+                answer = self.request(action, "GET", path, query=query)  # the whole list, once
+            try:
+                yield from items_of(answer)
+            except BadAnswer as bad:
+                raise _malformed(action, self, bad.what, bad.status) from None
+            previous, token = token, (answer.get("metadata") or {}).get("continue")  # metadata: checked an object
+            if not token:
+                return
+            if not isinstance(token, str) or len(token) > MAX_CONTINUE or token == previous:
+                raise _malformed(action, self, "a `metadata.continue` that is not a new, short string", None)
+        raise _malformed(action, self, f"more than {MAX_PAGES} pages of {page} items", None)
 
     def _attempts(self, action: Action, request: Request, started: float) -> Any:
         attempt = 0
@@ -367,8 +395,8 @@ def _malformed(action: Action, kube: Kube | None, what: str, status: int | None)
     )
 
 
-# What reading a field of the wrong JSON type raises ('str' object has no attribute 'get', ...).
-SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError)
+# What reading a field of the wrong JSON type raises ('str' object has no attribute 'get', ...; int("lots")).
+SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError, ValueError)
 
 
 @contextmanager
