@@ -102,10 +102,9 @@ def test_malformed_yaml_names_the_file_and_line(tmp_path: Path, monkeypatch: pyt
     bad.write_text("apiVersion: v1\nclusters:\n- name: s\n  cluster: {server: x\ncontexts: []\n")
     with pytest.raises(ConfigError) as info:
         load_kube(bad)
-    assert (
-        str(info.value)
-        == f"--kubeconfig: cannot read kubeconfig {bad}: line 5, column 9: expected ',' or '}}', but got ':'"
-    )
+    # libyaml's words (and go-yaml's, which kubectl prints); PyYAML's pure loader says "expected ',' or '}', but got"
+    said = str(info.value)
+    assert said.startswith(f"--kubeconfig: cannot read kubeconfig {bad}: line 5, column 9: ") and "expected ','" in said
     monkeypatch.setenv("KUBECONFIG", str(bad))
     with pytest.raises(ConfigError) as info:
         load_kube()

@@ -4,16 +4,25 @@ does): each is a clear error (exit 4) or shown as kubectl shows it, never an int
 
 from __future__ import annotations
 
+import base64
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pwdeploy import identifiers as ids
+from pwdeploy.cluster.jobsets import list_jobsets
+from pwdeploy.errors import ConfigError
 from pwdeploy.kube.api import LIST_PAGE, PODS, Action, ApiError, Kube
+from pwdeploy.kube.kubeconfig import load_kube
 from tests.conftest import REPO, ClusterCli
 from tests.kube_stub import StubKubeApiServer, rendered_jobset
 from tests.test_cluster_lifecycle import pod
 
+KUBECTL = shutil.which("kubectl")
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")  # dp-example
 
 
@@ -104,3 +113,81 @@ def test_list_shows_a_hostile_job_name_as_printable_text_against_stub(
     result = cluster_cli(["list", *kc])
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\x07" not in result.output and "evil" in result.output
+
+
+# ---------------------------------------------------------------------------------------------- kubeconfig files
+
+BOMB = """apiVersion: v1
+kind: Config
+current-context: c
+clusters: [{name: s, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: c, context: {cluster: s, user: u}}]
+a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: echo, args: *g}}}]
+"""
+
+
+def test_a_yaml_alias_bomb_in_a_kubeconfig_is_refused_before_any_plugin_runs_as_kubectl_does(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(BOMB)
+    with pytest.raises(ConfigError) as caught:
+        load_kube(path)
+    assert "alias bomb" in str(caught.value) and str(path) in str(caught.value)
+    if KUBECTL is not None:
+        args = [KUBECTL, "--kubeconfig", str(path), "get", "--raw", "/version", "--request-timeout", "2s"]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode != 0 and "excessive aliasing" in done.stderr, done.stderr
+
+
+def test_aliases_a_kubeconfig_may_rightly_use_still_load(stub: StubKubeApiServer, kubeconfig: Path) -> None:
+    config = kubeconfig.read_text().replace("users:", "x-common: &common {token: stub-token}\nusers:", 1)
+    kubeconfig.write_text(config.replace("token: stub-token", "<<: *common", 1))
+    list_jobsets(load_kube(kubeconfig), "default")
+    assert stub.requests[-1].headers["authorization"] == "Bearer stub-token"
+
+
+JUNK_BLOCK = b"-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n"
+KEY_BLOCK = b"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"
+
+
+def with_ca(kubeconfig: Path, pem: bytes) -> Path:
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(pem).decode()
+    kubeconfig.write_text(yaml.safe_dump(config))
+    return kubeconfig
+
+
+def kubectl_version(path: Path) -> subprocess.CompletedProcess[str]:
+    args = [str(KUBECTL), "--kubeconfig", str(path), "get", "--raw", "/version", "--request-timeout", "10s"]
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_a_ca_bundle_with_a_junk_block_works_as_it_does_for_kubectl_against_stub(
+    stub: StubKubeApiServer, kubeconfig: Path
+) -> None:
+    assert stub.ca_pem is not None
+    path = with_ca(kubeconfig, JUNK_BLOCK + KEY_BLOCK + b"some words\n" + stub.ca_pem)
+    assert list_jobsets(load_kube(path), "default") == []
+    if KUBECTL is not None:
+        done = kubectl_version(path)
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_ca_bundle_with_no_usable_certificate_is_refused_as_kubectl_refuses_it_against_stub(
+    stub: StubKubeApiServer, kubeconfig: Path
+) -> None:
+    path = with_ca(kubeconfig, JUNK_BLOCK)
+    with pytest.raises(ConfigError) as caught:
+        load_kube(path)
+    assert "certificate-authority-data holds no certificate that can be read" in str(caught.value)
+    assert stub.requests == []
+    if KUBECTL is not None:
+        assert kubectl_version(path).returncode != 0

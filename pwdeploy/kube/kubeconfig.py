@@ -11,6 +11,7 @@ server URL's ``user:password@`` is dropped (the client never sent it) and never 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from pwdeploy.kube.credential_plugin import (
 )
 from pwdeploy.kube.impersonation import impersonation_headers
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
-from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http
+from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http, usable_ca
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -127,7 +128,9 @@ def _configure(
 
     whose = f"{origin.location}: user {resolved.user_name!r} (context {resolved.context!r})"
     server = str(resolved.cluster["server"])
-    check_tls(resolved.cluster, f"{origin.location}: cluster {resolved.cluster_name!r}")
+    where = f"{origin.location}: cluster {resolved.cluster_name!r}"
+    check_tls(resolved.cluster, where)
+    resolved = dataclasses.replace(resolved, cluster=usable_ca(resolved.cluster, where))  # before a plugin hears it
     proxy = kubectl_proxy(server, resolved.cluster.get("proxy-url"))  # checked before a plugin runs
     user, token = _credentials(resolved, whose, clock, on_notice, limits)
     try:
