@@ -708,3 +708,14 @@ def test_bytes_already_read_are_delivered_together_and_never_held_behind_a_pong(
         assert stream.recv() == b"a" * 1000 + b"b" * 1000  # not a TimeoutError: the pong did not hold them
         theirs.sendall(b"".join(server_frame(BINARY, b"\x00c")))
         assert stream.recv() == b"c" and stream.frames.pongs == 1
+
+
+@pytest.mark.parametrize("args", [["connect", "demo", "--"], ["connect", "demo", "--local-port", "0", "--"]])
+def test_connect_with_dashes_and_no_command_is_a_usage_error_before_anything_connects(
+    args: list[str], tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"  # not YAML: reading it would be another error
+    kubeconfig.write_text("{")
+    result = cli([*args[:2], "--kubeconfig", str(kubeconfig), *args[2:]])
+    assert result.exit_code == 2, result.output
+    assert "-- is followed by no command" in result.stderr and "--kubeconfig" not in result.stderr
