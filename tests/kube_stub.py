@@ -221,6 +221,9 @@ class StubKubeApiServer:
         self.jobset_crd: dict[str, Any] | None = None  # a CRD object that replaces the real one
         self.anonymous: str | None = None  # the user of requests without credentials (None: they get 401)
         self.latency = 0.0  # seconds every answer waits (outside the lock: requests wait side by side)
+        # METHOD -> seconds its answer waits after the request was carried out (a write that landed before its
+        # answer came back, as when the client is interrupted in between)
+        self.slow_answers: dict[str, float] = {}
         self._lingering: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()  # releases hung answers
@@ -395,6 +398,8 @@ class StubKubeApiServer:
             self._route(record)
             raise _Reply(500, status_body(500, "InternalError", "stub: unrouted"))
         except _Reply as reply:
+            if self.slow_answers.get(record.method):
+                self._stopping.wait(self.slow_answers[record.method])
             payload = (
                 reply.body
                 if isinstance(reply.body, bytes)
