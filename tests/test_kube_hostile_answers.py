@@ -191,3 +191,17 @@ def test_a_ca_bundle_with_no_usable_certificate_is_refused_as_kubectl_refuses_it
     assert stub.requests == []
     if KUBECTL is not None:
         assert kubectl_version(path).returncode != 0
+
+
+def test_an_auth_provider_user_is_refused_naming_the_exec_plugin_that_replaces_it(
+    stub: StubKubeApiServer, kubeconfig: Path
+) -> None:
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["users"][0]["user"] = {"auth-provider": {"name": "gcp", "config": {"access-token": "ya29.secret"}}}
+    kubeconfig.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as caught:
+        load_kube(kubeconfig)
+    assert "auth-provider 'gcp' is not supported" in str(caught.value) and "gke-gcloud-auth-plugin" in str(
+        caught.value.hint
+    )
+    assert "ya29" not in str(caught.value) and stub.requests == []

@@ -1,9 +1,9 @@
 """The Kubernetes API seam: every request goes through ``Kube.request``, which counts what it sends.
 
-Requests are sent with the official client's ``ApiClient`` and answered as plain dicts (or, for logs, a stream of
-lines). A failed request becomes an ``ApiError`` in one function (``cluster_error``); server errors (5xx, 429) and
-timeouts are retried with bounded backoff on the connection's clock (``Kube.clock``, passed in by the caller).
-One ``Kube`` may be shared by threads: the client's connection pool is thread-safe.
+Requests are sent with pwdeploy.kube.client's ``ApiClient`` (urllib3) and answered as plain dicts (or, for logs,
+a stream of lines). A failed request becomes an ``ApiError`` in one function (``cluster_error``); server errors
+(5xx, 429) and timeouts are retried with bounded backoff on the connection's clock (``Kube.clock``, passed in by
+the caller). One ``Kube`` may be shared by threads: the client's connection pool is thread-safe.
 
 Answers are untrusted input: a body that is not a JSON object (an HTML page from a proxy, a truncated body), a list
 whose ``items`` is not a list of objects, or an answer bigger than ``MAX_ANSWER_BYTES`` is an ``ApiError`` with the
@@ -33,6 +33,7 @@ from pwdeploy.kube.answers import (
     read_answer,
     without_userinfo,
 )
+from pwdeploy.kube.client import HttpFailure
 from pwdeploy.kube.errors import (
     GET_CREDENTIALS,
     RETRYABLE_STATUS,
@@ -268,21 +269,13 @@ class Kube:
 
     def _send_once(self, request: Request, left: float) -> Any:
         """The raw response if ``request.stream``, else the answer's JSON object; a ``BadAnswer`` if it is none."""
-        from kubernetes.client.exceptions import ApiException
-
         headers = {"Accept": request.accept}
         if request.content_type is not None:
             headers["Content-Type"] = request.content_type
         elif request.body is not None:
             headers["Content-Type"] = "application/json"
-        method, url, sent, body, post = self.api_client.param_serialize(
-            method=request.method,
-            resource_path=request.path,
-            query_params=list(request.query),
-            header_params=headers,
-            body=request.body,
-            auth_settings=["BearerToken"],
-        )
+        client = self.api_client
+        sent: Any = client.headers(headers)
         if self.impersonate:  # one header line per group and extra value, as the API server reads them
             import urllib3
 
@@ -293,12 +286,14 @@ class Kube:
         read = round(max(0.1, min(self.timeout[1], left)), 1)
         following = stream and ("follow", "true") in request.query  # `logs -f` may rightly wait long for a line
         timeout = (min(self.timeout[0], read), None if following else self.timeout[1] if stream else read)
-        response = self.api_client.call_api(method, url, sent, body, post, _request_timeout=timeout)
+        url = client.url(request.path, request.query)
+        response = client.request(request.method, url, sent, request.body, timeout)
         if stream and 200 <= response.status < 300:
-            return response.response
-        answer = read_answer(response.response, time.monotonic() + left)
+            return response
+        answer = read_answer(response, time.monotonic() + left)
         if not 200 <= response.status < 300:
-            raise ApiException(http_resp=response.response, body=answer.data.decode("utf-8", "replace"))
+            body = answer.data.decode("utf-8", "replace")
+            raise HttpFailure(response.status, str(response.reason or ""), body, response.headers)
         return json_object(answer)
 
     def stream_lines(self, action: Action, path: str, query: Sequence[tuple[str, str]]) -> Iterator[str]:
@@ -338,15 +333,12 @@ class Kube:
         handshake is an ``ApiError`` from ``cluster_error``, like a refused request (``status`` None: no answer;
         ``stream_retryable`` says whether trying again may help)."""
         import websocket
-        from kubernetes.client.exceptions import ApiException
 
         from pwdeploy.kube.websockets import connect_websocket
 
         with self._sent_lock:
             self.sent += 1
-        _, url, headers, _, _ = self.api_client.param_serialize(
-            method="GET", resource_path=path, query_params=list(query), header_params={}, auth_settings=["BearerToken"]
-        )
+        url, headers = self.api_client.url(path, query), self.api_client.headers({})
         try:
             return connect_websocket(
                 self.api_client.configuration,
@@ -357,9 +349,8 @@ class Kube:
                 impersonate=self.impersonate,
             )
         except websocket.WebSocketBadStatusException as exc:
-            refused = ApiException(status=exc.status_code, reason=exc.status_message or "")
-            refused.body = exc.resp_body.decode("utf-8", "replace") if exc.resp_body else None
-            refused.headers = exc.resp_headers
+            body = exc.resp_body.decode("utf-8", "replace") if exc.resp_body else None
+            refused = HttpFailure(exc.status_code, exc.status_message or "", body, exc.resp_headers)
             raise cluster_error(refused, action, kube=self) from None
         except websocket.WebSocketException as exc:
             if str(exc) == "Invalid WebSocket Header":  # websocket-client's words for a wrong Sec-WebSocket-Accept

@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol
 
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.answers import excerpt, printable
+from pwdeploy.kube.client import HttpFailure
 from pwdeploy.kube.resources import Action
 
 
@@ -123,16 +124,14 @@ def unsendable(exc: Exception, action: Action, kube: Located) -> ApiError:
 
 def is_transport_or_api_error(exc: Exception) -> bool:
     import urllib3
-    from kubernetes.client.exceptions import ApiException
 
-    return isinstance(exc, (ApiException, urllib3.exceptions.HTTPError, OSError))
+    return isinstance(exc, (HttpFailure, urllib3.exceptions.HTTPError, OSError))
 
 
 def retryable(exc: Exception) -> bool:
     import urllib3
-    from kubernetes.client.exceptions import ApiException
 
-    if isinstance(exc, ApiException):
+    if isinstance(exc, HttpFailure):
         return exc.status in RETRYABLE_STATUS and not deterministic(exc)
     if isinstance(exc, urllib3.exceptions.MaxRetryError):
         exc = exc.reason or exc
@@ -171,11 +170,9 @@ def api_status(exc: Exception) -> dict[str, Any]:
 
 def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Located | None = None) -> ApiError:
     """The one place where a failed request becomes a message a user can act on."""
-    from kubernetes.client.exceptions import ApiException
-
     where = kube.where() if kube is not None else ""
     tried = f" after {attempts} attempts" if attempts > 1 else ""
-    if not isinstance(exc, ApiException) or not exc.status:
+    if not isinstance(exc, HttpFailure) or not exc.status:
         reason = getattr(exc, "reason", None) or exc
         return ApiError(
             f"cannot reach the Kubernetes API server{where} to {action.describe()}{tried}: {reason}",
