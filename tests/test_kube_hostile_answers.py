@@ -205,3 +205,13 @@ def test_an_auth_provider_user_is_refused_naming_the_exec_plugin_that_replaces_i
         caught.value.hint
     )
     assert "ya29" not in str(caught.value) and stub.requests == []
+
+
+def test_preflight_shows_the_servers_version_string_as_printable_text_against_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
+) -> None:
+    version = {"major": "1", "minor": "31", "gitVersion": "v1.31\x1b]0;pwned\x07\x1b[2J"}
+    stub.answer("GET", "/version$", version, times=10)
+    result = cluster_cli(["preflight", "-f", EXAMPLE, "--cluster", "--no-gcs", *kc])
+    row = [line for line in result.output.splitlines() if "kubernetes-version" in line]
+    assert row and "v1.31" in row[0] and "\x1b" not in result.output and "\x07" not in result.output

@@ -180,7 +180,7 @@ def _preflight(job: JobConfig, kube: Kube, region: str | None) -> None:
             hint="fix what the report names, or pass --skip-preflight to submit anyway",
         )
     for line in unsettled_rows(report):
-        click.echo(line, err=True)
+        click.echo(printable(line), err=True)
 
 
 def unsettled_rows(report: PreflightReport) -> list[str]:
