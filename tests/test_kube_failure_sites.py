@@ -127,3 +127,18 @@ def test_a_webhook_denial_on_submit_gets_no_rbac_hint_against_stub(kc: list[str]
     assert result.exit_code == 4, result.output
     assert "refused the request" in result.stderr and "must not be changed" in result.stderr
     assert "kubectl auth can-i" not in result.stderr and "bind this identity" not in result.stderr
+
+
+def test_logs_when_the_kubelet_refuses_is_one_attempt_naming_the_node_against_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
+) -> None:
+    from pwdeploy import identifiers as ids
+    from tests.test_cluster_lifecycle import pod
+
+    stub.put("jobsets", rendered_jobset("dp-example"))
+    stub.put("pods", pod(ids.HEAD_JOB))
+    stub.answer("GET", "/log$", KUBELET_REFUSED, status=500, times=100)
+    result = cluster_cli(["logs", "dp-example", *kc])
+    assert result.exit_code == 4, result.output
+    assert "the kubelet on node 10.128.0.7" in result.stderr and "upgrading" not in result.stderr
+    assert len(stub.sent("GET", "/log")) == 1
