@@ -213,6 +213,7 @@ class StubKubeApiServer:
         self.logs: dict[tuple[str, str, str], str | bytes] = {}  # (namespace, pod, container) -> text or bytes
         self.requests: list[Recorded] = []
         self.pages = 0  # list answers served (one per page)
+        self.expire_continue = 0  # how many next list requests with a continue token get 410 Expired
         self.injected: list[Injected] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
         self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
@@ -745,6 +746,10 @@ class StubKubeApiServer:
         )
         gv = f"{group}/{version}" if group else version
         meta: dict[str, Any] = {"resourceVersion": "1"}
+        if r.q("continue") and self.expire_continue > 0:  # the API server keeps a token's snapshot ~5 minutes
+            self.expire_continue -= 1
+            message = "The provided continue parameter is too old to display a consistent list result."
+            raise _Reply(410, status_body(410, "Expired", message))
         start = int(base64.b64decode(r.q("continue") or "MA==")) if r.q("continue") else 0
         limit = int(r.q("limit") or 0)
         if limit > 0 and start + limit < len(items):  # paged as the API server pages: an opaque token, the count left

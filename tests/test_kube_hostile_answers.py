@@ -215,3 +215,13 @@ def test_preflight_shows_the_servers_version_string_as_printable_text_against_st
     result = cluster_cli(["preflight", "-f", EXAMPLE, "--cluster", "--no-gcs", *kc])
     row = [line for line in result.output.splitlines() if "kubernetes-version" in line]
     assert row and "v1.31" in row[0] and "\x1b" not in result.output and "\x07" not in result.output
+
+
+def test_an_expired_continue_token_reads_the_list_again_whole_once_against_stub(
+    kube: Kube, stub: StubKubeApiServer
+) -> None:
+    many_pods(stub, LIST_PAGE + 1)
+    stub.expire_continue = 1
+    items = kube.list_items(Action("list", PODS, "default"), PODS.path("default"))
+    assert len(items) == LIST_PAGE + 1 and len({p["metadata"]["name"] for p in items}) == LIST_PAGE + 1
+    assert [r.q("limit") for r in stub.sent("GET", "/pods")] == [str(LIST_PAGE), str(LIST_PAGE), None]

@@ -200,16 +200,23 @@ class Kube:
 
     def list_items(self, action: Action, path: str, *, query: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
         """The ``items`` of a list, read in pages (``iter_items``), each an object with ``metadata``; any other
-        shape is an ``ApiError``."""
-        return list(self.iter_items(action, path, query=query))
+        shape is an ``ApiError``. When a continue token expires mid-way (410: the list changed past what the
+        server keeps), the list is read again once, whole, as client-go's pager does (FullListIfExpired)."""
+        try:
+            return list(self.iter_items(action, path, query=query))
+        except ExpiredList:
+            try:
+                return items_of(self.request(action, "GET", path, query=query))
+            except BadAnswer as bad:
+                raise _malformed(action, self, bad.what, bad.status) from None
 
     def iter_items(
         self, action: Action, path: str, *, query: Sequence[tuple[str, str]] = (), page: int = LIST_PAGE
     ) -> Iterator[dict[str, Any]]:
         """The items of a list as its pages arrive: ``limit`` items an answer, then the answer's
         ``metadata.continue`` token, as kubectl's ``--chunk-size`` (500) reads (client-go tools/pager). A token
-        that expired (410) starts the list again once, unpaged, as client-go's pager does; a token of the wrong
-        shape, or more than ``MAX_PAGES`` pages, is an ``ApiError``."""
+        that expired (410) is an ``ExpiredList`` (the items yielded so far are a part of an older list); a token
+        of the wrong shape, or more than ``MAX_PAGES`` pages, is an ``ApiError``."""
         token: str | None = None
         for _ in range(MAX_PAGES):
             paged = [*query, ("limit", str(page))] + ([("continue", token)] if token else [])
@@ -218,7 +225,7 @@ class Kube:
             except ApiError as exc:
                 if token is None or exc.status != 410:
                     raise
-                answer = self.request(action, "GET", path, query=query)  # the whole list, once
+                raise ExpiredList(exc.message, status=410, hint="run the command again") from None
             try:
                 yield from items_of(answer)
             except BadAnswer as bad:
@@ -365,6 +372,10 @@ class Kube:
             raise cluster_error(exc, action, kube=self) from None
         except OSError as exc:
             raise cluster_error(exc, action, kube=self) from None
+
+
+class ExpiredList(ApiError):
+    """A paged list whose continue token expired (410) after some of its pages were read."""
 
 
 def stream_retryable(error: ApiError) -> bool:
