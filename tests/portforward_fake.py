@@ -241,6 +241,8 @@ class PortForwardApiFake(StubKubeApiServer):
         if not ports.isdigit() or V4_CHANNEL not in offered:
             return self._refuse(h, 400, "BadRequest", f"ports {ports!r} / subprotocols {offered}: not served")
         answer = {"Sec-WebSocket-Protocol": self.subprotocol} if self.subprotocol else {}
+        with self._lock:  # counted before the 101 goes out: a client may act on it (and a test read this) at once
+            self.upgrades += 1
         self._switch(h, {**websocket, **answer})
         self._serve_stream(FakeStream(h.connection, h.rfile, int(ports)), namespace, pod)
         return None
@@ -277,7 +279,6 @@ class PortForwardApiFake(StubKubeApiServer):
     def _serve_stream(self, stream: FakeStream, namespace: str, pod: str) -> None:
         with self._lock:
             self.streams.append(stream)
-            self.upgrades += 1
         announce = stream.port.to_bytes(2, "little")
         try:
             if self.close_with is not None:  # before any data, as a server that cannot serve the stream does
