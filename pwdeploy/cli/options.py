@@ -111,6 +111,25 @@ def overrides_from(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
     return found, sources
 
 
+def unread_variables() -> list[str]:
+    """A line for each ``PWDEPLOY_<FLAG>`` variable that is set but read by no job flag: the repeatable flags
+    (``--env``, ``--tpu-node-selector``, ...) have no environment default, since one variable cannot hold their
+    items unambiguously. The names of the env contract (``PWDEPLOY_NUM_SLICES``) are left alone: they are what a
+    job is given, set in a shell that ran ``eval "$(pwdeploy local env ...)"``."""
+    from pwdeploy.identifiers import JOB_ENV_NAMES
+
+    lines = []
+    for field in FIELD_OF_PARAM.values():
+        name = field.flag_env_name
+        if field.env_name is None and name not in JOB_ENV_NAMES and os.environ.get(name, "").strip():
+            flag = str(field.flag)
+            lines.append(
+                f"{name} is set but not read: {flag} is repeatable and has no environment default; pass "
+                f"{flag} {KINDS[field.kind].metavar(field)} (or set {field.path} in the file)"
+            )
+    return lines
+
+
 def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
     """Take the job parameters out of a command's kwargs (so the rest can be used plainly)."""
     return {key: params.pop(key) for key in list(params) if key.startswith(_PARAM_PREFIX)}
@@ -155,7 +174,12 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         names = context.command_path.split()[1:] if context is not None else ["render"]  # after the program's name
         command = " ".join(["pwdeploy", *names])
         raise ConfigError(None, "no job config given (-f FILE or flags)", hint=f"e.g. {command} -f job.yaml")
-    job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax)
+    for line in unread_variables():
+        click.echo(f"warning: {line}", err=True)
+    replaced: list[str] = []
+    job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax, replaced=replaced)
+    for line in replaced:
+        click.echo(f"warning: {line}", err=True)
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
 

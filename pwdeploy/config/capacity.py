@@ -18,6 +18,10 @@ from pwdeploy.config.values import key_values, kind_name
 from pwdeploy.errors import ConfigError
 
 MAX_RUN_SECONDS = 7 * 24 * 3600  # GKE runs flex-start and queued-provisioning VMs for at most 7 days
+# The Dynamic Workload Scheduler's shortest run: Compute Engine's resize requests take a requestedRunDuration "from
+# 600 to 604800" seconds (the compute_resize_request resource of the Terraform google provider, 6.41.0, as generated
+# in cdktf/cdktf-provider-google-go google/computeresizerequest); shorter, the VMs would go before a job starts.
+MIN_RUN_SECONDS = 600
 BARE_SECONDS_AT_LEAST = 3600  # a number without a unit below an hour reads like minutes or hours meant
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -43,8 +47,12 @@ def parse_duration(value: Any, path: str) -> int:
             "a unit slip",
             hint=f"write {found[1]}h for hours or {found[1]}m for minutes ({found[1]}s if you do mean seconds)",
         )
-    if not 0 < seconds <= MAX_RUN_SECONDS:
-        raise ConfigError(path, f"{value!r} is {seconds} s; GKE allows more than 0 and at most 7 days (7d, 604800)")
+    if not MIN_RUN_SECONDS <= seconds <= MAX_RUN_SECONDS:
+        raise ConfigError(
+            path,
+            f"{value!r} is {seconds} s; flex-start and queued VMs run for at least 10 minutes (10m, {MIN_RUN_SECONDS}) "
+            f"and at most 7 days (7d, {MAX_RUN_SECONDS})",
+        )
     return seconds
 
 

@@ -20,7 +20,7 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import repository_problem
 from pwdeploy.images import template
 from pwdeploy.images.digests import STATE_DIR, DigestCache
-from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules
+from pwdeploy.images.ignore import IGNORE_FILE, BadPattern, IgnoreRules
 from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
 
 if TYPE_CHECKING:
@@ -34,6 +34,12 @@ EXCLUDED_DIRS = frozenset(
     {".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", STATE_DIR}
 )
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+# Folders that are never a job's source: walking them reads devices and the kernel's files.
+PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+SYSTEM_FOLDERS = frozenset(
+    Path(name) for name in ("/", "/bin", "/boot", "/etc", "/lib", "/lib64", "/opt", "/run", "/sbin", "/usr", "/var")
+)
+MAX_FILES = 200_000  # a walk that finds more is not of a job's folder; bounded so that it ends with a clear error
 
 
 # NamedTuples, not dataclasses: render builds these to check a pinned image, and dataclasses costs it 5 ms of imports.
@@ -130,15 +136,28 @@ def directory_files(
     cache (pwdeploy.images.digests): an unchanged file is not read again, nor its name judged again."""
     if not root.is_dir():
         raise ConfigError(field, f"{root} is not a directory")
+    _refuse_system_folder(root, field)
     try:
         rules = IgnoreRules.read(root)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(field, f"cannot read {root / IGNORE_FILE}: {exc}") from None
+    except BadPattern as exc:
+        raise ConfigError(
+            field,
+            f"{root / IGNORE_FILE} {exc}: a syntax error in the pattern, which Docker refuses too",
+            hint="fix or remove that line (a range runs from low to high, e.g. [a-z])",
+        ) from None
     skip_names = {path.name for path in skip}
     cache = DigestCache(root)
     found = []
     inside = os.path.realpath(root)
-    for relative, entry, status in _walk(root, rules):
+    for count, (relative, entry, status) in enumerate(_walk(root, rules), 1):
+        if count > MAX_FILES:
+            raise ConfigError(
+                field,
+                f"{root} holds more than {MAX_FILES:,} files to copy into the image: that is not a job's source folder",
+                hint=f"point {field} at the folder of the program, or leave data out with {root / IGNORE_FILE}",
+            )
         if skip_names and entry.name in skip_names and Path(entry).resolve() in skip:
             continue
         if entry.is_symlink():
@@ -153,6 +172,22 @@ def directory_files(
         )
     cache.save()
     return tuple(found)
+
+
+def _refuse_system_folder(root: Path, field: str) -> None:
+    """A system folder (``/``, ``/proc``, ``/usr``, ...) is no job's source: walking it reads files of the kernel
+    (``/proc/kmsg`` blocks for ever) and would copy the machine into the image."""
+    resolved = Path(os.path.realpath(root))
+    inside = next((top for top in PSEUDO_FILESYSTEMS if resolved == top or top in resolved.parents), None)
+    if resolved in SYSTEM_FOLDERS or inside is not None or resolved == Path.home().resolve():
+        what = f"inside {inside}, a file system of the kernel" if inside is not None else "a system folder"
+        if resolved == Path.home().resolve():
+            what = "your home folder"
+        raise ConfigError(
+            field,
+            f"{root} is {what}, not a job's source folder: pwdeploy copies the whole folder into the image",
+            hint=f"point {field} at the folder that holds the program (default: the config file's folder)",
+        )
 
 
 def _check_link(link: Path, inside: str, root: Path, field: str) -> None:
