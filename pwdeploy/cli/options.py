@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import click
 
 from pwdeploy.config import JobConfig, load_job
+from pwdeploy.config.checks import dump_without_destination
 from pwdeploy.config.fields import FIELDS, Field, Kind
 from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.errors import ConfigError
@@ -178,7 +179,8 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         click.echo(f"warning: {line}", err=True)
     replaced: list[str] = []
     job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax, replaced=replaced)
-    for line in replaced:
+    dump = dump_without_destination(job.xla_flags, job.storage.hlo_dump)
+    for line in [*replaced, *([dump] if dump else [])]:
         click.echo(f"warning: {line}", err=True)
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config

@@ -83,7 +83,6 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("tpu.slices",), _slices),
         (("pathways_version", "allow_version_mismatch"), lambda p: _pathways_version(p, installed_jax)),
         (("xla_flags",), _xla_flags),
-        (("xla_flags", "storage.hlo_dump"), _dump_destination),
         (("images.server", "images.proxy_server", "sidecar.image", "storage.hlo_uploader_image"), _pinned_images),
         (("images.server", "images.proxy_server", "pathways_version", "allow_version_mismatch"), _pathways_tags),
         (("image.repository", "sidecar.repository"), _repositories),
@@ -267,20 +266,19 @@ def _xla_flags(parsed: Mapping[str, Any]) -> None:
             )
 
 
-def _dump_destination(parsed: Mapping[str, Any]) -> None:
-    """An HLO dump flag with nowhere to dump: XLA then writes every module to the proxy's stdout ("If not specified
-    but another dumping flag is passed, data will be written to stdout": xla_dump_to's help in openxla/xla,
-    xla/debug_options_flags.cc), a log flood rather than files anyone can read."""
-    flags = [flag.split("=", 1)[0] for flag in parsed["xla_flags"]]
+def dump_without_destination(xla_flags: tuple[str, ...], hlo_dump: object) -> str | None:
+    """A warning for an HLO dump flag with nowhere to dump: XLA then writes every module to the standard output of
+    the process that compiles ("If not specified but another dumping flag is passed, data will be written to
+    stdout": xla_dump_to's help in openxla/xla, xla/debug_options_flags.cc), a log flood rather than files."""
+    flags = [flag.split("=", 1)[0] for flag in xla_flags]
     dumps = [flag for flag in flags if flag.startswith("--xla_dump") and flag != "--xla_dump_to"]
-    if dumps and "--xla_dump_to" not in flags and parsed["storage.hlo_dump"] is None:
-        raise ConfigError(
-            "xla_flags",
-            f"{dumps[0]} says how to dump HLO but not where: without a destination XLA writes every module to the "
-            "proxy's log (stdout)",
-            hint="set storage.hlo_dump (--hlo-dump gs://BUCKET/hlo): pwdeploy dumps there and uploads it "
-            "(local run: local.hlo_dir); or pass --xla-flag --xla_dump_to=- if the log is meant",
-        )
+    if not dumps or "--xla_dump_to" in flags or hlo_dump is not None:
+        return None
+    return (
+        f"xla_flags: {dumps[0]} says how to dump HLO but not where, so XLA writes every module to the log of the "
+        "process that compiles (the proxy's; in local run, the job's): set storage.hlo_dump (--hlo-dump "
+        "gs://BUCKET/hlo), or pass --xla-flag --xla_dump_to=- if the log is meant"
+    )
 
 
 def _pinned_images(parsed: Mapping[str, Any]) -> None:
