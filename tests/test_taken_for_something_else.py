@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 import pytest
 import yaml
 
+from pwdeploy.config.values import parse_command
+from pwdeploy.errors import ConfigError
 from tests.jobfiles import BASE
 
 PWDEPLOY = Path(sys.executable).parent / "pwdeploy"  # the console script pip installed beside this Python
@@ -264,3 +266,26 @@ def test_installed_cli(case: Case, tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
     if case.check is not None:
         case.check(folder, done)
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("python3 -c 'import sys; print(sys.argv)' a|b", None),
+        ("python3 -c 'import sys; print(sys.argv)' 'a|b'", ("python3", "-c", "import sys; print(sys.argv)", "a|b")),
+        ('python3 train.py --tag "#1" --name "a && b"', ("python3", "train.py", "--tag", "#1", "--name", "a && b")),
+        ("python3 train.py --sep \\;", ("python3", "train.py", "--sep", ";")),
+        ("python3 train.py --out '$HOME'", ("python3", "train.py", "--out", "$HOME")),
+        ('python3 train.py --out "$HOME"', None),  # a shell expands it inside double quotes
+        ("python3 train.py --cost 5$", ("python3", "train.py", "--cost", "5$")),
+        ("python3 train.py --home ~/x", None),
+        ("python3 train.py --pattern a~b", ("python3", "train.py", "--pattern", "a~b")),
+        ("python3 train.py \\\n  --steps 10\n", ("python3", "train.py", "--steps", "10")),  # a continued line
+    ],
+)
+def test_a_command_string_is_words_or_refused(command: str, words: tuple[str, ...] | None) -> None:
+    if words is None:
+        with pytest.raises(ConfigError, match="runs without a shell"):
+            parse_command(command, "main.command")
+    else:
+        assert parse_command(command, "main.command") == words

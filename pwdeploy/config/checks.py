@@ -328,11 +328,10 @@ def _compile_cache(parsed: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
         return {}
     if not cache:
         return {}
-    scheme = _SCHEME.match(cache)
-    if scheme is not None:
-        written = scheme.group(1) or scheme.group(2)
-        rest = cache[scheme.end() :].lstrip("/")
-        fix = f"write gs://{rest}" if scheme.group(1) else "use gs://BUCKET/PREFIX or a local folder"
+    written, colon, rest = cache.partition(":")
+    gcs = written.lower() == "gs"  # gs:/bucket, gs:bucket, GS://bucket
+    if colon and (gcs or (rest.startswith("/") and written.isascii() and written.replace("-", "").isalnum())):
+        fix = f"write gs://{rest.lstrip('/')}" if gcs else "use gs://BUCKET/PREFIX or a local folder"
         raise ConfigError(
             "local.compile_cache",
             f"{cache!r} is neither a gs:// location nor a local folder (as a path it would make a folder "
@@ -341,9 +340,6 @@ def _compile_cache(parsed: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
         )
     path = Path(cache).expanduser()
     return {"local.compile_cache": str(path if path.is_absolute() else base_dir / path)}
-
-
-_SCHEME = re.compile(r"(gs):/*|([A-Za-z][A-Za-z0-9+.-]*):/", re.IGNORECASE)  # gs:/b, gs:b, GS://b, s3://b
 
 
 def _main_image(parsed: Mapping[str, Any]) -> None:

@@ -8,7 +8,6 @@ from (a flag, an environment variable or the file), and are raised together.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -120,13 +119,13 @@ def _comment_after_command(node: yaml.ScalarNode, text: str) -> None:
         return
     lines = text.splitlines()
     rest = lines[node.end_mark.line][node.end_mark.column :] if node.end_mark.line < len(lines) else ""
-    found = re.match(r"\s+(#\S+)", rest)
-    if found is not None:
+    comment = rest.lstrip()
+    if rest[:1].isspace() and comment.startswith("#") and comment[1:2] and not comment[1].isspace():
+        word = comment.split()[0]
         raise ConfigError(
             "main.command",
-            f"{node.value!r} is followed by {found.group(1)!r}, which YAML reads as a comment, so it is not part of "
-            "the command",
-            hint=f'quote the whole command if it was meant as an argument: command: "{node.value} {found.group(1)}"',
+            f"{node.value!r} is followed by {word!r}, which YAML reads as a comment, so it is not part of the command",
+            hint=f'quote the whole command if it was meant as an argument: command: "{node.value} {word}"',
         )
 
 
