@@ -199,6 +199,17 @@ CASES: dict[str, Case] = {
         2,
         ("scheduling.retry_exit_codes", "OOM killer", "main.memory"),
     ),
+    "flex-start on a multi-host slice": Case(
+        ("render", "-f", "{job}", "--capacity", "flex-start", "--tpu-type", "v5p-16"),
+        0,
+        ("warning: tpu.capacity flex-start with a v5p-16 slice of 2 VMs", "--capacity queued"),
+    ),
+    "flex-start on a single-host slice says nothing of hosts": Case(
+        ("render", "-f", "{job}", "--capacity", "flex-start"),
+        0,
+        (),
+        check=lambda folder, done: None if "multi" not in done.stderr else pytest.fail(done.stderr),
+    ),
     "max run duration 30s": Case(
         ("render", "-f", "{job}", "--capacity", "flex-start", "--max-run-duration", "30s"),
         2,

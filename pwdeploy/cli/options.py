@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import click
 
 from pwdeploy.config import JobConfig, load_job
+from pwdeploy.config.capacity import flex_start_multi_host
 from pwdeploy.config.checks import dump_without_destination
 from pwdeploy.config.fields import FIELDS, Field, Kind
 from pwdeploy.config.value_kinds import KINDS
@@ -179,8 +180,11 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         click.echo(f"warning: {line}", err=True)
     replaced: list[str] = []
     job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax, replaced=replaced)
-    dump = dump_without_destination(job.xla_flags, job.storage.hlo_dump)
-    for line in [*replaced, *([dump] if dump else [])]:
+    found = (
+        dump_without_destination(job.xla_flags, job.storage.hlo_dump),
+        flex_start_multi_host(job.tpu.capacity, job.tpu.slice),
+    )
+    for line in [*replaced, *(line for line in found if line)]:
         click.echo(f"warning: {line}", err=True)
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config

@@ -12,6 +12,7 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy import names
+from pwdeploy.catalog import TpuSlice
 from pwdeploy.config.capacity_modes import LABELS, TIMED, capacity_mode
 from pwdeploy.config.model import Toleration
 from pwdeploy.config.values import key_values, kind_name
@@ -167,3 +168,19 @@ def _check_selector(extra: dict[str, str], capacity: str) -> None:
                 f"tpu.node_selector.{key}",
                 f"is set by pwdeploy from {owned[key]}; set that field instead",
             )
+
+
+def flex_start_multi_host(capacity: str, tpu_slice: TpuSlice) -> str | None:
+    """A warning for flex-start on a slice of several VMs. Flex-start VMs come as capacity allows, one node at a
+    time; GKE's guide to flex-start with queued provisioning ("Run a large-scale workload with flex-start with
+    queued provisioning", GKE how-to provisioningrequest) recommends queued provisioning for workloads that "run
+    across multiple nodes simultaneously" and plain flex-start VMs for those that run on one node. A multi-host
+    slice starts only with all of its VMs, and bills those it has while it waits."""
+    if capacity != "flex-start" or tpu_slice.vms <= 1:
+        return None
+    return (
+        f"tpu.capacity flex-start with a {tpu_slice.type_name} slice of {tpu_slice.vms} VMs: flex-start VMs come one "
+        "by one as capacity allows, and a multi-host slice starts only with all of them (billing those it has while "
+        "it waits); GKE recommends queued provisioning for work that runs on several nodes at once: --capacity queued "
+        "--queue LOCALQUEUE (docs/capacity.md)"
+    )
