@@ -10,6 +10,7 @@ the image tag (``REPOSITORY:<first 16 hex digits>``): unchanged inputs give the 
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -163,7 +164,7 @@ def directory_files(
         if entry.is_symlink():
             _check_link(Path(entry.path), inside, root, field)
         facts = cache.facts(relative, entry.path, status)
-        executable = bool(status.st_mode & stat.S_IXUSR)
+        executable = bool(status.st_mode & _OWNER_EXECUTES)
         name = f"{prefix}/{relative}"
         found.append(
             ContextFile(
@@ -246,35 +247,40 @@ def _walk(root: Path, rules: IgnoreRules) -> Iterator[tuple[str, os.DirEntry[str
     first (the order the inputs hash has always used). Folders left out as a whole are not read (a dataset folder
     costs nothing). One listing per folder and one stat per file: this runs on every render that pins an image."""
     pending = [""]  # relative folders still to list, the next one last
+    excluded = rules.excluded if rules.rules else None  # per file: no call at all without a .dockerignore
+    is_regular = stat.S_ISREG
     while pending:
         at = pending.pop()
         folder = root / at if at else root
         try:
             with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
+                entries = sorted(listing, key=_NAME)
         except OSError:  # unreadable, or gone since its parent was listed
             continue
         subfolders = []
         for entry in entries:
             name = entry.name
-            if _is_dir(entry):
+            try:
+                is_dir = entry.is_dir()  # from the listing's file type: no system call
+            except OSError:
+                is_dir = False
+            if is_dir:
                 if not entry.is_symlink() and name not in EXCLUDED_DIRS and not rules.prunes(at + name):
                     subfolders.append(f"{at}{name}/")
-            elif not (name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or rules.excluded(at + name)):
+            elif not (
+                name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or (excluded is not None and excluded(at + name))
+            ):
                 try:
                     status = entry.stat()
                 except OSError:  # a dangling symlink, or gone since the listing
                     continue
-                if stat.S_ISREG(status.st_mode):
+                if is_regular(status.st_mode):
                     yield at + name, entry, status
         pending.extend(reversed(subfolders))
 
 
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
+_NAME = operator.attrgetter("name")
+_OWNER_EXECUTES = stat.S_IXUSR
 
 
 def _hash(platform: str, dockerfile_text: str, files: tuple[ContextFile, ...]) -> str:
