@@ -29,7 +29,7 @@ class Case(NamedTuple):
     job: Mapping[str, Any] = MappingProxyType({})  # fields over the base job (whole sections)
     job_text: str = ""  # YAML lines appended to the base job as written (comments, unquoted scalars)
     env: Mapping[str, str] = MappingProxyType({})
-    prepare: Callable[[Path], None] | None = None  # makes more files in the job's folder
+    prepare: Callable[[Path], object] | None = None  # makes more files in the job's folder
     check: Callable[[Path, subprocess.CompletedProcess[str]], None] | None = None  # what must (not) have happened
 
 
@@ -209,6 +209,21 @@ CASES: dict[str, Case] = {
         0,
         (),
         check=lambda folder, done: None if "multi" not in done.stderr else pytest.fail(done.stderr),
+    ),
+    "sidecar source folder holding the config": Case(
+        ("render", "-f", "{job}", "--no-validate"),
+        0,
+        ("warning: sidecar.source_dir", "holds the config file job.yaml", "add the line job.yaml to"),
+        job={"sidecar": {"image": "r.example/side:1", "source_dir": "."}},
+        prepare=lambda folder: (folder / "worker.py").write_text("print(1)\n", encoding="utf-8"),
+    ),
+    "sidecar source folder that leaves the config out": Case(
+        ("render", "-f", "{job}", "--no-validate"),
+        0,
+        (),
+        job={"sidecar": {"image": "r.example/side:1", "source_dir": "."}},
+        prepare=lambda folder: (folder / ".dockerignore").write_text("job.yaml\n", encoding="utf-8"),
+        check=lambda folder, done: None if "sidecar.source_dir" not in done.stderr else pytest.fail(done.stderr),
     ),
     "max run duration 30s": Case(
         ("render", "-f", "{job}", "--capacity", "flex-start", "--max-run-duration", "30s"),

@@ -178,13 +178,14 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         raise ConfigError(None, "no job config given (-f FILE or flags)", hint=f"e.g. {command} -f job.yaml")
     for line in unread_variables():
         click.echo(f"warning: {line}", err=True)
-    replaced: list[str] = []
-    job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax, replaced=replaced)
+    notes: list[str] = []  # values used as given where something else may have been meant
+    job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax, replaced=notes)
     found = (
         dump_without_destination(job.xla_flags, job.storage.hlo_dump),
         flex_start_multi_host(job.tpu.capacity, job.tpu.slice),
+        _config_in_sidecar_folder(job, file),
     )
-    for line in [*replaced, *(line for line in found if line)]:
+    for line in [*notes, *(line for line in found if line)]:
         click.echo(f"warning: {line}", err=True)
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
@@ -193,3 +194,11 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         for warning in warnings:
             click.echo(f"warning: {warning}", err=True)
     return job
+
+
+def _config_in_sidecar_folder(job: JobConfig, file: Path | None) -> str | None:
+    if job.sidecar.source_dir is None or file is None:
+        return None
+    from pwdeploy.images.inputs import config_file_warning  # a sidecar's folder only: not on a plain render's path
+
+    return config_file_warning(job.sidecar.source_dir, file, "sidecar.source_dir")

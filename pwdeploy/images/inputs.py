@@ -206,6 +206,28 @@ def _check_link(link: Path, inside: str, root: Path, field: str) -> None:
         )
 
 
+def config_file_warning(root: Path, config_file: Path, field: str) -> str | None:
+    """A warning when the job's config file lies in a source folder that copies it (no ``.dockerignore`` line leaves
+    it out): the image then holds the config, and every edit of it (a flag moved into the file, a new slice count)
+    changes the image's inputs, so the image is out of date and rebuilt for nothing."""
+    inside = os.path.realpath(root)
+    config = os.path.realpath(config_file)
+    if os.path.commonpath([inside, config]) != inside:
+        return None
+    relative = os.path.relpath(config, inside).replace(os.sep, "/")
+    try:
+        excluded = IgnoreRules.read(root).excluded(relative)
+    except (OSError, UnicodeDecodeError, BadPattern):
+        return None  # building says what is wrong with the file
+    if excluded:
+        return None
+    return (
+        f"{field} {root} holds the config file {relative}, which would be copied into the image, so every edit of "
+        f"the config makes the image out of date: point {field} at the code's own folder, or add the line "
+        f"{relative} to {root / IGNORE_FILE}"
+    )
+
+
 def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, prefix: str) -> tuple[str, ...]:
     """A warning naming the files copied from ``root`` whose names look like credentials (.env, keys, ...), as
     ``directory_files`` judged them."""
