@@ -45,8 +45,8 @@ PIN_MODULES = frozenset(
     for suffix in ("", ".digests", ".ignore", ".inputs", ".job", ".lock", ".pin", ".sidecar", ".template", ".wheel")
 )
 # The standard library beyond `import click, yaml`: quantities are exact decimals, a command string is split as a
-# shell splits it, the schema cache is JSON; difflib, heapq and locale are click's (a close-match suggestion it
-# computes when it first tries `-f` as a long option; gettext's language lookup).
+# shell splits it, the schema cache is JSON; locale is click's (gettext's language lookup for its help strings).
+# Not difflib: click imports it for a "did you mean" list, which render's parser no longer has it build for `-f`.
 STDLIB_EXTRA = frozenset(
     {
         "decimal",
@@ -58,9 +58,6 @@ STDLIB_EXTRA = frozenset(
         "json.encoder",
         "json.scanner",
         "_json",
-        "difflib",
-        "heapq",
-        "_heapq",
         "locale",
         "_locale",
         "encodings.ascii",

@@ -74,6 +74,20 @@ def job_options(func: F) -> F:
     )(func)
 
 
+class JobCommand(click.Command):
+    """A command that takes the job flags, whose parser matches ``-f`` at once. Click first tries every option word
+    as a long option, and a miss builds its "did you mean" list: for ``-f`` that was a close-match search over all
+    the job flags and the import of difflib, on every run of the command. Registered as a long option too, ``-f
+    FILE`` parses as before, and ``-f=FILE`` takes FILE, as kubectl's ``-f=FILE`` does."""
+
+    def make_parser(self, ctx: click.Context) -> Any:
+        parser = super().make_parser(ctx)
+        short, long = getattr(parser, "_short_opt", None), getattr(parser, "_long_opt", None)  # click's parser tables
+        if isinstance(short, dict) and isinstance(long, dict) and "-f" in short:
+            long.setdefault("-f", short["-f"])
+        return parser
+
+
 class OneFileOption(click.Option):
     """``-f``, repeatable only to be refused: its variable is one path, spaces and all (not split as click splits
     a repeatable option's variable)."""
