@@ -304,6 +304,7 @@ def test_installed_cli(case: Case, tmp_path: Path) -> None:
         ("python3 train.py --out '$HOME'", ("python3", "train.py", "--out", "$HOME")),
         ('python3 train.py --out "$HOME"', None),  # a shell expands it inside double quotes
         ("python3 train.py --cost 5$", ("python3", "train.py", "--cost", "5$")),
+        ("python3 train.py --price $5", None),  # a shell's fifth positional parameter: empty
         ("python3 train.py --home ~/x", None),
         ("python3 train.py --pattern a~b", ("python3", "train.py", "--pattern", "a~b")),
         ("python3 train.py \\\n  --steps 10\n", ("python3", "train.py", "--steps", "10")),  # a continued line

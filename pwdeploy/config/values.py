@@ -130,7 +130,7 @@ def shell_syntax(text: str) -> str | None:
             quote = "" if char == "'" else quote
         elif char == "\\":
             i += 1  # the next character is a word character (inside double quotes as well, near enough)
-        elif char == "$" and i + 1 < len(text) and (text[i + 1] in "({" or text[i + 1].isalpha() or text[i + 1] == "_"):
+        elif char == "$" and i + 1 < len(text) and (text[i + 1] in "({_" or text[i + 1].isalnum()):
             return f"the substitution {text[i : i + 2]}..."
         elif char == "`":
             return "a `...` substitution"
