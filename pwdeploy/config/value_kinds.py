@@ -164,10 +164,11 @@ def _quantity(field: Field, value: Any, base_dir: Path) -> str:
             hint=f"write {text}Gi (GiB), {text}Mi (MiB) or {text}G (GB)",
         )
     if field.path in CPU_QUANTITIES and (cpus := quantity.parse_quantity(text, field.path)) > MAX_CPUS:
-        meant = f" ({text}m is {(cpus / 1000).normalize():f} CPU)" if quantity.is_bare_number(text) else ""
+        meant = f"; {text}m is {(cpus / 1000).normalize():f} CPU" if quantity.is_bare_number(text) else ""
         raise ConfigError(
             field.path,
-            f"{text} is {cpus.normalize():f} CPUs, more than pwdeploy accepts for one container ({MAX_CPUS}){meant}",
+            f"{text} is {cpus.normalize():f} CPUs, more than pwdeploy accepts for one container (at most {MAX_CPUS})"
+            f"{meant}",
             hint="write CPUs as cores (8) or millicores (500m)",
         )
     return text
