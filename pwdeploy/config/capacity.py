@@ -218,6 +218,8 @@ def check_dynamic_slicing(parsed: Mapping[str, Any]) -> None:
             "pins the workers to one node pool, but a dynamic slice spans the sub-blocks' node pools",
             hint="drop it, or drop --dynamic-slicing",
         )
+
+
 def flex_start_multi_host(capacity: str, tpu_slice: TpuSlice) -> str | None:
     """A warning for flex-start on a slice of several VMs. Flex-start VMs come as capacity allows, one node at a
     time; GKE's guide to flex-start with queued provisioning ("Run a large-scale workload with flex-start with
