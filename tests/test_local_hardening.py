@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from pwdeploy.cli import cli
 from pwdeploy.local.limits import SHM, sampled
 from tests.conftest import REPO
+from tests.job_processes import in_folder
 
 
 def test_shm_left_at_exit_is_sampled_once_the_job_has_exited() -> None:
@@ -37,14 +38,15 @@ def test_shm_left_at_exit_is_sampled_once_the_job_has_exited() -> None:
 JOB = """\
 import os, subprocess, sys, time
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)  # setsid()
 held = open(sys.argv[1], "wb")  # a /dev/shm file the job holds, as a data loader's block
-print(os.getpid(), worker.pid, flush=True)
+print("ready", flush=True)
 time.sleep(600)
 """
 
 
 @pytest.mark.slow
-def test_kill_9_of_pwdeploy_ends_the_job_and_its_workers(tmp_path: Path) -> None:
+def test_kill_9_of_pwdeploy_ends_the_job_its_workers_and_those_that_left_its_session(tmp_path: Path) -> None:
     (tmp_path / "job.py").write_text(JOB)
     (tmp_path / "job.yaml").write_text(
         textwrap.dedent(
@@ -65,17 +67,20 @@ def test_kill_9_of_pwdeploy_ends_the_job_and_its_workers(tmp_path: Path) -> None
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
     )  # fmt: skip
     assert pwdeploy.stdout is not None
-    pids = [int(word) for word in pwdeploy.stdout.readline().split()]
-    assert len(pids) == 2 and all(psutil.pid_exists(pid) for pid in pids)
+    assert pwdeploy.stdout.readline() == b"ready\n"
+    deadline = time.monotonic() + 30  # a bound on waiting, not a timing assertion
+    job = [p for p in in_folder(tmp_path) if p.pid != pwdeploy.pid and "job.py" in " ".join(p.cmdline())]
+    while time.monotonic() < deadline and len(in_folder(tmp_path)) < 4:  # pwdeploy, the job and its two children
+        time.sleep(0.05)
+    assert len(in_folder(tmp_path)) >= 4 and job
     os.kill(pwdeploy.pid, signal.SIGKILL)
     pwdeploy.wait()
     pwdeploy.stdout.close()
-    deadline = time.monotonic() + 30  # a bound on waiting, not a timing assertion
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and in_folder(tmp_path):
         time.sleep(0.05)
-    left = [pid for pid in pids if _alive(pid)]
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = in_folder(tmp_path)
+    for process in left:
+        process.kill()
     assert not left, "the job outlived pwdeploy"
     while time.monotonic() < deadline and block.exists():  # removed once its holders are killed
         time.sleep(0.05)

@@ -24,7 +24,9 @@ from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, pl
 if TYPE_CHECKING:
     from pwdeploy.local.elastic import SliceEvents
     from pwdeploy.local.limits import Usage
+    from pwdeploy.local.namespace import Private
     from pwdeploy.local.restarts import Faults
+    from pwdeploy.local.runner import Running
     from pwdeploy.manifests import Manifest
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
@@ -148,6 +150,7 @@ def run(
         err=True,
     )
     faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
+    private = _private_shm(job)
     with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
         return _run_attempts(
             local_plan,
@@ -158,6 +161,7 @@ def run(
             check_limits=not no_limits_check,
             reports=(reports, summary_json),
             elastic=elastic,
+            private=private,
         )
 
 
@@ -236,17 +240,18 @@ def _run_attempts(
     check_limits: bool,
     reports: tuple[Path, Path | None],
     elastic: Callable[[], list[dict[str, Any]]],
+    private: Private | None,
 ) -> int:
     """Run the job with its restarts (each attempt's tree sampled when ``check_limits``); then the summary line,
     how it ended, and LimitsExceeded if any attempt went over a limit."""
-    from pwdeploy.local.limits import exceeded, merged, sampled
+    from pwdeploy.local.limits import exceeded, filled, merged, sampled
     from pwdeploy.local.restarts import exhausted_hint, run_attempts
 
     usages: list[Usage] = []
 
     @contextmanager
-    def watch(pid: int) -> Iterator[Usage]:
-        with sampled(pid) as sampling:
+    def watch(running: Running) -> Iterator[Usage]:
+        with sampled(running.pid, shm=running.shm, init=running.init) as sampling:
             usages.append(sampling)
             yield sampling
 
@@ -260,6 +265,7 @@ def _run_attempts(
         watch=watch if check_limits else None,
         say=lambda line: click.echo(line, err=True),
         stop_grace=_stop_grace(job),
+        private=private,
     )
     usage = merged(usages) if check_limits else None
     click.echo(summary_line(usage, attempts, job), err=True)
@@ -272,12 +278,37 @@ def _run_attempts(
         click.echo(f"warning: {line}", err=True)
     if ending is not None:
         click.echo(f"pwdeploy local: {ending}", err=True)
+    if private is not None and usage is not None and last.failed and usage.shm_bytes >= filled(private.size):
+        click.echo(
+            f"pwdeploy local: the job filled its /dev/shm (main.shm_size {job.main.shm_size}) before it failed: "
+            "on the cluster it fails alike (ENOSPC on a write, SIGBUS on a mapped page); raise main.shm_size "
+            "(--shm-size) or lower main.data_workers",
+            err=True,
+        )
     problems = exceeded(usage, job) if usage is not None else []
     if problems and last.status == 0:
         raise LocalLimitsError("; ".join(problems))
     for line in problems:
         click.echo(f"pwdeploy local: {line}", err=True)
     return last.status
+
+
+def _private_shm(job: JobConfig) -> Private | None:
+    """The private /dev/shm of main.shm_size each attempt gets, or None (and one line saying why) where this
+    machine cannot give one: the job then uses the machine's, as before."""
+    from pwdeploy.local.namespace import Private, available
+    from pwdeploy.quantity import parse_quantity
+
+    size = int(parse_quantity(job.main.shm_size, "main.shm_size"))
+    why = available(size)
+    if why is None:
+        return Private(size)
+    click.echo(
+        f"note: the job uses the machine's /dev/shm, not a private one of main.shm_size ({why}): a private one "
+        "needs root or user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)",
+        err=True,
+    )
+    return None
 
 
 def _stop_grace(job: JobConfig) -> float:
