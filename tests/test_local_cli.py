@@ -283,3 +283,19 @@ def test_sigterm_to_pwdeploy_leaves_no_grain_worker_and_no_shared_memory(job_fil
     assert err.splitlines()[-1] == "pwdeploy local: the job was stopped (SIGTERM to pwdeploy)"
     assert not [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not [path for path in held if Path(path).exists()]
+
+
+@pytest.mark.parametrize("how", [["--headless"], ["--env", "X=1"]], ids=["flag", "file"])
+def test_a_headless_job_is_refused_with_exit_2_naming_the_field(
+    runner: CliRunner, tmp_path: Path, how: list[str]
+) -> None:
+    config = tmp_path / "job.yaml"
+    headless = "" if how == ["--headless"] else "headless: true\n"
+    config.write_text(
+        f"name: headless-test\npathways_version: 0.10.2\ntpu: {{type: v5p-8}}\n{headless}"
+        'main: {image: "registry.example/none:0", command: "true"}\nstorage: {scratch: gs://bkt/s}\n'
+    )
+    result = runner.invoke(cli, ["local", "run", "-f", str(config), *how, "--", "true"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: headless: a headless job has no program to run"), result.stderr
+    assert "drop --headless (or headless: true in the config)" in result.stderr and "CPU devices" not in result.stderr

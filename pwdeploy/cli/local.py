@@ -17,7 +17,7 @@ from pwdeploy.cli.local_report import cores, how_it_ended, report_transfers, sum
 from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.config import JobConfig
-from pwdeploy.errors import LocalLimitsError
+from pwdeploy.errors import ConfigError, LocalLimitsError, LocalRunError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
 from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, plan, without_compile_cache
 
@@ -131,6 +131,14 @@ def run(
 
     config_file = params.get(FILE_PARAM)
     job, local_plan = _plan(params, command)
+    if job.headless:
+        raise ConfigError(
+            "headless",
+            "a headless job has no program to run (the proxy and resource manager alone, for a notebook), so "
+            "`local run` has nothing to run",
+            hint="drop --headless (or headless: true in the config) to run main.command locally; a headless job "
+            "runs on the cluster: pwdeploy submit, then pwdeploy connect",
+        )
     manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
     events = slice_events(job, local_plan.devices, lose_slice, restore_slice)
     _show_plan_messages(local_plan)
@@ -166,9 +174,11 @@ def run(
 
 
 @contextmanager
-def _elastic_events(events: SliceEvents, child_env: dict[str, str]) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+def _elastic_events(
+    events: SliceEvents, child_env: dict[str, str]
+) -> Iterator[tuple[Callable[[], list[dict[str, Any]]], int]]:
     """Hand the slice events to the job (through a file it reports them in, removed after the run); yield what
-    reads them at the run's end, with a line for each event the job never reported."""
+    reads them at the run's end, and how many were asked for."""
     import tempfile
 
     from pwdeploy.local.elastic import read_events
@@ -179,17 +189,27 @@ def _elastic_events(events: SliceEvents, child_env: dict[str, str]) -> Iterator[
             child_env.update(events.env(reported))
 
         def reported_events() -> list[dict[str, Any]]:
-            found = read_events(reported)
-            missing = len(events.losses) + len(events.returns) - len(found)
-            if events and missing > 0:
-                click.echo(
-                    f"pwdeploy local: {missing} of the slice losses and returns asked for were not followed by a "
-                    "step on the slices left (the job ended first, or never built runtime.elastic_manager())",
-                    err=True,
-                )
-            return found
+            return read_events(reported)
 
-        yield reported_events
+        yield reported_events, len(events.losses) + len(events.returns)
+
+
+def _unfired_slice_events(asked: int, found: list[dict[str, Any]], transfers: Path) -> str | None:
+    """Why slice losses or returns asked for (--lose-slice, --restore-slice) never happened, or None."""
+    from pwdeploy.local.transfers import measured
+
+    missing = asked - len(found)
+    if missing <= 0:
+        return None
+    if measured(transfers) is None:
+        why = "the program never called pwdeploy.runtime.step_done(step) after a step, where a loss is emulated"
+    else:
+        why = (
+            "the job ended before the step given, or the program never built runtime.elastic_manager() (a "
+            "program that is not elastic: docs/elastic.md)"
+        )
+    asked_for = "slice losses and returns asked for (--lose-slice, --restore-slice)"
+    return f"{missing} of the {asked} {asked_for} never happened: {why}"
 
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
@@ -239,7 +259,7 @@ def _run_attempts(
     *,
     check_limits: bool,
     reports: tuple[Path, Path | None],
-    elastic: Callable[[], list[dict[str, Any]]],
+    elastic: tuple[Callable[[], list[dict[str, Any]]], int],
     private: Private | None,
 ) -> int:
     """Run the job with its restarts (each attempt's tree sampled when ``check_limits``); then the summary line,
@@ -269,7 +289,10 @@ def _run_attempts(
     )
     usage = merged(usages) if check_limits else None
     click.echo(summary_line(usage, attempts, job), err=True)
-    report_transfers(reports, usage, attempts, elastic())
+    read_events, asked = elastic
+    found_events = read_events()
+    report_transfers(reports, usage, attempts, found_events)
+    unfired = _unfired_slice_events(asked, found_events, reports[0])
     last = attempts[-1]
     ending = how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
     from pwdeploy.local.notices import unfired_faults
@@ -285,6 +308,10 @@ def _run_attempts(
             "(--shm-size) or lower main.data_workers",
             err=True,
         )
+    if unfired is not None and last.status == 0 and last.stopped_by is None:
+        raise LocalRunError(unfired, hint="pass a STEP the job reaches, in a program with an elastic loop")
+    if unfired is not None and last.stopped_by is None:
+        click.echo(f"pwdeploy local: {unfired}", err=True)
     problems = exceeded(usage, job) if usage is not None else []
     if problems and last.status == 0:
         raise LocalLimitsError("; ".join(problems))
