@@ -112,7 +112,7 @@ def run_attempts(
     """
     attempts: list[Ended] = []
     counted = 0  # the JobSet's status.restartsCountTowardsMax
-    with stop_signals() as stops:
+    with stop_signals(stop_grace) as stops:
         while True:
             attempt = len(attempts)
             if attempt > 0 and stops.received:  # a stop between two attempts ends the run: no restart after Ctrl-C

@@ -122,7 +122,7 @@ def run_child(
     """
     check_startable(command, cwd=cwd, env=env)
     if stops is None:
-        with stop_signals() as own:
+        with stop_signals(stop_grace) as own:
             return run_child(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=own,
                              kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace,
                              shm_dir=shm_dir, private=private)  # fmt: skip
@@ -269,12 +269,26 @@ class Stops:
     first_at: float | None = None
     child: subprocess.Popen[bytes] | None = None
     clock: Callable[[], float] = time.monotonic  # when the first stop came, and whether its grace is over
+    grace: float = STOP_GRACE_SECONDS  # what the job's main process is given after the first, as it is told
 
     def handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received.append(signum)
         if self.first_at is None:
             self.first_at = self.clock()
             self._pass_on(signum)
+            self._say(
+                f"pwdeploy local: stopping: {signal.Signals(signum).name} passed to the job's main process, which "
+                f"has {self.grace:g} s to end before every process of the job is killed; Ctrl-C again kills them "
+                "at once"
+            )
+        elif len(self.received) == 2:
+            self._say(f"pwdeploy local: {signal.Signals(signum).name} again: killing every process of the job")
+
+    @staticmethod
+    def _say(line: str) -> None:
+        """A line on stderr, written at once: from a signal handler, whatever the main thread was printing."""
+        with suppress(OSError):
+            os.write(2, (line + "\n").encode("utf-8", "replace"))
 
     def started(self, child: subprocess.Popen[bytes]) -> None:
         """The job's main process started: a stop that arrived before it is passed on now (once: one that
@@ -299,13 +313,13 @@ class Stops:
 
 
 @contextmanager
-def stop_signals() -> Iterator[Stops]:
+def stop_signals(grace: float = STOP_GRACE_SECONDS) -> Iterator[Stops]:
     """Installed before the first attempt starts, so that no stop signal finds pwdeploy without its handlers.
 
     Handled rather than ignored: an ignored signal would stay ignored in the job, a handled one is reset to the
     default at exec.
     """
-    stops = Stops()
+    stops = Stops(grace=grace)
     # A signal pwdeploy was started ignoring (SIGHUP under nohup, SIGINT in a background job) stays ignored, for
     # the job too: that is what whoever started it asked for.
     handled = [signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
