@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -152,25 +151,26 @@ def run(
 
         for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
             click.echo(f"warning: {line}", err=True)
-    _prepare_dirs(local_plan, fresh_checkpoints=not resume)
-    click.echo(
-        f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
-        err=True,
-    )
-    faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
-    private = _private_shm(job)
-    with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
-        return _run_attempts(
-            local_plan,
-            probed_env,
-            job,
-            manifest,
-            faults,
-            check_limits=not no_limits_check,
-            reports=(reports, summary_json),
-            elastic=elastic,
-            private=private,
+    with _checkpoints_held(local_plan, fresh=not resume):
+        _prepare_dirs(local_plan, fresh_checkpoints=not resume)
+        click.echo(
+            f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
+            err=True,
         )
+        faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
+        private = _private_shm(job)
+        with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
+            return _run_attempts(
+                local_plan,
+                probed_env,
+                job,
+                manifest,
+                faults,
+                check_limits=not no_limits_check,
+                reports=(reports, summary_json),
+                elastic=elastic,
+                private=private,
+            )
 
 
 @contextmanager
@@ -365,16 +365,39 @@ def _usable_gcs_cache(local_plan: LocalPlan) -> LocalPlan:
     return without_compile_cache(local_plan)
 
 
-def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
-    """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
-    run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
-    from pwdeploy.local.paths import check_folders
+@contextmanager
+def _checkpoints_held(local_plan: LocalPlan, *, fresh: bool) -> Iterator[None]:
+    """The run's checkpoint folder locked against a second local run of the job for as long as this one runs
+    (``fresh``: it is to be emptied, which must be possible)."""
+    from pwdeploy.local.paths import check_clearable, check_folders, checkpoints_locked
 
+    check_folders(_folders(local_plan))  # all of them before anything is made (the lock file beside one)
+    checkpoints = local_plan.outputs.get(CHECKPOINT_DIR_ENV)
+    if checkpoints is None:
+        yield
+        return
+    if fresh:
+        check_clearable(checkpoints)
+    with checkpoints_locked(checkpoints):
+        yield
+
+
+def _folders(local_plan: LocalPlan) -> list[tuple[str, Path]]:
+    """The (kind, path) folders a run creates."""
     cache = local_plan.compile_cache
     local_cache = [("compile cache", Path(cache))] if cache is not None and not cache.startswith("gs://") else []
     outputs = [(LOCAL_OUTPUTS[name], path) for name, path in local_plan.outputs.items()]
     hlo = [("HLO dumps", local_plan.hlo_dir)] if local_plan.hlo_dir is not None else []
-    check_folders([*hlo, *outputs, *local_cache])  # all of them before any is made
+    return [*hlo, *outputs, *local_cache]
+
+
+def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
+    """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
+    run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
+    from pwdeploy.local.paths import check_folders, clear_checkpoints
+
+    cache = local_plan.compile_cache
+    check_folders(_folders(local_plan))  # all of them before any is made
     shown = {"HLO dumps": local_plan.hlo_dir} if local_plan.hlo_dir is not None else {}
     shown |= {
         f"{LOCAL_OUTPUTS[name]} (instead of storage.{LOCAL_OUTPUTS[name]})": path
@@ -384,9 +407,7 @@ def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
     for what, path in shown.items():
         note = ""
         if path == checkpoints:
-            cleared = fresh_checkpoints and path.is_dir() and any(path.iterdir())
-            if cleared:
-                shutil.rmtree(path)
+            cleared = fresh_checkpoints and clear_checkpoints(path)
             note = "; an earlier run's were cleared (--resume keeps them)" if cleared else ""
         path.mkdir(parents=True, exist_ok=True)
         click.echo(f"pwdeploy local: {what} go to {path}{note}", err=True)
