@@ -25,6 +25,7 @@ from pwdeploy.quantity import parse_quantity
 SHM = Path("/dev/shm")
 INTERVAL_SECONDS = 0.1  # a few hundred psutil reads a second would cost the job a core; 10 do not
 DETAIL_EVERY = 20  # samples between two reads of every process's smaps_rollup (2 s): see Tree
+MEMBERS_EVERY = 5  # samples between two listings of the tree's processes (a scan of every process's stat)
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -95,7 +96,10 @@ class Tree:
     job's own steps by 13-16% (docs/benchmarks.md). So it is read for every process when the tree's members change
     (a fork shares pages: every member's share changes) and every ``DETAIL_EVERY`` samples; in between, each
     process counts its last proportional figure plus the change of its resident anonymous memory since (statm),
-    which is what a process's own allocations change: new pages are its own until it forks again.
+    which is what a process's own allocations change: new pages are its own until it forks again. The tree's
+    processes are listed every ``MEMBERS_EVERY`` samples (psutil reads every process's stat to find them: about
+    10 ms on a busy machine); a process started in between counts from the next listing, its parent's figure
+    standing for the pages they share until then.
     """
 
     def __init__(self, pid: int, *, init: bool = False) -> None:
@@ -118,7 +122,8 @@ class Tree:
 
     def read(self) -> tuple[int, int]:
         """(bytes the tree holds, each page once; how many processes the job has beside its main one)."""
-        members = tuple(self.members())
+        listed = self.samples % MEMBERS_EVERY == 0
+        members = tuple(self.members()) if listed else self._members
         detailed = members != self._members or self.samples % DETAIL_EVERY == 0
         self._members = members
         self.samples += 1
