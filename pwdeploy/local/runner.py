@@ -275,12 +275,12 @@ class Stops:
         self.received.append(signum)
         if self.first_at is None:
             self.first_at = self.clock()
-            self._pass_on(signum)
-            self._say(
+            self._say(  # before the job hears of it: what it prints as it stops comes after
                 f"pwdeploy local: stopping: {signal.Signals(signum).name} passed to the job's main process, which "
                 f"has {self.grace:g} s to end before every process of the job is killed; Ctrl-C again kills them "
                 "at once"
             )
+            self._pass_on(signum)
         elif len(self.received) == 2:
             self._say(f"pwdeploy local: {signal.Signals(signum).name} again: killing every process of the job")
 
