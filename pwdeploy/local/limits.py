@@ -122,7 +122,7 @@ class Tree:
 
     def read(self) -> tuple[int, int]:
         """(bytes the tree holds, each page once; how many processes the job has beside its main one)."""
-        listed = self.samples % MEMBERS_EVERY == 0
+        listed = self.samples % MEMBERS_EVERY == 0 or not self._members
         members = tuple(self.members()) if listed else self._members
         detailed = members != self._members or self.samples % DETAIL_EVERY == 0
         self._members = members

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 # argv: MODE SIZE GRACE FD PARENT [COMMAND...]; MODE "probe" sets up the namespaces and exits 0, "run" runs
 # COMMAND. Every line written to FD is one of: "init PID" (init's pid as pwdeploy sees it), "main STATUS" (the
-# main process's status, -N for signal N), "leftovers N", "error TEXT".
+# main process's status, -N for signal N), "started" (init forked the main process), "leftovers N", "error TEXT".
 SCRIPT = r"""
 import ctypes, os, signal, sys, time
 mode, size, grace, fd, parent = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -106,6 +106,7 @@ if main == 0:
         say(f"error cannot start the job: {command[0]!r}: {error.strerror}")
         os._exit(127)
 forward(main)
+say("started")
 while True:
     pid, status = os.waitpid(-1, 0)
     if pid == main:
@@ -219,14 +220,15 @@ class Reports:
         self.fd = fd
         self._buffer = b""
         self.init: int | None = None
+        self.started = False  # init forked the main process
         self.main: int | None = None
         self.leftovers = 0
         self.error: str | None = None
 
     def first(self) -> None:
-        """Block until the launcher said init's pid, an error, or ended (bounded by the launcher: it writes its
-        first line before anything of the job runs, or exits)."""
-        while self.init is None and self.error is None and self._read():
+        """Block until init said it started the main process, or an error came, or the launcher ended (bounded by
+        the launcher and init: they write these lines before anything of the job runs, or exit)."""
+        while not self.started and self.error is None and self._read():
             pass
 
     def rest(self) -> None:
@@ -244,6 +246,8 @@ class Reports:
             word, _, value = raw.decode("utf-8", "replace").partition(" ")
             if word == "init" and value.isdigit():
                 self.init = int(value)
+            elif word == "started":
+                self.started = True
             elif word == "main" and value.lstrip("-").isdigit():
                 self.main = int(value)
             elif word == "leftovers" and value.isdigit():
