@@ -119,7 +119,8 @@ class PreflightError(PwdeployError):
 
 
 class LocalRunError(PwdeployError):
-    """The local run could not start (once it runs, the job's own exit status passes through)."""
+    """The local run could not start, or a job that succeeded never had the slice loss `--lose-slice` asked for
+    (otherwise, once it runs, the job's own exit status passes through)."""
 
     exit_code = 7
 

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from tests.conftest import REPO
+from tests.job_processes import in_folder
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
 PRINT_ENV = "import json, os; print(json.dumps({'cwd': os.getcwd(), 'env': dict(os.environ)}))"
@@ -151,13 +152,75 @@ def start_loop(job_file: Path, tmp_path: Path) -> subprocess.Popen[str]:
     return proc
 
 
-def test_ctrl_c_stops_the_job_cleanly(job_file: Path, tmp_path: Path) -> None:
+STOPPING = (
+    "pwdeploy local: stopping: SIGINT passed to the job's main process, which has 30 s to end before every "
+    "process of the job is killed; Ctrl-C again kills them at once"
+)
+
+
+def test_ctrl_c_stops_the_job_cleanly_and_says_what_a_second_does(job_file: Path, tmp_path: Path) -> None:
     proc = start_loop(job_file, tmp_path)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the whole foreground process group
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert out == "stopped cleanly\n"
+    assert STOPPING in err.splitlines()
     assert "pwdeploy local: the job was interrupted" in err and "Traceback" not in err
+
+
+DEAF = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(600)"
+
+
+def test_a_second_ctrl_c_kills_a_job_that_does_not_stop_and_says_so(job_file: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job_file), "--", "python3", "-c", DEAF],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None and proc.stdout.readline() == "ready\n"
+    os.killpg(proc.pid, signal.SIGINT)
+    seen: list[str] = []
+    while STOPPING not in seen:  # the first was heard (a barrier, not a wait): pytest-timeout bounds it
+        line = proc.stderr.readline()
+        assert line, seen
+        seen.append(line.rstrip("\n"))
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "pwdeploy local: SIGINT again: killing every process of the job" in err.splitlines()
+    assert in_folder(tmp_path) == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain (the example's extra)")
+@pytest.mark.timeout(240)
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_ctrl_c_ends_the_example_at_once_with_or_without_grain_workers(tmp_path: Path, workers: int) -> None:
+    """The example says `interrupted` and exits on its own: the stop grace is longer than the test may wait, so a
+    program that did not stop would fail it (pytest-timeout), not pass after the grace."""
+    (tmp_path / "job.yaml").write_text(
+        (REPO / "examples" / "data_parallel" / "job.yaml").read_text(encoding="utf-8")
+        + "scheduling: {termination_grace_seconds: 3600}\n",
+        encoding="utf-8",
+    )
+    train = REPO / "examples" / "data_parallel" / "train.py"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", "job.yaml", "--devices", "2", "--compile-cache", "",
+         "--data-workers", str(workers), "--no-check", "--", "python3", str(train), "--steps", "1000000",
+         "--log-every", "1"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:  # training: past the compile, the loader's workers started
+        if line.startswith("step 3:"):
+            break
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=200)
+    assert proc.returncode == 130, err
+    lines = err.splitlines()
+    assert "train.py: interrupted" in lines and lines[-1] == "pwdeploy local: the job was interrupted"
+    assert lines.index(STOPPING.replace("30 s", "3600 s")) < lines.index("train.py: interrupted")
+    assert in_folder(tmp_path) == []
 
 
 def test_sigterm_to_pwdeploy_reaches_the_job(job_file: Path, tmp_path: Path) -> None:
@@ -283,3 +346,19 @@ def test_sigterm_to_pwdeploy_leaves_no_grain_worker_and_no_shared_memory(job_fil
     assert err.splitlines()[-1] == "pwdeploy local: the job was stopped (SIGTERM to pwdeploy)"
     assert not [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not [path for path in held if Path(path).exists()]
+
+
+@pytest.mark.parametrize("how", [["--headless"], ["--env", "X=1"]], ids=["flag", "file"])
+def test_a_headless_job_is_refused_with_exit_2_naming_the_field(
+    runner: CliRunner, tmp_path: Path, how: list[str]
+) -> None:
+    config = tmp_path / "job.yaml"
+    headless = "" if how == ["--headless"] else "headless: true\n"
+    config.write_text(
+        f"name: headless-test\npathways_version: 0.10.2\ntpu: {{type: v5p-8}}\n{headless}"
+        'main: {image: "registry.example/none:0", command: "true"}\nstorage: {scratch: gs://bkt/s}\n'
+    )
+    result = runner.invoke(cli, ["local", "run", "-f", str(config), *how, "--", "true"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: headless: a headless job has no program to run"), result.stderr
+    assert "drop --headless (or headless: true in the config)" in result.stderr and "CPU devices" not in result.stderr

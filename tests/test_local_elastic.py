@@ -15,7 +15,7 @@ from pwdeploy import runtime
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.envcontract import job_env
-from pwdeploy.errors import LocalRunError
+from pwdeploy.errors import ConfigError, LocalRunError
 from pwdeploy.local.elastic import SliceEvents, read_events, run_summary, slice_events
 from pwdeploy.local.env import local_env
 from pwdeploy.slices import ScheduleError, format_layout, parse_layout, parse_schedule, slice_to_devices
@@ -30,7 +30,7 @@ def job(slices: int = 2, elastic: int = 1) -> JobConfig:
 
 
 def refusal(config: JobConfig, lose: list[str], restore: tuple[str, ...] = (), devices: int = 8) -> str:
-    with pytest.raises(LocalRunError) as raised:
+    with pytest.raises(ConfigError) as raised:
         slice_events(config, devices, lose, restore)
     return str(raised.value)
 
@@ -75,9 +75,9 @@ def test_refused_for_returns_that_do_not_follow_a_loss_and_uneven_devices() -> N
     assert "7 emulated devices do not split into the 2 slices" in refusal(job(), ["1@5"], devices=7)
 
 
-def test_cli_refuses_before_starting_anything(runner: CliRunner, tmp_path: Path) -> None:
+def test_cli_refuses_before_starting_anything_with_exit_2(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["local", "run", "-f", str(EXAMPLE), "--lose-slice", "1@4", "--", "true"])
-    assert result.exit_code == LocalRunError.exit_code
+    assert result.exit_code == 2  # a flag error (docs/errors.md)
     assert "--lose-slice needs a job with elastic slices" in result.output
     assert "Traceback" not in result.output and "CPU devices, in" not in result.output  # never started
 
@@ -124,3 +124,33 @@ def test_events_are_read_as_untrusted_lines(tmp_path: Path) -> None:
     assert read_events(path) == [event]
     assert read_events(tmp_path / "missing") == []
     assert run_summary(1, 0, [event]) == {"attempts": 1, "restarts": 0, "exit_status": 0, "elastic_events": [event]}
+
+
+STEPS = "from pwdeploy import runtime\nfor step in range(1, 6):\n    runtime.step_done(step)\n"
+
+
+@pytest.mark.parametrize(
+    ("program", "why"),
+    [
+        (STEPS, "or the program never built runtime.elastic_manager() (a program that is not elastic"),
+        ("pass", "the program never called pwdeploy.runtime.step_done(step) after a step"),
+    ],
+    ids=["not-elastic", "no-steps"],
+)
+def test_a_slice_loss_that_never_happens_is_an_error_naming_why(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: str, why: str
+) -> None:
+    """The run asked to prove an elastic recovery; a job that ends 0 without it proved nothing: exit 7."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    (tmp_path / "job.py").write_text(program, encoding="utf-8")
+    result = runner.invoke(
+        cli,
+        ["local", "run", "-f", str(EXAMPLE), "--num-slices", "2", "--elastic-slices", "1", "--compile-cache", "",
+         "--no-check", "--lose-slice", "1@2", "--", "python3", "job.py"],
+    )  # fmt: skip
+    assert result.exit_code == LocalRunError.exit_code, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    said = "error: 1 of the 1 slice losses and returns asked for (--lose-slice, --restore-slice) never happened: "
+    assert len(errors) == 1 and errors[0].startswith(said) and why in errors[0], result.stderr
+    assert "hint: pass a STEP the job reaches" in result.stderr and "Traceback" not in result.stderr

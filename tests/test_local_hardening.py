@@ -18,7 +18,9 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.local.limits import SHM, sampled
+from pwdeploy.local.namespace import available
 from tests.conftest import REPO
+from tests.job_processes import in_folder
 
 
 def test_shm_left_at_exit_is_sampled_once_the_job_has_exited() -> None:
@@ -37,14 +39,32 @@ def test_shm_left_at_exit_is_sampled_once_the_job_has_exited() -> None:
 JOB = """\
 import os, subprocess, sys, time
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+if "--escape" in sys.argv:  # a child that leaves the job's session (setsid), as a daemon does
+    daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
 held = open(sys.argv[1], "wb")  # a /dev/shm file the job holds, as a data loader's block
-print(os.getpid(), worker.pid, flush=True)
+print("ready", flush=True)
 time.sleep(600)
 """
 
 
 @pytest.mark.slow
-def test_kill_9_of_pwdeploy_ends_the_job_and_its_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "escape",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.skipif(
+                available(2**20) is not None,
+                reason="a process that left the job's session is ended by the job's PID namespace, not here",
+            ),
+        ),
+    ],
+    ids=["workers", "setsid"],
+)
+def test_kill_9_of_pwdeploy_ends_the_job_its_workers_and_those_that_left_its_session(
+    tmp_path: Path, escape: bool
+) -> None:
     (tmp_path / "job.py").write_text(JOB)
     (tmp_path / "job.yaml").write_text(
         textwrap.dedent(
@@ -61,21 +81,25 @@ def test_kill_9_of_pwdeploy_ends_the_job_and_its_workers(tmp_path: Path) -> None
     block = SHM / f"pwdeploy-test-{uuid.uuid4().hex}"
     pwdeploy = subprocess.Popen(
         [sys.executable, "-m", "pwdeploy", "local", "run", "-f", "job.yaml", "--no-limits-check", "--devices", "1",
-         "--", "python3", "job.py", str(block)],
+         "--", "python3", "job.py", str(block), *(["--escape"] if escape else [])],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
     )  # fmt: skip
     assert pwdeploy.stdout is not None
-    pids = [int(word) for word in pwdeploy.stdout.readline().split()]
-    assert len(pids) == 2 and all(psutil.pid_exists(pid) for pid in pids)
+    assert pwdeploy.stdout.readline() == b"ready\n"
+    deadline = time.monotonic() + 30  # a bound on waiting, not a timing assertion
+    job = [p for p in in_folder(tmp_path) if p.pid != pwdeploy.pid and "job.py" in " ".join(p.cmdline())]
+    expected = 4 if escape else 3  # pwdeploy, the job, its worker (and the one that left its session)
+    while time.monotonic() < deadline and len(in_folder(tmp_path)) < expected:
+        time.sleep(0.05)
+    assert len(in_folder(tmp_path)) >= expected and job
     os.kill(pwdeploy.pid, signal.SIGKILL)
     pwdeploy.wait()
     pwdeploy.stdout.close()
-    deadline = time.monotonic() + 30  # a bound on waiting, not a timing assertion
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and in_folder(tmp_path):
         time.sleep(0.05)
-    left = [pid for pid in pids if _alive(pid)]
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = in_folder(tmp_path)
+    for process in left:
+        process.kill()
     assert not left, "the job outlived pwdeploy"
     while time.monotonic() < deadline and block.exists():  # removed once its holders are killed
         time.sleep(0.05)

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from pwdeploy.errors import LocalRunError
-from pwdeploy.local.runner import Stops, check_startable, exit_status, run_child
+from pwdeploy.local.runner import Running, Stops, check_startable, exit_status, run_child
 from tests.conftest import REPO
 
 ENV = dict(os.environ)
@@ -279,7 +279,7 @@ def test_the_tree_is_ended_when_pwdeploy_fails_while_the_job_runs(tmp_path: Path
     (tmp_path / "tree.py").write_text(TREE, encoding="utf-8")
 
     @contextmanager
-    def failing_watch(pid: int) -> Iterator[None]:
+    def failing_watch(running: Running) -> Iterator[None]:
         deadline = time.monotonic() + 20
         while not (tmp_path / "pids.json").exists() and time.monotonic() < deadline:
             time.sleep(0.05)

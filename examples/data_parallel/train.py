@@ -371,7 +371,26 @@ def _first_tree(tree: Any) -> Any:
     return jax.tree.map(lambda a: a[0], tree)
 
 
+def stop_at_once(signum: int, _frame: Any) -> None:
+    """Ctrl-C (SIGINT; `pwdeploy local run` passes it to this process alone): say so and exit at once, 130.
+
+    Unwinding instead (a KeyboardInterrupt) would wait for Grain's prefetch threads to notice their workers are
+    done (tens of seconds with 7 workers) and for a checkpoint being written. Neither is needed: whoever started
+    the program ends the workers (`local run` ends every process of the job, the pod's end ends the container),
+    and a checkpoint is committed or not at all (Orbax writes a step into a temporary folder and renames it when
+    it is complete; one interrupted half way is not restored from)."""
+    with contextlib.suppress(Exception):  # a print of the main thread may hold the buffer: then it is dropped
+        sys.stdout.flush()
+    with contextlib.suppress(OSError):
+        os.write(2, b"train.py: interrupted\n")
+    os._exit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started ignoring it (nohup, &)
+        signal.signal(signal.SIGINT, stop_at_once)
     args = parse_args(argv)
     needed = ("grain", "array_record") if args.loader == "grain" else ()
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
@@ -394,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # SIGINT raised it where stop_at_once is not installed (a caller's own handling)
         print("train.py: interrupted", file=sys.stderr, flush=True)
         return 130
     print(json.dumps(result), flush=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,14 +16,16 @@ from pwdeploy.cli.local_report import cores, how_it_ended, report_transfers, sum
 from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.config import JobConfig
-from pwdeploy.errors import LocalLimitsError
+from pwdeploy.errors import ConfigError, LocalLimitsError, LocalRunError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
 from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, plan, without_compile_cache
 
 if TYPE_CHECKING:
     from pwdeploy.local.elastic import SliceEvents
     from pwdeploy.local.limits import Usage
+    from pwdeploy.local.namespace import Private
     from pwdeploy.local.restarts import Faults
+    from pwdeploy.local.runner import Running
     from pwdeploy.manifests import Manifest
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
@@ -129,6 +130,14 @@ def run(
 
     config_file = params.get(FILE_PARAM)
     job, local_plan = _plan(params, command)
+    if job.headless:
+        raise ConfigError(
+            "headless",
+            "a headless job has no program to run (the proxy and resource manager alone, for a notebook), so "
+            "`local run` has nothing to run",
+            hint="drop --headless (or headless: true in the config) to run main.command locally; a headless job "
+            "runs on the cluster: pwdeploy submit, then pwdeploy connect",
+        )
     manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
     events = slice_events(job, local_plan.devices, lose_slice, restore_slice)
     _show_plan_messages(local_plan)
@@ -142,29 +151,34 @@ def run(
 
         for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
             click.echo(f"warning: {line}", err=True)
-    _prepare_dirs(local_plan, fresh_checkpoints=not resume)
-    click.echo(
-        f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
-        err=True,
-    )
-    faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
-    with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
-        return _run_attempts(
-            local_plan,
-            probed_env,
-            job,
-            manifest,
-            faults,
-            check_limits=not no_limits_check,
-            reports=(reports, summary_json),
-            elastic=elastic,
+    with _checkpoints_held(local_plan, fresh=not resume):
+        _prepare_dirs(local_plan, fresh_checkpoints=not resume)
+        click.echo(
+            f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}",
+            err=True,
         )
+        faults = Faults(fail_at_step=fail_at_step, kill_after=kill_after)
+        private = _private_shm(job)
+        with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
+            return _run_attempts(
+                local_plan,
+                probed_env,
+                job,
+                manifest,
+                faults,
+                check_limits=not no_limits_check,
+                reports=(reports, summary_json),
+                elastic=elastic,
+                private=private,
+            )
 
 
 @contextmanager
-def _elastic_events(events: SliceEvents, child_env: dict[str, str]) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+def _elastic_events(
+    events: SliceEvents, child_env: dict[str, str]
+) -> Iterator[tuple[Callable[[], list[dict[str, Any]]], int]]:
     """Hand the slice events to the job (through a file it reports them in, removed after the run); yield what
-    reads them at the run's end, with a line for each event the job never reported."""
+    reads them at the run's end, and how many were asked for."""
     import tempfile
 
     from pwdeploy.local.elastic import read_events
@@ -175,17 +189,27 @@ def _elastic_events(events: SliceEvents, child_env: dict[str, str]) -> Iterator[
             child_env.update(events.env(reported))
 
         def reported_events() -> list[dict[str, Any]]:
-            found = read_events(reported)
-            missing = len(events.losses) + len(events.returns) - len(found)
-            if events and missing > 0:
-                click.echo(
-                    f"pwdeploy local: {missing} of the slice losses and returns asked for were not followed by a "
-                    "step on the slices left (the job ended first, or never built runtime.elastic_manager())",
-                    err=True,
-                )
-            return found
+            return read_events(reported)
 
-        yield reported_events
+        yield reported_events, len(events.losses) + len(events.returns)
+
+
+def _unfired_slice_events(asked: int, found: list[dict[str, Any]], transfers: Path) -> str | None:
+    """Why slice losses or returns asked for (--lose-slice, --restore-slice) never happened, or None."""
+    from pwdeploy.local.transfers import measured
+
+    missing = asked - len(found)
+    if missing <= 0:
+        return None
+    if measured(transfers) is None:
+        why = "the program never called pwdeploy.runtime.step_done(step) after a step, where a loss is emulated"
+    else:
+        why = (
+            "the job ended before the step given, or the program never built runtime.elastic_manager() (a "
+            "program that is not elastic: docs/elastic.md)"
+        )
+    asked_for = "slice losses and returns asked for (--lose-slice, --restore-slice)"
+    return f"{missing} of the {asked} {asked_for} never happened: {why}"
 
 
 @local.command("env", context_settings=_NO_INTERSPERSED)
@@ -235,18 +259,19 @@ def _run_attempts(
     *,
     check_limits: bool,
     reports: tuple[Path, Path | None],
-    elastic: Callable[[], list[dict[str, Any]]],
+    elastic: tuple[Callable[[], list[dict[str, Any]]], int],
+    private: Private | None,
 ) -> int:
     """Run the job with its restarts (each attempt's tree sampled when ``check_limits``); then the summary line,
     how it ended, and LimitsExceeded if any attempt went over a limit."""
-    from pwdeploy.local.limits import exceeded, merged, sampled
+    from pwdeploy.local.limits import exceeded, filled, merged, sampled
     from pwdeploy.local.restarts import exhausted_hint, run_attempts
 
     usages: list[Usage] = []
 
     @contextmanager
-    def watch(pid: int) -> Iterator[Usage]:
-        with sampled(pid) as sampling:
+    def watch(running: Running) -> Iterator[Usage]:
+        with sampled(running.pid, shm=running.shm, init=running.init) as sampling:
             usages.append(sampling)
             yield sampling
 
@@ -260,10 +285,14 @@ def _run_attempts(
         watch=watch if check_limits else None,
         say=lambda line: click.echo(line, err=True),
         stop_grace=_stop_grace(job),
+        private=private,
     )
     usage = merged(usages) if check_limits else None
     click.echo(summary_line(usage, attempts, job), err=True)
-    report_transfers(reports, usage, attempts, elastic())
+    read_events, asked = elastic
+    found_events = read_events()
+    report_transfers(reports, usage, attempts, found_events)
+    unfired = _unfired_slice_events(asked, found_events, reports[0])
     last = attempts[-1]
     ending = how_it_ended(last, exhausted_hint(attempts, max_restarts, faults))
     from pwdeploy.local.notices import unfired_faults
@@ -272,12 +301,41 @@ def _run_attempts(
         click.echo(f"warning: {line}", err=True)
     if ending is not None:
         click.echo(f"pwdeploy local: {ending}", err=True)
+    if private is not None and usage is not None and last.failed and usage.shm_bytes >= filled(private.size):
+        click.echo(
+            f"pwdeploy local: the job filled its /dev/shm (main.shm_size {job.main.shm_size}) before it failed: "
+            "on the cluster it fails alike (ENOSPC on a write, SIGBUS on a mapped page); raise main.shm_size "
+            "(--shm-size) or lower main.data_workers",
+            err=True,
+        )
+    if unfired is not None and last.status == 0 and last.stopped_by is None:
+        raise LocalRunError(unfired, hint="pass a STEP the job reaches, in a program with an elastic loop")
+    if unfired is not None and last.stopped_by is None:
+        click.echo(f"pwdeploy local: {unfired}", err=True)
     problems = exceeded(usage, job) if usage is not None else []
     if problems and last.status == 0:
         raise LocalLimitsError("; ".join(problems))
     for line in problems:
         click.echo(f"pwdeploy local: {line}", err=True)
     return last.status
+
+
+def _private_shm(job: JobConfig) -> Private | None:
+    """The private /dev/shm of main.shm_size each attempt gets, or None (and one line saying why) where this
+    machine cannot give one: the job then uses the machine's, as before."""
+    from pwdeploy.local.namespace import Private, available
+    from pwdeploy.quantity import parse_quantity
+
+    size = int(parse_quantity(job.main.shm_size, "main.shm_size"))
+    why = available(size)
+    if why is None:
+        return Private(size)
+    click.echo(
+        f"note: the job uses the machine's /dev/shm, not a private one of main.shm_size ({why}): a private one "
+        "needs root or user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)",
+        err=True,
+    )
+    return None
 
 
 def _stop_grace(job: JobConfig) -> float:
@@ -307,16 +365,39 @@ def _usable_gcs_cache(local_plan: LocalPlan) -> LocalPlan:
     return without_compile_cache(local_plan)
 
 
-def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
-    """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
-    run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
-    from pwdeploy.local.paths import check_folders
+@contextmanager
+def _checkpoints_held(local_plan: LocalPlan, *, fresh: bool) -> Iterator[None]:
+    """The run's checkpoint folder locked against a second local run of the job for as long as this one runs
+    (``fresh``: it is to be emptied, which must be possible)."""
+    from pwdeploy.local.paths import check_clearable, check_folders, checkpoints_locked
 
+    check_folders(_folders(local_plan))  # all of them before anything is made (the lock file beside one)
+    checkpoints = local_plan.outputs.get(CHECKPOINT_DIR_ENV)
+    if checkpoints is None:
+        yield
+        return
+    if fresh:
+        check_clearable(checkpoints)
+    with checkpoints_locked(checkpoints):
+        yield
+
+
+def _folders(local_plan: LocalPlan) -> list[tuple[str, Path]]:
+    """The (kind, path) folders a run creates."""
     cache = local_plan.compile_cache
     local_cache = [("compile cache", Path(cache))] if cache is not None and not cache.startswith("gs://") else []
     outputs = [(LOCAL_OUTPUTS[name], path) for name, path in local_plan.outputs.items()]
     hlo = [("HLO dumps", local_plan.hlo_dir)] if local_plan.hlo_dir is not None else []
-    check_folders([*hlo, *outputs, *local_cache])  # all of them before any is made
+    return [*hlo, *outputs, *local_cache]
+
+
+def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
+    """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
+    run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
+    from pwdeploy.local.paths import check_folders, clear_checkpoints
+
+    cache = local_plan.compile_cache
+    check_folders(_folders(local_plan))  # all of them before any is made
     shown = {"HLO dumps": local_plan.hlo_dir} if local_plan.hlo_dir is not None else {}
     shown |= {
         f"{LOCAL_OUTPUTS[name]} (instead of storage.{LOCAL_OUTPUTS[name]})": path
@@ -326,9 +407,7 @@ def _prepare_dirs(local_plan: LocalPlan, *, fresh_checkpoints: bool) -> None:
     for what, path in shown.items():
         note = ""
         if path == checkpoints:
-            cleared = fresh_checkpoints and path.is_dir() and any(path.iterdir())
-            if cleared:
-                shutil.rmtree(path)
+            cleared = fresh_checkpoints and clear_checkpoints(path)
             note = "; an earlier run's were cleared (--resume keeps them)" if cleared else ""
         path.mkdir(parents=True, exist_ok=True)
         click.echo(f"pwdeploy local: {what} go to {path}{note}", err=True)

@@ -86,10 +86,14 @@ def summary_line(usage: Usage | None, attempts: list[Ended], job: JobConfig) -> 
     removed = sum(len(ended.shm_removed) for ended in attempts)
     left_alone = sum(ended.shm_left_alone for ended in attempts)
     leftovers = sum(ended.leftovers for ended in attempts)
+    shm = (
+        "its private /dev/shm went with it"
+        if all(ended.private_shm for ended in attempts)
+        else f"removed {removed} file{'' if removed == 1 else 's'} it left in /dev/shm"
+    )
     tail = (
         f"{len(attempts)} attempt{'' if len(attempts) == 1 else 's'}; ended {leftovers} "
-        f"process{'' if leftovers == 1 else 'es'} the job left running; removed {removed} "
-        f"file{'' if removed == 1 else 's'} it left in /dev/shm"
+        f"process{'' if leftovers == 1 else 'es'} the job left running; {shm}"
     )
     if left_alone:
         tail += f" ({left_alone} more new there that nobody holds left alone: other programs use /dev/shm too)"

@@ -18,7 +18,7 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
-from pwdeploy.errors import LocalRunError
+from pwdeploy.errors import ConfigError
 from pwdeploy.slices import ScheduleError, format_schedule, parse_schedule
 
 MAX_EVENT_LINES = 10_000  # a job reports one line per event: more is not a report of this run
@@ -43,21 +43,24 @@ class SliceEvents:
 
 
 def slice_events(job: JobConfig, devices: int, lose: Sequence[str], restore: Sequence[str]) -> SliceEvents:
-    """The ``--lose-slice`` and ``--restore-slice`` values, checked: LocalRunError naming the flag and the fix when
-    the job has no elastic slices, a SLICE is not one of its slices, or a loss would leave too few slices."""
+    """The ``--lose-slice`` and ``--restore-slice`` values, checked: ConfigError (exit 2) naming the flag and the fix
+    when the job has no elastic slices, a SLICE is not one of its slices, or a loss would leave too few slices."""
     try:
         losses = tuple(pair for value in lose for pair in parse_schedule(value, "--lose-slice"))
         returns = tuple(pair for value in restore for pair in parse_schedule(value, "--restore-slice"))
     except ScheduleError as error:
-        raise LocalRunError(str(error)) from None
+        raise ConfigError(None, str(error)) from None
     events = SliceEvents(losses, returns)
     if not events:
         return events
     tpu = job.tpu
     if not losses:
-        raise LocalRunError("--restore-slice brings back a slice --lose-slice lost: pass --lose-slice SLICE@STEP too")
+        raise ConfigError(
+            None, "--restore-slice brings back a slice --lose-slice lost: pass --lose-slice SLICE@STEP too"
+        )
     if tpu.elastic_slices == 0:
-        raise LocalRunError(
+        raise ConfigError(
+            None,
             "--lose-slice needs a job with elastic slices: tpu.elastic_slices is 0, so on the cluster a lost slice "
             "ends the job (use --fail-at-step N to prove a restart)",
             hint="set tpu.elastic_slices (or --elastic-slices N, less than tpu.slices) and wrap the training loop in "
@@ -66,12 +69,14 @@ def slice_events(job: JobConfig, devices: int, lose: Sequence[str], restore: Seq
     for flag, pairs in (("--lose-slice", losses), ("--restore-slice", returns)):
         for slice_index, step in pairs:
             if slice_index >= tpu.slices:
-                raise LocalRunError(
+                raise ConfigError(
+                    None,
                     f"{flag} {slice_index}@{step}: the job has slices 0 to {tpu.slices - 1} "
-                    f"(tpu.slices {tpu.slices}); SLICE is one of them"
+                    f"(tpu.slices {tpu.slices}); SLICE is one of them",
                 )
     if devices % tpu.slices:
-        raise LocalRunError(
+        raise ConfigError(
+            None,
             f"--lose-slice: {devices} emulated devices do not split into the {tpu.slices} slices of the target",
             hint=f"pass --devices N with N a multiple of {tpu.slices} (or leave local.devices unset)",
         )
@@ -89,14 +94,17 @@ def _check_order(
     for step, is_loss, slice_index in timeline:
         if not is_loss:
             if slice_index not in lost:
-                raise LocalRunError(f"--restore-slice {slice_index}@{step}: slice {slice_index} is not lost by then")
+                raise ConfigError(
+                    None, f"--restore-slice {slice_index}@{step}: slice {slice_index} is not lost by then"
+                )
             lost.discard(slice_index)
             continue
         if slice_index in lost:
-            raise LocalRunError(f"--lose-slice {slice_index}@{step}: slice {slice_index} is already lost by then")
+            raise ConfigError(None, f"--lose-slice {slice_index}@{step}: slice {slice_index} is already lost by then")
         lost.add(slice_index)
         if len(lost) > elastic:
-            raise LocalRunError(
+            raise ConfigError(
+                None,
                 f"--lose-slice {slice_index}@{step} would leave {slices - len(lost)} of {slices} slices, fewer than "
                 f"tpu.slices - tpu.elastic_slices = {slices - elastic}: the job would wait for a slice that never "
                 f"comes back (slices lost then: {sorted(lost)})",

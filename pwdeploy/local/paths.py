@@ -5,12 +5,13 @@ and the path, and nothing is created."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pwdeploy.errors import ConfigError, raise_all
+from pwdeploy.errors import ConfigError, LocalRunError, raise_all
 
 STATE_DIR = ".pwdeploy"
 # The field (and its flag) each kind of folder comes from; checkpoints and profiles are stand-ins for GCS.
@@ -53,3 +54,69 @@ def check_folders(folders: Iterable[tuple[str, Path]]) -> None:
             fix += f"; {STATE_DIR} beside the config holds pwdeploy's local state and must be a folder"
         errors.append(ConfigError(field, f"the local {kind} folder cannot be made: {problem}", hint=fix))
     raise_all(errors)
+
+
+def lock_file(checkpoints: Path) -> Path:
+    """The lock a local run holds on its checkpoint folder: beside it, so that a mount point there is untouched."""
+    return checkpoints.parent / f".{checkpoints.name}.lock"
+
+
+@contextlib.contextmanager
+def checkpoints_locked(checkpoints: Path) -> Iterator[None]:
+    """Hold the checkpoint folder for one local run: another run of the same job (the same folder) is refused,
+    naming this one's pid, rather than clearing or overwriting its checkpoints mid-training. An advisory
+    ``flock`` on a file beside the folder, released by the kernel however this process ends (``kill -9``
+    included): a lock is never left behind. Where ``fcntl`` does not exist, nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    path = lock_file(checkpoints)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the job (Python's fds are CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            who = f"pid {holder}" if holder.isdigit() else "a process that has not written its pid yet"
+            raise LocalRunError(
+                f"another local run ({who}) is using the checkpoint folder {checkpoints}: this run would clear or "
+                "overwrite its checkpoints mid-training",
+                hint="wait for that run to end (or stop it), or run this one from a copy of the config in another "
+                f"folder: the checkpoints go to .pwdeploy/checkpoints beside the config (lock: {path})",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
+
+
+def check_clearable(checkpoints: Path) -> None:
+    """ConfigError when the checkpoint folder is a mount point with files in it (see ``clear_checkpoints``)."""
+    if checkpoints.is_dir() and os.path.ismount(checkpoints) and any(checkpoints.iterdir()):
+        raise ConfigError(
+            "storage.checkpoints",
+            f"the local checkpoint folder {checkpoints} is a mount point with files in it: a local run starts "
+            "with an empty one, and pwdeploy does not empty a mounted folder",
+            hint="pass --resume to keep (and resume from) what is there, or empty it yourself",
+        )
+
+
+def clear_checkpoints(checkpoints: Path) -> bool:
+    """Empty the checkpoint folder an earlier run left, for a run that starts from step 0; whether there was
+    anything to clear. A folder that is a mount point (a bucket mounted there, another disk) is not emptied: it is
+    a field error saying to pass --resume or empty it yourself; emptying it would delete what the mount holds."""
+    check_clearable(checkpoints)
+    if not checkpoints.is_dir() or not any(checkpoints.iterdir()):
+        return False
+    import shutil
+
+    for entry in checkpoints.iterdir():  # the entries, not the folder: it stays what it is (its mode, a link)
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    return True

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
+from pwdeploy.local.namespace import Private
 from pwdeploy.local.runner import STOP_GRACE_SECONDS, Ended, Watch, run_child, stop_signals
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS
 from pwdeploy.manifests import Manifest
@@ -100,16 +101,18 @@ def run_attempts(
     say: Callable[[str], None] = print,
     stop_grace: float = STOP_GRACE_SECONDS,
     leftover_grace: float = LEFTOVER_GRACE_SECONDS,
+    private: Private | None = None,
 ) -> list[Ended]:
     """Run the job, restarting it after each death that the JobSet ``manifest`` restarts on; how each attempt
     ended, in order.
 
     ``stop_grace``: seconds the main process gets to end after pwdeploy passed it a stop signal; ``leftover_grace``:
-    seconds the rest of the tree gets after SIGTERM once the main process has ended.
+    seconds the rest of the tree gets after SIGTERM once the main process has ended; ``private``: each attempt
+    runs in namespaces of its own with a fresh /dev/shm (``pwdeploy.local.namespace``).
     """
     attempts: list[Ended] = []
     counted = 0  # the JobSet's status.restartsCountTowardsMax
-    with stop_signals() as stops:
+    with stop_signals(stop_grace) as stops:
         while True:
             attempt = len(attempts)
             if attempt > 0 and stops.received:  # a stop between two attempts ends the run: no restart after Ctrl-C
@@ -117,7 +120,8 @@ def run_attempts(
                 break
             kill_after = faults.kill_after if attempt == 0 else None
             ended = run_child(command, cwd=cwd, env=attempt_env(env, attempt, faults), watch=watch, stops=stops,
-                              kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace)  # fmt: skip
+                              kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace,
+                              private=private)  # fmt: skip
             attempts.append(ended)
             if not ended.failed:
                 break

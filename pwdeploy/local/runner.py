@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -23,11 +23,23 @@ from typing import Any
 
 from pwdeploy.errors import LocalRunError
 from pwdeploy.local import shm
+from pwdeploy.local.namespace import Private, Reports
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS, JobTree, subreaper
 from pwdeploy.local.watchdog import watchdog
 
 Spawn = Callable[..., "subprocess.Popen[bytes]"]
-Watch = Callable[[int], AbstractContextManager[object]]  # given the child's pid, held while it runs
+
+
+@dataclass(frozen=True)
+class Running:
+    """What a sampler watches while an attempt runs."""
+
+    pid: int  # the job's main process; with ``init``, the init of the job's PID namespace (not the job's)
+    shm: Path  # the /dev/shm the job writes to, as pwdeploy reaches it
+    init: bool = False
+
+
+Watch = Callable[[Running], AbstractContextManager[object]]  # entered once the job started, held while it runs
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 TICK_SECONDS = 0.05
@@ -49,6 +61,7 @@ class Ended:
     leftovers: int = 0  # processes of the tree still running once the main process had ended
     shm_removed: tuple[str, ...] = ()  # files the run left in /dev/shm, removed
     shm_left_alone: int = 0  # new files in /dev/shm nobody holds, not known to be the job's: left alone
+    private_shm: bool = False  # the job had a /dev/shm of its own, gone with it
 
     @property
     def status(self) -> int:
@@ -98,19 +111,24 @@ def run_child(
     stop_grace: float = STOP_GRACE_SECONDS,
     leftover_grace: float = LEFTOVER_GRACE_SECONDS,
     shm_dir: Path = shm.SHM,
+    private: Private | None = None,
 ) -> Ended:
     """Run ``command`` in ``cwd`` with ``env`` (the whole environment) until its whole process tree has ended.
 
     ``watch(pid)`` is entered once the main process has started and left once it has ended (e.g. a resource
     sampler). ``stops``: the stop signals' state when the caller runs several attempts (else installed here).
-    ``kill_after``: SIGKILL the whole tree after that many seconds.
+    ``kill_after``: SIGKILL the whole tree after that many seconds. ``private``: run it in namespaces of its own
+    with a private /dev/shm (``pwdeploy.local.namespace``); the machine's ``shm_dir`` is then not looked at.
     """
     check_startable(command, cwd=cwd, env=env)
     if stops is None:
-        with stop_signals() as own:
+        with stop_signals(stop_grace) as own:
             return run_child(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=own,
                              kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace,
-                             shm_dir=shm_dir)  # fmt: skip
+                             shm_dir=shm_dir, private=private)  # fmt: skip
+    if private is not None:
+        return _run_private(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=stops, kill_after=kill_after,
+                            stop_grace=stop_grace, leftover_grace=leftover_grace, private=private)  # fmt: skip
     before = shm.snapshot(shm_dir)
     seen: set[int] | None = None  # inodes of /dev/shm files the job's processes were seen holding
     ok = False
@@ -126,7 +144,7 @@ def run_child(
             stops.started(child)
             with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
                 try:
-                    with watch(child.pid) if watch is not None else nullcontext():
+                    with watch(Running(child.pid, shm_dir)) if watch is not None else nullcontext():
                         returncode, killed_after = _wait(
                             child, tree, stops, kill_after=kill_after, stop_grace=stop_grace
                         )
@@ -139,6 +157,65 @@ def run_child(
     cleanup = shm.remove_left_behind(before, seen, shm_dir)
     stopped_by = stops.received[0] if stops.received else None
     return Ended(returncode, stopped_by, killed_after, leftovers, cleanup.removed, cleanup.left_alone)
+
+
+def _run_private(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    spawn: Spawn,
+    watch: Watch | None,
+    stops: Stops,
+    kill_after: float | None,
+    stop_grace: float,
+    leftover_grace: float,
+    private: Private,
+) -> Ended:
+    """``run_child`` in namespaces of the job's own: its init ends what the job left when the main process ended,
+    and the kernel kills the rest with init; the private /dev/shm goes with them."""
+    read, write = os.pipe()
+    reports = Reports(read)
+    pinned = -1  # the private /dev/shm, held open so that it can be measured once the job has ended
+    try:
+        with subreaper(), watchdog() as guard:
+            tree = JobTree()
+            try:
+                child = spawn(private.argv(command, grace=leftover_grace, fd=write), cwd=cwd, env=dict(env),
+                              start_new_session=True, pass_fds=(write,))  # fmt: skip
+            except OSError as exc:
+                raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
+            finally:
+                os.close(write)
+            tree.started(child.pid)
+            guard(child.pid, ())
+            stops.started(child)
+            try:
+                reports.first()
+                if reports.init is not None:
+                    with suppress(OSError):
+                        pinned = os.open(f"/proc/{child.pid}/root/dev/shm", os.O_RDONLY | os.O_DIRECTORY)
+                running = Running(reports.init or child.pid, Path(f"/proc/self/fd/{pinned}"), init=True)
+                with watch(running) if watch is not None and pinned >= 0 else nullcontext():
+                    returncode, killed_after = _wait(child, tree, stops, kill_after=kill_after, stop_grace=stop_grace)
+            finally:
+                if child.poll() is None:  # pwdeploy failed meanwhile: the job never outlives it
+                    tree.kill()
+                    child.wait()
+                tree.leader_reaped()
+                stops.ended()
+                tree.end(leftover_grace)  # the namespace's processes died with its init: only a straggler's reaping
+        reports.rest()
+    finally:
+        os.close(read)
+        if pinned >= 0:
+            os.close(pinned)
+    if reports.error is not None and reports.main is None:
+        raise LocalRunError(f"cannot start the job: {reports.error}", hint=_HINT)
+    if reports.main is not None and returncode == 0:  # the launcher exits 0 when init did (else as init died)
+        returncode = reports.main
+    stopped_by = stops.received[0] if stops.received else None
+    return Ended(returncode, stopped_by, killed_after, reports.leftovers, private_shm=True)
 
 
 def _pids(child: subprocess.Popen[bytes], tree: JobTree) -> list[int]:
@@ -192,12 +269,26 @@ class Stops:
     first_at: float | None = None
     child: subprocess.Popen[bytes] | None = None
     clock: Callable[[], float] = time.monotonic  # when the first stop came, and whether its grace is over
+    grace: float = STOP_GRACE_SECONDS  # what the job's main process is given after the first, as it is told
 
     def handle(self, signum: int, _frame: FrameType | None) -> None:
         self.received.append(signum)
         if self.first_at is None:
             self.first_at = self.clock()
+            self._say(  # before the job hears of it: what it prints as it stops comes after
+                f"pwdeploy local: stopping: {signal.Signals(signum).name} passed to the job's main process, which "
+                f"has {self.grace:g} s to end before every process of the job is killed; Ctrl-C again kills them "
+                "at once"
+            )
             self._pass_on(signum)
+        elif len(self.received) == 2:
+            self._say(f"pwdeploy local: {signal.Signals(signum).name} again: killing every process of the job")
+
+    @staticmethod
+    def _say(line: str) -> None:
+        """A line on stderr, written at once: from a signal handler, whatever the main thread was printing."""
+        with suppress(OSError):
+            os.write(2, (line + "\n").encode("utf-8", "replace"))
 
     def started(self, child: subprocess.Popen[bytes]) -> None:
         """The job's main process started: a stop that arrived before it is passed on now (once: one that
@@ -222,13 +313,13 @@ class Stops:
 
 
 @contextmanager
-def stop_signals() -> Iterator[Stops]:
+def stop_signals(grace: float = STOP_GRACE_SECONDS) -> Iterator[Stops]:
     """Installed before the first attempt starts, so that no stop signal finds pwdeploy without its handlers.
 
     Handled rather than ignored: an ignored signal would stay ignored in the job, a handled one is reset to the
     default at exec.
     """
-    stops = Stops()
+    stops = Stops(grace=grace)
     # A signal pwdeploy was started ignoring (SIGHUP under nohup, SIGINT in a background job) stays ignored, for
     # the job too: that is what whoever started it asked for.
     handled = [signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]

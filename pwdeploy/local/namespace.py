@@ -1,0 +1,257 @@
+"""A private /dev/shm for each attempt of a local run: the job runs in mount and PID namespaces of its own.
+
+On the cluster the job's container has a memory-backed ``emptyDir`` of ``main.shm_size`` at /dev/shm, and its own
+PID namespace. Here a small launcher (``python -I -S``, a few ms) started by pwdeploy calls ``unshare(2)`` with
+``CLONE_NEWNS | CLONE_NEWPID`` (and ``CLONE_NEWUSER``, mapping the user to itself, when it is not root: tmpfs may
+be mounted by the owner of a user namespace), makes every mount private (nothing it mounts reaches the machine),
+mounts a tmpfs of ``main.shm_size`` bytes at /dev/shm, and forks the namespace's init, which mounts a /proc of the
+namespace and forks the job's main process (in a session of its own, as today). So:
+
+- a job writing more than ``main.shm_size`` to /dev/shm fails here where the pod would (ENOSPC on write, SIGBUS
+  on touching a mapped page past the end), and ``os.statvfs('/dev/shm')`` in the job gives the pod's size;
+- nothing the job writes to /dev/shm reaches the machine's; the tmpfs goes when the attempt ends;
+- nothing the job starts outlives its init: when init exits, or is killed (``kill -9`` of pwdeploy kills the
+  launcher and init through ``PR_SET_PDEATHSIG``), the kernel SIGKILLs every process of the namespace, those that
+  called ``setsid()`` or double-forked included.
+
+Init passes SIGINT, SIGTERM and SIGHUP on to the main process (the launcher passes them to init); when the main
+process has ended, init writes its status to a pipe pwdeploy reads, sends SIGTERM to every other process of the
+namespace, gives them ``leftover_grace`` seconds, and exits (the kernel kills the rest). Where unshare or the mount
+is refused (no root and user namespaces off, a seccomp profile), ``available()`` says why and the run uses the
+machine's /dev/shm as before. Linux only. Facts: unshare(2), user_namespaces(7) and pid_namespaces(7) of the
+Linux man-pages (man-pages 6.x); tmpfs is mountable in a user namespace (``FS_USERNS_MOUNT``, torvalds/linux
+mm/shmem.c); Kubernetes mounts a memory-backed emptyDir with ``sizeLimit`` as a tmpfs of that size
+(kubernetes/kubernetes pkg/volume/emptydir/empty_dir.go, SizeMemoryBackedVolumes).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# argv: MODE SIZE GRACE FD PARENT [COMMAND...]; MODE "probe" sets up the namespaces and exits 0, "run" runs
+# COMMAND. Every line written to FD is one of: "init PID" (init's pid as pwdeploy sees it), "main STATUS" (the
+# main process's status, -N for signal N), "started" (init forked the main process), "leftovers N", "error TEXT".
+SCRIPT = r"""
+import ctypes, os, signal, sys, time
+mode, size, grace, fd, parent = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+command = sys.argv[6:]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+def say(line):
+    os.write(fd, (line + "\n").encode())
+
+def fail(what):
+    say(f"error {what}: {os.strerror(ctypes.get_errno())}")
+    os._exit(127)
+
+def die_with_parent():
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+die_with_parent()
+if os.getppid() != parent:  # pwdeploy died before that took effect
+    os._exit(137)
+uid, gid = os.getuid(), os.getgid()
+if libc.unshare(0x00020000 | 0x20000000 | (0x10000000 if uid else 0)):  # CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUSER
+    fail("unshare")
+if uid:
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as out:
+                out.write(text)
+    except OSError as error:
+        say(f"error writing /proc/self/{name}: {error.strerror}")
+        os._exit(127)
+if libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None):  # MS_REC | MS_PRIVATE: nothing reaches the machine
+    fail("making the mounts private")
+if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", 0x2 | 0x4, f"size={size},mode=1777".encode()):  # nosuid, nodev
+    fail("mounting a tmpfs at /dev/shm")
+if mode == "probe":
+    os._exit(0)
+
+def forward(to):
+    def handler(signum, frame):
+        try:
+            os.kill(to, signum)
+        except OSError:
+            pass
+    for signum in STOPS:
+        signal.signal(signum, handler)
+
+init = os.fork()
+if init:  # the launcher: outside the PID namespace, it waits for init
+    say(f"init {init}")
+    forward(init)
+    status = os.waitpid(init, 0)[1]
+    if os.WIFSIGNALED(status):  # init was killed (an OOM kill): so is the launcher, for pwdeploy to see
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(0)
+die_with_parent()
+libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x4 | 0x8, None)  # the namespace's own; without it, the machine's
+main = os.fork()
+if main == 0:
+    for signum in STOPS:
+        signal.signal(signum, signal.SIG_DFL)
+    os.setsid()
+    os.set_inheritable(fd, False)  # the job does not hold the report pipe
+    try:
+        os.execvp(command[0], command)
+    except OSError as error:
+        say(f"error cannot start the job: {command[0]!r}: {error.strerror}")
+        os._exit(127)
+forward(main)
+say("started")
+while True:
+    pid, status = os.waitpid(-1, 0)
+    if pid == main:
+        break
+say(f"main {os.waitstatus_to_exitcode(status)}")
+for signum in STOPS:
+    signal.signal(signum, signal.SIG_IGN)
+
+def others():
+    # The namespace's processes but init, not counting those already ending (zombies, a SIGKILL pending: the
+    # job's own fault kills its process group as it ends)
+    found = []
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit() and p != "1"]
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+            pending = int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)
+        except (OSError, KeyError, ValueError):
+            continue
+        if fields["State"].split()[0] not in ("Z", "X") and not pending & (1 << (signal.SIGKILL - 1)):
+            found.append(pid)
+    return found
+
+def reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return True
+        except ChildProcessError:
+            return False
+
+reap()
+left = len(others())
+say(f"leftovers {left}")
+if left:
+    try:
+        os.kill(-1, signal.SIGTERM)
+    except OSError:
+        pass
+    deadline = time.monotonic() + grace
+    while reap() and time.monotonic() < deadline:
+        time.sleep(0.02)
+os._exit(0)
+"""
+
+
+@dataclass(frozen=True)
+class Private:
+    """A private /dev/shm of ``size`` bytes for each attempt."""
+
+    size: int
+
+    def argv(self, command: Sequence[str], *, grace: float, fd: int) -> list[str]:
+        """The launcher's command line that runs ``command``, writing its report lines to ``fd``."""
+        return [sys.executable, "-I", "-S", "-c", SCRIPT, "run", str(self.size), f"{grace:g}", str(fd),
+                str(os.getpid()), *command]  # fmt: skip
+
+
+def available(size: int) -> str | None:
+    """None when a private /dev/shm can be set up here, else why not (one short clause)."""
+    if not sys.platform.startswith("linux"):
+        return "private namespaces are Linux only"
+    read, write = os.pipe()
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", SCRIPT, "probe", str(size), "0", str(write), str(os.getpid())],
+            pass_fds=(write,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
+        os.close(write)
+        write = -1
+        said = _read_all(read)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the namespace probe did not run ({exc})"
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+    if probe.returncode == 0:
+        return None
+    for line in said.splitlines():
+        if line.startswith("error "):
+            return line.removeprefix("error ")[:200]
+    return f"the namespace probe exited with status {probe.returncode}"
+
+
+def _read_all(fd: int, limit: int = 65536) -> str:
+    chunks = []
+    total = 0
+    while total < limit:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+class Reports:
+    """The launcher's lines, read from its pipe as they come (pwdeploy holds the read end)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buffer = b""
+        self.init: int | None = None
+        self.started = False  # init forked the main process
+        self.main: int | None = None
+        self.leftovers = 0
+        self.error: str | None = None
+
+    def first(self) -> None:
+        """Block until init said it started the main process, or an error came, or the launcher ended (bounded by
+        the launcher and init: they write these lines before anything of the job runs, or exit)."""
+        while not self.started and self.error is None and self._read():
+            pass
+
+    def rest(self) -> None:
+        """Read the remaining lines, up to end-of-file (call once the launcher has exited)."""
+        while self._read():
+            pass
+
+    def _read(self) -> bool:
+        chunk = os.read(self.fd, 4096)
+        if not chunk:
+            return False
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for raw in lines:
+            word, _, value = raw.decode("utf-8", "replace").partition(" ")
+            if word == "init" and value.isdigit():
+                self.init = int(value)
+            elif word == "started":
+                self.started = True
+            elif word == "main" and value.lstrip("-").isdigit():
+                self.main = int(value)
+            elif word == "leftovers" and value.isdigit():
+                self.leftovers = int(value)
+            elif word == "error":
+                self.error = value[:500]
+        return True

@@ -1,0 +1,148 @@
+"""`local run` gives each attempt a /dev/shm of its own, of main.shm_size, in mount and PID namespaces of its own:
+the job fails where the pod would, leaves nothing in the machine's /dev/shm, and nothing it starts outlives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from pwdeploy.local.namespace import available
+from tests.conftest import REPO
+from tests.job_processes import in_folder
+from tests.shm_watch import SHM
+
+MiB = 2**20
+WHY_NOT = available(MiB)
+needs_private = pytest.mark.skipif(WHY_NOT is not None, reason=f"no private /dev/shm here: {WHY_NOT}")
+
+
+@pytest.fixture
+def job_dir(tmp_path: Path) -> Path:
+    (tmp_path / "job.yaml").write_text(
+        textwrap.dedent(
+            """\
+            name: shm-test
+            pathways_version: 0.10.2
+            tpu: {type: v5p-8}
+            main: {image: "registry.example/none:0", command: "true", shm_size: 16Mi}
+            storage: {scratch: gs://bkt/s}
+            """
+        ),
+        encoding="utf-8",
+    )
+    return tmp_path
+
+
+def local_run(job_dir: Path, program: str, *argv: str, flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", "job.yaml", "--devices", "1", "--compile-cache", "",
+         "--summary-json", "summary.json", *flags, "--", "python3", "-c", program, *argv],
+        cwd=job_dir, env=env, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+
+
+def summary(job_dir: Path) -> dict[str, object]:
+    loaded = json.loads((job_dir / "summary.json").read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+# Prints the size of its /dev/shm, then writes argv[2] MiB into /dev/shm/argv[1] and keeps the file.
+WRITE = """
+import os, sys
+shm = os.statvfs("/dev/shm")
+print(shm.f_blocks * shm.f_frsize, flush=True)
+with open(f"/dev/shm/{sys.argv[1]}", "wb") as f:
+    for _ in range(int(sys.argv[2])):
+        f.write(b"x" * (1 << 20))
+        f.flush()
+"""
+
+
+@needs_private
+def test_writing_past_main_shm_size_fails_with_enospc_as_in_the_pod_and_the_machines_shm_is_untouched(
+    job_dir: Path,
+) -> None:
+    name = f"pwdeploy-namespace-test-{uuid.uuid4().hex}"
+    done = local_run(job_dir, WRITE, name, "32")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [str(16 * MiB)], "the job's /dev/shm is main.shm_size"
+    assert "OSError: [Errno 28] No space left on device" in done.stderr
+    assert "the job filled its /dev/shm (main.shm_size 16Mi) before it failed" in done.stderr
+    assert "peak /dev/shm 16 MiB of main.shm_size 16Mi" in done.stderr
+    assert summary(job_dir)["peak_shm_bytes"] == 16 * MiB
+    assert not (SHM / name).exists(), "the job wrote into the machine's /dev/shm"
+
+
+MAP_PAST = """
+import mmap, os
+fd = os.open("/dev/shm/block", os.O_RDWR | os.O_CREAT)
+os.ftruncate(fd, 32 << 20)  # a sparse file may be larger than the tmpfs: its pages are not there yet
+block = mmap.mmap(fd, 32 << 20)
+for offset in range(0, 32 << 20, 4096):
+    block[offset] = 1  # past 16 MiB, the tmpfs has no page to give: SIGBUS
+print("not reached", flush=True)
+"""
+
+
+@needs_private
+def test_touching_a_mapped_page_past_main_shm_size_is_sigbus_as_in_the_pod(job_dir: Path) -> None:
+    done = local_run(job_dir, MAP_PAST)
+    assert done.returncode == 135, done.stderr  # 128 + SIGBUS
+    assert "not reached" not in done.stdout
+    assert "attempt 0 killed by SIGBUS (exit status 135)" in done.stderr
+
+
+@needs_private
+def test_a_job_within_main_shm_size_reports_the_namespaces_peak_and_its_files_go_with_it(job_dir: Path) -> None:
+    name = f"pwdeploy-namespace-test-{uuid.uuid4().hex}"
+    done = local_run(job_dir, f"{WRITE}\nimport time; time.sleep(0.5)", name, "12")
+    assert done.returncode == 0, done.stderr
+    assert "its private /dev/shm went with it" in done.stderr
+    assert summary(job_dir)["peak_shm_bytes"] == 12 * MiB  # the job's file alone: nobody else writes there
+    assert not (SHM / name).exists()
+
+
+# Starts a child that leaves the job's session (setsid) and ignores SIGTERM, then exits 0 at once.
+ESCAPES = """
+import subprocess, sys
+stubborn = "import signal as s, time; s.signal(s.SIGTERM, s.SIG_IGN); print('up', flush=True); time.sleep(600)"
+child = subprocess.Popen([sys.executable, "-c", stubborn], start_new_session=True, stdout=subprocess.PIPE)
+child.stdout.readline()
+"""
+
+
+@needs_private
+def test_a_process_that_left_the_jobs_session_does_not_outlive_the_job(job_dir: Path) -> None:
+    done = local_run(job_dir, ESCAPES, flags=("--no-limits-check",))
+    assert done.returncode == 0, done.stderr
+    assert "ended 1 process the job left running" in done.stderr
+    assert in_folder(job_dir) == []
+
+
+def test_where_no_private_shm_can_be_made_one_line_says_so_and_the_run_goes_on(
+    job_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the probe stubbed to refuse (as a machine without user namespaces does): the machine's /dev/shm."""
+    monkeypatch.setattr("pwdeploy.local.namespace.available", lambda size: "unshare: Operation not permitted")
+    monkeypatch.chdir(job_dir)
+    result = CliRunner().invoke(cli, ["local", "run", "-f", "job.yaml", "--devices", "1", "--compile-cache", "",
+                                      "--", sys.executable, "-c", "pass"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "machine's /dev/shm" in line]
+    assert notes == [
+        "note: the job uses the machine's /dev/shm, not a private one of main.shm_size (unshare: Operation not "
+        "permitted): a private one needs root or user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+        "user.max_user_namespaces > 0)"
+    ]
+    assert "removed 0 files it left in /dev/shm" in result.stderr
