@@ -77,8 +77,10 @@ def load(
         return load_job(None if config is None else Path(config), overrides, installed_jax=installed_jax)
     if not isinstance(config, Mapping):
         raise ConfigError(None, f"a job config is a path or a mapping, not a {type(config).__name__}")
-    given = merge(flatten(config), overrides or {})
-    return load_job(None, given, sources=dict.fromkeys(given, "the config mapping"), installed_jax=installed_jax)
+    flat = flatten(config)
+    given = merge(flat, overrides or {})
+    sources = dict.fromkeys(flat, "the config mapping") | dict.fromkeys(overrides or {}, "overrides")
+    return load_job(None, given, sources=sources, installed_jax=installed_jax)
 
 
 def warnings(job: JobConfig) -> list[str]:

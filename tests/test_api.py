@@ -72,6 +72,10 @@ def test_a_mapping_with_mistakes_names_each_field() -> None:
     with pytest.raises(ConfigErrors) as several:
         api.load(example_mapping(), {"tpu.slices": 0, "name": "Not_A_Name"}, installed_jax=jax)
     assert {e.field for e in several.value.errors} >= {"tpu.slices", "name"}
+    assert {e.source for e in several.value.errors if e.field in ("tpu.slices", "name")} == {"overrides"}
+    with pytest.raises(ConfigError) as from_mapping:
+        api.load({**example_mapping(), "tpu": {"type": "v5p-8", "slices": 0}}, installed_jax=jax)
+    assert from_mapping.value.line().startswith("tpu.slices: ") and from_mapping.value.source == "the config mapping"
     with pytest.raises(ConfigError, match="a path or a mapping, not a list"):
         api.load([1, 2], installed_jax=jax)  # type: ignore[arg-type]
 
