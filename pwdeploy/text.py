@@ -11,7 +11,8 @@ r"""One rule for text that comes from outside (API answers, events, conditions, 
 - A cut never splits one of these escapes, so a shortened text never ends in half a sequence.
 - ``masked`` replaces credential-looking values with ``***``: a ``NAME=value`` whose name says it holds a
   credential (the rule render uses to warn of literal credentials in ``main.env``), ``Authorization: Bearer ...``,
-  URL userinfo and the shapes of well-known tokens.
+  URL userinfo and the shapes of well-known tokens (a bare JWT, a Google refresh token, long opaque keys too). It
+  is the one masker: credential plugins' stderr (``kube.credential_plugin``) goes through it as well.
 
 Import-light (``re`` only): every floor may use it."""
 
@@ -103,7 +104,12 @@ def _masks() -> tuple[re.Pattern[str], ...]:
             r"(?i)(?P<head>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|negotiate)\s+)?)"
             r"(?P<value>[^\s\"',;]+)"
         ),
-        re.compile(r"(?i)(?P<head>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})"),  # a scheme's token
+        # a scheme's token: any Bearer value (RFC 6750 b64token), a Basic one of 8 characters or more (shorter is
+        # prose: "basic auth")
+        re.compile(
+            r"(?i)(?P<head>\b(?:bearer\s+(?=[A-Za-z0-9._~+/=-])|basic\s+(?=[A-Za-z0-9._~+/=-]{8,})))"
+            r"(?P<value>[A-Za-z0-9._~+/=-]+)"
+        ),
         re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<value>[^/\s@]+)@"),  # URL userinfo
     )
 
@@ -117,10 +123,14 @@ def _assignment() -> re.Pattern[str]:
 @functools.cache
 def _token_shapes() -> re.Pattern[str]:
     """Well-known token shapes: Hugging Face, GitHub, GitLab, Slack, AWS access key ids, Google OAuth access
-    tokens, OpenAI-style secret keys, Google API keys."""
+    tokens and refresh tokens (``1//0...``), OpenAI-style secret keys, Google API keys, a JWT (three base64url
+    parts, the first a JSON object: ``eyJ``), and any run of 32 or more key characters that mixes digits,
+    upper and lower case (an opaque key no shape names)."""
     return re.compile(
         r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|glpat-[\w-]{20,}|xox[abprs]-[\w-]{10,}|AKIA[0-9A-Z]{16}"
-        r"|ya29\.[\w.-]{20,}|sk-[\w-]{20,}|AIza[\w-]{35})"
+        r"|ya29\.[\w.-]{8,}|sk-[\w-]{20,}|AIza[\w-]{35}|eyJ[\w-]+\.[\w-]+\.[\w-]*)"
+        r"|(?<![\w/])1//[\w-]{8,}"
+        r"|(?=[\w+/=.-]*\d)(?=[\w+/=.-]*[A-Z])(?=[\w+/=.-]*[a-z])[\w+/=.-]{32,}"
     )
 
 

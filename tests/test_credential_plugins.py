@@ -21,8 +21,8 @@ import yaml
 from pwdeploy.cli import cli
 from pwdeploy.cluster.jobsets import get_jobset
 from pwdeploy.errors import ClusterError, ConfigError
-from pwdeploy.kube.credential_plugin import mask_secrets
 from pwdeploy.kube.kubeconfig import PluginLimits, load_kube
+from pwdeploy.text import masked as mask_secrets
 from tests.conftest import SeamRunner
 from tests.https_stub import HttpsStubKubeApiServer
 from tests.kube_stub import FakeClock, StubKubeApiServer

@@ -1,5 +1,7 @@
-"""The layers of the house: which rooms (packages and top-level modules of pwdeploy) each room may import, checked
-over every import of every module (lazy and type-only imports too), and no import cycle between modules."""
+"""The layers of the house: which rooms (packages and top-level modules of pwdeploy) and sub-rooms (the packages
+inside a room) each may import, checked over every import of every module (lazy, type-only, relative and
+`importlib.import_module` with a literal name), no import cycle between modules, and the scanner proved on a planted
+house whose edges are known."""
 
 from __future__ import annotations
 
@@ -38,14 +40,36 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cluster": LEAVES | {"quantity", "catalog", "config", "envcontract", "kube", "manifests"},
     "local": LEAVES | {"quantity", "catalog", "config", "envcontract", "gcs", "runtime", "slices", "manifests"},
     "check": LEAVES | {"quantity", "catalog", "config", "envcontract", "manifests"},
+    "api": frozenset(),  # the library's face: every room below the CLI (test_the_api_stands_below_the_cli)
     "cli": frozenset(),  # the top floor may import every room
     "__main__": frozenset({"cli"}),
     "__init__": frozenset(),
 }
+ALLOWED["api"] = frozenset(ALLOWED) - {"api", "cli", "__main__"}
+
+# Sub-rooms (the packages inside a room): what each may import, other rooms (within its room's row) and the modules
+# or sub-rooms beside it in its room ("cluster.jobsets"); and which of those may import it. pwdeploy's own
+# ``__init__`` (the version) is open to all.
+SUB_ROOMS: dict[str, frozenset[str]] = {
+    "cluster.diagnose": frozenset(
+        {"identifiers", "text", "kube", "cluster.jobsets", "cluster.logs", "cluster.progress"}
+    ),
+    "cluster.readiness": frozenset(
+        {"identifiers", "report", "config", "manifests", "kube", "cluster.jobsets", "cluster.nodes"}
+    ),
+    "check.rules": frozenset({"envcontract", "check.program", "check.rule"}),
+    "local.transfer_probe": frozenset(),  # runs in the job's own process: nothing of pwdeploy
+}
+IMPORTED_IN_ROOM_BY: dict[str, frozenset[str]] = {
+    "cluster.diagnose": frozenset({"cluster.status"}),  # status reads diagnose's findings (to become its view)
+    "cluster.readiness": frozenset(),  # preflight's cluster source: only the CLI assembles it
+    "check.rules": frozenset({"check.run"}),
+    "local.transfer_probe": frozenset(),  # started as a file, not imported
+}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -54,29 +78,111 @@ def room(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def imports(path: Path) -> Iterator[tuple[int, str]]:
-    """Every pwdeploy module ``path`` imports, with the line: ``from a import b`` names ``a.b`` when that is a
-    module."""
+def imports(path: Path, name: str) -> Iterator[tuple[int, str]]:
+    """Every module the module ``name`` (at ``path``) imports, with the line: ``import a``, ``from a import b``
+    (``a.b`` too, when that is a module), relative imports (``from . import b``, ``from ..a import b``) and
+    ``importlib.import_module`` (or ``import_module``) called with a literal name (a relative one with a literal
+    ``package``). Lazy imports inside functions and ``TYPE_CHECKING`` imports count as well."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.lineno, node.module
-            for alias in node.names:
-                yield node.lineno, f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module or "", node.level, package)
+            if base:
+                yield node.lineno, base
+                for alias in node.names:
+                    yield node.lineno, f"{base}.{alias.name}"
+        elif isinstance(node, ast.Call) and _is_import_module(node.func):
+            target = _literal_target(node)
+            if target:
+                yield node.lineno, target
 
 
-def modules() -> dict[str, Path]:
-    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+def _absolute(module: str, level: int, package: str) -> str:
+    """The absolute name of ``from <level dots><module> import ...`` written in ``package``."""
+    if level == 0:
+        return module
+    parts = package.split(".")
+    if level - 1 >= len(parts):
+        return ""  # beyond the top package: Python refuses it too
+    base = ".".join(parts[: len(parts) - (level - 1)])
+    return f"{base}.{module}" if module else base
 
 
-def edges() -> Iterator[tuple[str, int, str]]:
-    known = modules()
+def _is_import_module(func: ast.expr) -> bool:
+    if isinstance(func, ast.Attribute):
+        return func.attr == "import_module" and isinstance(func.value, ast.Name) and func.value.id == "importlib"
+    return isinstance(func, ast.Name) and func.id == "import_module"
+
+
+def _literal_target(call: ast.Call) -> str:
+    """The module ``import_module(NAME[, PACKAGE])`` imports, when both are literal strings."""
+    args = [*call.args, *(k.value for k in call.keywords if k.arg == "package")]
+    if not args or not isinstance(args[0], ast.Constant) or not isinstance(args[0].value, str):
+        return ""
+    target = args[0].value
+    if not target.startswith("."):
+        return target
+    if len(args) < 2 or not isinstance(args[1], ast.Constant) or not isinstance(args[1].value, str):
+        return ""
+    level = len(target) - len(target.lstrip("."))
+    return _absolute(target.lstrip("."), level, args[1].value)
+
+
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(path, package): path for path in sorted(package.rglob("*.py"))}
+
+
+def edges(package: Path = PACKAGE) -> Iterator[tuple[str, int, str]]:
+    known = modules(package)
     for name, path in known.items():
-        for line, target in imports(path):
+        for line, target in imports(path, name):
             if target in known and target != name:
                 yield name, line, target
+
+
+def sub_room(module: str) -> str:
+    """``pwdeploy.cluster.diagnose.read`` -> ``cluster.diagnose``; a room's own modules are sub-rooms of one."""
+    parts = module.split(".")
+    return ".".join(parts[1:3]) if len(parts) > 2 else room(module)
+
+
+def sub_room_problems(package: Path = PACKAGE) -> list[str]:
+    """Every edge into or out of a sub-room that its rows do not allow."""
+    wrong = []
+    for name, line, target in edges(package):
+        source, dest = sub_room(name), sub_room(target)
+        if source == dest or dest in {"__init__", room(name)}:  # itself, the version, its room's __init__
+            continue
+        if source in SUB_ROOMS:
+            outside = dest if room(target) == room(name) else room(target)
+            if outside not in SUB_ROOMS[source]:
+                wrong.append(f"{name} (line {line}) imports {target}: {source} may import {sorted(SUB_ROOMS[source])}")
+        if dest in SUB_ROOMS and room(name) == room(target) and source not in IMPORTED_IN_ROOM_BY[dest]:
+            wrong.append(
+                f"{name} (line {line}) imports {target}: in {room(name)}, only {sorted(IMPORTED_IN_ROOM_BY[dest])} "
+                f"may import {dest}"
+            )
+    return wrong
+
+
+def test_every_sub_room_is_in_the_table() -> None:
+    packages = {
+        sub_room(name) for name, path in modules().items() if path.name == "__init__.py" and name.count(".") == 2
+    }
+    assert packages == set(SUB_ROOMS) == set(IMPORTED_IN_ROOM_BY)
+
+
+def test_sub_rooms_import_only_what_their_rows_allow() -> None:
+    assert sub_room_problems() == []
+
+
+def test_a_sub_room_row_is_within_its_room_row() -> None:
+    for sub, allowed in SUB_ROOMS.items():
+        outer = {name for name in allowed if "." not in name}
+        assert outer <= ALLOWED[sub.split(".")[0]], sub
 
 
 def test_every_room_is_in_the_table() -> None:
@@ -84,13 +190,19 @@ def test_every_room_is_in_the_table() -> None:
     assert rooms <= set(ALLOWED), f"rooms missing from the layering table: {sorted(rooms - set(ALLOWED))}"
 
 
-def test_no_room_imports_a_room_above_it() -> None:
+def room_problems(package: Path = PACKAGE) -> list[str]:
+    """Every edge from a room to a room its row does not name."""
     wrong = []
-    for name, line, target in edges():
+    for name, line, target in edges(package):
         source, dest = room(name), room(target)
         if source in {"cli", dest} or dest == "__init__" or dest in ALLOWED[source]:  # __init__: the version
             continue
         wrong.append(f"{name} (line {line}) imports {target}: {source} may import only {sorted(ALLOWED[source])}")
+    return wrong
+
+
+def test_no_room_imports_a_room_above_it() -> None:
+    wrong = room_problems()
     assert not wrong, "\n".join(wrong)
 
 
@@ -141,3 +253,81 @@ def _cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
 )
 def test_the_table_refuses_an_upward_edge(source: str, target: str) -> None:
     assert room(target) not in ALLOWED[room(source)]
+
+
+# ---------------------------------------------------------------------------------------------- the scanner
+
+# A planted house: each module holds one kind of import, and the edge the scanner must find (line 1 unless said).
+PLANTED = {
+    "errors.py": "",
+    "text.py": "",
+    "config/__init__.py": "from . import model\n",  # relative, the package's own module
+    "config/model.py": "from ..errors import ConfigError\n",  # relative, two dots, a module's name
+    "config/load.py": "from .model import JobConfig\n",
+    "kube/__init__.py": "",
+    "kube/api.py": "import pwdeploy.text\n",  # plain import
+    "kube/lazy.py": "def f():\n    from pwdeploy.cluster import jobsets\n",  # lazy, from a package: upward
+    "kube/typed.py": "import typing\nif typing.TYPE_CHECKING:\n    from pwdeploy.cluster.jobsets import x\n",
+    "kube/dynamic.py": "import importlib\nm = importlib.import_module('pwdeploy.cluster.status')\n",  # upward
+    "kube/dynamic_rel.py": "from importlib import import_module\nm = import_module('..cluster', 'pwdeploy.kube')\n",
+    "kube/computed.py": "import importlib\nname = 'x'\nm = importlib.import_module(name)\n",  # not literal: none
+    "cluster/__init__.py": "",
+    "cluster/jobsets.py": "from ..kube import api\n",
+    "cluster/status.py": "from .diagnose import read\n",  # into a sub-room from beside it
+    "cluster/diagnose/__init__.py": "",
+    "cluster/diagnose/read.py": "from ...config import load\nfrom .. import jobsets\n",  # three dots; the room
+}
+PLANTED_EDGES = {
+    ("pwdeploy.config", "pwdeploy.config.model"),
+    ("pwdeploy.config.model", "pwdeploy.errors"),
+    ("pwdeploy.config.load", "pwdeploy.config.model"),
+    ("pwdeploy.kube.api", "pwdeploy.text"),
+    ("pwdeploy.kube.lazy", "pwdeploy.cluster"),
+    ("pwdeploy.kube.lazy", "pwdeploy.cluster.jobsets"),
+    ("pwdeploy.kube.typed", "pwdeploy.cluster.jobsets"),
+    ("pwdeploy.kube.dynamic", "pwdeploy.cluster.status"),
+    ("pwdeploy.kube.dynamic_rel", "pwdeploy.cluster"),
+    ("pwdeploy.cluster.jobsets", "pwdeploy.kube"),
+    ("pwdeploy.cluster.jobsets", "pwdeploy.kube.api"),
+    ("pwdeploy.cluster.status", "pwdeploy.cluster.diagnose"),
+    ("pwdeploy.cluster.status", "pwdeploy.cluster.diagnose.read"),
+    ("pwdeploy.cluster.diagnose.read", "pwdeploy.config"),
+    ("pwdeploy.cluster.diagnose.read", "pwdeploy.config.load"),
+    ("pwdeploy.cluster.diagnose.read", "pwdeploy.cluster"),
+    ("pwdeploy.cluster.diagnose.read", "pwdeploy.cluster.jobsets"),
+}
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Path:
+    package = tmp_path / "pwdeploy"
+    for relative, source in {"__init__.py": "", **PLANTED}.items():
+        (package / relative).parent.mkdir(parents=True, exist_ok=True)
+        (package / relative).write_text(source)
+    return package
+
+
+def test_the_scanner_finds_each_planted_edge_and_no_other(planted: Path) -> None:
+    assert {(source, target) for source, _, target in edges(planted)} == PLANTED_EDGES
+    lines = {(source, target): line for source, line, target in edges(planted)}
+    assert lines["pwdeploy.kube.typed", "pwdeploy.cluster.jobsets"] == 3
+    assert lines["pwdeploy.kube.dynamic", "pwdeploy.cluster.status"] == 2
+
+
+def test_the_checks_refuse_the_planted_upward_edges(planted: Path) -> None:
+    wrong = room_problems(planted)
+    for module in ("lazy", "typed", "dynamic", "dynamic_rel"):  # kube may not import cluster, however it does
+        assert any(line.startswith(f"pwdeploy.kube.{module} ") for line in wrong), module
+    assert len(wrong) == 5 and not any(
+        "pwdeploy.config" in line or "pwdeploy.cluster.jobsets (" in line for line in wrong
+    )
+
+
+def test_the_sub_room_check_refuses_a_planted_edge_its_rows_do_not_allow(
+    planted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = sub_room_problems(planted)
+    # cluster.diagnose may not import config (its row), and cluster.status may import it (IMPORTED_IN_ROOM_BY)
+    assert [line.split(" imports ")[1].split(":")[0] for line in wrong] == ["pwdeploy.config", "pwdeploy.config.load"]
+    monkeypatch.setitem(IMPORTED_IN_ROOM_BY, "cluster.diagnose", frozenset())
+    assert any(line.startswith("pwdeploy.cluster.status (line 1)") for line in sub_room_problems(planted))

@@ -87,6 +87,57 @@ def test_credential_looking_values_are_masked() -> None:
     assert text.masked("step 12 loss=0.31 lr=3e-4") == "step 12 loss=0.31 lr=3e-4"
 
 
+# The one masker's table: (what a server, a log or a plugin said, the secret that must go, what must stay).
+JWT = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlLXBhcnQ"
+REFRESH = "1//0gLm3xQ9vZ2kYCgYIARAAGBASNwF-L9IrqW2bT"
+MASKS = [
+    (f"HF_TOKEN={HF_TOKEN}", HF_TOKEN, "HF_TOKEN=***"),
+    ('"db_password": "hunter2"', "hunter2", '"db_password": "***"'),
+    ("token: t0psecret", "t0psecret", "token: ***"),
+    (f"Authorization: Bearer {BEARER}", BEARER, "Authorization: Bearer ***"),
+    ("proxy-authorization=Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", "proxy-authorization=Basic ***"),
+    ("got Bearer abc.def back", "abc.def", "got Bearer *** back"),
+    ("basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA==", "basic ***"),
+    ("https://me:pw@host/x", "me:pw", "https://***@host/x"),
+    (f"the token {JWT} expired", "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "the token *** expired"),  # a bare JWT
+    (f"refresh_token {REFRESH} revoked", "0gLm3xQ9vZ2kYCgYIARAAGBASNwF", "refresh_token *** revoked"),
+    (f"gcloud said {REFRESH}", REFRESH, "gcloud said ***"),  # a bare Google refresh token
+    ("ya29.a0AfB_byC-token_value", "a0AfB_byC", "***"),
+    ("key AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE", "key ***"),
+    ("ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2", "A1b2C3d4E5f6G7h8I9j0", "***"),
+    ("sk-" + "proj-abcdefghijklmnopqrstu", "abcdefghijklmnopqrstu", "***"),
+    ("AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "SyA1b2C3d4E5f6G7h8I9j0", "***"),
+    ("opaque Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1Jk0LmNb here", "Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1Jk0LmNb", "opaque *** here"),
+]
+KEPT = [
+    "step 12 loss=0.31 lr=3e-4",
+    "MONKEY_COUNT=12 keyboard layout",
+    "basic auth failed for the registry",
+    "/usr/lib/google-cloud-sdk/bin/gke-gcloud-auth-plugin",
+    "image us-docker.pkg.dev/proj/repo/train@sha256:" + "ab12" * 16,
+    "pod train-worker-0-0-x7k2p: 0/4 nodes are available: 4 Insufficient google.com/tpu",
+    "1/1 ready, ratio 1//2 in the docs",
+]
+
+
+@pytest.mark.parametrize(("said", "secret", "shown"), MASKS, ids=[row[2] for row in MASKS])
+def test_the_one_masker_hides_each_kind_of_secret(said: str, secret: str, shown: str) -> None:
+    assert secret in said and secret not in text.masked(said)
+    assert text.masked(said) == shown
+
+
+@pytest.mark.parametrize("said", KEPT)
+def test_the_one_masker_keeps_what_is_not_a_secret(said: str) -> None:
+    assert text.masked(said) == said
+
+
+def test_credential_plugins_quote_through_the_one_masker() -> None:
+    from pwdeploy.kube import credential_plugin
+
+    assert vars(credential_plugin)["masked"] is text.masked
+    assert not hasattr(credential_plugin, "mask_secrets")
+
+
 def test_render_warnings_and_quoted_evidence_share_one_credential_rule() -> None:
     assert advice.looks_like_credential is text.looks_like_credential
     assert text.looks_like_credential("WANDB_API_KEY") and not text.looks_like_credential("MONKEY_COUNT")

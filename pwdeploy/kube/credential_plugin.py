@@ -12,7 +12,8 @@ What can go wrong, and the exit code (pwdeploy.errors):
   kubeconfig or the machine needs fixing; the message carries the kubeconfig's ``installHint``);
 - the plugin ran and failed (non-zero exit), printed something that is not an ExecCredential, or did not answer
   within ``timeout`` seconds (60 by default; a notice is given after ``notice_after``): ``ClusterError``, exit 4,
-  like a credential the API server rejects. Its stderr is quoted printable, bounded and with secrets masked.
+  like a credential the API server rejects. Its stderr is quoted printable, bounded and with secrets masked
+  (``pwdeploy.text.masked``, the one masker).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.text import masked
 
 PLUGIN_TIMEOUT = 60.0  # seconds a plugin may take before the command stops
 NOTICE_AFTER = 2.0  # seconds before the user hears what the command waits for
@@ -46,23 +47,6 @@ GKE_LOGIN = (
 GKE_INSTALL = (
     "install it: gcloud components install gke-gcloud-auth-plugin (apt: google-cloud-cli-gke-gcloud-auth-plugin)"
 )
-
-_SECRETS = [
-    (re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"']+"), r"\1 ***"),
-    (re.compile(r"eyJ[\w-]+\.[\w-]+\.[\w-]*"), "***"),  # a JWT
-    (re.compile(r"\bya29\.[\w.-]+"), "ya29.***"),  # a Google OAuth access token
-    (re.compile(r"\b1//[\w-]+"), "1//***"),  # a Google refresh token
-    (re.compile(r"(?i)((?:token|password|passwd|secret|key)[\w-]*[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"), r"\1***"),
-    (re.compile(r"(://)[^/@\s]+@"), r"\1***@"),  # URL userinfo
-    (re.compile(r"(?=[\w+/=.-]*\d)(?=[\w+/=.-]*[A-Z])(?=[\w+/=.-]*[a-z])[\w+/=.-]{32,}"), "***"),  # long keys
-]
-
-
-def mask_secrets(text: str) -> str:
-    """``text`` with what looks like a token, a password, a key or URL userinfo replaced by ``***``."""
-    for pattern, replacement in _SECRETS:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 @dataclass(frozen=True)
@@ -87,7 +71,7 @@ class Plugin:
         if self.name == GKE_PLUGIN:
             parts.append(GKE_INSTALL if missing else GKE_LOGIN)
         elif not missing:
-            parts.append(f"run the plugin yourself to see what it needs: {mask_secrets(' '.join(self.argv))}")
+            parts.append(f"run the plugin yourself to see what it needs: {masked(' '.join(self.argv))}")
         return "; ".join(parts) or f"install {self.name}, or fix the user's exec entry in the kubeconfig"
 
     @property
@@ -236,7 +220,7 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
 def _quoted(err: bytes) -> str:
     from pwdeploy.kube.answers import printable
 
-    text = printable(mask_secrets(err.decode("utf-8", "replace").strip()), MAX_QUOTED)
+    text = printable(masked(err.decode("utf-8", "replace").strip()), MAX_QUOTED)
     if not text:
         return " and printed nothing on stderr"
     return ". It said:\n" + "\n".join(f"    {line}" for line in text.splitlines() if line.strip())

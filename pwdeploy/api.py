@@ -1,0 +1,323 @@
+"""pwdeploy as a library: typed functions over the rooms, for a notebook, a test or another tool (docs/api.md).
+
+Each function wraps what the command of the same name calls, and raises the classes of ``pwdeploy.errors`` (the
+exit code a command would give is the class's ``exit_code``); none prints. The rooms are imported inside the
+functions, so ``import pwdeploy.api`` costs no more than ``import pwdeploy`` (kubernetes, yaml, jax: only when a
+function needs them).
+
+A cluster function takes a ``Cluster`` from ``connect`` (kubeconfig, context and namespace resolved as kubectl
+resolves them); a job's name and a namespace are checked before any request is sent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TextIO
+
+    from pwdeploy.check.findings import Report
+    from pwdeploy.cluster.diagnose.findings import Diagnosis
+    from pwdeploy.cluster.progress import JobState
+    from pwdeploy.cluster.status import JobStatus
+    from pwdeploy.cluster.submit import Outcome
+    from pwdeploy.config.model import JobConfig
+    from pwdeploy.kube.api import Kube
+    from pwdeploy.local.env import LocalPlan
+    from pwdeploy.manifests.common import Manifest
+
+__all__ = [
+    "Cluster",
+    "check",
+    "connect",
+    "delete",
+    "diagnose",
+    "load",
+    "logs",
+    "plan_local",
+    "render",
+    "status",
+    "submit",
+    "to_yaml",
+    "validate",
+    "wait",
+    "warnings",
+]
+
+DryRun = Literal["none", "client", "server"]
+Component = Literal["main", "proxy", "rm", "worker", "sidecar"]
+
+
+# ---------------------------------------------------------------------------------------------- the job
+
+
+def load(
+    config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    installed_jax: Callable[[], str | None] | None = None,
+) -> JobConfig:
+    """The job config, validated: from a YAML file (a path) or a mapping as the file would hold it (nested:
+    ``{"tpu": {"type": "v5p-8"}}``, or dotted keys: ``{"tpu.type": "v5p-8"}``), with ``overrides`` on top.
+
+    ``overrides`` are dotted config paths (``{"tpu.slices": 4}``) and merge as the command-line flags do: an env
+    map key by key, XLA flags flag by flag. A mapping's relative paths are read from the current directory, a
+    file's from its folder. ``installed_jax`` gives the jax version the images must match (default: the installed
+    distribution's, read without importing jax). Every problem is raised at once: ``ConfigError`` (one) or
+    ``ConfigErrors`` (several), each naming its field.
+    """
+    from pwdeploy.config.load import flatten, load_job, merge
+    from pwdeploy.errors import ConfigError
+
+    if config is None or isinstance(config, str | os.PathLike):
+        return load_job(None if config is None else Path(config), overrides, installed_jax=installed_jax)
+    if not isinstance(config, Mapping):
+        raise ConfigError(None, f"a job config is a path or a mapping, not a {type(config).__name__}")
+    flat = flatten(config)
+    given = merge(flat, overrides or {})
+    sources = dict.fromkeys(flat, "the config mapping") | dict.fromkeys(overrides or {}, "overrides")
+    return load_job(None, given, sources=sources, installed_jax=installed_jax)
+
+
+def warnings(job: JobConfig) -> list[str]:
+    """What ``render`` and ``submit`` warn of: a valid job that is likely to go wrong (a literal credential in
+    ``main.env``, a reclaimed capacity mode without restarts, ...)."""
+    from pwdeploy.advice import job_warnings
+
+    return list(job_warnings(job))
+
+
+def render(job: JobConfig, *, validate: bool = True) -> list[Manifest]:
+    """The job's Kubernetes objects (the JobSet, and what goes with it), as plain dicts in a stable order; with
+    ``validate``, checked against the Kubernetes and JobSet schemas and webhook rules first (``ValidationError``
+    lists every problem)."""
+    from pwdeploy import manifests
+
+    objects = manifests.build(job)
+    if validate:
+        from pwdeploy.validation.validate import require_valid
+
+        require_valid(objects)
+    return objects
+
+
+def validate(objects: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The problems the schemas and webhook rules find in ``objects`` (rendered or read from files); empty when
+    the API server and JobSet's webhook would accept them."""
+    from pwdeploy.validation.validate import validate_objects
+
+    return validate_objects(objects)
+
+
+def to_yaml(objects: Sequence[Manifest]) -> str:
+    """The objects as ``pwdeploy render`` prints them (YAML documents, deterministic), for ``kubectl apply -f -``."""
+    from pwdeploy import manifests
+
+    return manifests.to_yaml(list(objects))
+
+
+def check(job: JobConfig, paths: Sequence[str | os.PathLike[str]] = (), *, config_file: Path | None = None) -> Report:
+    """The program check (``pwdeploy check``) over the job's entry module, what it imports from the job's folder,
+    and ``paths``. The report's ``errors`` are what would make the command exit with ``CheckError``'s code; this
+    function returns them rather than raising. ``config_file`` lets findings point at the config's lines."""
+    from pwdeploy.check import check as run_check
+
+    return run_check(job, [Path(p) for p in paths], config_file=config_file)
+
+
+def plan_local(
+    job: JobConfig,
+    command: Sequence[str] = (),
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    cores: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LocalPlan:
+    """What ``pwdeploy local run`` would start, without starting it: the command and its folder (``main.command``
+    beside the config, or ``command`` in ``cwd``, default the current directory; a leading ``python3`` is this
+    Python), the emulated CPU devices and the variables set on top of ``environ`` (default: this process's),
+    with the plan's warnings and notes. ``cores`` defaults to the CPU cores this process may use."""
+    from pwdeploy.local.env import plan
+
+    return plan(
+        job,
+        tuple(command),
+        cwd=Path.cwd() if cwd is None else Path(cwd),
+        cores=len(os.sched_getaffinity(0)) if cores is None else cores,
+        environ=os.environ if environ is None else environ,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- the cluster
+
+
+class Cluster(NamedTuple):
+    """A connected cluster (``kube``: pwdeploy's bounded client) and the namespace the functions work in."""
+
+    kube: Kube
+    namespace: str
+
+
+def connect(
+    kubeconfig: str | os.PathLike[str] | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    *,
+    on_notice: Callable[[str], None] | None = None,
+) -> Cluster:
+    """The cluster a kubeconfig's context names (default: ``KUBECONFIG``, else ``~/.kube/config``, else the
+    in-cluster service account) and the namespace (default: the context's). Nothing is asked of the server yet.
+    ``on_notice`` hears what a user should know on the way (a slow credential plugin, credentials not sent over
+    plain http). A missing or unusable kubeconfig, or a bad namespace, is a ``ConfigError``; a credential
+    plugin that fails is a ``ClusterError``."""
+    from pwdeploy.kube.kubeconfig import load_kube
+
+    _check_namespace(namespace)
+    kube = load_kube(None if kubeconfig is None else Path(kubeconfig), context, on_notice=on_notice)
+    return Cluster(kube, namespace or kube.namespace)
+
+
+def submit(cluster: Cluster, job: JobConfig, *, dry_run: DryRun = "none", replace: bool = False) -> Outcome:
+    """Validate the job, then create its JobSet, as ``pwdeploy submit`` (without the preflight checks, and
+    without waiting: see ``wait``). The same config again changes nothing (``result == "unchanged"``); another
+    config under the same name is a ``ClusterError`` unless ``replace``, which deletes the old JobSet first.
+    ``dry_run``: ``"client"`` sends nothing that could change the cluster, ``"server"`` has the API server admit
+    it without persisting. The job's namespace is the cluster's when the config names none."""
+    from pwdeploy import manifests
+    from pwdeploy.cluster import submit as sub
+    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.validation.validate import require_valid
+
+    if dry_run not in ("none", "client", "server"):
+        from pwdeploy.errors import ConfigError
+
+        raise ConfigError("dry_run", f"{dry_run!r} is not a dry-run mode; valid: none, client, server")
+    job = job._replace(namespace=job.namespace or cluster.namespace)
+    objects = manifests.build(job)
+    require_valid(objects)
+    with reading_answers(cluster.kube):
+        marked = sub.mark_managed(objects, job.namespace or cluster.namespace)
+        return sub.submit(cluster.kube, marked, dry_run=sub.DryRun(dry_run), replace=replace, confirm=lambda q: True)
+
+
+def status(cluster: Cluster, name: str) -> JobStatus:
+    """The job's JobSet, pods, recent warning events and diagnose's findings on them, as ``pwdeploy status``
+    reads them; a job that is not there is a ``ClusterError``."""
+    from pwdeploy.cluster.status import read_status
+    from pwdeploy.kube.api import reading_answers
+
+    _check_name(name)
+    with reading_answers(cluster.kube):
+        return read_status(cluster.kube, cluster.namespace, name)
+
+
+def wait(
+    cluster: Cluster,
+    name: str,
+    *,
+    until: Literal["running", "done"] = "done",
+    timeout: float | None = None,
+    progress: TextIO | None = None,
+) -> JobState:
+    """Poll until the job runs (``"running"``: every expected pod Running) or ends (``"done"``), and return its
+    state. A failed job, a job that disappears and a ``timeout`` (seconds) passed are ``ClusterError``s (the job
+    itself is left alone). ``progress`` gets one line per change (default: nowhere)."""
+    import io
+
+    from pwdeploy.cluster.wait import Display, wait_for
+    from pwdeploy.kube.api import reading_answers
+
+    _check_name(name)
+    if until not in ("running", "done"):
+        from pwdeploy.errors import ConfigError
+
+        raise ConfigError("until", f"{until!r} is not a state to wait for; valid: running, done")
+    display = Display(io.StringIO() if progress is None else progress, tty=False)
+    with reading_answers(cluster.kube):
+        return wait_for(cluster.kube, cluster.namespace, name, until=until, display=display, timeout=timeout)
+
+
+def logs(
+    cluster: Cluster,
+    name: str,
+    *,
+    component: Component = "main",
+    slice_index: int = 0,
+    host: int = 0,
+    tail: int | None = None,
+    previous: bool = False,
+    follow: bool = False,
+) -> Iterator[bytes]:
+    """The log of one of the job's containers, byte for byte as the API server sends it (``pwdeploy logs``):
+    the pod is found now (``ClusterError`` when there is none yet), the log is read as the iterator is consumed.
+    ``slice_index`` and ``host`` pick a worker (or its sidecar); ``follow`` keeps reading until the container
+    ends."""
+    from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_bytes
+    from pwdeploy.errors import ConfigError
+    from pwdeploy.kube.api import reading_answers
+
+    _check_name(name)
+    if component not in COMPONENTS:
+        raise ConfigError("component", f"{component!r} is not a component; valid: {', '.join(COMPONENTS)}")
+    kube, namespace = cluster
+    with reading_answers(kube):
+        pod = find_pod(kube, namespace, name, component, slice_index, host)
+    container = COMPONENTS[component][1]
+    return log_bytes(kube, namespace, pod, container, follow=follow, tail=tail, previous=previous)
+
+
+def diagnose(cluster: Cluster, name: str) -> Diagnosis:
+    """Why the job is not running (``pwdeploy diagnose``): its findings, most important first, each with its
+    evidence and fix. The diagnosis is returned whatever it found: the command's ``DiagnosisError`` is for
+    findings of severity error, which are ``Diagnosis.errors`` here."""
+    from pwdeploy.cluster.diagnose import diagnose as explain
+    from pwdeploy.kube.api import reading_answers
+
+    _check_name(name)
+    with reading_answers(cluster.kube):
+        return explain(cluster.kube, cluster.namespace, name)
+
+
+def delete(cluster: Cluster, name: str, *, wait: bool = False) -> None:
+    """Delete a pwdeploy-managed job (its JobSet, Jobs and pods), as ``pwdeploy delete --yes``. A JobSet that
+    another tool created is refused (``ClusterError``); with ``wait``, return only once it is gone."""
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.errors import ClusterError
+    from pwdeploy.kube.api import reading_answers
+
+    _check_name(name)
+    kube, namespace = cluster
+    with reading_answers(kube):
+        if not js.is_managed(js.require_jobset(kube, namespace, name)):
+            raise ClusterError(
+                f"jobset {name} in namespace {namespace} is not managed by pwdeploy; not deleting it",
+                hint="delete it with the tool that created it",
+            )
+        js.delete_jobset(kube, namespace, name)
+        if wait and not js.wait_gone(kube, namespace, name):
+            raise ClusterError(
+                f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s",
+                hint=f"look for stuck pods or finalizers: pwdeploy status {name} -n {namespace}",
+            )
+
+
+def _check_namespace(namespace: str | None) -> None:
+    from pwdeploy.errors import ConfigError
+    from pwdeploy.names import dns1123_label
+
+    problem = None if namespace is None else dns1123_label(namespace)
+    if problem is not None:
+        raise ConfigError("namespace", f"{namespace!r} is not a valid namespace: {problem}")
+
+
+def _check_name(name: str) -> None:
+    from pwdeploy.errors import ConfigError
+    from pwdeploy.names import dns1035_label
+
+    problem = dns1035_label(name)
+    if problem is not None:
+        raise ConfigError("name", f"{name!r} is not a job name: {problem}", hint="the name is the config's `name`")

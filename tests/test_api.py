@@ -1,0 +1,270 @@
+"""pwdeploy.api, the library's face: a config from a file or a (nested) mapping, render, validate, the program
+check and the local plan against the real rooms; the cluster functions against StubKubeApiServer (a loopback stub,
+not an API server, so those tests say so in their names); every public name documented; `import pwdeploy` and
+render's path import none of it."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pwdeploy import api
+from pwdeploy import identifiers as ids
+from pwdeploy.check import check as check_room
+from pwdeploy.config import load_job
+from pwdeploy.errors import ClusterError, ConfigError, ConfigErrors, ValidationError
+from pwdeploy.kube.api import Kube
+from tests.conftest import REPO
+from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
+
+EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
+MAIN = {"image": "python:3.11.9-slim", "command": "python3 train.py"}
+
+
+def jax() -> str:
+    return "0.10.2"  # the example's images are for jax 0.10.2, whatever this machine has installed
+
+
+def example_mapping() -> dict[str, Any]:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+# ---------------------------------------------------------------------------------------------- the job
+
+
+def test_a_nested_mapping_loads_as_the_file_with_the_same_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    from_file = api.load(EXAMPLE, installed_jax=jax)
+    monkeypatch.chdir(EXAMPLE.parent)  # a mapping's relative paths are read from here, a file's from its folder
+    assert api.load(example_mapping(), installed_jax=jax) == from_file
+    assert from_file == load_job(EXAMPLE, installed_jax=jax)
+
+
+def test_dotted_keys_and_overrides_merge_as_the_flags_do() -> None:
+    job = api.load(
+        {
+            "name": "a",
+            "tpu.type": "v5p-8",
+            "storage.scratch": "gs://stub-bucket/scratch",
+            "main": {**MAIN, "env": {"A": "1", "B": "2"}},
+        },
+        {"tpu.slices": 3, "main.env": {"B": "3"}},
+        installed_jax=jax,
+    )
+    assert job.name == "a" and job.tpu.slices == 3
+    assert dict(job.main.env) == {"A": "1", "B": "3"}  # key by key, as --env on top of the file's env
+    assert api.load(str(EXAMPLE), {"tpu.slices": 4}, installed_jax=jax).tpu.slices == 4
+
+
+def test_a_mapping_with_mistakes_names_each_field() -> None:
+    with pytest.raises(ConfigError) as unknown:
+        api.load({**example_mapping(), "tpu": {"type": "v5p-8", "slicez": 2}}, installed_jax=jax)
+    assert unknown.value.field == "tpu.slicez" and "did you mean 'slices'" in str(unknown.value)
+    with pytest.raises(ConfigErrors) as several:
+        api.load(example_mapping(), {"tpu.slices": 0, "name": "Not_A_Name"}, installed_jax=jax)
+    assert {e.field for e in several.value.errors} >= {"tpu.slices", "name"}
+    assert {e.source for e in several.value.errors if e.field in ("tpu.slices", "name")} == {"overrides"}
+    with pytest.raises(ConfigError) as from_mapping:
+        api.load({**example_mapping(), "tpu": {"type": "v5p-8", "slices": 0}}, installed_jax=jax)
+    assert from_mapping.value.line().startswith("tpu.slices: ") and from_mapping.value.source == "the config mapping"
+    with pytest.raises(ConfigError, match="a path or a mapping, not a list"):
+        api.load([1, 2], installed_jax=jax)  # type: ignore[arg-type]
+
+
+def test_render_validates_and_prints_as_the_command_does() -> None:
+    job = api.load(EXAMPLE, installed_jax=jax)
+    objects = api.render(job)
+    assert [o["kind"] for o in objects] == ["JobSet"] and objects[0]["metadata"]["name"] == "dp-example"
+    assert api.validate(objects) == []
+    golden = (REPO / "manifests" / "dp-example.yaml").read_text()
+    assert list(yaml.safe_load_all(api.to_yaml(objects))) == list(yaml.safe_load_all(golden))
+    objects[0]["spec"]["replicatedJobs"][0]["replicas"] = -1
+    problems = api.validate(objects)
+    assert problems and any("replicas" in p for p in problems)
+
+
+def test_render_raises_the_validation_error_for_what_the_schemas_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pwdeploy import manifests
+
+    job = api.load(EXAMPLE, installed_jax=jax)
+    broken = api.render(job, validate=False)
+    broken[0]["spec"]["replicatedJobs"][0]["replicas"] = -1
+    monkeypatch.setattr(manifests, "build", lambda job: broken)  # a public function: what render is given
+    with pytest.raises(ValidationError) as caught:
+        api.render(job)
+    assert caught.value.exit_code == 3 and any("replicas" in p for p in caught.value.problems)
+
+
+def test_the_program_check_is_the_commands(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import jax\njax.distributed.initialize()\nprint(jax.devices())\n")
+    job = api.load(
+        {"name": "c", "tpu": {"type": "v5p-8"}, "storage": {"scratch": "gs://stub-bucket/scratch"}, "main": MAIN},
+        installed_jax=jax,
+    )._replace(base_dir=tmp_path)
+    report = api.check(job)
+    assert report == check_room(job, [])
+    assert report.findings, "the planted program calls jax.distributed.initialize(): a rule says so"
+    assert all(f.file.endswith("train.py") for f in report.findings)
+
+
+def test_the_local_plan_is_what_local_run_would_start(tmp_path: Path) -> None:
+    job = api.load(EXAMPLE, installed_jax=jax)
+    plan = api.plan_local(job, cwd=tmp_path, cores=4, environ={})
+    assert plan.command == (sys.executable, "train.py", "--steps", "200") and plan.cwd == EXAMPLE.parent
+    assert plan.devices == 8  # 2 slices of v5p-8: 4 chips each
+    assert plan.env["TRAIN_SEED"] == "0"
+    other = api.plan_local(job, ["python3", "-c", "pass"], cwd=tmp_path, cores=4, environ={})
+    assert other.command == (sys.executable, "-c", "pass") and other.cwd == tmp_path.resolve()
+
+
+# ---------------------------------------------------------------------------------------------- the cluster
+
+
+@pytest.fixture
+def cluster(kube: Kube) -> api.Cluster:
+    return api.Cluster(kube, "default")
+
+
+def test_connect_resolves_the_context_and_namespace_against_the_stub(kubeconfig: Path) -> None:
+    cluster = api.connect(kubeconfig)
+    assert cluster.namespace == "default" and cluster.kube.context == "stub"
+    assert api.connect(kubeconfig, namespace="team").namespace == "team"
+    with pytest.raises(ConfigError, match="not a valid namespace"):
+        api.connect(kubeconfig, namespace="Team_A")
+    with pytest.raises(ConfigError):
+        api.connect(kubeconfig.parent / "missing")
+
+
+def test_submit_status_diagnose_delete_against_the_stub(cluster: api.Cluster, stub: StubKubeApiServer) -> None:
+    job = api.load(EXAMPLE, installed_jax=jax)
+    dry = api.submit(cluster, job, dry_run="client")
+    assert dry.result == "created" and stub.writes() == []
+    outcome = api.submit(cluster, job)
+    assert (outcome.name, outcome.namespace, outcome.result) == ("dp-example", "default", "created")
+    assert stub.get("jobsets", "default", "dp-example") is not None
+    assert api.submit(cluster, job).result == "unchanged"
+    with pytest.raises(ClusterError, match="--replace"):
+        api.submit(cluster, job._replace(tpu=job.tpu._replace(slices=3)))
+    assert api.submit(cluster, job._replace(tpu=job.tpu._replace(slices=3)), replace=True).result == "replaced"
+
+    found = api.status(cluster, "dp-example")
+    assert found.name == "dp-example" and found.jobset["metadata"]["name"] == "dp-example"
+    diagnosis = api.diagnose(cluster, "dp-example")
+    assert diagnosis.job == "dp-example" and diagnosis.requests > 0
+
+    api.delete(cluster, "dp-example", wait=True)
+    assert stub.get("jobsets", "default", "dp-example") is None
+    with pytest.raises(ClusterError, match="jobset dp-example not found in namespace default"):
+        api.status(cluster, "dp-example")
+
+
+def test_submit_refuses_a_bad_dry_run_mode_before_any_request_against_the_stub(
+    cluster: api.Cluster, stub: StubKubeApiServer
+) -> None:
+    with pytest.raises(ConfigError, match="valid: none, client, server"):
+        api.submit(cluster, api.load(EXAMPLE, installed_jax=jax), dry_run="yes")  # type: ignore[arg-type]
+    assert stub.requests == []
+
+
+def test_delete_refuses_a_jobset_pwdeploy_did_not_make_against_the_stub(
+    cluster: api.Cluster, stub: StubKubeApiServer
+) -> None:
+    foreign = rendered_jobset()
+    foreign["metadata"]["labels"] = {}
+    stub.put("jobsets", foreign)
+    with pytest.raises(ClusterError, match="not managed by pwdeploy"):
+        api.delete(cluster, "dp-example")
+    assert stub.writes() == []
+
+
+def test_wait_returns_the_state_or_raises_against_the_stub(
+    cluster: api.Cluster, stub: StubKubeApiServer, clock: FakeClock
+) -> None:
+    stub.put("jobsets", rendered_jobset(status={"conditions": [{"type": "Completed", "status": "True"}]}))
+    lines = io.StringIO()
+    assert api.wait(cluster, "dp-example", progress=lines).phase == "Completed"
+    assert lines.getvalue().startswith("Completed")
+    failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "m"}]}
+    stub.put("jobsets", rendered_jobset("other", status=failed))
+    with pytest.raises(ClusterError, match="job other failed: FailedJobs: m"):
+        api.wait(cluster, "other")
+    stub.put("jobsets", rendered_jobset("slow"))
+    with pytest.raises(ClusterError, match="is not running after 10 s"):
+        api.wait(cluster, "slow", until="running", timeout=10)
+
+
+def test_logs_are_the_containers_bytes_against_the_stub(cluster: api.Cluster, stub: StubKubeApiServer) -> None:
+    stub.put("jobsets", rendered_jobset())
+    pod = f"dp-example-{ids.WORKER_JOB}-1-0-x7k2p"
+    labels = {
+        ids.JOBSET_NAME_LABEL: "dp-example",
+        ids.REPLICATED_JOB_LABEL: ids.WORKER_JOB,
+        ids.JOB_INDEX_LABEL: "1",
+        ids.COMPLETION_INDEX_LABEL: "0",
+    }
+    spec = {"containers": [{"name": ids.WORKER_CONTAINER}]}
+    stub.put("pods", {"metadata": {"name": pod, "namespace": "default", "labels": labels}, "spec": spec})
+    stub.logs[("default", pod, ids.WORKER_CONTAINER)] = b"boot\n\xffstep 1\n"
+    assert b"".join(api.logs(cluster, "dp-example", component="worker", slice_index=1)) == b"boot\n\xffstep 1\n"
+    with pytest.raises(ClusterError, match=f"no {ids.HEAD_JOB} pod yet for job dp-example"):
+        api.logs(cluster, "dp-example")
+    with pytest.raises(ConfigError, match="is not a job name"):
+        api.logs(cluster, "job.yaml")
+
+
+# ---------------------------------------------------------------------------------------------- the face
+
+
+def test_every_public_name_has_a_docstring_and_a_place_in_the_api_page() -> None:
+    page = (REPO / "docs" / "api.md").read_text()
+    for name in api.__all__:
+        obj = getattr(api, name)
+        assert inspect.getdoc(obj), f"pwdeploy.api.{name} has no docstring"
+        assert re.search(rf"`(api\.)?{name}\b", page), f"docs/api.md does not document {name}"
+
+
+def test_every_public_function_is_fully_typed() -> None:
+    for name in api.__all__:
+        obj = getattr(api, name)
+        if inspect.isfunction(obj):
+            hints = inspect.signature(obj)
+            assert hints.return_annotation is not inspect.Signature.empty, name
+            assert all(p.annotation is not inspect.Parameter.empty for p in hints.parameters.values()), name
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["-c", "import pwdeploy"], ["-m", "pwdeploy", "render", "-f", str(EXAMPLE)]],
+    ids=["import pwdeploy", "render"],
+)
+def test_import_pwdeploy_and_render_do_not_import_the_api(argv: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert "pwdeploy" in imported and "pwdeploy.api" not in imported
+
+
+def test_the_api_pages_example_runs_as_written_against_the_stub(
+    kubeconfig: Path, stub: StubKubeApiServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "api.md").read_text(), re.DOTALL)
+    assert len(blocks) == 3
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    namespace: dict[str, Any] = {}
+    for block in blocks[:2]:  # the third waits for running pods, which the stub never starts
+        exec(compile(block, "docs/api.md", "exec"), namespace)
+    shown = capsys.readouterr().out
+    assert "local run: 8 CPU devices in" in shown and "created dp-example default" in shown
+    assert stub.get("jobsets", "default", "dp-example") is not None
+    assert namespace["outcome"].result == "created" and namespace["status"].name == "dp-example"
