@@ -1,0 +1,384 @@
+"""After `pwdeploy drill` injected its fault: follow the job until it recovers (or ends, or ``--timeout``), and
+report what the controllers did beside what `local run` predicts (``drill.predict``).
+
+What is measured, on the connection's clock from the moment the fault was injected:
+
+- detection: the first sign that a controller acted: the JobSet counted a restart or ended, a hit pod was
+  replaced (a new pod in its slot), or the kubelet restarted the signalled container;
+- every pod running again: every pod the JobSet expects Running, none of them being deleted, all of the current
+  restart attempt (label ``jobset.sigs.k8s.io/restart-attempt``);
+- the first step after the fault: the first step report (a line ``step N`` of main's log, as the examples print
+  after ``runtime.step_done``) timestamped after detection; steps lost: the last step reported before detection
+  minus the first after it, plus one (the steps done again).
+
+The report is data (``report_document``, the ``-o json`` shape of docs/drill.md); ``report_lines`` is its text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pwdeploy import identifiers as ids
+from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.drill import Fault, Prediction
+from pwdeploy.cluster.jobsets import Object
+from pwdeploy.cluster.logs import read_lines
+from pwdeploy.cluster.progress import TERMINAL, job_state
+from pwdeploy.kube.api import Kube
+from pwdeploy.text import printable
+
+STEP_LINE = re.compile(r"^step (\d{1,12})\b")
+POLL_S = 2.0
+TAIL_BEFORE = 200  # lines of main's log read for the last step before the fault
+
+
+def step_of(line: str) -> int | None:
+    m = STEP_LINE.match(line)
+    return None if m is None else int(m[1])
+
+
+def parse_time(stamp: str) -> datetime | None:
+    """An RFC 3339 timestamp of the API server (nanoseconds cut to microseconds), or None."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", stamp)
+    if m is None:
+        return None
+    fraction = (m[2] or "0")[:6].ljust(6, "0")
+    zone = "+00:00" if m[3] == "Z" else m[3]
+    try:
+        return datetime.fromisoformat(f"{m[1]}.{fraction}{zone}")
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- one look
+
+
+def _meta(pod: Object) -> dict[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def slot(pod: Object) -> tuple[str, str, str]:
+    labels = _meta(pod).get("labels") or {}
+    return (
+        str(labels.get(ids.REPLICATED_JOB_LABEL, "")),
+        str(labels.get(ids.JOB_INDEX_LABEL, "")),
+        str(labels.get(ids.COMPLETION_INDEX_LABEL, "")),
+    )
+
+
+def container_restarts(pod: Object, container: str) -> int:
+    for s in (pod.get("status") or {}).get("containerStatuses") or []:
+        if s.get("name") == container:
+            return int(s.get("restartCount") or 0)
+    return 0
+
+
+def expected_pods(jobset: Object) -> int:
+    return sum(rj.replicas * rj.pods_per_job for rj in js.replicated_jobs(jobset))
+
+
+def all_running(jobset: Object, pods: list[Object]) -> bool:
+    """Every pod the JobSet expects is Running, of the current restart attempt, none being deleted."""
+    attempt = str(js.restarts(jobset))
+    live = [
+        p
+        for p in pods
+        if not _meta(p).get("deletionTimestamp")
+        and (_meta(p).get("labels") or {}).get(ids.RESTART_ATTEMPT_LABEL, attempt) == attempt
+        and (p.get("status") or {}).get("phase") == "Running"
+    ]
+    return len({slot(p) for p in live}) >= expected_pods(jobset)
+
+
+def newest_head(pods: list[Object]) -> str | None:
+    heads = [p for p in pods if slot(p)[0] == ids.HEAD_JOB and not _meta(p).get("deletionTimestamp")]
+    heads.sort(key=lambda p: str(_meta(p).get("creationTimestamp") or ""))
+    return str(_meta(heads[-1])["name"]) if heads else None
+
+
+def last_step(kube: Kube, namespace: str, pod: str | None) -> int | None:
+    """The last step main reported (of its last ``TAIL_BEFORE`` lines), None when it reported none."""
+    if pod is None:
+        return None
+    steps = [step_of(line) for _, line in read_lines(kube, namespace, pod, ids.MAIN_CONTAINER, tail=TAIL_BEFORE)]
+    found = [s for s in steps if s is not None]
+    return found[-1] if found else None
+
+
+# ---------------------------------------------------------------------------------------------- following
+
+
+@dataclass
+class Before:
+    """The job as it was when the fault was injected."""
+
+    restarts: int
+    counted: int  # status.restartsCountTowardsMax
+    max_restarts: int
+    target_uids: dict[tuple[str, str, str], str]  # slot -> uid of the pods hit
+    target_restarts: dict[str, int]  # kill_worker: pod -> its container's restartCount
+    last_step: int | None
+    at: float  # kube.clock.now()
+    utc: datetime
+
+
+@dataclass
+class Observed:
+    outcome: str = "none"  # jobset_restart, elastic_recovery, pod_replaced, container_restarted, job_ended, none
+    detail: str = ""
+    detected_s: float | None = None
+    detected_utc: datetime | None = None
+    running_s: float | None = None
+    first_step_s: float | None = None
+    first_step: int | None = None
+    last_step: int | None = None
+    restarts: int = 0
+    counted: int = 0
+    stopped: str = "timeout"  # recovered, job_ended, timeout, interrupted
+    notes: list[str] = field(default_factory=list)
+
+
+RANK = {"none": 0, "container_restarted": 1, "pod_replaced": 1, "elastic_recovery": 2, "jobset_restart": 3}
+
+
+def before(
+    kube: Kube, namespace: str, jobset: Object, fault: Fault, pods: list[Object], hit: tuple[str, ...]
+) -> Before:
+    status = jobset.get("status") or {}
+    policy = (jobset.get("spec") or {}).get("failurePolicy") or {}
+    hit_pods = [p for p in pods if _meta(p).get("name") in hit]
+    return Before(
+        restarts=js.restarts(jobset),
+        counted=int(status.get("restartsCountTowardsMax") or 0),
+        max_restarts=int(policy.get("maxRestarts") or 0),
+        target_uids={slot(p): str(_meta(p).get("uid")) for p in hit_pods},
+        target_restarts={str(_meta(p)["name"]): container_restarts(p, ids.WORKER_CONTAINER) for p in hit_pods},
+        last_step=last_step(kube, namespace, newest_head(pods)),
+        at=kube.clock.now(),
+        utc=kube.clock.utc_now(),
+    )
+
+
+def follow(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    fault: Fault,
+    was: Before,
+    *,
+    elastic: bool,
+    timeout: float,
+    say: Callable[[str], None],
+    poll: float = POLL_S,
+) -> Observed:
+    """Watch the job until every pod runs again and main reported a step (or the job ended, or ``timeout``
+    seconds passed since the fault); Ctrl-C stops watching and returns what was seen (``stopped`` interrupted)."""
+    seen = Observed(last_step=was.last_step)
+    try:
+        while True:
+            if _look(kube, namespace, name, fault, was, seen, elastic, say):
+                return seen
+            if kube.clock.now() - was.at >= timeout:
+                seen.stopped = "timeout"
+                return seen
+            kube.clock.sleep(poll)
+    except KeyboardInterrupt:
+        seen.stopped = "interrupted"
+        return seen
+
+
+def _look(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    fault: Fault,
+    was: Before,
+    seen: Observed,
+    elastic: bool,
+    say: Callable[[str], None],
+) -> bool:
+    """One look at the job; True when following is done."""
+    jobset = js.get_jobset(kube, namespace, name)
+    elapsed = kube.clock.now() - was.at
+    if jobset is None:
+        _detect(seen, "job_ended", "the JobSet was deleted", elapsed, kube, say)
+        seen.stopped = "job_ended"
+        return True
+    seen.restarts = js.restarts(jobset)
+    seen.counted = int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0)
+    state = job_state(jobset)
+    if state.phase in TERMINAL:
+        _detect(seen, "job_ended", f"the JobSet is {state.phase} ({state.reason})", elapsed, kube, say)
+        seen.stopped = "job_ended"
+        return True
+    if seen.restarts > was.restarts:
+        _detect(seen, "jobset_restart", f"the JobSet restarted (restart {seen.restarts})", elapsed, kube, say)
+    pods = js.list_pods(kube, namespace, name)
+    _pod_reactions(pods, fault, was, seen, elastic, elapsed, kube, say)
+    if seen.detected_s is not None and seen.running_s is None and all_running(jobset, pods):
+        seen.running_s = elapsed
+        say(f"+{elapsed:.1f}s every pod runs again")
+    _steps(kube, namespace, newest_head(pods), was, seen, elapsed, say)
+    if seen.running_s is not None and (seen.first_step_s is not None or was.last_step is None):
+        seen.stopped = "recovered"
+        if was.last_step is None:
+            seen.notes.append("main reported no step before the fault: steps after it are not awaited")
+        return True
+    return False
+
+
+def _pod_reactions(
+    pods: list[Object],
+    fault: Fault,
+    was: Before,
+    seen: Observed,
+    elastic: bool,
+    elapsed: float,
+    kube: Kube,
+    say: Callable[[str], None],
+) -> None:
+    live = {slot(p): p for p in pods if not _meta(p).get("deletionTimestamp")}
+    replaced = [s for s, uid in was.target_uids.items() if s in live and str(_meta(live[s]).get("uid")) != uid]
+    if replaced and seen.restarts == was.restarts:
+        outcome = "elastic_recovery" if elastic and fault.kind == "lose_slice" else "pod_replaced"
+        _detect(seen, outcome, f"{len(replaced)} of {len(was.target_uids)} hit pods replaced", elapsed, kube, say)
+    for pod in pods:
+        pod_name = str(_meta(pod).get("name"))
+        if (
+            pod_name in was.target_restarts
+            and container_restarts(pod, ids.WORKER_CONTAINER) > was.target_restarts[pod_name]
+        ):
+            _detect(
+                seen, "container_restarted", f"the kubelet restarted {pod_name}'s worker container", elapsed, kube, say
+            )
+
+
+def _detect(seen: Observed, outcome: str, detail: str, elapsed: float, kube: Kube, say: Callable[[str], None]) -> None:
+    if seen.detected_s is None:
+        seen.detected_s, seen.detected_utc = elapsed, kube.clock.utc_now()
+        say(f"+{elapsed:.1f}s detected: {detail}")
+    if outcome == "job_ended" or RANK.get(outcome, 0) > RANK.get(seen.outcome, 0):
+        if seen.outcome != "none" and seen.outcome != outcome:
+            say(f"+{elapsed:.1f}s then: {detail}")
+        seen.outcome, seen.detail = outcome, detail
+
+
+def _steps(
+    kube: Kube,
+    namespace: str,
+    head: str | None,
+    was: Before,
+    seen: Observed,
+    elapsed: float,
+    say: Callable[[str], None],
+) -> None:
+    if head is None or seen.first_step is not None:
+        return
+    for stamp, line in read_lines(kube, namespace, head, ids.MAIN_CONTAINER, since=was.utc):
+        step, at = step_of(line), parse_time(stamp)
+        if step is None or at is None or at < was.utc:
+            continue
+        if seen.detected_utc is None or at < seen.detected_utc:
+            seen.last_step = max(step, seen.last_step or 0)
+        elif seen.first_step is None:
+            seen.first_step, seen.first_step_s = step, elapsed
+            say(f"+{elapsed:.1f}s first step after the fault: step {step}")
+
+
+# ---------------------------------------------------------------------------------------------- the report
+
+MATCHES = {
+    "jobset_restart": {"jobset_restart"},
+    "job_ends": {"job_ended"},
+    "pod_replaced": {"pod_replaced", "container_restarted"},
+    "elastic_recovery": {"elastic_recovery"},
+}
+
+
+def steps_lost(seen: Observed) -> int | None:
+    if seen.first_step is None or seen.last_step is None:
+        return None
+    return max(0, seen.last_step - seen.first_step + 1)
+
+
+def findings(prediction: Prediction, seen: Observed, was: Before) -> list[str]:
+    """Where the cluster did not do what `local run` predicts, and other things worth a look."""
+    found = []
+    if seen.outcome != "none" and seen.outcome not in MATCHES[prediction.outcome]:
+        found.append(
+            f"local run predicts {prediction.outcome} ({prediction.why}); the cluster did {seen.outcome} "
+            f"({seen.detail})"
+        )
+    if seen.outcome == "none":
+        found.append(f"no controller reacted to the fault within the {seen.stopped} window")
+    if seen.counted - was.counted > 0 and was.max_restarts and seen.counted >= was.max_restarts:
+        found.append(f"every restart of maxRestarts {was.max_restarts} is used: the next failure ends the job")
+    return found + seen.notes
+
+
+def report_document(
+    name: str, namespace: str, fault: Fault, pods: tuple[str, ...], prediction: Prediction, was: Before, seen: Observed
+) -> dict[str, Any]:
+    """The report's ``-o json`` shape (docs/drill.md)."""
+    decision = prediction.decision
+    return {
+        "job": name,
+        "namespace": namespace,
+        "fault": {
+            "kind": fault.kind,
+            "slice": fault.slice_index,
+            "host": fault.host,
+            "exit_code": fault.exit_code,
+            "pods": list(pods),
+        },
+        "predicted": {
+            "outcome": prediction.outcome,
+            "rule": decision.rule if decision is not None else None,
+            "why": prediction.why,
+        },
+        "rule_fired": seen.outcome,
+        "rule_detail": seen.detail,
+        "seconds_to_detection": _rounded(seen.detected_s),
+        "seconds_to_all_running": _rounded(seen.running_s),
+        "seconds_to_first_step": _rounded(seen.first_step_s),
+        "last_step_before": seen.last_step,
+        "first_step_after": seen.first_step,
+        "steps_lost": steps_lost(seen),
+        "restarts_consumed": seen.counted - was.counted,
+        "restarts_total": seen.restarts,
+        "max_restarts": was.max_restarts,
+        "stopped": seen.stopped,
+        "findings": findings(prediction, seen, was),
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def report_lines(doc: dict[str, Any]) -> list[str]:
+    """The report as text: one fact a line."""
+
+    def secs(key: str) -> str:
+        return "-" if doc[key] is None else f"{doc[key]:.1f} s"
+
+    lost = "unknown (no step reports)" if doc["steps_lost"] is None else str(doc["steps_lost"])
+    lines = [
+        f"drill report: job {doc['job']} (namespace {doc['namespace']}), stopped: {doc['stopped']}",
+        f"  fault:                {doc['fault']['kind']} ({', '.join(doc['fault']['pods'])})",
+        f"  predicted (local run): {doc['predicted']['outcome']}: {doc['predicted']['why']}",
+        f"  rule that fired:      {doc['rule_fired']}{': ' + doc['rule_detail'] if doc['rule_detail'] else ''}",
+        f"  detection:            {secs('seconds_to_detection')}",
+        f"  every pod running:    {secs('seconds_to_all_running')}",
+        f"  first step after:     {secs('seconds_to_first_step')}"
+        + (f" (step {doc['first_step_after']})" if doc["first_step_after"] is not None else ""),
+        f"  steps lost:           {lost}",
+        f"  restarts consumed:    {doc['restarts_consumed']} (of maxRestarts {doc['max_restarts']}; "
+        f"{doc['restarts_total']} in all)",
+    ]
+    lines += [f"  finding: {f}" for f in doc["findings"]]
+    return [printable(line) for line in lines]
