@@ -98,16 +98,9 @@ class Source:
     streaming: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fresh(self, stamp: str, seen_at_stamp: dict[str, int]) -> bool:
-        """Whether a line with ``stamp`` is new (not one given before a reconnect)."""
-        if not self.last_stamp or not stamp:
-            return True
-        if stamp < self.last_stamp:
-            return False
-        if stamp == self.last_stamp:
-            seen_at_stamp[stamp] = seen_at_stamp.get(stamp, 0) + 1
-            return seen_at_stamp[stamp] > self.at_last
-        return True
+    def resume(self) -> Resume:
+        """Where the next read starts: the lines up to the last one given are skipped."""
+        return Resume(self.last_stamp, self.at_last)
 
     def given(self, stamp: str) -> None:
         if stamp == self.last_stamp:
@@ -122,6 +115,24 @@ class Source:
         if self.last_stamp:
             query.append(("sinceTime", self.last_stamp[:19] + "Z"))
         return query
+
+
+@dataclass
+class Resume:
+    """One read of a source: which of its lines were given before it began."""
+
+    stamp: str  # the last timestamp given before this read ("" none)
+    count: int  # lines given with exactly that timestamp
+    seen: int = 0  # lines of this read with that timestamp so far
+
+    def fresh(self, stamp: str) -> bool:
+        """Whether a line with ``stamp`` is new (not one an earlier read gave)."""
+        if not self.stamp or not stamp or stamp > self.stamp:
+            return True
+        if stamp < self.stamp:
+            return False
+        self.seen += 1
+        return self.seen > self.count
 
 
 class Timeline:
@@ -236,7 +247,7 @@ class Timeline:
     def _read_now(self, source: Source) -> None:
         """Poll a source once (not followed): the lines since the last one given."""
         try:
-            lines = self.kube.stream_lines(*self._request(source, follow=False))
+            lines = list(self.kube.stream_lines(*self._request(source, follow=False)))
         except ApiError as exc:
             if exc.status == 404:
                 source.done = True
@@ -251,9 +262,9 @@ class Timeline:
         )
 
     def _take(self, source: Source, lines: list[tuple[str, str]]) -> None:
-        seen_at_stamp: dict[str, int] = {}
+        resume = source.resume()
         for stamp, text in lines:
-            if source.fresh(stamp, seen_at_stamp):
+            if resume.fresh(stamp):
                 source.given(stamp)
                 kind: Kind = "milestone" if MILESTONE_LINE.search(text) else "log"
                 self.entries.put(Entry(kind, stamp, source.origin, text))
@@ -263,17 +274,17 @@ class Timeline:
         its container terminated for good, or the timeline stops."""
         drops = 0
         while not self.stop.is_set() and not source.done:
-            seen_at_stamp: dict[str, int] = {}
+            resume = source.resume()
             try:
                 for line in self.kube.stream_lines(*self._request(source, follow=True)):
                     stamp, text = split_stamp(line)
                     with source.lock:
-                        if source.fresh(stamp, seen_at_stamp):
+                        if self.stop.is_set():
+                            return  # the final read (``_finish``) gives what is left
+                        if resume.fresh(stamp):
                             source.given(stamp)
                             kind: Kind = "milestone" if MILESTONE_LINE.search(text) else "log"
                             self.entries.put(Entry(kind, stamp, source.origin, text))
-                    if self.stop.is_set():
-                        return
                 drops = 0
             except ApiError as exc:
                 if exc.status == 404:
