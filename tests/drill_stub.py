@@ -9,17 +9,30 @@ one answers it (a stub, not an API server: no controllers; a test moves the worl
   ``timestamps=true`` puts the timestamp and a space before each, ``sinceTime`` (whole seconds, as the API server
   takes it) keeps lines at or after it, ``tailLines`` and ``limitBytes`` cut as kubelet does. ``follow=true`` sends
   what there is and ends the stream: every follow is a stream that drops, which a reader must resume.
+- ``GET /api/v1/namespaces/NS/pods/NAME/exec?command=...`` upgraded to a WebSocket (``v4.channel.k8s.io``, RBAC
+  verb ``create`` on ``pods/exec``): the command ``kill -s SIG 1`` is the only one served; the container's PID 1
+  dies of the signal only when it is in ``pid1_handles`` (the kernel drops any other signal sent to a PID
+  namespace's init from inside it, SIGKILL included: kill still succeeds), and the kubelet's part is played at
+  once: the container's ``restartCount`` goes up and ``lastState.terminated.exitCode`` is 128 + the signal. The
+  exec's Status (``Success``) comes on channel 3, then the stream closes.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import math
 import re
+import signal
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-from tests.kube_stub import StubKubeApiServer, _Reply, status_body
+from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, peer_name, status_body
 
 EVICTION_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction")
+EXEC_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec")
 LOG_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log")
 
 
@@ -37,6 +50,82 @@ class DrillStub(StubKubeApiServer):
         super().__init__(**kwargs)
         self.timed_logs: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         self.evicted: list[str] = []
+        self.signalled: list[tuple[str, str, str]] = []  # (pod, container, signal name)
+        self.pid1_handles = {"TERM", "ABRT", "INT", "USR1"}
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        base = super()._handler_class()
+        fake = self
+
+        class Handler(base):  # type: ignore[valid-type,misc]
+            def do_GET(self) -> None:
+                if (self.headers.get("Upgrade") or "").lower() == "websocket":
+                    fake._exec(self)
+                else:
+                    super().do_GET()
+
+        return Handler
+
+    def _exec(self, h: BaseHTTPRequestHandler) -> None:
+        from tests.portforward_fake import CLOSE, V4_CHANNEL, WS_GUID, FakeStream
+
+        parts = urlsplit(h.path)
+        r = Recorded("GET", parts.path, parse_qs(parts.query), dict(h.headers.items()), None, peer_name(h.connection))
+        with self._lock:
+            self.requests.append(r)
+        m = EXEC_PATH.fullmatch(parts.path)
+        user = self.user_of(r)
+        refusal = (
+            (404, "NotFound", "the server could not find the requested resource")
+            if m is None
+            else (401, "Unauthorized", "Unauthorized")
+            if user is None
+            else (403, "Forbidden", f'pods "{m[2]}" is forbidden: User "{user}" cannot create resource "pods/exec"')
+            if ("create", "pods/exec") in self.forbidden
+            else (404, "NotFound", f'pods "{m[2]}" not found')
+            if ("pods", m[1], m[2]) not in self.objects
+            else None
+        )
+        offered = [p.strip() for p in (h.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
+        if refusal is None and V4_CHANNEL not in offered:
+            refusal = (400, "BadRequest", f"subprotocols {offered}: not served")
+        if refusal is not None:
+            body = json.dumps(status_body(*refusal)).encode()
+            h.send_response(refusal[0])
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body)
+            return
+        assert m is not None
+        accept = base64.b64encode(hashlib.sha1((h.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest())
+        h.send_response(101)
+        headers = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Accept": accept.decode()}
+        for key, value in {**headers, "Sec-WebSocket-Protocol": V4_CHANNEL}.items():
+            h.send_header(key, value)
+        h.end_headers()
+        h.wfile.flush()
+        h.close_connection = True
+        stream = FakeStream(h.connection, h.rfile, 0)
+        status = self._run_kill(m[1], m[2], r.q("container") or "", r.query.get("command") or [])
+        stream.send_channel(3, json.dumps(status).encode())
+        stream.send(CLOSE, b"\x03\xe8")
+
+    def _run_kill(self, ns: str, pod: str, container: str, command: list[str]) -> dict[str, Any]:
+        if len(command) != 4 or command[:2] != ["kill", "-s"] or command[3] != "1":
+            return {"status": "Failure", "message": f"stub: only `kill -s SIG 1` is served, not {command}"}
+        with self._lock:
+            obj = self.objects[("pods", ns, pod)]
+            statuses = obj.get("status", {}).get("containerStatuses") or []
+            found = next((c for c in statuses if c.get("name") == container), None)
+            if found is None:
+                return {"status": "Failure", "message": f"container {container} is not valid for pod {pod}"}
+            self.signalled.append((pod, container, command[2]))
+            if command[2] in self.pid1_handles:
+                found["restartCount"] = int(found.get("restartCount") or 0) + 1
+                code = 128 + int(signal.Signals[f"SIG{command[2]}"])
+                found["lastState"] = {"terminated": {"exitCode": code, "reason": "Error"}}
+        return {"metadata": {}, "status": "Success"}
 
     def _dispatch(self, r: Any) -> None:
         path = r.path.rstrip("/")

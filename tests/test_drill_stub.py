@@ -291,3 +291,32 @@ def test_step_lines_and_timestamps() -> None:
     at = parse_time("2026-01-01T00:05:01.250000000Z")
     assert at is not None and at.microsecond == 250000
     assert parse_time("yesterday") is None
+
+
+def test_kill_worker_signals_the_container_through_exec(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world: World
+
+    def program(sleeps: int) -> None:
+        if sleeps == 1:
+            world.log_steps(11, 12, at=clock.t - 1000.0)
+
+    clock = FakeClock(program)
+    world = World(drill_stub)
+    result = run(["drill", NAME, "--kill-worker", "1/0", "--exit-code", "143", "-y", "-o", "json"], clock)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (pod,) = [p["metadata"]["name"] for p in world.pods(ids.WORKER_JOB) if "-worker-1-0-" in p["metadata"]["name"]]
+    assert drill_stub.signalled == [(pod, ids.WORKER_CONTAINER, "TERM")]
+    assert doc["fault"] == {"kind": "kill_worker", "slice": 1, "host": 0, "exit_code": 143, "pods": [pod]}
+    assert doc["rule_fired"] == "container_restarted" and doc["predicted"]["outcome"] == "pod_replaced"
+    assert doc["findings"] == [] and doc["seconds_to_detection"] == 0.0 and doc["steps_lost"] == 0
+    (execed,) = drill_stub.sent("GET", "/exec")
+    assert execed.query["command"] == ["kill", "-s", "TERM", "1"] and execed.q("container") == ids.WORKER_CONTAINER
+
+
+def test_a_signal_pid_1_ignores_is_reported_not_hidden(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    result = run(["drill", NAME, "--kill-worker", "0/1", "--exit-code", "137", "-y", "--timeout", "6"], FakeClock())
+    assert result.exit_code == 4
+    assert [s for _, _, s in drill_stub.signalled] == ["KILL"]
+    assert "finding: no controller reacted" in result.stdout
