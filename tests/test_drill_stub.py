@@ -320,3 +320,26 @@ def test_a_signal_pid_1_ignores_is_reported_not_hidden(drill_stub: DrillStub, ru
     assert result.exit_code == 4
     assert [s for _, _, s in drill_stub.signalled] == ["KILL"]
     assert "finding: no controller reacted" in result.stdout
+
+
+def test_ctrl_c_stops_following_and_never_undoes_the_fault(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    def interrupt(sleeps: int) -> None:
+        if sleeps == 2:
+            raise KeyboardInterrupt
+
+    World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "1", "-y"], FakeClock(interrupt))
+    assert result.exit_code == 130, result.output
+    assert "stopped: interrupted" in result.stdout
+    assert "Stopped following; the fault is not undone." in result.stderr
+    assert len(drill_stub.evicted) == 2 and [r.method for r in drill_stub.writes()] == ["POST", "POST"]
+
+
+def test_ctrl_c_before_the_fault_injects_nothing(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    def interrupt(sleeps: int) -> None:
+        raise KeyboardInterrupt
+
+    World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "1", "--after", "5m", "-y"], FakeClock(interrupt))
+    assert result.exit_code == 130 and "no fault was injected" in result.stderr
+    assert drill_stub.evicted == []

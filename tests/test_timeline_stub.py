@@ -156,6 +156,10 @@ def test_follow_loses_and_repeats_nothing_through_drops_and_a_restart(
     assert restart_at < texts.index("slice-0/host-0/pathways-worker@1 after restart")
     assert restart_at < texts.index(f"head/{ids.MAIN_CONTAINER}@1 step 6: loss 0.0006")
     assert got[-1].text == "the job is Completed (AllJobsCompleted)"
+    gone = [i for i, t in enumerate(texts) if t.endswith("is gone (deleted or evicted)")]
+    assert len(gone) == 1 + 2 * world.hosts and max(gone) < texts.index(
+        "slice-0/host-0/pathways-worker@1 after restart"
+    )
     resumed = [r for r in drill_stub.sent("GET", "/log") if r.q("sinceTime")]
     assert resumed, "no read resumed with sinceTime"
 

@@ -187,6 +187,10 @@ class Timeline:
         for pod in sorted(pods, key=lambda p: str(p["metadata"].get("creationTimestamp") or "")):
             self._pod_milestones(pod)
             self._add_sources(pod)
+        names = {str(p["metadata"].get("name")) for p in pods}
+        for gone in sorted(n for n in self.pod_facts if n not in names and "gone" not in self.pod_facts[n]):
+            self.pod_facts[gone].add("gone")
+            self._job_line("", f"pod {gone} is gone (deleted or evicted)")
         self._events()
         for source in list(self.sources.values()):
             if not source.streaming and not source.done:
