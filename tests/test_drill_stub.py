@@ -222,6 +222,8 @@ def test_refuses_a_fatal_fault_unless_allowed(drill_stub: DrillStub, run: Callab
     world.set_status(limit)  # every restart used: losing a slice now ends the job
     result = run(["drill", NAME, "--lose-slice", "1", "-y"], FakeClock())
     assert result.exit_code == 2 and "--allow-fatal" in result.stderr and "ReachedMaxRestarts" in result.stderr
+    dry = run(["drill", NAME, "--lose-slice", "1", "--dry-run"], FakeClock())
+    assert dry.exit_code == 0 and "fatal: rule slice_lost" in dry.stderr and "(needs --allow-fatal)" in dry.stderr
     assert drill_stub.sent("POST") == []
 
 

@@ -118,6 +118,12 @@ def drill(
     fatal = dr.capacity_fatal(fault, jobset) or (prediction.why if prediction.fatal else None)
     target = dr.find_target(kube, ns, name, fault)
     _say_plan(fault, prediction, target.pods, wait_s, after_step, dry_run)
+    if dry_run:
+        if fatal:
+            refusal = "needs --allow-fatal" if not allow_fatal else "allowed by --allow-fatal"
+            click.echo(f"  fatal: {fatal} ({refusal})", err=True)
+        click.echo("dry run: nothing was done", err=True)
+        return
     if fatal and not allow_fatal:
         raise ConfigError(
             None,
@@ -125,9 +131,6 @@ def drill(
             source="--allow-fatal",
             hint="pass --allow-fatal to inject it anyway (the job will not recover)",
         )
-    if dry_run:
-        click.echo("dry run: nothing was done", err=True)
-        return
     if not yes and not confirm(f"Inject {fault.flags()} into job {name} in namespace {ns}? It cannot be undone."):
         raise PwdeployError("no fault injected")
     _wait_for_trigger(kube, ns, name, wait_s, after_step)
