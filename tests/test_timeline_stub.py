@@ -4,6 +4,7 @@ follow stream it serves ends after what it has, so every stream here drops and m
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -51,7 +52,7 @@ def cli(kubeconfig: Path, args: list[str], clock: FakeClock) -> Any:
     return CliRunner().invoke(pwdeploy, [*args, "--kubeconfig", str(kubeconfig)], obj=seams)
 
 
-def worker_lines(world: World, slice_index: int, host: int, texts: list[str], *, at: float) -> None:
+def worker_lines(world: World, slice_index: int, host: int, texts: list[str], *, at: float, apart: float = 0.0) -> None:
     pod = next(
         p["metadata"]["name"]
         for p in world.pods(ids.WORKER_JOB)
@@ -59,7 +60,7 @@ def worker_lines(world: World, slice_index: int, host: int, texts: list[str], *,
         and p["metadata"]["labels"][ids.COMPLETION_INDEX_LABEL] == str(host)
     )
     lines = world.stub.timed_logs[(NS, pod, ids.WORKER_CONTAINER)]
-    lines += [(stamp(at), text) for text in texts]  # one timestamp for all: the same-second resume case
+    lines += [(stamp(at + i * apart), text) for i, text in enumerate(texts)]  # apart 0: the same-second case
 
 
 def test_once_every_container_with_its_origin_and_milestones(drill_stub: DrillStub, kubeconfig: Path) -> None:
@@ -187,3 +188,59 @@ def test_selection() -> None:
     assert not Selection(slice_index=0).wants(pod, ids.WORKER_CONTAINER)
     assert not Selection(component="main").wants(pod, ids.WORKER_CONTAINER)
     assert Selection(component="worker", host=0).wants(pod, ids.WORKER_CONTAINER)
+
+
+def test_follow_from_the_cli_until_the_job_ends(drill_stub: DrillStub, kubeconfig: Path) -> None:
+    world: World
+
+    def job(sleeps: int) -> None:
+        if sleeps == 2:
+            world.set_status(0, failed=True)
+
+    clock = FakeClock(job)
+    world = World(drill_stub)
+    result = cli(kubeconfig, ["logs", NAME, "--all", "-f", "--timestamps", "--component", "main"], clock)
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    assert f"{stamp(-10.0)} [head/{ids.MAIN_CONTAINER}] step 1: loss 0.0001" in out
+    assert not any("pathways-worker]" in line for line in out)
+    assert out[-1] == "- [job] == the job is Failed (FailedJobs)" and f"job {NAME}: Failed" in result.stderr
+
+
+def test_ctrl_c_stops_the_timeline(drill_stub: DrillStub, kubeconfig: Path) -> None:
+    def interrupt(sleeps: int) -> None:
+        if threading.current_thread() is threading.main_thread():  # Ctrl-C reaches the main thread only
+            raise KeyboardInterrupt
+
+    World(drill_stub)
+    result = cli(kubeconfig, ["logs", NAME, "--all", "-f"], FakeClock(interrupt))
+    assert result.exit_code == 130 and f"Stopped following; job {NAME} keeps running." in result.stderr
+
+
+@pytest.mark.parametrize("apart", [1.0, 0.0], ids=["a line a second", "all in one second"])
+def test_a_poll_cut_at_its_byte_limit_loses_no_line(
+    drill_stub: DrillStub, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch, apart: float
+) -> None:
+    from pwdeploy.cluster import timeline as tl
+
+    monkeypatch.setattr(tl, "POLL_LIMIT_BYTES", 200)  # the module's limit, small enough to cut inside a line
+    world = World(drill_stub)
+    texts = [f"line {i} " + "x" * 40 for i in range(12)]
+    worker_lines(world, 0, 0, texts, at=-20.0, apart=apart)
+    got: list[Entry] = []
+
+    def end(sleeps: int) -> None:
+        if sleeps == 12:
+            world.set_status(0, failed=True)
+
+    clock = FakeClock(end)
+    Timeline(
+        connect(kubeconfig, clock),
+        NS,
+        NAME,
+        got.append,
+        selection=Selection(component="worker", slice_index=0, host=0),
+        max_streams=0,
+        poll=0.01,
+    ).run()
+    assert [e.text for e in got if e.kind == "log"] == texts

@@ -14,6 +14,7 @@ that are milestones in themselves (``N/M Pathways Slices Now Ready``, the elasti
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import threading
@@ -30,7 +31,12 @@ from pwdeploy.kube.api import EVENTS, POD_LOGS, Action, ApiError, Kube
 
 MAX_STREAMS = 16
 POLL_S = 2.0
-FINISH_WAIT_S = 2.0  # seconds the open streams get to end once the job did
+POLL_LIMIT_BYTES = 4 * 2**20  # bytes one poll of one container reads at most (an answer is untrusted input)
+MAX_DROPS = 5  # failed opens in a row before a stream is left to the polls
+FINISH_WAIT_S = 2.0
+STOP_WAIT_S = (
+    0.5  # seconds, in all, the streams get to end after Ctrl-C  # seconds the open streams get to end once the job did
+)
 MILESTONE_LINE = re.compile(r"\d+/\d+ Pathways Slices Now Ready|[Ee]lastic|slice .* (lost|back|restored)")
 Kind = Literal["log", "event", "milestone"]
 
@@ -96,6 +102,7 @@ class Source:
     at_last: int = 0  # lines given with exactly ``last_stamp``
     done: bool = False
     streaming: bool = False
+    unlimited: bool = False  # the next poll reads without limitBytes: a cut poll gave nothing new
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def resume(self) -> Resume:
@@ -112,6 +119,8 @@ class Source:
         query = [("container", self.container), ("timestamps", "true")]
         if follow:
             query.append(("follow", "true"))
+        elif not self.unlimited:
+            query.append(("limitBytes", str(POLL_LIMIT_BYTES)))
         if self.last_stamp:
             query.append(("sinceTime", self.last_stamp[:19] + "Z"))
         return query
@@ -160,6 +169,7 @@ class Timeline:
         self.restarts: int | None = None
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
+        self.pod_phases: dict[str, str] = {}  # pod uid -> phase, at the last look
 
     # -------------------------------------------------------------------------------------- the loop
 
@@ -176,6 +186,8 @@ class Timeline:
                 self._drain()
         finally:
             self.stop.set()
+            for thread in self.threads:  # a stream that ends at once closes its connection (others stay daemons)
+                thread.join(STOP_WAIT_S / max(1, len(self.threads)))
 
     def _look(self) -> str | None:
         jobset = js.get_jobset(self.kube, self.namespace, self.name)
@@ -187,6 +199,10 @@ class Timeline:
         for pod in sorted(pods, key=lambda p: str(p["metadata"].get("creationTimestamp") or "")):
             self._pod_milestones(pod)
             self._add_sources(pod)
+        self.pod_phases = {
+            str(p["metadata"].get("uid") or p["metadata"].get("name")): str((p.get("status") or {}).get("phase"))
+            for p in pods
+        }
         names = {str(p["metadata"].get("name")) for p in pods}
         for gone in sorted(n for n in self.pod_facts if n not in names and "gone" not in self.pod_facts[n]):
             self.pod_facts[gone].add("gone")
@@ -256,7 +272,13 @@ class Timeline:
             if exc.status == 404:
                 source.done = True
             return  # 400: not started yet; anything else: tried again at the next look
-        self._take(source, [split_stamp(line) for line in lines])
+        cut = not source.unlimited and sum(len(line.encode()) + 1 for line in lines) >= POLL_LIMIT_BYTES
+        if cut:
+            lines = lines[:-1]  # cut at limitBytes, perhaps inside its last line: the next poll reads it whole
+        # sinceTime has whole seconds: a second holding more than the limit would stall a cut poll for ever, so
+        # a cut poll that gave nothing new is followed by one without the limit
+        given = self._take(source, [split_stamp(line) for line in lines])
+        source.unlimited = cut and given == 0
 
     def _request(self, source: Source, *, follow: bool) -> tuple[Action, str, list[tuple[str, str]]]:
         return (
@@ -265,50 +287,58 @@ class Timeline:
             source.query(follow=follow),
         )
 
-    def _take(self, source: Source, lines: list[tuple[str, str]]) -> None:
-        resume = source.resume()
+    def _take(self, source: Source, lines: list[tuple[str, str]]) -> int:
+        """Give the lines not given before; how many."""
+        resume, given = source.resume(), 0
         for stamp, text in lines:
             if resume.fresh(stamp):
                 source.given(stamp)
                 kind: Kind = "milestone" if MILESTONE_LINE.search(text) else "log"
                 self.entries.put(Entry(kind, stamp, source.origin, text))
+                given += 1
+        return given
 
     def _stream(self, source: Source) -> None:
         """Follow one container, reconnecting (with sinceTime) when the stream drops, until its pod is gone or
-        its container terminated for good, or the timeline stops."""
+        its container terminated for good, or the timeline stops. A stream that cannot be opened is left to the
+        polls (``streaming`` False) until the next look opens it again."""
         drops = 0
-        while not self.stop.is_set() and not source.done:
-            resume = source.resume()
-            try:
-                for line in self.kube.stream_lines(*self._request(source, follow=True)):
-                    stamp, text = split_stamp(line)
-                    with source.lock:
-                        if self.stop.is_set():
-                            return  # the final read (``_finish``) gives what is left
-                        if resume.fresh(stamp):
-                            source.given(stamp)
-                            kind: Kind = "milestone" if MILESTONE_LINE.search(text) else "log"
-                            self.entries.put(Entry(kind, stamp, source.origin, text))
-                drops = 0
-            except ApiError as exc:
-                if exc.status == 404:
+        try:
+            while not self.stop.is_set() and not source.done:
+                try:
+                    self._follow_once(source)
+                    drops = 0
+                except ApiError as exc:
+                    if exc.status == 404:
+                        source.done = True
+                        break
+                    drops += 1
+                    if drops >= MAX_DROPS:
+                        break
+                if self._container_finished(source):
                     source.done = True
                     break
-                drops += 1
-            if self._container_finished(source):
-                source.done = True
-                break
-            self.stop.wait(min(self.poll * (1 + drops), 30.0))
-        source.streaming = False
+                self.stop.wait(min(self.poll * (1 + drops), 30.0))
+        finally:
+            source.streaming = False
+
+    def _follow_once(self, source: Source) -> None:
+        resume = source.resume()
+        with contextlib.closing(self.kube.stream_lines(*self._request(source, follow=True))) as lines:
+            for line in lines:
+                stamp, text = split_stamp(line)
+                with source.lock:
+                    if self.stop.is_set():
+                        return  # the final read (``_finish``) gives what is left
+                    if resume.fresh(stamp):
+                        source.given(stamp)
+                        kind: Kind = "milestone" if MILESTONE_LINE.search(text) else "log"
+                        self.entries.put(Entry(kind, stamp, source.origin, text))
 
     def _container_finished(self, source: Source) -> bool:
-        """Whether the pod is gone, or its container terminated and the pod will not run it again."""
-        pods = js.list_pods(self.kube, self.namespace, self.name)
-        pod = next((p for p in pods if str(p["metadata"].get("uid") or p["metadata"].get("name")) == source.uid), None)
-        if pod is None:
-            return True
-        phase = (pod.get("status") or {}).get("phase")
-        return phase in ("Succeeded", "Failed")
+        """Whether the pod is gone, or ended (Succeeded, Failed), at the last look."""
+        phase = self.pod_phases.get(source.uid)
+        return phase is None or phase in ("Succeeded", "Failed")
 
     # -------------------------------------------------------------------------------------- milestones
 
