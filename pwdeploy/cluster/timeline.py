@@ -18,7 +18,7 @@ import contextlib
 import queue
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -324,7 +324,8 @@ class Timeline:
 
     def _follow_once(self, source: Source) -> None:
         resume = source.resume()
-        with contextlib.closing(self.kube.stream_lines(*self._request(source, follow=True))) as lines:
+        lines = self.kube.stream_lines(*self._request(source, follow=True))
+        with contextlib.closing(lines) if isinstance(lines, Generator) else contextlib.nullcontext():
             for line in lines:
                 stamp, text = split_stamp(line)
                 with source.lock:
