@@ -270,7 +270,7 @@ def test_after_step_waits_for_the_step_report(drill_stub: DrillStub, run: Callab
 
     clock = FakeClock(program)
     world = World(drill_stub)
-    result = run(["drill", NAME, "--evict-head", "--after-step", "15", "-y", "--timeout", "4"], clock)
+    result = run(["drill", NAME, "--evict-head", "--after-step", "15", "-y", "--timeout", "10"], clock)
     assert "main reported step 20: injecting" in result.stderr
     assert len(drill_stub.evicted) == 1 and clock.sleeps[:3] == [2.0, 2.0, 2.0]
 
@@ -345,3 +345,19 @@ def test_ctrl_c_before_the_fault_injects_nothing(drill_stub: DrillStub, run: Cal
     result = run(["drill", NAME, "--lose-slice", "1", "--after", "5m", "-y"], FakeClock(interrupt))
     assert result.exit_code == 130 and "no fault was injected" in result.stderr
     assert drill_stub.evicted == []
+
+
+def test_after_step_is_bounded_by_the_timeout(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    result = run(["drill", NAME, "--evict-head", "--after-step", "500", "-y", "--timeout", "10"], FakeClock())
+    assert result.exit_code == 4 and "did not report step 500 within --timeout 10 s (last: 10)" in result.stderr
+    assert drill_stub.evicted == []
+
+
+def test_after_step_on_a_headless_job_is_refused(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world = World(drill_stub)
+    head = next(rj for rj in world.jobset["spec"]["replicatedJobs"] if rj["name"] == ids.HEAD_JOB)
+    pod = head["template"]["spec"]["template"]["spec"]
+    pod["containers"] = [c for c in pod["containers"] if c["name"] != ids.MAIN_CONTAINER]
+    result = run(["drill", NAME, "--evict-head", "--after-step", "5", "-y"], FakeClock())
+    assert result.exit_code == 2 and "--after-step: job dp-example is headless" in result.stderr

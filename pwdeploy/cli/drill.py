@@ -114,6 +114,13 @@ def drill(
             f"job {name} is {state.phase}, not running: a drill needs a running job",
             hint=f"wait until it runs: pwdeploy status {name} -n {ns}",
         )
+    if after_step is not None and not dr.has_main(jobset):
+        raise ConfigError(
+            None,
+            f"job {name} is headless: no program in the cluster reports steps",
+            source="--after-step",
+            hint="use --after DURATION",
+        )
     prediction = dr.predict(fault, jobset)
     fatal = dr.capacity_fatal(fault, jobset) or (prediction.why if prediction.fatal else None)
     target = dr.find_target(kube, ns, name, fault)
@@ -133,7 +140,7 @@ def drill(
         )
     if not yes and not confirm(f"Inject {fault.flags()} into job {name} in namespace {ns}? It cannot be undone."):
         raise PwdeployError("no fault injected")
-    _wait_for_trigger(kube, ns, name, wait_s, after_step)
+    _wait_for_trigger(kube, ns, name, wait_s, after_step, timeout)
     _inject_and_report(cluster, name, fault, prediction, output, timeout)
 
 
@@ -152,18 +159,28 @@ def _say_plan(
     click.echo(f"  predicted: {prediction.outcome}: {prediction.why}", err=True)
 
 
-def _wait_for_trigger(kube: Kube, ns: str, name: str, wait_s: float | None, after_step: int | None) -> None:
+def _wait_for_trigger(
+    kube: Kube, ns: str, name: str, wait_s: float | None, after_step: int | None, timeout: float
+) -> None:
+    """Wait for --after or --after-step (the latter bounded by --timeout); Ctrl-C injects nothing."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.cluster.drill_report import last_step, newest_head
 
     try:
         if wait_s is not None:
             kube.clock.sleep(wait_s)
+        deadline = kube.clock.now() + timeout
         while after_step is not None:
             step = last_step(kube, ns, newest_head(js.list_pods(kube, ns, name)))
             if step is not None and step >= after_step:
                 click.echo(f"main reported step {step}: injecting", err=True)
                 return
+            if kube.clock.now() >= deadline:
+                raise ClusterError(
+                    f"main did not report step {after_step} within --timeout {timeout:g} s (last: {step}); "
+                    "no fault was injected",
+                    hint="step reports are main's log lines `step N` (docs/drill.md)",
+                )
             kube.clock.sleep(STEP_WAIT_POLL_S)
     except KeyboardInterrupt:
         click.echo("\nStopped before injecting: no fault was injected.", err=True)

@@ -197,6 +197,15 @@ def is_elastic(jobset: Object) -> bool:
     return False
 
 
+def has_main(jobset: Object) -> bool:
+    """Whether the head pod runs the user's program (a headless job's does not: it has no step reports)."""
+    for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        if rj.get("name") == ids.HEAD_JOB:
+            pod = ((rj.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+            return any(c.get("name") == ids.MAIN_CONTAINER for c in pod.get("containers") or [])
+    return False
+
+
 def queued_capacity(jobset: Object) -> bool:
     """Whether the workers run on queued-provisioning nodes (``cloud.google.com/gke-queued``): a lost slice's
     nodes are gone with their provisioning request, and a replacement waits for new capacity that may never come."""
