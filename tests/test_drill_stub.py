@@ -194,7 +194,7 @@ def test_text_report_and_timeout(drill_stub: DrillStub, run: Callable[..., Any])
     result = run(["drill", NAME, "--evict-head", "-y", "--timeout", "10"], clock)
     assert result.exit_code == 4, result.output
     assert "rule that fired:      none" in result.stdout
-    assert "finding: no controller reacted to the fault within the timeout window" in result.stdout
+    assert "finding: no controller reacted to the fault before following stopped (timeout)" in result.stdout
     assert "did not recover within --timeout 10 s" in result.stderr
 
 

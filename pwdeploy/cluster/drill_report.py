@@ -314,7 +314,7 @@ def findings(prediction: Prediction, seen: Observed, was: Before) -> list[str]:
             f"({seen.detail})"
         )
     if seen.outcome == "none":
-        found.append(f"no controller reacted to the fault within the {seen.stopped} window")
+        found.append(f"no controller reacted to the fault before following stopped ({seen.stopped})")
     if seen.counted - was.counted > 0 and was.max_restarts and seen.counted >= was.max_restarts:
         found.append(f"every restart of maxRestarts {was.max_restarts} is used: the next failure ends the job")
     return found + seen.notes

@@ -174,7 +174,7 @@ class Timeline:
     # -------------------------------------------------------------------------------------- the loop
 
     def run(self) -> str:
-        """Follow until the job ends; the job's end state (Completed, Failed, deleted) or "stopped"."""
+        """Follow until the job ends: its end (Completed, Failed, deleted); without ``follow``, one pass: "now"."""
         try:
             while True:
                 end = self._look()
