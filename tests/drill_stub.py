@@ -52,6 +52,7 @@ class DrillStub(StubKubeApiServer):
         self.evicted: list[str] = []
         self.signalled: list[tuple[str, str, str]] = []  # (pod, container, signal name)
         self.pid1_handles = {"TERM", "ABRT", "INT", "USR1"}
+        self.image_has_kill = True  # False: the runtime's answer for an image without a `kill` command
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         base = super()._handler_class()
@@ -112,6 +113,12 @@ class DrillStub(StubKubeApiServer):
         stream.send(CLOSE, b"\x03\xe8")
 
     def _run_kill(self, ns: str, pod: str, container: str, command: list[str]) -> dict[str, Any]:
+        if not self.image_has_kill:
+            message = (
+                "OCI runtime exec failed: exec failed: unable to start container process: exec: "
+                '"kill": executable file not found in $PATH: unknown'
+            )
+            return {"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError"}
         if len(command) != 4 or command[:2] != ["kill", "-s"] or command[3] != "1":
             return {"status": "Failure", "message": f"stub: only `kill -s SIG 1` is served, not {command}"}
         with self._lock:

@@ -361,3 +361,14 @@ def test_after_step_on_a_headless_job_is_refused(drill_stub: DrillStub, run: Cal
     pod["containers"] = [c for c in pod["containers"] if c["name"] != ids.MAIN_CONTAINER]
     result = run(["drill", NAME, "--evict-head", "--after-step", "5", "-y"], FakeClock())
     assert result.exit_code == 2 and "--after-step: job dp-example is headless" in result.stderr
+
+
+def test_an_image_without_kill_is_a_clear_error_and_nothing_is_injected(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    World(drill_stub)
+    drill_stub.image_has_kill = False
+    result = run(["drill", NAME, "--kill-worker", "0/0", "--exit-code", "143", "-y"], FakeClock())
+    assert result.exit_code == 4, result.output
+    assert '"kill": executable file not found' in result.stderr and "no fault was injected" in result.stderr
+    assert "needs a `kill` command" in result.stderr and "drill report" not in result.stdout

@@ -28,7 +28,7 @@ import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
@@ -36,6 +36,7 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.api import JOBSETS, PODS, Action, ApiError, Kube, Resource
 from pwdeploy.manifests import failure_policy as fp
+from pwdeploy.text import printable
 
 FaultKind = Literal["lose_slice", "kill_worker", "evict_head"]
 POD_EVICTION = Resource("", "v1", "pods", "Pod", subresource="eviction")
@@ -302,10 +303,8 @@ def evict(kube: Kube, namespace: str, pod: str) -> None:
 def signal_container(
     kube: Kube, namespace: str, pod: str, container: str, sig: signal.Signals, *, timeout: float = EXEC_TIMEOUT_S
 ) -> str:
-    """``kill -s SIG 1`` in the container through the exec subresource; the exec's own status (``Success``, or
-    the Status message of a failed exec)."""
-    import json
-
+    """``kill -s SIG 1`` in the container through the exec subresource; what happened, in words. A failed exec
+    (no ``kill`` in the image, a container not running) is a ClusterError: nothing was injected."""
     command = ["kill", "-s", sig.name.removeprefix("SIG"), "1"]
     query = [("container", container), *(("command", word) for word in command), ("stdout", "true"), ("stderr", "true")]
     ws = kube.open_websocket(
@@ -314,21 +313,47 @@ def signal_container(
     ws.settimeout(timeout)
     said: list[bytes] = []
     try:
-        while True:
-            data = ws.recv()
-            if not data:
-                return "exec closed without a status"
-            payload = data if isinstance(data, bytes) else data.encode()
-            if payload[:1] == b"\x03":  # the error channel: the exec's Status
-                status = json.loads(payload[1:] or b"{}")
-                if status.get("status") == "Success":
-                    return "Success"
-                return str(status.get("message") or status)[:300] + (f": {b''.join(said)[:200]!r}" if said else "")
-            said.append(payload[1:])
-    except Exception as exc:  # a connection that closes once the container died is expected
-        return f"exec stream ended ({type(exc).__name__}): the container may have died with it"
+        status = _exec_status(ws, said)
     finally:
         ws.close()
+    if status is None:  # the stream closed without a status: the container died with it, as it may
+        return "the exec stream closed with the container"
+    if status.get("status") == "Success":
+        return "kill succeeded"
+    output = printable(b"".join(said)[:300].decode("utf-8", "replace"), one_line=True)
+    raise ClusterError(
+        f"could not signal {pod}/{container}: {printable(str(status.get('message') or status), 300)}"
+        + (f" (output: {output})" if output else "")
+        + "; no fault was injected",
+        hint="the container needs a `kill` command (a shell or coreutils in its image); docs/drill.md",
+    )
+
+
+def _exec_status(ws: Any, said: list[bytes]) -> dict[str, Any] | None:
+    """The exec's Status from channel 3 (None when the stream ends without one); stdout and stderr into ``said``
+    (at most 64 KiB kept)."""
+    import json
+
+    while True:
+        try:
+            data = ws.recv()
+        except Exception:  # closed, reset or timed out: the container may have died with the stream
+            return None
+        if not data:
+            return None
+        payload = data if isinstance(data, bytes) else str(data).encode()
+        if payload[:1] == b"\x03":
+            try:
+                status = json.loads(payload[1:] or b"{}")
+            except ValueError:
+                status = None
+            return (
+                status
+                if isinstance(status, dict)
+                else {"message": f"an exec status that is not JSON: {payload[1:80]!r}"}
+            )
+        if sum(len(s) for s in said) < 65536:
+            said.append(payload[1:])
 
 
 def inject(kube: Kube, namespace: str, fault: Fault, target: Target, say: Callable[[str], None]) -> None:
@@ -337,7 +362,7 @@ def inject(kube: Kube, namespace: str, fault: Fault, target: Target, say: Callab
         if fault.kind == "kill_worker":
             assert fault.signal is not None and target.container is not None
             said = signal_container(kube, namespace, target.pods[0], target.container, fault.signal)
-            say(f"signalled {target.pods[0]}/{target.container} with {fault.signal.name}: {said}")
+            say(f"sent {fault.signal.name} to PID 1 of {target.pods[0]}/{target.container}: {said}")
             return
         for pod in target.pods:
             evict(kube, namespace, pod)
