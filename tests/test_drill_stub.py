@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from pwdeploy import identifiers as ids
+from pwdeploy import manifests
 from pwdeploy.cluster import drill as dr
 from pwdeploy.cluster.drill_report import parse_time, step_of
 from tests.drill_stub import DrillStub, stamp
-from tests.kube_stub import FakeClock, rendered_jobset
+from tests.kube_stub import FakeClock, rendered_jobset, small_job
 
 NAME = "dp-example"
 NS = "default"
@@ -23,9 +24,15 @@ NS = "default"
 class World:
     """A running 2-slice job (2 hosts a slice on v5p-16) in the stub, and the controllers' moves."""
 
-    def __init__(self, stub: DrillStub, *, slices: int = 2, tpu: str = "v5p-16", max_restarts: int = 3) -> None:
+    def __init__(
+        self, stub: DrillStub, *, slices: int = 2, tpu: str = "v5p-16", max_restarts: int = 3, elastic: int = 0
+    ) -> None:
         self.stub, self.slices, self.attempt, self.uid = stub, slices, 0, 0
-        self.jobset = rendered_jobset(NAME, NS, tpu_type=tpu, slices=slices)
+        if elastic:
+            job = small_job({"tpu.type": tpu, "tpu.slices": slices, "tpu.elastic_slices": elastic}, name=NAME)
+            (self.jobset,) = manifests.build(job)
+        else:
+            self.jobset = rendered_jobset(NAME, NS, tpu_type=tpu, slices=slices)
         self.jobset["spec"]["failurePolicy"]["maxRestarts"] = max_restarts  # scheduling.max_restarts
         self.hosts = dr.hosts_per_slice(self.jobset)
         self.set_status(0)
@@ -372,3 +379,24 @@ def test_an_image_without_kill_is_a_clear_error_and_nothing_is_injected(
     assert result.exit_code == 4, result.output
     assert '"kill": executable file not found' in result.stderr and "no fault was injected" in result.stderr
     assert "needs a `kill` command" in result.stderr and "drill report" not in result.stdout
+
+
+def test_an_elastic_job_recovers_in_process(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world: World
+
+    def controllers(sleeps: int) -> None:
+        if sleeps == 1:
+            world.log_steps(11, 13, at=clock.t - 1000.0 + 0.5)  # training goes on with one slice
+        if sleeps == 2:
+            world.replace_missing()  # the Job controller brings the slice's pods back
+            world.log_steps(14, 15, at=clock.t - 1000.0 + 0.5)
+
+    clock = FakeClock(controllers)
+    world = World(drill_stub, elastic=1)
+    assert dr.is_elastic(world.jobset)
+    result = run(["drill", NAME, "--lose-slice", "1", "-y", "-o", "json"], clock)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["predicted"]["outcome"] == "elastic_recovery" and doc["rule_fired"] == "elastic_recovery"
+    assert doc["restarts_consumed"] == 0 and doc["findings"] == []
+    assert doc["last_step_before"] == 13 and doc["first_step_after"] == 14 and doc["steps_lost"] == 0
