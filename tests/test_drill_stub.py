@@ -40,7 +40,7 @@ class World:
         self.pods_for_attempt()
         self.log_steps(1, 10, at=-10.0)  # before the drill starts (FakeClock's t = 1000 is 00:05:00)
 
-    def set_status(self, restarts: int, *, failed: bool = False) -> None:
+    def set_status(self, restarts: int, *, failed: bool = False, message: str = "") -> None:
         status: dict[str, Any] = {
             "restarts": restarts,
             "restartsCountTowardsMax": restarts,
@@ -50,7 +50,8 @@ class World:
             ],
         }
         if failed:
-            status["conditions"] = [{"type": "Failed", "status": "True", "reason": "FailedJobs"}]
+            reason = "ReachedMaxRestarts" if message else "FailedJobs"
+            status["conditions"] = [{"type": "Failed", "status": "True", "reason": reason, "message": message}]
         self.jobset["status"] = status
         self.stub.objects[("jobsets", NS, NAME)] = self.jobset
 
@@ -105,8 +106,17 @@ class World:
         for i, step in enumerate(range(first, last + 1)):
             lines.append((stamp(at + i * 0.25), f"step {step}: loss 0.{step:04d}"))
 
-    def restart(self, clock: FakeClock, *, resume_from: int) -> None:
-        """What JobSet does on RestartJobSet: restarts + 1, every pod recreated as the next attempt."""
+    def restart(self, clock: FakeClock, *, resume_from: int, failed_job: str | None = None) -> None:
+        """What JobSet does on RestartJobSet: restarts + 1, its Warning event naming the first failed Job, every
+        pod recreated as the next attempt."""
+        if failed_job is not None:
+            message = f"applying RestartJobSet failure policy action (first failed job: {failed_job})"
+            self.stub.put("events", {
+                "metadata": {"name": f"{NAME}.restart{self.attempt}", "namespace": NS},
+                "involvedObject": {"kind": "JobSet", "name": NAME},
+                "reason": "RestartJobSetFailurePolicyAction", "type": "Warning", "message": message,
+                "lastTimestamp": stamp(clock.t - 1000.0),
+            })  # fmt: skip
         self.attempt += 1
         self.set_status(self.attempt)
         self.pods_for_attempt()
@@ -155,7 +165,7 @@ def test_lose_slice_restarts_the_jobset_and_the_report_measures_it(
 
     def controllers(sleeps: int) -> None:
         if sleeps == 2 and drill_stub.evicted:  # the JobSet controller restarts the job, resuming from step 6
-            world.restart(clock, resume_from=6)
+            world.restart(clock, resume_from=6, failed_job=f"{NAME}-{ids.WORKER_JOB}-1")
 
     clock = FakeClock(controllers)
     world = World(drill_stub)
@@ -167,7 +177,7 @@ def test_lose_slice_restarts_the_jobset_and_the_report_measures_it(
     assert sorted(drill_stub.evicted) == doc["fault"]["pods"]
     assert len(drill_stub.evicted) == world.hosts and all("-worker-1-" in p for p in drill_stub.evicted)
     assert doc["predicted"]["outcome"] == "jobset_restart" and doc["predicted"]["rule"] == "slice_lost"
-    assert doc["rule_fired"] == "jobset_restart"
+    assert doc["rule_fired"] == "jobset_restart" and doc["first_failed_job"] == f"{NAME}-{ids.WORKER_JOB}-1"
     assert doc["seconds_to_detection"] == 4.0  # two polls of 2 s after the fault
     assert doc["seconds_to_all_running"] == 4.0
     assert doc["first_step_after"] == 6 and doc["last_step_before"] == 10 and doc["steps_lost"] == 5
@@ -400,3 +410,21 @@ def test_an_elastic_job_recovers_in_process(drill_stub: DrillStub, run: Callable
     assert doc["predicted"]["outcome"] == "elastic_recovery" and doc["rule_fired"] == "elastic_recovery"
     assert doc["restarts_consumed"] == 0 and doc["findings"] == []
     assert doc["last_step_before"] == 13 and doc["first_step_after"] == 14 and doc["steps_lost"] == 0
+
+
+def test_allow_fatal_injects_and_reports_the_end(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world: World
+
+    def controllers(sleeps: int) -> None:
+        if sleeps == 1 and drill_stub.evicted:
+            failed = f"{NAME}-{ids.WORKER_JOB}-0"
+            world.set_status(0, failed=True, message=f"reached max restarts (first failed job: {failed})")
+
+    clock = FakeClock(controllers)
+    world = World(drill_stub, max_restarts=0)
+    result = run(["drill", NAME, "--lose-slice", "0", "--allow-fatal", "-y", "-o", "json"], clock)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["predicted"]["outcome"] == "job_ends" and doc["rule_fired"] == "job_ended"
+    assert doc["first_failed_job"] == f"{NAME}-{ids.WORKER_JOB}-0" and doc["stopped"] == "job_ended"
+    assert doc["findings"] == [] and "ReachedMaxRestarts" in doc["rule_detail"]

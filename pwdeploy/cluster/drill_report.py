@@ -109,6 +109,36 @@ def last_step(kube: Kube, namespace: str, pod: str | None) -> int | None:
     return found[-1] if found else None
 
 
+# The JobSet controller names the first failed child Job in its restart events and in its Failed condition:
+# "applying RestartJobSet failure policy action (first failed job: NAME)", event reasons from kubernetes-sigs/jobset
+# pkg/constants/constants.go, written by pkg/controllers/failure_policy.go (restartJobSetActionApplier,
+# messageWithFirstFailedJob).
+FAILURE_POLICY_EVENTS = ("RestartJobSetFailurePolicyAction", "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction")
+FIRST_FAILED = re.compile(r"\(first failed job: ([a-z0-9][-a-z0-9.]{0,252})\)")
+
+
+def first_failed_job(message: str) -> str | None:
+    m = FIRST_FAILED.search(message or "")
+    return None if m is None else m[1]
+
+
+def restart_event_job(kube: Kube, namespace: str, name: str) -> str | None:
+    """The first failed Job of the newest restart event on the JobSet (None without one, or without the
+    permission to list events: it is evidence, not the measurement)."""
+    from pwdeploy.kube.api import EVENTS, Action, ApiError
+
+    query = [("fieldSelector", f"involvedObject.name={name}")]
+    try:
+        events = kube.list_items(Action("list", EVENTS, namespace), EVENTS.path(namespace), query=query)
+    except ApiError as exc:
+        if exc.status == 403:
+            return None
+        raise
+    ours = [e for e in events if e.get("reason") in FAILURE_POLICY_EVENTS]
+    ours.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return first_failed_job(str(ours[-1].get("message") or "")) if ours else None
+
+
 # ---------------------------------------------------------------------------------------------- following
 
 
@@ -138,6 +168,7 @@ class Observed:
     last_step: int | None = None
     restarts: int = 0
     counted: int = 0
+    first_failed_job: str | None = None  # the child Job the JobSet controller named when it acted
     stopped: str = "timeout"  # recovered, job_ended, timeout, interrupted
     notes: list[str] = field(default_factory=list)
 
@@ -212,11 +243,15 @@ def _look(
     seen.counted = int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0)
     state = job_state(jobset)
     if state.phase in TERMINAL:
+        seen.first_failed_job = seen.first_failed_job or first_failed_job(state.message)
         _detect(seen, "job_ended", f"the JobSet is {state.phase} ({state.reason})", elapsed, kube, say)
         seen.stopped = "job_ended"
         return True
     if seen.restarts > was.restarts:
-        _detect(seen, "jobset_restart", f"the JobSet restarted (restart {seen.restarts})", elapsed, kube, say)
+        if seen.first_failed_job is None:
+            seen.first_failed_job = restart_event_job(kube, namespace, name)
+        failed = f"; first failed job: {seen.first_failed_job}" if seen.first_failed_job else ""
+        _detect(seen, "jobset_restart", f"the JobSet restarted (restart {seen.restarts}{failed})", elapsed, kube, say)
     pods = js.list_pods(kube, namespace, name)
     _pod_reactions(pods, fault, was, seen, elastic, elapsed, kube, say)
     if seen.detected_s is not None and seen.running_s is None and all_running(jobset, pods):
@@ -342,6 +377,7 @@ def report_document(
         },
         "rule_fired": seen.outcome,
         "rule_detail": seen.detail,
+        "first_failed_job": seen.first_failed_job,
         "seconds_to_detection": _rounded(seen.detected_s),
         "seconds_to_all_running": _rounded(seen.running_s),
         "seconds_to_first_step": _rounded(seen.first_step_s),
