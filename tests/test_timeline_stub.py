@@ -244,3 +244,17 @@ def test_a_poll_cut_at_its_byte_limit_loses_no_line(
         poll=0.01,
     ).run()
     assert [e.text for e in got if e.kind == "log"] == texts
+
+
+def test_timestamps_compare_whatever_their_fraction_digits() -> None:
+    from pwdeploy.cluster.logs import stamp_key
+    from pwdeploy.cluster.timeline import Resume
+
+    assert sorted(["2026-01-01T00:00:05.5Z", "2026-01-01T00:00:05Z", "2026-01-01T00:00:05.12Z"], key=stamp_key) == [
+        "2026-01-01T00:00:05Z",
+        "2026-01-01T00:00:05.12Z",
+        "2026-01-01T00:00:05.5Z",
+    ]
+    resume = Resume(stamp_key("2026-01-01T00:00:05.5Z"), 1)
+    assert not resume.fresh("2026-01-01T00:00:05Z") and not resume.fresh("2026-01-01T00:00:05.500000000Z")
+    assert resume.fresh("2026-01-01T00:00:05.50001Z")

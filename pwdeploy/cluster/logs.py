@@ -106,6 +106,15 @@ def split_stamp(line: str) -> tuple[str, str]:
     return "", line
 
 
+def stamp_key(stamp: str) -> str:
+    """A log timestamp that sorts as text: the fraction padded to nanoseconds (RFC 3339 allows any number of
+    digits, and Go's RFC3339Nano drops trailing zeros, so ``...:05Z`` would sort after ``...:05.5Z``)."""
+    if not stamp.endswith("Z") or len(stamp) < 20:
+        return stamp
+    whole, _, fraction = stamp[:-1].partition(".")
+    return f"{whole}.{fraction[:9].ljust(9, '0')}Z"
+
+
 def read_lines(
     kube: Kube,
     namespace: str,

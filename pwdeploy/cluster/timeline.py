@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
-from pwdeploy.cluster.logs import COMPONENTS, split_stamp
+from pwdeploy.cluster.logs import COMPONENTS, split_stamp, stamp_key
 from pwdeploy.cluster.progress import TERMINAL, job_state
 from pwdeploy.kube.api import EVENTS, POD_LOGS, Action, ApiError, Kube
 
@@ -98,7 +98,7 @@ class Source:
     uid: str
     container: str
     origin: str
-    last_stamp: str = ""
+    last_stamp: str = ""  # the last line given, as stamp_key writes it
     at_last: int = 0  # lines given with exactly ``last_stamp``
     done: bool = False
     streaming: bool = False
@@ -110,6 +110,7 @@ class Source:
         return Resume(self.last_stamp, self.at_last)
 
     def given(self, stamp: str) -> None:
+        stamp = stamp_key(stamp)
         if stamp == self.last_stamp:
             self.at_last += 1
         elif stamp:
@@ -136,6 +137,7 @@ class Resume:
 
     def fresh(self, stamp: str) -> bool:
         """Whether a line with ``stamp`` is new (not one an earlier read gave)."""
+        stamp = stamp_key(stamp)
         if not self.stamp or not stamp or stamp > self.stamp:
             return True
         if stamp < self.stamp:
