@@ -13,7 +13,7 @@ import pytest
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.cluster import drill as dr
-from pwdeploy.cluster.drill_report import parse_time, step_of
+from pwdeploy.cluster.drill_follow import parse_time, step_of
 from tests.drill_stub import DrillStub, stamp
 from tests.kube_stub import FakeClock, rendered_jobset, small_job
 

@@ -164,7 +164,7 @@ def _wait_for_trigger(
 ) -> None:
     """Wait for --after or --after-step (the latter bounded by --timeout); Ctrl-C injects nothing."""
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.drill_report import last_step, newest_head
+    from pwdeploy.cluster.drill_follow import last_step, newest_head
 
     try:
         if wait_s is not None:
@@ -191,19 +191,20 @@ def _inject_and_report(
     cluster: Cluster, name: str, fault: Fault, prediction: Prediction, output: str, timeout: float
 ) -> None:
     from pwdeploy.cluster import drill as dr
+    from pwdeploy.cluster import drill_follow as fol
     from pwdeploy.cluster import drill_report as rep
     from pwdeploy.cluster import jobsets as js
 
     kube, ns = cluster
     jobset = js.require_jobset(kube, ns, name)
     target = dr.find_target(kube, ns, name, fault)
-    was = rep.before(kube, ns, jobset, fault, js.list_pods(kube, ns, name), target.pods)
+    was = fol.before(kube, ns, jobset, fault, js.list_pods(kube, ns, name), target.pods)
 
     def say(line: str) -> None:
         click.echo(line, err=True)
 
     dr.inject(kube, ns, fault, target, say)
-    seen = rep.follow(kube, ns, name, fault, was, elastic=dr.is_elastic(jobset), timeout=timeout, say=say)
+    seen = fol.follow(kube, ns, name, fault, was, elastic=dr.is_elastic(jobset), timeout=timeout, say=say)
     doc = rep.report_document(name, ns, fault, target.pods, prediction, was, seen)
     if output == "json":
         emit(doc, "json")

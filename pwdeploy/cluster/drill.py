@@ -1,5 +1,5 @@
 """`pwdeploy drill`: one real fault injected into a running job, the rule the JobSet's failure policy predicts for
-it, and the requests that inject it. Following the job afterwards and the report live in ``drill_report``.
+it, and the requests that inject it. Following the job afterwards is ``drill_follow``, the report ``drill_report``.
 
 The faults (docs/drill.md says what each emulates on GKE and what it does not):
 
