@@ -97,8 +97,6 @@ def drill(
     The fault is never undone: Ctrl-C stops following only.
     """
     from pwdeploy.cluster import drill as dr
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.progress import job_state
 
     fault = dr.parse_fault(lose_slice, kill_worker, exit_code, evict_head)
     wait_s = parse_after(after)
@@ -106,24 +104,8 @@ def drill(
         raise ConfigError(None, "give --after-step or --after, not both", source="--after")
     kube, ns = cluster
     announce(kube)
-    jobset = js.require_jobset(kube, ns, name)
-    dr.check_fault_fits(fault, jobset)
-    state = job_state(jobset)
-    if state.phase != "Running":
-        raise ClusterError(
-            f"job {name} is {state.phase}, not running: a drill needs a running job",
-            hint=f"wait until it runs: pwdeploy status {name} -n {ns}",
-        )
-    if after_step is not None and not dr.has_main(jobset):
-        raise ConfigError(
-            None,
-            f"job {name} is headless: no program in the cluster reports steps",
-            source="--after-step",
-            hint="use --after DURATION",
-        )
-    prediction = dr.predict(fault, jobset)
-    fatal = dr.capacity_fatal(fault, jobset) or (prediction.why if prediction.fatal else None)
-    target = dr.find_target(kube, ns, name, fault)
+    plan = dr.plan(kube, ns, name, fault, needs_steps=after_step is not None)
+    prediction, fatal, target = plan.prediction, plan.fatal, plan.target
     _say_plan(fault, prediction, target.pods, wait_s, after_step, dry_run)
     if dry_run:
         if fatal:

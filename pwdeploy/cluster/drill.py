@@ -272,6 +272,44 @@ def capacity_fatal(fault: Fault, jobset: Object) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a drill will do to a job, decided before anything is done."""
+
+    jobset: Object
+    prediction: Prediction
+    fatal: str | None  # why the fault would end the job (its policy or its capacity), else None
+    target: Target
+
+
+def plan(kube: Kube, namespace: str, name: str, fault: Fault, *, needs_steps: bool = False) -> Plan:
+    """Check the job can take the fault (it exists, runs, has the slice and host; ``needs_steps``: it runs a
+    program that reports steps) and predict what follows. Errors say what to do; nothing is changed."""
+    from pwdeploy.cluster.progress import job_state
+
+    jobset = js.require_jobset(kube, namespace, name)
+    check_fault_fits(fault, jobset)
+    state = job_state(jobset)
+    if state.phase != "Running":
+        raise ClusterError(
+            f"job {name} is {state.phase}, not running: a drill needs a running job",
+            hint=f"wait until it runs: pwdeploy status {name} -n {namespace}",
+        )
+    if needs_steps and not has_main(jobset):
+        raise ConfigError(
+            None,
+            f"job {name} is headless: no program in the cluster reports steps",
+            source="--after-step",
+            hint="use --after DURATION",
+        )
+    prediction = predict(fault, jobset)
+    fatal = capacity_fatal(fault, jobset) or (prediction.why if prediction.fatal else None)
+    return Plan(jobset, prediction, fatal, find_target(kube, namespace, name, fault))
+
+
 # ---------------------------------------------------------------------------------------------- injecting
 
 
