@@ -176,6 +176,7 @@ def _inject_and_report(
     from pwdeploy.cluster import drill_follow as fol
     from pwdeploy.cluster import drill_report as rep
     from pwdeploy.cluster import jobsets as js
+    from pwdeploy.cluster.drill_inject import inject
 
     kube, ns = cluster
     jobset = js.require_jobset(kube, ns, name)
@@ -185,7 +186,7 @@ def _inject_and_report(
     def say(line: str) -> None:
         click.echo(line, err=True)
 
-    dr.inject(kube, ns, fault, target, say)
+    inject(kube, ns, fault, target, say)
     seen = fol.follow(kube, ns, name, fault, was, elastic=dr.is_elastic(jobset), timeout=timeout, say=say)
     doc = rep.report_document(name, ns, fault, target.pods, prediction, was, seen)
     if output == "json":
