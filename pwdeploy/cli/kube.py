@@ -28,9 +28,15 @@ def cluster_options(func: F) -> F:
         "--kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).",
+        envvar="PWDEPLOY_KUBECONFIG",
+        help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster) [env PWDEPLOY_KUBECONFIG]",
     )(func)
-    return click.option("--context", default=None, help="Kubeconfig context (default: its current-context).")(func)
+    return click.option(
+        "--context",
+        default=None,
+        envvar="PWDEPLOY_CONTEXT",
+        help="Kubeconfig context (default: its current-context) [env PWDEPLOY_CONTEXT]",
+    )(func)
 
 
 def region_option(func: F) -> F:
@@ -78,8 +84,12 @@ def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
 def announce(kube: Kube) -> None:
     """The first line of a command that writes to a cluster: which context and server it acts on (stderr), as
     kubectl users check before they apply."""
+    from pwdeploy.text import printable
+
     who = f"context {kube.context}" if kube.context else "the in-cluster service account"
-    click.echo(f"pwdeploy: {who}, server {kube.host}", err=True)
+    acting = [printable(value, 200) for name, value in kube.impersonate if name == "Impersonate-User"]
+    as_user = f", as {acting[0]} (impersonated)" if acting else ""
+    click.echo(f"pwdeploy: {who}, server {kube.host}{as_user}", err=True)
 
 
 class Cluster(NamedTuple):

@@ -5,8 +5,8 @@ sets it and its help text. Flags beat environment defaults (``PWDEPLOY_<FLAG>``)
 beats the defaults here.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: typing.NamedTuple compiles each string annotation into a ForwardRef
+# (tens of microseconds a field), which evaluated annotations skip; as in pwdeploy.config.model.
 from enum import Enum
 from typing import NamedTuple
 
@@ -57,8 +57,13 @@ class Field(NamedTuple):
         """``PWDEPLOY_<FLAG>``, the flag's environment default; None where a job's own env contract uses the name."""
         if self.flag is None or not self.envvar:
             return None
-        name = "PWDEPLOY_" + self.flag.split("/")[0].lstrip("-").replace("-", "_").upper()  # --gcs-olm/--no-...
+        name = self.flag_env_name
         return None if name in JOB_ENV_NAMES else name
+
+    @property
+    def flag_env_name(self) -> str:
+        """``PWDEPLOY_<FLAG>`` whether or not it is read (a repeatable flag has no environment default)."""
+        return "PWDEPLOY_" + str(self.flag).split("/")[0].lstrip("-").replace("-", "_").upper()  # --gcs-olm/--no-...
 
 
 _ = Field
@@ -83,14 +88,23 @@ FIELDS: tuple[Field, ...] = (
       "Flags for every pathways-worker (e.g. --megascale_*), each --name=value", "--worker-flag", envvar=False),
     _("worker_env", Kind.ENV, {}, "Extra environment of every pathways-worker (e.g. LIBTPU_INIT_ARGS)",
       "--worker-env", envvar=False),
+    _("proxy_env", Kind.ENV, {}, "Extra environment of pathways-proxy (the IFRT proxy in the head pod)",
+      "--proxy-env", envvar=False),
+    _("rm_env", Kind.ENV, {}, "Extra environment of pathways-rm (the resource manager in the head pod)",
+      "--rm-env", envvar=False),
+    _("rm_flags", Kind.FLAG_LIST, (),
+      "Extra flags of pathways-rm, each --name=value (those pwdeploy sets itself are refused)", "--rm-flag",
+      envvar=False),
     _("images.server", Kind.IMAGE, None,
-      "Pathways server image (RM and workers), tag or digest; default: <image_registry>/server:jax-<V>",
-      "--server-image"),
+      "Pathways server image (RM, and workers unless images.worker), tag or digest; default: "
+      "<image_registry>/server:jax-<V>", "--server-image"),
     _("images.proxy_server", Kind.IMAGE, None,
       "Pathways IFRT proxy image, tag or digest; default: <image_registry>/proxy_server:jax-<V>",
       "--proxy-server-image"),
+    _("images.worker", Kind.IMAGE, None,
+      "Image of the pathways-worker containers, tag or digest; default: the server image", "--worker-image"),
     _("tpu.type", Kind.STR, None, "TPU slice type such as v5p-8, v6e-16, v5litepod-32", "--tpu-type"),
-    _("tpu.family", Kind.STR, None, "TPU family (v4, v5e, v5p, v6e, tpu7x), with tpu.topology", "--tpu-family"),
+    _("tpu.family", Kind.STR, None, "TPU family (v4, v5e, v5p, v6e, tpu7, tpu7x), with tpu.topology", "--tpu-family"),
     _("tpu.topology", Kind.STR, None, "TPU topology such as 4x4 or 2x2x4, with tpu.family", "--tpu-topology"),
     _("tpu.slices", Kind.INT, 1, "Number of TPU slices (worker replicas)", "--num-slices", minimum=1),
     _("tpu.elastic_slices", Kind.INT, 0,
@@ -110,8 +124,12 @@ FIELDS: tuple[Field, ...] = (
       "Reservation the workers consume (capacity reservation): NAME, or projects/PROJECT/reservations/NAME when "
       "shared from another project", "--reservation"),
     _("tpu.max_run_duration", Kind.DURATION, None,
-      "flex-start and queued only: how long the TPU VMs may run (90m, 24h, 7d, or seconds from 3600 on; at most 7d)",
+      "flex-start and queued only: how long the TPU VMs may run, 10m to 7d (90m, 24h, 7d, or seconds from 3600 on)",
       "--max-run-duration"),
+    _("tpu.dynamic_slicing", Kind.BOOL, False,
+      "tpu7x only: let GKE form each slice from 4x4x4 sub-blocks at scheduling time (dynamic super- and "
+      "sub-slicing through Kueue topology-aware scheduling; needs capacity reservation (All Capacity mode) and "
+      "scheduling.queue; docs/capacity.md)", "--dynamic-slicing"),
     _("tpu.node_selector", Kind.LABELS, {},
       "Extra node labels the TPU workers select, KEY=VALUE (e.g. cloud.google.com/gke-nodepool=tpu-a)",
       "--tpu-node-selector", envvar=False),
@@ -119,13 +137,16 @@ FIELDS: tuple[Field, ...] = (
       "Extra node taints the TPU workers tolerate, KEY[=VALUE]:EFFECT (e.g. dedicated=ml:NoSchedule)",
       "--tpu-toleration", envvar=False),
     _("main.image", Kind.IMAGE, None, "Image of the user's JAX container (tag or digest; not :latest)", "--image"),
-    _("main.command", Kind.COMMAND, None, "Command of the user's container: a string or a list", "--command"),
+    _("main.command", Kind.COMMAND, None,
+      "Command of the user's container, run without a shell: a string split into words as a shell would (no pipes, "
+      "&&, redirections or variables), or a list", "--command"),
     _("main.env", Kind.ENV, {}, "Extra environment of the user's container", "--env", envvar=False),
     _("main.secret_env", Kind.SECRET_ENV, {},
       "Environment of the user's container from a Kubernetes Secret: NAME=SECRET/KEY (secretKeyRef)",
       "--secret-env", envvar=False),
     _("main.cpu", Kind.QUANTITY, "24", "CPU limit of the user's container", "--main-cpu"),
-    _("main.memory", Kind.QUANTITY, "100Gi", "Memory limit of the user's container", "--main-memory"),
+    _("main.memory", Kind.QUANTITY, "100Gi", "Memory limit of the user's container (with a unit: 100Gi)",
+      "--main-memory"),
     _("main.shm_size", Kind.QUANTITY, "16Gi", "Size of the memory-backed /dev/shm (within the memory limit)",
       "--shm-size"),
     _("main.data_workers", Kind.INT, None,
@@ -170,6 +191,10 @@ FIELDS: tuple[Field, ...] = (
     _("scheduling.restart_strategy", Kind.STR, "BlockingRecreate",
       "JobSet failurePolicy.restartStrategy: BlockingRecreate (old pods gone before new ones start) or Recreate",
       "--restart-strategy", choices=("BlockingRecreate", "Recreate")),
+    _("scheduling.ttl_after_finished", Kind.INT, None,
+      "JobSet ttlSecondsAfterFinished: seconds after the JobSet finishes that Kubernetes deletes it with its pods "
+      "and their logs (0: at once); default: kept until `pwdeploy delete`, so status, logs and diagnose can still "
+      "read a failed job", "--ttl-after-finished", minimum=0),
     _("scheduling.queue", Kind.STR, None, "Kueue LocalQueue (label kueue.x-k8s.io/queue-name)", "--queue"),
     _("scheduling.priority_class", Kind.STR, None, "PriorityClass of the pods", "--priority-class"),
     _("scheduling.service_account", Kind.STR, None,
