@@ -141,14 +141,12 @@ def versus_kubectl(mib: int, runs: int) -> None:
             ],
             "kubectl logs -f": ["kubectl", "--kubeconfig", kubeconfig, "logs", "-f", POD, "-c", ids.MAIN_CONTAINER],
         }
-        floor = [sys.executable, "-c", "import kubernetes.client"]  # what the API seam imports before any request
         for argv in tools.values():
             run_process(argv, log)  # warm the page cache and the stub
-        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in [*tools, "import kubernetes.client"]}
+        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
         for _ in range(runs):
             for name, argv in tools.items():
                 figures[name].append(run_process(argv, log))
-            figures["import kubernetes.client"].append(run_process(floor, b""))
     print(f"logs -f of {len(log) / 2**20:.1f} MiB ({len(log) // len(line)} lines), whole processes; median of {runs}")
     wall = {name: statistics.median(w for w, _ in runs_) for name, runs_ in figures.items()}
     cpu = {name: statistics.median(c for _, c in runs_) for name, runs_ in figures.items()}
