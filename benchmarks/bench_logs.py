@@ -1,16 +1,24 @@
-"""`pwdeploy logs` on one long line without a newline (a tqdm-style progress bar redrawn with ``\\r``), against
-StubKubeApiServer (a loopback stub, not an API server), side by side: the line-splitting reader logs used before
-(``pending += chunk`` then ``split``, reproduced here), the byte stream logs uses now and ``stream_lines``
-(diagnose's log tails). Each reader's output is checked to be the bytes the stub served. (kubectl cannot be put
-beside them here: client-go sends no bearer token to a plain-http server such as the stub.)
+"""`pwdeploy logs` against StubKubeApiServer (a loopback stub, not an API server), side by side.
 
-Usage: python3 benchmarks/bench_logs.py [--mib 16] [--runs 3]
+1. One long line without a newline (a tqdm-style progress bar redrawn with ``\\r``): the line-splitting reader
+   logs used before (``pending += chunk`` then ``split``, reproduced here), the byte stream logs uses now and
+   ``stream_lines`` (diagnose's log tails), in process. Each reader's output is checked to be the bytes served.
+2. ``pwdeploy logs NAME -f`` against ``kubectl logs -f POD`` (skipped when kubectl is not installed), each a whole
+   process, through the same stub over TLS with the same token, alternately: wall time and the CPU seconds of the
+   process (children's rusage), median of ``--runs``; both outputs are checked to be the bytes served. The stub
+   answers a follow with the whole log and ends the stream, so each run is start-up + one log's transfer; the
+   log is ``--follow-mib`` MiB of 100-byte lines (0: a few lines, start-up alone).
+
+Usage: python3 benchmarks/bench_logs.py [--mib 16] [--runs 3] [--follow-mib 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,12 +93,77 @@ def measure(mib: int, runs: int) -> None:
         print(f"  {name:26} {seconds:8.3f} s   {seconds / now:7.1f}x of logs now")
 
 
+def run_process(argv: list[str], expect: bytes) -> tuple[float, float]:
+    """Wall and CPU seconds of one process; its stdout must be ``expect``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0 or done.stdout != expect:
+        raise SystemExit(f"{argv[0]} failed or printed other bytes: rc {done.returncode}, {done.stderr[-500:]!r}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def versus_kubectl(mib: int, runs: int) -> None:
+    """`pwdeploy logs NAME -f` and `kubectl logs -f POD`, whole processes, alternately, through one stub."""
+    if shutil.which("kubectl") is None:
+        print("kubectl is not installed: logs -f against kubectl skipped")
+        return
+    sys.path.insert(0, str(REPO))
+    from pwdeploy import identifiers as ids
+    from tests.kube_stub import StubKubeApiServer
+
+    line = b"step 1234: loss 0.012345 " + b"x" * 74 + b"\n"  # 100 bytes
+    log = line * max(3, mib * 2**20 // len(line))
+    with StubKubeApiServer() as stub, tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = str(stub.write_kubeconfig(Path(tmp) / "kc", {"s": ("stub-token", "default")}, "s"))
+        labels = {ids.JOBSET_NAME_LABEL: "dp-example", ids.REPLICATED_JOB_LABEL: ids.HEAD_JOB}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": POD, "namespace": "default", "labels": labels},
+            "spec": {"containers": [{"name": ids.MAIN_CONTAINER}]},
+            "status": {"phase": "Running"},
+        }
+        stub.put("pods", pod)
+        stub.logs[("default", POD, ids.MAIN_CONTAINER)] = log
+        tools = {
+            "pwdeploy logs -f": [
+                sys.executable,
+                "-m",
+                "pwdeploy",
+                "logs",
+                "dp-example",
+                "-f",
+                "--kubeconfig",
+                kubeconfig,
+            ],
+            "kubectl logs -f": ["kubectl", "--kubeconfig", kubeconfig, "logs", "-f", POD, "-c", ids.MAIN_CONTAINER],
+        }
+        for argv in tools.values():
+            run_process(argv, log)  # warm the page cache and the stub
+        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
+        for _ in range(runs):
+            for name, argv in tools.items():
+                figures[name].append(run_process(argv, log))
+    print(f"logs -f of {len(log) / 2**20:.1f} MiB ({len(log) // len(line)} lines), whole processes; median of {runs}")
+    wall = {name: statistics.median(w for w, _ in runs_) for name, runs_ in figures.items()}
+    cpu = {name: statistics.median(c for _, c in runs_) for name, runs_ in figures.items()}
+    for name in figures:
+        print(f"  {name:24} wall {wall[name]:7.3f} s   CPU {cpu[name]:7.3f} s")
+    ours, theirs = "pwdeploy logs -f", "kubectl logs -f"
+    print(f"  ratio pwdeploy / kubectl: wall {wall[ours] / wall[theirs]:.2f}x, CPU {cpu[ours] / cpu[theirs]:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--follow-mib", type=int, default=8, help="the log `logs -f` and kubectl read (0: tiny)")
     args = parser.parse_args()
     measure(args.mib, args.runs)
+    versus_kubectl(args.follow_mib, args.runs)
 
 
 if __name__ == "__main__":

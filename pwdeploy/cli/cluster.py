@@ -279,29 +279,63 @@ def status(cluster: Cluster, name: str, output: str) -> None:
 @click.option(
     "--component",
     type=click.Choice(["main", "proxy", "rm", "worker", "sidecar"]),
-    default="main",
-    show_default=True,
-    help="Container to read: the user's program, IFRT proxy, resource manager, TPU worker or colocated-Python sidecar.",
+    default=None,
+    help="Container to read (default main): the user's program, IFRT proxy, resource manager, TPU worker or "
+    "colocated-Python sidecar. With --all: only that component's containers.",
 )
 @click.option("--slice", "slice_index", type=click.IntRange(min=0), default=None, help="Worker slice (default 0).")
 @click.option("--host", type=click.IntRange(min=0), default=None, help="Worker host in the slice (default 0).")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
 @click.option("-p", "--previous", is_flag=True, help="The previous (restarted) container's logs.")
+@click.option(
+    "--all",
+    "all_containers",
+    is_flag=True,
+    help="The job timeline: every container of every pod (or those --component/--slice/--host select), each line "
+    "prefixed with its origin, with the job's events and milestones; with -f until the job ends.",
+)
+@click.option("--timestamps", is_flag=True, help="With --all: each line's time, as the API server gave it.")
+@click.option(
+    "--max-streams",
+    type=click.IntRange(min=1, max=256),
+    default=16,
+    show_default=True,
+    help="With --all -f: follow streams open at once; the other containers are polled.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="With --all: json prints one object per line (kind, time, origin, text).",
+)
 @with_cluster
 def logs(
     cluster: Cluster,
     name: str,
-    component: str,
+    component: str | None,
     slice_index: int | None,
     host: int | None,
     follow: bool,
     tail: int | None,
     previous: bool,
+    all_containers: bool,
+    timestamps: bool,
+    max_streams: int,
+    output: str,
 ) -> None:
-    """Print a job's container logs (`-f` follows them, as in kubectl)."""
+    """Print a job's container logs (`-f` follows them, as in kubectl); `--all` the whole job's timeline."""
     from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_bytes
 
+    if all_containers:
+        _timeline(cluster, name, component, slice_index, host, follow, tail, previous, timestamps, max_streams, output)
+        return
+    for flag, given in (("--timestamps", timestamps), ("-o", output != "text"), ("--max-streams", max_streams != 16)):
+        if given:
+            raise ConfigError(None, "applies only to --all", source=flag, hint="add --all, or drop it")
+    component = component or "main"
     if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
         flag = "--slice" if slice_index is not None else "--host"
         raise ConfigError(None, f"applies to --component worker or sidecar, not {component}", source=flag)
@@ -311,6 +345,60 @@ def logs(
     for chunk in log_bytes(kube, ns, pod, COMPONENTS[component][1], follow=follow, tail=tail, previous=previous):
         out.write(chunk)  # byte-exact, as kubectl: the program's own output is not ours to rewrite
         out.flush()
+
+
+def _timeline(
+    cluster: Cluster,
+    name: str,
+    component: str | None,
+    slice_index: int | None,
+    host: int | None,
+    follow: bool,
+    tail: int | None,
+    previous: bool,
+    timestamps: bool,
+    max_streams: int,
+    output: str,
+) -> None:
+    """`logs --all`: the job's timeline (pwdeploy.cluster.timeline)."""
+    import json
+
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.cluster.logs import check_worker_exists
+    from pwdeploy.cluster.timeline import Entry, Selection, Timeline, format_entry
+
+    for flag, given in (("--tail", tail is not None), ("--previous", previous)):
+        if given:
+            raise ConfigError(
+                None, "does not apply to --all (the timeline reads every line the API server has)", source=flag
+            )
+    kube, ns = cluster
+    jobset = js.require_jobset(kube, ns, name)
+    if slice_index is not None or host is not None:
+        check_worker_exists(jobset, slice_index or 0, host or 0)
+
+    def emit_entry(entry: Entry) -> None:
+        if output == "json":
+            click.echo(json.dumps(entry.document()))
+        else:
+            click.echo(printable(format_entry(entry, timestamps=timestamps)))
+
+    timeline = Timeline(
+        kube,
+        ns,
+        name,
+        emit_entry,
+        selection=Selection(component, slice_index, host),
+        follow=follow,
+        max_streams=max_streams,
+    )
+    try:
+        end = timeline.run()
+    except KeyboardInterrupt:
+        click.echo(f"\nStopped following; job {name} keeps running.", err=True)
+        raise click.exceptions.Exit(130) from None
+    if follow:
+        click.echo(f"job {name}: {end}", err=True)
 
 
 @click.command()

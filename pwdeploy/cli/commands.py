@@ -85,6 +85,11 @@ TABLE: dict[str, Entry] = {
         "pwdeploy.cli.profile:profile",
         "Trace a running job's program into its storage.profiles.",
     ),
+    "drill": Entry(
+        "pwdeploy drill demo --lose-slice 1 --after-step 100",
+        "pwdeploy.cli.drill:drill",
+        "Inject one real fault into a running job and report its recovery.",
+    ),
     "delete": Entry("pwdeploy delete demo -n team-a --yes", "pwdeploy.cli.cluster:delete", "Delete a job."),
 }
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.errors import ClusterError
-from pwdeploy.kube.api import POD_LOGS, Action, Kube
+from pwdeploy.kube.api import POD_LOGS, Action, ApiError, Kube
 
 # component -> (replicatedJob, container)
 COMPONENTS = {
@@ -28,8 +29,11 @@ def find_pod(kube: Kube, namespace: str, name: str, component: str, slice_index:
     pods = js.list_pods(kube, namespace, name, **labels)
     where = f"slice {slice_index} host {host} of " if replicated_job == ids.WORKER_JOB else ""
     if not pods:
-        if js.get_jobset(kube, namespace, name) is None:
+        jobset = js.get_jobset(kube, namespace, name)
+        if jobset is None:
             raise ClusterError(f"jobset {name} not found in namespace {namespace}", hint="list jobs: pwdeploy list")
+        if replicated_job == ids.WORKER_JOB:
+            check_worker_exists(jobset, slice_index, host)
         raise ClusterError(
             f"no {replicated_job} pod yet for {where}job {name}",
             hint=f"it may still be scheduling: pwdeploy status {name} -n {namespace}",
@@ -65,3 +69,73 @@ def log_bytes(
         query.append(("previous", "true"))
     action = Action("get", POD_LOGS, namespace, pod)
     return kube.stream_bytes(action, POD_LOGS.path(namespace, pod), query)
+
+
+def check_worker_exists(jobset: js.Object, slice_index: int, host: int) -> None:
+    """A slice or host the job does not have is a ConfigError that says how many there are (not "scheduling")."""
+    from pwdeploy.errors import ConfigError
+
+    workers = next((rj for rj in js.replicated_jobs(jobset) if rj.name == ids.WORKER_JOB), None)
+    slices, hosts = (workers.replicas, workers.pods_per_job) if workers is not None else (0, 0)
+    name = js.name_of(jobset)
+    if slice_index >= slices:
+        raise ConfigError(
+            None,
+            f"job {name} has no slice {slice_index}: it has {slices} (slices 0 to {slices - 1})",
+            source="--slice",
+        )
+    if host >= hosts:
+        raise ConfigError(
+            None,
+            f"slice {slice_index} of job {name} has no host {host}: it has {hosts} (hosts 0 to {hosts - 1})",
+            source="--host",
+        )
+
+
+def rfc3339(at: datetime) -> str:
+    """``at`` as the API server's ``sinceTime`` takes it (whole seconds, UTC: it drops any fraction)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def split_stamp(line: str) -> tuple[str, str]:
+    """``(timestamp, text)`` of a line read with ``timestamps=true`` (the kubelet's RFC 3339 with nanoseconds and a
+    space before the text); ``("", line)`` for a line without one."""
+    stamp, sep, text = line.partition(" ")
+    if sep and len(stamp) >= 20 and stamp[4:5] == "-" and stamp[10:11] == "T":
+        return stamp, text
+    return "", line
+
+
+def stamp_key(stamp: str) -> str:
+    """A log timestamp that sorts as text: the fraction padded to nanoseconds (RFC 3339 allows any number of
+    digits, and Go's RFC3339Nano drops trailing zeros, so ``...:05Z`` would sort after ``...:05.5Z``)."""
+    if not stamp.endswith("Z") or len(stamp) < 20:
+        return stamp
+    whole, _, fraction = stamp[:-1].partition(".")
+    return f"{whole}.{fraction[:9].ljust(9, '0')}Z"
+
+
+def read_lines(
+    kube: Kube,
+    namespace: str,
+    pod: str,
+    container: str,
+    *,
+    tail: int | None = None,
+    since: datetime | None = None,
+    limit_bytes: int = 4 * 2**20,
+) -> list[tuple[str, str]]:
+    """The container's log now (not followed) as ``(timestamp, text)`` lines, at most ``limit_bytes`` of it
+    (``limitBytes``: an answer is untrusted input); ``[]`` when the pod or container is gone or not started."""
+    query = [("container", container), ("timestamps", "true"), ("limitBytes", str(limit_bytes))]
+    if tail is not None:
+        query.append(("tailLines", str(tail)))
+    if since is not None:
+        query.append(("sinceTime", rfc3339(since)))
+    try:
+        lines = kube.stream_lines(Action("get", POD_LOGS, namespace, pod), POD_LOGS.path(namespace, pod), query)
+        return [split_stamp(line) for line in lines]
+    except ApiError as exc:
+        if exc.status in (400, 404):  # gone, or a container that has not started (ContainerCreating)
+            return []
+        raise

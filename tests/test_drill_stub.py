@@ -1,0 +1,430 @@
+"""`pwdeploy drill` against DrillStub (a loopback stub, not an API server: the controllers' part is played by the
+test, on the FakeClock's sleeps). What the real controllers do is proven by the control-plane tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pwdeploy import identifiers as ids
+from pwdeploy import manifests
+from pwdeploy.cluster import drill as dr
+from pwdeploy.cluster.drill_follow import parse_time, step_of
+from tests.drill_stub import DrillStub, stamp
+from tests.kube_stub import FakeClock, rendered_jobset, small_job
+
+NAME = "dp-example"
+NS = "default"
+
+
+class World:
+    """A running 2-slice job (2 hosts a slice on v5p-16) in the stub, and the controllers' moves."""
+
+    def __init__(
+        self, stub: DrillStub, *, slices: int = 2, tpu: str = "v5p-16", max_restarts: int = 3, elastic: int = 0
+    ) -> None:
+        self.stub, self.slices, self.attempt, self.uid = stub, slices, 0, 0
+        if elastic:
+            job = small_job({"tpu.type": tpu, "tpu.slices": slices, "tpu.elastic_slices": elastic}, name=NAME)
+            (self.jobset,) = manifests.build(job)
+        else:
+            self.jobset = rendered_jobset(NAME, NS, tpu_type=tpu, slices=slices)
+        self.jobset["spec"]["failurePolicy"]["maxRestarts"] = max_restarts  # scheduling.max_restarts
+        self.hosts = dr.hosts_per_slice(self.jobset)
+        self.set_status(0)
+        stub.put("jobsets", self.jobset)
+        self.pods_for_attempt()
+        self.log_steps(1, 10, at=-10.0)  # before the drill starts (FakeClock's t = 1000 is 00:05:00)
+
+    def set_status(self, restarts: int, *, failed: bool = False, message: str = "") -> None:
+        status: dict[str, Any] = {
+            "restarts": restarts,
+            "restartsCountTowardsMax": restarts,
+            "replicatedJobsStatus": [
+                {"name": ids.HEAD_JOB, "ready": 1},
+                {"name": ids.WORKER_JOB, "ready": self.slices},
+            ],
+        }
+        if failed:
+            reason = "ReachedMaxRestarts" if message else "FailedJobs"
+            status["conditions"] = [{"type": "Failed", "status": "True", "reason": reason, "message": message}]
+        self.jobset["status"] = status
+        self.stub.objects[("jobsets", NS, NAME)] = self.jobset
+
+    def pod(self, rj: str, index: int, host: int) -> dict[str, Any]:
+        self.uid += 1
+        containers = [ids.MAIN_CONTAINER, ids.PROXY_CONTAINER] if rj == ids.HEAD_JOB else [ids.WORKER_CONTAINER]
+        name = f"{NAME}-{rj}-{index}-{host}-a{self.attempt}u{self.uid}"
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "uid": f"uid-{self.uid}",
+                "creationTimestamp": stamp(self.uid),
+                "labels": {
+                    ids.JOBSET_NAME_LABEL: NAME,
+                    ids.REPLICATED_JOB_LABEL: rj,
+                    ids.JOB_INDEX_LABEL: str(index),
+                    ids.COMPLETION_INDEX_LABEL: str(host),
+                    ids.RESTART_ATTEMPT_LABEL: str(self.attempt),
+                },
+            },
+            "spec": {"containers": [{"name": c} for c in containers]},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [{"name": c, "ready": True, "restartCount": 0} for c in containers],
+            },
+        }
+
+    def add(self, pod: dict[str, Any]) -> None:
+        self.stub.objects[("pods", NS, pod["metadata"]["name"])] = pod
+        for c in pod["spec"]["containers"]:
+            self.stub.timed_logs.setdefault((NS, pod["metadata"]["name"], c["name"]), [])
+
+    def pods_for_attempt(self) -> None:
+        for key in [k for k in self.stub.objects if k[0] == "pods"]:
+            del self.stub.objects[key]
+        self.add(self.pod(ids.HEAD_JOB, 0, 0))
+        for s in range(self.slices):
+            for h in range(self.hosts):
+                self.add(self.pod(ids.WORKER_JOB, s, h))
+
+    def pods(self, rj: str | None = None) -> list[dict[str, Any]]:
+        found = [o for (p, _, _), o in self.stub.objects.items() if p == "pods"]
+        return [p for p in found if rj is None or p["metadata"]["labels"][ids.REPLICATED_JOB_LABEL] == rj]
+
+    def head(self) -> str:
+        return str(self.pods(ids.HEAD_JOB)[0]["metadata"]["name"])
+
+    def log_steps(self, first: int, last: int, *, at: float) -> None:
+        lines = self.stub.timed_logs.setdefault((NS, self.head(), ids.MAIN_CONTAINER), [])
+        for i, step in enumerate(range(first, last + 1)):
+            lines.append((stamp(at + i * 0.25), f"step {step}: loss 0.{step:04d}"))
+
+    def restart(self, clock: FakeClock, *, resume_from: int, failed_job: str | None = None) -> None:
+        """What JobSet does on RestartJobSet: restarts + 1, its Warning event naming the first failed Job, every
+        pod recreated as the next attempt."""
+        if failed_job is not None:
+            message = f"applying RestartJobSet failure policy action (first failed job: {failed_job})"
+            self.stub.put("events", {
+                "metadata": {"name": f"{NAME}.restart{self.attempt}", "namespace": NS},
+                "involvedObject": {"kind": "JobSet", "name": NAME},
+                "reason": "RestartJobSetFailurePolicyAction", "type": "Warning", "message": message,
+                "lastTimestamp": stamp(clock.t - 1000.0),
+            })  # fmt: skip
+        self.attempt += 1
+        self.set_status(self.attempt)
+        self.pods_for_attempt()
+        self.log_steps(resume_from, resume_from + 3, at=clock.t - 1000.0 + 1)
+
+    def replace_missing(self) -> None:
+        """What the Job controller does for a deleted pod under its backoffLimit: a new pod in its slot."""
+        have = {(p["metadata"]["labels"][ids.JOB_INDEX_LABEL], p["metadata"]["labels"][ids.COMPLETION_INDEX_LABEL])
+                for p in self.pods(ids.WORKER_JOB)}  # fmt: skip
+        for s in range(self.slices):
+            for h in range(self.hosts):
+                if (str(s), str(h)) not in have:
+                    self.add(self.pod(ids.WORKER_JOB, s, h))
+
+
+@pytest.fixture
+def drill_stub() -> Iterator[DrillStub]:
+    server = DrillStub()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def run(drill_stub: DrillStub, tmp_path: Path) -> Callable[..., Any]:
+    from click.testing import CliRunner
+
+    from pwdeploy.cli import cli
+    from pwdeploy.cli.options import Seams
+
+    kubeconfig = drill_stub.write_kubeconfig(tmp_path / "kc", {"stub": ("stub-token", None)}, current="stub")
+
+    def invoke(args: list[str], clock: FakeClock, input: str | None = None) -> Any:
+        seams = Seams(installed_jax=lambda: "0.10.2", clock=clock)
+        return CliRunner().invoke(cli, [*args, "--kubeconfig", str(kubeconfig)], input=input, obj=seams)
+
+    return invoke
+
+
+def test_lose_slice_restarts_the_jobset_and_the_report_measures_it(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    world: World
+
+    def controllers(sleeps: int) -> None:
+        if sleeps == 2 and drill_stub.evicted:  # the JobSet controller restarts the job, resuming from step 6
+            world.restart(clock, resume_from=6, failed_job=f"{NAME}-{ids.WORKER_JOB}-1")
+
+    clock = FakeClock(controllers)
+    world = World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "1", "-y", "-o", "json"], clock)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert not any("-worker-1-" in p["metadata"]["name"] and p["metadata"]["labels"][ids.RESTART_ATTEMPT_LABEL] == "0"
+                   for p in world.pods())  # fmt: skip
+    assert sorted(drill_stub.evicted) == doc["fault"]["pods"]
+    assert len(drill_stub.evicted) == world.hosts and all("-worker-1-" in p for p in drill_stub.evicted)
+    assert doc["predicted"]["outcome"] == "jobset_restart" and doc["predicted"]["rule"] == "slice_lost"
+    assert doc["rule_fired"] == "jobset_restart" and doc["first_failed_job"] == f"{NAME}-{ids.WORKER_JOB}-1"
+    assert doc["seconds_to_detection"] == 4.0  # two polls of 2 s after the fault
+    assert doc["seconds_to_all_running"] == 4.0
+    assert doc["first_step_after"] == 6 and doc["last_step_before"] == 10 and doc["steps_lost"] == 5
+    assert doc["restarts_consumed"] == 1 and doc["max_restarts"] == world.jobset["spec"]["failurePolicy"]["maxRestarts"]
+    assert doc["stopped"] == "recovered" and doc["findings"] == []
+    evictions = drill_stub.sent("POST", "/eviction")
+    assert [r.body["kind"] for r in evictions] == ["Eviction"] * world.hosts
+    assert "pwdeploy: context stub" in result.stderr  # the context and server come first
+
+
+def test_a_difference_from_local_runs_prediction_is_a_finding(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world: World
+
+    def controllers(sleeps: int) -> None:
+        if sleeps == 1 and drill_stub.evicted:
+            world.replace_missing()  # the Job controller replaced the pods and nothing else happened
+            world.log_steps(11, 14, at=clock.t - 1000.0 + 1)
+
+    clock = FakeClock(controllers)
+    world = World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "0", "-y", "-o", "json"], clock)
+    doc = json.loads(result.stdout)
+    assert doc["rule_fired"] == "pod_replaced" and doc["restarts_consumed"] == 0
+    assert doc["steps_lost"] == 0 and doc["first_step_after"] == 11
+    assert any(f.startswith("local run predicts jobset_restart") for f in doc["findings"]), doc["findings"]
+
+
+def test_text_report_and_timeout(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    clock = FakeClock()
+    World(drill_stub)
+    result = run(["drill", NAME, "--evict-head", "-y", "--timeout", "10"], clock)
+    assert result.exit_code == 4, result.output
+    assert "rule that fired:      none" in result.stdout
+    assert "finding: no controller reacted to the fault before following stopped (timeout)" in result.stdout
+    assert "did not recover within --timeout 10 s" in result.stderr
+
+
+def test_dry_run_says_what_and_which_rule_and_does_nothing(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "1", "--dry-run"], FakeClock())
+    assert result.exit_code == 0, result.output
+    assert "would lose slice 1" in result.stderr and "rule slice_lost (RestartJobSet, restart 1 of" in result.stderr
+    assert "dry run: nothing was done" in result.stderr
+    assert drill_stub.writes() == [] and drill_stub.sent("POST") == []
+
+
+def test_asks_and_without_a_terminal_exits_2(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "1"], FakeClock())
+    assert result.exit_code == 2 and "pass -y to answer yes" in result.stderr
+    assert drill_stub.sent("POST") == []
+    no = run(["drill", NAME, "--lose-slice", "1"], FakeClock(), input="n\n")
+    assert no.exit_code == 1 and "no fault injected" in no.stderr and drill_stub.sent("POST") == []
+
+
+def test_refuses_a_fatal_fault_unless_allowed(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world = World(drill_stub)
+    limit = world.jobset["spec"]["failurePolicy"]["maxRestarts"]
+    world.set_status(limit)  # every restart used: losing a slice now ends the job
+    result = run(["drill", NAME, "--lose-slice", "1", "-y"], FakeClock())
+    assert result.exit_code == 2 and "--allow-fatal" in result.stderr and "ReachedMaxRestarts" in result.stderr
+    dry = run(["drill", NAME, "--lose-slice", "1", "--dry-run"], FakeClock())
+    assert dry.exit_code == 0 and "fatal: rule slice_lost" in dry.stderr and "(needs --allow-fatal)" in dry.stderr
+    assert drill_stub.sent("POST") == []
+
+
+def test_refuses_a_job_that_is_not_running(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub).set_status(0, failed=True)
+    result = run(["drill", NAME, "--evict-head", "-y"], FakeClock())
+    assert result.exit_code == 4 and "is Failed, not running" in result.stderr
+
+
+def test_flag_errors_exit_2_and_name_the_flag(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    cases = {
+        ("--lose-slice", "5"): "has no slice 5: it has 2 (slices 0 to 1)",
+        ("--kill-worker", "0/7", "--exit-code", "143"): "has no host 7: it has 2",
+        ("--kill-worker", "0/1", "--exit-code", "3"): "no Kubernetes API sets a container's exit code",
+        ("--kill-worker", "zero", "--exit-code", "143"): "is not SLICE/HOST",
+        ("--evict-head", "--lose-slice", "1"): "give exactly one fault",
+        ("--evict-head", "--after", "soon"): "--after",
+        ("--evict-head", "--exit-code", "143"): "--exit-code",
+    }
+    for args, said in cases.items():
+        result = run(["drill", NAME, *args, "-y"], FakeClock())
+        assert result.exit_code == 2, (args, result.output)
+        assert said in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.output
+    assert drill_stub.sent("POST") == []
+
+
+def test_refused_eviction_names_the_rbac_rules(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    drill_stub.forbid("create", "pods/eviction")
+    result = run(["drill", NAME, "--evict-head", "-y"], FakeClock())
+    assert result.exit_code == 4, result.output
+    assert "resources: [pods/eviction], verbs: [create]" in result.stderr
+    assert "resources: [pods/log], verbs: [get]" in result.stderr
+
+
+def test_after_step_waits_for_the_step_report(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world: World
+
+    def program(sleeps: int) -> None:
+        if sleeps == 3:
+            world.log_steps(11, 20, at=5.0)
+
+    clock = FakeClock(program)
+    world = World(drill_stub)
+    result = run(["drill", NAME, "--evict-head", "--after-step", "15", "-y", "--timeout", "10"], clock)
+    assert "main reported step 20: injecting" in result.stderr
+    assert len(drill_stub.evicted) == 1 and clock.sleeps[:3] == [2.0, 2.0, 2.0]
+
+
+def test_prediction_uses_the_same_evaluator_as_local_run() -> None:
+    jobset = rendered_jobset(NAME, NS, tpu_type="v5p-16", slices=2)
+    jobset["status"] = {"restarts": 0}
+    assert dr.predict(dr.Fault("lose_slice", slice_index=1), jobset).fatal  # maxRestarts 0, the default
+    jobset["spec"]["failurePolicy"]["maxRestarts"] = 2
+    lose = dr.predict(dr.Fault("lose_slice", slice_index=1), jobset)
+    assert lose.outcome == "jobset_restart" and lose.decision is not None and lose.decision.rule == "slice_lost"
+    head = dr.predict(dr.Fault("evict_head"), jobset)
+    assert head.outcome == "pod_replaced" and "Ignore on DisruptionTarget" in head.why
+    kill = dr.predict(dr.Fault("kill_worker", slice_index=0, host=0, exit_code=137), jobset)
+    assert kill.outcome == "pod_replaced" and "failure 1 of backoffLimit" in kill.why
+
+
+def test_step_lines_and_timestamps() -> None:
+    assert step_of("step 12: loss 0.1") == 12 and step_of("stepping 12") is None and step_of("x step 1") is None
+    at = parse_time("2026-01-01T00:05:01.250000000Z")
+    assert at is not None and at.microsecond == 250000
+    assert parse_time("yesterday") is None
+
+
+def test_kill_worker_signals_the_container_through_exec(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world: World
+
+    def program(sleeps: int) -> None:
+        if sleeps == 1:
+            world.log_steps(11, 12, at=clock.t - 1000.0)
+
+    clock = FakeClock(program)
+    world = World(drill_stub)
+    result = run(["drill", NAME, "--kill-worker", "1/0", "--exit-code", "143", "-y", "-o", "json"], clock)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (pod,) = [p["metadata"]["name"] for p in world.pods(ids.WORKER_JOB) if "-worker-1-0-" in p["metadata"]["name"]]
+    assert drill_stub.signalled == [(pod, ids.WORKER_CONTAINER, "TERM")]
+    assert doc["fault"] == {"kind": "kill_worker", "slice": 1, "host": 0, "exit_code": 143, "pods": [pod]}
+    assert doc["rule_fired"] == "container_restarted" and doc["predicted"]["outcome"] == "pod_replaced"
+    assert doc["findings"] == [] and doc["seconds_to_detection"] == 0.0 and doc["steps_lost"] == 0
+    (execed,) = drill_stub.sent("GET", "/exec")
+    assert execed.query["command"] == ["kill", "-s", "TERM", "1"] and execed.q("container") == ids.WORKER_CONTAINER
+
+
+def test_a_signal_pid_1_ignores_is_reported_not_hidden(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    result = run(["drill", NAME, "--kill-worker", "0/1", "--exit-code", "137", "-y", "--timeout", "6"], FakeClock())
+    assert result.exit_code == 4
+    assert [s for _, _, s in drill_stub.signalled] == ["KILL"]
+    assert "finding: no controller reacted" in result.stdout
+
+
+def test_ctrl_c_stops_following_and_never_undoes_the_fault(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    def interrupt(sleeps: int) -> None:
+        if sleeps == 2:
+            raise KeyboardInterrupt
+
+    World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "1", "-y"], FakeClock(interrupt))
+    assert result.exit_code == 130, result.output
+    assert "stopped: interrupted" in result.stdout
+    assert "Stopped following; the fault is not undone." in result.stderr
+    assert len(drill_stub.evicted) == 2 and [r.method for r in drill_stub.writes()] == ["POST", "POST"]
+
+
+def test_ctrl_c_before_the_fault_injects_nothing(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    def interrupt(sleeps: int) -> None:
+        raise KeyboardInterrupt
+
+    World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "1", "--after", "5m", "-y"], FakeClock(interrupt))
+    assert result.exit_code == 130 and "no fault was injected" in result.stderr
+    assert drill_stub.evicted == []
+
+
+def test_after_step_is_bounded_by_the_timeout(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    result = run(["drill", NAME, "--evict-head", "--after-step", "500", "-y", "--timeout", "10"], FakeClock())
+    assert result.exit_code == 4 and "did not report step 500 within --timeout 10 s (last: 10)" in result.stderr
+    assert drill_stub.evicted == []
+
+
+def test_after_step_on_a_headless_job_is_refused(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world = World(drill_stub)
+    head = next(rj for rj in world.jobset["spec"]["replicatedJobs"] if rj["name"] == ids.HEAD_JOB)
+    pod = head["template"]["spec"]["template"]["spec"]
+    pod["containers"] = [c for c in pod["containers"] if c["name"] != ids.MAIN_CONTAINER]
+    result = run(["drill", NAME, "--evict-head", "--after-step", "5", "-y"], FakeClock())
+    assert result.exit_code == 2 and "--after-step: job dp-example is headless" in result.stderr
+
+
+def test_an_image_without_kill_is_a_clear_error_and_nothing_is_injected(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    World(drill_stub)
+    drill_stub.image_has_kill = False
+    result = run(["drill", NAME, "--kill-worker", "0/0", "--exit-code", "143", "-y"], FakeClock())
+    assert result.exit_code == 4, result.output
+    assert '"kill": executable file not found' in result.stderr and "no fault was injected" in result.stderr
+    assert "needs a `kill` command" in result.stderr and "drill report" not in result.stdout
+
+
+def test_an_elastic_job_recovers_in_process(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world: World
+
+    def controllers(sleeps: int) -> None:
+        if sleeps == 1:
+            world.log_steps(11, 13, at=clock.t - 1000.0 + 0.5)  # training goes on with one slice
+        if sleeps == 2:
+            world.replace_missing()  # the Job controller brings the slice's pods back
+            world.log_steps(14, 15, at=clock.t - 1000.0 + 0.5)
+
+    clock = FakeClock(controllers)
+    world = World(drill_stub, elastic=1)
+    assert dr.is_elastic(world.jobset)
+    result = run(["drill", NAME, "--lose-slice", "1", "-y", "-o", "json"], clock)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["predicted"]["outcome"] == "elastic_recovery" and doc["rule_fired"] == "elastic_recovery"
+    assert doc["restarts_consumed"] == 0 and doc["findings"] == []
+    assert doc["last_step_before"] == 13 and doc["first_step_after"] == 14 and doc["steps_lost"] == 0
+
+
+def test_allow_fatal_injects_and_reports_the_end(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    world: World
+
+    def controllers(sleeps: int) -> None:
+        if sleeps == 1 and drill_stub.evicted:
+            failed = f"{NAME}-{ids.WORKER_JOB}-0"
+            world.set_status(0, failed=True, message=f"reached max restarts (first failed job: {failed})")
+
+    clock = FakeClock(controllers)
+    world = World(drill_stub, max_restarts=0)
+    result = run(["drill", NAME, "--lose-slice", "0", "--allow-fatal", "-y", "-o", "json"], clock)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["predicted"]["outcome"] == "job_ends" and doc["rule_fired"] == "job_ended"
+    assert doc["first_failed_job"] == f"{NAME}-{ids.WORKER_JOB}-0" and doc["stopped"] == "job_ended"
+    assert doc["findings"] == [] and "ReachedMaxRestarts" in doc["rule_detail"]
