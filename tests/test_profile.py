@@ -195,6 +195,7 @@ def test_a_job_without_a_place_for_profiles_is_exit_2_before_any_stream_stub(
     api.put("pods", head_pod())
     result = cli(["profile", JOB, *kc, "--duration", "1"])
     assert result.exit_code == 2 and expected in result.stderr
+    assert "tracing job" not in result.stderr  # nothing announced before the refusal
     assert api.upgrades == 0
 
 

@@ -43,7 +43,11 @@ def profile(cluster: Cluster, name: str, duration: float, port: int, hosts: int)
     """
     from pwdeploy.cluster.profile import capture
 
-    click.echo(f"tracing job {name} for {duration:g} s (profiler port {port}) ...", err=True)
-    done = capture(cluster.kube, cluster.namespace, name, duration_s=duration, port=port, hosts=hosts)
+    def starting(pod: str) -> None:  # said once the job is known to be traceable, never before a refusal
+        click.echo(f"tracing job {name} for {duration:g} s (pod/{pod}, profiler port {port}) ...", err=True)
+
+    done = capture(
+        cluster.kube, cluster.namespace, name, duration_s=duration, port=port, hosts=hosts, starting=starting
+    )
     click.echo(f"trace of job {name} ({done.seconds:g} s, pod/{done.pod}) written under {done.trace_dir}")
     click.echo(f"tensorboard --logdir {done.log_dir}")

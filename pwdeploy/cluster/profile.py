@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from pwdeploy import identifiers as ids
@@ -116,14 +117,26 @@ def http_request(duration_ms: int, log_dir: str, token: str | None) -> bytes:
     return ("\r\n".join(headers) + "\r\n\r\n").encode() + body
 
 
-def capture(kube: Kube, namespace: str, name: str, *, duration_s: float, port: int, hosts: int = 1) -> Capture:
+def capture(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    *,
+    duration_s: float,
+    port: int,
+    hosts: int = 1,
+    starting: Callable[[str], None] | None = None,
+) -> Capture:
     """Ask the profiler server of job ``name`` for a trace of ``duration_s`` seconds into its storage.profiles;
-    returns once the server says it is written."""
+    returns once the server says it is written. ``starting`` hears the head pod's name once the job is known to
+    be traceable (it has a head and storage.profiles, and the head runs), before the trace starts."""
     from pwdeploy.kube.portforward import open_port_stream
 
     duration_ms = check_request(duration_s, hosts)
     log_dir = profile_dir(js.require_jobset(kube, namespace, name))
     pod = running_head(kube, namespace, name)
+    if starting is not None:
+        starting(pod)
     stream = open_port_stream(kube, namespace, pod, port)
     try:
         stream.frames.sock.settimeout(duration_ms / 1000 + ANSWER_MARGIN_S)  # this stream only
