@@ -334,7 +334,12 @@ def delete(cluster: Cluster, name: str, yes: bool, wait: bool) -> None:
         raise PwdeployError("not deleted")
     js.delete_jobset(kube, ns, name)
     said: list[str] = []
-    if wait and not js.wait_gone(kube, ns, name, said=lambda line: (said.append(line), click.echo(line, err=True))):
+
+    def progress(line: str) -> None:  # which pods still terminate, whenever that changes
+        said.append(line)
+        click.echo(line, err=True)
+
+    if wait and not js.wait_gone(kube, ns, name, said=progress):
         raise ClusterError(
             f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s"
             + (f"; {said[-1]}" if said else ""),
