@@ -14,6 +14,7 @@ import pytest
 
 from pwdeploy.cluster.nodes import pod_requests
 from pwdeploy.cluster.readiness import check_cluster, unknown_fields
+from pwdeploy.cluster.readiness.permissions import needed_for
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.kube.api import Kube
 from pwdeploy.report import CheckResult, Status
@@ -71,7 +72,7 @@ def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube
     assert by_name["head-capacity"].detail == (
         "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np allocate the head pod's 48 CPU and 232Gi memory"
     )
-    assert "create, patch, get, delete jobsets.jobset.x-k8s.io; get, list pods; get pods/log; list events" in (
+    assert "create, patch, get, list, delete jobsets.jobset.x-k8s.io; list jobs.batch; list, delete pods; " in (
         by_name["permissions"].detail
     )
 
@@ -94,8 +95,10 @@ def test_one_run_sends_read_only_requests_and_counts_them_against_stub(stub: Stu
             "/api/v1/namespaces/default/secrets/hf",
         ]
     )
-    assert {r.path for r in posts} == {"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"} and len(posts) == 8
-    assert stub.writes() == [] and kube.sent == len(stub.requests) == 17
+    reviews = len(needed_for(queue=True, queued=False))  # this job names a queue: Kueue's Workloads too
+    assert {r.path for r in posts} == {"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"}
+    assert len(posts) == reviews
+    assert stub.writes() == [] and kube.sent == len(stub.requests) == len(gets) + reviews
 
 
 def test_checks_run_concurrently_against_stub(
@@ -131,7 +134,7 @@ def test_checks_run_concurrently_against_stub(
         in_flight["most"] = 0
         check_cluster(job, kube, max_workers=workers)
         most[name] = in_flight["most"]
-    assert len(stub.requests) == 2 * 13
+    assert len(stub.requests) == 2 * (5 + len(needed_for(queue=False, queued=False)))  # 5 reads, the reviews
     assert most["sequential"] == 1 and most["concurrent"] >= 2, most
 
 
@@ -457,11 +460,14 @@ def test_denied_permissions_fail_naming_verb_and_resource_against_stub(stub: Stu
     stub.forbid("get", "pods/log")
     row = rows(small_job(), kube)["permissions"]
     assert row.status is Status.FAILED
-    assert row.detail == "denied in namespace 'default': create jobsets.jobset.x-k8s.io; get pods/log"
+    assert row.detail == (
+        "denied in namespace 'default': create jobsets.jobset.x-k8s.io (submit (server-side apply creates it)); "
+        "get pods/log (status, logs, diagnose, connect)"
+    )
     assert row.fix is not None
     assert 'apiGroups: ["jobset.x-k8s.io"], resources: [jobsets], verbs: [create]' in row.fix
     assert 'apiGroups: [""], resources: [pods/log], verbs: [get]' in row.fix
-    log_review = [r.body for r in stub.sent("POST") if r.body["spec"]["resourceAttributes"].get("subresource")]
+    log_review = [r.body for r in stub.sent("POST") if r.body["spec"]["resourceAttributes"].get("subresource") == "log"]
     assert log_review[0]["spec"]["resourceAttributes"] == {
         "namespace": "default",
         "verb": "get",
@@ -474,7 +480,7 @@ def test_denied_permissions_fail_naming_verb_and_resource_against_stub(stub: Stu
 def test_one_denial_gives_the_rbac_rule_and_can_i_line_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.forbid("list", "events")
     row = rows(small_job(), kube)["permissions"]
-    assert row.detail == "denied in namespace 'default': list events"
+    assert row.detail == "denied in namespace 'default': list events (status, diagnose)"
     assert row.fix is not None and row.fix.endswith("check with: kubectl auth can-i list events -n default")
 
 
@@ -589,7 +595,7 @@ def test_cli_submit_checks_the_cluster_and_gcs_then_applies_against_stub(
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, *locations(bucket)])
     assert result.exit_code == 0, result.output
     assert ") created" in result.stdout
-    assert stub.sent("GET", "/version") and len(stub.sent("POST")) == 8
+    assert stub.sent("GET", "/version") and len(stub.sent("POST")) == len(needed_for(queue=False, queued=False))
     assert [w.method for w in stub.writes()] == ["PATCH"]
     assert not any(line.startswith("warning: ") for line in result.stderr.splitlines()), "the cluster is ready"
 

@@ -124,6 +124,13 @@ def readiness_checks() -> str:
     return _table(("check", "what it checks"), rows)
 
 
+def rbac_role() -> str:
+    """The Role that grants what the readiness row ``permissions`` checks (docs/cluster.md)."""
+    from pwdeploy.cluster.readiness.permissions import role_yaml
+
+    return f"```yaml\n{role_yaml()}\n```\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "config-fields": config_fields,
     "commands": commands,
@@ -131,6 +138,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "capacity-modes": capacity_modes,
     "diagnose-causes": diagnose_causes,
     "readiness-checks": readiness_checks,
+    "rbac-role": rbac_role,
 }
 
 
