@@ -8,7 +8,8 @@ plain http, for a test that asks for it.
 It is a stub, not an API server: no controllers, no admission webhooks, no watch, label selectors of the form
 ``k=v,k2=v2`` only. What it does do like a real server: the real paths (discovery, ``/version``, jobsets with
 server-side apply and ``dryRun=All``, namespaces, nodes, pods and their logs, events, secrets (metadata-only reads),
-Kueue localqueues (and, read-only, clusterqueues, admissionchecks and provisioningrequestconfigs), the JobSet
+the pods of every namespace, Kueue localqueues (and, read-only, clusterqueues, admissionchecks and
+provisioningrequestconfigs), the JobSet
 CustomResourceDefinition, SelfSubjectAccessReviews answered from the same forbidden rules as every other request),
 bearer-token authentication, and the real error shapes (``Status`` objects for 401/403/404/409/422/5xx). Every
 request is recorded so tests can assert what the official client actually sent; ``latency`` delays every answer,
@@ -543,6 +544,8 @@ class StubKubeApiServer:
         m = re.fullmatch(r"/apis/batch/v1/namespaces/([^/]+)/jobs", path)
         if m:
             self._list(r, "jobs", "batch", "v1", m[1])
+        if path == "/api/v1/pods":  # every namespace's pods (preflight counts what they hold on the nodes)
+            self._list(r, "pods", "", "v1", None)
         m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/namespaces/([^/]+)/workloads", path)
         if m and self.kueue_version == m[1]:
             self._list(r, "workloads", "kueue.x-k8s.io", m[1], m[2])
@@ -790,7 +793,18 @@ def _fields_match(obj: dict[str, Any], selector: str | None) -> bool:
             value = value.get(part) if isinstance(value, dict) else None
         return value
 
-    return all(lookup(k) == v for k, v in _pairs(selector))
+    for item in (selector or "").split(","):  # k=v, k==v and k!=v, as the API server's field selectors
+        if not item.strip():
+            continue
+        if "!=" in item:
+            key, value = (part.strip() for part in item.split("!=", 1))
+            if lookup(key) == value:
+                return False
+        else:
+            key, _, value = item.partition("=")
+            if lookup(key.strip()) != value.strip().removeprefix("="):
+                return False
+    return True
 
 
 def _pairs(selector: str | None) -> Iterator[tuple[str, str]]:

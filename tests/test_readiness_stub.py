@@ -66,11 +66,12 @@ def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube
         "v1.31.4-gke.1256000: native sidecars are on; head node kubelets v1.31.4-gke.1256000"
     )
     assert by_name["tpu-capacity"].detail == (
-        "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs "
+        "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the job needs "
         "2 pools (one per slice) of 1 node"
     )
     assert by_name["head-capacity"].detail == (
-        "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np allocate the head pod's 48 CPU and 232Gi memory"
+        "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np have the head pod's 48 CPU and 232Gi "
+        "memory free"
     )
     assert "create, patch, get, list, delete jobsets.jobset.x-k8s.io; list jobs.batch; list, delete pods; " in (
         by_name["permissions"].detail
@@ -92,6 +93,7 @@ def test_one_run_sends_read_only_requests_and_counts_them_against_stub(stub: Stu
             "/apis/kueue.x-k8s.io/v1beta1/namespaces/default/localqueues",
             "/api/v1/nodes",
             "/api/v1/nodes",
+            "/api/v1/pods",
             "/api/v1/namespaces/default/secrets/hf",
         ]
     )
@@ -134,7 +136,7 @@ def test_checks_run_concurrently_against_stub(
         in_flight["most"] = 0
         check_cluster(job, kube, max_workers=workers)
         most[name] = in_flight["most"]
-    assert len(stub.requests) == 2 * (5 + len(needed_for(queue=False, queued=False)))  # 5 reads, the reviews
+    assert len(stub.requests) == 2 * (6 + len(needed_for(queue=False, queued=False)))  # 6 reads, the reviews
     assert most["sequential"] == 1 and most["concurrent"] >= 2, most
 
 
@@ -325,7 +327,8 @@ def test_too_few_tpu_pools_is_a_warning_naming_both_numbers_against_stub(stub: S
     row = rows(small_job(), kube)["tpu-capacity"]
     assert row.status is Status.WARN
     assert row.detail.startswith(
-        "1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs 2 "
+        "1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the "
+        "job needs 2 "
         "pools (one per slice) of 1 node: the workers wait unless node pools autoscale"
     )
     assert "queued provisioning" in row.detail
@@ -349,7 +352,8 @@ def test_one_pool_of_two_nodes_holds_one_slice_not_two_against_stub(stub: StubKu
     row = rows(small_job(), kube)["tpu-capacity"]
     assert row.status is Status.WARN
     assert row.detail.startswith(
-        "1 node pool of 2 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs 2 "
+        "1 node pool of 2 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the "
+        "job needs 2 "
         "pools (one per slice) of 1 node: "
     )
 
@@ -363,14 +367,15 @@ def test_multi_host_slices_need_whole_pools_against_stub(stub: StubKubeApiServer
     short = rows(job, kube)["tpu-capacity"]
     assert short.status is Status.WARN
     assert short.detail.startswith(
-        "1 node pool of 2, 1 of 1 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu each); the job "
+        "1 node pool of 2, 1 of 1 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu free "
+        "each); the job "
         "needs 2 pools (one per slice) of 2 nodes, and 1 of them hold(s) a slice: the workers wait"
     )
     stub.add_node(node("tpu-np-1-1", {**v5p_16, POOL: "tpu-np-1"}, TPU_NODE))
     enough = rows(job, kube)["tpu-capacity"]
     assert (enough.status, enough.detail) == (
         Status.OK,
-        "2 node pools of 2 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs "
+        "2 node pools of 2 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu free each); the job needs "
         "2 pools (one per slice) of 2 nodes",
     )
 
@@ -611,7 +616,8 @@ def test_cli_submit_prints_the_rows_that_are_not_ok_then_applies_against_stub(
     warned = [line for line in lines if line.startswith("warning: ")]
     assert warned == [
         "warning: tpu-capacity stub: 1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 "
-        "google.com/tpu each); the job needs 2 pools (one per slice) of 1 node: the workers wait unless node pools "
+        "google.com/tpu free each); the job needs 2 pools (one per slice) of 1 node: the workers wait unless "
+        "node pools "
         "autoscale from zero or use queued provisioning"
     ]
     assert result.output.index("warning: tpu-capacity") < result.output.index(") created")
@@ -642,7 +648,7 @@ def test_spot_counts_only_labelled_pools_whose_taints_the_workers_tolerate_again
     assert (row.status, row.detail) == (
         Status.OK,
         "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes labelled cloud.google.com/gke-spot=true (Ready, schedulable, "
-        "4 google.com/tpu each; 1 more with taints the workers do not tolerate); the job needs 2 pools (one per "
+        "4 google.com/tpu free each; 1 more with taints the workers do not tolerate); the job needs 2 pools (one per "
         "slice) of 1 node",
     )
     selectors = {r.q("labelSelector") for r in stub.sent("GET", "/api/v1/nodes")}
@@ -684,7 +690,7 @@ def test_reservation_pools_tainted_by_auto_provisioning_fit_against_stub(stub: S
     assert (row.status, row.detail) == (
         Status.OK,
         "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes labelled cloud.google.com/reservation-name=rsv (Ready, "
-        "schedulable, 4 google.com/tpu each); the job needs 2 pools (one per slice) of 1 node",
+        "schedulable, 4 google.com/tpu free each); the job needs 2 pools (one per slice) of 1 node",
     )
     other = rows(small_job({"tpu.capacity": "reservation", "tpu.reservation": "other"}), kube)["tpu-capacity"]
     assert other.status is Status.WARN, "another reservation's pools are neither selected nor tolerated"
