@@ -78,6 +78,24 @@ class Injected:
     hang: bool = False  # never answer (until the stub stops)
 
 
+def jobset_webhook_defaults(body: dict[str, Any]) -> dict[str, Any]:
+    """What JobSet's mutating webhook mjobset.kb.io sets on a new JobSet (kubernetes-sigs/jobset v0.11.1
+    pkg/webhooks/jobset_webhook.go ``Default``): success and startup policies, Indexed completion, OnFailure
+    restarts and the network defaults."""
+    obj = copy.deepcopy(body)
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("successPolicy", {"operator": "All"})
+    spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
+    for rj in spec.get("replicatedJobs") or []:
+        job = rj.setdefault("template", {}).setdefault("spec", {})
+        job.setdefault("completionMode", "Indexed")
+        job.setdefault("template", {}).setdefault("spec", {}).setdefault("restartPolicy", "OnFailure")
+    network = spec.setdefault("network", {})
+    network.setdefault("enableDNSHostnames", True)
+    network.setdefault("publishNotReadyAddresses", True)
+    return obj
+
+
 def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "kind": "Status",
@@ -214,6 +232,7 @@ class StubKubeApiServer:
         self.requests: list[Recorded] = []
         self.injected: list[Injected] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
+        self.jobset_webhook = True  # JobSet's mutating webhook defaults a new JobSet (False: only its CRD)
         self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
         self.version = {"major": "1", "minor": "31+", "gitVersion": "v1.31.4-gke.1256000"}
         self.crd_version = "0.10.1"  # the vendored JobSet CRD served (tests/fixtures/crds)
@@ -685,6 +704,8 @@ class StubKubeApiServer:
         if body.get("metadata", {}).get("name") != key[2]:
             raise _Reply(400, status_body(400, "BadRequest", "the name of the object does not match the URL"))
         if current is None:
+            if key[0] == "jobsets" and self.jobset_webhook:
+                body = jobset_webhook_defaults(body)
             self._store(r, *key, body, 201)
         if current.get("spec") != body.get("spec"):
             cause = {

@@ -82,7 +82,9 @@ def test_one_run_sends_read_only_requests_and_counts_them_against_stub(stub: Stu
     ready(stub)
     check_cluster(small_job({"scheduling.queue": "tpu", "main.secret_env": {"HF_TOKEN": "hf/token"}}), kube)
     gets = sorted(r.path for r in stub.requests if r.method == "GET")
-    posts = [r for r in stub.requests if r.method != "GET"]
+    posts = [r for r in stub.requests if r.method == "POST"]
+    (dry_run,) = [r for r in stub.requests if r.method == "PATCH"]  # jobset-api: the controller's webhooks answer
+    assert dry_run.q("dryRun") == "All" and dry_run.path.endswith("/jobsets/pwdeploy-probe")
     assert gets == sorted(
         [
             "/version",
@@ -100,7 +102,8 @@ def test_one_run_sends_read_only_requests_and_counts_them_against_stub(stub: Stu
     reviews = len(needed_for(queue=True, queued=False))  # this job names a queue: Kueue's Workloads too
     assert {r.path for r in posts} == {"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"}
     assert len(posts) == reviews
-    assert stub.writes() == [] and kube.sent == len(stub.requests) == len(gets) + reviews
+    assert [w for w in stub.writes() if w.q("dryRun") != "All"] == []
+    assert kube.sent == len(stub.requests) == len(gets) + reviews + 1
 
 
 def test_checks_run_concurrently_against_stub(
@@ -136,7 +139,7 @@ def test_checks_run_concurrently_against_stub(
         in_flight["most"] = 0
         check_cluster(job, kube, max_workers=workers)
         most[name] = in_flight["most"]
-    assert len(stub.requests) == 2 * (6 + len(needed_for(queue=False, queued=False)))  # 6 reads, the reviews
+    assert len(stub.requests) == 2 * (7 + len(needed_for(queue=False, queued=False)))  # 6 reads, a dry run, the reviews
     assert most["sequential"] == 1 and most["concurrent"] >= 2, most
 
 
@@ -580,7 +583,7 @@ def test_cli_submit_stops_on_a_failed_cluster_row_against_stub(
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc])
     assert result.exit_code == 6, result.output
     assert "preflight failed; nothing was submitted" in result.stderr and "kubernetes-version" in result.stderr
-    assert stub.writes() == [] and stub.objects == {}
+    assert [w for w in stub.writes() if w.q("dryRun") != "All"] == [] and stub.objects == {}
 
 
 def locations(bucket: str) -> list[str]:
@@ -601,7 +604,7 @@ def test_cli_submit_checks_the_cluster_and_gcs_then_applies_against_stub(
     assert result.exit_code == 0, result.output
     assert ") created" in result.stdout
     assert stub.sent("GET", "/version") and len(stub.sent("POST")) == len(needed_for(queue=False, queued=False))
-    assert [w.method for w in stub.writes()] == ["PATCH"]
+    assert [w.method for w in stub.writes() if w.q("dryRun") != "All"] == ["PATCH"]
     assert not any(line.startswith("warning: ") for line in result.stderr.splitlines()), "the cluster is ready"
 
 
