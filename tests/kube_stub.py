@@ -552,6 +552,12 @@ class StubKubeApiServer:
         )
         if m and self.kueue_version == m[1] and r.method == "GET":  # cluster-scoped: put() them with namespace ""
             self._resource(r, m[2], "kueue.x-k8s.io", m[1], "", m[3])
+        m = re.fullmatch(r"/apis/apps/v1/namespaces/([^/]+)/deployments/([^/]+)", path)
+        if m and r.method == "GET":  # the controllers' Deployments (their image tags): put("deployments", obj)
+            self._resource(r, "deployments", "apps", "v1", m[1], m[2])
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
+        if m and r.method == "GET":  # Kueue's Configuration: put("configmaps", obj)
+            self._resource(r, "configmaps", "", "v1", m[1], m[2])
         self._dispatch_lists(r, path)
         raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
 

@@ -124,6 +124,17 @@ def readiness_checks() -> str:
     return _table(("check", "what it checks"), rows)
 
 
+def known_defects() -> str:
+    """The known defects the readiness row ``controllers`` names, with the releases that fix them and sources."""
+    from pwdeploy.cluster.readiness.controllers import DEFECTS
+
+    def releases(fixed: tuple[tuple[int, int, int], ...]) -> str:
+        return ", ".join("v" + ".".join(map(str, v)) for v in fixed) or "no release yet"
+
+    rows = [(d.component, d.what, releases(d.fixed), d.fix, d.source) for d in DEFECTS]
+    return _table(("component", "defect", "fixed in", "what to do", "source"), rows)
+
+
 def rbac_role() -> str:
     """The Role that grants what the readiness row ``permissions`` checks (docs/cluster.md)."""
     from pwdeploy.cluster.readiness.permissions import role_yaml
@@ -139,6 +150,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "diagnose-causes": diagnose_causes,
     "readiness-checks": readiness_checks,
     "rbac-role": rbac_role,
+    "known-defects": known_defects,
 }
 
 

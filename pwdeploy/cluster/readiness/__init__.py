@@ -3,8 +3,8 @@ report row each, run concurrently; one module per check, each declaring its name
 
 The control plane's version is asked first, alone: it also tells whether the API server answers at all, so an
 unreachable cluster costs one request (with its retries) instead of one per check. The checks then run side by
-side: ``kubernetes-version`` (version), ``jobset-api``, ``namespace``, ``queue``, ``provisioning`` (capacity
-queued only), ``tpu-capacity``, ``head-capacity``, ``permissions`` and one ``secret`` row per Secret that
+side: ``kubernetes-version`` (version), ``jobset-api``, ``controllers``, ``namespace``, ``queue``,
+``provisioning`` (capacity queued only), ``tpu-capacity``, ``head-capacity``, ``permissions`` and one ``secret`` row per Secret that
 ``main.secret_env`` references. The
 checks read what the job asks of the cluster (selectors, tolerations, requests) from the rendered JobSet, never
 from constants of their own. Each node list is asked once however many checks read it. A check the API server will
@@ -16,6 +16,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from pwdeploy.cluster.readiness import (
+    controllers,
     head_capacity,
     jobset_api,
     namespace,
@@ -35,7 +36,18 @@ from pwdeploy.report import CheckResult, Status
 __all__ = ["MODULES", "Check", "Row", "Target", "check_cluster", "renderable", "unknown_fields"]
 
 # The checks' modules in the order of the report (docs/preflight.md's table is generated from their docstrings).
-MODULES = (version, jobset_api, namespace, queue, provisioning, tpu_capacity, head_capacity, permissions, secrets)
+MODULES = (
+    version,
+    jobset_api,
+    controllers,
+    namespace,
+    queue,
+    provisioning,
+    tpu_capacity,
+    head_capacity,
+    permissions,
+    secrets,
+)
 
 PLACEHOLDER_TAG = "unpushed"  # renders a job whose pushed image is missing: the image rows report it
 
@@ -44,6 +56,7 @@ def checks(job: JobConfig, *, max_workers: int) -> list[Check]:
     """Every check after the version, in the order of the report."""
     return [
         jobset_api.CHECK,
+        controllers.CHECK,
         namespace.CHECK,
         queue.CHECK,
         *provisioning.checks(job.tpu.capacity),
