@@ -128,12 +128,21 @@ def test_a_jobset_created_just_now_is_not_said_to_lack_a_controller_against_the_
     assert diagnose(kube, "default", "dp-example").findings == []
 
 
-def test_status_which_reads_no_jobs_does_not_guess_a_missing_controller_against_the_stub(
+def test_status_says_no_controller_reconciles_the_jobset_against_the_stub(
     stub: StubKubeApiServer, cluster_cli: ClusterCli, kc: list[str]
 ) -> None:
     serve(stub, load("no-jobset-controller"))
     result = cluster_cli(["status", "dp-example", *kc, "-o", "json"])
-    assert json.loads(result.stdout)["findings"] == []
+    assert [f["cause"] for f in json.loads(result.stdout)["findings"]] == ["no-jobset-controller"]
+
+
+def test_a_jobset_with_a_status_is_not_said_to_lack_a_controller_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
+    fixture = copy.deepcopy(load("no-jobset-controller"))
+    fixture["jobset"] = {"status": {"replicatedJobsStatus": [{"name": "worker", "ready": 0}]}}
+    serve(stub, fixture)
+    assert diagnose(kube, "default", "dp-example").findings == []
 
 
 def test_the_leader_pod_deadlock_names_the_pod_and_the_jobset_version_against_the_stub(

@@ -3,7 +3,7 @@
 Texts matched:
 - a JobSet with no status and no Jobs a minute after it was created: no JobSet controller reconciles it (the
   controller writes ``status.replicatedJobsStatus`` and creates the Jobs at its first reconcile, kubernetes-sigs/
-  jobset pkg/controllers/jobset_controller.go). Only where the Jobs were read (diagnose, not status).
+  jobset pkg/controllers/jobset_controller.go). status, which reads no Jobs, goes by the pods.
 - the Job controller's Warning event ``FailedCreate`` ``Error creating: <error>`` (kubernetes/kubernetes
   pkg/controller/controller_utils.go, ``RealPodControl``), whose error is the API server's refusal:
   - JobSet's pod webhook, up to v0.12.0: ``admission webhook "vpod.kb.io" denied the request: expected 1 leader
@@ -42,7 +42,9 @@ def observations(snap: Snapshot) -> list[Observation]:
 
 
 def _no_controller(snap: Snapshot) -> list[Observation]:
-    if snap.jobs is None or snap.jobs or snap.jobset.get("status"):
+    """status reads no Jobs: there, no pods stand for no Jobs (a JobSet without a status has no suspended Jobs)."""
+    made = snap.jobs if snap.jobs is not None else snap.pods
+    if made or snap.jobset.get("status"):
         return []
     created = str(snap.jobset.get("metadata", {}).get("creationTimestamp") or "")
     age = _age_s(created, snap.now)
