@@ -33,9 +33,13 @@ def kueue(stub: StubKubeApiServer, version: str, wait_for_pods_ready: dict[str, 
     )
 
 
-def test_the_jobset_release_is_named_with_its_known_defect_against_the_stub(stub: StubKubeApiServer, kube: Any) -> None:
+def test_the_jobset_release_is_named_with_its_known_defect_for_a_multi_host_job_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
     ready(stub)
-    row = rows(small_job(), kube)["controllers"]
+    single = rows(small_job(), kube)["controllers"]  # v5p-8: one VM per slice, no follower pods to refuse
+    assert single.status is Status.OK and single.detail == "JobSet v0.12.0: no known defect that touches this job"
+    row = rows(small_job({"tpu.type": "v5p-16"}), kube)["controllers"]  # 2 VMs per slice
     assert row.status is Status.WARN
     assert row.detail.startswith("JobSet v0.12.0: its pod webhook refuses") and "jobset#1276" in row.detail
     assert "after v0.12.0" in (row.fix or "")

@@ -85,9 +85,7 @@ def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube
     ready(stub)
     found = check_cluster(small_job(), kube)
     assert [r.check for r in found] == CHECK_NAMES
-    statuses = {r.check: r.status for r in found}
-    assert statuses.pop("controllers") is Status.WARN  # every JobSet release so far has the leader-pod deadlock
-    assert set(statuses.values()) == {Status.OK}, [(r.check, r.detail) for r in found]
+    assert {r.status for r in found} == {Status.OK}, [(r.check, r.detail) for r in found]
     assert {r.location for r in found} == {"stub"}
     by_name = {r.check: r for r in found}
     assert by_name["kubernetes-version"].detail == (
@@ -596,7 +594,7 @@ def test_cli_preflight_cluster_with_an_unpushed_job_image_is_a_failed_row_agains
     result = cluster_cli(["preflight", "-f", str(config), *flags, "--cluster", "--no-gcs", "-o", "json", *kc])
     assert result.exit_code == 6, result.output
     checks = json.loads(result.stdout)["checks"]
-    assert [c["status"] for c in checks[: len(CHECK_NAMES)]] == ["ok", "ok", "warn"] + ["ok"] * (len(CHECK_NAMES) - 3)
+    assert [c["status"] for c in checks[: len(CHECK_NAMES)]] == ["ok"] * len(CHECK_NAMES)
     (unpushed,) = [c for c in checks if c["fields"] == ["image.repository"]]
     assert (unpushed["location"], unpushed["status"], unpushed["detail"]) == (
         "127.0.0.1:5000/team/jobs",
@@ -635,9 +633,7 @@ def test_cli_submit_checks_the_cluster_and_gcs_then_applies_against_stub(
     assert ") created" in result.stdout
     assert stub.sent("GET", "/version") and len(stub.sent("POST")) == len(needed_for(queue=False, queued=False))
     assert [w.method for w in stub.writes() if w.q("dryRun") != "All"] == ["PATCH"]
-    warned = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
-    assert [line.split(" stub: ")[0] for line in warned] == ["warning: controllers"], "the cluster is ready"
-    assert "kubernetes-sigs/jobset#1276" in warned[0]  # but its JobSet release has a known defect
+    assert not any(line.startswith("warning: ") for line in result.stderr.splitlines()), "the cluster is ready"
 
 
 def test_cli_submit_prints_the_rows_that_are_not_ok_then_applies_against_stub(
@@ -648,7 +644,7 @@ def test_cli_submit_prints_the_rows_that_are_not_ok_then_applies_against_stub(
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, *locations(bucket)])
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
-    warned = [line for line in lines if line.startswith("warning: ") and not line.startswith("warning: controllers")]
+    warned = [line for line in lines if line.startswith("warning: ")]
     assert warned == [
         "warning: tpu-capacity stub: 1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 "
         "google.com/tpu free each); the job needs 2 pools (one per slice) of 1 node: the workers wait unless "

@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster.jobsets import Object
+from pwdeploy.cluster.nodes import replicated_job
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.kube.api import Action, ApiError, Kube, Resource
@@ -41,6 +43,7 @@ class Defect(NamedTuple):
     since: Version
     fix: str
     source: str
+    multi_host: bool = False  # only a job whose slices span several VMs (a leader pod and followers) meets it
 
     def affects(self, version: Version) -> bool:
         if version < self.since:
@@ -60,6 +63,7 @@ DEFECTS: tuple[Defect, ...] = (
         (0, 0, 0),
         "delete the failed leader pod when it happens (pwdeploy diagnose names it); upgrade to a release after v0.12.0",
         "kubernetes-sigs/jobset#1276 (commit 1dc6eec9, on main after v0.12.0)",
+        multi_host=True,
     ),
     Defect(
         "Kueue",
@@ -93,6 +97,7 @@ FIELDS = ("scheduling.queue", "tpu.capacity")
 
 def _run(target: Target, row: Row) -> CheckResult:
     kube, notes, status, fixes = target.kube, [], Status.OK, []
+    multi_host = int(replicated_job(target.jobset, ids.WORKER_JOB)["template"]["spec"].get("completions") or 1) > 1
     components = [("JobSet", JOBSET_DEPLOYMENT)]
     if target.job.scheduling.queue:
         components.append(("Kueue", KUEUE_DEPLOYMENT))
@@ -103,9 +108,11 @@ def _run(target: Target, row: Row) -> CheckResult:
             notes.append(f"{component} version not read ({text})")
             continue
         versions[component] = found
-        known = [d for d in DEFECTS if d.component == component and d.affects(found)]
+        known = [
+            d for d in DEFECTS if d.component == component and d.affects(found) and (multi_host or not d.multi_host)
+        ]
         if not known:
-            notes.append(f"{component} {text}: no known defect that touches pwdeploy jobs")
+            notes.append(f"{component} {text}: no known defect that touches this job")
         for defect in known:
             notes.append(f"{component} {text}: {defect.what} [{defect.source}]")
             fixes.append(defect.fix)
