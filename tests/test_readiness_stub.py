@@ -333,7 +333,15 @@ def test_queue_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     for name in ("cpu-queue", "tpu-v6e"):
         stub.put("localqueues", {"metadata": {"name": name, "namespace": "default"}})
     ok = rows(small_job({"scheduling.queue": "tpu-v6e"}), kube)["queue"]
-    assert (ok.status, ok.detail) == (Status.OK, "LocalQueue 'tpu-v6e' exists in namespace 'default'")
+    assert (ok.status, ok.detail) == (
+        Status.OK,
+        "LocalQueue 'tpu-v6e' exists in namespace 'default' (kueue.x-k8s.io/v1beta2)",
+    )
+    stub.kueue_version = "v1beta1"  # a Kueue before v0.15.0 serves only v1beta1
+    stub.objects[("localqueues", "default", "tpu-v6e")]["apiVersion"] = "kueue.x-k8s.io/v1beta1"
+    old = rows(small_job({"scheduling.queue": "tpu-v6e"}), kube)["queue"]
+    assert old.status is Status.OK and "a release before v0.15.0: v1beta1 is deprecated" in old.detail
+    stub.kueue_version = "v1beta2"
     missing = rows(small_job({"scheduling.queue": "tpu"}), kube)["queue"]
     assert missing.status is Status.FAILED
     assert missing.detail == "LocalQueue 'tpu' does not exist in namespace 'default'; available: cpu-queue, tpu-v6e"
