@@ -29,7 +29,7 @@ def test_workers_on_nodes_whose_host_ports_are_held_are_capacity_not_a_selector_
     assert [f.cause for f in found.findings] == ["tpu-capacity"]
     fix = found.findings[0].fix
     assert "held by other pods on the same host ports" in fix and "create a TPU node pool" not in fix
-    assert "ports 8471" in fix or "ports " in fix
+    assert "(ports 8080, 8471, 29005, 29006; the workers use hostNetwork)" in fix  # the live pod's own ports
 
 
 def test_a_head_whose_host_ports_are_held_is_not_told_to_lower_its_memory_against_the_stub(
@@ -39,6 +39,7 @@ def test_a_head_whose_host_ports_are_held_is_not_told_to_lower_its_memory_agains
     finding = _only(diagnose(kube, "default", "dp-example"), "head-unschedulable")
     assert finding.severity == "error"
     assert "another job's head" in finding.fix and "lower main.memory" not in finding.fix
+    assert "(ports 29000, 29001, 29002; the head uses hostNetwork)" in finding.fix
 
 
 def test_kueue_exceeds_max_quota_is_an_error_not_a_wait_against_the_stub(
