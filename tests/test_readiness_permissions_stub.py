@@ -36,7 +36,7 @@ def rbac_of(request: Recorded) -> tuple[str, str, str] | None:
 
 
 def granted() -> set[tuple[str, str, str]]:
-    return {(n.verb, n.resource.group, n.resource.rbac_resource) for n in NEEDED}
+    return {(verb, resource.group, resource.rbac_resource) for verb, resource in NEEDED}
 
 
 def test_every_request_of_the_commands_is_one_the_permissions_row_checks_against_the_stub(

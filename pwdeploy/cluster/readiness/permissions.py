@@ -41,7 +41,7 @@ class Need(NamedTuple):
     when: str = ""  # empty: every job; "queue": a job with scheduling.queue; "queued": queued capacity
 
 
-NEEDED: tuple[Need, ...] = (
+PERMISSIONS: tuple[Need, ...] = (
     Need("create", JOBSETS, "submit (server-side apply creates it)"),
     Need("patch", JOBSETS, "submit (server-side apply)"),
     Need("get", JOBSETS, "submit, status, logs, diagnose, delete, connect, profile, drill"),
@@ -57,15 +57,17 @@ NEEDED: tuple[Need, ...] = (
     Need("list", WORKLOADS, "diagnose", "queue"),
     Need("list", PROVISIONING_REQUESTS, "diagnose", "queued"),
 )
+# (verb, resource) of every permission any job may need: what the Role of docs/cluster.md grants
+NEEDED: tuple[tuple[str, Resource], ...] = tuple((n.verb, n.resource) for n in PERMISSIONS)
 
 
 def needed_for(queue: bool, queued: bool) -> tuple[Need, ...]:
     """The permissions a job needs: Kueue's only with a queue, ProvisioningRequests only for queued capacity."""
     wanted = {"", *(["queue"] if queue else []), *(["queued"] if queued else [])}
-    return tuple(n for n in NEEDED if n.when in wanted)
+    return tuple(n for n in PERMISSIONS if n.when in wanted)
 
 
-def role_rules(needs: Sequence[Need] = NEEDED) -> list[dict[str, list[str]]]:
+def role_rules(needs: Sequence[Need] = PERMISSIONS) -> list[dict[str, list[str]]]:
     """The RBAC rules that grant ``needs``: one per (API group, resource), verbs in the table's order."""
     grouped: dict[tuple[str, str], list[str]] = {}
     for need in needs:
