@@ -8,12 +8,19 @@ import that brought it in (what the finder imports at start-up is charged to it,
 of it later anyway). The finder's own whole-process cost is measured apart: `python -S` with and without running
 site-packages' .pth files.
 
-Usage: python3 benchmarks/bench_imports.py [--runs 15] [--top 12]
+With ``--baseline DIR`` (another source tree, e.g. ``git archive REV | tar -x -C DIR``), `pwdeploy render` is also
+run from DIR (``PYTHONPATH=DIR``), interleaved with this tree's runs, and the two are compared: the modules each
+imports, pwdeploy's own import time, and the modules only one of them imports. Both trees are byte-compiled first
+(``PYTHONDONTWRITEBYTECODE`` would otherwise leave one of them compiling its sources at every run).
+
+Usage: python3 benchmarks/bench_imports.py [--runs 15] [--top 12] [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
+import os
 import statistics
 import subprocess
 import sys
@@ -29,9 +36,12 @@ COMMANDS = {
 }
 
 
-def self_times(argv: list[str]) -> dict[str, tuple[int, frozenset[str]]]:
-    """module -> (self time in us, the modules whose import brought it in)."""
-    result = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=True)
+def self_times(argv: list[str], tree: Path | None = None) -> dict[str, tuple[int, frozenset[str]]]:
+    """module -> (self time in us, the modules whose import brought it in); ``tree``: import pwdeploy from there."""
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=True, env=env, cwd="/"
+    )
     found: dict[str, tuple[int, frozenset[str]]] = {}
     below: dict[str, set[str]] = defaultdict(set)  # module -> every module its import brought in
     done: list[tuple[str, int]] = []  # modules whose parent has not finished yet (importtime prints children first)
@@ -84,11 +94,37 @@ def finder_cost(runs: int) -> tuple[float, float]:
     return statistics.median(samples["with"]), statistics.median(samples["without"])
 
 
+def compare(baseline: Path, runs: int) -> None:
+    """`pwdeploy render` from ``baseline`` and from this tree, interleaved: each module's best of ``runs``."""
+    here = Path(__file__).resolve().parents[1]
+    for tree in (baseline, here):
+        compileall.compile_dir(str(tree / "pwdeploy"), quiet=1)
+    best: dict[Path, dict[str, int]] = {baseline: {}, here: {}}
+    for _ in range(runs):
+        for tree, found in best.items():
+            for module, (value, _parents) in self_times(COMMANDS["pwdeploy render"], tree).items():
+                found[module] = min(value, found.get(module, value))
+    own = {tree: sum(v for m, v in found.items() if m.startswith("pwdeploy")) for tree, found in best.items()}
+    for tree, found in best.items():
+        name = "this tree" if tree == here else f"baseline {tree}"
+        print(
+            f"pwdeploy render, {name}: {len(found)} modules ({sum(m.startswith('pwdeploy') for m in found)} of "
+            f"pwdeploy), {sum(found.values()) / 1000:.1f} ms of imports, pwdeploy's own {own[tree] / 1000:.1f} ms"
+        )
+    print(f"  pwdeploy's own, this tree / baseline: {own[here] / own[baseline]:.2f}x (best of {runs} each)")
+    print(f"  imported here only: {sorted(set(best[here]) - set(best[baseline])) or 'none'}")
+    print(f"  imported by the baseline only: {sorted(set(best[baseline]) - set(best[here])) or 'none'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--baseline", type=Path, help="another source tree to compare `pwdeploy render` with")
     args = parser.parse_args()
+    if args.baseline is not None:
+        compare(args.baseline.resolve(), args.runs)
+        return
     for title, argv in COMMANDS.items():
         best: dict[str, int] = {}
         ancestors: dict[str, frozenset[str]] = {}

@@ -4,6 +4,8 @@ render and submit. Import-light (no manifests, no YAML): render pays for it on e
 
 from __future__ import annotations
 
+import re
+
 from pwdeploy.config import JobConfig
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.text import looks_like_credential as looks_like_credential  # the one rule, also for evidence
@@ -18,6 +20,7 @@ def job_warnings(job: JobConfig) -> list[str]:
         *_headless_command(job),
         *_flex_start_duration(job),
         *_capacity_without_recovery(job),
+        *_release_dates(job),
     ]
 
 
@@ -97,3 +100,33 @@ def _capacity_without_recovery(job: JobConfig) -> list[str]:
         lost = "without storage.checkpoints each of the scheduling.max_restarts restarts starts again from step 0"
         fix = "pass --checkpoint-dir gs://BUCKET/PREFIX and save checkpoints there"
     return [f"tpu.capacity {job.tpu.capacity}: {ended_by}; {lost}: {fix}"]
+
+
+# A dated Pathways tag: server:20260730-jax_0.10.2, sidecar:20260423-python_3.12-jax_0.10.0 (the date is the
+# release; the default jax-<V> tags carry none). Compiled on first use only (re caches it): most renders pin at
+# most one of these images, and compiling it at import would cost every render about 0.1 ms.
+_RELEASE_DATE = r":([0-9]{8})-(?:python_[0-9.]+-)?jax_[0-9.]+(?:@.*)?$"
+
+
+def _release_dates(job: JobConfig) -> list[str]:
+    """Each Pathways release pairs a proxy with its own server build; a proxy of another release was reported to die
+    with a cache-key mismatch. Dated tags show the release: differing dates are worth a word before submitting."""
+    images = {
+        "images.proxy_server": job.images.proxy_server,
+        "images.server": job.images.server,
+        "images.worker": job.images.worker,
+        "sidecar.base_image": job.sidecar.base_image,
+        "sidecar.image": job.sidecar.image,
+    }
+    pinned = {path: image for path, image in images.items() if image}
+    if len(pinned) < 2:
+        return []
+    dates = {path: m[1] for path, image in pinned.items() if (m := re.search(_RELEASE_DATE, image))}
+    if len(set(dates.values())) < 2:
+        return []
+    listed = ", ".join(f"{path} {date}" for path, date in dates.items())
+    return [
+        f"Pathways images of different release dates ({listed}): a proxy and a server of different releases may "
+        "not agree (a proxy of another release was seen dying with a cache-key mismatch); pin one release's tags "
+        "(the same YYYYMMDD-jax_<V>) for all of them"
+    ]

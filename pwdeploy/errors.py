@@ -10,7 +10,8 @@ STATUSES_WITHOUT_CLASS: dict[int, str] = {
     0: "success",
     130: "interrupted (Ctrl-C); a job already submitted keeps running, and the message says what state was left; "
     "`local run`: its job was stopped and every process it started ended",
-    143: "`local run` got SIGTERM: its job was stopped and every process it started ended",
+    143: "`local run` got SIGTERM: its job was stopped and every process it started ended; `submit` got SIGTERM "
+    "while applying: the message says whether the JobSet was created, and how to delete it",
 }
 
 

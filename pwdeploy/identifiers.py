@@ -63,6 +63,14 @@ RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+# The compact placement policy of a multi-host tpu7/tpu7x node pool, as xpk names and selects it.
+PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
+# Dynamic slicing (Cluster Toolkit v1.95.0 pkg/orchestrator/gke/scheduling.go, GetTopologyAnnotation): the
+# slice's topology for GKE's slice controller, and Kueue TAS's placement of the pods (per slice with several).
+SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
+PODSET_REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-slice-required-topology"
+PODSET_SLICE_SIZE_ANNOTATION = "kueue.x-k8s.io/podset-slice-size"
 TPU_RESOURCE = "google.com/tpu"  # the extended resource, and the taint GKE puts on TPU nodes
 SPOT_LABEL = "cloud.google.com/gke-spot"  # label, and the taint GKE suggests for spot node pools
 RESERVATION_NAME_LABEL = "cloud.google.com/reservation-name"

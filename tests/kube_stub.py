@@ -58,6 +58,7 @@ class Recorded:
     headers: dict[str, str]
     body: Any
     peer: str | None = None  # the CN of the client certificate the TLS handshake verified
+    lines: list[tuple[str, str]] = field(default_factory=list)  # every header line, repeated names included
 
     def q(self, key: str) -> str | None:
         values = self.query.get(key)
@@ -230,6 +231,8 @@ class StubKubeApiServer:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, namespace, name) -> object
         self.logs: dict[tuple[str, str, str], str | bytes] = {}  # (namespace, pod, container) -> text or bytes
         self.requests: list[Recorded] = []
+        self.pages = 0  # list answers served (one per page)
+        self.expire_continue = 0  # how many next list requests with a continue token get 410 Expired
         self.injected: list[Injected] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
         self.jobset_webhook = True  # JobSet's mutating webhook defaults a new JobSet (False: only its CRD)
@@ -239,6 +242,9 @@ class StubKubeApiServer:
         self.jobset_crd: dict[str, Any] | None = None  # a CRD object that replaces the real one
         self.anonymous: str | None = None  # the user of requests without credentials (None: they get 401)
         self.latency = 0.0  # seconds every answer waits (outside the lock: requests wait side by side)
+        # METHOD -> seconds its answer waits after the request was carried out (a write that landed before its
+        # answer came back, as when the client is interrupted in between)
+        self.slow_answers: dict[str, float] = {}
         self._lingering: dict[tuple[str, str, str], int] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()  # releases hung answers
@@ -397,7 +403,13 @@ class StubKubeApiServer:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
         record = Recorded(
-            h.command, parts.path, parse_qs(parts.query), dict(h.headers.items()), body, peer_name(h.connection)
+            h.command,
+            parts.path,
+            parse_qs(parts.query),
+            dict(h.headers.items()),
+            body,
+            peer_name(h.connection),
+            list(h.headers.items()),
         )
         with self._lock:
             self.requests.append(record)
@@ -407,6 +419,8 @@ class StubKubeApiServer:
             self._route(record)
             raise _Reply(500, status_body(500, "InternalError", "stub: unrouted"))
         except _Reply as reply:
+            if self.slow_answers.get(record.method):
+                self._stopping.wait(self.slow_answers[record.method])
             payload = (
                 reply.body
                 if isinstance(reply.body, bytes)
@@ -558,6 +572,9 @@ class StubKubeApiServer:
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
         if m and r.method == "GET":  # Kueue's Configuration: put("configmaps", obj)
             self._resource(r, "configmaps", "", "v1", m[1], m[2])
+        m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/(topologies|admissionchecks)", path)
+        if m and self.kueue_version == m[1] and r.method == "GET":  # cluster-scoped lists
+            self._list(r, m[2], "kueue.x-k8s.io", m[1], "")
         self._dispatch_lists(r, path)
         raise _Reply(404, status_body(404, "NotFound", "the server could not find the requested resource"))
 
@@ -761,7 +778,19 @@ class StubKubeApiServer:
             plural, "List"
         )
         gv = f"{group}/{version}" if group else version
-        raise _Reply(200, {"kind": kind, "apiVersion": gv, "metadata": {"resourceVersion": "1"}, "items": items})
+        meta: dict[str, Any] = {"resourceVersion": "1"}
+        if r.q("continue") and self.expire_continue > 0:  # the API server keeps a token's snapshot ~5 minutes
+            self.expire_continue -= 1
+            message = "The provided continue parameter is too old to display a consistent list result."
+            raise _Reply(410, status_body(410, "Expired", message))
+        start = int(base64.b64decode(r.q("continue") or "MA==")) if r.q("continue") else 0
+        limit = int(r.q("limit") or 0)
+        if limit > 0 and start + limit < len(items):  # paged as the API server pages: an opaque token, the count left
+            meta |= {"continue": base64.b64encode(str(start + limit).encode()).decode()}
+            meta["remainingItemCount"] = len(items) - start - limit
+        items = items[start : start + limit] if limit > 0 else items[start:]
+        self.pages += 1  # under the lock the dispatch holds
+        raise _Reply(200, {"kind": kind, "apiVersion": gv, "metadata": meta, "items": items})
 
     def _pod_log(self, r: Recorded, ns: str, pod: str) -> None:
         self._check_rbac(r, "get", "pods/log", "", ns, pod)

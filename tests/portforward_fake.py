@@ -150,6 +150,7 @@ class PortForwardApiFake(StubKubeApiServer):
         self.subprotocol: str | None = V4_CHANNEL  # the subprotocol the v4 upgrade answers (None: no header)
         self.close_with: tuple[int, bytes] | None = None  # close every new stream at once with (code, reason)
         self.spdy_pairs = 0  # kubectl connections served over SPDY
+        self.wrong_accept = False  # answer the WebSocket upgrade with a Sec-WebSocket-Accept for another key
 
     def __enter__(self) -> PortForwardApiFake:
         super().__enter__()
@@ -197,7 +198,13 @@ class PortForwardApiFake(StubKubeApiServer):
     def _upgrade(self, h: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(h.path)
         record = Recorded(
-            h.command, parts.path, parse_qs(parts.query), dict(h.headers.items()), None, peer_name(h.connection)
+            h.command,
+            parts.path,
+            parse_qs(parts.query),
+            dict(h.headers.items()),
+            None,
+            peer_name(h.connection),
+            list(h.headers.items()),
         )
         with self._lock:
             self.requests.append(record)
@@ -225,7 +232,8 @@ class PortForwardApiFake(StubKubeApiServer):
             return self._serve_spdy(SocketBytes(h), namespace, pod)
         ports = record.q("ports") or ""
         offered = [p.strip() for p in (h.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
-        accept = base64.b64encode(hashlib.sha1((h.headers["Sec-WebSocket-Key"] + WS_GUID).encode()).digest())
+        key = h.headers["Sec-WebSocket-Key"] + ("x" if self.wrong_accept else "")
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest())
         websocket = {"Upgrade": "websocket", "Sec-WebSocket-Accept": accept.decode()}
         if SPDY_WEBSOCKET in offered and V4_CHANNEL not in offered:
             self._switch(h, {**websocket, "Sec-WebSocket-Protocol": SPDY_WEBSOCKET})
@@ -233,6 +241,8 @@ class PortForwardApiFake(StubKubeApiServer):
         if not ports.isdigit() or V4_CHANNEL not in offered:
             return self._refuse(h, 400, "BadRequest", f"ports {ports!r} / subprotocols {offered}: not served")
         answer = {"Sec-WebSocket-Protocol": self.subprotocol} if self.subprotocol else {}
+        with self._lock:  # counted before the 101 goes out: a client may act on it (and a test read this) at once
+            self.upgrades += 1
         self._switch(h, {**websocket, **answer})
         self._serve_stream(FakeStream(h.connection, h.rfile, int(ports)), namespace, pod)
         return None
@@ -269,7 +279,6 @@ class PortForwardApiFake(StubKubeApiServer):
     def _serve_stream(self, stream: FakeStream, namespace: str, pod: str) -> None:
         with self._lock:
             self.streams.append(stream)
-            self.upgrades += 1
         announce = stream.port.to_bytes(2, "little")
         try:
             if self.close_with is not None:  # before any data, as a server that cannot serve the stream does

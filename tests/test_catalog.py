@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -28,8 +29,58 @@ KNOWN = {
     "v5p-17920": ("tpuv5:16x20x28", 2240, 4),
 }
 
+XPK_NAMES = Path(__file__).parent / "fixtures" / "xpk_tpu_names.txt"
+
+
+def _xpk_rows() -> list[list[str]]:
+    lines = XPK_NAMES.read_text(encoding="utf-8").splitlines()
+    return [line.split() for line in lines if line and not line.startswith("#")]
+
+
+def test_every_xpk_name_resolves_as_xpk_resolves_it() -> None:
+    """Every TPU name in xpk's table (the facts written down in fixtures/xpk_tpu_names.txt): the same topology,
+    chips, VMs, node label, Pathways instance type and placement policy."""
+    rows = _xpk_rows()
+    assert len(rows) == 2020  # the whole table: a truncated file cannot pass
+    wrong = []
+    for name, topology, chips, per_vm, vms, accelerator, version, policy in rows:
+        tpu = catalog.from_type(name)
+        got = (tpu.topology, tpu.chips, tpu.chips_per_vm, tpu.vms, tpu.accelerator, tpu.instance_type)
+        want = (topology, int(chips), int(per_vm), int(vms), accelerator, f"{version}:{topology}")
+        if got != want or (tpu.placement_policy is not None) != (policy == "1"):
+            wrong.append((name, got, want))
+    assert wrong == []
+
+
+def test_names_xpk_reads_otherwise_than_the_most_cube_like() -> None:
+    # No default of xpk's has v4-768's 384 chips: the first shape its generator yields.
+    assert catalog.from_type("v4-768").topology == "4x4x24"
+    # tpu7 lists both 256-chip shapes as defaults: the later one wins.
+    assert catalog.from_type("tpu7-512").topology == "4x8x8"
+    assert catalog.from_type("v5p-384").topology == "4x4x12"
+
+
+@pytest.mark.parametrize("name", ["tpu7-2", "tpu7x-2", "tpu7-8", "tpu7-4x4x8"])
+def test_tpu7_and_single_chip_tpu7x(name: str) -> None:
+    tpu = catalog.from_type(name)
+    assert tpu.family.name == name.split("-")[0]
+    assert tpu.chips_per_vm == (1 if tpu.chips == 1 else 4)
+
+
+def test_placement_policy_on_multi_host_tpu7x_only() -> None:
+    assert catalog.from_type("tpu7x-128").placement_policy == "tpu7x-128-4x4x4-placement-policy"
+    assert catalog.from_type("tpu7-32").placement_policy == "tpu7-32-2x2x4-placement-policy"
+    assert catalog.from_type("tpu7x-8").placement_policy is None  # one VM
+    assert catalog.from_type("v5p-128").placement_policy is None
+
+
+def test_tpu7_has_at_most_four_cubes() -> None:
+    with pytest.raises(ConfigError, match="at most 4"):
+        catalog.from_topology("tpu7", "4x8x12")
+
+
 # What each family accepts, restated from xpk's rule: (max cubes, any order) for 3-D, the list for 2-D.
-CUBE_RULES = {"v4": (64, True), "v5p": (140, False), "tpu7x": (144, False)}
+CUBE_RULES = {"v4": (64, True), "v5p": (140, False), "tpu7": (4, False), "tpu7x": (144, False)}
 PLANES = {
     "v5e": ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
     "v6e": ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
@@ -42,6 +93,8 @@ def _accepted(family: str, dims: list[int]) -> bool:
         return "x".join(map(str, dims)) in PLANES[family]
     if "x".join(map(str, dims)) in SMALL:
         return True
+    if dims == [1, 1, 1]:
+        return family.startswith("tpu7")  # a one-chip VM
     max_cubes, any_order = CUBE_RULES[family]
     return (
         all(d % 4 == 0 and 4 <= d <= 256 for d in dims)
@@ -128,7 +181,8 @@ def test_three_d_families_accept_exactly_the_rule(family: str, dims: list[int]) 
     topology = "x".join(map(str, dims))
     if _accepted(family, dims):
         tpu = catalog.from_topology(family, topology)
-        assert tpu.chips == math.prod(dims) == tpu.vms * tpu.chips_per_vm and tpu.chips_per_vm == 4
+        assert tpu.chips == math.prod(dims) == tpu.vms * tpu.chips_per_vm
+        assert tpu.chips_per_vm == (1 if tpu.chips == 1 else 4)
     else:
         with pytest.raises(ConfigError):
             catalog.from_topology(family, topology)
@@ -158,7 +212,8 @@ def test_two_d_families_accept_exactly_their_list(family: str, dims: list[int]) 
 
 @given(st.sampled_from(list(CUBE_RULES)), st.integers(1, 150))
 def test_every_cube_count_with_a_topology_has_a_name(family_name: str, cubes: int) -> None:
-    """A name resolves whenever some accepted topology has its chip count, to the most cube-like of them."""
+    """A name resolves whenever some accepted topology has its chip count: to the last of xpk's defaults among
+    them, else to the first in xpk's order (the table test checks every name against xpk's own answer)."""
     family = catalog.FAMILIES[family_name]
     shapes = catalog.cuboids(family, cubes)
     name = family.name_of(cubes * 64)
@@ -168,7 +223,9 @@ def test_every_cube_count_with_a_topology_has_a_name(family_name: str, cubes: in
         return
     tpu = catalog.from_type(name)
     assert tpu.topology in shapes and tpu.type_name == name and tpu.chips == cubes * 64
-    assert sum(map(int, tpu.topology.split("x"))) == min(sum(map(int, s.split("x"))) for s in shapes)
+    named = [s for s in shapes if s in family.named]
+    assert tpu.topology == (named[-1] if named else shapes[0])
+    assert shapes == sorted(shapes, key=lambda s: [int(d) for d in s.split("x")])  # xpk's order
     assert all(_accepted(family_name, list(map(int, s.split("x")))) for s in shapes)
 
 

@@ -113,6 +113,67 @@ FIRES = [
     ),
     ("process-index-guard", INIT + "if jax.process_index() == 0:\n    print('hello')\n"),
     ("process-index-guard", INIT + "from jax import process_index as rank\nx = 1 if not rank() else 2\n"),
+    ("process-index-guard", INIT + "if jax.process_index() == 0 and step % 100 == 0:\n    print('saved')\n"),
+    ("process-index-guard", INIT + "while ready and jax.process_index() != 0:\n    wait()\n"),
+    (
+        "process-sharding",
+        INIT
+        + "per_host = len(rows) // jax.process_count()\nstart = jax.process_index() * per_host\n"
+        + "mine = rows[start : start + per_host]\n",
+    ),
+    (
+        "process-sharding",
+        INIT + "import numpy as np\nmine = np.array_split(rows, jax.process_count())[jax.process_index()]\n",
+    ),
+    (
+        "local-devices",
+        INIT + "for i, d in enumerate(jax.local_devices()):\n    shards.append(jax.device_put(batch[i], d))\n",
+    ),
+    ("local-devices", INIT + "xs = [jax.device_put(x, d) for x, d in zip(parts, jax.local_devices())]\n"),
+    (
+        "host-sync",
+        INIT
+        + "step = jax.jit(lambda p, b: (p, b))\nfor batch in batches:\n"
+        + "    params, loss = step(params, batch)\n    print(f'loss {loss:.4f}')\n",
+    ),
+    (
+        "host-sync",
+        INIT
+        + "step = jax.jit(lambda p, b: (p, b))\nfor batch in batches:\n"
+        + "    params, metrics = step(params, batch)\n    line = 'loss %.4f' % metrics['loss']\n",
+    ),
+    (
+        "host-sync",
+        INIT
+        + "step = jax.jit(lambda p, b: (p, b))\nfor batch in batches:\n"
+        + "    params, loss = step(params, batch)\n    print(loss)\n",
+    ),
+    (
+        "orbax-array-handler",
+        OCP + "ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)\n",
+    ),
+    (
+        "orbax-array-handler",
+        INIT
+        + "from orbax.checkpoint import type_handlers as th\n"
+        + "th.register_type_handler(ty=jax.Array, handler=th.SingleReplicaArrayHandler(), override=True)\n",
+    ),
+    (
+        "elastic-profiler",
+        INIT
+        + textwrap.dedent(
+            """
+        from pathwaysutils.elastic import manager
+        elastic = manager.Manager()
+        @elastic.elastic_retry(minimum_slice_count=1)
+        def train(state, batches):
+            jax.profiler.start_trace('gs://bucket/profiles')
+            for batch in batches:
+                state = step(state, batch)
+            jax.profiler.stop_trace()
+        """
+        ),
+    ),
 ]
 
 QUIET = [
@@ -208,6 +269,58 @@ QUIET = [
         ),
     ),
     ("process-index-guard", INIT + "process_index = 0\nif process_index == 0:\n    print('hello')\n"),
+    ("process-index-guard", INIT + "if rank == 0 and jax.device_count() > 8:\n    print('big')\n"),
+    (
+        "process-sharding",  # slices by the step, and an index alone (which host's name to print)
+        INIT
+        + "per_step = len(rows) // 8\nstart = step * per_step\nmine = rows[start : start + per_step]\n"
+        + "name = hosts[jax.process_index()]\nids = [0] * jax.process_count()\nids[jax.process_index()] = 7\n"
+        + "table = [0 for _ in range(jax.process_count())]\nown = table[jax.process_index()]\n",
+    ),
+    (
+        "local-devices",
+        INIT
+        + "for i, d in enumerate(mesh.devices.flat):\n    shards.append(jax.device_put(batch[i], d))\n"
+        + "for i, d in enumerate(jax.local_devices()):\n    print(i, d)\n",
+    ),
+    (
+        "host-sync",  # formatting host values each step, and the loss every 100 steps
+        INIT
+        + "step = jax.jit(lambda p, b: (p, b))\nfor i, batch in enumerate(batches):\n"
+        + "    params, loss = step(params, batch)\n    print(f'step {i}')\n    tag = 'step %d' % i\n"
+        + "    if i % 100 == 0:\n        print(f'loss {loss:.4f}')\n",
+    ),
+    (
+        "orbax-array-handler",
+        OCP
+        + "from pwdeploy import runtime\nocp.type_handlers.register_type_handler(MyState, MyHandler())\n"
+        + "if not runtime.on_pathways():\n"
+        + "    ocp.type_handlers.register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)\n",
+    ),
+    (
+        "elastic-profiler",  # a trace outside the elastic function, one stopped in a finally:, one on attempt 1 only
+        INIT
+        + textwrap.dedent(
+            """
+        from pathwaysutils.elastic import manager
+        elastic = manager.Manager()
+        jax.profiler.start_trace('gs://bucket/warmup')
+        @elastic.elastic_retry(minimum_slice_count=1)
+        def train(state, batches):
+            jax.profiler.start_trace('gs://bucket/profiles')
+            try:
+                for batch in batches:
+                    state = step(state, batch)
+            finally:
+                jax.profiler.stop_trace()
+        @elastic.elastic_retry(minimum_slice_count=1)
+        def again(state, first):
+            if first:
+                jax.profiler.start_trace('gs://bucket/profiles')
+            return step(state)
+        """
+        ),
+    ),
 ]
 # Correct elastic training (pathwaysutils' Manager.elastic_retry, as its docstring asks): no rule fires.
 ELASTIC = INIT + textwrap.dedent(
@@ -289,3 +402,25 @@ def test_files_are_ordered_by_their_most_severe_finding() -> None:
         ("m.py", 1), ("m.py", 5), ("z.py", 2), ("z.py", 9), ("a.py", 3)
     ]  # fmt: skip
     assert report.summary() == "pwdeploy check: 0 files: 1 error, 2 warnings, 2 info"
+
+
+def test_the_index_walk_finds_every_child_python_s_walk_does() -> None:
+    """The walk reads only the fields an ASDL signature says can hold a node: over pwdeploy's own sources (every
+    kind of statement and expression it uses), each node's children are ``ast.iter_child_nodes``' less the
+    operators and contexts, in the same order."""
+    import ast
+
+    from pwdeploy.check.program import _children, static_truth
+    from tests.conftest import REPO
+
+    leaves = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+
+    compared = 0
+    for path in sorted((REPO / "pwdeploy").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.If, ast.While)) and static_truth(node.test) is not None:
+                continue  # the branch that cannot run is left out on purpose
+            expected = [c for c in ast.iter_child_nodes(node) if not isinstance(c, leaves)]
+            assert _children(node) == expected, (path, ast.dump(node)[:200])
+            compared += 1
+    assert compared > 100_000

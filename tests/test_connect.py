@@ -274,7 +274,7 @@ def test_kubernetes_portforward_helper_leaves_its_socket_open_after_a_reset_stub
     socket the program holds never ends (the same reset gives connect's connection an end: the test above, over
     TLS). Plain http here: over TLS the helper sometimes takes the reset for the end of the WebSocket, so its hang
     shows every time only without it."""
-    from kubernetes import client
+    from kubernetes import client, config
     from kubernetes.stream import portforward
 
     with PortForwardApiFake(tls=False) as session:
@@ -282,7 +282,8 @@ def test_kubernetes_portforward_helper_leaves_its_socket_open_after_a_reset_stub
         session.put("pods", head_pod())
         session.route("default", HEAD, PORT, standin.address)
         path = session.write_kubeconfig(tmp_path / "plain", {"fake": ("stub-token", None)}, current="fake")
-        _helper_hangs_after_a_reset(client.CoreV1Api(load_kube(path).api_client), portforward, session)
+        api_client = config.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]
+        _helper_hangs_after_a_reset(client.CoreV1Api(api_client), portforward, session)
 
 
 def _helper_hangs_after_a_reset(api: Any, portforward: Any, session: PortForwardApiFake) -> None:
@@ -708,3 +709,14 @@ def test_bytes_already_read_are_delivered_together_and_never_held_behind_a_pong(
         assert stream.recv() == b"a" * 1000 + b"b" * 1000  # not a TimeoutError: the pong did not hold them
         theirs.sendall(b"".join(server_frame(BINARY, b"\x00c")))
         assert stream.recv() == b"c" and stream.frames.pongs == 1
+
+
+@pytest.mark.parametrize("args", [["connect", "demo", "--"], ["connect", "demo", "--local-port", "0", "--"]])
+def test_connect_with_dashes_and_no_command_is_a_usage_error_before_anything_connects(
+    args: list[str], tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"  # not YAML: reading it would be another error
+    kubeconfig.write_text("{")
+    result = cli([*args[:2], "--kubeconfig", str(kubeconfig), *args[2:]])
+    assert result.exit_code == 2, result.output
+    assert "-- is followed by no command" in result.stderr and "--kubeconfig" not in result.stderr

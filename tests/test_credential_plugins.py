@@ -6,6 +6,7 @@ that expires is fetched again before the next request."""
 
 from __future__ import annotations
 
+import base64
 import inspect
 import json
 import shutil
@@ -117,6 +118,27 @@ def test_the_plugin_gets_exec_info_and_cluster_info_against_https_stub(
     assert get_demo(load_kube(kc, plugin_limits=FAST)) is None
 
 
+def test_provide_cluster_info_hands_a_ca_files_contents_to_the_plugin_as_kubectl_does_against_https_stub(
+    https_stub: HttpsStubKubeApiServer, tmp_path: Path
+) -> None:
+    """client-go loads certificate-authority into the config's CA data, and spec.cluster carries that data."""
+    assert https_stub.ca_pem is not None
+    (tmp_path / "ca.crt").write_bytes(https_stub.ca_pem)
+    seen = tmp_path / "seen-ca"
+    script = plugin(
+        tmp_path,
+        f"open({str(seen)!r}, 'w').write(info['spec']['cluster'].get('certificate-authority-data', ''))\n"
+        f"print({credential('plugin-token-1')!r})",
+    )
+    kc = https_stub.write_user_kubeconfig(tmp_path / "kc", exec_user(script, provideClusterInfo=True))
+    config = yaml.safe_load(kc.read_text())
+    del config["clusters"][0]["cluster"]["certificate-authority-data"]
+    config["clusters"][0]["cluster"]["certificate-authority"] = "ca.crt"  # relative to the kubeconfig
+    kc.write_text(yaml.safe_dump(config))
+    assert get_demo(load_kube(kc, plugin_limits=FAST)) is None
+    assert base64.b64decode(seen.read_text()).strip() == https_stub.ca_pem.strip()
+
+
 def test_a_plugins_client_certificate_is_the_clients_certificate_against_https_stub(
     https_stub: HttpsStubKubeApiServer, tmp_path: Path
 ) -> None:
@@ -151,12 +173,8 @@ def test_an_expiring_token_is_fetched_again_before_the_next_request_against_http
     get_demo(kube)
     assert https_stub.requests[-1].headers["authorization"] == "Bearer plugin-token-2"
     assert runs(script) == 2
-    headers = kube.api_client.param_serialize(
-        method="GET", resource_path="/x", header_params={}, auth_settings=["BearerToken"]
-    )[2]
-    assert {k.lower(): v for k, v in headers.items()}[
-        "authorization"
-    ] == "Bearer plugin-token-2"  # streams (connect's WebSocket) are signed alike
+    headers = kube.api_client.headers({})  # what connect's WebSocket upgrade is signed with
+    assert {k.lower(): v for k, v in headers.items()}["authorization"] == "Bearer plugin-token-2"
 
 
 # ---------------------------------------------------------------------------------------------- failing plugins
@@ -251,6 +269,10 @@ def test_a_plugin_that_hangs_is_stopped_with_a_notice_against_https_stub(
         ({"apiVersion": V1BETA1}, "has no command"),
         ({"apiVersion": V1BETA1, "command": "x", "env": ["A=b"]}, "has env that is not a list of {name, value}"),
         ({"apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "x"}, "has apiVersion 'client.auth"),
+        ({"apiVersion": V1BETA1, "command": "x", "env": [{"name": "A=B", "value": "v"}]}, r"env\[0\].name .* '='"),
+        ({"apiVersion": V1BETA1, "command": "x", "env": [{"name": "A", "value": "v\0w"}]}, r"env\[0\].value \(A\)"),
+        ({"apiVersion": V1BETA1, "command": "x", "env": [{"name": "", "value": "v"}]}, r"env\[0\].name"),
+        ({"apiVersion": V1BETA1, "command": "x", "env": [{"name": "A", "value": 3}]}, r"env\[0\].value"),
     ],
 )
 def test_a_malformed_exec_entry_is_exit_2_against_https_stub(

@@ -4,6 +4,7 @@ test command."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,22 @@ def test_every_diagnose_cause_has_a_meaning_and_every_stage_its_sources() -> Non
 
 
 def test_the_readiness_table_names_every_check_in_report_order() -> None:
-    job = small_job({"tpu.capacity": "queued", "scheduling.queue": "tpu", "main.secret_env": {"T": "s/k"}})
-    declared = [version.NAME, *dict.fromkeys(check.name for check in checks(job, max_workers=1))]
+    queued = small_job({"tpu.capacity": "queued", "scheduling.queue": "tpu", "main.secret_env": {"T": "s/k"}})
+    sliced = small_job(
+        {
+            "tpu.type": "tpu7x-128",
+            "tpu.dynamic_slicing": True,
+            "tpu.capacity": "reservation",
+            "tpu.reservation": "all-capacity",
+            "scheduling.queue": "tpu",
+        }
+    )
+    declared = [version.NAME, *dict.fromkeys(check.name for check in checks(queued, max_workers=1))]
+    # The checks only one kind of job runs, each placed before the check that follows it in that job's report.
+    names = [version.NAME, *dict.fromkeys(check.name for check in checks(sliced, max_workers=1))]
+    for name, after in itertools.pairwise(names):
+        if name not in declared:
+            declared.insert(declared.index(after), name)
     listed = re.findall(r"^\| `([a-z-]+)`", table_of("readiness-checks"), flags=re.M)
     assert listed == declared
 

@@ -351,3 +351,21 @@ def test_an_entry_whose_digest_is_in_upper_case_gives_the_same_digest(tmp_path: 
     (root / CACHE).write_text(json.dumps(data))
     reads.clear()
     assert _digests(root) == expected and reads == []
+
+
+@pytest.mark.parametrize(
+    ("ref", "lines", "digest"),
+    [
+        ("reg.example/team/app:v1", ["v1: digest: sha256:" + "a" * 64 + " size: 1234"], "sha256:" + "a" * 64),
+        ("reg.example:5000/app:v1", ["v1: digest: sha256:" + "a" * 64 + " size: 9", "v2: digest: sha256:" + "b" * 64
+         + " size: 9"], "sha256:" + "a" * 64),
+        ("reg.example:5000/app", ["latest: digest: sha256:" + "c" * 64 + " size: 9"], "sha256:" + "c" * 64),
+        ("reg.example/app:v1", ["v2: digest: sha256:" + "b" * 64 + " size: 9"], None),
+        ("reg.example/app:v1", ["echo v1: digest: sha256:" + "b" * 64 + " size: 9"], None),
+        ("reg.example/app:v1", ["v1: digest: sha256:" + "b" * 63 + " size: 9"], None),
+    ],
+)  # fmt: skip
+def test_the_pushed_digest_is_the_one_of_the_tag_pushed(ref: str, lines: list[str], digest: str | None) -> None:
+    from pwdeploy.images.engine import pushed_digest
+
+    assert pushed_digest(ref, lines) == digest

@@ -24,6 +24,7 @@ from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.kubeconfig_files import Origin, kubeconfig_files, merge, resolve
 from tests.conftest import SeamRunner
 from tests.https_stub import HttpsStubKubeApiServer
+from tests.tls import session_pki
 
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: the checked-in table stands")
@@ -261,7 +262,8 @@ def test_kubeconfig_flag_reads_that_file_only(tmp_path: Path, monkeypatch: pytes
 
 def relative_files(tmp_path: Path) -> str:
     """Two kubeconfigs in two directories, each naming a CA file relative to itself; the second's context is used."""
-    for folder, ca in (("one", b"CA one\n"), ("two", b"CA two\n")):
+    pki = session_pki()
+    for folder, ca in (("one", pki.stranger.ca.pem()), ("two", pki.ca_pem)):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "ca.crt").write_bytes(ca)
     first = kubeconfig(None, clusters=[cluster("c1", "https://1.1.1.1", **{"certificate-authority": "ca.crt"})])
@@ -284,10 +286,10 @@ def test_relative_paths_are_relative_to_the_file_that_names_them(
     monkeypatch.chdir(tmp_path / "one")  # not where the second file's ca.crt is
     origin = Origin(None, "KUBECONFIG", value)
     found = resolve(merge(kubeconfig_files(value), origin), None, origin)
-    assert Path(found.cluster["certificate-authority"]).read_bytes() == b"CA two\n"
+    assert Path(found.cluster["certificate-authority"]).read_bytes() == session_pki().ca_pem
     monkeypatch.setenv("KUBECONFIG", value)
     kube = load_kube()
-    assert Path(kube.api_client.configuration.ssl_ca_cert).read_bytes() == b"CA two\n"
+    assert Path(kube.api_client.configuration.ssl_ca_cert).read_bytes().strip() == session_pki().ca_pem.strip()
     assert kube.api_client.configuration.api_key["BearerToken"] == "Bearer file-token"
 
 
@@ -298,7 +300,7 @@ def test_relative_paths_are_what_kubectl_flattens(tmp_path: Path, monkeypatch: p
     view = kubectl_resolution(value, None, "--flatten")
     assert view is not None
     (clu,) = view["clusters"]
-    assert base64.b64decode(clu["cluster"]["certificate-authority-data"]) == b"CA two\n"
+    assert base64.b64decode(clu["cluster"]["certificate-authority-data"]) == session_pki().ca_pem
 
 
 # ---------------------------------------------------------------------------------------------- the commands

@@ -195,8 +195,7 @@ def test_a_job_without_a_place_for_profiles_is_exit_2_before_any_stream_stub(
     api.put("pods", head_pod())
     result = cli(["profile", JOB, *kc, "--duration", "1"])
     assert result.exit_code == 2 and expected in result.stderr
-    assert "tracing job" not in result.stderr  # nothing announced before the refusal
-    assert api.upgrades == 0
+    assert api.upgrades == 0 and "tracing" not in result.stderr
 
 
 def test_more_hosts_than_the_server_traces_is_refused_with_the_way_to_do_it_stub(
@@ -236,3 +235,36 @@ def test_a_server_that_goes_quiet_after_the_request_is_a_bounded_wait_stub(
         release.set()
     assert result.exit_code == 4
     assert "stopped answering" in result.stderr and f"pwdeploy logs {JOB} --component main" in result.stderr
+
+
+def test_a_duration_out_of_range_is_refused_before_tracing_is_announced_stub(
+    running: PortForwardApiFake, kc: list[str]
+) -> None:
+    result = cli(["profile", JOB, *kc, "--duration", "100000"])
+    assert result.exit_code == 2 and "--duration: 100000 s is not in (0, 3600] seconds" in result.stderr
+    assert "tracing" not in result.stderr and running.sent("GET", "/jobsets") == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b'HTTP/1.1 200 OK\r\ncontent-length: 38\r\n\r\n{"response": "prof', "18 of 38 bytes"),
+        (b'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n26\r\n{"response"', "no last chunk"),
+        (b"HTTP/1.1 200 OK\r\ncontent-le", "its headers"),
+    ],
+)
+def test_a_200_that_breaks_off_is_not_a_written_trace_stub(
+    api: PortForwardApiFake, kc: list[str], answer: bytes, said: str
+) -> None:
+    api.put("jobsets", batch_jobset())
+    api.put("pods", head_pod())
+
+    def cut(conn: socket.socket) -> None:
+        conn.recv(4096)
+        conn.sendall(answer)  # then the connection closes
+
+    with TcpStandIn(cut) as standin:
+        api.route("default", HEAD, ids.PROFILER_PORT, standin.address)
+        result = cli(["profile", JOB, *kc, "--duration", "1"])
+    assert result.exit_code == 4, result.output
+    assert f"but the answer broke off ({said})" in result.stderr and "written under" not in result.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -73,6 +74,11 @@ class Module:
         """The qualified name of what ``node`` calls, when it is a call of an imported name."""
         return self.qualname(node.func) if isinstance(node, ast.Call) else None
 
+    def mentions(self, *words: str) -> bool:
+        """Whether the source holds any of ``words``: a rule whose names cannot appear without one of them (an
+        import of ``orbax``, an attribute ``elastic_retry``) skips the file at the cost of a text search."""
+        return any(word in self.text for word in words)
+
     def is_builtin_call(self, node: ast.AST, *names: str) -> bool:
         """A call of the builtin ``name`` (not shadowed by an import of the same name)."""
         return (
@@ -82,69 +88,56 @@ class Module:
             and node.func.id not in self.aliases
         )
 
-    def live(self, root: ast.AST | None = None) -> Iterator[ast.AST]:
-        """Every node under ``root`` (the module) except code that cannot run."""
-        return iter(self._live) if root is None else self._walk(root)
-
-    @cached_property
-    def _live(self) -> list[ast.AST]:
-        return list(self._walk(self.tree, self._parents))
-
-    @cached_property
-    def _parents(self) -> dict[int, ast.AST]:
-        return {}  # filled by the walk of ``_live``
-
     @cached_property
     def _by_type(self) -> dict[type, list[ast.AST]]:
-        index: dict[type, list[ast.AST]] = {}
-        for node in self._live:
-            index.setdefault(type(node), []).append(node)
-        return index
+        """The live nodes by type, each list in source order, from one walk: the rules ask for nodes of a kind and
+        never walk the whole file themselves."""
+        by_type: dict[type, list[ast.AST]] = {}
+        stack: list[ast.AST] = [self.tree]
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            node = pop()
+            found = by_type.get(type(node))
+            if found is None:
+                by_type[type(node)] = [node]
+            else:
+                found.append(node)
+            children = _children(node)
+            children.reverse()
+            extend(children)
+        return by_type
 
-    def of(self, *kinds: type) -> Iterator[ast.AST]:
-        """The live nodes of these kinds, in source order (an index built once: rules do not walk the file)."""
-        found = [node for kind in kinds for node in self._by_type.get(kind, ())]
-        if len(kinds) > 1:
-            found.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
-        return iter(found)
-
-    def _walk(self, root: ast.AST, parents: dict[int, ast.AST] | None = None) -> Iterator[ast.AST]:
-        """Pre-order, skipping what cannot run; ``parents`` (when given) learns each node's parent on the way."""
-        stack: list[ast.AST] = [root]
+    @cached_property
+    def parents(self) -> dict[int, ast.AST]:
+        """Each live node's parent (by ``id``): a second walk, made only for a rule that asks where a node is."""
+        parents: dict[int, ast.AST] = {}
+        stack: list[ast.AST] = [self.tree]
         while stack:
             node = stack.pop()
-            yield node
-            children: list[ast.AST] = list(ast.iter_child_nodes(node))
-            if isinstance(node, (ast.If, ast.While)):
-                verdict = static_truth(node.test)
-                if verdict is not None:
-                    children = [node.test, *(node.body if verdict else node.orelse)]
-            if parents is not None:
-                for child in children:
-                    parents[id(child)] = node
-            stack.extend(reversed(children))
+            children = _children(node)
+            for child in children:
+                parents[id(child)] = node
+            stack.extend(children)
+        return parents
 
-    def calls(self, root: ast.AST | None = None) -> Iterator[tuple[ast.Call, str]]:
+    def of(self, *kinds: type, ordered: bool = True) -> Iterator[ast.AST]:
+        """The live nodes of these kinds, in source order (an index built once: rules do not walk the file);
+        ``ordered=False``: kind by kind, for a rule to which the order makes no difference."""
+        if len(kinds) == 1 or not ordered:
+            return (node for kind in kinds for node in self._by_type.get(kind, ()))
+        if len(kinds) == 1:
+            return iter(self._by_type.get(kinds[0], ()))
+        found = [node for kind in kinds for node in self._by_type.get(kind, ())]
+        found.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        return iter(found)
+
+    def calls(self) -> Iterator[tuple[ast.Call, str]]:
         """(call, qualified name) of every live call of an imported name."""
-        return iter(self._calls) if root is None else self._calls_in(root)
+        return iter(self._calls)
 
     @cached_property
     def _calls(self) -> list[tuple[ast.Call, str]]:
         return [(n, name) for n in self.of(ast.Call) if isinstance(n, ast.Call) and (name := self.called(n) or "")]
-
-    def _calls_in(self, root: ast.AST) -> Iterator[tuple[ast.Call, str]]:
-        for node in self.live(root):
-            if isinstance(node, ast.Call):
-                name = self.called(node)
-                if name:
-                    yield node, name
-
-    @property
-    def parents(self) -> dict[int, ast.AST]:
-        """Each live node's parent (by ``id``)."""
-        if not self._live:
-            return {}
-        return self._parents
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         parent = self.parents.get(id(node))
@@ -157,26 +150,20 @@ class Module:
         """The module's top-level functions by name."""
         return {n.name: n for n in self.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
-    def jitted(self, scope: ast.AST | None = None) -> set[str]:
-        """Names bound in ``scope`` (default: the module) to a jitted function: ``f = jax.jit(g)``,
-        ``@jax.jit``/``@partial(jax.jit, ...)`` on a def, ``f = g.lower(...).compile()``."""
-        return set(self._jitted) if scope is None else self._jitted_in(scope)
-
     @cached_property
-    def _jitted(self) -> set[str]:
-        return self._jitted_in(None)
-
-    def _jitted_in(self, scope: ast.AST | None) -> set[str]:
+    def jitted(self) -> frozenset[str]:
+        """Names the module binds anywhere (functions included) to a jitted function: ``f = jax.jit(g)``,
+        ``@jax.jit``/``@partial(jax.jit, ...)`` on a def, ``f = g.lower(...).compile()``."""
         names: set[str] = set()
-        nodes = self.live(scope) if scope is not None else self.of(ast.Assign, ast.FunctionDef, ast.AsyncFunctionDef)
-        for node in nodes:
+        for node in self.of(ast.Assign):
             if isinstance(node, ast.Assign) and self.is_jitted_value(node.value):
                 names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        for node in self.of(ast.FunctionDef, ast.AsyncFunctionDef, ordered=False):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                 self.is_jit_decorator(d) for d in node.decorator_list
             ):
                 names.add(node.name)
-        return names
+        return frozenset(names)
 
     def is_jitted_value(self, value: ast.AST) -> bool:
         if self.called(value) in JIT:
@@ -224,6 +211,55 @@ class Module:
         return text.decode(errors="replace")
 
 
+# Fields that never hold a node a rule asks for: names and numbers, and the contexts and operators (shared,
+# childless) under every name and expression.
+_NOT_NODES = frozenset(
+    {"identifier", "string", "constant", "int", "expr_context", "operator", "boolop", "unaryop", "cmpop"}
+)
+_SIGNATURE = re.compile(r"(\w+)([*?]?) (\w+)")
+
+
+def _node_fields(kind: type) -> tuple[tuple[str, bool], ...]:
+    """(field, holds a list) for each field of an ``ast`` class that can hold a child, in field order, read from
+    its ASDL signature (``Name(identifier id, expr_context ctx)``): the walk then asks only for what can be one."""
+    signature = {name: (kind_, mark) for kind_, mark, name in _SIGNATURE.findall(kind.__doc__ or "")}
+    fields: list[tuple[str, bool]] = []
+    for name in getattr(kind, "_fields", ()):
+        kind_, mark = signature.get(name, ("?", "?"))
+        if kind_ not in _NOT_NODES:
+            fields.append((name, mark == "*" and (kind, name) not in _HOLES))
+    return tuple(fields)
+
+
+# Lists that hold None beside nodes (``{**a}``: a None key; a keyword-only argument without a default): walked
+# item by item, as a field not in the signature is.
+_HOLES = frozenset({(ast.Dict, "keys"), (ast.arguments, "kw_defaults")})
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes`` as a list, less the leaves and the branch of an ``if``/``while`` that cannot run
+    (one list per node, fields known per class: the walk is most of what `check` costs beyond parsing)."""
+    kind = type(node)
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = _node_fields(kind)
+    children: list[ast.AST] = []
+    for name, is_list in fields:
+        value = getattr(node, name, None)
+        if is_list:
+            children += value  # type: ignore[arg-type]  # an ASDL list: nodes only
+        elif isinstance(value, ast.AST):
+            children.append(value)
+        elif isinstance(value, list):
+            children += [item for item in value if isinstance(item, ast.AST)]
+    if kind is ast.If or kind is ast.While:
+        verdict = static_truth(node.test)  # type: ignore[attr-defined]
+        if verdict is not None:
+            return [node.test, *(node.body if verdict else node.orelse)]  # type: ignore[attr-defined]
+    return children
+
+
 def static_truth(test: ast.AST) -> bool | None:
     """True/False for a test Python decides before running (``False``, ``0``, ``TYPE_CHECKING``), else None."""
     if isinstance(test, ast.Constant):
@@ -238,18 +274,6 @@ def static_truth(test: ast.AST) -> bool | None:
     return None
 
 
-@dataclass
-class Program:
-    """The modules read, the entry module first (None when only PATHs were given)."""
-
-    modules: list[Module]
-    entry: Module | None = None
-
-    @cached_property
-    def by_name(self) -> dict[str, Module]:
-        return {m.name: m for m in self.modules}
-
-
 EnvWrite = tuple[ast.Assign | ast.Call, str, ast.expr]
 
 
@@ -261,7 +285,9 @@ def env_writes(module: Module) -> list[EnvWrite]:
 def _env_writes(module: Module) -> Iterator[EnvWrite]:
     """(node, variable, value) for each literal-named environment variable the module sets: ``os.environ[K] = V``,
     ``os.environ.setdefault(K, V)``, ``os.environ.update({K: V})`` / ``update(K=V)``, ``os.putenv(K, V)``."""
-    for node in module.of(ast.Assign, ast.Call):
+    if not module.mentions("environ", "putenv"):
+        return
+    for node in module.of(ast.Assign, ast.Call, ordered=False):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 if not (isinstance(target, ast.Subscript) and module.qualname(target.value) == "os.environ"):

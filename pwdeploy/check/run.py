@@ -1,18 +1,31 @@
-"""`pwdeploy check` as a function: read the sources, render the job (for the rules that read its manifests),
-run every rule, drop what ignore comments silence, and return the report."""
+"""`pwdeploy check` as a function: read the sources one at a time (each file's rules run while its syntax tree is
+in memory; what a rule needs across files is kept as small facts, and the tree is dropped), render the job (for the
+rules that read its manifests), let the rules that need every module decide, drop what ignore comments silence,
+and return the report. Memory is bounded by the largest file's tree plus the facts and findings."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from pwdeploy.check.findings import Finding, Report
 from pwdeploy.check.program import Module
-from pwdeploy.check.rule import Context
+from pwdeploy.check.rule import Context, Hit, Known, Rule
 from pwdeploy.check.rules import RULES
-from pwdeploy.check.sources import Collector, entry_script, module_name, python_files, shown
+from pwdeploy.check.sources import (
+    MAX_FILES,
+    Skipped,
+    entry_script,
+    imported_names,
+    module_name,
+    python_files,
+    read,
+    real,
+    resolve,
+    shown,
+)
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
 
@@ -27,8 +40,8 @@ def check(
 
 @contextmanager
 def _without_cyclic_gc() -> Iterator[None]:
-    """Syntax trees hold no reference cycles; the collector would only walk every tree read so far, again and
-    again as more are read (half the time over 1,000 files). Reference counting still frees them."""
+    """Syntax trees hold no reference cycles, and a file's tree is freed by reference counting when the next file
+    is read: the cyclic collector would only walk the tree being read, again and again as its nodes are made."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -38,35 +51,127 @@ def _without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
+class Reader:
+    """Reads files once each, one at a time, following the entry module's imports into the job's folders; each
+    module's ``visit`` hits become findings at once and its ``learn`` facts are kept for the ``judge`` rules."""
+
+    def __init__(self, cwd: Path, *, entry: bool) -> None:
+        self.cwd = cwd
+        self.rules = [rule for rule in RULES if entry or not rule.needs_entry]
+        self.files: list[str] = []
+        self.findings: list[Finding] = []
+        self.notes: list[str] = []
+        self.ignored = 0
+        self.known: dict[str, list[Known]] = {rule.id: [] for rule in self.rules if rule.learn is not None}
+        self.ignores: dict[str, dict[int, frozenset[str]]] = {}  # file -> its ignore comments (only files with some)
+        self.entry: str | None = None
+        self._seen: set[Path] = set()
+        self._keys: set[tuple[str, str, int, str]] = set()
+
+    def add(self, path: Path, name: str, *, entry: bool = False) -> list[str] | None:
+        """Read ``path`` (once): the module names it imports, or None when it was not read (a finding or a note
+        says why) or was read before."""
+        path = real(path)
+        if path in self._seen:
+            return None
+        if len(self._seen) >= MAX_FILES:
+            raise ConfigError(None, f"more than {MAX_FILES} Python files to check", source="PATH")
+        self._seen.add(path)
+        result = read(path, name, self.cwd)
+        if isinstance(result, Skipped):
+            self.skipped(result)
+            return None
+        self.files.append(shown(path, self.cwd))
+        if isinstance(result, Finding):
+            self.findings.append(result)
+            return None
+        if entry:
+            self.entry = result.shown
+        return self.visit(result)
+
+    def skipped(self, skipped: Skipped) -> None:
+        self.notes.append(f"{shown(skipped.path, self.cwd)}: {skipped.why}")
+
+    def visit(self, module: Module) -> list[str]:
+        if module.ignores:
+            self.ignores[module.shown] = module.ignores
+        for rule in self.rules:
+            if rule.visit is not None:
+                self.found(rule, rule.visit(module))
+            if rule.learn is not None:
+                self.known[rule.id].append(Known(module.name, module.shown, rule.learn(module)))
+        return list(imported_names(module))  # the tree goes when ``module`` does
+
+    def follow(self, imports: list[str], roots: Iterable[Path]) -> None:
+        """Read every module ``imports`` names (and they import) that is a file under one of ``roots``."""
+        folders = list(dict.fromkeys(real(r) for r in roots))
+        queue = [imports]
+        while queue:
+            for name in queue.pop():
+                found = next((p for root in folders if (p := resolve(name, root)) is not None), None)
+                if isinstance(found, Skipped):
+                    if real(found.path) not in self._seen:
+                        self._seen.add(real(found.path))
+                        self.skipped(found)
+                elif found is not None:
+                    more = self.add(found, name)
+                    if more:
+                        queue.append(more)
+
+    def found(self, rule: Rule, hits: Iterable[Hit]) -> None:
+        for hit in hits:
+            file = shown(Path(hit.file), self.cwd) if Path(hit.file).is_absolute() else hit.file
+            key = (rule.id, file, hit.line, hit.message)
+            if key in self._keys:
+                continue
+            self._keys.add(key)
+            rules = self.ignores.get(file, {}).get(hit.line, frozenset())
+            if rule.id in rules or "*" in rules:
+                self.ignored += 1
+                continue
+            self.findings.append(
+                Finding(rule.id, rule.severity, file, hit.line, hit.message, hit.fix or rule.fix, rule.source)
+            )
+
+
 def _check(job: JobConfig | None, paths: Sequence[Path], *, cwd: Path | None, config_file: Path | None) -> Report:
     cwd = (cwd or Path.cwd()).resolve()
-    collector = Collector(cwd)
-    notes: list[str] = []
-    entry = None
-    if job is not None:
-        script = entry_script(job)
-        if script is None:
-            notes.append("main.command runs no Python file pwdeploy can find: name the sources as PATHs")
-        elif not script.is_file():
-            raise ConfigError("main.command", f"runs {script}, which does not exist", hint="fix main.command")
-        else:
-            entry = collector.add(script, script.stem)
-            if entry is not None:
-                collector.follow(entry, [script.parent, job.base_dir])
-    for file, root in python_files(paths):
-        added = collector.add(file, module_name(file, root))
-        if entry is None and job is None and added is not None and paths[0].is_file():
-            entry = added  # without -f, the first file named is the entry module
-            collector.follow(entry, [file.parent])
     if job is None and not paths:
         raise ConfigError(
             None, "nothing to check", hint="pwdeploy check -f job.yaml, or name files: pwdeploy check train.py"
         )
-    program = collector.program(entry)
+    script = entry_script(job) if job is not None else None
+    first_file = job is None and paths[0].is_file()
+    reader = Reader(cwd, entry=script is not None or first_file)
+    if job is not None:
+        if script is None:
+            reader.notes.append("main.command runs no Python file pwdeploy can find: name the sources as PATHs")
+        elif not script.is_file():
+            raise ConfigError("main.command", f"runs {script}, which does not exist", hint="fix main.command")
+        else:
+            imports = reader.add(script, script.stem, entry=True)
+            if imports is not None:
+                reader.follow(imports, [script.parent, job.base_dir])
+    for item in python_files(paths):
+        if isinstance(item, Skipped):
+            reader.skipped(item)
+            continue
+        file, root = item
+        is_entry = first_file and reader.entry is None
+        imports = reader.add(file, module_name(file, root), entry=is_entry)
+        if is_entry and imports is not None:
+            reader.follow(imports, [file.parent])  # without -f, the first file named is the entry module
+    if job is None and not reader.files:
+        why = "; ".join(reader.notes) or "no .py file in " + ", ".join(str(p) for p in paths)
+        raise ConfigError(
+            None, f"nothing to check: {why}", source="PATH", hint="name the program's .py files or folders"
+        )
     label = shown(config_file.resolve(), cwd) if config_file is not None else "job config"
-    context = Context(program, job, label, _read_text(config_file), *_rendered_env(job))
-    findings, ignored = _findings(context, cwd)
-    return Report(findings=collector.problems + findings, files=collector.files, ignored=ignored, notes=notes)
+    context = Context(reader.known, reader.entry, job, label, _read_text(config_file), *_rendered_env(job))
+    for rule in reader.rules:
+        if rule.judge is not None:
+            reader.found(rule, rule.judge(context))
+    return Report(findings=reader.findings, files=reader.files, ignored=reader.ignored, notes=reader.notes)
 
 
 def _read_text(path: Path | None) -> str:
@@ -95,29 +200,3 @@ def _rendered_env(job: JobConfig | None) -> tuple[dict[str, str], dict[str, dict
                 env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
                 envs.setdefault(container["name"], {}).update(env)
     return envs.get(MAIN_CONTAINER, {}), envs
-
-
-def _findings(context: Context, cwd: Path) -> tuple[list[Finding], int]:
-    modules = {m.shown: m for m in context.modules}
-    found: list[Finding] = []
-    ignored = 0
-    seen: set[tuple[str, str, int, str]] = set()
-    for rule in RULES:
-        for hit in rule.check(context):
-            file = shown(Path(hit.file), cwd) if Path(hit.file).is_absolute() else hit.file
-            key = (rule.id, file, hit.line, hit.message)
-            if key in seen:
-                continue
-            seen.add(key)
-            if _silenced(modules.get(file), hit.line, rule.id):
-                ignored += 1
-                continue
-            found.append(Finding(rule.id, rule.severity, file, hit.line, hit.message, hit.fix or rule.fix, rule.source))
-    return found, ignored
-
-
-def _silenced(module: Module | None, line: int, rule: str) -> bool:
-    if module is None:
-        return False
-    rules = module.ignores.get(line, frozenset())
-    return rule in rules or "*" in rules

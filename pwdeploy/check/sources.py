@@ -5,15 +5,17 @@ parse is a finding, not a crash."""
 from __future__ import annotations
 
 import ast
+import errno
 import io
 import os
 import re
 import tokenize
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from pwdeploy.check.findings import Finding, quote
-from pwdeploy.check.program import Module, Program
+from pwdeploy.check.program import Module
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
 
@@ -32,7 +34,7 @@ def entry_script(job: JobConfig) -> Path | None:
     if not command:
         return None
     if command[0].endswith(".py"):
-        return (job.base_dir / command[0]).resolve()
+        return real(job.base_dir / command[0], "main.command")
     if not _PYTHON.fullmatch(os.path.basename(command[0])):
         return None
     rest = command[1:]
@@ -47,25 +49,94 @@ def entry_script(job: JobConfig) -> Path | None:
             job.base_dir.joinpath(*parts, "__main__.py"),
         ):
             if candidate.is_file():
-                return candidate.resolve()
+                return real(candidate, "main.command")
         return None
-    return (job.base_dir / rest[0]).resolve() if rest[0].endswith(".py") else None
+    return real(job.base_dir / rest[0], "main.command") if rest[0].endswith(".py") else None
 
 
-def python_files(paths: Sequence[Path]) -> Iterator[tuple[Path, Path]]:
-    """(file, the folder its module name is relative to) for each PATH: a file, or every .py file in a folder."""
+PYTHON_SUFFIXES = frozenset({".py", ".pyw", ""})  # a file without a suffix is a script (bin/train)
+YAML_SUFFIXES = frozenset({".yaml", ".yml"})
+
+
+class Skipped(NamedTuple):
+    """A file a PATH names or a folder holds that is not read, and why (a note in the report)."""
+
+    path: Path
+    why: str
+
+
+def real(path: Path, what: str = "PATH") -> Path:
+    """``path`` with its links resolved; a symlink loop is bad input, not an internal error."""
+    try:
+        return path.resolve(strict=path.is_symlink())
+    except (RuntimeError, OSError) as exc:
+        if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP:
+            raise ConfigError(
+                None, f"{path}: a symlink loop", source=what, hint="fix or remove the link, or name other files"
+            ) from None
+        raise ConfigError(None, f"{path}: a link to nothing", source=what, hint="fix or remove the link") from None
+
+
+def inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def python_files(paths: Sequence[Path]) -> Iterator[tuple[Path, Path] | Skipped]:
+    """(file, the folder its module name is relative to) for each PATH: a file, or every .py file in a folder; or
+    what is not read, and why. A YAML file is the job config given in the wrong place: an error that says -f."""
     for path in paths:
-        if path.is_file():
-            yield path.resolve(), path.resolve().parent
-        elif path.is_dir():
-            root = path.resolve()
-            for folder, dirs, files in os.walk(root):
-                dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
-                for name in sorted(files):
-                    if name.endswith(".py"):
-                        yield Path(folder) / name, root
+        if path.is_symlink() or path.exists():
+            resolved = real(path)
         else:
             raise ConfigError(None, f"{path}: no such file or folder", source="PATH", hint="name .py files or folders")
+        if resolved.is_file():
+            yield _named_file(path, resolved)
+        elif resolved.is_dir():
+            yield from _folder(resolved)
+        else:
+            raise ConfigError(None, f"{path}: not a file or folder", source="PATH", hint="name .py files or folders")
+
+
+def _named_file(path: Path, resolved: Path) -> tuple[Path, Path] | Skipped:
+    suffix = path.suffix.lower()
+    if suffix in YAML_SUFFIXES:
+        raise ConfigError(
+            None,
+            f"{path} is YAML, not a Python source",
+            source="PATH",
+            hint=f"give a job config with -f: pwdeploy check -f {path} (PATHs are the program's .py files)",
+        )
+    if suffix == ".ipynb":
+        return Skipped(path, NOTEBOOK)
+    if suffix not in PYTHON_SUFFIXES:
+        what = "a requirements file" if path.name.startswith("requirements") else f"not a Python source ({suffix})"
+        return Skipped(path, f"{what}: not read")
+    return resolved, resolved.parent
+
+
+NOTEBOOK = "a notebook: not read (export its code with `jupyter nbconvert --to script`, then check the .py)"
+
+
+def _folder(root: Path) -> Iterator[tuple[Path, Path] | Skipped]:
+    """Every .py file below ``root`` (hidden and tool folders skipped); links are not followed out of it."""
+    for folder, dirs, files in os.walk(root):  # links to folders are not walked into (followlinks=False)
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        for name in dirs:
+            link = Path(folder) / name
+            if link.is_symlink() and not inside(real(link), root):
+                yield Skipped(link, f"a link out of {root}: not followed")
+        for name in sorted(files):
+            file = Path(folder) / name
+            if name.endswith(".ipynb"):
+                yield Skipped(file, NOTEBOOK)
+            if not name.endswith(".py"):
+                continue
+            if file.is_symlink():
+                target = real(file)
+                if not inside(target, root):
+                    yield Skipped(file, f"a link out of {root}: not followed")
+                    continue
+            yield file, root
 
 
 def shown(path: Path, cwd: Path) -> str:
@@ -80,25 +151,34 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
 
 
-def read(path: Path, name: str, cwd: Path) -> Module | Finding:
-    """The parsed module, or a syntax-error finding saying why it could not be read."""
+def read(path: Path, name: str, cwd: Path) -> Module | Finding | Skipped:
+    """The parsed module; a syntax-error finding saying why Python could not read it; or, for a module too large to
+    read, why it was skipped. The encoding is Python's (PEP 263): a UTF-8 BOM, a ``coding:`` line."""
     label = shown(path, cwd)
     try:
-        if path.stat().st_size > MAX_BYTES:
-            return _unreadable(label, 0, f"larger than {MAX_BYTES // 2**20} MiB: not read")
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            return Skipped(path, f"{size / 2**20:.1f} MiB, over the {MAX_BYTES // 2**20} MiB {TOO_LARGE}")
         data = path.read_bytes()
-        text = data.decode("utf-8")
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+        del data
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
         detail = f": {quote(exc.text)}" if exc.text and exc.text.strip() else ""
         return _unreadable(label, exc.lineno or 0, f"Python cannot parse this file ({exc.msg}){detail}")
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, LookupError, ValueError) as exc:
         return _unreadable(label, 0, f"Python cannot read this file ({exc})")
     except (RecursionError, MemoryError):
         return _unreadable(label, 0, "nested too deeply for Python's parser")
     except OSError as exc:
         return _unreadable(label, 0, f"cannot read this file ({exc.strerror or exc})")
     return Module(name=name, path=path, shown=label, tree=tree, text=text, ignores=ignores(text))
+
+
+# Why a larger module is not read: its syntax tree takes some 50 times its size, and a module that large is
+# generated (tables, protobufs), not a training program's code.
+TOO_LARGE = "one module may have: not read (generated code is not checked)"
 
 
 def _unreadable(label: str, line: int, message: str) -> Finding:
@@ -123,53 +203,6 @@ def ignores(text: str) -> dict[int, frozenset[str]]:
     return found
 
 
-class Collector:
-    """Reads files once each, following the entry module's imports into ``roots``."""
-
-    def __init__(self, cwd: Path) -> None:
-        self.cwd = cwd
-        self.modules: dict[Path, Module] = {}
-        self.problems: list[Finding] = []
-        self.files: list[str] = []
-        self._seen: set[Path] = set()
-
-    def add(self, path: Path, name: str) -> Module | None:
-        """The module of ``path`` (read once); None when it could not be read (a finding says why)."""
-        path = path.resolve()
-        if path in self._seen:
-            return self.modules.get(path)
-        if len(self._seen) >= MAX_FILES:
-            raise ConfigError(None, f"more than {MAX_FILES} Python files to check", source="PATH")
-        self._seen.add(path)
-        self.files.append(shown(path, self.cwd))
-        result = read(path, name, self.cwd)
-        if isinstance(result, Finding):
-            self.problems.append(result)
-            return None
-        self.modules[path] = result
-        return result
-
-    def follow(self, entry: Module, roots: Iterable[Path]) -> None:
-        """Add every module the entry imports (and they import) that is a file under one of ``roots``."""
-        folders = list(dict.fromkeys(r.resolve() for r in roots))
-        done = {entry.path.resolve()}
-        queue = [entry]
-        while queue:
-            module = queue.pop()
-            for name in imported_names(module):
-                found = next((p for root in folders if (p := resolve(name, root)) is not None), None)
-                if found is None or found.resolve() in done:
-                    continue
-                done.add(found.resolve())
-                added = self.add(found, name)
-                if added is not None:
-                    queue.append(added)
-
-    def program(self, entry: Module | None) -> Program:
-        ordered = ([entry] if entry else []) + [m for m in self.modules.values() if m is not entry]
-        return Program(modules=ordered, entry=entry)
-
-
 def imported_names(module: Module) -> Iterator[str]:
     """Every module name ``module`` imports, candidate submodules of ``from a import b`` included."""
     for node in module.of(ast.Import, ast.ImportFrom):
@@ -185,9 +218,12 @@ def imported_names(module: Module) -> Iterator[str]:
                     yield f"{base}.{alias.name}" if base else alias.name
 
 
-def resolve(name: str, root: Path) -> Path | None:
+def resolve(name: str, root: Path) -> Path | Skipped | None:
+    """The job module ``name`` is under ``root``; a link out of ``root`` is not followed (nor read, nor quoted)."""
     parts = name.split(".")
     for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
         if candidate.is_file():
+            if candidate.is_symlink() and not inside(real(candidate), root):
+                return Skipped(candidate, f"a link out of {root}: not followed")
             return candidate
     return None

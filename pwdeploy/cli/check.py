@@ -28,8 +28,10 @@ def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
     """Read the job's Python program (never importing or running it) for what fails or is slow on Pathways.
 
     Reads the entry module of main.command and the modules it imports from the job's folder; PATHs (files or
-    folders) add more, or are all that is read without -f. Each finding names its rule, what it saw and why, the
-    fix and the public source it rests on. A `# pwdeploy: ignore[RULE]` comment on the line silences one.
+    folders) add more, or are all that is read without -f. A job config is given with -f, never as a PATH;
+    notebooks, requirements files, modules over 2 MiB and links out of a folder are not read, and a note says so.
+    Each finding names its rule, what it saw and why, the fix and the public source it rests on. A
+    `# pwdeploy: ignore[RULE]` comment on the line silences one.
 
     Exit code 0 without an error finding (warnings and info do not fail), 11 with one.
     """

@@ -180,7 +180,7 @@ def _preflight(job: JobConfig, kube: Kube, region: str | None) -> None:
             hint="fix what the report names, or pass --skip-preflight to submit anyway",
         )
     for line in unsettled_rows(report):
-        click.echo(line, err=True)
+        click.echo(printable(line), err=True)
 
 
 def unsettled_rows(report: PreflightReport) -> list[str]:
@@ -230,7 +230,7 @@ def _connect_hint(name: str, namespace: str) -> str:
 def list_jobs(cluster: Cluster, all_namespaces: bool, output: str) -> None:
     """List pwdeploy-managed JobSets with their state, ready slices and age."""
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.progress import age, job_state, slices_text, table
+    from pwdeploy.cluster.progress import CELL_WIDTH, age, job_state, slices_text, table
 
     kube = cluster.kube
     ns = None if all_namespaces else cluster.namespace
@@ -247,9 +247,9 @@ def list_jobs(cluster: Cluster, all_namespaces: bool, output: str) -> None:
     rows = [("NAMESPACE", "NAME", "STATE", "SLICES", "AGE")]
     for obj in sorted(items, key=lambda o: (js.namespace_of(o), js.name_of(o))):
         rows.append(
-            (
-                js.namespace_of(obj),
-                js.name_of(obj),
+            (  # names from the server as a terminal may show them (a hostile name may hold escapes)
+                printable(js.namespace_of(obj), CELL_WIDTH),
+                printable(js.name_of(obj), CELL_WIDTH),
                 job_state(obj).phase,
                 slices_text(obj),
                 age(js.created_at(obj), now),

@@ -8,7 +8,21 @@ from pwdeploy.cli.kube import Cluster, announce, with_cluster
 from pwdeploy.cli.session import DEFAULT_LOCAL_PORT, SessionOptions, run_session
 
 
-@click.command()  # options may follow NAME; everything after -- is the command
+class _SeesTheDashes(click.Command):
+    """Sees whether ``--`` was typed (click's parser consumes it): ``connect NAME --`` with no command after it is
+    a usage error (exit 2, before anything connects), not the forward-only mode that ``connect NAME`` is."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        dashes = "--" in args
+        rest = super().parse_args(ctx, args)
+        if dashes and not ctx.params.get("command"):
+            raise click.UsageError(
+                "-- is followed by no command: give one (connect NAME -- python3 client.py), or drop --", ctx
+            )
+        return rest
+
+
+@click.command(cls=_SeesTheDashes)  # options may follow NAME; everything after -- is the command
 @click.argument("name")
 @click.option(
     "--local-port",

@@ -78,8 +78,12 @@ def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
 def announce(kube: Kube) -> None:
     """The first line of a command that writes to a cluster: which context and server it acts on (stderr), as
     kubectl users check before they apply."""
+    from pwdeploy.text import printable
+
     who = f"context {kube.context}" if kube.context else "the in-cluster service account"
-    click.echo(f"pwdeploy: {who}, server {kube.host}", err=True)
+    acting = [printable(value, 200) for name, value in kube.impersonate if name == "Impersonate-User"]
+    as_user = f", as {acting[0]} (impersonated)" if acting else ""
+    click.echo(f"pwdeploy: {who}, server {kube.host}{as_user}", err=True)
 
 
 class Cluster(NamedTuple):

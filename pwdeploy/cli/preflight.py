@@ -66,7 +66,9 @@ def preflight(
     if output == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        click.echo(report.format_table(width=max(80, shutil.get_terminal_size((120, 24)).columns)))
+        from pwdeploy.text import printable  # rows quote servers' answers (a version string, an error page)
+
+        click.echo(printable(report.format_table(width=max(80, shutil.get_terminal_size((120, 24)).columns))))
     if report.failed:
         failed = report.counts()["failed"]
         raise PreflightError(f"{failed} preflight check(s) failed; see the fixes in the report")

@@ -41,13 +41,10 @@ def profile(cluster: Cluster, name: str, duration: float, port: int, hosts: int)
     pathwaysutils.collect_profile` does) through the Kubernetes API, so the server can stay on the head node's
     loopback (main.profiler_host, the default). Set PATHWAYS_PROFILING_AUTH_TOKEN here if the job sets one.
     """
-    from pwdeploy.cluster.profile import capture
+    from pwdeploy.cluster.profile import plan, run
 
-    def starting(pod: str) -> None:  # said once the job is known to be traceable, never before a refusal
-        click.echo(f"tracing job {name} for {duration:g} s (pod/{pod}, profiler port {port}) ...", err=True)
-
-    done = capture(
-        cluster.kube, cluster.namespace, name, duration_s=duration, port=port, hosts=hosts, starting=starting
-    )
+    planned = plan(cluster.kube, cluster.namespace, name, duration_s=duration, port=port, hosts=hosts)
+    click.echo(f"tracing job {name} for {duration:g} s (profiler port {port}, pod/{planned.pod}) ...", err=True)
+    done = run(cluster.kube, planned)
     click.echo(f"trace of job {name} ({done.seconds:g} s, pod/{done.pod}) written under {done.trace_dir}")
     click.echo(f"tensorboard --logdir {done.log_dir}")

@@ -4,12 +4,14 @@ name, annotations, replicated jobs, status), so a future PathwaysJob output has 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.api import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
+from pwdeploy.text import printable
 
 FIELD_MANAGER = "pwdeploy"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -172,11 +174,32 @@ def being_deleted(jobset: Object) -> bool:
 def replicated_jobs(jobset: Object) -> list[ReplicatedJob]:
     """The spec's replicatedJobs, in spec order."""
     found = []
-    for rj in jobset.get("spec", {}).get("replicatedJobs") or []:
+    for index, rj in enumerate(jobset.get("spec", {}).get("replicatedJobs") or []):
         job_spec = rj.get("template", {}).get("spec", {})
-        pods = int(job_spec.get("parallelism") or job_spec.get("completions") or 1)
-        found.append(ReplicatedJob(rj["name"], int(rj.get("replicas", 1)), pods))
+        where = f"spec.replicatedJobs[{index}]"
+        pods = count(job_spec.get("parallelism") or job_spec.get("completions") or 1, f"{where}.template.spec")
+        found.append(ReplicatedJob(str(rj["name"]), count(rj.get("replicas", 1), f"{where}.replicas"), pods))
     return found
+
+
+def count(value: Any, field: str) -> int:
+    """A count the API server wrote (a non-negative JSON integer); anything else (``"lots"``, -1, 2.5, true) is an
+    ``ApiError`` naming the field, never an internal error."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    shown = printable(json.dumps(value)[:60])
+    raise ApiError(
+        f"the API server's answer has {field}: {shown}, not a count",
+        hint="the object was written by something other than its controller, or the server is not a Kubernetes "
+        "API server; --debug shows where it was read",
+    )
+
+
+def job_index(pod: Object) -> int | None:
+    """The pod's JobSet job index (label ``jobset.sigs.k8s.io/job-index``), None when it is not a decimal count:
+    anyone who may patch pods may set it to anything (``abc``), and one such pod must not stop a whole report."""
+    value = (pod.get("metadata", {}).get("labels") or {}).get(ids.JOB_INDEX_LABEL, "0") or "0"
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else None
 
 
 def has_status(jobset: Object) -> bool:
@@ -195,7 +218,7 @@ def true_conditions(jobset: Object) -> dict[str, Object]:
 
 def restarts(jobset: Object) -> int:
     """How many times the JobSet was recreated after a failure (failurePolicy.maxRestarts counts these)."""
-    return int((jobset.get("status") or {}).get("restarts") or 0)
+    return count((jobset.get("status") or {}).get("restarts") or 0, "status.restarts")
 
 
 def ready_jobs(jobset: Object) -> dict[str, int]:

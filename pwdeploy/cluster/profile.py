@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from pwdeploy import identifiers as ids
@@ -117,35 +116,45 @@ def http_request(duration_ms: int, log_dir: str, token: str | None) -> bytes:
     return ("\r\n".join(headers) + "\r\n\r\n").encode() + body
 
 
-def capture(
-    kube: Kube,
-    namespace: str,
-    name: str,
-    *,
-    duration_s: float,
-    port: int,
-    hosts: int = 1,
-    starting: Callable[[str], None] | None = None,
-) -> Capture:
-    """Ask the profiler server of job ``name`` for a trace of ``duration_s`` seconds into its storage.profiles;
-    returns once the server says it is written. ``starting`` hears the head pod's name once the job is known to
-    be traceable (it has a head and storage.profiles, and the head runs), before the trace starts."""
-    from pwdeploy.kube.portforward import open_port_stream
+class Plan(NamedTuple):
+    """A trace request checked against the job before anything is traced: what ``run`` sends, and to which pod."""
 
+    job: str
+    namespace: str
+    pod: str
+    port: int
+    log_dir: str
+    duration_ms: int
+
+
+def plan(kube: Kube, namespace: str, name: str, *, duration_s: float, port: int, hosts: int = 1) -> Plan:
+    """Check the request (``--duration``, ``--hosts``), that the job has a place for profiles and is not headless,
+    and find its running head pod: everything that can refuse, before the user is told that tracing begins."""
     duration_ms = check_request(duration_s, hosts)
     log_dir = profile_dir(js.require_jobset(kube, namespace, name))
-    pod = running_head(kube, namespace, name)
-    if starting is not None:
-        starting(pod)
-    stream = open_port_stream(kube, namespace, pod, port)
+    return Plan(name, namespace, running_head(kube, namespace, name), port, log_dir, duration_ms)
+
+
+def run(kube: Kube, planned: Plan) -> Capture:
+    """Ask the profiler server for the planned trace; returns once the server says, in a whole answer, that it
+    is written."""
+    from pwdeploy.kube.portforward import open_port_stream
+
+    name, pod, port = planned.job, planned.pod, planned.port
+    stream = open_port_stream(kube, planned.namespace, pod, port)
     try:
-        stream.frames.sock.settimeout(duration_ms / 1000 + ANSWER_MARGIN_S)  # this stream only
-        stream.send(http_request(duration_ms, log_dir, os.environ.get(TOKEN_ENV) or None))
+        stream.frames.sock.settimeout(planned.duration_ms / 1000 + ANSWER_MARGIN_S)  # this stream only
+        stream.send(http_request(planned.duration_ms, planned.log_dir, os.environ.get(TOKEN_ENV) or None))
         status, body = read_answer(stream, f"pod/{pod}:{port}", name)
     finally:
         stream.close()
     _check_answer(status, body, port)
-    return Capture(name, pod, port, log_dir, duration_ms / 1000)
+    return Capture(name, pod, port, planned.log_dir, planned.duration_ms / 1000)
+
+
+def capture(kube: Kube, namespace: str, name: str, *, duration_s: float, port: int, hosts: int = 1) -> Capture:
+    """``plan`` then ``run``: a trace of ``duration_s`` seconds into the job's storage.profiles."""
+    return run(kube, plan(kube, namespace, name, duration_s=duration_s, port=port, hosts=hosts))
 
 
 def read_answer(stream: PortStream, target: str, job: str) -> tuple[int, str]:
@@ -170,12 +179,31 @@ def read_answer(stream: PortStream, target: str, job: str) -> tuple[int, str]:
             hint=f"the program must start it: jax.profiler.start_server({target.rsplit(':', 1)[1]}) after "
             "pathwaysutils.initialize() (another port: --port N)",
         ) from None
-    head, _, body = data.partition(b"\r\n\r\n")
+    head, sep, body = data.partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
     parts = status_line.split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
         raise ClusterError(f"{target} did not answer as an HTTP server: {_excerpt(data)}")
+    short = _cut_short(head, body) if sep else "its headers"
+    if short is not None:  # a 200 that broke off says nothing about the trace: the server may have failed after it
+        raise ClusterError(
+            f"the profiler server on {target} answered HTTP {parts[1]}, but the answer broke off ({short}): the "
+            "trace may not be written",
+            hint=f"look under storage.profiles, and read the program's log: pwdeploy logs {job} --component main",
+        )
     return int(parts[1]), body[:MAX_ANSWER].decode("utf-8", "replace")
+
+
+def _cut_short(head: bytes, body: bytes) -> str | None:
+    """What is missing from an answer that ended (None when it is whole): by Content-Length, or the last chunk of
+    a chunked one. An answer with neither ends with the connection, as HTTP/1.1 lets it."""
+    fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in head.split(b"\r\n")[1:])}
+    length = fields.get(b"content-length", b"")
+    if length.isdigit() and len(body) < int(length):
+        return f"{len(body)} of {int(length)} bytes"
+    if b"chunked" in fields.get(b"transfer-encoding", b"").lower() and not body.endswith(b"0\r\n\r\n"):
+        return "no last chunk"
+    return None
 
 
 def _complete(data: bytes) -> bool:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
-from pwdeploy.identifiers import COMPLETION_INDEX_LABEL, HEAD_JOB, JOB_INDEX_LABEL, REPLICATED_JOB_LABEL, WORKER_JOB
+from pwdeploy.identifiers import COMPLETION_INDEX_LABEL, HEAD_JOB, REPLICATED_JOB_LABEL, WORKER_JOB
 from pwdeploy.text import evidence, one_line
 
 Phase = Literal["Pending", "Starting", "Running", "Completed", "Failed", "Suspended", "Deleting"]
@@ -75,8 +75,10 @@ def expected_groups(jobset: Object) -> dict[tuple[str, int], str]:
 
 
 def pod_group(pod: Object) -> tuple[str, int]:
+    """(replicatedJob, job index); a pod whose job-index label is not a count is in no group (index -1)."""
     labels = pod.get("metadata", {}).get("labels") or {}
-    return str(labels.get(REPLICATED_JOB_LABEL, "")), int(labels.get(JOB_INDEX_LABEL, 0) or 0)
+    index = js.job_index(pod)
+    return str(labels.get(REPLICATED_JOB_LABEL, "")), -1 if index is None else index
 
 
 def progress(jobset: Object, pods: list[Object]) -> list[GroupProgress]:
@@ -144,7 +146,12 @@ def slices_text(jobset: Object) -> str:
 def age(timestamp: str | None, now: datetime) -> str:
     if not timestamp:
         return "-"
-    created = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    try:
+        created = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        if created.tzinfo is None:
+            raise ValueError(timestamp)
+    except ValueError:  # not RFC 3339 (`creationTimestamp: "yesterday"`): shown as kubectl shows a bad time
+        return "<invalid>"
     seconds = max(0, int((now - created).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
@@ -127,9 +130,88 @@ def submit(
         if dry_run is not DryRun.NONE:
             return Outcome(name, namespace, digest, "replaced")  # the new spec is admitted only after the delete
         result = "replaced"
-    if dry_run is not DryRun.CLIENT:
-        js.apply_jobset(kube, desired, dry_run=dry_run is DryRun.SERVER)
+    if dry_run is DryRun.SERVER:
+        js.apply_jobset(kube, desired, dry_run=True)
+    elif dry_run is DryRun.NONE:
+        _apply_saying_what_an_interrupt_left(kube, desired, digest)
     return Outcome(name, namespace, digest, result)
+
+
+class InterruptedApply(ClusterError):
+    """Ctrl-C (exit 130) or SIGTERM (exit 143) while the JobSet's apply was in flight; the message says whether
+    the JobSet was created (it was looked up after the interrupt) and how to delete it."""
+
+    exit_code = 130
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so both leave the same report."""
+
+
+CHECK_DEADLINE_S = 10.0  # how long the look-up after an interrupt may take: the user is waiting to be let go
+SETTLE_S = 1.0  # an apply the server took just before the connection closed may land a moment later
+
+
+def _apply_saying_what_an_interrupt_left(kube: Kube, desired: Object, digest: str) -> None:
+    """Apply; interrupted (Ctrl-C, SIGTERM) while the request is in flight, the server may or may not have created
+    the JobSet: look, and say which, with the commands to see and delete it, never just 'Aborted.'."""
+    name, namespace = js.name_of(desired), js.namespace_of(desired)
+    try:
+        with _sigterm_as_interrupt():
+            js.apply_jobset(kube, desired, dry_run=False)
+    except KeyboardInterrupt as interrupt:
+        signal_name, code = ("SIGTERM", 143) if isinstance(interrupt, _Terminated) else ("Ctrl-C", 130)
+        error = _what_the_interrupt_left(kube, namespace, name, digest, signal_name)
+        error.exit_code = code
+        raise error from None
+
+
+def _what_the_interrupt_left(kube: Kube, namespace: str, name: str, digest: str, signal_name: str) -> InterruptedApply:
+    import dataclasses
+
+    from pwdeploy.kube.api import RetryPolicy
+
+    ns = f" -n {namespace}"
+    see, delete = f"pwdeploy status {name}{ns}", f"pwdeploy delete {name}{ns}"
+    quick = dataclasses.replace(kube, deadline=CHECK_DEADLINE_S, retry=RetryPolicy(attempts=2), on_wait=None)
+    try:
+        found = js.get_jobset(quick, namespace, name)
+        if found is None:
+            kube.clock.sleep(SETTLE_S)
+            found = js.get_jobset(quick, namespace, name)
+    except (KeyboardInterrupt, PwdeployError) as exc:
+        why = "interrupted again" if isinstance(exc, KeyboardInterrupt) else f"the look-up failed: {exc}"
+        return InterruptedApply(
+            f"{signal_name} while jobset {name} was being applied; whether it was created is not known ({why})",
+            hint=f"see: {see}; if it is there and you do not want it (it holds TPUs): {delete}",
+        )
+    if found is not None and js.annotation(found, CONFIG_HASH_ANNOTATION) == digest:
+        return InterruptedApply(
+            f"{signal_name} while jobset {name} was being applied: it WAS created (config {digest}) and its pods "
+            "are being scheduled (TPUs are billed while they run)",
+            hint=f"keep it and follow it: {see}; or delete it: {delete}",
+        )
+    return InterruptedApply(
+        f"{signal_name} while jobset {name} was being applied: it was not created; nothing of this submit runs",
+        hint=f"run the same `pwdeploy submit` again; check with: {see}",
+    )
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises ``_Terminated`` here (main thread only: elsewhere signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _the_jobset(objects: list[Object]) -> Object:

@@ -159,3 +159,53 @@ def _check_selector(extra: dict[str, str], capacity: str) -> None:
                 f"tpu.node_selector.{key}",
                 f"is set by pwdeploy from {owned[key]}; set that field instead",
             )
+
+
+# GKE dynamic slicing (GKE "Schedule dynamic slices with Kueue and TAS", use-gke-dynamic-slicing, read 2026-12):
+# Ironwood (tpu7x) only, on All Capacity mode reservations, node pools of 4x4x4 sub-blocks; a slice of 4x4x4 or
+# more is a super-slice (GKE 1.35.2-gke.1842000 and later), one below it a sub-slice (1.36.0-gke.3712000 and
+# later). Cluster Toolkit v1.95.0 (pkg/config/hardware.go, validateDimensions) takes the same two kinds of topology.
+DYNAMIC_SLICING_FAMILY = "tpu7x"
+SUB_SLICES = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")
+SUB_BLOCK_CHIPS = 64  # a 4x4x4 sub-block: 16 VMs of 4 chips
+DYNAMIC_SLICING_FIELDS = ("tpu.dynamic_slicing", "tpu.slice", "tpu.capacity", "scheduling.queue", "tpu.node_selector")
+
+
+def check_dynamic_slicing(parsed: Mapping[str, Any]) -> None:
+    """Dynamic slicing only where GKE offers it: the family, the capacity mode, the slice's topology, Kueue."""
+    if not parsed["tpu.dynamic_slicing"]:
+        return
+    tpu = parsed["tpu.slice"]
+    if tpu.family.name != DYNAMIC_SLICING_FAMILY:
+        raise ConfigError(
+            "tpu.dynamic_slicing",
+            f"GKE forms dynamic slices of Ironwood (tpu7x) only, not {tpu.family.name}",
+            hint="drop --dynamic-slicing, or run on tpu7x",
+        )
+    if tpu.topology not in SUB_SLICES and tpu.chips < SUB_BLOCK_CHIPS:
+        raise ConfigError(
+            "tpu.dynamic_slicing",
+            f"a {tpu.topology} slice ({tpu.type_name}) is not one dynamic slicing forms: a dynamic slice is a "
+            f"sub-slice ({', '.join(SUB_SLICES)}) or 4x4x4 and larger",
+            hint="drop --dynamic-slicing",
+        )
+    if parsed["tpu.capacity"] != "reservation":
+        raise ConfigError(
+            "tpu.dynamic_slicing",
+            f"GKE offers dynamic slicing on All Capacity mode reservations only, not capacity {parsed['tpu.capacity']}",
+            hint="pass --capacity reservation --reservation NAME (an All Capacity mode reservation), or drop "
+            "--dynamic-slicing",
+        )
+    if not parsed["scheduling.queue"]:
+        raise ConfigError(
+            "scheduling.queue",
+            "is required with tpu.dynamic_slicing: Kueue's topology-aware scheduling places the slice and GKE's "
+            "slice admission check forms it",
+            hint="pass --queue LOCALQUEUE (docs/capacity.md, dynamic slicing)",
+        )
+    if ids.NODE_POOL_LABEL in dict(parsed["tpu.node_selector"]):
+        raise ConfigError(
+            f"tpu.node_selector.{ids.NODE_POOL_LABEL}",
+            "pins the workers to one node pool, but a dynamic slice spans the sub-blocks' node pools",
+            hint="drop it, or drop --dynamic-slicing",
+        )

@@ -15,11 +15,11 @@ from typing import Any
 
 from pwdeploy import catalog, names
 from pwdeploy.config import sidecar_checks, storage_checks
-from pwdeploy.config.capacity import check_capacity
+from pwdeploy.config.capacity import DYNAMIC_SLICING_FIELDS, check_capacity, check_dynamic_slicing
 from pwdeploy.config.fields import BY_PATH
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
-from pwdeploy.errors import ConfigError
-from pwdeploy.identifiers import COORDINATOR_LABEL, HEAD_JOB, WORKER_JOB
+from pwdeploy.errors import ConfigError, raise_all
+from pwdeploy.identifiers import COORDINATOR_LABEL, HEAD_JOB, RM_PORT, WORKER_JOB
 from pwdeploy.imageref import BadReference, parse_reference, repository_problem
 from pwdeploy.quantity import parse_quantity
 
@@ -83,8 +83,11 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("tpu.slices",), _slices),
         (("pathways_version", "allow_version_mismatch"), lambda p: _pathways_version(p, installed_jax)),
         (("xla_flags",), _xla_flags),
-        (("images.server", "images.proxy_server", "sidecar.image", "storage.hlo_uploader_image"), _pinned_images),
-        (("images.server", "images.proxy_server", "pathways_version", "allow_version_mismatch"), _pathways_tags),
+        (("images.server", "images.proxy_server", "images.worker", *_OTHER_PINNED), _pinned_images),
+        (
+            ("images.server", "images.proxy_server", "images.worker", "pathways_version", "allow_version_mismatch"),
+            _pathways_tags,
+        ),
         (("image.repository", "sidecar.repository"), _repositories),
         (("tpu.type", "tpu.family", "tpu.topology"), _resolve_slice),
         (("main.cpu", "main.data_workers"), _data_workers),
@@ -100,10 +103,15 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("name", "tpu.slices", "tpu.slice"), _name_length),
         (("headless", "head.transfer_shm_size", "main.shm_size", "main.memory", "head.proxy_memory"), _transfer),
         (_CAPACITY_INPUTS, check_capacity),
+        (DYNAMIC_SLICING_FIELDS, check_dynamic_slicing),
         (sidecar_checks.SHM_FIELDS, sidecar_checks.sidecar_shm),
         (sidecar_checks.PYTHON_FIELDS, sidecar_checks.same_python),
         (storage_checks.PLACEMENT_FIELDS, storage_checks.checkpoints_apart),
+        (("proxy_env", "rm_env", "rm_flags"), _components),
     ]
+
+
+_OTHER_PINNED = ("sidecar.image", "storage.hlo_uploader_image")
 
 
 _CAPACITY_INPUTS = (
@@ -255,7 +263,7 @@ def _xla_flags(parsed: Mapping[str, Any]) -> None:
 
 
 def _pinned_images(parsed: Mapping[str, Any]) -> None:
-    for path in ("images.server", "images.proxy_server", "sidecar.image", "storage.hlo_uploader_image"):
+    for path in ("images.server", "images.proxy_server", "images.worker", *_OTHER_PINNED):
         if parsed[path] is not None:
             check_image_pinned(parsed[path], path)
 
@@ -264,7 +272,7 @@ def _pathways_tags(parsed: Mapping[str, Any]) -> None:
     """A pinned server or proxy whose tag names another JAX version than the job's: the classic failed start."""
     if parsed["allow_version_mismatch"] or parsed["pathways_version"] is None:
         return
-    for path in ("images.server", "images.proxy_server"):
+    for path in ("images.server", "images.proxy_server", "images.worker"):
         image = parsed[path]
         found = _TAG_JAX.search(image.split("@")[0].rsplit("/", 1)[-1]) if image else None
         if found and found.group(1) != parsed["pathways_version"]:
@@ -387,3 +395,43 @@ def _transfer(parsed: Mapping[str, Any]) -> None:
                 "against the memory limit of main and pathways-proxy",
                 hint="lower --transfer-shm-size (0 turns it off) or raise the memory limit",
             )
+
+
+# What render sets itself in the head's servers (pwdeploy.manifests.head), and where its value comes from: the
+# proxy's and the resource manager's own env and flags (proxy_env, rm_env, rm_flags) may not give it again, since
+# a second value would be ignored or replace the wiring render depends on. xpk and Cluster Toolkit
+# (--pathways-server-args, v1.95.0 cmd/job/submit.go) append theirs after their own; here they are refused.
+_HEAD_ADDRESS = "pwdeploy (the coordinator label: the head's address)"
+_OWN = {
+    "proxy_env": {"PATHWAYS_HEAD": _HEAD_ADDRESS, "XLA_FLAGS": "xla_flags (--xla-flag; HLO dump flags go there)"},
+    "rm_env": {
+        "HOST_ADDRESS": _HEAD_ADDRESS,
+        "TPU_SKIP_MDS_QUERY": "pwdeploy (true: the head runs on a CPU node)",
+        "JOBSET_NAME": "pwdeploy (the JobSet's annotation)",
+        "REPLICATED_JOB_NAME": "pwdeploy (the JobSet's annotation)",
+    },
+    "rm_flags": {
+        "--server_port": f"pwdeploy ({RM_PORT}, which the proxy and the workers dial)",
+        "--gcs_scratch_location": "storage.scratch (--gcs-scratch)",
+        "--node_type": "pwdeploy (resource_manager)",
+        "--instance_count": "tpu.slices (--num-slices)",
+        "--instance_type": "tpu.type, or tpu.family with tpu.topology",
+        "--enable_gcs_olm": "storage.enable_olm (--gcs-olm/--no-gcs-olm)",
+    },
+}
+
+
+def _components(parsed: Mapping[str, Any]) -> None:
+    given = {
+        "proxy_env": [name for name, _ in parsed["proxy_env"]],
+        "rm_env": [name for name, _ in parsed["rm_env"]],
+        "rm_flags": [flag.split("=", 1)[0] for flag in parsed["rm_flags"]],
+    }
+    raise_all(
+        [
+            ConfigError(path if path == "rm_flags" else f"{path}.{name}", f"{name} is set by {own}; remove it")
+            for path, names_given in given.items()
+            for name in names_given
+            if (own := _OWN[path].get(name)) is not None
+        ]
+    )

@@ -41,6 +41,7 @@ class TpuConfig(NamedTuple):
     max_run_duration: int | None = None  # seconds; flex-start and queued only
     node_selector: tuple[tuple[str, str], ...] = ()  # extra labels the TPU nodes must carry
     tolerations: tuple[Toleration, ...] = ()  # extra taints the workers tolerate
+    dynamic_slicing: bool = False  # tpu7x: slices formed from sub-blocks through Kueue TAS (manifests.capacity)
 
     @property
     def total_chips(self) -> int:
@@ -104,6 +105,7 @@ class SchedulingConfig(NamedTuple):
     priority_class: str | None
     service_account: str | None
     termination_grace_seconds: int | None
+    ttl_after_finished: int | None = None  # seconds; None: the finished JobSet is kept
 
 
 class SidecarConfig(NamedTuple):
@@ -127,6 +129,7 @@ class ImagesConfig(NamedTuple):
 
     server: str | None
     proxy_server: str | None
+    worker: str | None = None  # None: the server image
 
 
 class ImageConfig(NamedTuple):
@@ -165,6 +168,9 @@ class JobConfig(NamedTuple):
     image: ImageConfig
     local: LocalConfig
     base_dir: Path = Path(".")  # relative paths in the file resolve here
+    proxy_env: tuple[tuple[str, str], ...] = ()
+    rm_env: tuple[tuple[str, str], ...] = ()
+    rm_flags: tuple[str, ...] = ()
 
     @property
     def proxy_image(self) -> str:
@@ -173,6 +179,11 @@ class JobConfig(NamedTuple):
     @property
     def server_image(self) -> str:
         return self.images.server or f"{self.image_registry}/server:jax-{self.pathways_version}"
+
+    @property
+    def worker_image(self) -> str:
+        """The pathways-worker image: images.worker, else the server image (as Cluster Toolkit defaults it)."""
+        return self.images.worker or self.server_image
 
 
 # JobConfig's sections by the config section whose rows (pwdeploy.config.fields) they hold. Each tuple holds

@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -22,7 +22,9 @@ from pwdeploy.errors import BuildError
 TAIL_LINES = 20
 _LEGACY_STEP = re.compile(r"Step (\d+)/(\d+) : (.*)")
 _BUILDKIT_STEP = re.compile(r"#\d+ \[(?:\S+ )?(\d+)/(\d+)\] (.*)")
-_PUSHED_DIGEST = re.compile(r": digest: (sha256:[0-9a-f]{64})")
+# docker push prints one line per tag pushed: "TAG: digest: sha256:HEX size: N" (the engine's words: moby
+# distribution/push_v2.go, Messagef with ref.Tag()); only the line of the tag pushed is its digest.
+_PUSHED_DIGEST = re.compile(r"^(\S+): digest: (sha256:[0-9a-f]{64}) size: \d+\s*$")
 _LEGACY_NOTICE = "DEPRECATED: The legacy builder"
 
 
@@ -103,6 +105,24 @@ class BuildLog:
         return f"{what} failed{where}; last output:\n{tail}"
 
 
+def tag_of(ref: str) -> str:
+    """The tag of an image reference (``latest`` when it names none), as docker push names it in its digest line."""
+    name = ref.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.rsplit(":", 1)[1] if ":" in last else "latest"
+
+
+def pushed_digest(ref: str, lines: Sequence[str]) -> str | None:
+    """The digest docker push printed for ``ref``'s tag, from its output lines; None when no line names that tag
+    (another tag's line, or a line in another shape, is never taken for it)."""
+    tag = tag_of(ref)
+    for line in reversed(lines):
+        match = _PUSHED_DIGEST.match(line.strip())
+        if match and match.group(1) == tag:
+            return match.group(2)
+    return None
+
+
 class DockerCli:
     """The docker CLI as a subprocess (argument lists only). ``env`` defaults to this process's environment."""
 
@@ -162,11 +182,10 @@ class DockerCli:
                 log.failure(f"docker push of {tag}"),
                 hint="check the registry address and your login to it (docker login, gcloud auth configure-docker)",
             )
-        for line in reversed(log.tail):
-            match = _PUSHED_DIGEST.search(line)
-            if match:
-                return match.group(1)
-        raise BuildError(f"docker push of {tag} succeeded but printed no digest")
+        digest = pushed_digest(tag, log.tail)
+        if digest is None:
+            raise BuildError(f"docker push of {tag} succeeded but printed no digest line for tag {tag_of(tag)!r}")
+        return digest
 
     def run(self, ref: str, command: list[str]) -> RunResult:
         """Run ``command`` in a throw-away container of the image, without network."""

@@ -1,9 +1,9 @@
 """The Kubernetes API seam: every request goes through ``Kube.request``, which counts what it sends.
 
-Requests are sent with the official client's ``ApiClient`` and answered as plain dicts (or, for logs, a stream of
-lines). A failed request becomes an ``ApiError`` in one function (``cluster_error``); server errors (5xx, 429) and
-timeouts are retried with bounded backoff on the connection's clock (``Kube.clock``, passed in by the caller).
-One ``Kube`` may be shared by threads: the client's connection pool is thread-safe.
+Requests are sent with pwdeploy.kube.client's ``ApiClient`` (urllib3) and answered as plain dicts (or, for logs,
+a stream of lines). A failed request becomes an ``ApiError`` in one function (``cluster_error``); server errors
+(5xx, 429) and timeouts are retried with bounded backoff on the connection's clock (``Kube.clock``, passed in by
+the caller). One ``Kube`` may be shared by threads: the client's connection pool is thread-safe.
 
 Answers are untrusted input: a body that is not a JSON object (an HTML page from a proxy, a truncated body), a list
 whose ``items`` is not a list of objects, or an answer bigger than ``MAX_ANSWER_BYTES`` is an ``ApiError`` with the
@@ -33,6 +33,7 @@ from pwdeploy.kube.answers import (
     read_answer,
     without_userinfo,
 )
+from pwdeploy.kube.client import HttpFailure
 from pwdeploy.kube.errors import (
     GET_CREDENTIALS,
     RETRYABLE_STATUS,
@@ -95,6 +96,9 @@ __all__ = [
 DEFAULT_TIMEOUT = (10.0, 20.0)  # (connect, read) seconds of one attempt
 DEFAULT_DEADLINE = 45.0  # seconds one request may take, retries included: a hung server ends the run in bounded time
 SLOW_AFTER = 5.0  # seconds after which the user is told what the command is waiting for
+LIST_PAGE = 500  # items asked of one list answer: kubectl's --chunk-size default
+MAX_PAGES = 10_000  # a server that never stops handing out continue tokens ends the list with an error
+MAX_CONTINUE = 16 << 10  # bytes of a continue token (an opaque resourceVersion and key, base64)
 STREAM_CHUNK = 65536  # bytes asked of a stream at once (a chunked answer, as a follow is, yields what arrives)
 
 
@@ -157,6 +161,7 @@ class Kube:
     deadline: float = DEFAULT_DEADLINE  # wall seconds for one request, retries included
     slow_after: float = SLOW_AFTER  # wall seconds before ``on_wait`` hears that a request is slow
     on_wait: Callable[[str], None] | None = None  # the CLI prints these notices on stderr
+    impersonate: tuple[tuple[str, str], ...] = ()  # Impersonate-* headers (pwdeploy.kube.impersonation), in order
     sent: int = 0  # HTTP requests sent, retries included
     _sent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -194,11 +199,43 @@ class Kube:
                 notice.cancel()
 
     def list_items(self, action: Action, path: str, *, query: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
-        """The ``items`` of a list answer, each an object with ``metadata``; any other shape is an ``ApiError``."""
+        """The ``items`` of a list, read in pages (``iter_items``), each an object with ``metadata``; any other
+        shape is an ``ApiError``. When a continue token expires mid-way (410: the list changed past what the
+        server keeps), the list is read again once, whole, as client-go's pager does (FullListIfExpired)."""
         try:
-            return items_of(self.request(action, "GET", path, query=query))
-        except BadAnswer as bad:
-            raise _malformed(action, self, bad.what, bad.status) from None
+            return list(self.iter_items(action, path, query=query))
+        except ExpiredList:
+            try:
+                return items_of(self.request(action, "GET", path, query=query))
+            except BadAnswer as bad:
+                raise _malformed(action, self, bad.what, bad.status) from None
+
+    def iter_items(
+        self, action: Action, path: str, *, query: Sequence[tuple[str, str]] = (), page: int = LIST_PAGE
+    ) -> Iterator[dict[str, Any]]:
+        """The items of a list as its pages arrive: ``limit`` items an answer, then the answer's
+        ``metadata.continue`` token, as kubectl's ``--chunk-size`` (500) reads (client-go tools/pager). A token
+        that expired (410) is an ``ExpiredList`` (the items yielded so far are a part of an older list); a token
+        of the wrong shape, or more than ``MAX_PAGES`` pages, is an ``ApiError``."""
+        token: str | None = None
+        for _ in range(MAX_PAGES):
+            paged = [*query, ("limit", str(page))] + ([("continue", token)] if token else [])
+            try:
+                answer = self.request(action, "GET", path, query=paged)
+            except ApiError as exc:
+                if token is None or exc.status != 410:
+                    raise
+                raise ExpiredList(exc.message, status=410, hint="run the command again") from None
+            try:
+                yield from items_of(answer)
+            except BadAnswer as bad:
+                raise _malformed(action, self, bad.what, bad.status) from None
+            previous, token = token, (answer.get("metadata") or {}).get("continue")  # metadata: checked an object
+            if not token:
+                return
+            if not isinstance(token, str) or len(token) > MAX_CONTINUE or token == previous:
+                raise _malformed(action, self, "a `metadata.continue` that is not a new, short string", None)
+        raise _malformed(action, self, f"more than {MAX_PAGES} pages of {page} items", None)
 
     def _attempts(self, action: Action, request: Request, started: float) -> Any:
         attempt = 0
@@ -239,31 +276,31 @@ class Kube:
 
     def _send_once(self, request: Request, left: float) -> Any:
         """The raw response if ``request.stream``, else the answer's JSON object; a ``BadAnswer`` if it is none."""
-        from kubernetes.client.exceptions import ApiException
-
         headers = {"Accept": request.accept}
         if request.content_type is not None:
             headers["Content-Type"] = request.content_type
         elif request.body is not None:
             headers["Content-Type"] = "application/json"
-        method, url, headers, body, post = self.api_client.param_serialize(
-            method=request.method,
-            resource_path=request.path,
-            query_params=list(request.query),
-            header_params=headers,
-            body=request.body,
-            auth_settings=["BearerToken"],
-        )
+        client = self.api_client
+        sent: Any = client.headers(headers)
+        if self.impersonate:  # one header line per group and extra value, as the API server reads them
+            import urllib3
+
+            sent = urllib3.HTTPHeaderDict(sent)
+            for name, value in self.impersonate:
+                sent.add(name, value)
         stream = request.stream
         read = round(max(0.1, min(self.timeout[1], left)), 1)
         following = stream and ("follow", "true") in request.query  # `logs -f` may rightly wait long for a line
         timeout = (min(self.timeout[0], read), None if following else self.timeout[1] if stream else read)
-        response = self.api_client.call_api(method, url, headers, body, post, _request_timeout=timeout)
+        url = client.url(request.path, request.query)
+        response = client.request(request.method, url, sent, request.body, timeout)
         if stream and 200 <= response.status < 300:
-            return response.response
-        answer = read_answer(response.response, time.monotonic() + left)
+            return response
+        answer = read_answer(response, time.monotonic() + left)
         if not 200 <= response.status < 300:
-            raise ApiException(http_resp=response.response, body=answer.data.decode("utf-8", "replace"))
+            body = answer.data.decode("utf-8", "replace")
+            raise HttpFailure(response.status, str(response.reason or ""), body, response.headers)
         return json_object(answer)
 
     def stream_lines(self, action: Action, path: str, query: Sequence[tuple[str, str]]) -> Iterator[str]:
@@ -303,26 +340,42 @@ class Kube:
         handshake is an ``ApiError`` from ``cluster_error``, like a refused request (``status`` None: no answer;
         ``stream_retryable`` says whether trying again may help)."""
         import websocket
-        from kubernetes.client.exceptions import ApiException
 
         from pwdeploy.kube.websockets import connect_websocket
 
         with self._sent_lock:
             self.sent += 1
-        _, url, headers, _, _ = self.api_client.param_serialize(
-            method="GET", resource_path=path, query_params=list(query), header_params={}, auth_settings=["BearerToken"]
-        )
+        url, headers = self.api_client.url(path, query), self.api_client.headers({})
         try:
             return connect_websocket(
-                self.api_client.configuration, url, headers, subprotocols, connect_timeout=self.timeout[0]
+                self.api_client.configuration,
+                url,
+                headers,
+                subprotocols,
+                connect_timeout=self.timeout[0],
+                impersonate=self.impersonate,
             )
         except websocket.WebSocketBadStatusException as exc:
-            refused = ApiException(status=exc.status_code, reason=exc.status_message or "")
-            refused.body = exc.resp_body.decode("utf-8", "replace") if exc.resp_body else None
-            refused.headers = exc.resp_headers
+            body = exc.resp_body.decode("utf-8", "replace") if exc.resp_body else None
+            refused = HttpFailure(exc.status_code, exc.status_message or "", body, exc.resp_headers)
             raise cluster_error(refused, action, kube=self) from None
-        except (websocket.WebSocketException, OSError) as exc:
+        except websocket.WebSocketException as exc:
+            if str(exc) == "Invalid WebSocket Header":  # websocket-client's words for a wrong Sec-WebSocket-Accept
+                raise ApiError(
+                    f"the API server{self.where()} answered the WebSocket upgrade to {action.describe()} with a "
+                    "Sec-WebSocket-Accept that does not match the key sent (RFC 6455 section 4.1)",
+                    status=101,
+                    hint="something between you and the API server (a proxy) rewrote the upgrade; kubectl "
+                    "port-forward refuses it too: check the kubeconfig's server URL and proxy-url",
+                    lasting=True,
+                ) from None
             raise cluster_error(exc, action, kube=self) from None
+        except OSError as exc:
+            raise cluster_error(exc, action, kube=self) from None
+
+
+class ExpiredList(ApiError):
+    """A paged list whose continue token expired (410) after some of its pages were read."""
 
 
 def stream_retryable(error: ApiError) -> bool:
@@ -344,8 +397,8 @@ def _malformed(action: Action, kube: Kube | None, what: str, status: int | None)
     )
 
 
-# What reading a field of the wrong JSON type raises ('str' object has no attribute 'get', ...).
-SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError)
+# What reading a field of the wrong JSON type raises ('str' object has no attribute 'get', ...; int("lots")).
+SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError, ValueError)
 
 
 @contextmanager

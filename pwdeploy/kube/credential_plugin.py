@@ -136,6 +136,12 @@ def _malformed(entry: Any) -> str | None:
     env = entry.get("env") or []
     if not isinstance(env, list) or not all(isinstance(e, dict) and "name" in e and "value" in e for e in env):
         return "has env that is not a list of {name, value}"
+    for index, item in enumerate(env):  # what exec(2) cannot pass: a name holding "=", a NUL anywhere
+        name, value = item["name"], item["value"]
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            return f"has env[{index}].name that is not a variable name (empty, or holding '=' or a NUL)"
+        if not isinstance(value, str) or "\0" in value:
+            return f"has env[{index}].value ({name}) that is not a string without NUL"
     if entry.get("interactiveMode") == "Always":
         return "asks for interactiveMode: Always, and pwdeploy runs plugins without a terminal"
     return None

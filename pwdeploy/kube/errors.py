@@ -1,14 +1,33 @@
 """Where a failed request to the Kubernetes API becomes a message a user can act on (``cluster_error``): the
 status, what was asked, the RBAC rule a 403 lacks, the fields a 422 names; the body of an answer is quoted only
-as printable, bounded text."""
+as printable, bounded text.
+
+Every error says which component failed, since the API server answers for three (``ApiError.component``):
+- ``api-server``: the API server itself (unreachable, overloaded, RBAC, validation);
+- ``kubelet``: a request the API server passes on to a node's kubelet (pod logs, port-forward) that the kubelet
+  did not serve: the API server answers 500 quoting its own dial, ``Get "https://NODE:10250/containerLogs/...":
+  ... connection refused`` (a ``KubeletError``, never retried: the node is down or unreachable, which waiting a few
+  seconds does not mend);
+- ``webhook``: an admission webhook the API server called for a write. It either refused the object
+  (``admission webhook "NAME" denied the request: ...``, any 4xx the webhook chose: controller-runtime's denials
+  are 403, which is not an RBAC refusal) or could not be called (``failed calling webhook "NAME": ...``, a 500:
+  its Service has no ready pods, or it timed out). Both are a ``WebhookError``, never retried. The texts are the
+  API server's: kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/
+  statuserror.go (ToStatusErr) and staging/src/k8s.io/apiserver/pkg/util/webhook/error.go (ErrCallingWebhook).
+
+A 500 whose message says a field is ``not declared in schema`` is server-side apply's answer when the CRD installed
+is older than the object (structured-merge-diff's typed conversion): deterministic, so never retried, and its hint
+names the CRD, not an upgrade of the control plane."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal, Protocol
 
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.answers import excerpt, printable
+from pwdeploy.kube.client import HttpFailure
 from pwdeploy.kube.resources import Action
 
 
@@ -22,6 +41,7 @@ GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --loca
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 Missing = Literal["object", "namespace", "type"]  # what a 404 lacked; "type": the API type is not served
+Component = Literal["api-server", "kubelet", "webhook"]  # which one failed (see the module's docstring)
 
 
 class ApiError(ClusterError):
@@ -37,11 +57,59 @@ class ApiError(ClusterError):
         missing: Missing | None = None,
         hint: str | None = None,
         lasting: bool = False,
+        component: Component = "api-server",
     ) -> None:
         super().__init__(message, hint=hint)
         self.status = status
         self.missing = missing
         self.lasting = lasting
+        self.component: Component = component
+
+
+class KubeletError(ApiError):
+    """The API server answered, but the kubelet it passes the request to (logs, port-forward) failed: ``node`` is
+    the address the API server dialled (``10.0.0.5``), '' when its message names none. Catch it to tell a node
+    that cannot serve a log from a control plane in trouble; trying again within seconds does not help."""
+
+    def __init__(self, message: str, *, status: int | None, node: str, hint: str) -> None:
+        super().__init__(message, status=status, hint=hint, lasting=True, component="kubelet")
+        self.node = node
+
+
+class WebhookError(ApiError):
+    """An admission webhook (``webhook``: its name, ``mjobset.kb.io``) refused the object (``denied``) or could
+    not be called by the API server (down, or it timed out). Never an RBAC matter; never retried."""
+
+    def __init__(self, message: str, *, status: int | None, webhook: str, denied: bool, hint: str) -> None:
+        super().__init__(message, status=status, hint=hint, lasting=True, component="webhook")
+        self.webhook, self.denied = webhook, denied
+
+
+# What the API server's message says when the failure was not its own (see the module's docstring).
+_WEBHOOK_DENIED = re.compile(r'admission webhook "([^"]{1,253})" denied the request')
+_WEBHOOK_CALL = re.compile(r'failed calling webhook "([^"]{1,253})"')
+_KUBELET_DIAL = re.compile(
+    r'"https?://(\[[0-9a-fA-F:]+\]|[^/":\s]{1,253}):10250/(containerLogs|portForward|exec|attach|logs)/'
+)
+_NOT_IN_SCHEMA = "field not declared in schema"
+# Kubelets that the API server reaches through a tunnel (GKE's Konnectivity) fail with the tunnel's words.
+_KUBELET_TUNNEL = ("No agent available", "error dialing backend")
+
+
+def failure_site(exc: Exception) -> Component:
+    """Which component a failed request's answer blames: ``webhook``, ``kubelet`` or ``api-server``."""
+    message = str(api_status(exc).get("message") or getattr(exc, "body", None) or "")
+    if _WEBHOOK_DENIED.search(message) or _WEBHOOK_CALL.search(message):
+        return "webhook"
+    if _KUBELET_DIAL.search(message) or any(words in message for words in _KUBELET_TUNNEL):
+        return "kubelet"
+    return "api-server"
+
+
+def deterministic(exc: Exception) -> bool:
+    """An error answer that the same request would get again: not the API server's own transient trouble."""
+    message = str(api_status(exc).get("message") or "")
+    return failure_site(exc) != "api-server" or _NOT_IN_SCHEMA in message
 
 
 def unsendable(exc: Exception, action: Action, kube: Located) -> ApiError:
@@ -56,17 +124,15 @@ def unsendable(exc: Exception, action: Action, kube: Located) -> ApiError:
 
 def is_transport_or_api_error(exc: Exception) -> bool:
     import urllib3
-    from kubernetes.client.exceptions import ApiException
 
-    return isinstance(exc, (ApiException, urllib3.exceptions.HTTPError, OSError))
+    return isinstance(exc, (HttpFailure, urllib3.exceptions.HTTPError, OSError))
 
 
 def retryable(exc: Exception) -> bool:
     import urllib3
-    from kubernetes.client.exceptions import ApiException
 
-    if isinstance(exc, ApiException):
-        return exc.status in RETRYABLE_STATUS
+    if isinstance(exc, HttpFailure):
+        return exc.status in RETRYABLE_STATUS and not deterministic(exc)
     if isinstance(exc, urllib3.exceptions.MaxRetryError):
         exc = exc.reason or exc
     if isinstance(exc, urllib3.exceptions.SSLError):
@@ -104,11 +170,9 @@ def api_status(exc: Exception) -> dict[str, Any]:
 
 def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Located | None = None) -> ApiError:
     """The one place where a failed request becomes a message a user can act on."""
-    from kubernetes.client.exceptions import ApiException
-
     where = kube.where() if kube is not None else ""
     tried = f" after {attempts} attempts" if attempts > 1 else ""
-    if not isinstance(exc, ApiException) or not exc.status:
+    if not isinstance(exc, HttpFailure) or not exc.status:
         reason = getattr(exc, "reason", None) or exc
         return ApiError(
             f"cannot reach the Kubernetes API server{where} to {action.describe()}{tried}: {reason}",
@@ -117,6 +181,9 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Lo
     status = api_status(exc)
     message = printable(str(status.get("message") or "")) or _reason_and_excerpt(exc)
     code = int(exc.status)
+    elsewhere = _webhook_error(action, code, message) or _kubelet_error(action, code, message, where)
+    if elsewhere is not None:
+        return elsewhere
     if code == 401:
         return ApiError(
             f"the API server{where} rejected the credentials (401 Unauthorized) to {action.describe()}",
@@ -124,7 +191,11 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Lo
             hint=f"the kubeconfig's token or certificate is missing or expired; refresh it ({GET_CREDENTIALS})",
         )
     if code == 403:
-        return ApiError(f"forbidden (403): {message}", status=code, hint=rbac_hint(action))
+        return ApiError(
+            f"forbidden (403): {message}",
+            status=code,
+            hint=f"the API server's authorization (RBAC) refused this identity: {rbac_hint(action)}",
+        )
     if code == 404:
         return _not_found(action, status, message)
     if code == 409:
@@ -135,6 +206,13 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Lo
         )
     if code == 422:
         return _invalid(action, status, message)
+    if _NOT_IN_SCHEMA in message:
+        return ApiError(
+            f"the API server{where} cannot {action.describe()}: {code} {message}",
+            status=code,
+            lasting=True,
+            hint=_schema_hint(action),
+        )
     if code in RETRYABLE_STATUS:
         return ApiError(
             f"the API server{where} failed to {action.describe()}{tried}: {code} {message}".rstrip(),
@@ -142,6 +220,78 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Lo
             hint="the control plane may be upgrading or overloaded; try again in a minute",
         )
     return ApiError(f"the API server refused to {action.describe()}: {code} {message}".rstrip(), status=code)
+
+
+def _webhook_error(action: Action, code: int, message: str) -> WebhookError | None:
+    denied = _WEBHOOK_DENIED.search(message)
+    called = denied or _WEBHOOK_CALL.search(message)
+    if called is None:
+        return None
+    name = printable(called.group(1), 253)
+    owner = _webhook_owner(name)
+    if denied is not None:
+        return WebhookError(
+            f"the admission webhook {name!r}{owner} refused the request to {action.describe()} ({code}): {message}",
+            status=code,
+            webhook=name,
+            denied=True,
+            hint="the webhook judged the object, not your permissions: change what its message names (pwdeploy "
+            "validate checks the JobSet webhook's rules before submitting)",
+        )
+    return WebhookError(
+        f"the API server could not call the admission webhook {name!r}{owner} to {action.describe()} ({code}): "
+        f"{message}",
+        status=code,
+        webhook=name,
+        denied=False,
+        hint=f"the webhook's service is down or does not answer in time; the API server itself is fine. Check the "
+        f"pods behind it{_webhook_pods(name)} and its Service's endpoints, then run the command again",
+    )
+
+
+def _webhook_owner(name: str) -> str:
+    """`` (JobSet)``: whose a webhook of the controllers pwdeploy works with is, from its name."""
+    if name.endswith("jobset.kb.io"):
+        return " (JobSet)"
+    if name.endswith("kueue.x-k8s.io"):
+        return " (Kueue)"
+    return ""
+
+
+def _webhook_pods(name: str) -> str:
+    if name.endswith("jobset.kb.io"):
+        return " (kubectl get pods -n jobset-system)"
+    if name.endswith("kueue.x-k8s.io"):
+        return " (kubectl get pods -n kueue-system)"
+    return " (kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations names its service)"
+
+
+def _kubelet_error(action: Action, code: int, message: str, where: str) -> KubeletError | None:
+    dialled = _KUBELET_DIAL.search(message)
+    if dialled is None and not any(words in message for words in _KUBELET_TUNNEL):
+        return None
+    node = dialled.group(1) if dialled is not None else ""
+    at = f" on node {node}" if node else ""
+    return KubeletError(
+        f"the kubelet{at} did not serve the request to {action.describe()} that the API server{where} passed on "
+        f"({code}): {message}",
+        status=code,
+        node=node,
+        hint=f"the API server is fine; the node's kubelet (port 10250) is down or unreachable from the control "
+        f"plane. Check the node (kubectl get nodes -o wide{', find ' + node if node else ''}): a NotReady node's "
+        "pods are replaced once it is gone; on GKE a firewall rule must let the control plane reach port 10250",
+    )
+
+
+def _schema_hint(action: Action) -> str:
+    res = action.resource
+    crd = f"{res.plural}.{res.group}" if res is not None and res.group else "the resource's"
+    return (
+        f"the CustomResourceDefinition {crd} in this cluster is older than the fields sent (the same request fails "
+        "the same way again): install a newer release of its controller (pwdeploy renders for JobSet v0.10.1 and "
+        "later), or see what the installed one declares with "
+        f"kubectl get crd {crd} -o yaml"
+    )
 
 
 def _reason_and_excerpt(exc: Any) -> str:

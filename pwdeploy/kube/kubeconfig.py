@@ -2,7 +2,7 @@
 merges them: pwdeploy.kube.kubeconfig_files), then ~/.kube/config, then the in-cluster service account; --context
 picks a context, whose namespace is the default one. Credential plugins are run here, before any request
 (pwdeploy.kube.credential_plugin); proxies, TLS and plain-http servers are decided as kubectl decides them
-(pwdeploy.kube.reach). The client library is handed the one resolved context as a dict.
+(pwdeploy.kube.reach). The HTTP client (pwdeploy.kube.client) is configured from the one resolved context.
 
 A kubeconfig is input: one that is missing, not YAML (the file and line YAML names) or not usable is a ConfigError
 (exit 2) naming the file. Secrets in it never reach output: a bearer token loses the surrounding whitespace YAML
@@ -11,6 +11,7 @@ server URL's ``user:password@`` is dropped (the client never sent it) and never 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.answers import without_userinfo
 from pwdeploy.kube.api import GET_CREDENTIALS, Clock, Kube, RetryPolicy, SystemClock
+from pwdeploy.kube.client import ApiClient, Configuration, InClusterUnavailable, configure, configure_in_cluster
 from pwdeploy.kube.credential_plugin import (
     NOTICE_AFTER,
     PLUGIN_TIMEOUT,
@@ -29,8 +31,9 @@ from pwdeploy.kube.credential_plugin import (
     plugin_of,
     run_plugin,
 )
+from pwdeploy.kube.impersonation import impersonation_headers
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
-from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http
+from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http, usable_ca
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -69,15 +72,16 @@ def load_kube(
 ) -> Kube:
     """A ``Kube`` for the chosen kubeconfig context, or the in-cluster identity when there is no kubeconfig.
     ``on_notice`` hears what the user should know on the way (a slow credential plugin, credentials not sent)."""
-    from kubernetes import client
-
     location = kubeconfig_location(kubeconfig)
-    configuration = client.Configuration()
+    configuration = Configuration()
     clock = clock or SystemClock()
+    impersonate: tuple[tuple[str, str], ...] = ()
     if location is not None:
         origin = _origin(location, flag_given=kubeconfig is not None)
         paths = [Path(location).expanduser()] if kubeconfig is not None else kubeconfig_files(location)
         resolved = resolve(merge(paths, origin), context, origin)
+        whose = f"{origin.location}: user {resolved.user_name!r}"
+        impersonate = impersonation_headers(resolved.user, whose)  # checked before a credential plugin runs
         _configure(resolved, origin, configuration, clock, on_notice, plugin_limits or PluginLimits())
         context, namespace = resolved.context, resolved.namespace
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -91,11 +95,15 @@ def load_kube(
             "this is not a pod with a service account",
             hint=f"fetch credentials ({GET_CREDENTIALS}) or pass --kubeconfig PATH",
         )
-    configuration.retries = False  # Kube.request owns retries (with backoff); urllib3's own would double them
-    # Readiness checks send up to 16 requests at once; the client's default pool (5 per CPU) would drop connections.
-    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 16)
+    # Readiness checks send up to 16 requests at once: the pool keeps 16 connections (Kube.request owns retries).
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, 16)
     return Kube(
-        client.ApiClient(configuration), context=context, namespace=namespace, clock=clock, retry=retry or RetryPolicy()
+        ApiClient(configuration),
+        context=context,
+        namespace=namespace,
+        clock=clock,
+        retry=retry or RetryPolicy(),
+        impersonate=impersonate,
     )
 
 
@@ -108,34 +116,32 @@ def _origin(location: str, *, flag_given: bool) -> Origin:
 def _configure(
     resolved: Resolved,
     origin: Origin,
-    configuration: Any,
+    configuration: Configuration,
     clock: Clock,
     on_notice: Callable[[str], None] | None,
     limits: PluginLimits,
 ) -> None:
-    """Hand the client the one-context kubeconfig (credentials as kubectl would send them) and the proxy."""
-    from kubernetes import config
-
+    """Configure the client from the one context (credentials as kubectl would send them) and the proxy."""
     whose = f"{origin.location}: user {resolved.user_name!r} (context {resolved.context!r})"
     server = str(resolved.cluster["server"])
-    check_tls(resolved.cluster, f"{origin.location}: cluster {resolved.cluster_name!r}")
+    where = f"{origin.location}: cluster {resolved.cluster_name!r}"
+    check_tls(resolved.cluster, where)
+    resolved = dataclasses.replace(resolved, cluster=usable_ca(resolved.cluster, where))  # before a plugin hears it
     proxy = kubectl_proxy(server, resolved.cluster.get("proxy-url"))  # checked before a plugin runs
     user, token = _credentials(resolved, whose, clock, on_notice, limits)
     try:
-        config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
-            resolved.minified(user), context=resolved.context, client_configuration=configuration, persist_config=False
-        )
-    except Exception as exc:  # the client reads whatever the entries hold; the message never quotes a user value
+        configure(configuration, resolved.cluster, user, whose)
+    except ConfigError as exc:  # the message never quotes a user value
         raise ConfigError(
             origin.field,
-            f"cannot use context {resolved.context!r} of {origin.location}: {_reason(exc)}",
-            hint=GET_CREDENTIALS,
+            f"cannot use context {resolved.context!r} of {origin.location}: {exc.message}",
+            hint=exc.hint or GET_CREDENTIALS,
             source=origin.source,
         ) from None
     if token is not None:
         token.apply(configuration)
-    # The proxy as kubectl picks it, set explicitly: clients before 37 ignore the environment, 37 lets NO_PROXY
-    # override a kubeconfig's proxy-url, and both would proxy a loopback server.
+    # The proxy as kubectl picks it, set explicitly (never NO_PROXY's word over a kubeconfig's proxy-url, never a
+    # proxy for a loopback server): pwdeploy.kube.reach.
     configuration.proxy = proxy
     configuration.no_proxy = None
     _clean_credentials(configuration, whose)
@@ -172,21 +178,12 @@ def _credentials(
     return rest, PluginToken(credential, fetch, clock.utc_now)
 
 
-def _reason(exc: Exception) -> str:
-    from kubernetes.config.config_exception import ConfigException
-
-    if isinstance(exc, (ConfigException, OSError)):
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    # TypeError, KeyError, ... from indexing into the wrong YAML shape; their text may quote values from the file
-    return "it is not a kubeconfig (a YAML mapping with clusters, contexts and users, each a mapping)"
-
-
-def _clean_credentials(configuration: Any, whose: str) -> None:
+def _clean_credentials(configuration: Configuration, whose: str) -> None:
     """Drop the server URL's userinfo and check the bearer token now and whenever the client refreshes it."""
     configuration.host = without_userinfo(str(configuration.host))
     refresh = configuration.refresh_api_key_hook
 
-    def refreshed(conf: Any) -> None:
+    def refreshed(conf: Configuration) -> None:
         if refresh is not None:
             refresh(conf)  # the client's hook sets the raw token again, and itself as the hook
             conf.refresh_api_key_hook = refreshed
@@ -196,7 +193,7 @@ def _clean_credentials(configuration: Any, whose: str) -> None:
     _clean_token(configuration, whose)
 
 
-def _clean_token(configuration: Any, whose: str) -> None:
+def _clean_token(configuration: Configuration, whose: str) -> None:
     value = configuration.api_key.get("BearerToken")
     if not value:
         return
@@ -211,13 +208,10 @@ def _clean_token(configuration: Any, whose: str) -> None:
     configuration.api_key["BearerToken"] = f"{scheme} {token}"
 
 
-def _load_in_cluster(configuration: Any) -> str:
-    from kubernetes import config
-    from kubernetes.config.config_exception import ConfigException
-
+def _load_in_cluster(configuration: Configuration) -> str:
     try:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except ConfigException as exc:
+        configure_in_cluster(configuration)
+    except InClusterUnavailable as exc:
         raise ClusterError(f"cannot use the in-cluster service account: {exc}") from None
     try:
         return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "default"

@@ -7,15 +7,21 @@
   name and its subdomains, an IP, a CIDR, ``*``), and never to a loopback server (``localhost``, 127.0.0.0/8,
   ``::1``): Go's ProxyFromEnvironment never proxies those.
 - ``insecure-skip-tls-verify: true`` together with a CA is refused, with kubectl's own message.
+- A CA bundle's blocks that are not certificates, or do not parse, are skipped, as kubectl skips them
+  (``usable_ca``).
 - An ``http://`` server is sent no credentials at all: clientcmd only adds a user's credentials when the transport
   is TLS (kubectl sends no token and runs no credential plugin for such a server), so neither does pwdeploy.
 """
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import os
+import re
+import ssl
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -137,3 +143,44 @@ def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
         if host == name or host.endswith("." + name):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------- CA bundles
+
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]{1,64})-----\r?\n.*?-----END \1-----", re.DOTALL)
+
+
+def usable_ca(cluster: dict[str, Any], where: str) -> dict[str, Any]:
+    """The cluster entry with its CA bundle as kubectl trusts it: every ``CERTIFICATE`` block that parses, the
+    rest skipped (client-go transport/transport.go rootCertPool uses Go's ``CertPool.AppendCertsFromPEM``, which
+    skips a block that is not a certificate or does not parse). A ``certificate-authority`` file is read here and
+    handed on as data. A bundle with no usable certificate at all is a ``ConfigError`` naming the entry."""
+    data = cluster.get("certificate-authority-data")
+    path = cluster.get("certificate-authority")
+    if cluster.get("insecure-skip-tls-verify") is True or not (data or path):
+        return cluster
+    field = "certificate-authority-data" if data else "certificate-authority"
+    try:
+        pem = base64.b64decode(str(data), validate=False) if data else Path(str(path)).read_bytes()
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not base64"
+        raise ConfigError(None, f"{where}: cannot read its {field}: {reason}", hint=_CA_HINT) from None
+    kept = [block for block in _PEM_BLOCK.finditer(pem) if block[1] == b"CERTIFICATE" and _loads(block[0])]
+    if not kept:
+        raise ConfigError(None, f"{where}: its {field} holds no certificate that can be read", hint=_CA_HINT)
+    bundle = b"\n".join(block[0] for block in kept) + b"\n"
+    rest = {k: v for k, v in cluster.items() if k not in ("certificate-authority", "certificate-authority-data")}
+    return {**rest, "certificate-authority-data": base64.b64encode(bundle).decode()}
+
+
+_CA_HINT = (
+    "fetch the cluster's credentials again (GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION)"
+)
+
+
+def _loads(block: bytes) -> bool:
+    try:
+        ssl.create_default_context(cadata=block.decode("ascii"))
+    except (ssl.SSLError, ValueError, UnicodeDecodeError):
+        return False
+    return True

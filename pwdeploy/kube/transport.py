@@ -1,5 +1,5 @@
 """The TCP and TLS connection under a WebSocket to the API server, made from the kubernetes client's
-``Configuration`` the way its REST requests are (``kubernetes.client.rest.RESTClientObject``), so a kubeconfig
+``Configuration`` the way its REST requests are (``pwdeploy.kube.client.pool_manager``), so a kubeconfig
 that works for requests works for streams: the same CA (file, or data; the system's roots when the kubeconfig
 names none), client certificate, ``tls-server-name`` (sent as SNI and checked against the certificate),
 ``insecure-skip-tls-verify``, and proxy, with the same ``no_proxy`` decision. Nothing is read from the
@@ -54,11 +54,9 @@ def proxy_for(conf: Any) -> str | None:
     proxy = getattr(conf, "proxy", None)
     if not proxy:
         return None
-    try:
-        from kubernetes.client.rest import should_bypass_proxies
-    except ImportError:  # older clients have no no_proxy: the proxy is used for every request
-        return str(proxy)
-    return None if should_bypass_proxies(str(conf.host), getattr(conf, "no_proxy", None) or "") else str(proxy)
+    from pwdeploy.kube.client import bypasses_proxy
+
+    return None if bypasses_proxy(str(conf.host), getattr(conf, "no_proxy", None) or "") else str(proxy)
 
 
 def tls_context(conf: Any) -> ssl.SSLContext:

@@ -35,14 +35,39 @@ def capacity_selector(job: JobConfig) -> dict[str, str]:
     return found
 
 
+def shape_selector(job: JobConfig) -> dict[str, str]:
+    """The TPU shape: accelerator and topology, and on multi-host tpu7/tpu7x xpk's placement policy (a pool made
+    otherwise names its own: tpu.node_selector replaces it). A dynamic slice is formed from sub-block pools whose
+    own topology is 4x4x4: the accelerator alone (the slice's topology is an annotation, see below)."""
+    found = {ids.TPU_ACCELERATOR_LABEL: job.tpu.slice.accelerator}
+    if job.tpu.dynamic_slicing:
+        return found
+    found[ids.TPU_TOPOLOGY_LABEL] = job.tpu.slice.topology
+    if job.tpu.slice.placement_policy:
+        found[ids.PLACEMENT_POLICY_LABEL] = job.tpu.slice.placement_policy
+    return found
+
+
+def worker_pod_annotations(job: JobConfig) -> dict[str, str]:
+    """Dynamic slicing, as Cluster Toolkit renders it (pkg/orchestrator/gke/scheduling.go, GetTopologyAnnotation,
+    v1.95.0): the slice's topology for GKE's slice controller, and the Kueue TAS level that keeps a slice's pods
+    in one tpu7x partition of that topology, per slice (podset-slice-size: its VMs) when there are several."""
+    if not job.tpu.dynamic_slicing:
+        return {}
+    tpu = job.tpu.slice
+    level = f"cloud.google.com/gke-tpu-partition-{tpu.topology}-id"
+    if job.tpu.slices == 1:
+        return {ids.SLICE_TOPOLOGY_ANNOTATION: tpu.topology, ids.PODSET_REQUIRED_TOPOLOGY_ANNOTATION: level}
+    return {
+        ids.SLICE_TOPOLOGY_ANNOTATION: tpu.topology,
+        ids.PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: level,
+        ids.PODSET_SLICE_SIZE_ANNOTATION: str(tpu.vms),
+    }
+
+
 def worker_node_selector(job: JobConfig) -> dict[str, str]:
     """The TPU shape, then the capacity mode's labels, then the user's (the config checks keep them apart)."""
-    return {
-        ids.TPU_ACCELERATOR_LABEL: job.tpu.slice.accelerator,
-        ids.TPU_TOPOLOGY_LABEL: job.tpu.slice.topology,
-        **capacity_selector(job),
-        **dict(job.tpu.node_selector),
-    }
+    return {**shape_selector(job), **capacity_selector(job), **dict(job.tpu.node_selector)}
 
 
 def _no_schedule(key: str, value: str) -> Manifest:

@@ -50,9 +50,10 @@ def proxy_container_env(job: JobConfig) -> list[Manifest]:
     """The proxy container's own environment: the head's address and the HLO dump flags (envcontract.proxy_env is the
     client's, which points JAX at the proxy)."""
     dump = proxy_dump_flags(job)
-    return [c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL)] + (
+    own = [c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL)] + (
         [c.env_value("XLA_FLAGS", " ".join(dump))] if dump else []
     )
+    return own + c.env_list(dict(job.proxy_env))  # the config checks keep the user's names apart from these
 
 
 def proxy_container(job: JobConfig) -> Manifest:
@@ -95,7 +96,7 @@ def rm_args(job: JobConfig) -> list[str]:
     ]
     if not job.storage.enable_olm:
         args.append("--enable_gcs_olm=false")
-    return args
+    return args + list(job.rm_flags)  # the config checks refuse the flags set above
 
 
 def rm_container(job: JobConfig) -> Manifest:
@@ -110,6 +111,7 @@ def rm_container(job: JobConfig) -> Manifest:
             # As the PathwaysJob controller sets them for its resource manager.
             c.env_annotation("JOBSET_NAME", ids.JOBSET_NAME_LABEL),
             c.env_annotation("REPLICATED_JOB_NAME", ids.REPLICATED_JOB_LABEL),
+            *c.env_list(dict(job.rm_env)),
         ],
         "ports": c.ports(ids.RM_PORT, ids.RM_PORT + 1),
         "resources": c.limits({"cpu": job.head.rm_cpu, "memory": job.head.rm_memory}),

@@ -77,6 +77,9 @@ def jobset(job: JobConfig) -> Manifest:
         startupPolicy={"startupPolicyOrder": "InOrder"},
         successPolicy=None if job.headless else {"operator": "All", "targetReplicatedJobs": [ids.HEAD_JOB]},
         failurePolicy=failure_policy(job),
+        # Unset by default: a finished JobSet stays, with its pods and their logs, for status, logs and diagnose
+        # (gcluster deletes it after an hour, xpk after its --ttl-seconds-after-finished).
+        ttlSecondsAfterFinished=job.scheduling.ttl_after_finished,
         replicatedJobs=[head_replicated_job(job, pods.head), worker_replicated_job(job, pods.worker)],
     )
     return {"apiVersion": API_VERSION, "kind": "JobSet", "metadata": metadata(job), "spec": spec}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests import common as c
-from pwdeploy.manifests.capacity import worker_node_selector, worker_tolerations
+from pwdeploy.manifests.capacity import worker_node_selector, worker_pod_annotations, worker_tolerations
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.head import rm_client_args
 
@@ -41,7 +41,7 @@ def worker_env(job: JobConfig) -> list[Manifest]:
 def worker_container(job: JobConfig) -> Manifest:
     return {
         "name": ids.WORKER_CONTAINER,
-        "image": job.server_image,
+        "image": job.worker_image,
         "imagePullPolicy": "IfNotPresent",
         "args": worker_args(job),
         "env": worker_env(job),
@@ -75,18 +75,22 @@ def worker_backoff_limit(job: JobConfig) -> int:
 
 
 def worker_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
+    """One Job per slice; each on a node pool of its own, except a dynamic slice, which spans the sub-blocks' pools
+    (Cluster Toolkit drops the exclusive topology there too)."""
     vms = job.tpu.slice.vms
+    exclusive = {} if job.tpu.dynamic_slicing else {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: ids.NODE_POOL_LABEL}
+    annotations = worker_pod_annotations(job)
     return {
         "name": ids.WORKER_JOB,
         "replicas": job.tpu.slices,
-        "template": {
-            "metadata": {"annotations": {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: ids.NODE_POOL_LABEL}},
-            "spec": {
+        "template": c.drop_none(
+            metadata=c.drop_none(annotations=exclusive),
+            spec={
                 "backoffLimit": worker_backoff_limit(job),
                 "completionMode": "Indexed",
                 "completions": vms,
                 "parallelism": vms,
-                "template": {"spec": pod},
+                "template": c.drop_none(metadata=c.drop_none(annotations=annotations), spec=pod),
             },
-        },
+        ),
     }

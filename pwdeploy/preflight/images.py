@@ -29,6 +29,8 @@ ImageLookup = Callable[[ImageRef], Lookup]  # RegistryClient.lookup, or anything
 def job_images(job: JobConfig) -> dict[str, tuple[str, ...]]:
     """Every image reference the job's pods would pull, with the config fields that name it, in manifest order."""
     named = [("images.proxy_server", job.proxy_image), ("images.server", job.server_image)]
+    if job.images.worker is not None:  # unset: the workers run the server image
+        named.append(("images.worker", job.images.worker))
     if not job.headless and job.main.image is not None:
         named.append(("main.image", job.main.image))
     if job.sidecar.image is not None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from pwdeploy.check.program import Module, env_writes, literal_str
-from pwdeploy.check.rule import ORBAX_HANDLER, ORBAX_TYPES, Context, Hit, Rule, per_module
-from pwdeploy.check.rules.startup import INITIALIZE
+from pwdeploy.check.rule import ORBAX_HANDLER, ORBAX_PATHWAYS_REGISTRY, ORBAX_TYPES, Context, Hit, Known, Rule
+from pwdeploy.check.rules.startup import INITIALIZE, pathways_guarded
 
 OCDBT_HANDLERS = frozenset({"PyTreeCheckpointHandler", "StandardCheckpointHandler", "PyTreeCheckpointer"})
 CHECKPOINTERS = frozenset(
@@ -37,6 +38,8 @@ def _has_splat(call: ast.Call) -> bool:
 
 
 def ocdbt(module: Module) -> Iterator[Hit]:
+    if not module.mentions("orbax"):
+        return
     for call, name in module.calls():
         kind = orbax_class(name, {*OCDBT_HANDLERS, "StandardCheckpointer", "CheckpointManager"})
         if kind is None or _has_splat(call):
@@ -73,6 +76,8 @@ def ocdbt(module: Module) -> Iterator[Hit]:
 
 
 def save_cast(module: Module) -> Iterator[Hit]:
+    if not module.mentions("orbax"):
+        return
     for call, name in module.calls():
         if orbax_class(name, {"SaveArgs"}):
             dtype = _keyword(call, "dtype")
@@ -88,7 +93,7 @@ def save_cast(module: Module) -> Iterator[Hit]:
 def _checkpointer_names(module: Module) -> set[str]:
     """The code of every name or attribute an orbax checkpointer or manager is assigned to."""
     names: set[str] = set()
-    for node in module.of(ast.Assign, ast.withitem):
+    for node in module.of(ast.Assign, ast.withitem, ordered=False):
         if isinstance(node, ast.Assign) and orbax_class(module.called(node.value), CHECKPOINTERS):
             names.update(module.code(t) for t in node.targets)
         elif (
@@ -102,6 +107,8 @@ def _checkpointer_names(module: Module) -> set[str]:
 
 def restore_sharding(module: Module) -> Iterator[Hit]:
     said = "the Pathways persistence handler restores only into NamedSharding targets given by ArrayRestoreArgs"
+    if not module.mentions("orbax"):
+        return
     for call, name in module.calls():
         kind = orbax_class(name, {"ArrayRestoreArgs", "PyTreeRestore", "StandardRestore"})
         if kind == "ArrayRestoreArgs":
@@ -138,42 +145,97 @@ def restore_sharding(module: Module) -> Iterator[Hit]:
             )
 
 
-def _uses_colocated_python(modules: list[Module]) -> bool:
-    return any(
-        name.startswith("jax.experimental.colocated_python") for m in modules for name in m.aliases.values()
-    ) or any(k.arg == "use_colocated_python" for m in modules for c, _ in m.calls() for k in c.keywords)
+STANDARD_HANDLERS = frozenset({"ArrayHandler", "SingleReplicaArrayHandler"})
+
+
+def array_handler(module: Module) -> Iterator[Hit]:
+    """``register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)``: Orbax's standard
+    handler put back over the Pathways one that ``register_pathways_handlers`` (run by pathwaysutils.initialize()
+    under persistence) registered for jax.Array."""
+    if not module.mentions("orbax"):
+        return
+    for call, name in module.calls():
+        if not (name.startswith("orbax.checkpoint") and name.endswith(".register_type_handler")):
+            continue
+        kind = call.args[0] if call.args else _keyword(call, "ty")
+        handler = call.args[1] if len(call.args) > 1 else _keyword(call, "handler")
+        if kind is None or handler is None or module.qualname(kind) != "jax.Array":
+            continue
+        standard = orbax_class(module.called(handler), STANDARD_HANDLERS)
+        if standard and not pathways_guarded(module, call):
+            yield Hit(
+                module.shown,
+                call.lineno,
+                f"{module.code(call)} puts Orbax's standard {standard} back for jax.Array over the Pathways "
+                "handler pathwaysutils.initialize() registered: every checkpoint then goes through the controller, "
+                "which materialises whole arrays on the Pathways head (OOMKilled)",
+            )
+
+
+class Checkpointing(NamedTuple):
+    """What ``controller-checkpoints`` keeps of a module."""
+
+    first: tuple[int, str] | None  # the first Orbax checkpointer or manager made: (line, code)
+    colocated: bool  # uses colocated Python (imports it, or passes use_colocated_python=)
+    persistence_off: int  # the line that sets ENABLE_PATHWAYS_PERSISTENCE=0 (0: none)
+    initializes: bool  # calls pathwaysutils.initialize()
+
+
+def checkpointing(module: Module) -> Checkpointing:
+    orbax = module.mentions("orbax")
+    first = next(
+        ((c.lineno, module.code(c)) for c, n in module.calls() if orbax and orbax_class(n, CHECKPOINTERS)), None
+    )
+    colocated = any(name.startswith("jax.experimental.colocated_python") for name in module.aliases.values()) or any(
+        k.arg == "use_colocated_python" for c, _ in module.calls() for k in c.keywords
+    )
+    off = next(
+        (n.lineno for n, key, value in env_writes(module) if key == PERSISTENCE and literal_str(value) == "0"), 0
+    )
+    initializes = any(name in INITIALIZE for _, name in module.calls())
+    return Checkpointing(first, colocated, off, initializes)
 
 
 def controller_checkpoints(context: Context) -> Iterable[Hit]:
-    first = next(((m, c) for m in context.modules for c, n in m.calls() if orbax_class(n, CHECKPOINTERS)), None)
-    if first is None or _uses_colocated_python(context.modules):
+    known = context.of("controller-checkpoints")
+    first = next(((k.file, k.facts.first) for k in known if k.facts.first is not None), None)
+    if first is None or any(k.facts.colocated for k in known):
         return
-    module, call = first
-    why = _persistence_off(context)
+    file, (line, code) = first
+    why = _persistence_off(context, known)
     if why:
         yield Hit(
-            module.shown,
-            call.lineno,
-            f"{module.code(call)} checkpoints with neither Pathways persistence "
+            file,
+            line,
+            f"{code} checkpoints with neither Pathways persistence "
             f"nor colocated Python ({why}): every byte goes through the controller",
         )
 
 
-def _persistence_off(context: Context) -> str:
-    for module in context.modules:
-        for node, key, value in env_writes(module):
-            if key == PERSISTENCE and literal_str(value) == "0":
-                return f"{module.shown}:{node.lineno} sets {PERSISTENCE}=0"
+def _persistence_off(context: Context, known: list[Known]) -> str:
+    for k in known:
+        if k.facts.persistence_off:
+            return f"{k.file}:{k.facts.persistence_off} sets {PERSISTENCE}=0"
     if context.job is not None and context.job.headless:
         return f"a headless job's client (pwdeploy connect) is not given {PERSISTENCE}=1"
     if context.job is not None and context.main_env.get(PERSISTENCE) != "1":
         return f"the rendered main container does not set {PERSISTENCE}=1"
-    if not any(name in INITIALIZE for m in context.modules for _, name in m.calls()):
+    if not any(k.facts.initializes for k in known):
         return "pathwaysutils.initialize(), which installs the persistence handler, is never called"
     return ""
 
 
 RULES = (
+    Rule(
+        "orbax-array-handler",
+        18,
+        "error",
+        "Orbax's standard ArrayHandler registered again for jax.Array, over the Pathways handler",
+        "drop the registration on Pathways (pathwaysutils.initialize() registers the Pathways handler), or make it "
+        "only off Pathways (if not pwdeploy.runtime.on_pathways(): ...)",
+        ORBAX_PATHWAYS_REGISTRY,
+        array_handler,
+    ),
     Rule(
         "orbax-ocdbt",
         3,
@@ -181,7 +243,7 @@ RULES = (
         "Orbax OCDBT under Pathways persistence (CheckpointManager/PyTreeCheckpointHandler left at defaults)",
         "ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=False) in the CheckpointManager's item_handlers",
         f"{ORBAX_HANDLER}; MaxText PR #5208",
-        per_module(ocdbt),
+        ocdbt,
     ),
     Rule(
         "orbax-save-cast",
@@ -190,7 +252,7 @@ RULES = (
         "SaveArgs(dtype=...): casting while saving",
         "cast the arrays before saving (jax.tree.map(lambda a: a.astype(...), tree)) and drop SaveArgs(dtype=)",
         ORBAX_HANDLER,
-        per_module(save_cast),
+        save_cast,
     ),
     Rule(
         "orbax-restore-sharding",
@@ -200,7 +262,7 @@ RULES = (
         "restore into an abstract tree of jax.ShapeDtypeStruct with NamedSharding shardings "
         "(ocp.checkpoint_utils.construct_restore_args(abstract))",
         ORBAX_HANDLER,
-        per_module(restore_sharding),
+        restore_sharding,
     ),
     Rule(
         "controller-checkpoints",
@@ -210,7 +272,8 @@ RULES = (
         f"call pathwaysutils.initialize() with {PERSISTENCE}=1 (pwdeploy sets it), or checkpoint through colocated "
         "Python",
         ORBAX_TYPES,
-        controller_checkpoints,
+        learn=checkpointing,
+        judge=controller_checkpoints,
         needs_job=True,
     ),
 )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from pwdeploy.check.program import Module, env_writes, literal_str
-from pwdeploy.check.rule import MAXTEXT_RL, PW_PROFILING, Context, Hit, Rule, per_module
+from pwdeploy.check.rule import MAXTEXT_RL, PW_PROFILING, Context, Hit, Rule
 from pwdeploy.envcontract import proxy_env
 
 TRACE = frozenset({"jax.profiler.start_trace", "jax.profiler.trace", "pathwaysutils.profiling.start_trace"})
@@ -53,34 +54,46 @@ def _asks_for_cpu(module: Module, call: ast.Call, name: str) -> bool:
 _JITS = frozenset({"jax.jit", "jax.pmap"})
 
 
-def _sets_cpu_platform(context: Context) -> bool:
-    """Whether the program itself adds the CPU platform (``JAX_PLATFORMS=proxy,cpu`` or ``jax_platforms``)."""
-    for module in context.modules:
-        for _, key, value in env_writes(module):
-            if key == "JAX_PLATFORMS" and "cpu" in (literal_str(value) or "cpu").split(","):
-                return True
-        for call, name in module.calls():
-            if name == "jax.config.update" and len(call.args) == 2 and literal_str(call.args[0]) == "jax_platforms":
-                return "cpu" in (literal_str(call.args[1]) or "cpu").split(",")
-    return False
+class CpuUse(NamedTuple):
+    """What ``host-cpu-backend`` keeps of a module."""
+
+    platform: bool | None  # whether the module adds the CPU platform (None: it does not say)
+    asks: tuple[tuple[int, str], ...]  # (line, code) of each call that asks for the CPU backend
+
+
+def cpu_use(module: Module) -> CpuUse:
+    asks = tuple((c.lineno, module.code(c)) for c, name in module.calls() if _asks_for_cpu(module, c, name))
+    return CpuUse(_sets_cpu_platform(module), asks)
+
+
+def _sets_cpu_platform(module: Module) -> bool | None:
+    """Whether the module adds the CPU platform (``JAX_PLATFORMS=proxy,cpu`` or ``jax_platforms``)."""
+    for _, key, value in env_writes(module):
+        if key == "JAX_PLATFORMS" and "cpu" in (literal_str(value) or "cpu").split(","):
+            return True
+    for call, name in module.calls():
+        if name == "jax.config.update" and len(call.args) == 2 and literal_str(call.args[0]) == "jax_platforms":
+            return "cpu" in (literal_str(call.args[1]) or "cpu").split(",")
+    return None
 
 
 def host_cpu(context: Context) -> Iterable[Hit]:
+    known = context.of("host-cpu-backend")
     platforms = context.main_env.get("JAX_PLATFORMS") if context.job is not None else None
     where = "the rendered main container"
     if platforms is None:
         platforms, where = proxy_env()["JAX_PLATFORMS"], "pwdeploy's main container"
-    if "cpu" in platforms.split(",") or _sets_cpu_platform(context):
+    # The first module that says decides, as the first of them to run would.
+    if "cpu" in platforms.split(",") or next((k.facts.platform for k in known if k.facts.platform is not None), False):
         return
-    for module in context.modules:
-        for call, name in module.calls():
-            if _asks_for_cpu(module, call, name):
-                yield Hit(
-                    module.shown,
-                    call.lineno,
-                    f"{module.code(call)} asks for the host CPU backend, but "
-                    f"{where} has JAX_PLATFORMS={platforms}: there is no CPU backend to give",
-                )
+    for k in known:
+        for line, code in k.facts.asks:
+            yield Hit(
+                k.file,
+                line,
+                f"{code} asks for the host CPU backend, but {where} has JAX_PLATFORMS={platforms}: there is no CPU "
+                "backend to give",
+            )
 
 
 RULES = (
@@ -91,7 +104,7 @@ RULES = (
         "jax.profiler.start_trace/trace to a local path",
         "profile to a gs:// path: os.environ['PWDEPLOY_PROFILE_DIR'] (storage.profiles)",
         PW_PROFILING,
-        per_module(profile_path),
+        profile_path,
     ),
     Rule(
         "host-cpu-backend",
@@ -101,7 +114,8 @@ RULES = (
         "set os.environ['JAX_PLATFORMS'] = 'proxy,cpu' before importing jax (as MaxText's RL recipes run), or "
         "keep the computation on the accelerators",
         MAXTEXT_RL,
-        host_cpu,
+        learn=cpu_use,
+        judge=host_cpu,
         needs_job=True,
     ),
 )

@@ -8,7 +8,7 @@ import ast
 from collections.abc import Iterator
 
 from pwdeploy.check.program import Module
-from pwdeploy.check.rule import GRAIN_LOADER, PORTING, Hit, Rule, per_module
+from pwdeploy.check.rule import GRAIN_LOADER, PORTING, Hit, Rule
 
 INDEX, COUNT = "jax.process_index", "jax.process_count"
 
@@ -36,19 +36,63 @@ def _shards_by_process(module: Module, node: ast.Call, name: str) -> bool:
     return any(k.arg in SHARD_KEYWORDS and _calls_of(module, k.value, INDEX, COUNT) for k in node.keywords)
 
 
+def _derived(module: Module) -> dict[str, frozenset[str]]:
+    """Names assigned from the process index or count (``start = jax.process_index() * per_host``), with which of
+    the two each carries; names assigned from such names carry theirs (in source order, as Python binds them)."""
+    carried: dict[str, frozenset[str]] = {}
+    for node in module.of(ast.Assign, ast.AnnAssign, ast.AugAssign):
+        value = getattr(node, "value", None)
+        if value is None:
+            continue
+        found = _carries(module, value, carried)
+        if not found:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for target in targets:
+            for name in ast.walk(target) if target is not None else ():
+                if isinstance(name, ast.Name):
+                    carried[name.id] = carried.get(name.id, frozenset()) | found
+    return carried
+
+
+def _carries(module: Module, node: ast.AST, carried: dict[str, frozenset[str]]) -> frozenset[str]:
+    """Which of the process index and count an expression is computed from."""
+    found: set[str] = set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Call) and (name := module.called(inner)) in (INDEX, COUNT):
+            found.add(name)
+        elif isinstance(inner, ast.Name) and inner.id in carried:
+            found |= carried[inner.id]
+    return frozenset(found)
+
+
 def process_sharding(module: Module) -> Iterator[Hit]:
     said = "on Pathways there is one process (process_index() is 0, process_count() is 1), so the one CPU host loads "
     said += "the whole global batch"
-    for node in module.of(ast.Call, ast.Subscript):
+    if not module.mentions("process_", "ShardByJaxProcess"):
+        return
+    asks = any(name in (INDEX, COUNT) for _, name in module.calls())
+    carried = _derived(module) if asks else {}
+    for node in module.of(ast.Call, ast.Subscript, ordered=False):
         if isinstance(node, ast.Call) and _shards_by_process(module, node, module.called(node) or ""):
             yield Hit(module.shown, node.lineno, f"{module.code(node)} shards the data by JAX process: {said}")
-        elif (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.slice, ast.Slice)
-            and _calls_of(module, node.slice, INDEX)
-            and _calls_of(module, node.slice, COUNT)
-        ):
+        elif asks and isinstance(node, ast.Subscript) and _sliced_by_process(module, node, carried):
             yield Hit(module.shown, node.lineno, f"{module.code(node)} slices the data by JAX process: {said}")
+
+
+def _sliced_by_process(module: Module, node: ast.Subscript, carried: dict[str, frozenset[str]]) -> bool:
+    """``rows[jax.process_index() :: jax.process_count()]``, ``rows[start : start + per_host]`` with bounds computed
+    from both, or ``np.array_split(rows, jax.process_count())[jax.process_index()]``."""
+    if not isinstance(node.ctx, ast.Load):
+        return False  # a store into a table indexed by process is not data loaded
+    if isinstance(node.slice, ast.Slice):
+        return _carries(module, node.slice, carried) == {INDEX, COUNT}
+    split = node.value  # only a split into process_count() parts, indexed by the process: not any table
+    return (
+        isinstance(split, ast.Call)
+        and COUNT in _carries(module, ast.Tuple(elts=_arguments(split)), carried)
+        and INDEX in _carries(module, node.slice, carried)
+    )
 
 
 def _is_count(module: Module, node: ast.AST, call: str, listing: str) -> bool:
@@ -61,7 +105,9 @@ def _is_count(module: Module, node: ast.AST, call: str, listing: str) -> bool:
 
 
 def local_devices(module: Module) -> Iterator[Hit]:
-    for node in module.of(ast.BinOp, ast.ListComp, ast.GeneratorExp, ast.For):
+    if not module.mentions("local_device"):
+        return
+    for node in module.of(ast.BinOp, ast.ListComp, ast.GeneratorExp, ast.For, ordered=False):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
             sides = (node.left, node.right)
             local = any(_is_count(module, s, "jax.local_device_count", "jax.local_devices") for s in sides)
@@ -75,7 +121,7 @@ def local_devices(module: Module) -> Iterator[Hit]:
                 )
         elif isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.For)):
             iters = [g.iter for g in node.generators] if not isinstance(node, ast.For) else [node.iter]
-            local_iter = next((i for i in iters if module.called(i) == "jax.local_devices"), None)
+            local_iter = next((i for i in iters if _over_local_devices(module, i)), None)
             if local_iter is not None and _calls_of(module, node, "jax.device_put"):
                 yield Hit(
                     module.shown,
@@ -83,6 +129,20 @@ def local_devices(module: Module) -> Iterator[Hit]:
                     f"a loop over {module.code(local_iter)} calls jax.device_put for "
                     "each device from this process: on Pathways that is every device of the job, from one host",
                 )
+
+
+WRAPPERS = ("enumerate", "zip", "list", "tuple", "sorted", "reversed")
+
+
+def _over_local_devices(module: Module, node: ast.AST) -> bool:
+    """``jax.local_devices()``, also inside ``enumerate(...)``, ``zip(...)``, ``list(...)``, ``sorted(...)``."""
+    if module.called(node) == "jax.local_devices":
+        return True
+    return (
+        isinstance(node, ast.Call)
+        and module.is_builtin_call(node, *WRAPPERS)
+        and any(_over_local_devices(module, arg) for arg in node.args)
+    )
 
 
 CPU_COUNT = frozenset({"os.cpu_count", "multiprocessing.cpu_count"})
@@ -109,6 +169,15 @@ def cpu_count(module: Module) -> Iterator[Hit]:
                 )
 
 
+def _process_index_test(module: Module, node: ast.AST) -> ast.AST | None:
+    """The ``process_index() == 0`` part of a test, also as one operand of ``and``/``or``."""
+    if _process_index_zero(module, node):
+        return node
+    if isinstance(node, ast.BoolOp):
+        return next((found for v in node.values if (found := _process_index_test(module, v)) is not None), None)
+    return None
+
+
 def _process_index_zero(module: Module, node: ast.AST) -> bool:
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
         sides = (node.left, node.comparators[0])
@@ -120,14 +189,20 @@ def _process_index_zero(module: Module, node: ast.AST) -> bool:
 
 
 def process_index_guard(module: Module) -> Iterator[Hit]:
-    for node in module.of(ast.If, ast.IfExp, ast.While):
-        if isinstance(node, (ast.If, ast.IfExp, ast.While)) and _process_index_zero(module, node.test):
-            yield Hit(
-                module.shown,
-                node.lineno,
-                f"{module.code(node.test)} is always true on Pathways (one "
-                "process): code meant for the other processes never runs",
-            )
+    for node in module.of(ast.If, ast.IfExp, ast.While, ordered=False):
+        if not isinstance(node, (ast.If, ast.IfExp, ast.While)):
+            continue
+        test = _process_index_test(module, node.test)
+        if test is None:
+            continue
+        always = "false" if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.NotEq) else "true"
+        part = "" if test is node.test else f" (in {module.code(node.test)})"
+        yield Hit(
+            module.shown,
+            node.lineno,
+            f"{module.code(test)}{part} is always {always} on Pathways (one process): the guard does not pick one "
+            "host, and code meant for the other processes never runs",
+        )
 
 
 RULES = (
@@ -135,20 +210,20 @@ RULES = (
         "process-sharding",
         10,
         "warning",
-        "data sharded by jax.process_index()/process_count() (ds.shard(...), Grain ShardByJaxProcess)",
+        "data sharded by jax.process_index()/process_count() (ds.shard(...), Grain ShardByJaxProcess, slices by hand)",
         "load each batch next to the accelerators with colocated Python (pwdeploy sidecar), or load the global "
         "batch once and shard it with jax.device_put(batch, NamedSharding(mesh, P('data')))",
         f"{PORTING} (data loading)",
-        per_module(process_sharding),
+        process_sharding,
     ),
     Rule(
         "local-devices",
         11,
         "warning",
-        "jax.local_devices()/local_device_count() used as this host's devices in batch or mesh arithmetic",
+        "jax.local_devices()/local_device_count() used as this host's devices (arithmetic, a device_put per device)",
         "use the mesh's devices (mesh.devices, jax.devices()) and the global batch; there is one host on Pathways",
         f"{PORTING} (process index)",
-        per_module(local_devices),
+        local_devices,
     ),
     Rule(
         "cpu-count",
@@ -157,15 +232,15 @@ RULES = (
         "os.cpu_count()/multiprocessing.cpu_count()/Grain worker_count=None: the node's vCPUs",
         "use pwdeploy.runtime.data_workers() (the container's CPU limit; PWDEPLOY_DATA_WORKERS)",
         f"{PORTING}; {GRAIN_LOADER}",
-        per_module(cpu_count),
+        cpu_count,
     ),
     Rule(
         "process-index-guard",
         17,
         "info",
-        "jax.process_index() == 0 guards: always true",
+        "jax.process_index() == 0 guards (alone or in and/or): always true",
         "drop the guard on Pathways (one process does everything), or keep it if the code also runs multi-controller",
         f"{PORTING} (process index)",
-        per_module(process_index_guard),
+        process_index_guard,
     ),
 )

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pwdeploy.check.program import env_writes, literal_str
+from pwdeploy.check.program import Module, env_writes, literal_str
 from pwdeploy.check.rule import ORBAX_MULTIHOST, PW_INIT, PW_VALIDATORS, Context, Hit, Rule
 
 PERSISTENCE = "ENABLE_PATHWAYS_PERSISTENCE"
@@ -15,13 +15,18 @@ _TAG_JAX = re.compile(r":(?:.*[-_])?jax_([0-9]+(?:\.[0-9]+)*)")
 _PIN = re.compile(r"^\s*(jax|jaxlib)\s*==\s*([0-9][0-9.]*)\s*(?:[;#].*)?$", re.IGNORECASE)
 
 
+PERSISTENCE_SAID = "pathwaysutils.initialize() and Orbax accept only 1, 0 or unset and raise ValueError otherwise"
+
+
+def persistence_code(module: Module) -> Iterator[Hit]:
+    for node, key, value in env_writes(module):
+        text = literal_str(value)
+        if key == PERSISTENCE and text is not None and text not in ("1", "0"):
+            yield Hit(module.shown, node.lineno, f"{module.code(node)} sets {PERSISTENCE}={text!r}: {PERSISTENCE_SAID}")
+
+
 def persistence_env(context: Context) -> Iterable[Hit]:
-    said = "pathwaysutils.initialize() and Orbax accept only 1, 0 or unset and raise ValueError otherwise"
-    for module in context.modules:
-        for node, key, value in env_writes(module):
-            text = literal_str(value)
-            if key == PERSISTENCE and text is not None and text not in ("1", "0"):
-                yield Hit(module.shown, node.lineno, f"{module.code(node)} sets {PERSISTENCE}={text!r}: {said}")
+    said = PERSISTENCE_SAID
     for container, env in context.container_envs.items():
         rendered = env.get(PERSISTENCE)
         if rendered is not None and rendered not in ("1", "0"):
@@ -82,7 +87,8 @@ RULES = (
         f"{PERSISTENCE} set to anything but 1/0",
         f"set {PERSISTENCE} to 1 (pwdeploy's default) or 0, or leave it to pwdeploy",
         f"{PW_INIT}; {ORBAX_MULTIHOST}",
-        persistence_env,
+        persistence_code,
+        judge=persistence_env,
         needs_job=True,
     ),
     Rule(
@@ -93,7 +99,7 @@ RULES = (
         "pin the sidecar base of your pathways_version (<date>-python_X.Y-jax_<pathways_version>) and drop other "
         "jax pins",
         PW_VALIDATORS,
-        sidecar_versions,
+        judge=sidecar_versions,
         needs_job=True,
     ),
 )

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from pwdeploy.check.program import FunctionNode, Module
-from pwdeploy.check.rule import PORTING, PW_ELASTIC, Hit, Rule, per_module
+from pwdeploy.check.rule import JAX_PROFILER, MAXTEXT_ELASTIC, PORTING, PW_ELASTIC, Hit, Rule
 
 SYNC_CALLS = frozenset({"jax.device_get", "jax.block_until_ready"})
 SYNC_CONVERSIONS = frozenset({"numpy.asarray", "numpy.array", "jax.device_get"})
@@ -37,7 +37,7 @@ def _names(target: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
-def _device_values(statements: list[ast.stmt], jitted: set[str]) -> set[str]:
+def _device_values(statements: list[ast.stmt], jitted: frozenset[str]) -> set[str]:
     """Names a loop body binds to what a jitted function returned (``params, loss = step(params, batch)``)."""
     found: set[str] = set()
     for statement in statements:
@@ -67,22 +67,34 @@ def _sync(module: Module, call: ast.Call, device: set[str]) -> bool:
     return isinstance(func, ast.Attribute) and func.attr in SYNC_METHODS and _root_name(func.value) in device
 
 
-def _loops(module: Module) -> Iterator[tuple[ast.For | ast.While, set[str]]]:
-    """Each live loop with the jitted names it can see (the module's and its enclosing function's)."""
-    top = module.jitted()
-    seen: dict[int, set[str]] = {}
+TEXT_BUILTINS = ("print", "str", "repr", "format")
+
+
+def _formatted(module: Module, node: ast.AST, device: set[str]) -> ast.AST | None:
+    """The device value an f-string, ``%``, ``.format()``, ``print()``, ``str()``/``repr()``/``format()`` turns into
+    text (``print(f"{loss:.4f}")``, ``"%.4f" % loss``); None when it formats only host values."""
+    values: list[ast.AST] = []
+    if isinstance(node, ast.JoinedStr):
+        values = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+        values = list(node.right.elts) if isinstance(node.right, ast.Tuple) else [node.right]
+    elif isinstance(node, ast.Call) and module.is_builtin_call(node, *TEXT_BUILTINS):
+        values = [*node.args, *(k.value for k in node.keywords if k.arg is None)]
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+    ):
+        values = [*node.args, *(k.value for k in node.keywords)]
+    return next((v for v in values if _root_name(v) in device), None)
+
+
+def _loops(module: Module) -> Iterator[tuple[ast.For | ast.While, frozenset[str]]]:
+    """Each live loop with the jitted names it can see (bound anywhere in the module: a function's own included)."""
     for node in module.of(ast.For, ast.While):
-        if not isinstance(node, (ast.For, ast.While)):
-            continue
-        scope = next(
-            (a for a in module.ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None
-        )
-        if scope is None:
-            yield node, top
-            continue
-        if id(scope) not in seen:
-            seen[id(scope)] = top | module.jitted(scope)
-        yield node, seen[id(scope)]
+        if isinstance(node, (ast.For, ast.While)):
+            yield node, module.jitted
 
 
 def host_sync(module: Module) -> Iterator[Hit]:
@@ -103,6 +115,14 @@ def host_sync(module: Module) -> Iterator[Hit]:
                         f"of the loop at line {loop.lineno}: on Pathways each is a round trip through the IFRT "
                         "proxy and stops dispatching the next step ahead",
                     )
+                elif (value := _formatted(module, node, device)) is not None:
+                    yield Hit(
+                        module.shown,
+                        getattr(node, "lineno", loop.lineno),
+                        f"{module.code(node)} turns {module.code(value)}, which the jitted step returned, into text "
+                        f"on every step of the loop at line {loop.lineno}: formatting or printing an array reads it "
+                        "to the host and waits for the device, on Pathways a round trip through the IFRT proxy",
+                    )
 
 
 BROAD = frozenset({"Exception", "BaseException", "builtins.Exception", "builtins.BaseException"})
@@ -111,11 +131,13 @@ JAX_ERRORS = frozenset({"jax.errors.JaxRuntimeError", "jaxlib.xla_extension.XlaR
 
 def _elastic_functions(module: Module) -> Iterator[FunctionNode]:
     """Functions wrapped by ``<manager>.elastic_retry(...)``: decorated, or passed as ``elastic_retry(...)(f)``."""
+    if not module.mentions("elastic_retry"):
+        return
     wrapped: set[str] = set()
     for node in module.of(ast.Call):
         if isinstance(node, ast.Call) and _is_elastic_retry(node.func) and node.args:
             wrapped |= {a.id for a in node.args if isinstance(a, ast.Name)}
-    for node in module.of(ast.FunctionDef, ast.AsyncFunctionDef):
+    for node in module.of(ast.FunctionDef, ast.AsyncFunctionDef, ordered=False):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
             node.name in wrapped or any(_is_elastic_retry(d) for d in node.decorator_list)
         ):
@@ -171,6 +193,51 @@ def elastic_swallow(module: Module) -> Iterator[Hit]:
             )
 
 
+START_TRACE = frozenset({"jax.profiler.start_trace", "pathwaysutils.profiling.start_trace"})
+STOP_TRACE = frozenset({"jax.profiler.stop_trace", "pathwaysutils.profiling.stop_trace"})
+
+
+def _stops_finally(module: Module, function: FunctionNode) -> bool:
+    """The function stops the trace in a ``finally:``, so that a retry does not find it still running."""
+    return any(
+        module.called(call) in STOP_TRACE
+        for node in ast.walk(function)
+        if isinstance(node, ast.Try)
+        for statement in node.finalbody
+        for call in ast.walk(statement)
+    )
+
+
+def _conditional(module: Module, node: ast.AST, function: FunctionNode) -> bool:
+    """Under an ``if`` inside ``function``: the program may start the trace on the first attempt only."""
+    for parent in module.ancestors(node):
+        if parent is function:
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp)):
+            return True
+    return False
+
+
+def elastic_profiler(module: Module) -> Iterator[Hit]:
+    for function in _elastic_functions(module):
+        if _stops_finally(module, function):
+            continue
+        for node in ast.walk(function):
+            if (
+                isinstance(node, ast.Call)
+                and (name := module.called(node)) in START_TRACE
+                and not _conditional(module, node, function)
+            ):
+                yield Hit(
+                    module.shown,
+                    node.lineno,
+                    f"{module.code(node)} starts a trace inside {function.name}(), which elastic_retry runs again "
+                    f"after a slice loss: the lost attempt never reached {name.rpartition('.')[0]}.stop_trace(), "
+                    'so the retry fails with "RuntimeError: Profile has already been started. Only one profile may '
+                    'be run at a time." (and a trace taken while slices come back measures the recovery)',
+                )
+
+
 RULES = (
     Rule(
         "host-sync",
@@ -179,7 +246,7 @@ RULES = (
         "per-step host syncs in the training loop (float(loss), np.asarray, jax.device_get, .block_until_ready())",
         "read values only every N steps (if step % N == 0: ...) or after the loop; keep the step's outputs on device",
         f"{PORTING} (introduction: asynchronous dispatch)",
-        per_module(host_sync),
+        host_sync,
     ),
     Rule(
         "elastic-swallow",
@@ -188,6 +255,16 @@ RULES = (
         "inside elastic_retry: a broad except around the step, or logging set to swallow the JaxRuntimeError",
         "catch only what you handle, or re-raise (raise) after logging, so elastic_retry sees the slice loss",
         PW_ELASTIC,
-        per_module(elastic_swallow),
+        elastic_swallow,
+    ),
+    Rule(
+        "elastic-profiler",
+        19,
+        "warning",
+        "jax.profiler.start_trace() on every attempt of a function elastic_retry retries, never stopped in a finally:",
+        "profile outside the elastic function (or with jax.profiler.trace(...) as a with block), or stop the trace "
+        "in a finally: so that a retry starts a new one",
+        f"{JAX_PROFILER}; {MAXTEXT_ELASTIC}",
+        elastic_profiler,
     ),
 )

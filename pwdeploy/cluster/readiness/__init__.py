@@ -4,11 +4,12 @@ report row each, run concurrently; one module per check, each declaring its name
 The control plane's version is asked first, alone: it also tells whether the API server answers at all, so an
 unreachable cluster costs one request (with its retries) instead of one per check. The checks then run side by
 side: ``kubernetes-version`` (version), ``jobset-api``, ``controllers``, ``namespace``, ``queue``,
-``provisioning`` (capacity queued only), ``tpu-capacity``, ``head-capacity``, ``permissions`` and one ``secret``
-row per Secret that ``main.secret_env`` references. The checks read what the job asks of the cluster (selectors,
-tolerations, requests) from the rendered JobSet, never from constants of their own. Each node list, and the list of
-the cluster's active pods, is asked once however many checks read it. A check the API server will not answer for
-this identity is ``not verified``; the only writes are access reviews and one server dry run (nothing persisted).
+``provisioning`` (capacity queued only), ``dynamic-slicing`` (tpu.dynamic_slicing only), ``tpu-capacity``,
+``head-capacity``, ``permissions`` and one ``secret`` row per Secret that ``main.secret_env`` references. The checks
+read what the job asks of the cluster (selectors, tolerations, requests) from the rendered JobSet, never from
+constants of their own. Each node list, and the list of the cluster's active pods, is asked once however many
+checks read it. A check the API server will not answer for this identity is ``not verified``; the only writes are
+access reviews and one server dry run (nothing persisted).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pwdeploy.cluster.readiness import (
     controllers,
+    dynamic_slicing,
     head_capacity,
     jobset_api,
     namespace,
@@ -43,6 +45,7 @@ MODULES = (
     namespace,
     queue,
     provisioning,
+    dynamic_slicing,
     tpu_capacity,
     head_capacity,
     permissions,
@@ -60,6 +63,7 @@ def checks(job: JobConfig, *, max_workers: int) -> list[Check]:
         namespace.CHECK,
         queue.CHECK,
         *provisioning.checks(job.tpu.capacity),
+        *dynamic_slicing.checks(job),
         tpu_capacity.CHECK,
         head_capacity.CHECK,
         permissions.check_with(max_workers),

@@ -6,9 +6,10 @@ Ready, schedulable nodes that carry every label of the worker pod's nodeSelector
 tolerates, and which allocate the chips a worker container asks for, less the chips other pods request there, with
 none of the workers' host ports taken (the workers use hostNetwork: the scheduler's NodePorts filter refuses a node
 whose ports another job's workers hold, before it counts chips). Other pods are read in one list of the cluster's
-active pods; the job's own pods (a resubmit) are not counted. Selector, tolerations, chips, VMs per slice
-and slices are all read from the rendered JobSet, so a capacity mode (spot, a reservation, ...) is counted as
-rendered.
+active pods; the job's own pods (a resubmit) are not counted. Without that exclusive topology (dynamic slicing: GKE
+forms a slice from several sub-block pools) the free nodes of all pools count together. Selector, tolerations,
+chips, VMs per slice, slices and the exclusive topology are all read from the rendered JobSet, so a capacity mode
+(spot, a reservation, ...) is counted as rendered.
 """
 
 from __future__ import annotations
@@ -52,10 +53,14 @@ class WorkerAsk:
         self.chips = container_request(self.spec, ids.WORKER_CONTAINER, TPU_RESOURCE)
         self.vms = int(worker["template"]["spec"]["completions"])
         self.slices = int(worker.get("replicas", 1))
+        annotations = (worker["template"].get("metadata") or {}).get("annotations") or {}
+        self.pool_per_slice = annotations.get(ids.EXCLUSIVE_TOPOLOGY_ANNOTATION) == ids.NODE_POOL_LABEL
 
     @property
     def shape(self) -> str:
-        return f"{self.selector.get(TPU_ACCELERATOR_LABEL, '?')} {self.selector.get(TPU_TOPOLOGY_LABEL, '?')}"
+        """``tpu-v5p-slice 2x2x1``; the accelerator alone where the workers select no topology (dynamic slicing)."""
+        accelerator, topology = self.selector.get(TPU_ACCELERATOR_LABEL, "?"), self.selector.get(TPU_TOPOLOGY_LABEL)
+        return accelerator if topology is None and not self.pool_per_slice else f"{accelerator} {topology or '?'}"
 
     @property
     def capacity_labels(self) -> str:
@@ -76,11 +81,13 @@ def _run(target: Target, row: Row) -> CheckResult:
     free_nodes = [n for n in usable if free(n, TPU_RESOURCE, held) >= ask.chips and not port_conflicts(n, ports, held)]
     busy = len(usable) - len(free_nodes)
     sizes = pool_sizes(free_nodes)
-    holding = sum(size >= ask.vms for size in sizes.values())
     labelled = f" labelled {ask.capacity_labels}" if ask.capacity_labels else ""
     tainted = len(ready) - len(usable)
     untolerated = f"; {tainted} more with taints the workers do not tolerate" if tainted else ""
     taken = f"; {busy} more held by other pods (their TPU chips or the workers' host ports)" if busy else ""
+    if not ask.pool_per_slice:
+        return _shared_pools(row, ask, sizes, len(free_nodes), f"{labelled}{untolerated}{taken}{unread}")
+    holding = sum(size >= ask.vms for size in sizes.values())
     what = (
         f"{_pools(sizes)} x {ask.shape} nodes{labelled} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each"
         f"{untolerated}{taken}{unread}); the job needs {count(ask.slices, 'pool')} (one per slice) of "
@@ -104,6 +111,24 @@ def _run(target: Target, row: Row) -> CheckResult:
         f"{what}{short}: the workers wait unless node pools autoscale from zero or use queued provisioning",
         f"create TPU node pools of {ask.shape.replace(' ', ' with topology ')}, one per slice with "
         f"{count(ask.vms, 'node')}, or check that autoscaling or queued provisioning covers them",
+        FIELDS,
+    )
+
+
+def _shared_pools(row: Row, ask: WorkerAsk, sizes: dict[str, int], nodes: int, notes: str) -> CheckResult:
+    """A slice may span pools (no exclusive topology): the usable nodes of all pools together."""
+    needed = ask.slices * ask.vms
+    what = (
+        f"{_pools(sizes)} x {ask.shape} nodes{notes} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each): "
+        f"{count(nodes, 'node')} in all; the job needs {count(needed, 'node')} ({ask.slices} x {ask.vms}), from "
+        "any of these pools"
+    )
+    if nodes >= needed:
+        return row(Status.OK, what, fields=FIELDS)
+    return row(
+        Status.WARN,
+        f"{what}: the workers wait for more",
+        f"add sub-block node pools of {ask.shape} until {count(needed, 'node')} are Ready",
         FIELDS,
     )
 
