@@ -52,6 +52,12 @@ def parse_quantity(value: object, field: str, *, allow_zero: bool = False) -> De
     return result
 
 
+def is_bare_number(text: str) -> bool:
+    """Whether a quantity is a plain number, without a suffix or an exponent (``32``, ``0.5``)."""
+    match = _PATTERN.fullmatch(text.strip())
+    return match is not None and match.group(2) is None and match.group(3) is None
+
+
 def canonical(value: object, field: str, *, allow_zero: bool = False) -> str:
     """The quantity as the user wrote it, once checked (ints become strings)."""
     parse_quantity(value, field, allow_zero=allow_zero)

@@ -154,7 +154,7 @@ def test_escape_hatches_add_to_what_the_mode_renders() -> None:
         ),
         ({"tpu.capacity": "flex-start", "tpu.max_run_duration": "8d"}, "tpu.max_run_duration", "at most 7 days"),
         ({"tpu.capacity": "flex-start", "tpu.max_run_duration": "soon"}, "tpu.max_run_duration", "not a duration"),
-        ({"tpu.capacity": "flex-start", "tpu.max_run_duration": "0"}, "tpu.max_run_duration", "more than 0"),
+        ({"tpu.capacity": "flex-start", "tpu.max_run_duration": "0"}, "tpu.max_run_duration", "at least 10 minutes"),
         ({"tpu.capacity": "preemptible"}, "tpu.capacity", "is not one of: on-demand, spot, reservation"),
         ({"tpu.node_selector": ["bad key!=x"]}, "tpu.node_selector.bad key!", "the name part"),
         ({"tpu.node_selector": ["pool=a/b"]}, "tpu.node_selector.pool", "is not a label value"),

@@ -177,3 +177,16 @@ def test_schema_checks_image_references() -> None:
     jsonschema.validate({"name": "x", "main": {"image": "us-docker.pkg.dev/p/r/train:1"}}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"name": "x", "main": {"image": "train:1 extra"}}, schema)
+
+
+def test_file_flag_forms_parse_as_before(runner: CliRunner, jax_version: str) -> None:
+    """``-f`` is matched at once by render's parser (no "did you mean" list built for it): ``-f FILE`` and
+    ``--file FILE`` as before, ``-f=FILE`` as kubectl takes it, a missing value and an unknown flag as click says."""
+    example = str(EXAMPLE)
+    outputs = {runner.invoke(cli, ["render", *form]).stdout for form in (["-f", example], ["--file", example])}
+    assert len(outputs) == 1 and "kind: JobSet" in next(iter(outputs))
+    assert runner.invoke(cli, ["render", f"-f={example}"]).stdout in outputs
+    missing = runner.invoke(cli, ["render", "-f"])
+    assert missing.exit_code == 2 and "Option '-f' requires an argument" in missing.stderr
+    unknown = runner.invoke(cli, ["render", "-f", example, "--num-slice", "2"])
+    assert unknown.exit_code == 2 and "'--num-slices'" in unknown.stderr  # click's close matches, as before

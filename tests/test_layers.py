@@ -31,7 +31,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "kube": LEAVES,
     "registry": LEAVES,
     "gcs": LEAVES,
-    "validation": LEAVES | {"quantity"},
+    "validation": LEAVES | {"quantity", "catalog"},
     "manifests": LEAVES | {"quantity", "catalog", "config", "envcontract"},
     "images": LEAVES | {"quantity", "catalog", "config", "registry"},
     "preflight": LEAVES | {"quantity", "catalog", "config", "gcs", "registry"},

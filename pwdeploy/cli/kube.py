@@ -28,9 +28,15 @@ def cluster_options(func: F) -> F:
         "--kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster).",
+        envvar="PWDEPLOY_KUBECONFIG",
+        help="Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster) [env PWDEPLOY_KUBECONFIG]",
     )(func)
-    return click.option("--context", default=None, help="Kubeconfig context (default: its current-context).")(func)
+    return click.option(
+        "--context",
+        default=None,
+        envvar="PWDEPLOY_CONTEXT",
+        help="Kubeconfig context (default: its current-context) [env PWDEPLOY_CONTEXT]",
+    )(func)
 
 
 def region_option(func: F) -> F:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import click
 
 from pwdeploy.config import JobConfig, load_job
+from pwdeploy.config.capacity import flex_start_multi_host
+from pwdeploy.config.checks import dump_without_destination
 from pwdeploy.config.fields import FIELDS, Field, Kind
 from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.errors import ConfigError
@@ -72,6 +74,20 @@ def job_options(func: F) -> F:
     )(func)
 
 
+class JobCommand(click.Command):
+    """A command that takes the job flags, whose parser matches ``-f`` at once. Click first tries every option word
+    as a long option, and a miss builds its "did you mean" list: for ``-f`` that was a close-match search over all
+    the job flags and the import of difflib, on every run of the command. Registered as a long option too, ``-f
+    FILE`` parses as before, and ``-f=FILE`` takes FILE, as kubectl's ``-f=FILE`` does."""
+
+    def make_parser(self, ctx: click.Context) -> Any:
+        parser = super().make_parser(ctx)
+        short, long = getattr(parser, "_short_opt", None), getattr(parser, "_long_opt", None)  # click's parser tables
+        if isinstance(short, dict) and isinstance(long, dict) and "-f" in short:
+            long.setdefault("-f", short["-f"])
+        return parser
+
+
 class OneFileOption(click.Option):
     """``-f``, repeatable only to be refused: its variable is one path, spaces and all (not split as click splits
     a repeatable option's variable)."""
@@ -109,6 +125,25 @@ def overrides_from(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, st
             found[field.path] = os.environ[field.env_name]
             sources[field.path] = field.env_name
     return found, sources
+
+
+def unread_variables() -> list[str]:
+    """A line for each ``PWDEPLOY_<FLAG>`` variable that is set but read by no job flag: the repeatable flags
+    (``--env``, ``--tpu-node-selector``, ...) have no environment default, since one variable cannot hold their
+    items unambiguously. The names of the env contract (``PWDEPLOY_NUM_SLICES``) are left alone: they are what a
+    job is given, set in a shell that ran ``eval "$(pwdeploy local env ...)"``."""
+    from pwdeploy.identifiers import JOB_ENV_NAMES
+
+    lines = []
+    for field in FIELD_OF_PARAM.values():
+        name = field.flag_env_name
+        if field.env_name is None and name not in JOB_ENV_NAMES and os.environ.get(name, "").strip():
+            flag = str(field.flag)
+            lines.append(
+                f"{name} is set but not read: {flag} is repeatable and has no environment default; pass "
+                f"{flag} {KINDS[field.kind].metavar(field)} (or set {field.path} in the file)"
+            )
+    return lines
 
 
 def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +190,17 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         names = context.command_path.split()[1:] if context is not None else ["render"]  # after the program's name
         command = " ".join(["pwdeploy", *names])
         raise ConfigError(None, "no job config given (-f FILE or flags)", hint=f"e.g. {command} -f job.yaml")
-    job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax)
+    for line in unread_variables():
+        click.echo(f"warning: {line}", err=True)
+    notes: list[str] = []  # values used as given where something else may have been meant
+    job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax, replaced=notes)
+    found = (
+        dump_without_destination(job.xla_flags, job.storage.hlo_dump),
+        flex_start_multi_host(job.tpu.capacity, job.tpu.slice),
+        _config_in_sidecar_folder(job, file),
+    )
+    for line in [*notes, *(line for line in found if line)]:
+        click.echo(f"warning: {line}", err=True)
     if pin_images and (job.sidecar.repository or job.image.repository):
         from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
 
@@ -163,3 +208,11 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         for warning in warnings:
             click.echo(f"warning: {warning}", err=True)
     return job
+
+
+def _config_in_sidecar_folder(job: JobConfig, file: Path | None) -> str | None:
+    if job.sidecar.source_dir is None or file is None:
+        return None
+    from pwdeploy.images.inputs import config_file_warning  # a sidecar's folder only: not on a plain render's path
+
+    return config_file_warning(job.sidecar.source_dir, file, "sidecar.source_dir")

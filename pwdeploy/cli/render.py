@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import JobCommand, job_from_params, job_options, pop_job_params
 from pwdeploy.errors import ConfigError
 
 
-@click.command()
+@click.command(cls=JobCommand)
 @job_options
 @click.option(
     "-o",

@@ -12,12 +12,17 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy import names
+from pwdeploy.catalog import TpuSlice
 from pwdeploy.config.capacity_modes import LABELS, TIMED, capacity_mode
 from pwdeploy.config.model import Toleration
 from pwdeploy.config.values import key_values, kind_name
 from pwdeploy.errors import ConfigError
 
 MAX_RUN_SECONDS = 7 * 24 * 3600  # GKE runs flex-start and queued-provisioning VMs for at most 7 days
+# The Dynamic Workload Scheduler's shortest run: Compute Engine's resize requests take a requestedRunDuration "from
+# 600 to 604800" seconds (the compute_resize_request resource of the Terraform google provider, 6.41.0, as generated
+# in cdktf/cdktf-provider-google-go google/computeresizerequest); shorter, the VMs would go before a job starts.
+MIN_RUN_SECONDS = 600
 BARE_SECONDS_AT_LEAST = 3600  # a number without a unit below an hour reads like minutes or hours meant
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -43,8 +48,12 @@ def parse_duration(value: Any, path: str) -> int:
             "a unit slip",
             hint=f"write {found[1]}h for hours or {found[1]}m for minutes ({found[1]}s if you do mean seconds)",
         )
-    if not 0 < seconds <= MAX_RUN_SECONDS:
-        raise ConfigError(path, f"{value!r} is {seconds} s; GKE allows more than 0 and at most 7 days (7d, 604800)")
+    if not MIN_RUN_SECONDS <= seconds <= MAX_RUN_SECONDS:
+        raise ConfigError(
+            path,
+            f"{value!r} is {seconds} s; flex-start and queued VMs run for at least 10 minutes (10m, {MIN_RUN_SECONDS}) "
+            f"and at most 7 days (7d, {MAX_RUN_SECONDS})",
+        )
     return seconds
 
 
@@ -209,3 +218,19 @@ def check_dynamic_slicing(parsed: Mapping[str, Any]) -> None:
             "pins the workers to one node pool, but a dynamic slice spans the sub-blocks' node pools",
             hint="drop it, or drop --dynamic-slicing",
         )
+
+
+def flex_start_multi_host(capacity: str, tpu_slice: TpuSlice) -> str | None:
+    """A warning for flex-start on a slice of several VMs. Flex-start VMs come as capacity allows, one node at a
+    time; GKE's guide to flex-start with queued provisioning ("Run a large-scale workload with flex-start with
+    queued provisioning", GKE how-to provisioningrequest) recommends queued provisioning for workloads that "run
+    across multiple nodes simultaneously" and plain flex-start VMs for those that run on one node. A multi-host
+    slice starts only with all of its VMs, and bills those it has while it waits."""
+    if capacity != "flex-start" or tpu_slice.vms <= 1:
+        return None
+    return (
+        f"tpu.capacity flex-start with a {tpu_slice.type_name} slice of {tpu_slice.vms} VMs: flex-start VMs come one "
+        "by one as capacity allows, and a multi-host slice starts only with all of them (billing those it has while "
+        "it waits); GKE recommends queued provisioning for work that runs on several nodes at once: --capacity queued "
+        "--queue LOCALQUEUE (docs/capacity.md)"
+    )

@@ -17,8 +17,8 @@ Toolkit's ``dws-flex-start-queued-provisioning`` TPU example (label and taint ``
 ``provreq.kueue.x-k8s.io/maxRunDurationSeconds`` on the job object).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: typing.NamedTuple compiles each string annotation into a ForwardRef
+# (tens of microseconds a field), which evaluated annotations skip; as in pwdeploy.config.model.
 from typing import Literal, NamedTuple
 
 from pwdeploy import identifiers as ids

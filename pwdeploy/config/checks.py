@@ -218,20 +218,25 @@ def _pathways_version(parsed: Mapping[str, Any], installed: str | None) -> dict[
 
 
 def _data_workers(parsed: Mapping[str, Any]) -> dict[str, Any]:
-    cpu_limit = int(parse_quantity(parsed["main.cpu"], "main.cpu"))  # whole cores available to loaders
+    """Each data-loader worker is a process that wants a CPU of its own: at most as many as main.cpu gives (none
+    by default below one CPU, where the main process alone fills the limit)."""
+    cpus = parse_quantity(parsed["main.cpu"], "main.cpu")
     workers = parsed["main.data_workers"]
     if workers is None:
-        workers = max(1, cpu_limit - 1)
-    elif workers > max(cpu_limit, 1):
+        workers = max(1, int(cpus) - 1) if cpus >= 1 else 0
+    elif workers > cpus:
+        most = int(cpus)
+        fix = f"use at most {most} or raise main.cpu" if most else "use 0 (load in the main process) or raise main.cpu"
         raise ConfigError(
             "main.data_workers",
-            f"{workers} exceeds the user container's CPU limit ({parsed['main.cpu']}); "
-            f"use at most {max(cpu_limit, 1)} or raise main.cpu",
+            f"{workers} exceeds the user container's CPU limit ({parsed['main.cpu']}): each worker is a process "
+            f"that needs a CPU of its own; {fix}",
         )
     return {"main.data_workers": workers}
 
 
 RESTARTS_WITH_CHECKPOINTS = 3  # each restart resumes from the last checkpoint; 3 bounds what a failing pool costs
+MAX_RESTARTS = 100  # JobSet takes an int32; past this a number is "for ever", which a crash loop turns into TPU bills
 
 
 def _max_restarts(parsed: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,6 +245,13 @@ def _max_restarts(parsed: Mapping[str, Any]) -> dict[str, Any]:
     restarts = parsed["scheduling.max_restarts"]
     if restarts is None:
         restarts = RESTARTS_WITH_CHECKPOINTS if parsed["storage.checkpoints"] is not None else 0
+    if restarts > MAX_RESTARTS:
+        raise ConfigError(
+            "scheduling.max_restarts",
+            f"{restarts} is more restarts than pwdeploy accepts ({MAX_RESTARTS}): each restart recreates every pod "
+            "of the job, so a job that fails the same way each time would hold its TPUs in a crash loop for days",
+            hint=f"use a bound you would wait through (the default with checkpoints is {RESTARTS_WITH_CHECKPOINTS})",
+        )
     return {"scheduling.max_restarts": restarts}
 
 
@@ -260,6 +272,21 @@ def _xla_flags(parsed: Mapping[str, Any]) -> None:
                 f"{flag.split('=', 1)[0]} is a Pathways worker flag, not an XLA flag for the proxy",
                 hint=f"pass it with --worker-flag {flag} (config: worker_flags)",
             )
+
+
+def dump_without_destination(xla_flags: tuple[str, ...], hlo_dump: object) -> str | None:
+    """A warning for an HLO dump flag with nowhere to dump: XLA then writes every module to the standard output of
+    the process that compiles ("If not specified but another dumping flag is passed, data will be written to
+    stdout": xla_dump_to's help in openxla/xla, xla/debug_options_flags.cc), a log flood rather than files."""
+    flags = [flag.split("=", 1)[0] for flag in xla_flags]
+    dumps = [flag for flag in flags if flag.startswith("--xla_dump") and flag != "--xla_dump_to"]
+    if not dumps or "--xla_dump_to" in flags or hlo_dump is not None:
+        return None
+    return (
+        f"xla_flags: {dumps[0]} says how to dump HLO but not where, so XLA writes every module to the log of the "
+        "process that compiles (the proxy's; in local run, the job's): set storage.hlo_dump (--hlo-dump "
+        "gs://BUCKET/hlo), or pass --xla-flag --xla_dump_to=- if the log is meant"
+    )
 
 
 def _pinned_images(parsed: Mapping[str, Any]) -> None:
@@ -300,13 +327,25 @@ def _scheduling(parsed: Mapping[str, Any]) -> None:
 
 
 def _compile_cache(parsed: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
-    """A gs:// cache is checked like every GCS location; a local one resolves against the config's folder."""
+    """A gs:// cache is checked like every GCS location; a local one resolves against the config's folder. A value
+    that looks like a URI but is not a gs:// one (``gs:/bucket``, ``s3://...``) is refused: as a path it would
+    make a local folder named ``gs:``."""
     cache = parsed["local.compile_cache"]
     if cache.startswith("gs://"):
         parse_gcs(cache, "local.compile_cache")
         return {}
     if not cache:
         return {}
+    written, colon, rest = cache.partition(":")
+    gcs = written.lower() == "gs"  # gs:/bucket, gs:bucket, GS://bucket
+    if colon and (gcs or (rest.startswith("/") and written.isascii() and written.replace("-", "").isalnum())):
+        fix = f"write gs://{rest.lstrip('/')}" if gcs else "use gs://BUCKET/PREFIX or a local folder"
+        raise ConfigError(
+            "local.compile_cache",
+            f"{cache!r} is neither a gs:// location nor a local folder (as a path it would make a folder "
+            f"named {written}:)",
+            hint=fix,
+        )
     path = Path(cache).expanduser()
     return {"local.compile_cache": str(path if path.is_absolute() else base_dir / path)}
 

@@ -5,8 +5,8 @@ sets it and its help text. Flags beat environment defaults (``PWDEPLOY_<FLAG>``)
 beats the defaults here.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: typing.NamedTuple compiles each string annotation into a ForwardRef
+# (tens of microseconds a field), which evaluated annotations skip; as in pwdeploy.config.model.
 from enum import Enum
 from typing import NamedTuple
 
@@ -57,8 +57,13 @@ class Field(NamedTuple):
         """``PWDEPLOY_<FLAG>``, the flag's environment default; None where a job's own env contract uses the name."""
         if self.flag is None or not self.envvar:
             return None
-        name = "PWDEPLOY_" + self.flag.split("/")[0].lstrip("-").replace("-", "_").upper()  # --gcs-olm/--no-...
+        name = self.flag_env_name
         return None if name in JOB_ENV_NAMES else name
+
+    @property
+    def flag_env_name(self) -> str:
+        """``PWDEPLOY_<FLAG>`` whether or not it is read (a repeatable flag has no environment default)."""
+        return "PWDEPLOY_" + str(self.flag).split("/")[0].lstrip("-").replace("-", "_").upper()  # --gcs-olm/--no-...
 
 
 _ = Field
@@ -119,7 +124,7 @@ FIELDS: tuple[Field, ...] = (
       "Reservation the workers consume (capacity reservation): NAME, or projects/PROJECT/reservations/NAME when "
       "shared from another project", "--reservation"),
     _("tpu.max_run_duration", Kind.DURATION, None,
-      "flex-start and queued only: how long the TPU VMs may run (90m, 24h, 7d, or seconds from 3600 on; at most 7d)",
+      "flex-start and queued only: how long the TPU VMs may run, 10m to 7d (90m, 24h, 7d, or seconds from 3600 on)",
       "--max-run-duration"),
     _("tpu.dynamic_slicing", Kind.BOOL, False,
       "tpu7x only: let GKE form each slice from 4x4x4 sub-blocks at scheduling time (dynamic super- and "
@@ -132,13 +137,16 @@ FIELDS: tuple[Field, ...] = (
       "Extra node taints the TPU workers tolerate, KEY[=VALUE]:EFFECT (e.g. dedicated=ml:NoSchedule)",
       "--tpu-toleration", envvar=False),
     _("main.image", Kind.IMAGE, None, "Image of the user's JAX container (tag or digest; not :latest)", "--image"),
-    _("main.command", Kind.COMMAND, None, "Command of the user's container: a string or a list", "--command"),
+    _("main.command", Kind.COMMAND, None,
+      "Command of the user's container, run without a shell: a string split into words as a shell would (no pipes, "
+      "&&, redirections or variables), or a list", "--command"),
     _("main.env", Kind.ENV, {}, "Extra environment of the user's container", "--env", envvar=False),
     _("main.secret_env", Kind.SECRET_ENV, {},
       "Environment of the user's container from a Kubernetes Secret: NAME=SECRET/KEY (secretKeyRef)",
       "--secret-env", envvar=False),
     _("main.cpu", Kind.QUANTITY, "24", "CPU limit of the user's container", "--main-cpu"),
-    _("main.memory", Kind.QUANTITY, "100Gi", "Memory limit of the user's container", "--main-memory"),
+    _("main.memory", Kind.QUANTITY, "100Gi", "Memory limit of the user's container (with a unit: 100Gi)",
+      "--main-memory"),
     _("main.shm_size", Kind.QUANTITY, "16Gi", "Size of the memory-backed /dev/shm (within the memory limit)",
       "--shm-size"),
     _("main.data_workers", Kind.INT, None,

@@ -67,6 +67,67 @@ _LOADER: type[yaml.SafeLoader] = type(
 
 # ---------------------------------------------------------------------------------------------- loading
 
+_STR_TAG = "tag:yaml.org,2002:str"
+_NULL_TAG = "tag:yaml.org,2002:null"
+# Where a value is text whatever it looks like: YAML 1.1 reads an unquoted `yes` as true, `0755` as 493 and `1e-3`
+# as 0.001, so an environment value, a command's word or a pip argument is kept as written (Kubernetes, for its
+# part, refuses a number as an env value; kubectl users quote them).
+_TEXT_MAPPINGS = {("main", "env"), ("worker_env",)}
+_TEXT_SEQUENCES = {("main", "command"), ("image", "pip_args"), ("sidecar", "pip_args")}
+
+
+def _construct(text: str) -> Any:
+    """The document in ``text``, with the values of _TEXT_MAPPINGS and _TEXT_SEQUENCES kept as their source text."""
+    node = yaml.compose(text, Loader=_LOADER)
+    if node is None:
+        return None
+    if isinstance(node, yaml.MappingNode):
+        _keep_text(node, (), text)
+    loader = _LOADER("")
+    try:
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _keep_text(mapping: yaml.MappingNode, where: tuple[str, ...], text: str) -> None:
+    for key, value in mapping.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        path = (*where, str(key.value))
+        if isinstance(value, yaml.MappingNode):
+            if path in _TEXT_MAPPINGS:
+                _as_text(item for _, item in value.value)
+            elif not where:  # a section: one level down
+                _keep_text(value, path, text)
+        elif isinstance(value, yaml.SequenceNode) and path in _TEXT_SEQUENCES:
+            _as_text(value.value)
+        elif isinstance(value, yaml.ScalarNode) and path == ("main", "command"):
+            _comment_after_command(value, text)
+
+
+def _as_text(nodes: Any) -> None:
+    for node in nodes:
+        if isinstance(node, yaml.ScalarNode) and not node.style and node.tag not in (_STR_TAG, _NULL_TAG):
+            node.tag = _STR_TAG  # its value is the text as written
+
+
+def _comment_after_command(node: yaml.ScalarNode, text: str) -> None:
+    """An unquoted command followed by `` #1`` on its line: YAML drops that as a comment, so the word the user
+    meant as an argument would silently be missing. A comment that reads as one (``# train``) is left alone."""
+    if node.style or node.start_mark.line != node.end_mark.line:  # quoted or a block: no comment inside
+        return
+    lines = text.splitlines()
+    rest = lines[node.end_mark.line][node.end_mark.column :] if node.end_mark.line < len(lines) else ""
+    comment = rest.lstrip()
+    if rest[:1].isspace() and comment.startswith("#") and comment[1:2] and not comment[1].isspace():
+        word = comment.split()[0]
+        raise ConfigError(
+            "main.command",
+            f"{node.value!r} is followed by {word!r}, which YAML reads as a comment, so it is not part of the command",
+            hint=f'quote the whole command if it was meant as an argument: command: "{node.value} {word}"',
+        )
+
 
 def read_file(path: Path) -> dict[str, Any]:
     """The raw mapping in a YAML job file; ConfigError for a missing, unreadable or non-UTF-8 file, or bad YAML."""
@@ -83,7 +144,10 @@ def read_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(None, f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        data = yaml.load(text, Loader=_LOADER)
+        data = _construct(text)
+    except ConfigError as exc:
+        exc.source = str(path)
+        raise
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -144,18 +208,23 @@ def load_job(
     *,
     sources: Mapping[str, str] | None = None,
     installed_jax: Callable[[], str | None] | None = None,
+    replaced: list[str] | None = None,
 ) -> JobConfig:
     """Read ``path`` (optional), apply ``overrides`` (dotted paths; flags and env) and validate.
 
     ``sources`` names where each override came from (``--num-slices``, ``PWDEPLOY_NAMESPACE``), for errors.
     ``installed_jax`` gives the jax version the images must match (``None``: jax is not installed); by
     default it is read from package metadata, never by importing jax. Every problem is raised at once.
+    ``replaced`` gets a line for each value of the file an environment variable replaces (``PWDEPLOY_NAME`` left
+    set from another job replaces the file's ``name`` without a flag in sight).
     """
     errors: list[ConfigError] = []
     raw = flatten(read_file(path), errors) if path is not None else {}
     for error in errors:  # so far only the file's unknown or misshapen keys
         error.source = str(path)
     merged = merge(raw, overrides or {}, errors)
+    if replaced is not None:
+        replaced += _replaced_by_variables(raw, overrides or {}, sources or {}, path)
     jax_version = (installed_jax or installed_jax_version)()
     base_dir = path.parent.absolute() if path is not None else Path.cwd()
     try:
@@ -175,6 +244,20 @@ def load_job(
             error.source = (sources or {}).get(field.path) if field.path in given else from_file
     raise_all(_once(errors))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _replaced_by_variables(
+    raw: Mapping[str, Any], overrides: Mapping[str, Any], sources: Mapping[str, str], path: Path | None
+) -> list[str]:
+    lines = []
+    for field, value in overrides.items():
+        source = sources.get(field, "")
+        if source.startswith("PWDEPLOY_") and field in raw and str(raw[field]).strip() != str(value).strip():
+            lines.append(
+                f"{source}={str(value).strip()!r} replaces {field}: {raw[field]!r} of {path} (variables beat the "
+                f"file); unset {source} if it is left from another job"
+            )
+    return lines
 
 
 def _once(errors: list[ConfigError]) -> list[ConfigError]:

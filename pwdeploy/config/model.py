@@ -3,7 +3,9 @@
 Everything downstream (manifests, local runs, sidecar builds, preflight, submit) trusts this object.
 """
 
-from __future__ import annotations
+
+# No `from __future__ import annotations`: typing.NamedTuple compiles each string annotation into a ForwardRef
+# (tens of microseconds a field), which evaluated annotations skip; this module's NamedTuples are on render's path.
 
 from pathlib import Path
 from typing import NamedTuple

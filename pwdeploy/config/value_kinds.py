@@ -4,8 +4,8 @@ Config parsing (pwdeploy.config.load), the JSON Schema (pwdeploy.config.json_sch
 (pwdeploy.cli.options) all read this table, so a new kind is one new row.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: typing.NamedTuple compiles each string annotation into a ForwardRef
+# (tens of microseconds a field), which evaluated annotations skip; as in pwdeploy.config.model.
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +32,24 @@ from pwdeploy.imageref import REFERENCE
 
 # Quantities where 0 is a meaningful value: "off".
 ZERO_DISABLES = frozenset({"head.transfer_shm_size"})
+# Quantities of memory: a bare number there is bytes to Kubernetes (`memory: 32` is 32 bytes), never what was meant,
+# so these need a unit (docs/config.md#quantities).
+MEMORY_QUANTITIES = frozenset(
+    {
+        "tpu.worker_memory",
+        "tpu.shm_size",
+        "main.memory",
+        "main.shm_size",
+        "head.proxy_memory",
+        "head.rm_memory",
+        "head.transfer_shm_size",
+        "sidecar.shm_size",
+    }
+)
+# Quantities of CPU: more than this many whole CPUs is no machine a GKE node pool gives one container; a bare 1000
+# is one CPU written without its `m`.
+CPU_QUANTITIES = frozenset({"main.cpu", "head.proxy_cpu", "head.rm_cpu"})
+MAX_CPUS = 512
 
 # The client-proxy shared-memory transfer's variables (pwdeploy.envcontract), set from head.transfer_shm_size.
 TRANSFER_ENV = frozenset({"IFRT_PROXY_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY", "IFRT_PROXY_LARGE_TRANSFER_THRESHOLD"})
@@ -57,6 +75,7 @@ _GCS = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"
 _IMAGE = f"^(|{REFERENCE.pattern})$"  # empty: unset
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 MAX_EXIT_CODE = 255
+KILLED_EXIT_CODE = 137  # 128 + SIGKILL (9): the OOM killer, a kill -9, a node that went away
 _EXIT_CODE = {"type": "integer", "minimum": 1, "maximum": MAX_EXIT_CODE}
 
 
@@ -133,7 +152,26 @@ def _gcs(field: Field, value: Any, base_dir: Path) -> Any:
 
 
 def _quantity(field: Field, value: Any, base_dir: Path) -> str:
-    return quantity.canonical(value, field.path, allow_zero=field.path in ZERO_DISABLES)
+    text = quantity.canonical(value, field.path, allow_zero=field.path in ZERO_DISABLES)
+    if (
+        field.path in MEMORY_QUANTITIES
+        and quantity.is_bare_number(text)
+        and quantity.parse_quantity(text, field.path, allow_zero=True)
+    ):
+        raise ConfigError(
+            field.path,
+            f"{text} has no unit, so Kubernetes reads it as {text} bytes; memory needs a unit",
+            hint=f"write {text}Gi (GiB), {text}Mi (MiB) or {text}G (GB)",
+        )
+    if field.path in CPU_QUANTITIES and (cpus := quantity.parse_quantity(text, field.path)) > MAX_CPUS:
+        meant = f"; {text}m is {(cpus / 1000).normalize():f} CPU" if quantity.is_bare_number(text) else ""
+        raise ConfigError(
+            field.path,
+            f"{text} is {cpus.normalize():f} CPUs, more than pwdeploy accepts for one container (at most {MAX_CPUS})"
+            f"{meant}",
+            hint="write CPUs as cores (8) or millicores (500m)",
+        )
+    return text
 
 
 def _exit_codes(field: Field, value: Any, base_dir: Path) -> tuple[int, ...]:
@@ -142,6 +180,14 @@ def _exit_codes(field: Field, value: Any, base_dir: Path) -> tuple[int, ...]:
     codes = {parse_int(item, field.path, 1) for item in items}
     if big := [code for code in sorted(codes) if code > MAX_EXIT_CODE]:
         raise ConfigError(field.path, f"{big[0]} is not an exit code: a process exits with 1-{MAX_EXIT_CODE}")
+    if KILLED_EXIT_CODE in codes:
+        raise ConfigError(
+            field.path,
+            f"{KILLED_EXIT_CODE} is not a code a program exits with: it is 128 + SIGKILL, what a container reports "
+            "when the kernel's OOM killer ends it or its node is lost; restarting on it would hide a job that runs "
+            "out of memory, and a lost node is handled by the JobSet's own failure policy (docs/restarts.md)",
+            hint="raise main.memory for an OOM kill; exit with another code (e.g. 76) to ask for a restart",
+        )
     return tuple(sorted(codes))
 
 

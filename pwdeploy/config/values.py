@@ -1,7 +1,7 @@
 """Parsers for single config values: each checks one value and names its field in the error."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: typing.NamedTuple compiles each string annotation into a ForwardRef
+# (tens of microseconds a field), which evaluated annotations skip; as in pwdeploy.config.model.
 import re
 import shlex
 from collections.abc import Callable
@@ -23,16 +23,16 @@ class GcsPath(NamedTuple):
     def uri(self) -> str:
         return f"gs://{self.bucket}/{self.prefix}" if self.prefix else f"gs://{self.bucket}"
 
-    def child(self, name: str) -> GcsPath:
+    def child(self, name: str) -> "GcsPath":
         return GcsPath(self.bucket, f"{self.prefix}/{name}" if self.prefix else name)
 
-    def within(self, outer: GcsPath) -> bool:
+    def within(self, outer: "GcsPath") -> bool:
         """Whether this location is ``outer`` or inside it."""
         if self.bucket != outer.bucket:
             return False
         return not outer.prefix or self.prefix == outer.prefix or self.prefix.startswith(outer.prefix + "/")
 
-    def beside(self, name: str) -> GcsPath | None:
+    def beside(self, name: str) -> "GcsPath | None":
         """``name`` next to this location (in its parent), or None when that is inside it (the bucket root)."""
         parent = self.prefix.rpartition("/")[0]
         found = GcsPath(self.bucket, f"{parent}/{name}" if parent else name)
@@ -81,9 +81,28 @@ def parse_bool(value: Any, path: str) -> bool:
 
 
 def parse_command(value: Any, path: str) -> tuple[str, ...]:
+    """The command's words. A string is split as a shell splits words (quotes, backslashes) but never run by a
+    shell, in the pod as in `local run` (docs/config.md#the-command-runs-without-a-shell): shell syntax in it is
+    refused rather than passed on as words. A list is the argv exactly."""
     if isinstance(value, str):
+        text = value.replace("\\\n", " ").strip()  # a shell's line continuation is a space between words
+        if "\n" in text:
+            raise ConfigError(
+                path,
+                f"is {text.count(chr(10)) + 1} lines, but a command is one line (a `command: |` block would run as "
+                "one command whose words are all the lines)",
+                hint='run several commands from a script (command: bash run.sh) or a shell: command: [bash, -c, "..."]',
+            )
+        syntax = shell_syntax(text)
+        if syntax is not None:
+            raise ConfigError(
+                path,
+                f"{value!r} uses shell syntax ({syntax}), but the command runs without a shell: that would be "
+                "passed to the program as words",
+                hint=f"run it through a shell explicitly: command: [bash, -c, {text!r}]",
+            )
         try:
-            words = shlex.split(value)
+            words = shlex.split(text)
         except ValueError as exc:
             raise ConfigError(path, f"cannot split {value!r} like a shell: {exc}") from None
     elif isinstance(value, list) and all(isinstance(w, (str, int, float)) for w in value):
@@ -93,6 +112,42 @@ def parse_command(value: Any, path: str) -> tuple[str, ...]:
     if not words:
         raise ConfigError(path, "must not be empty")
     return tuple(words)
+
+
+_OPERATORS = "|&;<>()"
+
+
+def shell_syntax(text: str) -> str | None:
+    """What in ``text`` a shell would read as syntax rather than as a word: an unquoted operator (``|``, ``&&``,
+    ``;``, ``>``, ...), a ``$VAR``, ``$(...)`` or backquote substitution outside single quotes, a leading ``~``;
+    None when there is none. Quotes and backslashes are read as a POSIX shell reads them."""
+    quote = ""
+    start_of_word = True
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if quote == "'":
+            quote = "" if char == "'" else quote
+        elif char == "\\":
+            i += 1  # the next character is a word character (inside double quotes as well, near enough)
+        elif char == "$" and i + 1 < len(text) and (text[i + 1] in "({_" or text[i + 1].isalnum()):
+            return f"the substitution {text[i : i + 2]}..."
+        elif char == "`":
+            return "a `...` substitution"
+        elif quote == '"':
+            quote = "" if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        elif char in _OPERATORS:
+            end = i
+            while end < len(text) and text[end] in _OPERATORS:
+                end += 1
+            return f"the operator {text[i:end]!r}"
+        elif char == "~" and start_of_word:
+            return "a ~ for the home folder"
+        start_of_word = char.isspace()
+        i += 1
+    return None
 
 
 def parse_str_list(value: Any, path: str) -> tuple[str, ...]:

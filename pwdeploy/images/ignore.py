@@ -27,6 +27,14 @@ class Rule(NamedTuple):
     exception: bool  # a "!" line: matching paths are copied after all
 
 
+class BadPattern(ValueError):
+    """A line of a ``.dockerignore`` that is not a pattern (``[z-a]``): Docker refuses the file as well."""
+
+    def __init__(self, line: int, pattern: str, problem: str) -> None:
+        super().__init__(f"line {line}: {pattern!r} is not a valid pattern ({problem})")
+        self.line, self.pattern, self.problem = line, pattern, problem
+
+
 class IgnoreRules:
     """The rules of one ``.dockerignore`` (none when the file does not exist)."""
 
@@ -36,8 +44,9 @@ class IgnoreRules:
 
     @classmethod
     def parse(cls, text: str) -> IgnoreRules:
+        """The rules of ``text``; BadPattern for a line that is not a pattern."""
         rules = []
-        for raw in text.splitlines():
+        for number, raw in enumerate(text.splitlines(), 1):
             line = raw.strip()
             if not line or line.startswith("#"):
                 continue
@@ -45,7 +54,10 @@ class IgnoreRules:
             pattern = posixpath.normpath(line[1:].strip() if exception else line).lstrip("/")
             if pattern in ("", "."):
                 continue
-            rules.append(Rule(re.compile(_regex(pattern)), exception))
+            try:
+                rules.append(Rule(re.compile(_regex(pattern)), exception))
+            except re.error as exc:  # a class Go's regexp refuses as well: [z-a], [] ...
+                raise BadPattern(number, line, exc.msg) from None
         return cls(tuple(rules))
 
     @classmethod

@@ -10,6 +10,7 @@ the image tag (``REPOSITORY:<first 16 hex digits>``): unchanged inputs give the 
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -20,7 +21,7 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import repository_problem
 from pwdeploy.images import template
 from pwdeploy.images.digests import STATE_DIR, DigestCache
-from pwdeploy.images.ignore import IGNORE_FILE, IgnoreRules
+from pwdeploy.images.ignore import IGNORE_FILE, BadPattern, IgnoreRules
 from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
 
 if TYPE_CHECKING:
@@ -34,6 +35,12 @@ EXCLUDED_DIRS = frozenset(
     {".git", ".hg", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", STATE_DIR}
 )
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+# Folders that are never a job's source: walking them reads devices and the kernel's files.
+PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+SYSTEM_FOLDERS = frozenset(
+    Path(name) for name in ("/", "/bin", "/boot", "/etc", "/lib", "/lib64", "/opt", "/run", "/sbin", "/usr", "/var")
+)
+MAX_FILES = 200_000  # a walk that finds more is not of a job's folder; bounded so that it ends with a clear error
 
 
 # NamedTuples, not dataclasses: render builds these to check a pinned image, and dataclasses costs it 5 ms of imports.
@@ -130,21 +137,34 @@ def directory_files(
     cache (pwdeploy.images.digests): an unchanged file is not read again, nor its name judged again."""
     if not root.is_dir():
         raise ConfigError(field, f"{root} is not a directory")
+    _refuse_system_folder(root, field)
     try:
         rules = IgnoreRules.read(root)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(field, f"cannot read {root / IGNORE_FILE}: {exc}") from None
+    except BadPattern as exc:
+        raise ConfigError(
+            field,
+            f"{root / IGNORE_FILE} {exc}: a syntax error in the pattern, which Docker refuses too",
+            hint="fix or remove that line (a range runs from low to high, e.g. [a-z])",
+        ) from None
     skip_names = {path.name for path in skip}
     cache = DigestCache(root)
     found = []
     inside = os.path.realpath(root)
-    for relative, entry, status in _walk(root, rules):
+    for count, (relative, entry, status) in enumerate(_walk(root, rules), 1):
+        if count > MAX_FILES:
+            raise ConfigError(
+                field,
+                f"{root} holds more than {MAX_FILES:,} files to copy into the image: that is not a job's source folder",
+                hint=f"point {field} at the folder of the program, or leave data out with {root / IGNORE_FILE}",
+            )
         if skip_names and entry.name in skip_names and Path(entry).resolve() in skip:
             continue
         if entry.is_symlink():
             _check_link(Path(entry.path), inside, root, field)
         facts = cache.facts(relative, entry.path, status)
-        executable = bool(status.st_mode & stat.S_IXUSR)
+        executable = bool(status.st_mode & _OWNER_EXECUTES)
         name = f"{prefix}/{relative}"
         found.append(
             ContextFile(
@@ -153,6 +173,22 @@ def directory_files(
         )
     cache.save()
     return tuple(found)
+
+
+def _refuse_system_folder(root: Path, field: str) -> None:
+    """A system folder (``/``, ``/proc``, ``/usr``, ...) is no job's source: walking it reads files of the kernel
+    (``/proc/kmsg`` blocks for ever) and would copy the machine into the image."""
+    resolved = Path(os.path.realpath(root))
+    inside = next((top for top in PSEUDO_FILESYSTEMS if resolved == top or top in resolved.parents), None)
+    if resolved in SYSTEM_FOLDERS or inside is not None or resolved == Path.home().resolve():
+        what = f"inside {inside}, a file system of the kernel" if inside is not None else "a system folder"
+        if resolved == Path.home().resolve():
+            what = "your home folder"
+        raise ConfigError(
+            field,
+            f"{root} is {what}, not a job's source folder: pwdeploy copies the whole folder into the image",
+            hint=f"point {field} at the folder that holds the program (default: the config file's folder)",
+        )
 
 
 def _check_link(link: Path, inside: str, root: Path, field: str) -> None:
@@ -168,6 +204,28 @@ def _check_link(link: Path, inside: str, root: Path, field: str) -> None:
             "files inside the folder into the image",
             hint=f"copy the file into {root}, or leave the link out with a line in {root / IGNORE_FILE}",
         )
+
+
+def config_file_warning(root: Path, config_file: Path, field: str) -> str | None:
+    """A warning when the job's config file lies in a source folder that copies it (no ``.dockerignore`` line leaves
+    it out): the image then holds the config, and every edit of it (a flag moved into the file, a new slice count)
+    changes the image's inputs, so the image is out of date and rebuilt for nothing."""
+    inside = os.path.realpath(root)
+    config = os.path.realpath(config_file)
+    if os.path.commonpath([inside, config]) != inside:
+        return None
+    relative = os.path.relpath(config, inside).replace(os.sep, "/")
+    try:
+        excluded = IgnoreRules.read(root).excluded(relative)
+    except (OSError, UnicodeDecodeError, BadPattern):
+        return None  # building says what is wrong with the file
+    if excluded:
+        return None
+    return (
+        f"{field} {root} holds the config file {relative}, which would be copied into the image, so every edit of "
+        f"the config makes the image out of date: point {field} at the code's own folder, or add the line "
+        f"{relative} to {root / IGNORE_FILE}"
+    )
 
 
 def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, prefix: str) -> tuple[str, ...]:
@@ -211,35 +269,40 @@ def _walk(root: Path, rules: IgnoreRules) -> Iterator[tuple[str, os.DirEntry[str
     first (the order the inputs hash has always used). Folders left out as a whole are not read (a dataset folder
     costs nothing). One listing per folder and one stat per file: this runs on every render that pins an image."""
     pending = [""]  # relative folders still to list, the next one last
+    excluded = rules.excluded if rules.rules else None  # per file: no call at all without a .dockerignore
+    is_regular = stat.S_ISREG
     while pending:
         at = pending.pop()
         folder = root / at if at else root
         try:
             with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
+                entries = sorted(listing, key=_NAME)
         except OSError:  # unreadable, or gone since its parent was listed
             continue
         subfolders = []
         for entry in entries:
             name = entry.name
-            if _is_dir(entry):
+            try:
+                is_dir = entry.is_dir()  # from the listing's file type: no system call
+            except OSError:
+                is_dir = False
+            if is_dir:
                 if not entry.is_symlink() and name not in EXCLUDED_DIRS and not rules.prunes(at + name):
                     subfolders.append(f"{at}{name}/")
-            elif not (name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or rules.excluded(at + name)):
+            elif not (
+                name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or (excluded is not None and excluded(at + name))
+            ):
                 try:
                     status = entry.stat()
                 except OSError:  # a dangling symlink, or gone since the listing
                     continue
-                if stat.S_ISREG(status.st_mode):
+                if is_regular(status.st_mode):
                     yield at + name, entry, status
         pending.extend(reversed(subfolders))
 
 
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
+_NAME = operator.attrgetter("name")
+_OWNER_EXECUTES = stat.S_IXUSR
 
 
 def _hash(platform: str, dockerfile_text: str, files: tuple[ContextFile, ...]) -> str:

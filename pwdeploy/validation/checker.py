@@ -201,12 +201,17 @@ class Checker:
         if key == "type":
             return _type_check(value, fail)
         if key == "properties":
-            subs = [(name, self._compile(sub)) for name, sub in value.items()]
+            # Compiled when a property first appears: a pod spec's schema names hundreds of fields, a rendered pod
+            # uses a few dozen (render compiles only those).
+            compiled: dict[str, list[Validator]] = {}
 
             def properties(instance: object, path: Path, errors: Errors) -> None:
                 if isinstance(instance, dict):
-                    for name, checks in subs:
+                    for name, sub in value.items():
                         if name in instance:
+                            checks = compiled.get(name)
+                            if checks is None:
+                                checks = compiled[name] = self._compile(sub)
                             _run(checks, instance[name], (*path, name), errors)
 
             return properties
@@ -222,12 +227,14 @@ class Checker:
 
             return required
         if key == "items":
-            item_checks = self._compile(value)
+            item_checks: list[list[Validator]] = []  # compiled at the first item
 
             def items(instance: object, path: Path, errors: Errors) -> None:
-                if isinstance(instance, list):
+                if isinstance(instance, list) and instance:
+                    if not item_checks:
+                        item_checks.append(self._compile(value))
                     for index, item in enumerate(instance):
-                        _run(item_checks, item, (*path, index), errors)
+                        _run(item_checks[0], item, (*path, index), errors)
 
             return items
         if key in ("enum", "const"):
@@ -258,13 +265,15 @@ class Checker:
                     fail(instance, path, errors)
 
             return closed
-        extra_checks = self._compile(value)
+        extra_checks: list[list[Validator]] = []  # compiled at the first extra property
 
         def open_to(instance: object, path: Path, errors: Errors) -> None:
             if isinstance(instance, dict):
                 for key, item in instance.items():
                     if key not in known:
-                        _run(extra_checks, item, (*path, key), errors)
+                        if not extra_checks:
+                            extra_checks.append(self._compile(value))
+                        _run(extra_checks[0], item, (*path, key), errors)
 
         return open_to
 

@@ -10,6 +10,7 @@ from typing import Any
 from pwdeploy.names import dns1123_label, dns1123_subdomain, label_key, label_value, port_name, short
 from pwdeploy.validation.containers import env_problems, memory_limit, quantity, resource_problems
 from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping
+from pwdeploy.validation.tpu_requests import tpu_request_problems
 
 _PROBES = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -45,6 +46,7 @@ def pod_spec_problems(pod: Mapping[str, Any], path: str) -> list[Problem]:
     problems += _port_problems(containers, bool(pod.get("hostNetwork")))
     problems += _volume_problems(pod, path, containers)
     problems += _scheduling_problems(pod, path)
+    problems += tpu_request_problems(pod, path)
     return problems
 
 

@@ -1,0 +1,140 @@
+"""What `pwdeploy render` imports, as lists of modules rather than times: render is the command users wait on, and
+every module it loads is start-up it pays (docs/benchmarks.md). The rooms it needs are named here, so a module of
+another room (a `check` rule, the image engine, the Kubernetes client) that comes onto render's path fails this
+test, whoever adds it; a new module inside a room render needs (a config field's, a manifest builder's) does not.
+The standard library modules beyond what `import click, yaml` loads are listed one by one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
+
+# The rooms of pwdeploy render needs (each whole: what its modules import is theirs to decide), and the CLI's
+# modules one by one (the other commands' modules must stay off render's path).
+RENDER_ROOMS = frozenset(
+    {
+        "config",
+        "manifests",
+        "validation",
+        "catalog",
+        "quantity",
+        "envcontract",
+        "advice",
+        "errors",
+        "identifiers",
+        "names",
+        "imageref",
+        "atomic",
+        "text",
+    }
+)
+RENDER_CLI = frozenset(
+    {"pwdeploy", "pwdeploy.cli", "pwdeploy.cli.commands", "pwdeploy.cli.help", "pwdeploy.cli.options"}
+)
+RENDER_CLI |= {"pwdeploy.cli.render"}
+# A job whose image is pinned from the lock file reads the lock and hashes the job's folder: these, not the build.
+PIN_MODULES = frozenset(
+    f"pwdeploy.images{suffix}"
+    for suffix in ("", ".digests", ".ignore", ".inputs", ".job", ".lock", ".pin", ".sidecar", ".template", ".wheel")
+)
+# The standard library beyond `import click, yaml`: quantities are exact decimals, a command string is split as a
+# shell splits it, the schema cache is JSON; locale is click's (gettext's language lookup for its help strings).
+# Not difflib: click imports it for a "did you mean" list, which render's parser no longer has it build for `-f`.
+STDLIB_EXTRA = frozenset(
+    {
+        "decimal",
+        "_decimal",
+        "numbers",
+        "shlex",
+        "json",
+        "json.decoder",
+        "json.encoder",
+        "json.scanner",
+        "_json",
+        "locale",
+        "_locale",
+        "encodings.ascii",
+    }
+)
+PIN_STDLIB = frozenset({"hashlib", "_hashlib", "_blake2"})
+
+MODULES = """
+import contextlib, io, sys
+args = sys.argv[1:]
+if args:
+    from pwdeploy.cli import main
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(args)
+    except SystemExit as exc:
+        if exc.code:
+            raise
+else:
+    import click, yaml
+print("\\n".join(sorted(sys.modules)))
+"""
+
+
+def modules(*args: str, cwd: Path = REPO) -> set[str]:
+    """The modules loaded after running ``pwdeploy ARGS`` in a fresh interpreter (without args: the floor)."""
+    done = subprocess.run(
+        [sys.executable, "-c", MODULES, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split())
+
+
+@pytest.fixture(scope="module")
+def floor() -> set[str]:
+    return modules()
+
+
+def not_needed(loaded: set[str], floor: set[str], *, pinned: bool = False) -> list[str]:
+    wrong = []
+    for name in sorted(loaded - floor):
+        parts = name.split(".")
+        if parts[0] == "pwdeploy":
+            needed = name in RENDER_CLI or (len(parts) > 1 and parts[1] in RENDER_ROOMS)
+            needed = needed or (pinned and name in PIN_MODULES)
+        else:
+            needed = name in STDLIB_EXTRA or (pinned and name in PIN_STDLIB)
+        if not needed:
+            wrong.append(name)
+    return wrong
+
+
+def test_render_imports_only_what_it_uses(floor: set[str]) -> None:
+    loaded = modules("render", "-f", str(EXAMPLE))
+    assert "pwdeploy.manifests" in loaded and "pwdeploy.validation.checker" in loaded  # it did render and validate
+    assert not_needed(loaded, floor) == [], "render imports modules it does not use"
+
+
+def test_render_without_validation_imports_no_validation(floor: set[str]) -> None:
+    loaded = modules("render", "-f", str(EXAMPLE), "--no-validate")
+    assert not {name for name in loaded if name.startswith("pwdeploy.validation")}
+    assert not_needed(loaded, floor) == []
+
+
+def test_a_pinned_render_reads_the_lock_and_builds_nothing(floor: set[str], tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    text = EXAMPLE.read_text(encoding="utf-8").replace(
+        "image:\n  base:", "image:\n  repository: r.example/p/job\n  base:"
+    )
+    job.write_text(text, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("", encoding="utf-8")
+    loaded = modules("render", "-f", str(job))
+    assert "pwdeploy.images.pin" in loaded
+    assert not_needed(loaded, floor, pinned=True) == []
+
+
+def test_the_test_sees_a_module_render_does_not_need(floor: set[str]) -> None:
+    """The check itself: a room render does not need, and a library, are reported."""
+    loaded = {*floor, "pwdeploy.check.rules", "pwdeploy.images.engine", "tarfile", "kubernetes"}
+    assert not_needed(loaded, floor) == ["kubernetes", "pwdeploy.check.rules", "pwdeploy.images.engine", "tarfile"]
