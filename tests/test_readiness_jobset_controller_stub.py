@@ -43,7 +43,7 @@ def test_a_webhook_that_does_not_answer_is_failed_naming_the_controller_pods_aga
 ) -> None:
     ready(stub).answer("PATCH", PROBE, status_body(500, "InternalError", WEBHOOK_DOWN), status=500, times=20)
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.FAILED and "webhook does not answer" in row.detail
+    assert row.status is Status.FAILED and "webhook 'mjobset.kb.io' does not answer" in row.detail
     assert "connection refused" in row.detail and "kubectl get deployments,pods -n jobset-system" in (row.fix or "")
 
 
@@ -53,7 +53,7 @@ def test_a_webhook_that_refuses_the_rendered_jobset_is_failed_against_the_stub(
     denied = 'admission webhook "vjobset.kb.io" denied the request: spec.replicatedJobs[0].name: Invalid value'
     ready(stub).answer("PATCH", PROBE, status_body(400, "BadRequest", denied), status=400)
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.FAILED and "refuses the rendered JobSet" in row.detail
+    assert row.status is Status.FAILED and "webhook 'vjobset.kb.io' refuses the rendered JobSet" in row.detail
 
 
 def test_without_leave_to_create_jobsets_the_controller_is_not_verified_against_the_stub(

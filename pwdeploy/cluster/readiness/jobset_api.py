@@ -18,6 +18,7 @@ from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.kube.api import CRDS, JOBSETS, Action, ApiError, rbac_hint
+from pwdeploy.kube.errors import WebhookError
 from pwdeploy.report import CheckResult, Status
 
 JOBSET_CRD = f"{JOBSETS.plural}.{JOBSETS.group}"
@@ -84,19 +85,20 @@ def _dry_run(target: Target, row: Row, schema_ok: str) -> CheckResult:
     """The controller's webhooks answer and default the JobSet (a server dry run: nothing is persisted)."""
     try:
         answer = js.apply_jobset(target.kube, probe(target.jobset, target.namespace), dry_run=True)
-    except ApiError as exc:
-        if "failed calling webhook" in exc.message:
+    except WebhookError as exc:
+        if not exc.denied:
             return row(
                 Status.FAILED,
-                f"{schema_ok}, but the JobSet controller's webhook does not answer a server dry run: {exc.message}",
+                f"{schema_ok}, but the admission webhook {exc.webhook!r} does not answer a server dry run: "
+                f"{exc.message}",
                 f"the controller is down or unreachable: {CONTROLLER_PODS}; {JOBSET_INSTALL}",
             )
-        if "denied the request" in exc.message:
-            return row(
-                Status.FAILED,
-                f"{schema_ok}, but the installed JobSet's webhook refuses the rendered JobSet: {exc.message}",
-                f"upgrade JobSet; {JOBSET_INSTALL}",
-            )
+        return row(
+            Status.FAILED,
+            f"{schema_ok}, but the admission webhook {exc.webhook!r} refuses the rendered JobSet: {exc.message}",
+            f"upgrade JobSet; {JOBSET_INSTALL}",
+        )
+    except ApiError as exc:
         if exc.status in (403, 404):  # may not create JobSets, or the namespace is missing (its own row)
             return row(Status.NOT_VERIFIED, f"{schema_ok}; the controller was not checked: {exc.message}", exc.hint)
         raise
