@@ -52,6 +52,10 @@ PERMISSIONS: tuple[Need, ...] = (
     Need("delete", PODS, "drill"),
     Need("create", POD_EVICTION, "drill"),
     Need("get", POD_LOGS, "status, logs, diagnose, connect"),
+    # pwdeploy's port-forward is a WebSocket upgrade, a GET, authorized as `get pods/portforward`; from Kubernetes
+    # 1.35 also as `create` (feature gate AuthorizePodWebsocketUpgradeCreatePermission, on by default:
+    # kubernetes/kubernetes#134577, KEP-4006), which SPDY clients (kubectl before 1.31) always needed
+    Need("get", POD_PORTFORWARD, "connect, profile (the WebSocket upgrade)"),
     Need("create", POD_PORTFORWARD, "connect, profile"),
     Need("list", EVENTS, "status, diagnose"),
     Need("list", WORKLOADS, "diagnose", "queue"),
