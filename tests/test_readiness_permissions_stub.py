@@ -81,5 +81,9 @@ def test_the_role_in_the_docs_grants_exactly_what_the_row_checks() -> None:
     assert role["rules"] == role_rules()
 
 
-def test_drill_verbs_are_checked() -> None:
+def test_drill_and_connect_verbs_are_checked() -> None:
+    """drill deletes or evicts pods and signals a container through exec; connect and profile forward a port;
+    both streams are WebSocket upgrades (GETs), authorized as get and, from Kubernetes 1.35, create."""
     assert {("delete", "", "pods"), ("create", "", "pods/eviction")} <= granted()
+    for stream in ("pods/exec", "pods/portforward"):
+        assert {("get", "", stream), ("create", "", stream)} <= granted()

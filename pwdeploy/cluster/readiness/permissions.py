@@ -28,6 +28,7 @@ from pwdeploy.report import CheckResult, Status
 
 JOBS = Resource("batch", "v1", "jobs", "Job")
 POD_EVICTION = Resource("", "v1", "pods", "Pod", subresource="eviction")
+POD_EXEC = Resource("", "v1", "pods", "Pod", subresource="exec")
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")  # RBAC names no version
 PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")
 
@@ -51,6 +52,8 @@ PERMISSIONS: tuple[Need, ...] = (
     Need("list", PODS, "status, logs, diagnose, delete --wait, connect, profile, drill"),
     Need("delete", PODS, "drill"),
     Need("create", POD_EVICTION, "drill"),
+    Need("get", POD_EXEC, "drill (a signal to a container: the exec WebSocket upgrade)"),
+    Need("create", POD_EXEC, "drill (a signal to a container)"),
     Need("get", POD_LOGS, "status, logs, diagnose, connect"),
     # pwdeploy's port-forward is a WebSocket upgrade, a GET, authorized as `get pods/portforward`; from Kubernetes
     # 1.35 also as `create` (feature gate AuthorizePodWebsocketUpgradeCreatePermission, on by default:
