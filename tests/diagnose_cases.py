@@ -4,8 +4,12 @@ A fixture holds the objects as the API returns them, per role: ``pods.head`` / `
 (and optional ``spec`` container patches) of every pod of that role, built on the pod template of the rendered
 JobSet (so names, labels and specs are what `pwdeploy render` makes); ``events`` are Event objects whose
 ``involvedObject`` is given as ``for: head|worker|jobset|workload`` (one event per matching object);
-``jobset`` is merged into the rendered JobSet; ``workload`` and ``provisioningrequests`` are Kueue and autoscaler
-objects; ``logs`` are container logs. Each fixture cites the public source of its message texts beside them.
+``jobset`` is merged into the rendered JobSet; ``jobs: false`` serves no Jobs and no pods (no JobSet controller
+made them); ``absent: [worker]`` serves no pods of that role (their creation was refused);
+``extra_pods`` are more pods (``for``, ``index``, ``host``, ``suffix``, ``status``: a failed pod beside its
+replacement); events ``for: worker-job|head-job`` are about the Jobs; ``workload`` and ``provisioningrequests`` are
+Kueue and autoscaler objects; ``logs`` are container logs. Each fixture cites the public source of its message
+texts beside them.
 """
 
 from __future__ import annotations
@@ -46,15 +50,26 @@ def serve(
     _merge(jobset, fixture.get("jobset") or {})
     stub.put("jobsets", jobset)
     pods: dict[str, list[str]] = {"head": [], "worker": []}
+    jobs: dict[str, list[str]] = {"head-job": [], "worker-job": []}
     for role, rj in ROLES.items():
         spec_rj = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == rj)
         per_role = (fixture.get("pods") or {}).get(role) or {}
         for index in range(int(spec_rj.get("replicas", 1))):
-            stub.put("jobs", _job(job, rj, index))
+            jobs[f"{role}-job"].append(f"{job}-{rj}-{index}")
+            if fixture.get("jobs", True):
+                stub.put("jobs", _job(job, rj, index))
+            if not fixture.get("jobs", True) or role in (fixture.get("absent") or []):
+                continue  # no Job, or its pods were refused: no pods
             for host in range(int(spec_rj["template"]["spec"].get("parallelism", 1))):
                 pod = _pod(job, rj, index, host, spec_rj["template"]["spec"]["template"]["spec"], per_role)
                 stub.put("pods", pod)
                 pods[role].append(pod["metadata"]["name"])
+    for extra in fixture.get("extra_pods") or []:
+        rj = ROLES[extra["for"]]
+        spec_rj = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == rj)
+        template = spec_rj["template"]["spec"]["template"]["spec"]
+        pod = _pod(job, rj, extra["index"], extra["host"], template, extra, suffix=extra["suffix"])
+        stub.put("pods", pod)
     workload = fixture.get("workload")
     if workload is not None:
         workload = copy.deepcopy(workload)
@@ -62,8 +77,9 @@ def serve(
         stub.put("workloads", workload)
     for request in fixture.get("provisioningrequests") or []:
         stub.put("provisioningrequests", copy.deepcopy(request))
-    targets = {**pods, "jobset": [job], "workload": [workload["metadata"]["name"]] if workload else []}
+    targets = {**pods, **jobs, "jobset": [job], "workload": [workload["metadata"]["name"]] if workload else []}
     kinds = {"head": "Pod", "worker": "Pod", "jobset": "JobSet", "workload": "Workload"}
+    kinds |= {"head-job": "Job", "worker-job": "Job"}
     for n, event in enumerate(fixture.get("events") or []):
         event = copy.deepcopy(event)
         role = event.pop("for")
@@ -100,7 +116,9 @@ def _job(job: str, rj: str, index: int) -> dict[str, Any]:
     }
 
 
-def _pod(job: str, rj: str, index: int, host: int, template: dict[str, Any], role: dict[str, Any]) -> dict[str, Any]:
+def _pod(
+    job: str, rj: str, index: int, host: int, template: dict[str, Any], role: dict[str, Any], suffix: str = "x7k2p"
+) -> dict[str, Any]:
     spec = copy.deepcopy(template)
     for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
         _merge(container, (role.get("containers") or {}).get(container["name"], {}))
@@ -116,7 +134,7 @@ def _pod(job: str, rj: str, index: int, host: int, template: dict[str, Any], rol
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"{job}-{rj}-{index}-{host}-x7k2p",
+            "name": f"{job}-{rj}-{index}-{host}-{suffix}",
             "labels": {
                 ids.JOBSET_NAME_LABEL: job,
                 ids.REPLICATED_JOB_LABEL: rj,

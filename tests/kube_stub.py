@@ -8,7 +8,8 @@ plain http, for a test that asks for it.
 It is a stub, not an API server: no controllers, no admission webhooks, no watch, label selectors of the form
 ``k=v,k2=v2`` only. What it does do like a real server: the real paths (discovery, ``/version``, jobsets with
 server-side apply and ``dryRun=All``, namespaces, nodes, pods and their logs, events, secrets (metadata-only reads),
-Kueue localqueues (and, read-only, clusterqueues, admissionchecks and provisioningrequestconfigs), the JobSet
+the pods of every namespace, Kueue localqueues (and, read-only, clusterqueues, admissionchecks and
+provisioningrequestconfigs), the JobSet
 CustomResourceDefinition, SelfSubjectAccessReviews answered from the same forbidden rules as every other request),
 bearer-token authentication, and the real error shapes (``Status`` objects for 401/403/404/409/422/5xx). Every
 request is recorded so tests can assert what the official client actually sent; ``latency`` delays every answer,
@@ -76,6 +77,24 @@ class Injected:
     content_type: str = "application/json"
     cut_at: int | None = None  # send only this many bytes of the body, though Content-Length promises all of it
     hang: bool = False  # never answer (until the stub stops)
+
+
+def jobset_webhook_defaults(body: dict[str, Any]) -> dict[str, Any]:
+    """What JobSet's mutating webhook mjobset.kb.io sets on a new JobSet (kubernetes-sigs/jobset v0.11.1
+    pkg/webhooks/jobset_webhook.go ``Default``): success and startup policies, Indexed completion, OnFailure
+    restarts and the network defaults."""
+    obj = copy.deepcopy(body)
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("successPolicy", {"operator": "All"})
+    spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
+    for rj in spec.get("replicatedJobs") or []:
+        job = rj.setdefault("template", {}).setdefault("spec", {})
+        job.setdefault("completionMode", "Indexed")
+        job.setdefault("template", {}).setdefault("spec", {}).setdefault("restartPolicy", "OnFailure")
+    network = spec.setdefault("network", {})
+    network.setdefault("enableDNSHostnames", True)
+    network.setdefault("publishNotReadyAddresses", True)
+    return obj
 
 
 def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -216,6 +235,7 @@ class StubKubeApiServer:
         self.expire_continue = 0  # how many next list requests with a continue token get 410 Expired
         self.injected: list[Injected] = []
         self.forbidden: set[tuple[str, str]] = set()  # (verb, plural)
+        self.jobset_webhook = True  # JobSet's mutating webhook defaults a new JobSet (False: only its CRD)
         self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
         self.version = {"major": "1", "minor": "31+", "gitVersion": "v1.31.4-gke.1256000"}
         self.crd_version = "0.10.1"  # the vendored JobSet CRD served (tests/fixtures/crds)
@@ -546,6 +566,12 @@ class StubKubeApiServer:
         )
         if m and self.kueue_version == m[1] and r.method == "GET":  # cluster-scoped: put() them with namespace ""
             self._resource(r, m[2], "kueue.x-k8s.io", m[1], "", m[3])
+        m = re.fullmatch(r"/apis/apps/v1/namespaces/([^/]+)/deployments/([^/]+)", path)
+        if m and r.method == "GET":  # the controllers' Deployments (their image tags): put("deployments", obj)
+            self._resource(r, "deployments", "apps", "v1", m[1], m[2])
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
+        if m and r.method == "GET":  # Kueue's Configuration: put("configmaps", obj)
+            self._resource(r, "configmaps", "", "v1", m[1], m[2])
         m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/(topologies|admissionchecks)", path)
         if m and self.kueue_version == m[1] and r.method == "GET":  # cluster-scoped lists
             self._list(r, m[2], "kueue.x-k8s.io", m[1], "")
@@ -560,6 +586,8 @@ class StubKubeApiServer:
         m = re.fullmatch(r"/apis/batch/v1/namespaces/([^/]+)/jobs", path)
         if m:
             self._list(r, "jobs", "batch", "v1", m[1])
+        if path == "/api/v1/pods":  # every namespace's pods (preflight counts what they hold on the nodes)
+            self._list(r, "pods", "", "v1", None)
         m = re.fullmatch(r"/apis/kueue\.x-k8s\.io/([^/]+)/namespaces/([^/]+)/workloads", path)
         if m and self.kueue_version == m[1]:
             self._list(r, "workloads", "kueue.x-k8s.io", m[1], m[2])
@@ -699,6 +727,8 @@ class StubKubeApiServer:
         if body.get("metadata", {}).get("name") != key[2]:
             raise _Reply(400, status_body(400, "BadRequest", "the name of the object does not match the URL"))
         if current is None:
+            if key[0] == "jobsets" and self.jobset_webhook:
+                body = jobset_webhook_defaults(body)
             self._store(r, *key, body, 201)
         if current.get("spec") != body.get("spec"):
             cause = {
@@ -819,7 +849,18 @@ def _fields_match(obj: dict[str, Any], selector: str | None) -> bool:
             value = value.get(part) if isinstance(value, dict) else None
         return value
 
-    return all(lookup(k) == v for k, v in _pairs(selector))
+    for item in (selector or "").split(","):  # k=v, k==v and k!=v, as the API server's field selectors
+        if not item.strip():
+            continue
+        if "!=" in item:
+            key, value = (part.strip() for part in item.split("!=", 1))
+            if lookup(key) == value:
+                return False
+        else:
+            key, _, value = item.partition("=")
+            if lookup(key.strip()) != value.strip().removeprefix("="):
+                return False
+    return True
 
 
 def _pairs(selector: str | None) -> Iterator[tuple[str, str]]:

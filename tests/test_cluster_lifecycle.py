@@ -383,6 +383,29 @@ def test_delete_asks_then_deletes_in_the_foreground(
     assert stub.get("jobsets", "default", "dp-example") is None
 
 
+def test_delete_wait_says_which_pods_still_terminate_against_the_stub(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
+) -> None:
+    stub.put("jobsets", jobset())
+    stuck = pod(ids.WORKER_JOB, phase="Running")
+    stuck["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    stub.put("pods", stuck)
+    stub.linger_after_delete = 2
+    result = cluster_cli(["delete", "dp-example", "--yes", "--wait", *kc])
+    assert result.exit_code == 0, result.output
+    assert "waiting for 1 pod(s) to terminate: dp-example-worker-0-0-x7k2p" in result.stderr
+    assert result.stderr.count("waiting for") == 1  # said when it changes, not at every poll
+
+
+def test_a_terminating_pod_is_terminating_in_the_status_table_as_kubectl_says() -> None:
+    from pwdeploy.cluster.progress import pod_row
+
+    running = pod(ids.WORKER_JOB, containerStatuses=[{"name": ids.WORKER_CONTAINER, "ready": True}])
+    assert pod_row(running)[2:4] == ("Running", "1/1")
+    running["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert pod_row(running)[2] == "Terminating"
+
+
 def test_delete_refuses_jobsets_pwdeploy_did_not_make(
     cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer
 ) -> None:

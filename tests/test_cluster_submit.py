@@ -101,6 +101,41 @@ def test_a_jobset_not_made_by_pwdeploy_is_refused(kube: Kube, stub: StubKubeApiS
     assert stub.writes() == []
 
 
+def _applied_by_kubectl(rendered: dict[str, Any], *, record: bool) -> dict[str, Any]:
+    """``rendered`` as `kubectl apply -f` leaves it: pwdeploy's managed-by label (render sets it), no config hash,
+    and, applied client-side, the last-applied-configuration annotation kubectl records (the applied JSON)."""
+    live = copy.deepcopy(rendered)
+    annotations = live["metadata"].setdefault("annotations", {})
+    annotations.pop(ids.CONFIG_HASH_ANNOTATION, None)
+    if record:
+        annotations["kubectl.kubernetes.io/last-applied-configuration"] = json.dumps(rendered)
+    return live
+
+
+def test_a_render_kubectl_applied_with_this_config_is_unchanged(kube: Kube, stub: StubKubeApiServer) -> None:
+    rendered = tiny_jobset()
+    assert rendered["metadata"]["labels"][ids.MANAGED_BY_LABEL] == ids.MANAGED_BY
+    stub.put("jobsets", _applied_by_kubectl(rendered, record=True))
+    assert submit(kube, mark_managed([tiny_jobset()], "default")).result == "unchanged"
+    assert stub.writes() == []
+
+
+def test_a_render_kubectl_applied_with_another_config_is_a_different_config(
+    kube: Kube, stub: StubKubeApiServer
+) -> None:
+    stub.put("jobsets", _applied_by_kubectl(tiny_jobset(slices=3), record=True))
+    with pytest.raises(ClusterError, match="with a different config"):
+        submit(kube, mark_managed([tiny_jobset()], "default"))
+
+
+def test_a_render_applied_server_side_is_pwdeploys_of_unknown_config(kube: Kube, stub: StubKubeApiServer) -> None:
+    stub.put("jobsets", _applied_by_kubectl(tiny_jobset(), record=False))
+    with pytest.raises(ClusterError, match="applied from `pwdeploy render` by another client") as info:
+        submit(kube, mark_managed([tiny_jobset()], "default"))
+    assert "not created by pwdeploy" not in str(info.value) and "--replace" in (info.value.hint or "")
+    assert stub.writes() == []
+
+
 def test_replace_confirms_deletes_waits_and_recreates(kube: Kube, stub: StubKubeApiServer, clock: FakeClock) -> None:
     submit(kube, mark_managed([tiny_jobset()], "default"))
     stub.linger_after_delete = 2  # foreground deletion: the JobSet stays visible for two more GETs
@@ -290,7 +325,7 @@ def test_cli_preflight_failure_blocks_submit_without_gcs_credentials(
     assert result.exit_code == 6, result.output
     assert "preflight failed; nothing was submitted" in result.output and "--skip-preflight" in result.output
     assert "no Application Default Credentials found" in result.output
-    assert stub.writes() == []
+    assert [w for w in stub.writes() if w.q("dryRun") != "All"] == []  # jobset-api dry-runs a probe
 
 
 def test_cli_headless_points_at_pwdeploy_connect(

@@ -217,7 +217,7 @@ def test_tpu_capacity_counts_the_sub_block_pools_together_against_stub(stub: Stu
     assert row.status is Status.OK, row.detail
     assert row.detail == (
         "2 node pools of 16 x tpu7x nodes labelled cloud.google.com/reservation-name=all-capacity (Ready, "
-        "schedulable, 4 google.com/tpu each): 32 nodes in all; the job needs 32 nodes (1 x 32), from any of these "
+        "schedulable, 4 google.com/tpu free each): 32 nodes in all; the job needs 32 nodes (1 x 32), from any of these "
         "pools"
     )
     (row,) = [r for r in check_cluster(_job(**{"tpu.slices": 2}), kube) if r.check == "tpu-capacity"]

@@ -14,6 +14,7 @@ import pytest
 
 from pwdeploy.cluster.nodes import pod_requests
 from pwdeploy.cluster.readiness import check_cluster, unknown_fields
+from pwdeploy.cluster.readiness.permissions import needed_for
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.kube.api import Kube
 from pwdeploy.report import CheckResult, Status
@@ -33,7 +34,16 @@ CPU_POOL = {POOL: "cpu-np"}
 KUBELET = "v1.31.4-gke.1256000"
 TPU_NODE = {"google.com/tpu": "4", "cpu": "207", "memory": "440Gi"}
 BIG_CPU_NODE = {"cpu": "63770m", "memory": "250Gi"}  # an n2-standard-64's allocatable, roughly
-CHECK_NAMES = ["kubernetes-version", "jobset-api", "namespace", "queue", "tpu-capacity", "head-capacity", "permissions"]
+CHECK_NAMES = [
+    "kubernetes-version",
+    "jobset-api",
+    "controllers",
+    "namespace",
+    "queue",
+    "tpu-capacity",
+    "head-capacity",
+    "permissions",
+]
 
 
 def ready(stub: StubKubeApiServer, tpu_nodes: int = 2) -> StubKubeApiServer:
@@ -42,7 +52,24 @@ def ready(stub: StubKubeApiServer, tpu_nodes: int = 2) -> StubKubeApiServer:
     for i in range(tpu_nodes):
         stub.add_node(node(f"tpu-{i}", {**V5P, POOL: f"tpu-np-{i}"}, TPU_NODE, kubelet=KUBELET))
     stub.add_node(node("cpu-0", CPU_POOL, BIG_CPU_NODE, kubelet=KUBELET))
+    stub.put("deployments", controller_deployment("jobset-system", "jobset", "v0.12.0"))
     return stub
+
+
+def controller_deployment(namespace: str, component: str, version: str) -> dict[str, object]:
+    """A controller's Deployment as its release manifests install it (the image tag is the release)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": f"{component}-controller-manager", "namespace": namespace},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "manager", "image": f"registry.k8s.io/{component}/{component}:{version}"}]
+                }
+            }
+        },
+    }
 
 
 def rows(job: JobConfig, kube: Kube) -> dict[str, CheckResult]:
@@ -65,13 +92,14 @@ def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube
         "v1.31.4-gke.1256000: native sidecars are on; head node kubelets v1.31.4-gke.1256000"
     )
     assert by_name["tpu-capacity"].detail == (
-        "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs "
+        "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the job needs "
         "2 pools (one per slice) of 1 node"
     )
     assert by_name["head-capacity"].detail == (
-        "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np allocate the head pod's 48 CPU and 232Gi memory"
+        "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np have the head pod's 48 CPU and 232Gi "
+        "memory free"
     )
-    assert "create, patch, get, delete jobsets.jobset.x-k8s.io; get, list pods; get pods/log; list events" in (
+    assert "create, patch, get, list, delete jobsets.jobset.x-k8s.io; list jobs.batch; list, delete pods; " in (
         by_name["permissions"].detail
     )
 
@@ -80,7 +108,9 @@ def test_one_run_sends_read_only_requests_and_counts_them_against_stub(stub: Stu
     ready(stub)
     check_cluster(small_job({"scheduling.queue": "tpu", "main.secret_env": {"HF_TOKEN": "hf/token"}}), kube)
     gets = sorted(r.path for r in stub.requests if r.method == "GET")
-    posts = [r for r in stub.requests if r.method != "GET"]
+    posts = [r for r in stub.requests if r.method == "POST"]
+    (dry_run,) = [r for r in stub.requests if r.method == "PATCH"]  # jobset-api: the controller's webhooks answer
+    assert dry_run.q("dryRun") == "All" and dry_run.path.endswith("/jobsets/pwdeploy-probe")
     assert gets == sorted(
         [
             "/version",
@@ -91,11 +121,17 @@ def test_one_run_sends_read_only_requests_and_counts_them_against_stub(stub: Stu
             "/apis/kueue.x-k8s.io/v1beta1/namespaces/default/localqueues",
             "/api/v1/nodes",
             "/api/v1/nodes",
+            "/api/v1/pods",
             "/api/v1/namespaces/default/secrets/hf",
+            "/apis/apps/v1/namespaces/jobset-system/deployments/jobset-controller-manager",
+            "/apis/apps/v1/namespaces/kueue-system/deployments/kueue-controller-manager",
         ]
     )
-    assert {r.path for r in posts} == {"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"} and len(posts) == 8
-    assert stub.writes() == [] and kube.sent == len(stub.requests) == 17
+    reviews = len(needed_for(queue=True, queued=False))  # this job names a queue: Kueue's Workloads too
+    assert {r.path for r in posts} == {"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"}
+    assert len(posts) == reviews
+    assert [w for w in stub.writes() if w.q("dryRun") != "All"] == []
+    assert kube.sent == len(stub.requests) == len(gets) + reviews + 1
 
 
 def test_checks_run_concurrently_against_stub(
@@ -131,7 +167,7 @@ def test_checks_run_concurrently_against_stub(
         in_flight["most"] = 0
         check_cluster(job, kube, max_workers=workers)
         most[name] = in_flight["most"]
-    assert len(stub.requests) == 2 * 13
+    assert len(stub.requests) == 2 * (8 + len(needed_for(queue=False, queued=False)))  # 7 reads, a dry run, the reviews
     assert most["sequential"] == 1 and most["concurrent"] >= 2, most
 
 
@@ -195,7 +231,7 @@ def test_refused_credentials_fail_once_and_skip_the_rest_against_stub(stub: Stub
     stub.tokens = {"another": "carol"}
     found = check_cluster(small_job(), kube)
     assert found[0].status is Status.FAILED and "401 Unauthorized" in found[0].detail
-    assert [r.status for r in found[1:]] == [Status.NOT_VERIFIED] * 6
+    assert [r.status for r in found[1:]] == [Status.NOT_VERIFIED] * 7
     assert found[1].detail == "not checked: the API server did not answer the version request"
     assert [r.path for r in stub.requests] == ["/version"]
 
@@ -297,7 +333,15 @@ def test_queue_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     for name in ("cpu-queue", "tpu-v6e"):
         stub.put("localqueues", {"metadata": {"name": name, "namespace": "default"}})
     ok = rows(small_job({"scheduling.queue": "tpu-v6e"}), kube)["queue"]
-    assert (ok.status, ok.detail) == (Status.OK, "LocalQueue 'tpu-v6e' exists in namespace 'default'")
+    assert (ok.status, ok.detail) == (
+        Status.OK,
+        "LocalQueue 'tpu-v6e' exists in namespace 'default' (kueue.x-k8s.io/v1beta2)",
+    )
+    stub.kueue_version = "v1beta1"  # a Kueue before v0.15.0 serves only v1beta1
+    stub.objects[("localqueues", "default", "tpu-v6e")]["apiVersion"] = "kueue.x-k8s.io/v1beta1"
+    old = rows(small_job({"scheduling.queue": "tpu-v6e"}), kube)["queue"]
+    assert old.status is Status.OK and "a release before v0.15.0: v1beta1 is deprecated" in old.detail
+    stub.kueue_version = "v1beta2"
     missing = rows(small_job({"scheduling.queue": "tpu"}), kube)["queue"]
     assert missing.status is Status.FAILED
     assert missing.detail == "LocalQueue 'tpu' does not exist in namespace 'default'; available: cpu-queue, tpu-v6e"
@@ -322,7 +366,8 @@ def test_too_few_tpu_pools_is_a_warning_naming_both_numbers_against_stub(stub: S
     row = rows(small_job(), kube)["tpu-capacity"]
     assert row.status is Status.WARN
     assert row.detail.startswith(
-        "1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs 2 "
+        "1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the "
+        "job needs 2 "
         "pools (one per slice) of 1 node: the workers wait unless node pools autoscale"
     )
     assert "queued provisioning" in row.detail
@@ -346,7 +391,8 @@ def test_one_pool_of_two_nodes_holds_one_slice_not_two_against_stub(stub: StubKu
     row = rows(small_job(), kube)["tpu-capacity"]
     assert row.status is Status.WARN
     assert row.detail.startswith(
-        "1 node pool of 2 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs 2 "
+        "1 node pool of 2 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the "
+        "job needs 2 "
         "pools (one per slice) of 1 node: "
     )
 
@@ -360,14 +406,15 @@ def test_multi_host_slices_need_whole_pools_against_stub(stub: StubKubeApiServer
     short = rows(job, kube)["tpu-capacity"]
     assert short.status is Status.WARN
     assert short.detail.startswith(
-        "1 node pool of 2, 1 of 1 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu each); the job "
+        "1 node pool of 2, 1 of 1 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu free "
+        "each); the job "
         "needs 2 pools (one per slice) of 2 nodes, and 1 of them hold(s) a slice: the workers wait"
     )
     stub.add_node(node("tpu-np-1-1", {**v5p_16, POOL: "tpu-np-1"}, TPU_NODE))
     enough = rows(job, kube)["tpu-capacity"]
     assert (enough.status, enough.detail) == (
         Status.OK,
-        "2 node pools of 2 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu each); the job needs "
+        "2 node pools of 2 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu free each); the job needs "
         "2 pools (one per slice) of 2 nodes",
     )
 
@@ -457,11 +504,14 @@ def test_denied_permissions_fail_naming_verb_and_resource_against_stub(stub: Stu
     stub.forbid("get", "pods/log")
     row = rows(small_job(), kube)["permissions"]
     assert row.status is Status.FAILED
-    assert row.detail == "denied in namespace 'default': create jobsets.jobset.x-k8s.io; get pods/log"
+    assert row.detail == (
+        "denied in namespace 'default': create jobsets.jobset.x-k8s.io (submit (server-side apply creates it)); "
+        "get pods/log (status, logs, diagnose, connect)"
+    )
     assert row.fix is not None
     assert 'apiGroups: ["jobset.x-k8s.io"], resources: [jobsets], verbs: [create]' in row.fix
     assert 'apiGroups: [""], resources: [pods/log], verbs: [get]' in row.fix
-    log_review = [r.body for r in stub.sent("POST") if r.body["spec"]["resourceAttributes"].get("subresource")]
+    log_review = [r.body for r in stub.sent("POST") if r.body["spec"]["resourceAttributes"].get("subresource") == "log"]
     assert log_review[0]["spec"]["resourceAttributes"] == {
         "namespace": "default",
         "verb": "get",
@@ -474,7 +524,7 @@ def test_denied_permissions_fail_naming_verb_and_resource_against_stub(stub: Stu
 def test_one_denial_gives_the_rbac_rule_and_can_i_line_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.forbid("list", "events")
     row = rows(small_job(), kube)["permissions"]
-    assert row.detail == "denied in namespace 'default': list events"
+    assert row.detail == "denied in namespace 'default': list events (status, diagnose)"
     assert row.fix is not None and row.fix.endswith("check with: kubectl auth can-i list events -n default")
 
 
@@ -569,7 +619,7 @@ def test_cli_submit_stops_on_a_failed_cluster_row_against_stub(
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc])
     assert result.exit_code == 6, result.output
     assert "preflight failed; nothing was submitted" in result.stderr and "kubernetes-version" in result.stderr
-    assert stub.writes() == [] and stub.objects == {}
+    assert [w for w in stub.writes() if w.q("dryRun") != "All"] == [] and stub.objects == {}
 
 
 def locations(bucket: str) -> list[str]:
@@ -589,8 +639,8 @@ def test_cli_submit_checks_the_cluster_and_gcs_then_applies_against_stub(
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, *locations(bucket)])
     assert result.exit_code == 0, result.output
     assert ") created" in result.stdout
-    assert stub.sent("GET", "/version") and len(stub.sent("POST")) == 8
-    assert [w.method for w in stub.writes()] == ["PATCH"]
+    assert stub.sent("GET", "/version") and len(stub.sent("POST")) == len(needed_for(queue=False, queued=False))
+    assert [w.method for w in stub.writes() if w.q("dryRun") != "All"] == ["PATCH"]
     assert not any(line.startswith("warning: ") for line in result.stderr.splitlines()), "the cluster is ready"
 
 
@@ -605,7 +655,8 @@ def test_cli_submit_prints_the_rows_that_are_not_ok_then_applies_against_stub(
     warned = [line for line in lines if line.startswith("warning: ")]
     assert warned == [
         "warning: tpu-capacity stub: 1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 "
-        "google.com/tpu each); the job needs 2 pools (one per slice) of 1 node: the workers wait unless node pools "
+        "google.com/tpu free each); the job needs 2 pools (one per slice) of 1 node: the workers wait unless "
+        "node pools "
         "autoscale from zero or use queued provisioning"
     ]
     assert result.output.index("warning: tpu-capacity") < result.output.index(") created")
@@ -636,7 +687,7 @@ def test_spot_counts_only_labelled_pools_whose_taints_the_workers_tolerate_again
     assert (row.status, row.detail) == (
         Status.OK,
         "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes labelled cloud.google.com/gke-spot=true (Ready, schedulable, "
-        "4 google.com/tpu each; 1 more with taints the workers do not tolerate); the job needs 2 pools (one per "
+        "4 google.com/tpu free each; 1 more with taints the workers do not tolerate); the job needs 2 pools (one per "
         "slice) of 1 node",
     )
     selectors = {r.q("labelSelector") for r in stub.sent("GET", "/api/v1/nodes")}
@@ -678,7 +729,7 @@ def test_reservation_pools_tainted_by_auto_provisioning_fit_against_stub(stub: S
     assert (row.status, row.detail) == (
         Status.OK,
         "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes labelled cloud.google.com/reservation-name=rsv (Ready, "
-        "schedulable, 4 google.com/tpu each); the job needs 2 pools (one per slice) of 1 node",
+        "schedulable, 4 google.com/tpu free each); the job needs 2 pools (one per slice) of 1 node",
     )
     other = rows(small_job({"tpu.capacity": "reservation", "tpu.reservation": "other"}), kube)["tpu-capacity"]
     assert other.status is Status.WARN, "another reservation's pools are neither selected nor tolerated"
@@ -724,7 +775,7 @@ QUEUED = {"tpu.capacity": "queued", "scheduling.queue": "tpu"}
 def test_provisioning_row_only_for_queued_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     assert "provisioning" not in rows(small_job({"scheduling.queue": "tpu"}), kube)
     names = [r.check for r in check_cluster(small_job(QUEUED), kube)]
-    assert names == [*CHECK_NAMES[:4], "provisioning", *CHECK_NAMES[4:]]
+    assert names == [*CHECK_NAMES[:5], "provisioning", *CHECK_NAMES[5:]]
 
 
 def test_provisioning_scoped_to_the_tpu_flavor_is_ok_at_the_discovered_version_against_stub(

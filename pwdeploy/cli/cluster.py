@@ -421,9 +421,17 @@ def delete(cluster: Cluster, name: str, yes: bool, wait: bool) -> None:
     if not yes and not confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now."):
         raise PwdeployError("not deleted")
     js.delete_jobset(kube, ns, name)
-    if wait and not js.wait_gone(kube, ns, name):
+    said: list[str] = []
+
+    def progress(line: str) -> None:  # which pods still terminate, whenever that changes
+        said.append(line)
+        click.echo(line, err=True)
+
+    if wait and not js.wait_gone(kube, ns, name, said=progress):
         raise ClusterError(
-            f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s",
-            hint=f"look for stuck pods or finalizers: pwdeploy status {name} -n {ns}",
+            f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s"
+            + (f"; {said[-1]}" if said else ""),
+            hint=f"pods on a node that does not answer stay Terminating: pwdeploy status {name} -n {ns} shows them; "
+            "look for finalizers too (kubectl get jobset,jobs,pods -o yaml)",
         )
     click.echo(f"jobset {name} deleted" if wait else f"jobset {name} deletion requested (pods stop in the background)")

@@ -124,6 +124,24 @@ def readiness_checks() -> str:
     return _table(("check", "what it checks"), rows)
 
 
+def known_defects() -> str:
+    """The known defects the readiness row ``controllers`` names, with the releases that fix them and sources."""
+    from pwdeploy.cluster.readiness.controllers import DEFECTS
+
+    def releases(fixed: tuple[tuple[int, int, int], ...]) -> str:
+        return ", ".join("v" + ".".join(map(str, v)) for v in fixed) or "no release yet"
+
+    rows = [(d.component, d.what, releases(d.fixed), d.fix, d.source) for d in DEFECTS]
+    return _table(("component", "defect", "fixed in", "what to do", "source"), rows)
+
+
+def rbac_role() -> str:
+    """The Role that grants what the readiness row ``permissions`` checks (docs/cluster.md)."""
+    from pwdeploy.cluster.readiness.permissions import role_yaml
+
+    return f"```yaml\n{role_yaml()}\n```\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "config-fields": config_fields,
     "commands": commands,
@@ -131,6 +149,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "capacity-modes": capacity_modes,
     "diagnose-causes": diagnose_causes,
     "readiness-checks": readiness_checks,
+    "rbac-role": rbac_role,
+    "known-defects": known_defects,
 }
 
 

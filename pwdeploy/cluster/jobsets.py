@@ -5,6 +5,7 @@ name, annotations, replicated jobs, status), so a future PathwaysJob output has 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from pwdeploy import identifiers as ids
@@ -78,14 +79,36 @@ def delete_jobset(kube: Kube, namespace: str, name: str, *, dry_run: bool = Fals
             raise
 
 
-def wait_gone(kube: Kube, namespace: str, name: str, *, timeout: float = DELETE_TIMEOUT_S, poll: float = 2.0) -> bool:
-    """Whether the JobSet disappeared within ``timeout`` seconds."""
+def wait_gone(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    *,
+    timeout: float = DELETE_TIMEOUT_S,
+    poll: float = 2.0,
+    said: Callable[[str], None] | None = None,
+) -> bool:
+    """Whether the JobSet disappeared within ``timeout`` seconds. ``said`` hears, whenever it changes, which of its
+    pods are still terminating (foreground deletion removes the JobSet after them)."""
     deadline = kube.clock.now() + timeout
+    last = ""
     while get_jobset(kube, namespace, name) is not None:
+        if said is not None and (now := terminating_text(list_pods(kube, namespace, name))) != last:
+            said(now)
+            last = now
         if kube.clock.now() >= deadline:
             return False
         kube.clock.sleep(poll)
     return True
+
+
+def terminating_text(pods: list[Object], shown: int = 3) -> str:
+    """``waiting for 2 pods to terminate: a, b`` (or for the JobSet itself once its pods are gone)."""
+    names = sorted(str(p.get("metadata", {}).get("name", "")) for p in pods)
+    if not names:
+        return "waiting for the JobSet to go (its pods are gone)"
+    more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
+    return f"waiting for {len(names)} pod(s) to terminate: {', '.join(names[:shown])}{more}"
 
 
 def list_pods(kube: Kube, namespace: str, jobset: str, **labels: str) -> list[Object]:

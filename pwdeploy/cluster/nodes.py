@@ -1,5 +1,6 @@
 """What the Kubernetes API says about nodes, and what a rendered pod asks of them: node lists by label selector
-(each asked once), readiness, allocatable resources, node pools, kubelet versions, a pod's requests."""
+(each asked once), readiness, allocatable resources, node pools, kubelet versions, a pod's requests, and what the
+pods already on the nodes hold (their requests and host ports), as the scheduler counts them."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import re
 import threading
 from collections.abc import Iterable
 from decimal import Decimal
+from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ConfigError
-from pwdeploy.kube.api import NODES, Action, ApiError, Kube
+from pwdeploy.kube.api import NODES, PODS, Action, ApiError, Kube
 from pwdeploy.quantity import parse_quantity
 
 NODE_POOL_LABEL = ids.NODE_POOL_LABEL  # the workers' exclusive topology: one slice per node pool
@@ -135,11 +137,11 @@ def _tolerated(taint: Object, toleration: Object) -> bool:
     return key == taint.get("key") and str(toleration.get("value") or "") == str(taint.get("value") or "")
 
 
-def pod_requests(spec: Object) -> dict[str, Decimal]:
-    """The pod's cpu and memory requests as the scheduler sums them: native sidecars (restartPolicy Always) add
-    to the containers; other init containers run alone, beside the sidecars started before them."""
+def pod_requests(spec: Object, resources: Iterable[str] = ("cpu", "memory")) -> dict[str, Decimal]:
+    """The pod's requests as the scheduler sums them: native sidecars (restartPolicy Always) add to the
+    containers; other init containers run alone, beside the sidecars started before them."""
     totals = {}
-    for resource in ("cpu", "memory"):
+    for resource in resources:
         sidecars = init_peak = Decimal(0)
         for container in spec.get("initContainers") or []:
             if container.get("restartPolicy") == "Always":
@@ -163,3 +165,74 @@ def container_request(spec: Object, name: str, resource: str) -> Decimal:
     containers = [c for section in ("initContainers", "containers") for c in spec.get(section) or []]
     (container,) = [c for c in containers if c.get("name") == name]
     return _request(container, resource)
+
+
+# ---------------------------------------------------------------------------------------------- what other pods hold
+
+# The pods the scheduler counts on a node: every pod bound to it that has not ended (kubectl describe node's
+# selector; kubernetes/kubernetes pkg/scheduler/framework/types.go NodeInfo sums their requests and host ports).
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class Held(NamedTuple):
+    """What the pods on one node hold: their summed requests, and their host ports as (port, protocol)."""
+
+    requests: dict[str, Decimal]
+    ports: frozenset[tuple[int, str]]
+    pods: int
+
+
+def list_active_pods(kube: Kube) -> list[Object]:
+    """Every pod of the cluster that has not ended (one list, all namespaces)."""
+    return kube.list_items(Action("list", PODS), PODS.path(), query=[("fieldSelector", ACTIVE_PODS)])
+
+
+def host_ports(spec: Object) -> frozenset[tuple[int, str]]:
+    """(port, protocol) the pod takes on its node: its hostPorts, and with hostNetwork every container port
+    (the API server defaults hostPort to containerPort there)."""
+    network = bool(spec.get("hostNetwork"))
+    taken = set()
+    for section in ("initContainers", "containers"):
+        for container in spec.get(section) or []:
+            for port in container.get("ports") or []:
+                number = port.get("hostPort") or (port.get("containerPort") if network else None)
+                if number:
+                    taken.add((int(number), str(port.get("protocol") or "TCP")))
+    return frozenset(taken)
+
+
+def held_by_node(
+    pods: Iterable[Object], resources: Iterable[str], *, besides_jobset: str | None = None
+) -> dict[str, Held]:
+    """node name -> what its pods hold; pods of the JobSet ``besides_jobset`` are not counted (a resubmit of the
+    same job replaces them)."""
+    wanted = tuple(resources)
+    found: dict[str, Held] = {}
+    for pod in pods:
+        labels = pod.get("metadata", {}).get("labels") or {}
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        if not node or (besides_jobset and labels.get(ids.JOBSET_NAME_LABEL) == besides_jobset):
+            continue
+        try:
+            asked = pod_requests(pod.get("spec") or {}, wanted)
+        except ConfigError:  # a quantity the API server would not have accepted: count nothing for it
+            asked = {r: Decimal(0) for r in wanted}
+        before = found.get(node, Held({r: Decimal(0) for r in wanted}, frozenset(), 0))
+        found[node] = Held(
+            {r: before.requests[r] + asked[r] for r in wanted},
+            before.ports | host_ports(pod.get("spec") or {}),
+            before.pods + 1,
+        )
+    return found
+
+
+def free(node: Object, resource: str, held: dict[str, Held]) -> Decimal:
+    """Allocatable less what the node's pods request."""
+    taken = held.get(str(node["metadata"].get("name")))
+    return allocatable(node, resource) - (taken.requests.get(resource, Decimal(0)) if taken else Decimal(0))
+
+
+def port_conflicts(node: Object, ports: frozenset[tuple[int, str]], held: dict[str, Held]) -> frozenset[int]:
+    """The host ports ``ports`` would need that pods on the node already hold."""
+    taken = held.get(str(node["metadata"].get("name")))
+    return frozenset(port for port, _ in ports & taken.ports) if taken else frozenset()

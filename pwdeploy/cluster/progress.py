@@ -174,7 +174,9 @@ def pod_row(pod: Object) -> tuple[str, str, str, str, str]:
     statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
     ready = sum(bool(s.get("ready")) for s in statuses)
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
-    return component, str(meta.get("name", "")), _pod_state(status, statuses), f"{ready}/{len(statuses)}", str(restarts)
+    # kubectl's rule: a pod being deleted is Terminating whatever its phase (its containers may still run)
+    state = "Terminating" if meta.get("deletionTimestamp") else _pod_state(status, statuses)
+    return component, str(meta.get("name", "")), state, f"{ready}/{len(statuses)}", str(restarts)
 
 
 def _pod_state(status: dict[str, Any], statuses: list[dict[str, Any]]) -> str:

@@ -120,7 +120,7 @@ def submit(
         existing = None
     result: Result = "created"
     if existing is not None:
-        old = js.annotation(existing, CONFIG_HASH_ANNOTATION)
+        old = js.annotation(existing, CONFIG_HASH_ANNOTATION) or _applied_hash(existing, digest)
         phase = job_state(existing).phase
         ended = phase if phase in TERMINAL else None
         if old == digest and not (replace and ended):
@@ -255,6 +255,14 @@ def _refuse_unless_replacing(
 ) -> None:
     if replace:
         return
+    if js.is_managed(existing) and old is None:  # rendered by pwdeploy, applied by another client (kubectl)
+        raise ClusterError(
+            f"jobset {name} already exists in namespace {namespace}: applied from `pwdeploy render` by another "
+            f"client, without the {CONFIG_HASH_ANNOTATION} annotation submit records, so whether it runs this "
+            "config is not known",
+            hint=f"pass --replace to delete it and create this job, keep it (pwdeploy status {name} -n {namespace}), "
+            "or choose another name (--name)",
+        )
     if not js.is_managed(existing) or old is None:
         raise ClusterError(
             f"jobset {name} already exists in namespace {namespace} and was not created by pwdeploy",
@@ -265,6 +273,26 @@ def _refuse_unless_replacing(
         f"(running {old}, submitting {new}); a JobSet's spec cannot be changed in place",
         hint="pass --replace to delete the running job and create this one, or choose another name (--name)",
     )
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl apply (client-side) records the object
+
+
+def _applied_hash(existing: Object, digest: str) -> str | None:
+    """The config hash of what `kubectl apply -f` (client-side) of a `pwdeploy render` output recorded: ``digest``
+    when it is this config (with or without the namespace kubectl may have filled in), another hash when not, None
+    without such a record (``kubectl apply --server-side``, ``kubectl create``)."""
+    text = js.annotation(existing, LAST_APPLIED)
+    try:
+        applied = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(applied, dict):
+        return None
+    bare = copy.deepcopy(applied)
+    bare.get("metadata", {}).pop("namespace", None)
+    hashes = (config_hash([applied]), config_hash([bare]))
+    return digest if digest in hashes else hashes[0]
 
 
 def _wait_deleted(kube: Kube, namespace: str, name: str, dry_run: DryRun) -> None:

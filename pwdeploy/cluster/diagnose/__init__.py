@@ -1,12 +1,12 @@
 """`pwdeploy diagnose`: why a job is not running, with the evidence and the fix.
 
 ``diagnose`` reads a bounded set of objects (read.py), each family of causes turns them into observations
-(queueing, scheduling, images, containers, pathways, lifecycle), and findings.py groups and orders them.
+(queueing, creation, scheduling, images, containers, pathways, lifecycle), and findings.py groups and orders them.
 ``from_snapshot`` runs the same rules on what `status` already read (no logs, no Kueue)."""
 
 from __future__ import annotations
 
-from pwdeploy.cluster.diagnose import containers, images, lifecycle, pathways, queueing, scheduling
+from pwdeploy.cluster.diagnose import containers, creation, images, lifecycle, pathways, queueing, scheduling
 from pwdeploy.cluster.diagnose.findings import CAUSES, Diagnosis, Finding, Observation, group
 from pwdeploy.cluster.diagnose.pods import expected_pods
 from pwdeploy.cluster.diagnose.read import Snapshot, read_logs, read_snapshot
@@ -15,7 +15,7 @@ from pwdeploy.kube.api import Kube
 
 __all__ = ["CAUSES", "Diagnosis", "Finding", "Snapshot", "diagnose", "from_snapshot"]
 
-FAMILIES = (queueing, scheduling, images, containers, pathways, lifecycle)
+FAMILIES = (queueing, creation, scheduling, images, containers, pathways, lifecycle)
 
 
 def diagnose(kube: Kube, namespace: str, name: str) -> Diagnosis:
@@ -23,9 +23,9 @@ def diagnose(kube: Kube, namespace: str, name: str) -> Diagnosis:
     explain it."""
     before = kube.sent
     snap = read_snapshot(kube, namespace, name)
-    snap.logs = read_logs(kube, namespace, containers.wanted_logs(snap))
+    snap.logs = read_logs(kube, namespace, containers.wanted_logs(snap), snap.notes)
     found = from_snapshot(snap)
-    return Diagnosis(found.job, found.namespace, found.summary, found.findings, kube.sent - before)
+    return Diagnosis(found.job, found.namespace, found.summary, found.findings, kube.sent - before, tuple(snap.notes))
 
 
 def from_snapshot(snap: Snapshot) -> Diagnosis:
@@ -33,4 +33,4 @@ def from_snapshot(snap: Snapshot) -> Diagnosis:
     totals = expected_pods(snap.jobset)
     for obs in observations:  # pods the spec does not count (a restarted pod's successor) still count once
         totals.setdefault(obs.role, 1)
-    return Diagnosis(snap.name, snap.namespace, summary(snap), group(observations, totals))
+    return Diagnosis(snap.name, snap.namespace, summary(snap), group(observations, totals), notes=tuple(snap.notes))

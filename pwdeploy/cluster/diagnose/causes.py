@@ -6,12 +6,14 @@ from __future__ import annotations
 
 # Per stage of ``findings.STAGES``: the objects and fields its rules read.
 READS: dict[str, str] = {
-    "queue": "Kueue Workload conditions and admission checks, ProvisioningRequest conditions",
+    "queue": "Kueue Workload conditions (QuotaReserved, Admitted, Evicted) and admission checks, ProvisioningRequest "
+    "conditions",
+    "create": "the JobSet's status and its Jobs; the Jobs' `FailedCreate` events",
     "schedule": "the pod's PodScheduled condition, cluster-autoscaler events",
     "image": "ErrImagePull / ImagePullBackOff and the kubelet's `Failed to pull image` event",
     "start": "container waiting reasons",
     "run": "container states, pod conditions, the last 40 lines of container logs",
-    "end": "JobSet conditions",
+    "end": "JobSet conditions, `status.restarts` and its restart events",
 }
 
 MEANINGS: dict[str, str] = {
@@ -19,10 +21,17 @@ MEANINGS: dict[str, str] = {
     "ClusterQueue's maximum, a missing LocalQueue, an inactive ClusterQueue, a rejected admission check, a failed "
     "ProvisioningRequest); a warning while others hold the quota; info while an admission check or provisioning "
     "is pending",
+    "kueue-deactivated": "Kueue deactivated the Workload (`Deactivated*` eviction, e.g. the requeuing limit): it "
+    "is never requeued; reactivate it or resubmit",
+    "no-jobset-controller": "the JobSet has no status and no Jobs a minute after it was created: no JobSet "
+    "controller runs",
+    "pod-create-refused": "the API server refuses the Job's pods (`FailedCreate`): JobSet's leader-pod deadlock "
+    "(up to v0.12.0), Pod Security forbidding hostNetwork, a full ResourceQuota, another admission refusal",
     "scale-up-failed": "FailedScaleUp (quota, stockout, reservation); NotTriggerScaleUp is a warning",
-    "head-unschedulable": "the head pod fits no node of `head.node_pool`",
-    "tpu-capacity": "`Insufficient google.com/tpu`: no node with free TPU chips; a pod whose scale-up was "
-    "triggered is a warning",
+    "head-unschedulable": "the head pod fits no node of `head.node_pool` (too small, or its host ports held by "
+    "another job's head)",
+    "tpu-capacity": "`Insufficient google.com/tpu`, or `didn't have free ports` (another job's hostNetwork pods "
+    "hold the TPU nodes): no free TPU node; a pod whose scale-up was triggered is a warning",
     "node-selector": "no node carries the labels the pod selects",
     "untolerated-taint": "the nodes carry a taint the pod does not tolerate",
     "unschedulable": "another reason of the scheduler",
@@ -47,8 +56,13 @@ MEANINGS: dict[str, str] = {
     "proxy-backend": "`Unable to initialize backend 'proxy'`, connection refused to port 29000",
     "hang": "`Megascale detects a hang`",
     "crash": "any other non-zero exit, with its last log lines: an error while the container is down or in "
-    "CrashLoopBackOff (whatever its cause), a warning once it runs again",
-    "preempted": "DisruptionTarget, Evicted, node shutdown, Kueue eviction (warning)",
+    "CrashLoopBackOff (whatever its cause), a warning once it runs again or the Job replaced the failed pod",
+    "pods-ready-timeout": "Kueue evicted the job with `PodsReadyTimeout`: its pods were not all Ready within "
+    "`waitForPodsReady.timeout` (30 minutes by default since Kueue 0.19) or `recoveryTimeout`; names the pods "
+    "not ready (warning: it is requeued)",
+    "preempted": "DisruptionTarget, Evicted, node shutdown, Kueue preemption (warning); a head pod is replaced by "
+    "its Job without a restart",
     "max-restarts": "the JobSet failed with ReachedMaxRestarts",
     "job-failed": "the JobSet failed for another reason",
+    "restarted": "the JobSet restarted (`status.restarts`): its latest restart event names the first failed Job (info)",
 }

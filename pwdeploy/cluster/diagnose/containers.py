@@ -42,11 +42,18 @@ def observations(snap: Snapshot) -> list[Observation]:
         if pod.get("metadata", {}).get("deletionTimestamp"):
             continue
         found += _sidecars(pod, snap.now, snap.name)
+        successor = p.replacement(pod, snap.pods)
         for c in p.containers(pod):
             found += _waiting(c, snap.namespace)
             log = logs.get((p.name(pod), str(c.spec.get("name")))) or alike.get(_kind(c))
-            found += _terminated(c, log, snap.name)
+            found += [_recovered(obs, successor) if successor else obs for obs in _terminated(c, log, snap.name)]
     return found
+
+
+def _recovered(obs: Observation, successor: str) -> Observation:
+    """A failure the Job already recovered from (it replaced the failed pod): a warning, not an error."""
+    evidence = f"{obs.evidence}; the Job replaced the pod: {successor} runs in its place"
+    return obs._replace(severity="warning", key=f"{obs.key}/replaced", evidence=evidence)
 
 
 def _kind(c: p.Container) -> tuple[str, str, int] | None:

@@ -16,7 +16,8 @@ SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 # Cause ids (a contract: tests, scripts and `-o json` readers match on them) in the order their stage blocks a
 # job: a job is queued, then scheduled, then pulls images, then starts containers, then runs, then ends.
 STAGES: dict[str, tuple[str, ...]] = {
-    "queue": ("kueue-pending",),
+    "queue": ("kueue-pending", "kueue-deactivated", "pods-ready-timeout"),
+    "create": ("no-jobset-controller", "pod-create-refused"),
     "schedule": (
         "scale-up-failed",
         "head-unschedulable",
@@ -42,7 +43,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "crash",
         "preempted",
     ),
-    "end": ("max-restarts", "job-failed"),
+    "end": ("max-restarts", "job-failed", "restarted"),
 }
 CAUSES: tuple[str, ...] = tuple(cause for causes in STAGES.values() for cause in causes)
 _RANK = {cause: rank for rank, cause in enumerate(CAUSES)}
@@ -122,6 +123,7 @@ class Diagnosis:
     summary: str  # one line: where the job is (waiting for admission, pulling, running N of M pods, succeeded)
     findings: list[Finding] = field(default_factory=list)
     requests: int = 0  # API requests the diagnosis sent
+    notes: tuple[str, ...] = ()  # what could not be read (a Workload, a log): the findings may miss its causes
 
     @property
     def errors(self) -> list[Finding]:
@@ -133,14 +135,17 @@ class Diagnosis:
             "namespace": self.namespace,
             "summary": self.summary,
             "findings": [f.as_json() for f in self.findings],
+            "notes": list(self.notes),
         }
 
     def lines(self) -> list[str]:
         out = [f"job {self.job}  namespace {self.namespace}: {self.summary}"]
         if not self.findings:
-            out.append("no findings")
+            out.append("no findings" + (" in what could be read" if self.notes else ""))
         for f in self.findings:
             out += ["", f"{f.severity.upper()}  {f.cause}  {f.where}", f"  evidence: {f.evidence}", f"  fix: {f.fix}"]
+        out += [""] if self.notes else []
+        out += [f"note: {note}" for note in self.notes]
         return out
 
 

@@ -8,20 +8,51 @@ Texts matched:
 - pod condition ``DisruptionTarget`` (reasons PreemptionByScheduler, DeletionByTaintManager,
   EvictionByEvictionAPI, TerminationByKubelet: kubernetes/kubernetes pkg/apis/core types), pod status reason
   ``Evicted``, ``Preempting`` or ``Terminated`` (node shutdown: ``Pod was terminated in response to imminent node
-  shutdown.``).
+  shutdown.``). Whether the JobSet restarts for such a pod is read from its Job's ``podFailurePolicy`` in the
+  live JobSet: an ``Ignore`` rule on DisruptionTarget (what pwdeploy renders for the head) makes the Job replace
+  the pod without counting a failure, so the JobSet does not restart (kubernetes/kubernetes
+  pkg/controller/job/pod_failure_policy.go).
+- a restart: ``status.restarts`` and the JobSet's Warning event ``RestartJobSetFailurePolicyAction`` (or
+  ``RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction``) ``applying RestartJobSet failure policy action (first
+  failed job: <job>)`` (kubernetes-sigs/jobset v0.11.1 pkg/controllers/failure_policy.go, pkg/constants).
 """
 
 from __future__ import annotations
 
+from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pods as p
 from pwdeploy.cluster.diagnose.findings import Observation, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
 MAX_RESTARTS = "ReachedMaxRestarts"
+RESTART_EVENTS = ("RestartJobSetFailurePolicyAction", "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction")
 
 
 def observations(snap: Snapshot) -> list[Observation]:
-    return _jobset(snap) + [obs for pod in snap.pods if (obs := _disrupted(pod)) is not None]
+    found = _jobset(snap) or _restarted(snap)
+    return found + [obs for pod in snap.pods if (obs := _disrupted(pod, snap.jobset)) is not None]
+
+
+def _restarted(snap: Snapshot) -> list[Observation]:
+    """Why a job that has not failed restarted: the JobSet's latest restart event (events are oldest first)."""
+    restarts = int((snap.jobset.get("status") or {}).get("restarts") or 0)
+    if not restarts:
+        return []
+    said = [
+        e
+        for e in snap.events
+        if e.get("reason") in RESTART_EVENTS and (e.get("involvedObject") or {}).get("kind") == "JobSet"
+    ]
+    evidence = f"restarts {restarts}" + (
+        f"; latest: {said[-1].get('reason')}: {quote(str(said[-1].get('message') or ''))}"
+        if said
+        else "; the restart events have expired (the API server keeps events for an hour by default)"
+    )
+    fix = (
+        f"a Job of the JobSet failed and the JobSet restarted every Job: the failed Job's pods are gone; read the "
+        f"previous run's log (pwdeploy logs {snap.name} --previous) for why"
+    )
+    return [Observation("restarted", "info", "jobset", snap.name, "restarted", evidence, fix)]
 
 
 def _jobset(snap: Snapshot) -> list[Observation]:
@@ -43,7 +74,7 @@ def _jobset(snap: Snapshot) -> list[Observation]:
     return [Observation("job-failed", "error", "jobset", snap.name, reason, evidence, fix)]
 
 
-def _disrupted(pod: p.Object) -> Observation | None:
+def _disrupted(pod: p.Object, jobset: p.Object) -> Observation | None:
     if not p.disrupted(pod):
         return None
     target = p.condition(pod, "DisruptionTarget")
@@ -54,9 +85,30 @@ def _disrupted(pod: p.Object) -> Observation | None:
     else:
         reason, message = str(status.get("reason") or ""), str(status.get("message") or "")
         evidence = f"pod {reason}: {quote(message)}"
-    fix = (
-        "the pod was taken away (preemption, spot reclaim, maintenance, node shutdown); the JobSet restarts the "
-        "job within scheduling.max_restarts: for fewer interruptions use on-demand or reserved capacity, and save "
-        "checkpoints (storage.checkpoints) to resume"
-    )
+    if _ignores_disruption(jobset, pod):
+        fix = (
+            "the pod was taken away (preemption, eviction, maintenance, node shutdown); its Job's podFailurePolicy "
+            "ignores DisruptionTarget, so the Job replaces the pod without a JobSet restart (restarts stay as "
+            "they are); the program must reconnect to the new pod (a client of the proxy: restart it)"
+        )
+    else:
+        fix = (
+            "the pod was taken away (preemption, spot reclaim, maintenance, node shutdown); the JobSet restarts "
+            "the job within scheduling.max_restarts: for fewer interruptions use on-demand or reserved capacity, "
+            "and save checkpoints (storage.checkpoints) to resume"
+        )
     return Observation("preempted", "warning", p.role(pod), p.name(pod), reason, evidence, fix)
+
+
+def _ignores_disruption(jobset: p.Object, pod: p.Object) -> bool:
+    """The pod's Job (its replicatedJob in the live JobSet) ignores pods with DisruptionTarget=True."""
+    rj = (pod.get("metadata", {}).get("labels") or {}).get(ids.REPLICATED_JOB_LABEL)
+    for spec_rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        if spec_rj.get("name") != rj:
+            continue
+        policy = ((spec_rj.get("template") or {}).get("spec") or {}).get("podFailurePolicy") or {}
+        for rule in policy.get("rules") or []:
+            conditions = rule.get("onPodConditions") or []
+            if any(c.get("type") == "DisruptionTarget" and c.get("status", "True") == "True" for c in conditions):
+                return bool(rule.get("action") == "Ignore")  # the first matching rule decides
+    return False

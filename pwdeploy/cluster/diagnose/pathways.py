@@ -10,7 +10,9 @@ Texts matched (stable parts):
   docs/guides/megascale_hang_playbook.md).
 - GCS refusals: ``does not have storage.objects.<verb> access`` and ``403``/``PERMISSION_DENIED``/``AccessDenied``
   next to a ``gs://`` path or storage.googleapis.com URL (Cloud Storage error messages).
-- ``No space left on device`` on /dev/shm.
+- ``No space left on device`` on /dev/shm: the path on the error line, or, when the error line names none (numpy's
+  ``tofile`` and a file's ``write`` raise a bare ``OSError: [Errno 28] No space left on device``), in the lines of
+  the same Python traceback above it (from its ``Traceback (most recent call last):``).
 - From Google's "Troubleshoot Pathways on Cloud" page (docs.cloud.google.com/ai-hypercomputer/docs/workloads/
   pathways-on-cloud/troubleshooting-pathways, "Debugging common errors"):
   ``Connection to IFRT proxy server was terminated: CANCELLED`` (another client holds the proxy's one session),
@@ -140,13 +142,31 @@ RULES = (
 SCRATCH_ARG = "--gcs_scratch_location="
 
 
+NO_SPACE = "No space left on device"
+TRACEBACK = "Traceback (most recent call last)"
+TRACEBACK_LINES = 30  # of a traceback read above its error line when no "Traceback" line starts it
+
+
 def classify(lines: list[str]) -> tuple[LogRule, str] | None:
     """The first rule (in RULES order) that a line matches, with the latest line it matched."""
     for rule in RULES:
-        for line in reversed(lines):
-            if rule.matches(line):
+        for index in range(len(lines) - 1, -1, -1):
+            line = lines[index]
+            if rule.matches(line) or (rule.cause == "shm-exhausted" and _shm_in_traceback(lines, index)):
                 return rule, line
     return None
+
+
+def _shm_in_traceback(lines: list[str], index: int) -> bool:
+    """``lines[index]`` is a bare ENOSPC whose traceback (the lines above it, back to its start) names /dev/shm."""
+    if NO_SPACE not in lines[index]:
+        return False
+    start = max(0, index - TRACEBACK_LINES)
+    for back in range(index - 1, start - 1, -1):
+        if TRACEBACK in lines[back]:
+            start = back
+            break
+    return any(ids.SHM_DIR in line for line in lines[start:index])
 
 
 def observations(snap: Snapshot) -> list[Observation]:

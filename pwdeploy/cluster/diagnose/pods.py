@@ -106,3 +106,23 @@ def expected_pods(jobset: Object) -> dict[str, int]:
         )
         totals[label] = totals.get(label, 0) + count
     return totals
+
+
+def replacement(pod: Object, pods: list[Object]) -> str | None:
+    """The pod that replaced ``pod`` when it has ended in phase Failed: one of the same Job (replicatedJob, job
+    index, restart attempt) and completion index that is not terminal and not being deleted (the Job controller
+    made it); None otherwise."""
+    if (pod.get("status") or {}).get("phase") != "Failed":
+        return None
+    keys = (ids.REPLICATED_JOB_LABEL, ids.JOB_INDEX_LABEL, ids.RESTART_ATTEMPT_LABEL, ids.COMPLETION_INDEX_LABEL)
+
+    def slot(q: Object) -> tuple[str, ...]:
+        labels = q.get("metadata", {}).get("labels") or {}
+        return tuple(str(labels.get(k, "")) for k in keys)
+
+    for other in pods:
+        if other is pod or slot(other) != slot(pod) or other.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        if (other.get("status") or {}).get("phase") in ("Pending", "Running", "Succeeded"):
+            return name(other)
+    return None

@@ -5,8 +5,18 @@ Texts matched:
   ``status.admissionChecks[].state`` (Pending, Ready, Retry, Rejected). The QuotaReserved=False message comes from
   pkg/scheduler/flavorassigner/flavorassigner.go: ``insufficient unused quota for <resource> in flavor <f>, <n>
   more needed`` (others hold the quota: it may clear) or ``insufficient quota for <resource> in flavor <f>,
-  request > maximum capacity (<a> > <b>)`` (it never fits); ``LocalQueue <q> doesn't exist`` and ``ClusterQueue
-  <q> is inactive`` also never clear by waiting.
+  request > maximum capacity (<a> > <b>)`` (it never fits; since v0.14.4 ``insufficient quota for <resource> in
+  flavor <f>, previously considered podsets requests (<a>) + current podset request (<b>) > maximum capacity
+  (<c>)``, and in v1beta2 the condition's reason ``ExceedsMaxQuota``, apis/kueue/v1beta2/workload_types.go);
+  ``LocalQueue <q> doesn't exist`` and ``ClusterQueue <q> is inactive`` also never clear by waiting.
+- the Workload's Evicted=True reason (apis/kueue/v1beta2/workload_types.go): ``PodsReadyTimeout`` (message
+  ``Exceeded the PodsReady timeout <ns/name>``, pkg/controller/core/workload_controller.go): not every pod was
+  Ready within ``waitForPodsReady.timeout`` (after a restart, ``recoveryTimeout``, which defaults to the
+  timeout); WaitForPodsReady is on by default with a 30-minute timeout since Kueue v0.19.0 (apis/config/v1beta2/
+  defaults.go ``DefaultWaitForPodsReadyTimeout``). ``Deactivated`` and ``DeactivatedDueTo<cause>`` (e.g.
+  ``DeactivatedDueToRequeuingLimitExceeded``, message ``The workload is deactivated due to exceeding the maximum
+  number of re-queuing retries``, pkg/controller/core/workload_controller_eviction_test.go): spec.active is
+  false, and Kueue never requeues it by itself. Any other reason (``Preempted``, ...) is requeued.
 - ProvisioningRequest conditions (kubernetes/autoscaler cluster-autoscaler/apis/provisioningrequest
   autoscaling.x-k8s.io/v1): Provisioned, Failed, BookingExpired, CapacityRevoked.
 """
@@ -18,8 +28,13 @@ from pwdeploy.cluster.diagnose import pods as p
 from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
-NEVER = ("request > maximum capacity", "doesn't exist", "is inactive", "does not exist")
+NEVER = ("> maximum capacity", "doesn't exist", "is inactive", "does not exist")
+EXCEEDS = "ExceedsMaxQuota"  # the QuotaReserved=False reason when the request never fits (Kueue v1beta2)
 CAUSE = "kueue-pending"
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+DEACTIVATED = "Deactivated"
+DEFAULT_PODS_READY_TIMEOUT = "30 minutes"  # Kueue >= v0.19.0, apis/config/v1beta2/defaults.go
+SLOWEST = 3  # pods named in a PodsReadyTimeout finding
 
 
 def observations(snap: Snapshot) -> list[Observation]:
@@ -29,8 +44,10 @@ def observations(snap: Snapshot) -> list[Observation]:
         return _no_workload(snap, queue)
     wl = snap.workload
     name = f"{wl['metadata'].get('name', '')}"
-    found = _evicted(wl, name)
+    found = _evicted(wl, name, snap)
     if _true(wl, "Admitted") or _true(wl, "Finished"):
+        return found
+    if any(obs.cause != "preempted" for obs in found):  # the eviction says why it waits; QuotaReserved repeats it
         return found
     reserved = p.condition(wl, "QuotaReserved")
     if reserved is None or reserved.get("status") != "True":
@@ -76,9 +93,10 @@ def _quota(cond: p.Object | None, workload: str, queue: str | None) -> Observati
         evidence = "the Workload has no QuotaReserved condition yet"
         return Observation(CAUSE, "info", "workload", workload, "new", evidence, "wait: Kueue has not looked at it yet")
     message = str(cond.get("message") or cond.get("reason") or "")
-    never = any(part in message for part in NEVER)
+    exceeds = cond.get("reason") == EXCEEDS or "> maximum capacity" in message
+    never = exceeds or any(part in message for part in NEVER)
     severity: Severity = "error" if never else "warning"
-    if "request > maximum capacity" in message:
+    if exceeds:
         fix = (
             "the job asks for more than the ClusterQueue can ever give (nominal quota plus borrowing): lower "
             "tpu.slices, or raise the quota (kubectl get clusterqueue -o yaml)"
@@ -132,11 +150,56 @@ def _provisioning(request: p.Object) -> list[Observation]:
     return []
 
 
-def _evicted(wl: p.Object, name: str) -> list[Observation]:
+def _evicted(wl: p.Object, name: str, snap: Snapshot) -> list[Observation]:
     cond = p.condition(wl, "Evicted")
     if cond is None or cond.get("status") != "True":
         return []
-    message = str(cond.get("message") or "")
-    evidence = f"Workload Evicted=True reason {cond.get('reason', '')}: {quote(message)}"
-    fix = "Kueue evicted the job (preemption by a higher priority, or pods not ready in time); it is requeued"
-    return [Observation("preempted", "warning", "workload", name, str(cond.get("reason", "")), evidence, fix)]
+    reason, message = str(cond.get("reason", "")), str(cond.get("message") or "")
+    evidence = f"Workload Evicted=True reason {reason}: {quote(message)}"
+    if reason.startswith(DEACTIVATED) or reason.startswith(f"EvictedDueTo{DEACTIVATED}"):
+        requeues = "RequeuingLimitExceeded" in reason
+        fix = (
+            "Kueue deactivated the Workload (spec.active: false) and does not requeue it"
+            + (
+                " (it was evicted more often than waitForPodsReady.requeuingStrategy.backoffLimitCount allows)"
+                if requeues
+                else ""
+            )
+            + f": fix what evicted it, then reactivate it (kubectl patch workload {name} -n {snap.namespace} "
+            """--type merge -p '{"spec":{"active":true}}') or resubmit (pwdeploy submit -f job.yaml --replace)"""
+        )
+        return [Observation("kueue-deactivated", "error", "workload", name, reason, evidence, fix)]
+    if reason == PODS_READY_TIMEOUT:
+        slowest = _slowest(snap)
+        evidence += f"; not ready: {slowest}" if slowest else ""
+        fix = (
+            "not every pod was Ready within Kueue's waitForPodsReady.timeout (default "
+            f"{DEFAULT_PODS_READY_TIMEOUT} since Kueue v0.19; after a restart recoveryTimeout, which defaults to "
+            "it), so Kueue evicted and requeued the job: raise waitForPodsReady.timeout and recoveryTimeout in "
+            "Kueue's Configuration (ConfigMap kueue-manager-config in kueue-system), or start faster (pinned, "
+            "smaller images; capacity that is there, not flex-start); check: pwdeploy preflight -f job.yaml --cluster"
+        )
+        return [Observation("pods-ready-timeout", "warning", "workload", name, reason, evidence, fix)]
+    fix = "Kueue evicted the job (preemption by a higher priority workload, a stopped queue); it is requeued"
+    return [Observation("preempted", "warning", "workload", name, reason, evidence, fix)]
+
+
+def _slowest(snap: Snapshot) -> str:
+    """The pods not Ready, oldest first, with what they wait on: ``pod-a (Pending, Unschedulable), ...``."""
+    waiting = []
+    for pod in sorted(snap.pods, key=lambda q: str(q.get("metadata", {}).get("creationTimestamp") or "")):
+        ready = p.condition(pod, "Ready")
+        if ready is not None and ready.get("status") == "True":
+            continue
+        status = pod.get("status") or {}
+        why = next(
+            (
+                str(((c.status.get("state") or {}).get("waiting") or {}).get("reason"))
+                for c in p.containers(pod)
+                if ((c.status.get("state") or {}).get("waiting") or {}).get("reason")
+            ),
+            str((p.condition(pod, "PodScheduled") or {}).get("reason") or ""),
+        )
+        waiting.append(f"{p.name(pod)} ({status.get('phase', 'Pending')}{', ' + why if why else ''})")
+    more = f" (+{len(waiting) - SLOWEST} more)" if len(waiting) > SLOWEST else ""
+    return ", ".join(waiting[:SLOWEST]) + more

@@ -45,11 +45,12 @@ class Snapshot:
     pods: list[Object]
     events: list[Object]
     now: datetime
-    jobs: list[Object] = field(default_factory=list)
+    jobs: list[Object] | None = None  # None: not read (status reads no Jobs)
     workload: Object | None = None
     kueue_installed: bool | None = None  # None: not looked up
     provisioning: list[Object] = field(default_factory=list)
     logs: list[LogTail] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be read, said beside the findings
 
 
 def read_snapshot(kube: Kube, namespace: str, name: str) -> Snapshot:
@@ -63,7 +64,8 @@ def read_snapshot(kube: Kube, namespace: str, name: str) -> Snapshot:
         all_events = _unique([e for listed in events for e in listed.result()])
         snap = Snapshot(name, namespace, jobset, pods.result(), [], kube.clock.utc_now(), jobs.result())
         if kueue is not None:
-            snap.kueue_installed, snap.workload = kueue.result()
+            snap.kueue_installed, snap.workload, unread = kueue.result()
+            snap.notes += [unread] if unread else []
     workload = str(snap.workload["metadata"].get("name", "")) if snap.workload is not None else None
     prefixes = tuple(f"{name}-{rj.get('name')}-" for rj in (jobset.get("spec") or {}).get("replicatedJobs") or [])
     snap.events = sorted((e for e in all_events if _about(e, name, prefixes, workload)), key=_event_time)
@@ -109,21 +111,24 @@ def _queued(jobset: Object) -> bool:
     return bool(labels.get(ids.QUEUE_LABEL)) or bool((jobset.get("spec") or {}).get("suspend"))
 
 
-def _kueue(kube: Kube, namespace: str, jobset: Object) -> tuple[bool | None, Object | None]:
-    """(Kueue installed, the JobSet's Workload): Kueue labels a Workload with its job's UID
-    (kueue.x-k8s.io/job-uid, see kubernetes-sigs/kueue pkg/controller/constants)."""
+def _kueue(kube: Kube, namespace: str, jobset: Object) -> tuple[bool | None, Object | None, str | None]:
+    """(Kueue installed, the JobSet's Workload, a note when it could not be read): Kueue labels a Workload with
+    its job's UID (kueue.x-k8s.io/job-uid, see kubernetes-sigs/kueue pkg/controller/constants)."""
     version = js.preferred_version(kube, KUEUE_GROUP)
     if version is None:
-        return False, None
+        return False, None, None
     workloads = Resource(KUEUE_GROUP, version, "workloads", "Workload")
     uid = jobset.get("metadata", {}).get("uid")
     try:
         found = _list(kube, workloads, namespace, f"{KUEUE_GROUP}/job-uid={uid}") if uid else []
     except ApiError as exc:
-        if exc.status in (403, 404):  # may not read Workloads: the rest of the diagnosis still stands
-            return None, None
+        if exc.status in (403, 404):  # may not read Workloads: the rest of the diagnosis still stands, said so
+            note = f"the job's Kueue Workload could not be read ({exc.message}): why Kueue holds it is not known; " + (
+                exc.hint or f"check: kubectl get workloads -n {namespace}"
+            )
+            return None, None, note
         raise
-    return True, (found[-1] if found else None)
+    return True, (found[-1] if found else None), None
 
 
 def _provisioning(kube: Kube, namespace: str, workload: str) -> list[Object]:
@@ -145,18 +150,25 @@ def _provisioning(kube: Kube, namespace: str, workload: str) -> list[Object]:
 # ---------------------------------------------------------------------------------------------- logs
 
 
-def read_logs(kube: Kube, namespace: str, wanted: list[tuple[str, str, bool]]) -> list[LogTail]:
+def read_logs(
+    kube: Kube, namespace: str, wanted: list[tuple[str, str, bool]], notes: list[str] | None = None
+) -> list[LogTail]:
     """The last lines of each (pod, container, previous) in ``wanted`` (at most MAX_LOGS), read concurrently; a
-    container whose log cannot be read (gone, forbidden) is left out."""
+    container whose log cannot be read (gone, forbidden, a kubelet that does not answer) is left out, and said
+    in ``notes``."""
     wanted = wanted[:MAX_LOGS]
     if not wanted:
         return []
     with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
         tails = list(pool.map(lambda w: _tail(kube, namespace, *w), wanted))
-    return [t for t in tails if t is not None]
+    for (pod, container, previous), tail in zip(wanted, tails, strict=True):
+        if isinstance(tail, ApiError) and notes is not None:
+            which = f"{pod}/{container}" + (" (previous run)" if previous else "")
+            notes.append(f"the log of {which} could not be read ({tail.message}): what only it shows is missing")
+    return [t for t in tails if isinstance(t, LogTail)]
 
 
-def _tail(kube: Kube, namespace: str, pod: str, container: str, previous: bool) -> LogTail | None:
+def _tail(kube: Kube, namespace: str, pod: str, container: str, previous: bool) -> LogTail | ApiError:
     query = [("container", container), ("tailLines", str(LOG_LINES)), ("limitBytes", str(LOG_BYTES))]
     if previous:
         query.append(("previous", "true"))
@@ -166,6 +178,6 @@ def _tail(kube: Kube, namespace: str, pod: str, container: str, previous: bool) 
             lines.append(line[:2000])
             if len(lines) > LOG_LINES:  # a server that ignores tailLines
                 del lines[0]
-    except ApiError:
-        return None
+    except ApiError as exc:
+        return exc
     return LogTail(pod, container, previous, lines)

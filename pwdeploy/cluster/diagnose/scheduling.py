@@ -4,7 +4,10 @@ Texts matched (stable parts only, never counts or node names):
 - kube-scheduler (kubernetes/kubernetes pkg/scheduler): ``0/N nodes are available: ...`` in the pod's
   PodScheduled=False condition (reason Unschedulable), with ``Insufficient <resource>`` (noderesources/fit.go),
   ``node(s) didn't match Pod's node affinity/selector`` (nodeaffinity), ``node(s) had untolerated taint``
-  (tainttoleration).
+  (tainttoleration), ``node(s) didn't have free ports for the requested pod ports`` (nodeports/node_ports.go,
+  ``ErrReason``). The head and the workers use hostNetwork, so every container port is a host port: a node whose
+  ports another such pod holds (another job's head or workers) fails the NodePorts filter, which runs before
+  NodeResourcesFit, so a busy TPU pool says "free ports", never "Insufficient google.com/tpu".
 - cluster autoscaler (kubernetes/autoscaler cluster-autoscaler): Normal event ``NotTriggerScaleUp``
   ``pod didn't trigger scale-up: ...``; Normal ``TriggeredScaleUp``; on GKE, Warning ``FailedScaleUp``
   ``Node scale up in zones ... associated with this pod failed: GCE quota exceeded|GCE out of resources|...``.
@@ -19,6 +22,7 @@ from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
 TPU_RESOURCE = "google.com/tpu"
+BUSY_PORTS = "didn't have free ports for the requested pod ports"
 _FAILED_SCALE_UP = re.compile(r"associated with this pod failed: (?P<why>[^.]*)")
 PREFLIGHT = "pwdeploy preflight -f job.yaml --cluster"
 
@@ -55,6 +59,13 @@ def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Obse
     scaling = "TriggeredScaleUp" in reasons
     severity: Severity = "warning" if scaling else "error"
     evidence = quote(message) + (f"; autoscaler: {quote(reasons['TriggeredScaleUp'])}" if scaling else "")
+    if role == "head pod" and BUSY_PORTS in message:
+        fix = (
+            f"the nodes that match {selector or 'its nodeSelector'} are held by other pods on the same host ports "
+            f"({_host_ports(pod)}; the head uses hostNetwork): another job's head holds them. Wait for it to end or "
+            f"delete it, or add a node to that pool; check: {PREFLIGHT}"
+        )
+        return Observation("head-unschedulable", severity, role, p.name(pod), "ports", evidence, fix)
     if role == "head pod":
         fix = (
             f"the head pod needs a CPU node that matches {selector or 'its nodeSelector'} with room for its "
@@ -63,6 +74,13 @@ def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Obse
         )
         return Observation("head-unschedulable", severity, role, p.name(pod), _kind(message), evidence, fix)
     cause = _kind(message)
+    if cause == "tpu-capacity" and BUSY_PORTS in message and f"Insufficient {TPU_RESOURCE}" not in message:
+        fix = (
+            f"the TPU nodes that match {selector} are held by other pods on the same host ports ({_host_ports(pod)}; "
+            "the workers use hostNetwork): another job's workers run there. Wait for them, lower tpu.slices, or add "
+            f"capacity (a node pool per slice, a reservation, flex-start or queued provisioning); check: {PREFLIGHT}"
+        )
+        return Observation(cause, severity, role, p.name(pod), "ports", evidence, fix)
     fixes = {
         "tpu-capacity": (
             f"every TPU node that matches {selector} is taken: wait for other jobs, lower tpu.slices, or add "
@@ -82,14 +100,30 @@ def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Obse
 
 
 def _kind(message: str) -> str:
-    """The cause a scheduler message names first: capacity, then taints, then selectors."""
-    if f"Insufficient {TPU_RESOURCE}" in message:
+    """The cause a scheduler message names first: capacity (chips, or host ports another pod holds), then taints,
+    then selectors."""
+    if f"Insufficient {TPU_RESOURCE}" in message or BUSY_PORTS in message:
         return "tpu-capacity"
     if "untolerated taint" in message:
         return "untolerated-taint"
     if "didn't match Pod's node affinity/selector" in message:
         return "node-selector"
     return "unschedulable"
+
+
+def _host_ports(pod: p.Object) -> str:
+    """The pod's host ports (with hostNetwork, every container port), ``ports 8080, 29000``."""
+    spec = pod.get("spec") or {}
+    ports = sorted(
+        {
+            int(port.get("hostPort") or (port.get("containerPort") if spec.get("hostNetwork") else 0) or 0)
+            for section in ("initContainers", "containers")
+            for c in spec.get(section) or []
+            for port in c.get("ports") or []
+        }
+        - {0}
+    )
+    return "ports " + ", ".join(map(str, ports)) if ports else "its host ports"
 
 
 def _selector(pod: p.Object) -> str:

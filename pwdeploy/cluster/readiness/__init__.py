@@ -3,12 +3,13 @@ report row each, run concurrently; one module per check, each declaring its name
 
 The control plane's version is asked first, alone: it also tells whether the API server answers at all, so an
 unreachable cluster costs one request (with its retries) instead of one per check. The checks then run side by
-side: ``kubernetes-version`` (version), ``jobset-api``, ``namespace``, ``queue``, ``provisioning`` (capacity
-queued only), ``dynamic-slicing`` (tpu.dynamic_slicing only), ``tpu-capacity``, ``head-capacity``, ``permissions``
-and one ``secret`` row per Secret that ``main.secret_env`` references. The checks read what the job asks of the
-cluster (selectors, tolerations, requests) from the rendered JobSet, never from constants of their own. Each node
-list is asked once however many checks read it. A check the API server will not answer for this identity is
-``not verified``.
+side: ``kubernetes-version`` (version), ``jobset-api``, ``controllers``, ``namespace``, ``queue``,
+``provisioning`` (capacity queued only), ``dynamic-slicing`` (tpu.dynamic_slicing only), ``tpu-capacity``,
+``head-capacity``, ``permissions`` and one ``secret`` row per Secret that ``main.secret_env`` references. The checks
+read what the job asks of the cluster (selectors, tolerations, requests) from the rendered JobSet, never from
+constants of their own. Each node list, and the list of the cluster's active pods, is asked once however many
+checks read it. A check the API server will not answer for this identity is ``not verified``; the only writes are
+access reviews and one server dry run (nothing persisted).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from pwdeploy.cluster.readiness import (
+    controllers,
     dynamic_slicing,
     head_capacity,
     jobset_api,
@@ -39,6 +41,7 @@ __all__ = ["MODULES", "Check", "Row", "Target", "check_cluster", "renderable", "
 MODULES = (
     version,
     jobset_api,
+    controllers,
     namespace,
     queue,
     provisioning,
@@ -56,6 +59,7 @@ def checks(job: JobConfig, *, max_workers: int) -> list[Check]:
     """Every check after the version, in the order of the report."""
     return [
         jobset_api.CHECK,
+        controllers.CHECK,
         namespace.CHECK,
         queue.CHECK,
         *provisioning.checks(job.tpu.capacity),

@@ -1,10 +1,20 @@
 """``head-capacity``: Ready, schedulable nodes matching the rendered head pod's nodeSelector whose allocatable
-cpu and memory hold the pod's requests."""
+cpu and memory, less what other pods request there, hold the pod's requests, with none of its host ports taken
+(the head uses hostNetwork: another job's head on the node holds them)."""
 
 from __future__ import annotations
 
-from pwdeploy.cluster.nodes import allocatable, node_selector, pod_requests, rendered_head_pod, schedulable
-from pwdeploy.cluster.readiness.target import Check, Row, Target, cpu_text, memory_text, nodes_or_none
+from pwdeploy.cluster.nodes import (
+    allocatable,
+    free,
+    host_ports,
+    node_selector,
+    pod_requests,
+    port_conflicts,
+    rendered_head_pod,
+    schedulable,
+)
+from pwdeploy.cluster.readiness.target import Check, Row, Target, cpu_text, held_or_note, memory_text, nodes_or_none
 from pwdeploy.report import CheckResult, Status
 
 FIELDS = ("head.node_pool",)
@@ -39,12 +49,34 @@ def _run(target: Target, row: Row) -> CheckResult:
             "or set head.node_pool (--head-node-pool)",
             FIELDS,
         )
-    fit = [n for n in nodes if all(allocatable(n, r) >= need[r] for r in ("cpu", "memory"))]
-    if fit:
+    big = [n for n in nodes if all(allocatable(n, r) >= need[r] for r in ("cpu", "memory"))]
+    held, unread = held_or_note(target, ("cpu", "memory")) if big else ({}, "")
+    ports = host_ports(spec)
+    fit = [n for n in big if all(free(n, r, held) >= need[r] for r in ("cpu", "memory"))]
+    open_ports = [n for n in fit if not port_conflicts(n, ports, held)]
+    if open_ports:
+        taken = len(big) - len(open_ports)
+        others = f"; {taken} more held by other pods (requests or host ports)" if taken else ""
         return row(
             Status.OK,
-            f"{len(fit)} of {len(nodes)} Ready node(s) with {where} allocate the head pod's {asks}{besides}",
+            f"{len(open_ports)} of {len(nodes)} Ready node(s) with {where} have the head pod's {asks} free"
+            f"{others}{besides}{unread}",
             None,
+            FIELDS,
+        )
+    if big:
+        clash = sorted({p for n in big for p in port_conflicts(n, ports, held)})
+        reasons = [f"other pods hold the head's host ports {', '.join(map(str, clash))} (another job's head)"] * bool(
+            clash
+        )
+        reasons += ["other pods' requests leave too little cpu or memory free"] * (len(fit) < len(big))
+        why = " and ".join(reasons)
+        return row(
+            Status.WARN,
+            f"{len(big)} Ready node(s) with {where} allocate the head pod's {asks}, but {why}: the head waits "
+            f"until they end{besides}",
+            "wait for the other job (kubectl get pods -A -o wide --field-selector spec.nodeName=NODE shows who "
+            "holds a node), or add a node to that node pool",
             FIELDS,
         )
     most_cpu = max(allocatable(n, "cpu") for n in nodes)

@@ -1,8 +1,16 @@
 """``jobset-api``: the JobSet CRD serves v1alpha2 and its schema knows every field (and enum value) pwdeploy
-renders."""
+renders, and the JobSet controller answers: a server dry run of the rendered JobSet (under a probe name, so an
+existing job is not touched) goes through its webhooks, whose defaulting must show in the answer.
+
+JobSet's mutating webhook ``mjobset.kb.io`` defaults ``spec.network.publishNotReadyAddresses`` to true
+(kubernetes-sigs/jobset v0.11.1 pkg/webhooks/jobset_webhook.go ``Default``; the CRD declares no default for it),
+and the controller serves its webhooks from the same Deployment (config/components/manager): with that field left
+out of the probe, an answer without it means no JobSet webhook ran (only the CRD is installed, nothing reconciles
+a JobSet); a ``failed calling webhook`` error means the controller's pods do not answer."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,9 +18,13 @@ from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.kube.api import CRDS, JOBSETS, Action, ApiError, rbac_hint
+from pwdeploy.kube.errors import WebhookError
 from pwdeploy.report import CheckResult, Status
 
 JOBSET_CRD = f"{JOBSETS.plural}.{JOBSETS.group}"
+PROBE_NAME = "pwdeploy-probe"  # the dry run's name: never an existing job's, so an update is never what is tested
+WEBHOOK_DEFAULTED = ("network", "publishNotReadyAddresses")  # set by mjobset.kb.io, not by the CRD's schema
+CONTROLLER_PODS = "kubectl get deployments,pods -n jobset-system (the JobSet controller serves its webhooks)"
 JOBSET_INSTALL = (
     "install the JobSet controller: kubectl apply --server-side -f "
     "https://github.com/kubernetes-sigs/jobset/releases/download/v0.10.1/manifests.yaml"
@@ -57,7 +69,48 @@ def _run(target: Target, row: Row) -> CheckResult:
             f"the installed JobSet CRD does not know what pwdeploy renders: {shown}",
             f"upgrade JobSet; {JOBSET_INSTALL}",
         )
-    return row(Status.OK, f"{JOBSETS.group_version} served; its schema knows every field of the rendered JobSet")
+    return _dry_run(target, row, f"{JOBSETS.group_version} served; its schema knows every field of the rendered JobSet")
+
+
+def probe(jobset: Object, namespace: str) -> Object:
+    """The rendered JobSet under the probe name, without the field only JobSet's webhook defaults."""
+    obj = copy.deepcopy(jobset)
+    obj["metadata"]["name"], obj["metadata"]["namespace"] = PROBE_NAME, namespace
+    section, key = WEBHOOK_DEFAULTED
+    (obj["spec"].get(section) or {}).pop(key, None)
+    return obj
+
+
+def _dry_run(target: Target, row: Row, schema_ok: str) -> CheckResult:
+    """The controller's webhooks answer and default the JobSet (a server dry run: nothing is persisted)."""
+    try:
+        answer = js.apply_jobset(target.kube, probe(target.jobset, target.namespace), dry_run=True)
+    except WebhookError as exc:
+        if not exc.denied:
+            return row(
+                Status.FAILED,
+                f"{schema_ok}, but the admission webhook {exc.webhook!r} does not answer a server dry run: "
+                f"{exc.message}",
+                f"the controller is down or unreachable: {CONTROLLER_PODS}; {JOBSET_INSTALL}",
+            )
+        return row(
+            Status.FAILED,
+            f"{schema_ok}, but the admission webhook {exc.webhook!r} refuses the rendered JobSet: {exc.message}",
+            f"upgrade JobSet; {JOBSET_INSTALL}",
+        )
+    except ApiError as exc:
+        if exc.status in (403, 404):  # may not create JobSets, or the namespace is missing (its own row)
+            return row(Status.NOT_VERIFIED, f"{schema_ok}; the controller was not checked: {exc.message}", exc.hint)
+        raise
+    section, key = WEBHOOK_DEFAULTED
+    if ((answer.get("spec") or {}).get(section) or {}).get(key) is None:
+        return row(
+            Status.FAILED,
+            f"{schema_ok}, but no JobSet webhook ran on a server dry run (spec.{section}.{key} was not defaulted): "
+            "the JobSet CRD is installed without its controller, so nothing would create the job's pods",
+            f"{JOBSET_INSTALL}; check: {CONTROLLER_PODS}",
+        )
+    return row(Status.OK, f"{schema_ok}; the controller's webhooks answer a server dry run")
 
 
 def _missing(row: Row) -> CheckResult:

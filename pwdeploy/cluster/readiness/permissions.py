@@ -1,26 +1,108 @@
-"""``permissions``: SelfSubjectAccessReviews for what submit, status, logs and delete do in the job's namespace
-(the only POSTs of a readiness run: they change nothing)."""
+"""``permissions``: SelfSubjectAccessReviews, in the job's namespace, for every verb that submit, status, list,
+logs, diagnose, delete, connect, profile and drill use (the only POSTs of a readiness run: they change nothing);
+Kueue's Workloads for a job with a queue, ProvisioningRequests for queued capacity. docs/cluster.md's Role is
+generated from the same table."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from pwdeploy.cluster.readiness.target import Check, Row, Target
-from pwdeploy.kube.api import ACCESS_REVIEWS, EVENTS, JOBSETS, POD_LOGS, PODS, Action, Kube, Resource, rbac_hint
+from pwdeploy.config.capacity_modes import capacity_mode
+from pwdeploy.kube.api import (
+    ACCESS_REVIEWS,
+    EVENTS,
+    JOBSETS,
+    POD_LOGS,
+    POD_PORTFORWARD,
+    PODS,
+    Action,
+    Kube,
+    Resource,
+    rbac_hint,
+)
 from pwdeploy.report import CheckResult, Status
 
-NEEDED: tuple[tuple[str, Resource], ...] = (
-    ("create", JOBSETS),
-    ("patch", JOBSETS),
-    ("get", JOBSETS),
-    ("delete", JOBSETS),
-    ("get", PODS),
-    ("list", PODS),
-    ("get", POD_LOGS),
-    ("list", EVENTS),
+JOBS = Resource("batch", "v1", "jobs", "Job")
+POD_EVICTION = Resource("", "v1", "pods", "Pod", subresource="eviction")
+POD_EXEC = Resource("", "v1", "pods", "Pod", subresource="exec")
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")  # RBAC names no version
+PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest")
+
+
+class Need(NamedTuple):
+    """One permission in the job's namespace, and the commands that use it."""
+
+    verb: str
+    resource: Resource
+    used_by: str
+    when: str = ""  # empty: every job; "queue": a job with scheduling.queue; "queued": queued capacity
+
+
+PERMISSIONS: tuple[Need, ...] = (
+    Need("create", JOBSETS, "submit (server-side apply creates it)"),
+    Need("patch", JOBSETS, "submit (server-side apply)"),
+    Need("get", JOBSETS, "submit, status, logs, diagnose, delete, connect, profile, drill"),
+    Need("list", JOBSETS, "list"),
+    Need("delete", JOBSETS, "delete, submit --replace"),
+    Need("list", JOBS, "diagnose"),
+    Need("list", PODS, "status, logs, diagnose, delete --wait, connect, profile, drill"),
+    Need("delete", PODS, "drill"),
+    Need("create", POD_EVICTION, "drill"),
+    Need("get", POD_EXEC, "drill (a signal to a container: the exec WebSocket upgrade)"),
+    Need("create", POD_EXEC, "drill (a signal to a container)"),
+    Need("get", POD_LOGS, "status, logs, diagnose, connect"),
+    # pwdeploy's port-forward is a WebSocket upgrade, a GET, authorized as `get pods/portforward`; from Kubernetes
+    # 1.35 also as `create` (feature gate AuthorizePodWebsocketUpgradeCreatePermission, on by default:
+    # kubernetes/kubernetes#134577, KEP-4006), which SPDY clients (kubectl before 1.31) always needed
+    Need("get", POD_PORTFORWARD, "connect, profile (the WebSocket upgrade)"),
+    Need("create", POD_PORTFORWARD, "connect, profile"),
+    Need("list", EVENTS, "status, diagnose"),
+    Need("list", WORKLOADS, "diagnose", "queue"),
+    Need("list", PROVISIONING_REQUESTS, "diagnose", "queued"),
 )
+# (verb, resource) of every permission any job may need: what the Role of docs/cluster.md grants
+NEEDED: tuple[tuple[str, Resource], ...] = tuple((n.verb, n.resource) for n in PERMISSIONS)
+
+
+def needed_for(queue: bool, queued: bool) -> tuple[Need, ...]:
+    """The permissions a job needs: Kueue's only with a queue, ProvisioningRequests only for queued capacity."""
+    wanted = {"", *(["queue"] if queue else []), *(["queued"] if queued else [])}
+    return tuple(n for n in PERMISSIONS if n.when in wanted)
+
+
+def role_rules(needs: Sequence[Need] = PERMISSIONS) -> list[dict[str, list[str]]]:
+    """The RBAC rules that grant ``needs``: one per (API group, resource), verbs in the table's order."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for need in needs:
+        verbs = grouped.setdefault((need.resource.group, need.resource.rbac_resource), [])
+        if need.verb not in verbs:
+            verbs.append(need.verb)
+    return [
+        {"apiGroups": [group], "resources": [resource], "verbs": verbs} for (group, resource), verbs in grouped.items()
+    ]
+
+
+def role_yaml(namespace: str = "NAMESPACE") -> str:
+    """The Role docs/cluster.md shows (generated): what the permissions row checks, nothing more."""
+    lines = [
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        "kind: Role",
+        "metadata:",
+        "  name: pwdeploy-user",
+        f"  namespace: {namespace}",
+        "rules:",
+    ]
+    for rule in role_rules():
+        lines += [
+            f'- apiGroups: ["{rule["apiGroups"][0]}"]',
+            f'  resources: ["{rule["resources"][0]}"]',
+            "  verbs: [" + ", ".join(f'"{v}"' for v in rule["verbs"]) + "]",
+        ]
+    return "\n".join(lines)
 
 
 def check_with(max_workers: int) -> Check:
@@ -28,16 +110,19 @@ def check_with(max_workers: int) -> Check:
 
 
 def _run(target: Target, row: Row, *, max_workers: int) -> CheckResult:
-    ns = target.namespace
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(NEEDED))) as pool:
-        allowed = list(pool.map(lambda need: can_i(target.kube, ns, *need), NEEDED))
-    denied = [Action(verb, resource, ns) for (verb, resource), ok in zip(NEEDED, allowed, strict=True) if not ok]
+    ns, job = target.namespace, target.job
+    needs = needed_for(bool(job.scheduling.queue), capacity_mode(job.tpu.capacity).provisioning_request)
+    pairs = [(n.verb, n.resource) for n in needs]
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(pairs))) as pool:
+        allowed = list(pool.map(lambda need: can_i(target.kube, ns, *need), pairs))
+    denied = [n for n, ok in zip(needs, allowed, strict=True) if not ok]
     if not denied:
-        return row(Status.OK, f"allowed in namespace {ns!r}: {_verbs(NEEDED)}")
+        return row(Status.OK, f"allowed in namespace {ns!r}: {_verbs(pairs)}")
+    actions = [Action(n.verb, n.resource, ns) for n in denied]
     return row(
         Status.FAILED,
-        f"denied in namespace {ns!r}: " + "; ".join(f"{a.verb} {a.resource.display}" for a in denied if a.resource),
-        rbac_hint(denied[0]) if len(denied) == 1 else _rules(denied, ns),
+        f"denied in namespace {ns!r}: " + "; ".join(f"{n.verb} {n.resource.display} ({n.used_by})" for n in denied),
+        rbac_hint(actions[0]) if len(actions) == 1 else _rules(actions, ns),
     )
 
 

@@ -1,4 +1,6 @@
-"""``queue``: the Kueue LocalQueue of ``scheduling.queue`` exists in the job's namespace."""
+"""``queue``: the Kueue LocalQueue of ``scheduling.queue`` exists in the job's namespace, read at the version
+Kueue prefers (v1beta2 from Kueue v0.15.0; a Kueue that serves only v1beta1, deprecated with its removal
+announced, is said to be old)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,14 @@ def _run(target: Target, row: Row) -> CheckResult:
             "install Kueue or remove scheduling.queue",
             FIELDS,
         )
+    old = (
+        f"; Kueue serves {resource.group_version} (a release before v0.15.0: v1beta1 is deprecated, its removal "
+        "announced; upgrade Kueue)"
+        if resource.version == "v1beta1"
+        else f" ({resource.group_version})"
+    )
     if js.localqueue_exists(kube, resource, ns, queue):
-        return row(Status.OK, f"LocalQueue {queue!r} exists in namespace {ns!r}", None, FIELDS)
+        return row(Status.OK, f"LocalQueue {queue!r} exists in namespace {ns!r}{old}", None, FIELDS)
     names = js.localqueue_names(kube, resource, ns)
     available = f"available: {', '.join(names)}" if names else "there are none in this namespace"
     return row(

@@ -4,13 +4,14 @@ so a check's name is written once, where the check is declared."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NamedTuple
 
 from pwdeploy.cluster.jobsets import Object
-from pwdeploy.cluster.nodes import NodeLists
+from pwdeploy.cluster.nodes import Held, NodeLists, held_by_node, list_active_pods
 from pwdeploy.config import JobConfig
 from pwdeploy.kube.api import NODES, Action, ApiError, Kube, rbac_hint, reading_answers
 from pwdeploy.report import CheckResult, Status
@@ -25,9 +26,24 @@ class Target:
     namespace: str
     kube: Kube
     nodes: NodeLists = field(init=False)
+    _pods: list[Object | ApiError] = field(init=False, default_factory=list)  # the active pods, read once
+    _pods_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", NodeLists(self.kube))
+
+    def active_pods(self) -> list[Object]:
+        """Every pod of the cluster that has not ended, asked once however many checks read it."""
+        with self._pods_lock:
+            if not self._pods:
+                try:
+                    self._pods.append({"items": list_active_pods(self.kube)})
+                except ApiError as exc:
+                    self._pods.append(exc)
+        found = self._pods[0]
+        if isinstance(found, ApiError):
+            raise found
+        return list(found["items"])
 
     @property
     def location(self) -> str:
@@ -76,6 +92,17 @@ def nodes_or_none(target: Target, selector: dict[str, str]) -> list[Object] | No
         if exc.status == 403:
             return None
         raise
+
+
+def held_or_note(target: Target, resources: tuple[str, ...]) -> tuple[dict[str, Held], str]:
+    """(node -> what other pods hold there, a note when that could not be read: then nothing is counted as held)."""
+    try:
+        pods = target.active_pods()
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        return {}, "; what other pods hold is not counted (this identity may not list pods in all namespaces)"
+    return held_by_node(pods, resources, besides_jobset=str(target.jobset["metadata"]["name"])), ""
 
 
 def count(n: int, noun: str) -> str:

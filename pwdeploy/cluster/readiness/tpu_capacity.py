@@ -1,11 +1,15 @@
-"""``tpu-capacity``: node pools that can each hold a slice, judged by the rendered worker pod.
+"""``tpu-capacity``: node pools that can each hold a slice, judged by the rendered worker pod and what other pods
+hold on the nodes.
 
 The workers' exclusive topology is the node pool, so every slice needs a pool of its own with VMs-per-slice
 Ready, schedulable nodes that carry every label of the worker pod's nodeSelector, whose taints the worker pod
-tolerates, and which allocate the chips a worker container asks for. Without that exclusive topology (dynamic
-slicing: GKE forms a slice from several sub-block pools) the nodes of all pools count together. Selector,
-tolerations, chips, VMs per slice, slices and the exclusive topology are all read from the rendered JobSet, so a
-capacity mode (spot, a reservation, ...) is counted as rendered.
+tolerates, and which allocate the chips a worker container asks for, less the chips other pods request there, with
+none of the workers' host ports taken (the workers use hostNetwork: the scheduler's NodePorts filter refuses a node
+whose ports another job's workers hold, before it counts chips). Other pods are read in one list of the cluster's
+active pods; the job's own pods (a resubmit) are not counted. Without that exclusive topology (dynamic slicing: GKE
+forms a slice from several sub-block pools) the free nodes of all pools count together. Selector, tolerations,
+chips, VMs per slice, slices and the exclusive topology are all read from the rendered JobSet, so a capacity mode
+(spot, a reservation, ...) is counted as rendered.
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import (
     allocatable,
     container_request,
+    free,
+    host_ports,
     node_selector,
     pool_sizes,
+    port_conflicts,
     rendered_pod_spec,
     replicated_job,
     schedulable,
     tolerates,
 )
-from pwdeploy.cluster.readiness.target import Check, Row, Target, count, nodes_or_none
+from pwdeploy.cluster.readiness.target import Check, Row, Target, count, held_or_note, nodes_or_none
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.report import CheckResult, Status
 
@@ -69,19 +76,33 @@ def _run(target: Target, row: Row) -> CheckResult:
         return row.nodes_forbidden(FIELDS)
     ready = [n for n in nodes if schedulable(n) and allocatable(n, TPU_RESOURCE) >= ask.chips]
     usable = [n for n in ready if tolerates(n, ask.tolerations)]
-    sizes = pool_sizes(usable)
+    held, unread = held_or_note(target, (TPU_RESOURCE,)) if usable else ({}, "")
+    ports = host_ports(ask.spec)
+    free_nodes = [n for n in usable if free(n, TPU_RESOURCE, held) >= ask.chips and not port_conflicts(n, ports, held)]
+    busy = len(usable) - len(free_nodes)
+    sizes = pool_sizes(free_nodes)
     labelled = f" labelled {ask.capacity_labels}" if ask.capacity_labels else ""
     tainted = len(ready) - len(usable)
     untolerated = f"; {tainted} more with taints the workers do not tolerate" if tainted else ""
+    taken = f"; {busy} more held by other pods (their TPU chips or the workers' host ports)" if busy else ""
     if not ask.pool_per_slice:
-        return _shared_pools(row, ask, sizes, len(usable), f"{labelled}{untolerated}")
+        return _shared_pools(row, ask, sizes, len(free_nodes), f"{labelled}{untolerated}{taken}{unread}")
     holding = sum(size >= ask.vms for size in sizes.values())
     what = (
-        f"{_pools(sizes)} x {ask.shape} nodes{labelled} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} each"
-        f"{untolerated}); the job needs {count(ask.slices, 'pool')} (one per slice) of {count(ask.vms, 'node')}"
+        f"{_pools(sizes)} x {ask.shape} nodes{labelled} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each"
+        f"{untolerated}{taken}{unread}); the job needs {count(ask.slices, 'pool')} (one per slice) of "
+        f"{count(ask.vms, 'node')}"
     )
     if holding >= ask.slices:
         return row(Status.OK, what, fields=FIELDS)
+    if busy and sum(size >= ask.vms for size in pool_sizes(usable).values()) >= ask.slices:
+        return row(
+            Status.WARN,
+            f"{what}: other pods hold the TPU nodes now, so the workers wait until they end",
+            "wait for the other jobs (kubectl get pods -A -o wide --field-selector spec.nodeName=NODE shows who "
+            "holds a node), lower tpu.slices, or add node pools",
+            FIELDS,
+        )
     if capacity_mode(target.job.tpu.capacity).scales_from_zero:
         return row(Status.OK, f"{what}: {SCALES_FROM_ZERO}", fields=FIELDS)
     short = f", and {holding} of them hold(s) a slice" if holding != len(sizes) else ""
@@ -98,7 +119,7 @@ def _shared_pools(row: Row, ask: WorkerAsk, sizes: dict[str, int], nodes: int, n
     """A slice may span pools (no exclusive topology): the usable nodes of all pools together."""
     needed = ask.slices * ask.vms
     what = (
-        f"{_pools(sizes)} x {ask.shape} nodes{notes} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} each): "
+        f"{_pools(sizes)} x {ask.shape} nodes{notes} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each): "
         f"{count(nodes, 'node')} in all; the job needs {count(needed, 'node')} ({ask.slices} x {ask.vms}), from "
         "any of these pools"
     )

@@ -1,0 +1,111 @@
+"""Creation: a JobSet no controller acts on, and pods the API server refuses to create for the Job controller.
+
+Texts matched:
+- a JobSet with no status and no Jobs a minute after it was created: no JobSet controller reconciles it (the
+  controller writes ``status.replicatedJobsStatus`` and creates the Jobs at its first reconcile, kubernetes-sigs/
+  jobset pkg/controllers/jobset_controller.go). status, which reads no Jobs, goes by the pods.
+- the Job controller's Warning event ``FailedCreate`` ``Error creating: <error>`` (kubernetes/kubernetes
+  pkg/controller/controller_utils.go, ``RealPodControl``), whose error is the API server's refusal:
+  - JobSet's pod webhook, up to v0.12.0: ``admission webhook "vpod.kb.io" denied the request: expected 1 leader
+    pod (<pod>), but got <n>. this is an expected, transient error`` (kubernetes-sigs/jobset v0.11.1
+    pkg/webhooks/pod_admission_webhook.go, v0.12.0 pkg/webhooks/pod_webhook.go). With n >= 2 it is not
+    transient: the failed leader pod is still there beside its replacement, the followers are refused for ever,
+    the Job never fails and JobSet never restarts it (fixed on main by kubernetes-sigs/jobset#1276, commit
+    1dc6eec9, in no release yet);
+  - Pod Security admission: ``pods "<pod>" is forbidden: violates PodSecurity "<level>:<version>": host
+    namespaces (hostNetwork=true), ...`` (kubernetes/kubernetes staging/src/k8s.io/pod-security-admission/
+    admission/admission.go, policy/check_hostNamespaces.go);
+  - ResourceQuota admission: ``pods "<pod>" is forbidden: exceeded quota: <quota>, requested: <r>, used: <u>,
+    limited: <l>`` (kubernetes/kubernetes plugin/pkg/admission/resourcequota/controller.go).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from pwdeploy import identifiers as ids
+from pwdeploy.cluster.diagnose import pods as p
+from pwdeploy.cluster.diagnose.findings import Observation, quote
+from pwdeploy.cluster.diagnose.read import Snapshot
+
+CONTROLLER_GRACE_S = 60  # a JobSet this old with no status and no Jobs has no controller
+REFUSED = "pod-create-refused"
+_LEADER = re.compile(r"expected 1 leader pod \((?P<pod>[^)]*)\), but got (?P<count>\d+)")
+_QUOTA = re.compile(r"exceeded quota: (?P<quota>[^,\s]+)")
+_POD_SECURITY = re.compile(r'violates PodSecurity "(?P<level>[^":]+)')
+LEADER_FIX_VERSION = "v0.12.0"  # the last JobSet release with the leader-pod deadlock (kubernetes-sigs/jobset#1276)
+
+
+def observations(snap: Snapshot) -> list[Observation]:
+    return _no_controller(snap) + [obs for e in snap.events if (obs := _failed_create(e, snap)) is not None]
+
+
+def _no_controller(snap: Snapshot) -> list[Observation]:
+    """status reads no Jobs: there, no pods stand for no Jobs (a JobSet without a status has no suspended Jobs)."""
+    made = snap.jobs if snap.jobs is not None else snap.pods
+    if made or snap.jobset.get("status"):
+        return []
+    created = str(snap.jobset.get("metadata", {}).get("creationTimestamp") or "")
+    age = _age_s(created, snap.now)
+    if age is None or age < CONTROLLER_GRACE_S:
+        return []
+    evidence = (
+        f"the JobSet was created {age // 60} min {age % 60} s ago and has no status and no Jobs: no JobSet "
+        "controller has reconciled it"
+    )
+    fix = (
+        "install or repair the JobSet controller: kubectl get deployments,pods -n jobset-system (its pods must run; "
+        "their logs say why they do not reconcile); check: pwdeploy preflight -f job.yaml --cluster"
+    )
+    return [Observation("no-jobset-controller", "error", "jobset", snap.name, "no-status", evidence, fix)]
+
+
+def _age_s(timestamp: str, now: datetime) -> int | None:
+    try:
+        return int((now - datetime.fromisoformat(timestamp.replace("Z", "+00:00"))).total_seconds())
+    except (ValueError, TypeError):
+        return None
+
+
+def _failed_create(event: p.Object, snap: Snapshot) -> Observation | None:
+    involved = event.get("involvedObject") or {}
+    if event.get("reason") != "FailedCreate" or involved.get("kind") != "Job":
+        return None
+    job, message = str(involved.get("name", "")), str(event.get("message") or "")
+    role = _role(snap, job)
+    evidence = f"Job {job}: FailedCreate: {quote(message)}"
+    if (leader := _LEADER.search(message)) is not None:
+        if int(leader["count"]) < 2:
+            return None  # the leader pod is not created yet: JobSet's webhook says it is transient, and it is
+        fix = (
+            f"JobSet's pod webhook (JobSet {LEADER_FIX_VERSION} and older) refuses the slice's other pods while its "
+            f"failed leader pod {leader['pod']} is still there, so the Job never fails and the JobSet never "
+            f"restarts (kubernetes-sigs/jobset#1276): delete that pod (kubectl delete pod {leader['pod']} -n "
+            f"{snap.namespace}), and upgrade JobSet to a release after {LEADER_FIX_VERSION}"
+        )
+        return Observation(REFUSED, "error", role, job, "leader", evidence, fix)
+    if (level := _POD_SECURITY.search(message)) is not None:
+        fix = (
+            f"namespace {snap.namespace} enforces Pod Security level {level['level']!r}, which forbids the "
+            "hostNetwork the Pathways pods need: label it privileged (kubectl label namespace "
+            f"{snap.namespace} pod-security.kubernetes.io/enforce=privileged --overwrite) or use a namespace that is"
+        )
+        return Observation(REFUSED, "error", role, job, "pod-security", evidence, fix)
+    if (quota := _QUOTA.search(message)) is not None:
+        fix = (
+            f"ResourceQuota {quota['quota']} in namespace {snap.namespace} has no room for the pod (see requested, "
+            f"used, limited): raise it (kubectl describe resourcequota {quota['quota']} -n {snap.namespace}), wait "
+            "for other pods to end, or lower the job's requests"
+        )
+        return Observation(REFUSED, "error", role, job, f"quota/{quota['quota']}", evidence, fix)
+    fix = "the API server refuses the Job's pods (see the message: an admission webhook or policy): fix what it names"
+    return Observation(REFUSED, "error", role, job, re.sub(r"\d+", "N", message[:80]), evidence, fix)
+
+
+def _role(snap: Snapshot, job: str) -> str:
+    """``worker job``, ``head job`` or ``<replicatedJob> job`` from ``<jobset>-<replicatedJob>-<index>``."""
+    for rj in (snap.jobset.get("spec") or {}).get("replicatedJobs") or []:
+        if job.startswith(f"{snap.name}-{rj.get('name')}-"):
+            return p.role({"metadata": {"labels": {ids.REPLICATED_JOB_LABEL: rj.get("name")}}}).replace(" pod", " job")
+    return "job"
