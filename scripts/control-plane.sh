@@ -4,6 +4,9 @@
 #
 #   scripts/control-plane.sh build   # builds what the cache lacks; prints the binaries' folder last
 #   scripts/control-plane.sh dir     # the binaries' folder (exit 1 when some are not built yet)
+#   scripts/control-plane.sh start   # build if needed, start a control plane in the background (tests/control_plane)
+#   scripts/control-plane.sh env     # its KUBECONFIG line, to eval
+#   scripts/control-plane.sh stop    # stop it
 #
 # Components: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes), the JobSet
 # controller manager (sigs.k8s.io/jobset, two versions), Kueue (sigs.k8s.io/kueue) and KWOK (sigs.k8s.io/kwok).
@@ -133,8 +136,41 @@ case ${1:-} in
         echo "$bin"
         all_built
         ;;
+    start)
+        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+        python=${PWDEPLOY_PYTHON:-$here/../.venv/bin/python}
+        if [[ -f $state/pid ]] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
+            say "already running (scripts/control-plane.sh stop first)"; cat "$state/env"; exit 0
+        fi
+        rm -rf "$state" && mkdir -p "$state"
+        "$0" build >/dev/null
+        (cd "$here/.." && exec nohup "$python" -m tests.control_plane run "$state" >"$state/run.log" 2>&1) &
+        echo $! >"$state/pid"
+        for _ in $(seq 1 120); do
+            [[ -f $state/env ]] && { cat "$state/env"; exit 0; }
+            kill -0 "$(cat "$state/pid")" 2>/dev/null || break
+            sleep 1
+        done
+        say "did not start; see $state/run.log and $state/logs"
+        cat "$state/run.log" >&2
+        exit 1
+        ;;
+    env)
+        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+        [[ -f $state/env ]] || { say "not running (scripts/control-plane.sh start)"; exit 1; }
+        cat "$state/env"
+        ;;
+    stop)
+        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+        if [[ -f $state/pid ]]; then
+            pid=$(cat "$state/pid")
+            kill "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+            rm -f "$state/pid" "$state/env"
+            say "stopped"
+        fi
+        ;;
     *)
-        echo "usage: scripts/control-plane.sh build|dir" >&2
+        echo "usage: scripts/control-plane.sh build|dir|start|env|stop" >&2
         exit 2
         ;;
 esac
