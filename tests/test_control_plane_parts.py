@@ -68,3 +68,36 @@ def test_the_users_role_is_what_the_permissions_row_checks() -> None:
         (g, r, v) for rule in user_rules() for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
     }
     assert granted == {(r.group, r.rbac_resource, verb) for verb, r in NEEDED}
+
+
+def test_webhooks_are_registered_as_the_components_kustomizations_deploy_them() -> None:
+    import pytest
+
+    from tests.control_plane import binaries
+    from tests.control_plane.cluster import _jobset_patches, _kueue_hook
+
+    if not binaries.have_go():
+        pytest.skip(binaries.NO_GO)
+    webhook = binaries.jobset_dir() / "config/components/webhook"
+    adjust = _jobset_patches(webhook)
+    jobset = {
+        h["name"]: adjust(d["kind"], i, h)
+        for d in yaml.safe_load_all((webhook / "manifests.yaml").read_text())
+        for i, h in enumerate(d["webhooks"])
+    }
+    only_jobset_pods = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
+    assert {n: (h or {}).get("objectSelector") for n, h in jobset.items()} == {
+        "mjobset.kb.io": None,
+        "mpod.kb.io": only_jobset_pods,
+        "vjobset.kb.io": None,
+        "vpod.kb.io": only_jobset_pods,
+    }
+    served = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io"}
+    kueue = [
+        hook["name"]
+        for d in yaml.safe_load_all((binaries.kueue_dir() / "config/components/webhook/manifests.yaml").read_text())
+        for i, h in enumerate(d["webhooks"])
+        if (hook := _kueue_hook(served, d["kind"], i, h)) is not None
+    ]
+    assert {"mjob.kb.io", "vjobset.kb.io", "vworkload.kb.io"} <= set(kueue)
+    assert "mpod.kb.io" not in kueue and "mdeployment.kb.io" not in kueue  # integrations not running

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -28,6 +29,7 @@ USER_NAMESPACE = "team"
 SERVICE_CIDR = "10.96.0.0/16"
 TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
 START_TIMEOUT = 60.0
+POOL_LABEL = "pwdeploy.test/pool"  # which NodePool made a node (its gke-nodepool label may be another)
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class TpuPool:
 
 @dataclass(frozen=True)
 class NodePool:
-    name: str  # cloud.google.com/gke-nodepool
+    name: str  # cloud.google.com/gke-nodepool (unless labels sets it) and the nodes' names: NAME-0, NAME-1, ...
     nodes: int = 1
     cpu: str = "8"
     memory: str = "32Gi"
@@ -58,7 +60,7 @@ class NodePool:
             "kubernetes.io/os": "linux",
             "kubernetes.io/arch": "amd64",
             "cloud.google.com/gke-nodepool": self.name,
-            "type": "kwok",
+            POOL_LABEL: self.name,
             **self.labels,
         }
         capacity = {"cpu": self.cpu, "memory": self.memory, "pods": "110"}
@@ -118,7 +120,7 @@ class ControlPlane:
         return [n["metadata"]["name"] for n in nodes]
 
     def remove_node_pool(self, name: str) -> None:
-        nodes = self.api.get(f"/api/v1/nodes?labelSelector=cloud.google.com/gke-nodepool%3D{name}")["items"]
+        nodes = self.api.get(f"/api/v1/nodes?labelSelector={POOL_LABEL}%3D{name}")["items"]
         for node in nodes:
             self.api.delete({"kind": "Node", "metadata": {"name": node["metadata"]["name"]}})
 
@@ -451,8 +453,8 @@ class ControlPlane:
 
         def ready() -> None:
             wait_until(process, _http_ok(f"http://127.0.0.1:{health}/readyz"), START_TIMEOUT, "ready (/readyz)")
-            manifests = binaries.jobset_dir() / "config/components/webhook/manifests.yaml"
-            self._register_webhooks("jobset", manifests, port, lambda rule: True)
+            webhook = binaries.jobset_dir() / "config/components/webhook"
+            self._register_webhooks("jobset", webhook / "manifests.yaml", port, _jobset_patches(webhook))
 
         return ready
 
@@ -483,19 +485,21 @@ class ControlPlane:
         def ready() -> None:
             wait_until(process, _http_ok(f"http://127.0.0.1:{health}/readyz"), START_TIMEOUT, "ready (/readyz)")
             manifests = binaries.kueue_dir() / "config/components/webhook/manifests.yaml"
-            self._register_webhooks("kueue", manifests, port, lambda rule: set(rule.get("apiGroups", [])) <= served)
+            self._register_webhooks("kueue", manifests, port, functools.partial(_kueue_hook, served))
 
         return ready
 
-    def _register_webhooks(self, owner: str, manifests: Path, port: int, keep: Any) -> None:
-        """The component's webhook configurations, pointed at its server on 127.0.0.1 with the CA's bundle."""
+    def _register_webhooks(self, owner: str, manifests: Path, port: int, adjust: HookPatch) -> None:
+        """The component's webhook configurations, as its kustomization makes them (``adjust``: a hook as
+        deployed, or None to leave it out), pointed at its server on 127.0.0.1 with the CA's bundle."""
         bundle = base64.b64encode(self.ca.cert.read_bytes()).decode()
         for doc in yaml.safe_load_all(manifests.read_text()):
             if not doc:
                 continue
             hooks = []
-            for hook in doc.get("webhooks", []):
-                if not all(keep(rule) for rule in hook.get("rules", [])):
+            for index, original in enumerate(doc.get("webhooks", [])):
+                hook = adjust(doc["kind"], index, original)
+                if hook is None:
                     continue
                 path = hook["clientConfig"]["service"]["path"]
                 hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
@@ -503,6 +507,39 @@ class ControlPlane:
             doc["metadata"] = {"name": f"{owner}-{doc['metadata']['name']}"}
             doc["webhooks"] = hooks
             self.api.apply(doc)
+
+
+HookPatch = Callable[[str, int, dict[str, Any]], dict[str, Any] | None]
+
+
+def _jobset_patches(webhook: Path) -> HookPatch:
+    """JobSet's config/components/webhook kustomization: patches/{mutating,validating}-patch.yaml replace the pod
+    webhooks (index 1) with ones that carry an objectSelector (only pods of a JobSet)."""
+    replaced: dict[tuple[str, int], dict[str, Any]] = {}
+    for kind, file in (("MutatingWebhookConfiguration", "mutating"), ("ValidatingWebhookConfiguration", "validating")):
+        for op in yaml.safe_load((webhook / "patches" / f"{file}-patch.yaml").read_text()) or []:
+            if op.get("op") == "replace" and str(op.get("path", "")).startswith("/webhooks/"):
+                replaced[(kind, int(op["path"].rsplit("/", 1)[1]))] = op["value"]
+
+    def adjust(kind: str, index: int, hook: dict[str, Any]) -> dict[str, Any] | None:
+        return dict(replaced.get((kind, index), hook))
+
+    return adjust
+
+
+KUEUE_SKIPS = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]}
+
+
+def _kueue_hook(served: set[str], kind: str, index: int, hook: dict[str, Any]) -> dict[str, Any] | None:
+    """Kueue's webhooks for its own kinds and the integrations it runs with (the others' paths are not served);
+    its kustomization gives the integrations' webhooks a namespaceSelector that skips kube-system and
+    kueue-system."""
+    groups = {g for rule in hook.get("rules", []) for g in rule.get("apiGroups", [])}
+    if not groups <= served:
+        return None
+    if groups != {"kueue.x-k8s.io"}:
+        hook = {**hook, "namespaceSelector": {"matchExpressions": [KUEUE_SKIPS]}}
+    return hook
 
 
 def user_rules() -> list[dict[str, list[str]]]:
