@@ -34,6 +34,7 @@ TPU = NodePool("fail-tpu", nodes=2, tpu=TpuPool("tpu-v5p-slice", "2x2x1", 4))
 class Step(NamedTuple):
     replicated_job: str
     exit_code: int | None  # None: evicted
+    restarts: int = 0  # > 0: the container exits with exit_code and is restarted this many times (OnFailure)
 
 
 class Staged(NamedTuple):
@@ -50,6 +51,13 @@ def evicted(replicated_job: str) -> tuple[Step, PodFailure]:
     return Step(replicated_job, None), PodFailure(replicated_job, signal=signal.SIGTERM, conditions=DISRUPTED)
 
 
+def worker_restarts(times: int, code: int = 1) -> tuple[Step, PodFailure]:
+    """The worker container exits ``times`` times and the kubelet restarts it (restartPolicy OnFailure); the
+    evaluator gets the last of them, with the ones before counted."""
+    step = Step(WORKER, code, restarts=times)
+    return step, PodFailure(WORKER, exit_code=code, container=ids.WORKER_CONTAINER, failed_before=times - 1)
+
+
 def staged(name: str, *events: tuple[Step, PodFailure]) -> Staged:
     return Staged(name, tuple(e[0] for e in events), tuple(e[1] for e in events))
 
@@ -63,6 +71,8 @@ STAGED = [
     staged("one worker pod evicted, retries left", evicted(WORKER)),
     staged("slice lost, then main exits 75", evicted(WORKER), main_exits(ids.RETRY_EXIT_CODE)),
     staged("slice lost, then main exits 1", evicted(WORKER), main_exits(1)),
+    staged("a worker Job exhausts its retries (backoffLimit)", worker_restarts(5)),
+    staged("a worker Job exhausts its retries and main exits 1 at the same time", worker_restarts(5), main_exits(1)),
 ]
 
 
@@ -131,6 +141,10 @@ def test_the_real_controllers_decide_as_the_evaluator_predicts(
             pod = live_pods(plane, name, step.replicated_job)[0]["metadata"]["name"]
             if step.exit_code is None:
                 plane.evict(NS, pod)
+            elif step.restarts:
+                container = ids.WORKER_CONTAINER
+                for _ in range(step.restarts):
+                    plane.restart_container(NS, pod, container, step.exit_code)
             else:
                 plane.exit_pod(NS, pod, step.exit_code, container=ids.MAIN_CONTAINER)
         observed = observe(plane, name, predicted.action)

@@ -22,6 +22,9 @@ For tests: the session fixture ``control_plane`` (tests/conftest.py; marker ``co
   without the ``with``).
 - ``plane.exit_pod(ns, pod, code, container=None)``: the running pod's containers end with ``code`` (only
   ``container``'s when named, the others with 0), as a kubelet reports it (phase Failed, or Succeeded for 0).
+- ``plane.restart_container(ns, pod, container, code)``: for a ``restartPolicy: OnFailure`` pod (a worker), the
+  container exited with ``code`` and the kubelet started it again (restartCount + 1), as the Job controller
+  counts it against ``backoffLimit``.
 - ``plane.write_pod_log(ns, pod, lines, container=None)``: what the pod's logs serve (a file; append to it for
   ``-f``).
 - ``plane.forward_port(ns, pod, port, to_port)``: a port-forward to the pod's ``port`` reaches 127.0.0.1:to_port.

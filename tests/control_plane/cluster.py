@@ -148,6 +148,24 @@ class ControlPlane:
             "application/merge-patch+json",
         )
 
+    def restart_container(self, namespace: str, pod: str, container: str, code: int) -> int:
+        """What a kubelet reports when a container of a ``restartPolicy: OnFailure`` pod (a worker) exits with
+        ``code`` and is started again: its restartCount goes up by one, lastState holds the exit. The new count."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+        statuses = self.api.get(path)["status"].get("containerStatuses") or []
+        mine = next(c for c in statuses if c.get("name") == container)
+        count = int(mine.get("restartCount") or 0) + 1
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        restarted = {
+            "name": container,
+            "restartCount": count,
+            "lastState": {"terminated": {"exitCode": code, "reason": "Error", "startedAt": now, "finishedAt": now}},
+            "state": {"running": {"startedAt": now}},
+        }
+        body = {"status": {"containerStatuses": [restarted]}}
+        self.api.request("PATCH", f"{path}/status", body, "application/strategic-merge-patch+json")
+        return count
+
     def write_pod_log(self, namespace: str, pod: str, lines: Sequence[str], container: str | None = None) -> Path:
         """What ``kubectl logs`` (and pwdeploy's logs) read for the pod's containers (or one): ``lines``. The
         file may be appended to later; a follow sees the new lines."""
