@@ -32,6 +32,7 @@ say() { echo "control-plane: $*" >&2; }
 all_built() {
     local c
     for c in "${components[@]}"; do [[ -x $bin/$c ]] || return 1; done
+    stamped kube-apiserver
 }
 
 wrapper() {  # wrapper NAME MODULE@VERSION [REQUIRE...]: a fresh wrapper module's folder on stdout
@@ -41,10 +42,10 @@ wrapper() {  # wrapper NAME MODULE@VERSION [REQUIRE...]: a fresh wrapper module'
     echo "$dir"
 }
 
-build_main() {  # build_main NAME DIR PACKAGE: go build PACKAGE in DIR into $bin/NAME
-    local name=$1 dir=$2 pkg=$3 start=$SECONDS
+build_main() {  # build_main NAME DIR PACKAGE [LDFLAGS]: go build PACKAGE in DIR into $bin/NAME
+    local name=$1 dir=$2 pkg=$3 ldflags="-s ${4:-}" start=$SECONDS
     say "building $name ($pkg) ..."
-    (cd "$dir" && go build -trimpath -ldflags=-s -o "$bin/$name.tmp" "$pkg")
+    (cd "$dir" && go build -trimpath -ldflags="$ldflags" -o "$bin/$name.tmp" "$pkg")
     mv "$bin/$name.tmp" "$bin/$name"
     say "built $name in $((SECONDS - start)) s"
 }
@@ -82,8 +83,24 @@ GO
     say "resolving k8s.io/kubernetes $KUBERNETES_VERSION's modules (go mod tidy)"
     (cd "$dir" && go mod tidy)
     for c in kube-apiserver kube-controller-manager kube-scheduler; do
-        [[ -x $bin/$c ]] || build_main "$c" "$dir" "./$c"
+        stamped "$c" || build_main "$c" "$dir" "./$c" "$(version_ldflags)"
     done
+}
+
+# The version the binaries report (/version, --version), as Kubernetes' own build stamps it
+# (kubernetes hack/lib/version.sh: kube::version::ldflags); unstamped they say v0.0.0-master.
+version_ldflags() {
+    local minor=${KUBERNETES_VERSION#v1.} pkg flags=""
+    minor=${minor%%.*}
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        flags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+        flags+=" -X $pkg.gitTreeState=clean"
+    done
+    echo "$flags"
+}
+
+stamped() {  # stamped NAME: the Kubernetes binary is built and reports the pinned version
+    [[ -x $bin/$1 ]] && "$bin/$1" --version 2>/dev/null | grep -qx "Kubernetes $KUBERNETES_VERSION"
 }
 
 build_etcd() {
@@ -122,7 +139,7 @@ case ${1:-} in
         mkdir -p "$bin"
         if all_built; then say "cached: $bin"; echo "$bin"; exit 0; fi
         say "building into $bin (a cold build on 2 cores takes tens of minutes; later runs reuse it)"
-        [[ -x $bin/kube-apiserver && -x $bin/kube-controller-manager && -x $bin/kube-scheduler ]] || build_kubernetes
+        stamped kube-apiserver && stamped kube-controller-manager && stamped kube-scheduler || build_kubernetes
         [[ -x $bin/etcd ]] || build_etcd
         [[ -x $bin/jobset-$JOBSET_VERSION ]] || build_module_main "jobset-$JOBSET_VERSION" sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset
         [[ -x $bin/jobset-$JOBSET_NEWEST_VERSION ]] || build_module_main "jobset-$JOBSET_NEWEST_VERSION" sigs.k8s.io/jobset "$JOBSET_NEWEST_VERSION" sigs.k8s.io/jobset
