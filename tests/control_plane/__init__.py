@@ -25,8 +25,8 @@ For tests: the session fixture ``control_plane`` (tests/conftest.py; marker ``co
 - ``plane.restart_container(ns, pod, container, code)``: for a ``restartPolicy: OnFailure`` pod (a worker), the
   container exited with ``code`` and the kubelet started it again (restartCount + 1), as the Job controller
   counts it against ``backoffLimit``.
-- ``plane.write_pod_log(ns, pod, lines, container=None)``: what the pod's logs serve (a file; append to it for
-  ``-f``).
+- ``plane.write_pod_log(ns, pod, lines, container=None, append=False)``: what the pod's logs serve (``append``:
+  more lines for a follow).
 - ``plane.forward_port(ns, pod, port, to_port)``: a port-forward to the pod's ``port`` reaches 127.0.0.1:to_port.
 - ``plane.evict(ns, pod)`` (the Eviction API: DisruptionTarget, then deleted), ``plane.pods(ns, selector)``,
   ``plane.api`` (the admin's JSON client for anything else).

@@ -97,6 +97,7 @@ class ControlPlane:
         self.started_in = 0.0
         self._pod_logs = folder / "pod-logs"
         self._pod_logs.mkdir(exist_ok=True)
+        self._log_files: dict[tuple[str, str], dict[str | None, Path]] = {}
 
     # ------------------------------------------------------------------------------------------- what tests use
 
@@ -169,23 +170,29 @@ class ControlPlane:
         self.api.request("PATCH", f"{path}/status", body, "application/strategic-merge-patch+json")
         return count
 
-    def write_pod_log(self, namespace: str, pod: str, lines: Sequence[str], container: str | None = None) -> Path:
-        """What ``kubectl logs`` (and pwdeploy's logs) read for the pod's containers (or one): ``lines``. The
-        file may be appended to later; a follow sees the new lines."""
+    def write_pod_log(
+        self, namespace: str, pod: str, lines: Sequence[str], container: str | None = None, append: bool = False
+    ) -> None:
+        """What the pod's logs serve (``kubectl logs``, pwdeploy's logs): ``lines``, for ``container`` or, without
+        it, for every container that has no lines of its own. ``append``: after the lines written before (a
+        follow sees them arrive). KWOK reads the file as a kubelet reads a container's log (CRI format)."""
         path = self._pod_logs / f"{namespace}.{pod}.{container or 'all'}.log"
-        path.write_text("".join(f"{line}\n" for line in lines))
-        log: dict[str, Any] = {"logsFile": str(path), "follow": True}
-        if container is not None:
-            log["containers"] = [container]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
+        with path.open("a" if append else "w") as out:
+            out.writelines(f"{stamp} stdout F {line}\n" for line in lines)
+        files = self._log_files.setdefault((namespace, pod), {})
+        files[container] = path
+        logs: list[dict[str, Any]] = [
+            {"logsFile": str(f), **({"containers": [c]} if c is not None else {})} for c, f in files.items()
+        ]
         self.api.apply(
             {
                 "apiVersion": "kwok.x-k8s.io/v1alpha1",
                 "kind": "Logs",
                 "metadata": {"name": pod, "namespace": namespace},
-                "spec": {"logs": [log]},
+                "spec": {"logs": logs},
             }
         )
-        return path
 
     def forward_port(self, namespace: str, pod: str, port: int, to_port: int) -> None:
         """The pod's ``port`` through the API server's port-forward reaches 127.0.0.1:``to_port`` on this machine."""

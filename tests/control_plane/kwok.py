@@ -11,7 +11,8 @@ object, with KWOK's functions ``Now``, ``Quote``, ``NodeConditions``, ``NodeIP``
   the container EXIT_CONTAINER names, the others with 0), phase Failed, or Succeeded for 0, as a kubelet reports
   a pod of restartPolicy Never whose containers ended;
 - a deleted pod (deletionTimestamp set) that still runs end as a kubelet stops it, a second later (SIGTERM: exit
-  code 143, phase Failed; a node takes up to terminationGracePeriodSeconds), then go away (KWOK deletes it; the Job controller's finalizer still holds it until it counted it).
+  code 143, phase Failed; a node takes up to terminationGracePeriodSeconds), then go away (KWOK deletes it; the
+  Job controller's finalizer still holds it until it counted it).
 """
 
 from __future__ import annotations
