@@ -507,6 +507,7 @@ class ControlPlane:
                 }
             )
         )
+        _kueue_metrics_cert(certs)
         version = binaries.versions()["KUEUE_VERSION"]
         process = self._process("kueue", [self.bin / f"kueue-{version}", f"--config={config}"], env)
         served = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io"}  # its own kinds and the integrations enabled above
@@ -569,6 +570,26 @@ def _kueue_hook(served: set[str], kind: str, index: int, hook: dict[str, Any]) -
     if groups != {"kueue.x-k8s.io"}:
         hook = {**hook, "namespaceSelector": {"matchExpressions": [KUEUE_SKIPS]}}
     return hook
+
+
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _kueue_metrics_cert(certs: Path) -> None:
+    """Kueue (cmd/kueue/main.go at v0.19.0) reads its metrics server's certificate from the fixed folder
+    /etc/kueue/metrics/certs whenever internal cert management is off, even with metrics off, and exits without
+    it. Any certificate does (the metrics server is not started): one is put there when the folder lacks it."""
+    if (KUEUE_METRICS_CERTS / "tls.crt").is_file() and (KUEUE_METRICS_CERTS / "tls.key").is_file():
+        return
+    try:
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key"):
+            shutil.copy(certs / name, KUEUE_METRICS_CERTS / name)
+    except OSError as e:
+        raise StartError(
+            f"Kueue needs a certificate in {KUEUE_METRICS_CERTS} (tls.crt, tls.key; any will do) and it cannot be "
+            f"written here ({e}): sudo mkdir -p {KUEUE_METRICS_CERTS} && sudo cp {certs}/tls.* {KUEUE_METRICS_CERTS}/"
+        ) from e
 
 
 def user_rules() -> list[dict[str, list[str]]]:
