@@ -99,8 +99,8 @@ def test_the_jobset_webhook_is_called_and_refuses_what_it_refuses(control_plane:
     with pytest.raises(ApiError) as refused:
         control_plane.api.request("POST", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets", jobset)
     assert refused.value.status == 403  # an admission webhook's denial is Forbidden
-    assert 'admission webhook "vjobset.kb.io" denied the request' in str(refused.value)
-    assert "job names generated for this JobSet will exceed 63 characters" in str(refused.value)
+    assert refused.value.message.startswith('admission webhook "vjobset.kb.io" denied the request: ')
+    assert "job names generated for this JobSet will exceed 63 characters" in refused.value.message
 
 
 def test_a_pod_is_placed_on_a_tpu_node_runs_logs_and_exits_with_the_chosen_code(

@@ -41,6 +41,10 @@ class ApiError(RuntimeError):
     def __init__(self, status: int, text: str) -> None:
         super().__init__(f"{status}: {text[:600]}")
         self.status = status
+        try:
+            self.message = str(json.loads(text).get("message", text))  # a Status's message
+        except (ValueError, AttributeError):
+            self.message = text
 
 
 class Api:
