@@ -3,6 +3,7 @@ admin's kubeconfig and the namespace-scoped user's; kubectl reads what it wrote.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import subprocess
@@ -149,11 +150,14 @@ def test_connect_forwards_through_the_api_servers_port_forward(control_plane: Co
         listener = socket.create_server(("127.0.0.1", 0))
         echo_port = listener.getsockname()[1]
 
-        def echo() -> None:
+        def echo() -> None:  # every connection (connect opens one stream first, to check that it may)
             with listener:
-                conn, _ = listener.accept()
-                with conn:
-                    conn.sendall(conn.recv(64))
+                while True:
+                    conn, _ = listener.accept()
+                    with conn:
+                        conn.settimeout(5)
+                        with contextlib.suppress(OSError):
+                            conn.sendall(conn.recv(64))
 
         threading.Thread(target=echo, daemon=True).start()
         plane.forward_port(ns, head, ids.PROXY_PORT, echo_port)
@@ -243,7 +247,7 @@ def test_kueue_admits_what_fits_its_quota_and_says_why_not_otherwise(control_pla
 def test_after_a_restart_status_shows_the_new_attempts_pods(control_plane: ControlPlane, pools: None) -> None:
     plane, ns = control_plane, control_plane.user_namespace
     name = f"rs-{secrets.token_hex(3)}"
-    created = pwdeploy(plane, "submit", *job_flags(name, ns), "--skip-preflight")
+    created = pwdeploy(plane, "submit", *job_flags(name, ns, "--max-restarts", "2"), "--skip-preflight")
     assert created.returncode == 0, created.stderr
     try:
         wait_for(lambda: status(plane, name, ns), lambda s: all(g["running"] == g["expected"] for g in s["groups"]))
@@ -254,7 +258,7 @@ def test_after_a_restart_status_shows_the_new_attempts_pods(control_plane: Contr
             lambda s: s["state"]["restarts"] == 1 and all(g["running"] == g["expected"] for g in s["groups"]),
             timeout=90,
         )
-        assert after["state"]["phase"] == "Running", after["state"]
+        assert after["state"]["phase"] in ("Starting", "Running"), after["state"]  # not the failed attempt's
         assert old_head not in {p["pod"] for p in after["pods"]}, after["pods"]
         assert {p["state"] for p in after["pods"]} == {"Running"}, after["pods"]
     finally:
