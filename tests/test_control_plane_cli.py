@@ -218,11 +218,12 @@ def test_kueue_admits_what_fits_its_quota_and_says_why_not_otherwise(control_pla
     try:
         first = pwdeploy(plane, "submit", *job_flags(fits, ns, "--queue", "lq"), "--skip-preflight", user=False)
         assert first.returncode == 0, first.stderr
-        running = wait_for(
+        running = wait_for(  # admitted: unsuspended, then every pod runs
             lambda: status(plane, fits, ns, user=False),
-            lambda s: all(g["running"] == g["expected"] for g in s["groups"]),
+            lambda s: s["state"]["phase"] != "Suspended" and all(g["running"] == g["expected"] for g in s["groups"]),
+            timeout=120,
         )
-        assert running["state"]["phase"] == "Running"
+        assert running["state"]["phase"] in ("Starting", "Running"), running["state"]
         flags = job_flags(too_big, ns, "--queue", "lq")
         flags[flags.index("--num-slices") + 1] = "2"
         second = pwdeploy(plane, "submit", *flags, "--skip-preflight", user=False)

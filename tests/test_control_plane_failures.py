@@ -151,7 +151,8 @@ def test_the_real_controllers_decide_as_the_evaluator_predicts(
         observed = observe(plane, name, predicted.action, first_head)
         assert observed == expected(predicted, name), (predicted.why, json.dumps(child_jobs_summary(plane, name)))
     finally:
-        plane.kubectl("delete", "jobset", name, "-n", NS, "--wait=false", check=False)
+        # gone before the next scenario: its pods hold the nodes' TPUs and host ports until then
+        plane.kubectl("delete", "jobset", name, "-n", NS, "--wait=true", "--timeout=60s", check=False)
 
 
 def expected(predicted: Decision, name: str) -> dict[str, Any]:
