@@ -4,6 +4,9 @@
 #
 #   scripts/control-plane.sh build   # builds what the cache lacks; prints the binaries' folder last
 #   scripts/control-plane.sh dir     # the binaries' folder (exit 1 when some are not built yet)
+#   scripts/control-plane.sh start   # build if needed, start a control plane in the background (tests/control_plane)
+#   scripts/control-plane.sh env     # its KUBECONFIG line, to eval
+#   scripts/control-plane.sh stop    # stop it
 #
 # Components: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes), the JobSet
 # controller manager (sigs.k8s.io/jobset, two versions), Kueue (sigs.k8s.io/kueue) and KWOK (sigs.k8s.io/kwok).
@@ -29,6 +32,7 @@ say() { echo "control-plane: $*" >&2; }
 all_built() {
     local c
     for c in "${components[@]}"; do [[ -x $bin/$c ]] || return 1; done
+    stamped kube-apiserver
 }
 
 wrapper() {  # wrapper NAME MODULE@VERSION [REQUIRE...]: a fresh wrapper module's folder on stdout
@@ -38,10 +42,10 @@ wrapper() {  # wrapper NAME MODULE@VERSION [REQUIRE...]: a fresh wrapper module'
     echo "$dir"
 }
 
-build_main() {  # build_main NAME DIR PACKAGE: go build PACKAGE in DIR into $bin/NAME
-    local name=$1 dir=$2 pkg=$3 start=$SECONDS
+build_main() {  # build_main NAME DIR PACKAGE [LDFLAGS]: go build PACKAGE in DIR into $bin/NAME
+    local name=$1 dir=$2 pkg=$3 ldflags="-s ${4:-}" start=$SECONDS
     say "building $name ($pkg) ..."
-    (cd "$dir" && go build -trimpath -ldflags=-s -o "$bin/$name.tmp" "$pkg")
+    (cd "$dir" && go build -trimpath -ldflags="$ldflags" -o "$bin/$name.tmp" "$pkg")
     mv "$bin/$name.tmp" "$bin/$name"
     say "built $name in $((SECONDS - start)) s"
 }
@@ -79,8 +83,24 @@ GO
     say "resolving k8s.io/kubernetes $KUBERNETES_VERSION's modules (go mod tidy)"
     (cd "$dir" && go mod tidy)
     for c in kube-apiserver kube-controller-manager kube-scheduler; do
-        [[ -x $bin/$c ]] || build_main "$c" "$dir" "./$c"
+        stamped "$c" || build_main "$c" "$dir" "./$c" "$(version_ldflags)"
     done
+}
+
+# The version the binaries report (/version, --version), as Kubernetes' own build stamps it
+# (kubernetes hack/lib/version.sh: kube::version::ldflags); unstamped they say v0.0.0-master.
+version_ldflags() {
+    local minor=${KUBERNETES_VERSION#v1.} pkg flags=""
+    minor=${minor%%.*}
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        flags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+        flags+=" -X $pkg.gitTreeState=clean"
+    done
+    echo "$flags"
+}
+
+stamped() {  # stamped NAME: the Kubernetes binary is built and reports the pinned version
+    [[ -x $bin/$1 ]] && "$bin/$1" --version 2>/dev/null | grep -qx "Kubernetes $KUBERNETES_VERSION"
 }
 
 build_etcd() {
@@ -119,7 +139,7 @@ case ${1:-} in
         mkdir -p "$bin"
         if all_built; then say "cached: $bin"; echo "$bin"; exit 0; fi
         say "building into $bin (a cold build on 2 cores takes tens of minutes; later runs reuse it)"
-        [[ -x $bin/kube-apiserver && -x $bin/kube-controller-manager && -x $bin/kube-scheduler ]] || build_kubernetes
+        stamped kube-apiserver && stamped kube-controller-manager && stamped kube-scheduler || build_kubernetes
         [[ -x $bin/etcd ]] || build_etcd
         [[ -x $bin/jobset-$JOBSET_VERSION ]] || build_module_main "jobset-$JOBSET_VERSION" sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset
         [[ -x $bin/jobset-$JOBSET_NEWEST_VERSION ]] || build_module_main "jobset-$JOBSET_NEWEST_VERSION" sigs.k8s.io/jobset "$JOBSET_NEWEST_VERSION" sigs.k8s.io/jobset
@@ -133,8 +153,41 @@ case ${1:-} in
         echo "$bin"
         all_built
         ;;
+    start)
+        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+        python=${PWDEPLOY_PYTHON:-$here/../.venv/bin/python}
+        if [[ -f $state/pid ]] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
+            say "already running (scripts/control-plane.sh stop first)"; cat "$state/env"; exit 0
+        fi
+        rm -rf "$state" && mkdir -p "$state"
+        "$0" build >/dev/null
+        (cd "$here/.." && exec nohup "$python" -m tests.control_plane run "$state" >"$state/run.log" 2>&1) &
+        echo $! >"$state/pid"
+        for _ in $(seq 1 120); do
+            [[ -f $state/env ]] && { cat "$state/env"; exit 0; }
+            kill -0 "$(cat "$state/pid")" 2>/dev/null || break
+            sleep 1
+        done
+        say "did not start; see $state/run.log and $state/logs"
+        cat "$state/run.log" >&2
+        exit 1
+        ;;
+    env)
+        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+        [[ -f $state/env ]] || { say "not running (scripts/control-plane.sh start)"; exit 1; }
+        cat "$state/env"
+        ;;
+    stop)
+        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+        if [[ -f $state/pid ]]; then
+            pid=$(cat "$state/pid")
+            kill "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+            rm -f "$state/pid" "$state/env"
+            say "stopped"
+        fi
+        ;;
     *)
-        echo "usage: scripts/control-plane.sh build|dir" >&2
+        echo "usage: scripts/control-plane.sh build|dir|start|env|stop" >&2
         exit 2
         ;;
 esac

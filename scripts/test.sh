@@ -47,6 +47,18 @@ ruff check pwdeploy tests benchmarks examples
 ruff format --check pwdeploy tests benchmarks examples
 mypy
 
+# The control_plane tier (tests/control_plane) runs on etcd, kube-apiserver, the controller manager, the scheduler,
+# JobSet, Kueue and KWOK built from their Go modules: instant from the cache, long the first time on a machine.
+if command -v go >/dev/null; then
+  echo "== building the control plane (scripts/control-plane.sh build; cached after the first build)"
+  bash scripts/control-plane.sh build >/dev/null  # a failed build stops here (set -e)
+elif [ "${CI:-}" = true ]; then
+  echo "scripts/test.sh: Go is not installed; CI runs the control_plane tier, which needs Go >= 1.26 (https://go.dev/doc/install)" >&2
+  exit 1
+else
+  echo "== no Go: the control_plane tier will be skipped (Go >= 1.26: https://go.dev/doc/install)"
+fi
+
 echo "== starting the Docker engine and the local registry"
 services=$($sudo_cmd bash scripts/docker-services.sh start)  # a failed start stops here (set -e)
 eval "$services"

@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 
 if TYPE_CHECKING:
     from pwdeploy.kube.api import Kube
+    from tests.control_plane import ControlPlane
     from tests.kube_stub import FakeClock, StubKubeApiServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,3 +128,50 @@ def cluster_cli(clock: FakeClock) -> ClusterCli:
         return runner.invoke(cli, args, input=input, obj={"clock": clock})
 
     return invoke
+
+
+# ------------------------------------------------------------------------------------- cluster (real control plane)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """The real control plane (tests/control_plane: its docstring says what it offers), started once per session
+    from the binaries scripts/control-plane.sh built, stopped at the end (also on Ctrl-C and SIGTERM). Outside CI
+    a machine without Go, or without the build, skips with one line saying how to get them; under CI (CI=true)
+    that, or a failed start, fails."""
+    import signal
+
+    from tests.control_plane import binaries, cluster
+    from tests.control_plane.processes import StartError
+
+    in_ci = os.environ.get("CI") == "true"
+    missing = None
+    if not binaries.have_go():
+        missing = binaries.NO_GO
+    else:
+        bin_dir = binaries.built()
+        if bin_dir is None:
+            missing = "the control plane is not built: bash scripts/control-plane.sh build (a cold build takes long)"
+    if missing is not None:
+        if in_ci:
+            pytest.fail(missing, pytrace=False)
+        pytest.skip(missing)
+    assert bin_dir is not None
+    try:
+        plane = cluster.start(bin_dir)
+    except StartError as e:
+        pytest.fail(f"the control plane did not start: {e}", pytrace=False)
+    atexit.register(plane.stop)
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        plane.stop()
+        signal.signal(signal.SIGTERM, previous)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+        signal.signal(signal.SIGTERM, previous)

@@ -39,6 +39,11 @@ def vm_lost(failed_before: int = 0) -> PodFailure:
     return PodFailure(WORKER, conditions=DISRUPTED, failed_before=failed_before)
 
 
+def worker_exits(failed_before: int = 0) -> PodFailure:
+    """The worker container exits 1 and the kubelet restarts it in its pod (restartPolicy OnFailure)."""
+    return PodFailure(WORKER, exit_code=1, container=ids.WORKER_CONTAINER, failed_before=failed_before)
+
+
 class Scenario(NamedTuple):
     name: str
     failures: list[PodFailure]
@@ -73,10 +78,22 @@ SCENARIOS = [
         "slice_lost",
     ),
     Scenario(
-        "a worker Job exhausts its retries and main exits 1 at the same reconcile",
+        "a lost VM uses up a worker Job's retries and main exits 1, both Jobs failed when JobSet looks",
         [vm_lost(failed_before=WORKER_BACKOFF), main_exits(1)],
         Action.RESTART,
         "slice_lost",
+    ),
+    Scenario(
+        "a worker container's restarts use up its Job's retries (backoffLimit)",
+        [worker_exits(failed_before=WORKER_BACKOFF)],
+        Action.RESTART,
+        "slice_lost",
+    ),
+    Scenario(
+        "a worker container's restarts use up its Job's retries and main exits 1 at the same time",
+        [worker_exits(failed_before=WORKER_BACKOFF), main_exits(1)],
+        Action.FAIL,
+        "user_program_failed",
     ),
     Scenario("one worker pod lost, retries left", [vm_lost()], Action.NOTHING, None),
     Scenario(

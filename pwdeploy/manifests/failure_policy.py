@@ -78,6 +78,7 @@ class JobResult:
     reason: str | None  # the Job's failure reason (PodFailurePolicy, BackoffLimitExceeded); None: it did not fail
     message: str
     why: str  # which podFailurePolicy rule or backoffLimit decided, in words
+    stops_pods_first: bool = False  # failed by a container restart over backoffLimit: its running pod stops first
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,10 @@ def decide(jobset: Mapping[str, Any], failures: Sequence[PodFailure], restarts: 
     failed = [job for job in jobs if job.reason is not None]
     if not failed:
         return Decision(Action.NOTHING, None, "no child Job failed: " + "; ".join(j.why for j in jobs), jobs)
+    # The JobSet acts at the first reconcile that sees a failed Job. A Job failed by a container's restarts must
+    # stop its still-running pod before the Job controller marks it Failed (terminationGracePeriodSeconds on a
+    # node), so a Job that failed at once (FailJob on main's exit, a pod lost with its node) is seen first.
+    failed = [job for job in failed if not job.stops_pods_first] or failed
     policy = spec.get("failurePolicy")
     if not isinstance(policy, Mapping):
         return Decision(Action.FAIL, None, f"no failurePolicy: {_failed(failed[0])} fails the JobSet", jobs)
@@ -200,8 +205,18 @@ def _pod_failed(
     limit = _int(job_spec.get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
     if counted[key] > limit:
         why = f"{said}: failure {counted[key]} counted, over backoffLimit {limit}"
-        return JobResult(*job, "BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE, why)
+        restarted = _restarts_in_place(job_spec, failure)
+        if restarted:
+            why += "; its pod still runs and is stopped before the Job fails"
+        return JobResult(*job, "BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE, why, stops_pods_first=restarted)
     return JobResult(*job, None, "", f"{said}: failure {counted[key]} of backoffLimit {limit}, the pod is replaced")
+
+
+def _restarts_in_place(job_spec: Mapping[str, Any], failure: PodFailure) -> bool:
+    """A container of a ``restartPolicy: OnFailure`` pod that exited (not a pod ended by a disruption): the
+    kubelet restarts it in the same pod, which keeps running, and the Job counts the restart."""
+    pod = _mapping(_mapping(job_spec.get("template")).get("spec"))
+    return pod.get("restartPolicy") == "OnFailure" and not failure.conditions and failure.code is not None
 
 
 def backoff_limit(jobset: Mapping[str, Any], replicated_job: str) -> int:

@@ -1,0 +1,44 @@
+"""``python -m tests.control_plane run FOLDER``: start the control plane in FOLDER, write FOLDER/env (the
+KUBECONFIG lines to source) and keep it up until SIGTERM or Ctrl-C (scripts/control-plane.sh start|stop|env)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from tests.control_plane import binaries
+from tests.control_plane.cluster import start
+from tests.control_plane.processes import StartError
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] != "run":
+        print("usage: python -m tests.control_plane run FOLDER", file=sys.stderr)
+        return 2
+    folder = Path(argv[1])
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        plane = start(binaries.build(), folder)
+    except (StartError, binaries.BuildError) as e:
+        print(f"control-plane: {e}", file=sys.stderr)
+        return 1
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stopped.set())
+    (folder / "env").write_text(
+        f"export KUBECONFIG={plane.admin_kubeconfig}\n"
+        f"# the namespace-scoped user: KUBECONFIG={plane.user_kubeconfig}\n"
+        f"# logs: {plane.logs}\n"
+    )
+    print(f"control-plane: up in {plane.started_in:.1f} s; KUBECONFIG={plane.admin_kubeconfig}", file=sys.stderr)
+    try:
+        stopped.wait()
+    finally:
+        plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,269 @@
+"""KWOK's part: the Stages that play what a kubelet would do to the simulated nodes and pods.
+
+KWOK (sigs.k8s.io/kwok, pkg/apis/v1alpha1/stage_types.go at v0.8.0) moves an object through a Stage when the
+Stage's selector matches it: it patches the status with the Stage's ``statusTemplate`` (a Go template over the
+object, with KWOK's functions ``Now``, ``Quote``, ``NodeConditions``, ``NodeIP``, ``NodePort``, ``NodeIPsWith``,
+``PodIPsWith``, ``YAML``), or deletes it. These Stages make:
+
+- a Node Ready, with the capacity it was created with, its kubelet endpoint at KWOK's server;
+- a scheduled pod Running (sidecars running, other init containers completed), on the node's IP for hostNetwork;
+- a running pod end when it carries the annotation EXIT_CODE: every container terminated with that code (or only
+  the container EXIT_CONTAINER names, the others with 0), phase Failed, or Succeeded for 0, as a kubelet reports
+  a pod of restartPolicy Never whose containers ended;
+- a deleted pod (deletionTimestamp set) that still runs end as a kubelet stops it, a second later (SIGTERM: exit
+  code 143, phase Failed; a node takes up to terminationGracePeriodSeconds), then go away (KWOK deletes it; the
+  Job controller's finalizer still holds it until it counted it).
+"""
+
+from __future__ import annotations
+
+EXIT_CODE = "pwdeploy.test/exit-code"
+EXIT_CONTAINER = "pwdeploy.test/exit-container"
+
+_NODE_READY = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-ready
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: NotIn
+      values: ['True']
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      {{ range NodeConditions }}
+      - type: {{ .type | Quote }}
+        status: {{ .status | Quote }}
+        reason: {{ .reason | Quote }}
+        message: {{ .message | Quote }}
+        lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $now | Quote }}
+      {{ end }}
+      addresses:
+      - type: InternalIP
+        address: {{ NodeIP | Quote }}
+      - type: Hostname
+        address: {{ .metadata.name | Quote }}
+      daemonEndpoints:
+        kubeletEndpoint:
+          Port: {{ NodePort }}
+      allocatable:
+      {{ YAML .status.allocatable 1 }}
+      capacity:
+      {{ YAML .status.capacity 1 }}
+      nodeInfo:
+        architecture: amd64
+        operatingSystem: linux
+        kubeletVersion: {{ printf "kwok-%s" Version | Quote }}
+        containerRuntimeVersion: {{ printf "kwok-%s" Version | Quote }}
+        kernelVersion: ""
+        kubeProxyVersion: ""
+        osImage: ""
+        machineID: ""
+        systemUUID: ""
+        bootID: ""
+      phase: Running
+"""
+
+_POD_RUNNING = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-running
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Pending]
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - {type: PodReadyToStartContainers, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        imageID: ""
+        ready: true
+        started: true
+        restartCount: 0
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        imageID: ""
+        restartCount: 0
+        {{ if eq .restartPolicy "Always" }}
+        ready: true
+        started: true
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+        {{ else }}
+        ready: true
+        state:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+        {{ end }}
+      {{ end }}
+      {{ with NodeIPsWith .spec.nodeName }}
+      hostIP: {{ index . 0 | Quote }}
+      hostIPs:
+      {{ range . }}
+      - ip: {{ . | Quote }}
+      {{ end }}
+      {{ end }}
+      {{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" )
+        ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+      podIP: {{ index . 0 | Quote }}
+      podIPs:
+      {{ range . }}
+      - ip: {{ . | Quote }}
+      {{ end }}
+      {{ end }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+"""
+
+# The pod's containers end: the one EXIT_CONTAINER names (every one without it) with EXIT_CODE, the others with 0.
+_POD_EXIT = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-exit
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Running]
+    - key: '.metadata.annotations["EXIT_CODE"]'
+      operator: Exists
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $code := index .metadata.annotations "EXIT_CODE" }}
+      {{ $only := or (index .metadata.annotations "EXIT_CONTAINER") "" }}
+      {{ $failed := false }}
+      conditions:
+      - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      containerStatuses:
+      {{ range .spec.containers }}
+      {{ $mine := or (eq $only "") (eq $only .name) }}
+      {{ $exit := "0" }}
+      {{ if $mine }}{{ $exit = $code }}{{ end }}
+      {{ if ne $exit "0" }}{{ $failed = true }}{{ end }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        imageID: ""
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: {{ $exit }}
+            reason: {{ if eq $exit "0" }}Completed{{ else }}Error{{ end }}
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: {{ if $failed }}Failed{{ else }}Succeeded{{ end }}
+""".replace("EXIT_CODE", EXIT_CODE).replace("EXIT_CONTAINER", EXIT_CONTAINER)
+
+_POD_STOPPED = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-stopped
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: Exists
+    - key: .status.phase
+      operator: In
+      values: [Running, Pending]
+  delay:
+    durationMilliseconds: 1000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        imageID: ""
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 143
+            reason: Error
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Failed
+"""
+
+_POD_GONE = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-gone
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: Exists
+    - key: .status.phase
+      operator: In
+      values: [Succeeded, Failed]
+  next:
+    delete: true
+"""
+
+STAGES = (_NODE_READY, _POD_RUNNING, _POD_EXIT, _POD_STOPPED, _POD_GONE)
+
+
+def config() -> str:
+    """KWOK's --config: its Stages, one YAML document each."""
+    return "---\n".join(STAGES)

@@ -1,0 +1,134 @@
+"""The control plane itself, as kubectl sees it: TLS, both ways of authenticating, RBAC, the webhooks the API
+server calls, KWOK's nodes and pods (running, ending with a chosen exit code, serving logs) and the scheduler's
+placement on GKE-labelled TPU node pools."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.control_plane import ControlPlane, NodePool, TpuPool
+from tests.control_plane.api import ApiError
+
+pytestmark = [pytest.mark.control_plane, pytest.mark.slow, pytest.mark.timeout(240)]  # the first test starts the plane
+
+TPU = NodePool("plane-tpu", nodes=2, tpu=TpuPool("tpu-v5p-slice", "2x2x2", 4))
+
+
+@pytest.fixture(scope="module")
+def pools(control_plane: ControlPlane) -> Iterator[list[str]]:
+    with control_plane.node_pools(TPU) as names:
+        yield names
+
+
+def wait_for(get: Callable[[], Any], holds: Callable[[Any], bool], timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    value = get()
+    while not holds(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not after {timeout} s: {json.dumps(value)[:800]}")
+        time.sleep(0.2)
+        value = get()
+    return value
+
+
+def tpu_pod(name: str, chips: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice"},
+            "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [
+                {
+                    "name": "work",
+                    "image": "python:3.12-slim",
+                    "resources": {"requests": {"google.com/tpu": str(chips)}, "limits": {"google.com/tpu": str(chips)}},
+                }
+            ],
+        },
+    }
+
+
+def test_the_user_is_who_the_token_says_and_may_do_only_what_its_role_grants(control_plane: ControlPlane) -> None:
+    whoami = json.loads(control_plane.kubectl("auth", "whoami", "-o", "json", user=True).stdout)
+    assert whoami["status"]["userInfo"]["username"] == "alice"
+    ns = control_plane.user_namespace
+    allowed = control_plane.kubectl("auth", "can-i", "create", "jobsets.jobset.x-k8s.io", "-n", ns, user=True)
+    assert allowed.stdout.strip() == "yes"
+    elsewhere = control_plane.kubectl(
+        "auth", "can-i", "create", "jobsets.jobset.x-k8s.io", "-n", "default", user=True, check=False
+    )
+    assert elsewhere.stdout.strip() == "no"
+    nodes = control_plane.kubectl("get", "nodes", user=True, check=False)
+    assert nodes.returncode != 0 and "forbidden" in nodes.stderr
+    admin = json.loads(control_plane.kubectl("auth", "whoami", "-o", "json").stdout)["status"]["userInfo"]
+    assert admin["username"] == "admin" and "system:masters" in admin["groups"]
+
+
+def test_the_jobset_webhook_is_called_and_refuses_what_it_refuses(control_plane: ControlPlane) -> None:
+    """A JobSet whose name is over the webhook's bound: the API server asks JobSet's validating webhook over TLS
+    and returns its refusal."""
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "a" * 60, "namespace": "default"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    with pytest.raises(ApiError) as refused:
+        control_plane.api.request("POST", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets", jobset)
+    assert refused.value.status == 403  # an admission webhook's denial is Forbidden
+    assert refused.value.message.startswith('admission webhook "vjobset.kb.io" denied the request: ')
+    assert "job names generated for this JobSet will exceed 63 characters" in refused.value.message
+
+
+def test_a_pod_is_placed_on_a_tpu_node_runs_logs_and_exits_with_the_chosen_code(
+    control_plane: ControlPlane, pools: list[str]
+) -> None:
+    name = f"tpu-{secrets.token_hex(3)}"
+    control_plane.api.request("POST", "/api/v1/namespaces/default/pods", tpu_pod(name, 4))
+    path = f"/api/v1/namespaces/default/pods/{name}"
+    pod = wait_for(lambda: control_plane.api.get(path), lambda p: p["status"].get("phase") == "Running")
+    assert pod["spec"]["nodeName"] in pools
+    control_plane.write_pod_log("default", name, ["step 1", "step 2"])
+    logs = control_plane.kubectl("logs", name, "-n", "default").stdout
+    assert logs.splitlines() == ["step 1", "step 2"]
+    control_plane.exit_pod("default", name, 3)
+    pod = wait_for(lambda: control_plane.api.get(path), lambda p: p["status"].get("phase") == "Failed")
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+    control_plane.kubectl("delete", "pod", name, "-n", "default", "--wait=true")
+
+
+def test_the_scheduler_says_why_a_pod_does_not_fit(control_plane: ControlPlane, pools: list[str]) -> None:
+    name = f"big-{secrets.token_hex(3)}"
+    control_plane.api.request("POST", "/api/v1/namespaces/default/pods", tpu_pod(name, 8))
+
+    def events() -> list[dict[str, Any]]:
+        query = f"?fieldSelector=involvedObject.name%3D{name}"
+        return list(control_plane.api.get(f"/api/v1/namespaces/default/events{query}")["items"])
+
+    found = wait_for(events, lambda items: any(e.get("reason") == "FailedScheduling" for e in items))
+    message = next(e["message"] for e in found if e.get("reason") == "FailedScheduling")
+    assert "Insufficient google.com/tpu" in message, message
+    control_plane.kubectl("delete", "pod", name, "-n", "default", "--wait=true")
