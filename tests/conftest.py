@@ -175,3 +175,12 @@ def control_plane() -> Iterator[ControlPlane]:
     finally:
         plane.stop()
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture
+def no_jobs_left(control_plane: ControlPlane) -> Iterator[None]:
+    """No JobSet and none of their pods in default and the user's namespace before and after the test, also when
+    it fails: a job left running holds its nodes' TPUs and host ports, and the next test's pods would not fit."""
+    control_plane.clear_jobs()
+    yield
+    control_plane.clear_jobs()

@@ -18,7 +18,12 @@ import pytest
 from pwdeploy import identifiers as ids
 from tests.control_plane import ControlPlane, NodePool, TpuPool
 
-pytestmark = [pytest.mark.control_plane, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.control_plane,
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.usefixtures("no_jobs_left"),
+]
 
 PWDEPLOY = Path(sys.executable).with_name("pwdeploy")
 CPU = NodePool("cpu-np", nodes=1, cpu="64", memory="256Gi")
@@ -100,10 +105,13 @@ def test_a_job_through_its_life_as_the_namespace_scoped_user(control_plane: Cont
     assert changed.returncode != 0
     assert "--replace" in changed.stderr
 
+    # Running once the JobSet controller counts every Job ready, which follows the pods' Running by a moment.
     running = wait_for(
-        lambda: status(plane, name, ns), lambda s: all(g["running"] == g["expected"] for g in s["groups"])
+        lambda: status(plane, name, ns),
+        lambda s: s["state"]["phase"] == "Running" or s["state"]["phase"] not in ("Pending", "Starting"),
     )
     assert running["state"]["phase"] == "Running", running["state"]
+    assert all(g["running"] == g["expected"] for g in running["groups"]), running["groups"]
     # As the admin: the Role preflight's permissions row checks lacks list jobsets (the user gets 403).
     listed = json.loads(pwdeploy(plane, "list", "-n", ns, "-o", "json", user=False).stdout)
     assert [(j["name"], j["state"], j["slices"]) for j in listed["jobs"]] == [(name, "Running", "1/1")]

@@ -22,7 +22,12 @@ from pwdeploy.manifests.failure_policy import Action, Decision, PodFailure, deci
 from tests.control_plane import ControlPlane, NodePool, TpuPool
 from tests.test_control_plane_cli import PWDEPLOY, job_flags
 
-pytestmark = [pytest.mark.control_plane, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.control_plane,
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.usefixtures("no_jobs_left"),
+]
 
 NS = "default"
 HEAD, WORKER = ids.HEAD_JOB, ids.WORKER_JOB

@@ -108,7 +108,8 @@ PROGRAM_FAILED = (
 )
 SLICE_LOST = (
     "rule slice_lost (RestartJobSet, restart 1 of 2): Job restart-test-worker-0 failed with BackoffLimitExceeded "
-    "(pathways-worker killed by SIGKILL (exit code 137): failure 5 counted, over backoffLimit 4)"
+    "(pathways-worker killed by SIGKILL (exit code 137): failure 5 counted, over backoffLimit 4; its pod still runs "
+    "and is stopped before the Job fails)"
 )
 
 

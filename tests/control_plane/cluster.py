@@ -215,6 +215,28 @@ class ControlPlane:
         items = self.api.get(f"/api/v1/namespaces/{namespace}/pods{query}")["items"]
         return list(items)
 
+    def clear_jobs(self, *namespaces: str, timeout: float = 90) -> None:
+        """Delete every JobSet in ``namespaces`` (or default and the user's) and wait until none of their pods is left:
+        a test's pods hold their nodes' TPUs and host ports until they are gone, and the next test needs both."""
+        spaces = namespaces or ("default", self.user_namespace)
+        for ns in spaces:
+            for jobset in self.api.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets")["items"]:
+                name = jobset["metadata"]["name"]
+                with contextlib.suppress(ApiError):  # gone meanwhile
+                    self.api.request(
+                        "DELETE",
+                        f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}",
+                        {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"},
+                    )
+        deadline = time.monotonic() + timeout
+        of_jobsets = "jobset.sigs.k8s.io/jobset-name"  # a label that exists
+        left = [p["metadata"]["name"] for ns in spaces for p in self.pods(ns, of_jobsets)]
+        while left:
+            if time.monotonic() > deadline:
+                raise AssertionError(self.failure(f"pods left {timeout:.0f} s after their JobSets' deletion: {left}"))
+            time.sleep(0.5)
+            left = [p["metadata"]["name"] for ns in spaces for p in self.pods(ns, of_jobsets)]
+
     def stop(self) -> None:
         for process in reversed(self.processes):
             process.stop()
