@@ -8,15 +8,15 @@ import json
 import secrets
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from pwdeploy import identifiers as ids
 from tests.control_plane import ControlPlane, NodePool, TpuPool
+from tests.control_plane.commands import PWDEPLOY, job_flags, kueue_queues, pwdeploy, status, wait_for
 
 pytestmark = [
     pytest.mark.control_plane,
@@ -25,7 +25,6 @@ pytestmark = [
     pytest.mark.usefixtures("no_jobs_left"),
 ]
 
-PWDEPLOY = Path(sys.executable).with_name("pwdeploy")
 CPU = NodePool("cpu-np", nodes=1, cpu="64", memory="256Gi")
 TPU = NodePool("tpu-v5p", nodes=1, tpu=TpuPool("tpu-v5p-slice", "2x2x1", 4))
 
@@ -34,40 +33,6 @@ TPU = NodePool("tpu-v5p", nodes=1, tpu=TpuPool("tpu-v5p-slice", "2x2x1", 4))
 def pools(control_plane: ControlPlane) -> Iterator[None]:
     with control_plane.node_pools(CPU, TPU):
         yield
-
-
-def pwdeploy(
-    plane: ControlPlane, *args: str, user: bool = True, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(PWDEPLOY), *args], env=plane.env(user=user), capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def job_flags(name: str, namespace: str, *extra: str) -> list[str]:
-    return [
-        "--name", name, "--namespace", namespace, "--tpu-type", "v5p-8", "--num-slices", "1",
-        "--image", "python:3.11.9-slim", "--command", "python3 -c 'print(1)'",
-        "--gcs-scratch", "gs://pwdeploy-e2e/scratch", *extra,
-    ]  # fmt: skip
-
-
-def wait_for(get: Callable[[], Any], holds: Callable[[Any], bool], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    value = get()
-    while not holds(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not after {timeout} s: {str(value)[:1500]}")
-        time.sleep(0.5)
-        value = get()
-    return value
-
-
-def status(plane: ControlPlane, name: str, namespace: str, user: bool = True) -> dict[str, Any]:
-    answer = pwdeploy(plane, "status", name, "-n", namespace, "-o", "json", user=user)
-    assert answer.returncode == 0, answer.stderr
-    parsed: dict[str, Any] = json.loads(answer.stdout)
-    return parsed
 
 
 def head_pod(plane: ControlPlane, name: str, namespace: str) -> dict[str, Any]:
@@ -189,36 +154,6 @@ def _head(plane: ControlPlane, name: str, namespace: str) -> dict[str, Any] | No
         return None
 
 
-def kueue_queues(plane: ControlPlane, namespace: str, tpu_quota: int) -> None:
-    """A ResourceFlavor, a ClusterQueue with ``tpu_quota`` chips (and room for the head) and a LocalQueue ``lq``."""
-    plane.api.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "rf"}})
-    quotas = [("cpu", "1000"), ("memory", "10Ti"), ("google.com/tpu", str(tpu_quota))]
-    plane.api.apply(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "cq"},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": [q[0] for q in quotas],
-                        "flavors": [{"name": "rf", "resources": [{"name": n, "nominalQuota": v} for n, v in quotas]}],
-                    }
-                ],
-            },
-        }
-    )
-    plane.api.apply(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": namespace},
-            "spec": {"clusterQueue": "cq"},
-        }
-    )
-
-
 def test_kueue_admits_what_fits_its_quota_and_says_why_not_otherwise(control_plane: ControlPlane, pools: None) -> None:
     plane, ns = control_plane, "default"
     kueue_queues(plane, ns, tpu_quota=4)
@@ -272,3 +207,114 @@ def test_after_a_restart_status_shows_the_new_attempts_pods(control_plane: Contr
         assert {p["state"] for p in after["pods"]} == {"Running"}, after["pods"]
     finally:
         pwdeploy(plane, "delete", name, "-n", ns, "--yes")
+
+
+def test_submit_wait_done_follows_the_job_to_its_end(control_plane: ControlPlane, pools: None) -> None:
+    """`submit --wait=done` as a script uses it: exit 0 when the head's main exits 0, non-zero when it exits 1
+    (the JobSet fails by the rendered podFailurePolicy), each with the state on its last line."""
+    plane, ns = control_plane, control_plane.user_namespace
+    for code, phase in ((0, "Completed"), (1, "Failed")):
+        name = f"wt-{secrets.token_hex(3)}"
+        flags = [*job_flags(name, ns), "--skip-preflight", "--wait=done", "--timeout", "150"]
+        waiting = subprocess.Popen(
+            [str(PWDEPLOY), "submit", *flags], env=plane.env(user=True), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            head = wait_for(lambda: _head(plane, name, ns), bool, timeout=90)["metadata"]["name"]  # noqa: B023
+            assert waiting.poll() is None  # still waiting while the job runs
+            plane.exit_pod(ns, head, code, container=ids.MAIN_CONTAINER)
+            out, err = waiting.communicate(timeout=150)
+        finally:
+            waiting.kill()
+        if phase == "Completed":
+            assert waiting.returncode == 0, err
+            assert f"job {name} is Completed" in out + err
+        else:
+            assert waiting.returncode != 0, (out, err)
+            assert f"job {name} failed" in err, err
+            assert "Traceback" not in err
+        pwdeploy(plane, "delete", name, "-n", ns, "--yes", "--wait")
+
+
+def test_profile_asks_the_programs_profiler_server_through_the_port_forward(
+    control_plane: ControlPlane, pools: None
+) -> None:
+    """profile's POST /profiling goes API server -> kubelet (KWOK) -> a loopback stand-in of pathwaysutils'
+    profiler server, which answers as the real one does once the trace is written."""
+    import socket
+    import threading
+
+    plane, ns = control_plane, control_plane.user_namespace
+    name = f"pf-{secrets.token_hex(3)}"
+    created = pwdeploy(plane, "submit", *job_flags(name, ns, "--profile-dir", "gs://pwdeploy-e2e/profiles"),
+                       "--skip-preflight", user=False)  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    head = wait_for(lambda: _head(plane, name, ns), bool, timeout=90)["metadata"]["name"]
+    listener = socket.create_server(("127.0.0.1", 0))
+    asked: list[bytes] = []
+
+    def serve() -> None:
+        with listener:
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.settimeout(10)
+                    data = b""
+                    with contextlib.suppress(OSError):
+                        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+                            chunk = conn.recv(4096)
+                            if not chunk:
+                                break
+                            data += chunk
+                        if data:
+                            asked.append(data)
+                            body = b'{"response": "profiling completed"}'
+                            lines = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+                            conn.sendall(lines.encode() + b"\r\n\r\n" + body)
+
+    threading.Thread(target=serve, daemon=True).start()
+    plane.forward_port(ns, head, ids.PROFILER_PORT, listener.getsockname()[1])
+    answer = pwdeploy(plane, "profile", name, "-n", ns, "--duration", "2", user=False)
+    assert answer.returncode == 0, answer.stderr
+    assert "gs://pwdeploy-e2e/profiles/plugins/profile/" in answer.stdout, answer.stdout
+    request = next(a for a in asked if a.startswith(b"POST "))
+    head_part, _, body = request.partition(b"\r\n\r\n")
+    assert head_part.startswith(b"POST /profiling HTTP/1.1")
+    assert json.loads(body) == {"duration_ms": 2000, "repository_path": "gs://pwdeploy-e2e/profiles"}
+
+    headless = f"ph-{secrets.token_hex(3)}"  # refused before anything is traced (issue 38 item 14)
+    assert pwdeploy(plane, "submit", *job_flags(headless, ns, "--headless"), "--skip-preflight").returncode == 0
+    refused = pwdeploy(plane, "profile", headless, "-n", ns, "--duration", "2", user=False)
+    assert refused.returncode != 0 and "headless" in refused.stderr, refused.stderr
+    assert "tracing" not in refused.stderr
+
+
+def test_an_apply_that_meets_another_field_managers_values_is_a_clear_conflict(
+    control_plane: ControlPlane, pools: None
+) -> None:
+    """pwdeploy applies without force: when another field manager set the same fields to other values (a job
+    created by hand between pwdeploy's read and its apply), the API server's 409 names that manager, and pwdeploy
+    says so without overwriting anything."""
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.kube.errors import ApiError
+    from pwdeploy.kube.kubeconfig import load_kube
+
+    plane, ns = control_plane, "default"
+    name = f"fm-{secrets.token_hex(3)}"
+    rendered = pwdeploy(plane, "render", *job_flags(name, ns), user=False)
+    assert rendered.returncode == 0, rendered.stderr
+    theirs = plane.kubectl(
+        "apply", "--server-side", "--field-manager=someone-else", "-f", "-", input_text=rendered.stdout.replace(
+            "python3 -c 'print(1)'", "python3 -c 'print(2)'"
+        ),
+    )  # fmt: skip
+    assert theirs.returncode == 0, theirs.stderr
+    ours = next(d for d in yaml.safe_load_all(rendered.stdout) if d and d.get("kind") == "JobSet")
+    kube = load_kube(plane.admin_kubeconfig)
+    with pytest.raises(ApiError) as caught:
+        js.apply_jobset(kube, ours, dry_run=False)
+    assert caught.value.status == 409
+    assert "someone-else" in str(caught.value), str(caught.value)
+    kept = json.loads(plane.kubectl("get", "jobset", name, "-n", ns, "-o", "json").stdout)
+    assert "print(2)" in json.dumps(kept)  # theirs stands

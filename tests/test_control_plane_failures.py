@@ -20,7 +20,7 @@ import pytest
 from pwdeploy import identifiers as ids
 from pwdeploy.manifests.failure_policy import Action, Decision, PodFailure, decide
 from tests.control_plane import ControlPlane, NodePool, TpuPool
-from tests.test_control_plane_cli import PWDEPLOY, job_flags
+from tests.control_plane.commands import PWDEPLOY, job_flags
 
 pytestmark = [
     pytest.mark.control_plane,

@@ -30,6 +30,7 @@ USER_NAMESPACE = "team"
 SERVICE_CIDR = "10.96.0.0/16"
 TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
 START_TIMEOUT = 60.0
+KUEUE_PODS_READY_S = 20  # Kueue's waitForPodsReady.timeout (and so recoveryTimeout) on this control plane
 FAST_YAML = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are 2.4 MB of YAML
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 POOL_LABEL = "pwdeploy.test/pool"  # which NodePool made a node (its gke-nodepool label may be another)
@@ -52,6 +53,7 @@ class NodePool:
     memory: str = "32Gi"
     tpu: TpuPool | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Mapping[str, str]] = ()  # besides a TPU pool's google.com/tpu=present:NoSchedule
 
     def manifests(self) -> list[dict[str, Any]]:
         return [self._node(i) for i in range(self.nodes)]
@@ -67,7 +69,7 @@ class NodePool:
             **self.labels,
         }
         capacity = {"cpu": self.cpu, "memory": self.memory, "pods": "110"}
-        taints: list[dict[str, str]] = []
+        taints = [dict(t) for t in self.taints]
         if self.tpu is not None:
             labels["cloud.google.com/gke-tpu-accelerator"] = self.tpu.accelerator
             labels["cloud.google.com/gke-tpu-topology"] = self.tpu.topology
@@ -105,9 +107,17 @@ class ControlPlane:
         """The environment a pwdeploy or kubectl process gets: KUBECONFIG (admin, or the namespace-scoped user's)."""
         return {**os.environ, "KUBECONFIG": str(self.user_kubeconfig if user else self.admin_kubeconfig)}
 
-    def kubectl(self, *args: str, user: bool = False, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, user: bool = False, check: bool = True, input_text: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         answer = subprocess.run(
-            ["kubectl", *args], env=self.env(user=user), capture_output=True, text=True, timeout=60, check=False
+            ["kubectl", *args],
+            env=self.env(user=user),
+            input=input_text,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         if check and answer.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)}: exit {answer.returncode}\n{answer.stderr}")
@@ -526,6 +536,18 @@ class ControlPlane:
                     "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
                     "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
                     "featureGates": {"VisibilityOnDemand": False},
+                    # Kueue v0.19 waits for pods to be Ready by default (30 min); here long enough for any job KWOK
+                    # can run, short enough that a test sees PodsReadyTimeout and, the second time, deactivation.
+                    "waitForPodsReady": {
+                        "timeout": f"{KUEUE_PODS_READY_S}s",
+                        "blockAdmission": False,
+                        "requeuingStrategy": {
+                            "timestamp": "Eviction",
+                            "backoffLimitCount": 1,
+                            "backoffBaseSeconds": 1,
+                            "backoffMaxSeconds": 2,
+                        },
+                    },
                 }
             )
         )

@@ -67,12 +67,8 @@ def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Obse
         )
         return Observation("head-unschedulable", severity, role, p.name(pod), "ports", evidence, fix)
     if role == "head pod":
-        fix = (
-            f"the head pod needs a CPU node that matches {selector or 'its nodeSelector'} with room for its "
-            "requests (main, pathways-proxy and pathways-rm together): add or grow that node pool, or lower "
-            f"main.memory / head.proxy_memory / head.rm_memory; check: {PREFLIGHT}"
-        )
-        return Observation("head-unschedulable", severity, role, p.name(pod), _kind(message), evidence, fix)
+        kind = _kind(message)
+        return Observation("head-unschedulable", severity, role, p.name(pod), kind, evidence, _head_fix(kind, selector))
     cause = _kind(message)
     if cause == "tpu-capacity" and BUSY_PORTS in message and f"Insufficient {TPU_RESOURCE}" not in message:
         fix = (
@@ -97,6 +93,24 @@ def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Obse
         "unschedulable": f"the scheduler could place the pod nowhere; see the message; check: {PREFLIGHT}",
     }
     return Observation(cause, severity, role, p.name(pod), cause, evidence, fixes[cause])
+
+
+def _head_fix(kind: str, selector: str) -> str:
+    """What to do about a head pod no node takes, by what the scheduler names first. A node reports the first
+    filter it fails (taints before node affinity), so a missing pool and a tainted one can read alike."""
+    nodes = f"CPU node that matches {selector or 'its nodeSelector'}"
+    if kind in ("untolerated-taint", "node-selector"):
+        return (
+            f"no {nodes} takes the head: none exists, or those that do carry a taint it does not tolerate (the TPU "
+            "nodes' google.com/tpu taint keeps it off them, as meant): create that CPU node pool or set "
+            "head.node_pool to one the cluster has, or remove the taint from the pool's nodes "
+            f"(kubectl taint nodes NODE KEY-); check: {PREFLIGHT}"
+        )
+    return (
+        f"the head pod needs a {nodes} with room for its requests (main, pathways-proxy and pathways-rm "
+        "together): add or grow that node pool, or lower main.memory / head.proxy_memory / head.rm_memory; "
+        f"check: {PREFLIGHT}"
+    )
 
 
 def _kind(message: str) -> str:

@@ -1,0 +1,192 @@
+"""diagnose and preflight on the real scheduler's texts (issue 38 items 1 and 2's ground): the control plane's
+scheduler writes the PodScheduled message a GKE cluster's does, for a job no node pool matches, a pool with too few
+chips, a pool another job holds (its hostNetwork pods keep the host ports), and a tainted head pool."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.control_plane import ControlPlane, NodePool, TpuPool
+from tests.control_plane.commands import diagnosis, job_flags, kueue_queues, pwdeploy, status, wait_for
+
+pytestmark = [
+    pytest.mark.control_plane,
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.usefixtures("no_jobs_left"),
+]
+
+CPU = NodePool("cpu-np", nodes=1, cpu="64", memory="256Gi")
+V5P_2X2X1 = TpuPool("tpu-v5p-slice", "2x2x1", 4)
+NS = "default"
+
+
+@pytest.fixture
+def pools(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[None]:
+    with control_plane.node_pools(*request.param):
+        yield
+
+
+def finding(found: dict[str, Any], cause: str, where: str) -> dict[str, Any] | None:
+    return next((f for f in found["findings"] if f["cause"] == cause and where in f["where"]), None)
+
+
+def diagnosed(plane: ControlPlane, name: str, cause: str, where: str) -> dict[str, Any]:
+    """The finding once the scheduler has written its message (the pods are created a moment after the JobSet)."""
+    found = wait_for(
+        lambda: diagnosis(plane, name, NS, user=False), lambda d: finding(d, cause, where) is not None, timeout=90
+    )
+    hit = finding(found, cause, where)
+    assert hit is not None
+    return hit
+
+
+def submit(plane: ControlPlane, name: str, *extra: str) -> None:
+    answer = pwdeploy(plane, "submit", *job_flags(name, NS, *extra), "--skip-preflight", user=False)
+    assert answer.returncode == 0, answer.stderr
+
+
+@pytest.mark.parametrize("pools", [(CPU, NodePool("tpu-v5p", tpu=V5P_2X2X1))], indirect=True)
+def test_a_topology_no_pool_has_is_a_node_selector_error(control_plane: ControlPlane, pools: None) -> None:
+    name = f"ns-{secrets.token_hex(3)}"
+    submit(control_plane, name, "--tpu-type", "v5p-16")  # 2x2x2: the pool is 2x2x1
+    hit = diagnosed(control_plane, name, "node-selector", "worker pod")
+    assert hit["severity"] == "error"
+    assert "didn't match Pod's node affinity/selector" in hit["evidence"], hit
+    assert "cloud.google.com/gke-tpu-topology=2x2x2" in hit["fix"], hit
+
+
+@pytest.mark.parametrize("pools", [(CPU, NodePool("tpu-v5p", tpu=TpuPool("tpu-v5p-slice", "2x2x1", 2)))], indirect=True)
+def test_a_pool_with_too_few_chips_is_a_tpu_capacity_error(control_plane: ControlPlane, pools: None) -> None:
+    name = f"tc-{secrets.token_hex(3)}"
+    submit(control_plane, name)
+    hit = diagnosed(control_plane, name, "tpu-capacity", "worker pod")
+    assert hit["severity"] == "error"
+    assert "Insufficient google.com/tpu" in hit["evidence"], hit
+
+
+@pytest.mark.parametrize("pools", [(CPU, NodePool("tpu-v5p", tpu=V5P_2X2X1))], indirect=True)
+def test_pools_another_job_holds_are_named_held_and_preflight_warns(control_plane: ControlPlane, pools: None) -> None:
+    """Issue 38 item 1: the first job's hostNetwork pods keep the host ports of the only CPU and TPU nodes, so the
+    scheduler says "didn't have free ports" (NodePorts runs before NodeResourcesFit), never "Insufficient"."""
+    plane = control_plane
+    first, second = f"b1-{secrets.token_hex(3)}", f"b2-{secrets.token_hex(3)}"
+    submit(plane, first)
+    wait_for(
+        lambda: status(plane, first, NS, user=False), lambda s: all(g["running"] == g["expected"] for g in s["groups"])
+    )
+    checked = pwdeploy(
+        plane, "preflight", *job_flags(second, NS), "--cluster", "--no-gcs", "--no-check", "-o", "json", user=False
+    )
+    rows = {r["check"]: r for r in json.loads(checked.stdout)["checks"] if r["location"] == "control-plane"}
+    assert rows["tpu-capacity"]["status"] == "warn", rows["tpu-capacity"]
+    assert rows["head-capacity"]["status"] == "warn", rows["head-capacity"]
+    assert first in rows["tpu-capacity"]["detail"] or "held" in rows["tpu-capacity"]["detail"], rows["tpu-capacity"]
+
+    submit(plane, second)
+    workers = diagnosed(plane, second, "tpu-capacity", "worker pod")
+    assert "didn't have free ports for the requested pod ports" in workers["evidence"], workers
+    assert "another job's workers" in workers["fix"], workers
+    head = diagnosed(plane, second, "head-unschedulable", "head pod")
+    assert "another job's head" in head["fix"], head
+    assert not [f for f in diagnosis(plane, second, NS, user=False)["findings"] if f["cause"] == "node-selector"]
+
+
+@pytest.mark.parametrize(
+    "pools",
+    [(NodePool("cpu-np", cpu="64", memory="256Gi", taints=[{"key": "team", "value": "ml", "effect": "NoSchedule"}]),
+      NodePool("tpu-v5p", tpu=V5P_2X2X1))],
+    indirect=True,
+)  # fmt: skip
+def test_a_tainted_head_pool_says_taint_not_memory(control_plane: ControlPlane, pools: None) -> None:
+    name = f"tt-{secrets.token_hex(3)}"
+    submit(control_plane, name)
+    hit = diagnosed(control_plane, name, "head-unschedulable", "head pod")
+    assert "had untolerated taint" in hit["evidence"], hit
+    assert "taint" in hit["fix"] and "main.memory" not in hit["fix"], hit
+
+
+@contextlib.contextmanager
+def namespace(plane: ControlPlane, prefix: str, labels: dict[str, str]) -> Iterator[str]:
+    """A namespace of its own for the time of a ``with``; its jobs and their pods are gone after it."""
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    plane.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+    try:
+        yield name
+    finally:
+        plane.clear_jobs(name)
+        plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def refused(plane: ControlPlane, name: str, ns: str, key: str) -> dict[str, Any]:
+    found = wait_for(
+        lambda: diagnosis(plane, name, ns, user=False),
+        lambda d: any(f["cause"] == "pod-create-refused" and key in f["fix"] for f in d["findings"]),
+        timeout=90,
+    )
+    return next(f for f in found["findings"] if f["cause"] == "pod-create-refused" and key in f["fix"])
+
+
+@pytest.mark.parametrize("pools", [(CPU, NodePool("tpu-v5p", tpu=V5P_2X2X1))], indirect=True)
+def test_pod_security_forbidding_host_network_is_named_with_its_level(control_plane: ControlPlane, pools: None) -> None:
+    """The API server's Pod Security admission refuses the Job controller's pods (FailedCreate on the Jobs)."""
+    plane = control_plane
+    with namespace(plane, "ps", {"pod-security.kubernetes.io/enforce": "baseline"}) as ns:
+        name = f"ps-{secrets.token_hex(3)}"
+        answer = pwdeploy(plane, "submit", *job_flags(name, ns), "--skip-preflight", user=False)
+        assert answer.returncode == 0, answer.stderr
+        hit = refused(plane, name, ns, "Pod Security level 'baseline'")
+        assert "violates PodSecurity" in hit["evidence"] and "baseline:latest" in hit["evidence"], hit
+        assert "hostNetwork=true" in hit["evidence"], hit
+        assert hit["severity"] == "error"
+
+
+@pytest.mark.parametrize("pools", [(CPU, NodePool("tpu-v5p", tpu=V5P_2X2X1))], indirect=True)
+def test_a_resource_quota_without_room_is_named(control_plane: ControlPlane, pools: None) -> None:
+    plane = control_plane
+    with namespace(plane, "rq", {}) as ns:
+        plane.api.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "one-pod", "namespace": ns},
+                "spec": {"hard": {"pods": "1"}},
+            }
+        )
+        name = f"rq-{secrets.token_hex(3)}"
+        answer = pwdeploy(plane, "submit", *job_flags(name, ns), "--skip-preflight", user=False)
+        assert answer.returncode == 0, answer.stderr
+        hit = refused(plane, name, ns, "ResourceQuota one-pod")
+        assert "exceeded quota: one-pod" in hit["evidence"], hit
+
+
+@pytest.mark.parametrize("pools", [(CPU, NodePool("tpu-v5p", tpu=TpuPool("tpu-v5p-slice", "2x2x2", 4)))], indirect=True)
+def test_kueue_evicts_a_job_whose_pods_are_never_ready_then_deactivates_it(
+    control_plane: ControlPlane, pools: None
+) -> None:
+    """Real Kueue (waitForPodsReady 20 s, backoffLimitCount 1 on this control plane) admits the job by quota, its
+    workers fit no node, Kueue evicts it with PodsReadyTimeout, requeues it once, then deactivates it: diagnose says
+    each, the deactivation as an error with how to reactivate."""
+    plane = control_plane
+    kueue_queues(plane, NS, tpu_quota=4)
+    name = f"pr-{secrets.token_hex(3)}"
+    submit(plane, name, "--queue", "lq")
+    timed_out = diagnosed(plane, name, "pods-ready-timeout", "workload")
+    assert "PodsReadyTimeout" in timed_out["evidence"], timed_out
+    assert "waitForPodsReady.timeout" in timed_out["fix"], timed_out
+    assert "Unschedulable" in timed_out["evidence"], timed_out  # the slowest pods and what they wait on
+    deactivated = wait_for(
+        lambda: diagnosis(plane, name, NS, user=False),
+        lambda d: finding(d, "kueue-deactivated", "workload") is not None,
+        timeout=120,
+    )
+    hit = finding(deactivated, "kueue-deactivated", "workload")
+    assert hit is not None and hit["severity"] == "error"
+    assert "RequeuingLimitExceeded" in hit["evidence"], hit
+    assert '"active":true' in hit["fix"], hit
