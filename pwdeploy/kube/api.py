@@ -28,9 +28,11 @@ from typing import Any, NamedTuple, Protocol
 from pwdeploy.errors import PwdeployError
 from pwdeploy.kube.answers import (
     BadAnswer,
+    OutOfTime,
     items_of,
     json_object,
     read_answer,
+    read_within,
     without_userinfo,
 )
 from pwdeploy.kube.client import HttpFailure
@@ -42,6 +44,7 @@ from pwdeploy.kube.errors import (
     api_status,
     cluster_error,
     is_transport_or_api_error,
+    no_answer_in_time,
     rbac_hint,
     retry_after,
     retryable,
@@ -274,8 +277,39 @@ class Kube:
         timer.start()
         return timer
 
-    def _send_once(self, request: Request, left: float) -> Any:
-        """The raw response if ``request.stream``, else the answer's JSON object; a ``BadAnswer`` if it is none."""
+    def read_once(
+        self, action: Action, path: str, query: Sequence[tuple[str, str]], *, within: float, max_bytes: int
+    ) -> bytes:
+        """The body of one GET, sent once and never retried: connecting, the answer's head and its whole body
+        within ``within`` seconds, at most ``max_bytes`` of it. For what is worth a glance, not a wait (the end of
+        a log while a job starts). Every failure is an ``ApiError`` saying which component failed
+        (``cluster_error``'s); no whole answer in time is a ``NoAnswerInTime``."""
+        import urllib3
+
+        deadline_at = time.monotonic() + within
+        with self._sent_lock:
+            self.sent += 1
+        try:
+            raw = self._send_once(
+                Request("GET", path, tuple(query), None, None, "application/json", True), within, once=True
+            )
+            return read_within(raw, deadline_at, max_bytes)
+        except OutOfTime as late:
+            raise no_answer_in_time(action, within, self, arrived=late.arrived) from None
+        except BadAnswer as bad:
+            raise _malformed(action, self, bad.what, bad.status) from None
+        except PwdeployError:
+            raise
+        except Exception as exc:
+            if not is_transport_or_api_error(exc):
+                raise unsendable(exc, action, self) from exc
+            if isinstance(exc, urllib3.exceptions.ReadTimeoutError):  # sent, and no answer's head in time
+                raise no_answer_in_time(action, within, self, arrived=0) from None
+            raise cluster_error(exc, action, kube=self) from None
+
+    def _send_once(self, request: Request, left: float, *, once: bool = False) -> Any:
+        """The raw response if ``request.stream``, else the answer's JSON object; a ``BadAnswer`` if it is none.
+        ``once``: connecting and the answer's head, together, within ``left`` seconds (``read_once``)."""
         headers = {"Accept": request.accept}
         if request.content_type is not None:
             headers["Content-Type"] = request.content_type
@@ -294,7 +328,10 @@ class Kube:
         following = stream and ("follow", "true") in request.query  # `logs -f` may rightly wait long for a line
         timeout = (min(self.timeout[0], read), None if following else self.timeout[1] if stream else read)
         url = client.url(request.path, request.query)
-        response = client.request(request.method, url, sent, request.body, timeout)
+        if once:
+            response = client.request(request.method, url, sent, request.body, (left, left), total=left)
+        else:
+            response = client.request(request.method, url, sent, request.body, timeout)
         if stream and 200 <= response.status < 300:
             return response
         answer = read_answer(response, time.monotonic() + left)
