@@ -75,11 +75,12 @@ def read_within(raw: Any, deadline_at: float, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size, whole = 0, False
     sock = getattr(getattr(raw, "connection", None), "sock", None)  # urllib3 2: the connection the body arrives on
+    settimeout = getattr(sock, "settimeout", None)  # without it (a TLS-in-TLS proxy tunnel), reads wait their timeout
     read = getattr(raw, "read1", raw.read)
     try:
         while (left := deadline_at - time.monotonic()) > 0:
-            if sock is not None:
-                sock.settimeout(left)
+            if settimeout is not None:
+                settimeout(left)
             chunk = read(65536)
             if not chunk:
                 whole = True

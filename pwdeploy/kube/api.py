@@ -9,7 +9,8 @@ Answers are untrusted input: a body that is not a JSON object (an HTML page from
 whose ``items`` is not a list of objects, or an answer bigger than ``MAX_ANSWER_BYTES`` is an ``ApiError`` with the
 status and the first bytes of the answer, never an exception from deeper down. One request, retries included, ends
 within ``Kube.deadline`` seconds (wall time); when it takes longer than ``Kube.slow_after``, ``Kube.on_wait`` is
-told once which server and which request it is waiting for.
+told once which server and which request it is waiting for. ``Kube.read_once`` is for what is worth a glance, not
+a wait (the end of a log while a job starts): one GET, never retried, whole within a few seconds.
 
 The resources and actions (``pwdeploy.kube.resources``) and the error conversion (``pwdeploy.kube.errors``)
 live in modules of their own and are imported from here as one vocabulary.

@@ -15,6 +15,10 @@ Every error says which component failed, since the API server answers for three 
   API server's: kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/
   statuserror.go (ToStatusErr) and staging/src/k8s.io/apiserver/pkg/util/webhook/error.go (ErrCallingWebhook).
 
+A request sent once with a short bound (``Kube.read_once``) that gets no whole answer in time is a
+``NoAnswerInTime``: for a request the API server passes to a kubelet, the kubelet is the likely one late (an API
+server that cannot dial it answers 500 by itself), and the hint says how to tell the two apart.
+
 A 500 whose message says a field is ``not declared in schema`` is server-side apply's answer when the CRD installed
 is older than the object (structured-merge-diff's typed conversion): deterministic, so never retried, and its hint
 names the CRD, not an upgrade of the control plane."""
