@@ -29,7 +29,8 @@ def test_status_as_a_document_against_the_stub(stub: StubKubeApiServer, cluster_
     serve(stub, load("tpu-capacity"))
     document = documents(cluster_cli, ["status", "dp-example", *kc])
     assert list(document) == [
-        "job", "namespace", "created", "state", "groups", "conditions", "pods", "warning_events", "findings"
+        "job", "namespace", "created", "state", "groups", "conditions", "pods", "warning_events", "findings",
+        "slices", "notes",
     ]  # fmt: skip
     assert document["job"] == "dp-example" and document["namespace"] == "default"
     assert set(document["state"]) == {"phase", "reason", "message", "restarts"}
@@ -39,6 +40,7 @@ def test_status_as_a_document_against_the_stub(stub: StubKubeApiServer, cluster_
     assert {tuple(pod) for pod in document["pods"]} == {("component", "pod", "state", "ready", "restarts")}
     assert document["findings"][0]["cause"] == "tpu-capacity"
     assert all(set(e) == {"object", "reason", "message"} for e in document["warning_events"])
+    assert document["slices"] is None and document["notes"] == []  # its resource manager does not run
 
 
 def test_status_yaml_escapes_what_json_escapes_against_the_stub(

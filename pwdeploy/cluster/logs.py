@@ -1,4 +1,5 @@
-"""Which pod and container hold a component's logs, and reading them (optionally following)."""
+"""Which pod and container hold a component's logs, and reading them (optionally following, or, for `status` and
+`diagnose`, the end of one in one bounded try: ``log_tail``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.api import POD_LOGS, Action, ApiError, Kube
+from pwdeploy.kube.errors import KubeletError, NoAnswerInTime
+from pwdeploy.text import evidence
+
+LINE_CHARS = 2000  # of one line of a log tail: a line without newlines is not kept whole
 
 # component -> (replicatedJob, container)
 COMPONENTS = {
@@ -139,3 +144,49 @@ def read_lines(
         if exc.status in (400, 404):  # gone, or a container that has not started (ContainerCreating)
             return []
         raise
+
+
+def log_tail(
+    kube: Kube,
+    namespace: str,
+    pod: str,
+    container: str,
+    *,
+    lines: int,
+    max_bytes: int,
+    within: float,
+    previous: bool = False,
+) -> list[str]:
+    """The last ``lines`` lines of the container's log (``tailLines``, ``limitBytes``), in one try of at most
+    ``within`` seconds (``Kube.read_once``): a log worth a glance never holds up the command. An ``ApiError``
+    when it cannot be read (``unread_reason`` says why in a few words)."""
+    query = [("container", container), ("tailLines", str(lines)), ("limitBytes", str(max_bytes))]
+    query += [("previous", "true")] if previous else []
+    action = Action("get", POD_LOGS, namespace, pod)
+    body = kube.read_once(action, POD_LOGS.path(namespace, pod), query, within=within, max_bytes=max_bytes)
+    text = body.decode("utf-8", "replace").splitlines()
+    return [line[:LINE_CHARS] for line in text[-lines:]]  # a server that ignores tailLines
+
+
+def unread_reason(error: ApiError, node: str = "") -> str:
+    """Why a log could not be read, in a few words that name the component at fault: the node's kubelet (down,
+    unreachable, not answering), the API server's authorization, or the API server itself. ``node``: the pod's,
+    for when the error does not name one."""
+    on = f" on node {node}" if node else ""
+    if isinstance(error, KubeletError):
+        said = error.message.rsplit('": ', 1)[-1]  # the kubelet dial's own words, after the URL the API server quotes
+        at = f" on node {error.node}" if error.node else on
+        return f"the kubelet{at} did not serve it ({error.status}: {evidence(said, 160)}); the API server is fine"
+    if isinstance(error, NoAnswerInTime):
+        if error.component == "kubelet":
+            return (
+                f"no answer within {error.within:g} s from the kubelet{on} (the API server passes log reads to it and "
+                "answered this command's other requests)"
+            )
+        return f"the API server did not answer within {error.within:g} s"
+    if error.status == 403:
+        check = (error.hint or "").partition("check with: ")[2]  # rbac_hint's kubectl auth can-i line
+        return "the API server's authorization (RBAC) refuses this identity `get pods/log`" + (
+            f" (check: {check})" if check else ""
+        )
+    return f"the API server: {evidence(error.message, 200)}"

@@ -129,7 +129,10 @@ class ProxyWatch:
         """The resource manager's count of ready slices, once it runs (its log, as the proxy's)."""
         if head is None or self.logs_forbidden or not rm_running(head):
             return None
-        return read_slices(self.kube, self.namespace, head["metadata"]["name"], worker_slices(jobset))
+        try:
+            return read_slices(self.kube, self.namespace, head["metadata"]["name"], worker_slices(jobset))
+        except ApiError:  # the count is progress: the wait goes on without it
+            return None
 
     def _head_state(self, pod: Object) -> str:
         name = pod["metadata"]["name"]

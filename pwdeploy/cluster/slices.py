@@ -16,11 +16,13 @@ from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.jobsets import Object
-from pwdeploy.kube.api import POD_LOGS, Action, ApiError, Kube
+from pwdeploy.cluster.logs import log_tail, unread_reason
+from pwdeploy.kube.api import ApiError, Kube
 
 SLICES_READY = re.compile(r"\*\*\*\s*(\d+)\s*/\s*(\d+)\s+Pathways Slices Now Ready")
 LOG_TAIL_LINES = 500  # the latest count is near the end; a long-running RM's first lines are not needed
 LOG_TAIL_BYTES = 256 * 1024
+LOG_WAIT_S = 2.0  # connecting, the first byte and the whole tail, in one try: `status` never waits longer on it
 
 
 class SlicesReady(NamedTuple):
@@ -57,19 +59,16 @@ def latest(lines: list[str], total: int) -> SlicesReady:
     return SlicesReady(0, total)
 
 
-def read_slices(kube: Kube, namespace: str, pod: str, total: int) -> SlicesReady | None:
-    """The resource manager's latest count from the end of its log; None when the log cannot be read (not yet
-    readable, or this identity may not read logs): the count is progress, never a reason to fail."""
-    query = [("container", ids.RM_CONTAINER), ("tailLines", str(LOG_TAIL_LINES)), ("limitBytes", str(LOG_TAIL_BYTES))]
-    lines: list[str] = []
-    stream = kube.stream_lines(Action("get", POD_LOGS, namespace, pod), POD_LOGS.path(namespace, pod), query)
-    try:
-        for line in stream:
-            lines.append(line[:2000])
-            if len(lines) > LOG_TAIL_LINES:  # a server that ignores tailLines
-                del lines[0]
-    except ApiError:
-        return None
-    finally:
-        getattr(stream, "close", lambda: None)()
+def read_slices(kube: Kube, namespace: str, pod: str, total: int) -> SlicesReady:
+    """The resource manager's latest count from the end of its log, read once within ``LOG_WAIT_S`` (no retries:
+    the count is progress, never worth a wait); an ``ApiError`` when it cannot be read, for the caller to say
+    (``unread_note``) or pass over."""
+    lines = log_tail(
+        kube, namespace, pod, ids.RM_CONTAINER, lines=LOG_TAIL_LINES, max_bytes=LOG_TAIL_BYTES, within=LOG_WAIT_S
+    )
     return latest(lines, total)
+
+
+def unread_note(error: ApiError, node: str = "") -> str:
+    """One line saying that the count could not be read, and why (which component failed)."""
+    return f"resource manager: the count of ready slices could not be read: {unread_reason(error, node)}"

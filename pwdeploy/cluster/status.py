@@ -1,7 +1,8 @@
 """What `pwdeploy status` shows of a job: its state and conditions, the first findings of `diagnose` (from the
 objects status reads anyway: no logs, no Kueue, no extra request), its pods per component and slice, and the
 latest warning events while it is not running, and, while it has not ended, the resource manager's count of
-ready slices (the end of its log, once it runs). Reading (``read_status``) and formatting (``status_lines``) are
+ready slices (the end of its log, once it runs: one try of at most ``LOG_WAIT_S`` seconds; a count that cannot be
+read is a note saying why, beside everything else). Reading (``read_status``) and formatting (``status_lines``) are
 apart, so other views (diagnose, tests) use the same objects."""
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from pwdeploy.cluster.progress import (
     slices_text,
     table,
 )
-from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, worker_slices
+from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, unread_note, worker_slices
 from pwdeploy.identifiers import HEAD_JOB
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.api import ApiError, Kube
 from pwdeploy.text import evidence, masked
 
 LATEST_EVENTS = 10
@@ -42,6 +43,7 @@ class JobStatus(NamedTuple):
     now: datetime
     findings: tuple[Finding, ...] = ()  # diagnose's findings from the objects above, most important first
     slices: SlicesReady | None = None  # the resource manager's count, while the job has not ended
+    notes: tuple[str, ...] = ()  # what could not be read (the count), and why
 
 
 def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
@@ -52,17 +54,27 @@ def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
     events = [] if settled else js.warning_events(kube, namespace, name)
     now = kube.clock.utc_now()
     findings = tuple(from_snapshot(Snapshot(name, namespace, obj, pods, events, now)).findings)
-    slices = _slices(kube, namespace, obj, pods)
-    return JobStatus(name, namespace, obj, pods, events[-LATEST_EVENTS:], now, findings, slices)
+    slices, notes = _slices(kube, namespace, obj, pods)
+    return JobStatus(name, namespace, obj, pods, events[-LATEST_EVENTS:], now, findings, slices, notes)
 
 
-def _slices(kube: Kube, namespace: str, obj: dict[str, Any], pods: list[dict[str, Any]]) -> SlicesReady | None:
+def _slices(
+    kube: Kube, namespace: str, obj: dict[str, Any], pods: list[dict[str, Any]]
+) -> tuple[SlicesReady | None, tuple[str, ...]]:
+    """The resource manager's count while the job has not ended and it runs, else None; a note when it runs and
+    its log cannot be read."""
     if job_state(obj).phase in ("Completed", "Failed", "Deleting", "Suspended"):
-        return None
+        return None, ()
     heads = [
         p for p in pods if pod_group(p)[0] == HEAD_JOB and rm_running(p) and not p["metadata"].get("deletionTimestamp")
     ]
-    return read_slices(kube, namespace, heads[0]["metadata"]["name"], worker_slices(obj)) if heads else None
+    if not heads:
+        return None, ()
+    head = heads[0]
+    try:
+        return read_slices(kube, namespace, head["metadata"]["name"], worker_slices(obj)), ()
+    except ApiError as exc:
+        return None, (unread_note(exc, str((head.get("spec") or {}).get("nodeName") or "")),)
 
 
 def status_lines(status: JobStatus) -> list[str]:
@@ -72,6 +84,7 @@ def status_lines(status: JobStatus) -> list[str]:
     lines.append(progress_line(state, progress(obj, pods)))
     if status.slices is not None:
         lines.append(f"  {status.slices.text}")
+    lines += [f"  note: {evidence(note, MESSAGE_WIDTH)}" for note in status.notes]
     if state.reason or state.message:
         lines.append(f"  {evidence(state.reason)}: {evidence(state.message, MESSAGE_WIDTH)}".rstrip(": "))
     if status.findings:
@@ -129,6 +142,8 @@ def status_document(status: JobStatus) -> dict[str, Any]:
             for e in status.warning_events
         ],
         "findings": [f.as_json() for f in status.findings],
+        "slices": status.slices._asdict() if status.slices is not None else None,
+        "notes": list(status.notes),
     }
 
 

@@ -57,6 +57,52 @@ def read_answer(raw: Any, deadline_at: float) -> Answer:
     return Answer(status, content_type, b"".join(chunks))
 
 
+class OutOfTime(Exception):
+    """A body still arriving at its deadline (``read_within``); ``arrived``: its bytes so far."""
+
+    def __init__(self, arrived: int) -> None:
+        super().__init__(f"{arrived} bytes arrived")
+        self.arrived = arrived
+
+
+def read_within(raw: Any, deadline_at: float, max_bytes: int) -> bytes:
+    """A urllib3 response's whole body by ``deadline_at`` (``time.monotonic``), at most ``max_bytes`` of it. Each
+    read may wait only for the time left, so a server that trickles bytes cannot stretch the bound: ``OutOfTime``
+    when it runs out, a ``BadAnswer`` when the body is larger or breaks off. A connection left with unread bytes
+    is closed, not reused."""
+    import urllib3
+
+    chunks: list[bytes] = []
+    size, whole = 0, False
+    sock = getattr(getattr(raw, "connection", None), "sock", None)  # urllib3 2: the connection the body arrives on
+    settimeout = getattr(sock, "settimeout", None)  # without it (a TLS-in-TLS proxy tunnel), reads wait their timeout
+    read = getattr(raw, "read1", raw.read)
+    try:
+        while (left := deadline_at - time.monotonic()) > 0:
+            if settimeout is not None:
+                settimeout(left)
+            chunk = read(65536)
+            if not chunk:
+                whole = True
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise BadAnswer(f"{raw.status} larger than {max_bytes} bytes (the rest not read)", int(raw.status))
+        raise OutOfTime(size)
+    except urllib3.exceptions.ReadTimeoutError:
+        raise OutOfTime(size) from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        began = excerpt(b"".join(chunks))
+        raise BadAnswer(
+            f"{raw.status} that broke off after {size} bytes ({type(exc).__name__}): {began}", int(raw.status)
+        ) from None
+    finally:
+        if not whole:
+            raw.close()
+        raw.release_conn()
+
+
 def printable(text: str, limit: int = 2000) -> str:
     """A server's message as a terminal may show it (pwdeploy.text's rule: controls made visible, a cut never
     inside an escape), at most ``limit`` characters."""

@@ -9,7 +9,8 @@ Answers are untrusted input: a body that is not a JSON object (an HTML page from
 whose ``items`` is not a list of objects, or an answer bigger than ``MAX_ANSWER_BYTES`` is an ``ApiError`` with the
 status and the first bytes of the answer, never an exception from deeper down. One request, retries included, ends
 within ``Kube.deadline`` seconds (wall time); when it takes longer than ``Kube.slow_after``, ``Kube.on_wait`` is
-told once which server and which request it is waiting for.
+told once which server and which request it is waiting for. ``Kube.read_once`` is for what is worth a glance, not
+a wait (the end of a log while a job starts): one GET, never retried, whole within a few seconds.
 
 The resources and actions (``pwdeploy.kube.resources``) and the error conversion (``pwdeploy.kube.errors``)
 live in modules of their own and are imported from here as one vocabulary.
@@ -28,9 +29,11 @@ from typing import Any, NamedTuple, Protocol
 from pwdeploy.errors import PwdeployError
 from pwdeploy.kube.answers import (
     BadAnswer,
+    OutOfTime,
     items_of,
     json_object,
     read_answer,
+    read_within,
     without_userinfo,
 )
 from pwdeploy.kube.client import HttpFailure
@@ -42,6 +45,7 @@ from pwdeploy.kube.errors import (
     api_status,
     cluster_error,
     is_transport_or_api_error,
+    no_answer_in_time,
     rbac_hint,
     retry_after,
     retryable,
@@ -274,8 +278,39 @@ class Kube:
         timer.start()
         return timer
 
-    def _send_once(self, request: Request, left: float) -> Any:
-        """The raw response if ``request.stream``, else the answer's JSON object; a ``BadAnswer`` if it is none."""
+    def read_once(
+        self, action: Action, path: str, query: Sequence[tuple[str, str]], *, within: float, max_bytes: int
+    ) -> bytes:
+        """The body of one GET, sent once and never retried: connecting, the answer's head and its whole body
+        within ``within`` seconds, at most ``max_bytes`` of it. For what is worth a glance, not a wait (the end of
+        a log while a job starts). Every failure is an ``ApiError`` saying which component failed
+        (``cluster_error``'s); no whole answer in time is a ``NoAnswerInTime``."""
+        import urllib3
+
+        deadline_at = time.monotonic() + within
+        with self._sent_lock:
+            self.sent += 1
+        try:
+            raw = self._send_once(
+                Request("GET", path, tuple(query), None, None, "application/json", True), within, once=True
+            )
+            return read_within(raw, deadline_at, max_bytes)
+        except OutOfTime as late:
+            raise no_answer_in_time(action, within, self, arrived=late.arrived) from None
+        except BadAnswer as bad:
+            raise _malformed(action, self, bad.what, bad.status) from None
+        except PwdeployError:
+            raise
+        except Exception as exc:
+            if not is_transport_or_api_error(exc):
+                raise unsendable(exc, action, self) from exc
+            if isinstance(exc, urllib3.exceptions.ReadTimeoutError):  # sent, and no answer's head in time
+                raise no_answer_in_time(action, within, self, arrived=0) from None
+            raise cluster_error(exc, action, kube=self) from None
+
+    def _send_once(self, request: Request, left: float, *, once: bool = False) -> Any:
+        """The raw response if ``request.stream``, else the answer's JSON object; a ``BadAnswer`` if it is none.
+        ``once``: connecting and the answer's head, together, within ``left`` seconds (``read_once``)."""
         headers = {"Accept": request.accept}
         if request.content_type is not None:
             headers["Content-Type"] = request.content_type
@@ -294,7 +329,10 @@ class Kube:
         following = stream and ("follow", "true") in request.query  # `logs -f` may rightly wait long for a line
         timeout = (min(self.timeout[0], read), None if following else self.timeout[1] if stream else read)
         url = client.url(request.path, request.query)
-        response = client.request(request.method, url, sent, request.body, timeout)
+        if once:
+            response = client.request(request.method, url, sent, request.body, (left, left), total=left)
+        else:
+            response = client.request(request.method, url, sent, request.body, timeout)
         if stream and 200 <= response.status < 300:
             return response
         answer = read_answer(response, time.monotonic() + left)

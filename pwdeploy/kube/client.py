@@ -95,8 +95,17 @@ class ApiClient:
         auth = self.configuration.authorization()
         return {**extra, **({"authorization": auth} if auth else {})}
 
-    def request(self, method: str, url: str, headers: Any, body: Any, timeout: tuple[float, float | None]) -> Any:
-        """Send; the urllib3 response, unread (``preload_content=False``). No retries here: ``Kube`` owns them."""
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Any,
+        body: Any,
+        timeout: tuple[float, float | None],
+        total: float | None = None,
+    ) -> Any:
+        """Send; the urllib3 response, unread (``preload_content=False``). ``timeout``: (connect, read) seconds;
+        ``total``: connecting and the answer's head together. No retries here: ``Kube`` owns them."""
         import urllib3
 
         data = None if body is None else body if isinstance(body, (bytes, str)) else json.dumps(body)
@@ -105,7 +114,7 @@ class ApiClient:
             url,
             body=data,
             headers=headers,
-            timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+            timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1], total=total),
             preload_content=False,
             retries=False,
             redirect=False,

@@ -15,6 +15,10 @@ Every error says which component failed, since the API server answers for three 
   API server's: kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/
   statuserror.go (ToStatusErr) and staging/src/k8s.io/apiserver/pkg/util/webhook/error.go (ErrCallingWebhook).
 
+A request sent once with a short bound (``Kube.read_once``) that gets no whole answer in time is a
+``NoAnswerInTime``: for a request the API server passes to a kubelet, the kubelet is the likely one late (an API
+server that cannot dial it answers 500 by itself), and the hint says how to tell the two apart.
+
 A 500 whose message says a field is ``not declared in schema`` is server-side apply's answer when the CRD installed
 is older than the object (structured-merge-diff's typed conversion): deterministic, so never retried, and its hint
 names the CRD, not an upgrade of the control plane."""
@@ -76,6 +80,16 @@ class KubeletError(ApiError):
         self.node = node
 
 
+class NoAnswerInTime(ApiError):
+    """A request sent once with a short bound (``Kube.read_once``) that got no whole answer in time: ``within``
+    seconds. For a request the API server passes to a kubelet (a pod's log), the kubelet is the likely one late
+    (``component``): an API server that cannot reach it answers 500 by itself (a ``KubeletError``)."""
+
+    def __init__(self, message: str, *, within: float, component: Component, hint: str) -> None:
+        super().__init__(message, hint=hint, component=component)
+        self.within = within
+
+
 class WebhookError(ApiError):
     """An admission webhook (``webhook``: its name, ``mjobset.kb.io``) refused the object (``denied``) or could
     not be called by the API server (down, or it timed out). Never an RBAC matter; never retried."""
@@ -92,6 +106,7 @@ _KUBELET_DIAL = re.compile(
     r'"https?://(\[[0-9a-fA-F:]+\]|[^/":\s]{1,253}):10250/(containerLogs|portForward|exec|attach|logs)/'
 )
 _NOT_IN_SCHEMA = "field not declared in schema"
+KUBELET_SUBRESOURCES = frozenset({"log", "portforward", "exec", "attach"})  # served by the pod's node
 # Kubelets that the API server reaches through a tunnel (GKE's Konnectivity) fail with the tunnel's words.
 _KUBELET_TUNNEL = ("No agent available", "error dialing backend")
 
@@ -220,6 +235,28 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Lo
             hint="the control plane may be upgrading or overloaded; try again in a minute",
         )
     return ApiError(f"the API server refused to {action.describe()}: {code} {message}".rstrip(), status=code)
+
+
+def no_answer_in_time(action: Action, within: float, kube: Located, *, arrived: int) -> NoAnswerInTime:
+    """No whole answer within ``within`` seconds (``arrived``: bytes of it that did); which component is late."""
+    late = f" ({arrived} bytes arrived)" if arrived else ""
+    res = action.resource
+    if res is not None and res.subresource in KUBELET_SUBRESOURCES:
+        return NoAnswerInTime(
+            f"no answer within {within:g} s{late} to {action.describe()}: the API server{kube.where()} passes it "
+            "to the kubelet of the pod's node, which is the likely one not answering",
+            within=within,
+            component="kubelet",
+            hint="if `kubectl get --raw /readyz` answers at once, the API server is fine and the node's kubelet "
+            "(port 10250) is slow or unreachable: check the node (kubectl get pods -o wide names it; kubectl get "
+            "node NODE); otherwise the control plane is slow or overloaded",
+        )
+    return NoAnswerInTime(
+        f"the API server{kube.where()} did not answer the request to {action.describe()} within {within:g} s{late}",
+        within=within,
+        component="api-server",
+        hint="the control plane may be upgrading or overloaded; try again in a minute",
+    )
 
 
 def _webhook_error(action: Action, code: int, message: str) -> WebhookError | None:

@@ -23,7 +23,8 @@ def diagnose(kube: Kube, namespace: str, name: str) -> Diagnosis:
     explain it."""
     before = kube.sent
     snap = read_snapshot(kube, namespace, name)
-    snap.logs = read_logs(kube, namespace, containers.wanted_logs(snap), snap.notes)
+    nodes = {str(p["metadata"].get("name")): str((p.get("spec") or {}).get("nodeName") or "") for p in snap.pods}
+    snap.logs = read_logs(kube, namespace, containers.wanted_logs(snap), snap.notes, nodes)
     found = from_snapshot(snap)
     return Diagnosis(found.job, found.namespace, found.summary, found.findings, kube.sent - before, tuple(snap.notes))
 

@@ -1,8 +1,8 @@
 """What diagnose reads, in a bounded number of requests: the JobSet, then side by side one list each of its Jobs
 and its pods, three field-selected lists of the namespace's events, and, when Kueue manages the job, its Workload
 (and its ProvisioningRequests when an admission check asks for one); then the last lines of at most ``MAX_LOGS``
-containers, concurrently.
-The number of requests does not grow with the number of pods."""
+containers, concurrently, each in one try of at most ``LOG_WAIT_S`` seconds (a log that cannot be read in time is a
+note, never silence, and never a wait of its own). The number of requests does not grow with the number of pods."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from datetime import datetime
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object as Object  # re-exported: the diagnose rules read it here
-from pwdeploy.kube.api import EVENTS, POD_LOGS, PODS, Action, ApiError, Kube, Resource
+from pwdeploy.cluster.logs import log_tail, unread_reason
+from pwdeploy.kube.api import EVENTS, PODS, Action, ApiError, Kube, Resource
 
 JOBS = Resource("batch", "v1", "jobs", "Job")
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -25,6 +26,7 @@ _PARTS = ("metadata", "spec", "status", "involvedObject")  # what the rules read
 MAX_LOGS = 4  # containers whose logs are read
 LOG_LINES = 40  # last lines of each
 LOG_BYTES = 64 * 1024  # and at most this many bytes (limitBytes)
+LOG_WAIT_S = 5.0  # connecting, the first byte and the whole tail of each, in one try (read side by side)
 
 
 @dataclass(frozen=True)
@@ -151,11 +153,15 @@ def _provisioning(kube: Kube, namespace: str, workload: str) -> list[Object]:
 
 
 def read_logs(
-    kube: Kube, namespace: str, wanted: list[tuple[str, str, bool]], notes: list[str] | None = None
+    kube: Kube,
+    namespace: str,
+    wanted: list[tuple[str, str, bool]],
+    notes: list[str] | None = None,
+    nodes: dict[str, str] | None = None,
 ) -> list[LogTail]:
     """The last lines of each (pod, container, previous) in ``wanted`` (at most MAX_LOGS), read concurrently; a
-    container whose log cannot be read (gone, forbidden, a kubelet that does not answer) is left out, and said
-    in ``notes``."""
+    container whose log cannot be read (gone, forbidden, a kubelet that refuses or does not answer in time) is
+    left out, and said in ``notes``, naming the component at fault (``nodes``: pod name -> its node)."""
     wanted = wanted[:MAX_LOGS]
     if not wanted:
         return []
@@ -164,20 +170,16 @@ def read_logs(
     for (pod, container, previous), tail in zip(wanted, tails, strict=True):
         if isinstance(tail, ApiError) and notes is not None:
             which = f"{pod}/{container}" + (" (previous run)" if previous else "")
-            notes.append(f"the log of {which} could not be read ({tail.message}): what only it shows is missing")
+            why = unread_reason(tail, (nodes or {}).get(pod, ""))
+            notes.append(f"the log of {which} could not be read ({why}): what only it shows is missing")
     return [t for t in tails if isinstance(t, LogTail)]
 
 
 def _tail(kube: Kube, namespace: str, pod: str, container: str, previous: bool) -> LogTail | ApiError:
-    query = [("container", container), ("tailLines", str(LOG_LINES)), ("limitBytes", str(LOG_BYTES))]
-    if previous:
-        query.append(("previous", "true"))
-    lines: list[str] = []
     try:
-        for line in kube.stream_lines(Action("get", POD_LOGS, namespace, pod), POD_LOGS.path(namespace, pod), query):
-            lines.append(line[:2000])
-            if len(lines) > LOG_LINES:  # a server that ignores tailLines
-                del lines[0]
+        lines = log_tail(
+            kube, namespace, pod, container, lines=LOG_LINES, max_bytes=LOG_BYTES, within=LOG_WAIT_S, previous=previous
+        )
     except ApiError as exc:
         return exc
     return LogTail(pod, container, previous, lines)
