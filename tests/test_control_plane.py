@@ -132,3 +132,17 @@ def test_the_scheduler_says_why_a_pod_does_not_fit(control_plane: ControlPlane, 
     message = next(e["message"] for e in found if e.get("reason") == "FailedScheduling")
     assert "Insufficient google.com/tpu" in message, message
     control_plane.kubectl("delete", "pod", name, "-n", "default", "--wait=true")
+
+
+def test_a_node_keeps_its_heartbeat_so_it_stays_ready(control_plane: ControlPlane, pools: list[str]) -> None:
+    """The node lifecycle controller marks a node NotReady 50 s after its last heartbeat (and then its pods not
+    Ready): KWOK's heartbeat Stage must move lastHeartbeatTime on well before that."""
+
+    def beat() -> str:
+        node = control_plane.api.get(f"/api/v1/nodes/{pools[0]}")
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "True", ready
+        return str(ready["lastHeartbeatTime"])
+
+    first = beat()
+    wait_for(beat, lambda now: now != first, timeout=30)

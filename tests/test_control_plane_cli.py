@@ -306,7 +306,7 @@ def test_an_apply_that_meets_another_field_managers_values_is_a_clear_conflict(
     assert rendered.returncode == 0, rendered.stderr
     theirs = plane.kubectl(
         "apply", "--server-side", "--field-manager=someone-else", "-f", "-", input_text=rendered.stdout.replace(
-            "python3 -c 'print(1)'", "python3 -c 'print(2)'"
+            "print(1)", "print(2)"
         ),
     )  # fmt: skip
     assert theirs.returncode == 0, theirs.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,15 +51,19 @@ def running_head(plane: ControlPlane, name: str, attempt: int) -> str | None:
     return None
 
 
+def is_running(state: dict[str, Any]) -> bool:
+    """Running as a drill requires: every pod runs and the JobSet controller counts every Job ready."""
+    return state["state"]["phase"] == "Running" and all(g["running"] == g["expected"] for g in state["groups"])
+
+
 def started(plane: ControlPlane, name: str) -> str:
     """A running two-restart job whose main has reported steps 1 to 5; its head pod."""
     answer = pwdeploy(plane, "submit", *job_flags(name, NS, "--max-restarts", "2"), "--skip-preflight", user=False)
     assert answer.returncode == 0, answer.stderr
-    wait_for(
-        lambda: status(plane, name, NS, user=False), lambda s: all(g["running"] == g["expected"] for g in s["groups"])
-    )
+    wait_for(lambda: status(plane, name, NS, user=False), is_running)
     head = wait_for(lambda: running_head(plane, name, 0), bool)
     plane.write_pod_log(NS, head, [f"step {n}" for n in range(1, 6)], container=ids.MAIN_CONTAINER)
+    WORKERS_BEFORE[name] = worker_uids(plane, name)
     return str(head)
 
 
@@ -81,24 +86,43 @@ def jobset(plane: ControlPlane, name: str) -> dict[str, Any]:
     return parsed
 
 
-def test_a_lost_slice_restarts_the_jobset_as_predicted_and_the_report_says_what_the_controllers_did(
+def test_a_lost_slice_the_program_dies_of_restarts_the_jobset_as_predicted(
     control_plane: ControlPlane, pools: None
 ) -> None:
+    """The slice's worker pods are evicted; the program, as pwdeploy.runtime.retry_on_slice_loss makes it, exits
+    with the retry code (the test plays it: KWOK runs no program), and the real JobSet controller restarts the job
+    (rule retry_exit_code, the head's Job first): the outcome local run predicts. The timeline shows the old
+    attempt's last step, the restart and the new attempt's steps, in that order."""
     plane = control_plane
     name = f"dl-{secrets.token_hex(3)}"
-    started(plane, name)
+    head = started(plane, name)
     timeline = subprocess.Popen(
         [str(PWDEPLOY), "logs", name, "-n", NS, "--all", "-f", "-o", "json"],
         env=plane.env(user=False), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    said: list[str] = []
+
+    def read() -> None:
+        for line in timeline.stdout or ():
+            said.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         run = drill(plane, name, "--lose-slice", "0")
+        wait_for(lambda: worker_uids(plane, name) != WORKERS_BEFORE.get(name), bool, timeout=60)
+        plane.exit_pod(NS, head, ids.RETRY_EXIT_CODE, container=ids.MAIN_CONTAINER)
         new_head = wait_for(lambda: running_head(plane, name, 1), bool, timeout=120)
+        wait_for(  # main steps again once its slice is back, as Pathways' does
+            lambda: status(plane, name, NS, user=False), lambda s: is_running(s) and s["state"]["restarts"] == 1
+        )
         plane.write_pod_log(NS, new_head, ["step 4", "step 5", "step 6"], container=ids.MAIN_CONTAINER)
         got = report(run)
+        wait_for(lambda: any('"step 6"' in line for line in said), bool, timeout=60)  # the timeline polls logs
     finally:
         timeline.terminate()
-    lines = [json.loads(line) for line in timeline.communicate(timeout=30)[0].splitlines() if line.strip()]
+        timeline.communicate(timeout=30)
+    reader.join(timeout=10)
 
     real = jobset(plane, name)
     assert real["status"].get("restarts") == 1, real["status"]  # what the JobSet controller did
@@ -106,25 +130,52 @@ def test_a_lost_slice_restarts_the_jobset_as_predicted_and_the_report_says_what_
     assert got["predicted"]["outcome"] == "jobset_restart", got["predicted"]
     assert got["rule_fired"] == "jobset_restart", got
     assert got["restarts_total"] == 1 and got["restarts_consumed"] == 1, got
-    assert got["first_failed_job"] == f"{name}-{ids.WORKER_JOB}-0", got
+    assert got["first_failed_job"] == f"{name}-{ids.HEAD_JOB}-0", got  # the program died first
     assert got["stopped"] == "recovered", got
     assert not [f for f in got["findings"] if f.startswith("local run predicts")], got["findings"]
     assert got["last_step_before"] == 5 and got["first_step_after"] == 4 and got["steps_lost"] == 2, got
     assert got["seconds_to_detection"] <= got["seconds_to_all_running"] <= got["seconds_to_first_step"], got
 
-    said = [json.dumps(line) for line in lines]
     old_step = next(i for i, s in enumerate(said) if "step 5" in s)
     restart = next(i for i, s in enumerate(said) if "restart" in s.lower() and i > old_step)
     new_step = next(i for i, s in enumerate(said) if "step 6" in s)
     assert old_step < restart < new_step, said
 
 
+def test_a_lost_slice_the_program_ignores_is_a_finding(control_plane: ControlPlane, pools: None) -> None:
+    """Without the program's exit the Job controller only replaces the evicted pod (one failure of backoffLimit 4,
+    podFailurePolicy has no worker rule): no restart. The drill says what the controllers did and, as a finding,
+    that local run predicts a restart (the program should exit with the retry code)."""
+    plane = control_plane
+    name = f"dn-{secrets.token_hex(3)}"
+    answer = pwdeploy(plane, "submit", *job_flags(name, NS, "--max-restarts", "2"), "--skip-preflight", user=False)
+    assert answer.returncode == 0, answer.stderr
+    wait_for(lambda: status(plane, name, NS, user=False), is_running)
+    got = report(drill(plane, name, "--lose-slice", "0"))
+    real = jobset(plane, name)
+    assert real["status"].get("restarts", 0) == 0, real["status"]
+    assert got["rule_fired"] == "pod_replaced" and got["restarts_consumed"] == 0, got
+    assert got["predicted"]["outcome"] == "jobset_restart", got
+    assert any(f.startswith("local run predicts jobset_restart") for f in got["findings"]), got["findings"]
+
+
+WORKERS_BEFORE: dict[str, set[str]] = {}
+
+
+def worker_uids(plane: ControlPlane, name: str) -> set[str]:
+    selector = f"jobset.sigs.k8s.io/jobset-name%3D{name},jobset.sigs.k8s.io/replicatedjob-name%3D{ids.WORKER_JOB}"
+    return {p["metadata"]["uid"] for p in plane.pods(NS, selector) if not p["metadata"].get("deletionTimestamp")}
+
+
 def test_an_evicted_head_is_replaced_without_a_restart_as_predicted(control_plane: ControlPlane, pools: None) -> None:
-    """The head's podFailurePolicy ignores a pod with DisruptionTarget: the Job replaces it, restarts stay 0."""
+    """The head's podFailurePolicy ignores a pod with DisruptionTarget: the Job replaces it, restarts stay 0; the
+    new head's main reports steps again (written by the test: KWOK runs no program)."""
     plane = control_plane
     name = f"dh-{secrets.token_hex(3)}"
     head = started(plane, name)
     run = drill(plane, name, "--evict-head")
+    new_head = wait_for(lambda: (h := running_head(plane, name, 0)) != head and h, bool, timeout=90)
+    plane.write_pod_log(NS, new_head, ["step 4", "step 5"], container=ids.MAIN_CONTAINER)
     got = report(run)
     real = jobset(plane, name)
     assert real["status"].get("restarts", 0) == 0, real["status"]
@@ -132,5 +183,5 @@ def test_an_evicted_head_is_replaced_without_a_restart_as_predicted(control_plan
     assert got["rule_fired"] == "pod_replaced", got
     assert got["restarts_consumed"] == 0 and got["restarts_total"] == 0, got
     assert head in got["fault"]["pods"], got
+    assert got["stopped"] == "recovered" and got["first_step_after"] == 4, got
     assert not [f for f in got["findings"] if f.startswith("local run predicts")], got["findings"]
-    assert running_head(plane, name, 0) not in (None, head)  # a new head pod of the same attempt runs

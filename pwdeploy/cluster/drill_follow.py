@@ -8,8 +8,10 @@ What is measured, on the connection's clock from the moment the fault was inject
 - every pod running again: every pod the JobSet expects Running, none of them being deleted, all of the current
   restart attempt (label ``jobset.sigs.k8s.io/restart-attempt``);
 - the first step after the fault: the first step report (a line ``step N`` of main's log, as the examples print
-  after ``runtime.step_done``) timestamped after detection; steps lost: the last step reported before detection
-  minus the first after it, plus one (the steps done again).
+  after ``runtime.step_done``) of a new head pod (a restart, or the head replaced), or, on the same head pod,
+  timestamped after detection (detection is seen at a poll, up to 2 s after a replacement pod may have started
+  reporting: on the real controllers its first steps came before it); steps lost: the last step reported before
+  detection minus the first after it, plus one (the steps done again).
 """
 
 from __future__ import annotations
@@ -151,6 +153,7 @@ class Before:
     last_step: int | None
     at: float  # kube.clock.now()
     utc: datetime
+    head: str | None = None  # the head pod whose main reported steps when the fault was injected
 
 
 @dataclass
@@ -179,15 +182,17 @@ def before(
     status = jobset.get("status") or {}
     policy = (jobset.get("spec") or {}).get("failurePolicy") or {}
     hit_pods = [p for p in pods if _meta(p).get("name") in hit]
+    head = newest_head(pods)
     return Before(
         restarts=js.restarts(jobset),
         counted=int(status.get("restartsCountTowardsMax") or 0),
         max_restarts=int(policy.get("maxRestarts") or 0),
         target_uids={slot(p): str(_meta(p).get("uid")) for p in hit_pods},
         target_restarts={str(_meta(p)["name"]): container_restarts(p, ids.WORKER_CONTAINER) for p in hit_pods},
-        last_step=last_step(kube, namespace, newest_head(pods)),
+        last_step=last_step(kube, namespace, head),
         at=kube.clock.now(),
         utc=kube.clock.utc_now(),
+        head=head,
     )
 
 
@@ -310,11 +315,12 @@ def _steps(
 ) -> None:
     if head is None or seen.first_step is not None:
         return
+    replaced = head != was.head  # a new head pod (a restart, or the head replaced): each step it reports is after
     for stamp, line in read_lines(kube, namespace, head, ids.MAIN_CONTAINER, since=was.utc):
         step, at = step_of(line), parse_time(stamp)
         if step is None or at is None or at < was.utc:
             continue
-        if seen.detected_utc is None or at < seen.detected_utc:
+        if not replaced and (seen.detected_utc is None or at < seen.detected_utc):
             seen.last_step = max(step, seen.last_step or 0)
         elif seen.first_step is None:
             seen.first_step, seen.first_step_s = step, elapsed

@@ -18,6 +18,7 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "Node": ("/api/v1", "nodes", False),
     "Pod": ("/api/v1", "pods", True),
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "ResourceQuota": ("/api/v1", "resourcequotas", True),
     "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     "MutatingWebhookConfiguration": ("/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False),
     "ValidatingWebhookConfiguration": (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import functools
 import json
 import os
@@ -187,7 +188,8 @@ class ControlPlane:
         it, for every container that has no lines of its own. ``append``: after the lines written before (a
         follow sees them arrive). KWOK reads the file as a kubelet reads a container's log (CRI format)."""
         path = self._pod_logs / f"{namespace}.{pod}.{container or 'all'}.log"
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
+        now = datetime.datetime.now(datetime.UTC)  # to the microsecond, as a kubelet stamps (nanoseconds)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
         with path.open("a" if append else "w") as out:
             out.writelines(f"{stamp} stdout F {line}\n" for line in lines)
         files = self._log_files.setdefault((namespace, pod), {})

@@ -5,7 +5,8 @@ Stage's selector matches it: it patches the status with the Stage's ``statusTemp
 object, with KWOK's functions ``Now``, ``Quote``, ``NodeConditions``, ``NodeIP``, ``NodePort``, ``NodeIPsWith``,
 ``PodIPsWith``, ``YAML``), or deletes it. These Stages make:
 
-- a Node Ready, with the capacity it was created with, its kubelet endpoint at KWOK's server;
+- a Node Ready, with the capacity it was created with, its kubelet endpoint at KWOK's server, and kept Ready by a
+  heartbeat every 10-15 s (without one the node lifecycle controller marks it NotReady after 50 s);
 - a scheduled pod Running (sidecars running, other init containers completed), on the node's IP for hostNetwork;
 - a running pod end when it carries the annotation EXIT_CODE: every container terminated with that code (or only
   the container EXIT_CONTAINER names, the others with 0), phase Failed, or Succeeded for 0, as a kubelet reports
@@ -70,6 +71,42 @@ spec:
         systemUUID: ""
         bootID: ""
       phase: Running
+"""
+
+# A kubelet posts its node's status every 10 s (nodeStatusUpdateFrequency) and the node lifecycle controller marks
+# a node whose heartbeat is older than --node-monitor-grace-period (50 s) NotReady: its pods' Ready turns False
+# and, 5 minutes on, the unreachable taint evicts them. KWOK repeats this Stage on every Ready node (the delay
+# starts again after each pass), so a node stays Ready for as long as a test needs it.
+_NODE_HEARTBEAT = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-heartbeat
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: In
+      values: ['True']
+  delay:
+    durationMilliseconds: 10000
+    jitterDurationMilliseconds: 5000
+  immediateNextStage: true
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      {{ range .status.conditions }}
+      - type: {{ .type | Quote }}
+        status: {{ .status | Quote }}
+        reason: {{ .reason | Quote }}
+        message: {{ .message | Quote }}
+        lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ .lastTransitionTime | Quote }}
+      {{ end }}
 """
 
 _POD_RUNNING = """\
@@ -261,7 +298,7 @@ spec:
     delete: true
 """
 
-STAGES = (_NODE_READY, _POD_RUNNING, _POD_EXIT, _POD_STOPPED, _POD_GONE)
+STAGES = (_NODE_READY, _NODE_HEARTBEAT, _POD_RUNNING, _POD_EXIT, _POD_STOPPED, _POD_GONE)
 
 
 def config() -> str:
