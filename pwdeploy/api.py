@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pwdeploy.config.model import JobConfig
     from pwdeploy.kube.api import Kube
     from pwdeploy.local.env import LocalPlan
+    from pwdeploy.local.outcome import LocalRun
     from pwdeploy.manifests.common import Manifest
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "logs",
     "plan_local",
     "render",
+    "run_local",
     "status",
     "submit",
     "to_yaml",
@@ -150,6 +152,86 @@ def plan_local(
         cores=len(os.sched_getaffinity(0)) if cores is None else cores,
         environ=os.environ if environ is None else environ,
     )
+
+
+def run_local(
+    job: JobConfig,
+    command: Sequence[str] = (),
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+    check_program: bool = True,
+    check_limits: bool = True,
+    resume: bool = False,
+    fail_at_step: int | None = None,
+    kill_after: float | None = None,
+    lose_slices: Sequence[str] = (),
+    restore_slices: Sequence[str] = (),
+    summary_json: str | os.PathLike[str] | None = None,
+    cores: int | None = None,
+    environ: Mapping[str, str] | None = None,
+    progress: TextIO | None = None,
+) -> LocalRun:
+    """Run the job on emulated CPU devices as ``pwdeploy local run`` does, and return how it went: the exit
+    status, attempts and restarts, where the checkpoints, profiles and HLO dumps went, the peaks and the per-step
+    transfers. The job's own output goes where this process's stdout and stderr go; pwdeploy's lines (the plan's
+    warnings, the program check's findings, each failed attempt, the summary) go to ``progress`` (default:
+    nowhere). The arguments are the command's flags: ``command`` and ``cwd`` as for ``plan_local``,
+    ``check_program`` (``--no-check``), ``check_limits`` (``--no-limits-check``), ``resume``, ``fail_at_step``,
+    ``kill_after``, ``lose_slices`` and ``restore_slices`` (``"SLICE@STEP"``), ``summary_json``.
+
+    A job that fails is a result (``exit_status`` not 0), not an exception. Raised: ``ConfigError`` (a headless
+    job, a bad argument), ``LocalRunError`` (the command cannot start, a checkpoint folder another run holds, slice
+    events that never happened in a run that succeeded) and ``LocalLimitsError`` (a run that succeeded went over
+    main.memory or main.shm_size: the cluster would have killed it).
+    """
+    from pwdeploy.local.launch import RunOptions, Surroundings
+    from pwdeploy.local.launch import run_local as launch
+    from pwdeploy.local.restarts import Faults
+
+    _check_faults(fail_at_step, kill_after)
+    options = RunOptions(
+        check_limits=check_limits,
+        resume=resume,
+        faults=Faults(fail_at_step=fail_at_step, kill_after=kill_after),
+        lose_slice=tuple(lose_slices),
+        restore_slice=tuple(restore_slices),
+        summary_json=None if summary_json is None else Path(summary_json),
+    )
+
+    def say(line: str) -> None:
+        if progress is not None:
+            print(line, file=progress, flush=True)
+
+    around = Surroundings(
+        cwd=Path.cwd() if cwd is None else Path(cwd),
+        cores=len(os.sched_getaffinity(0)) if cores is None else cores,
+        environ=os.environ if environ is None else environ,
+        say=say,
+    )
+    given = None if config_file is None else Path(config_file)
+
+    def program_check(local_plan: LocalPlan) -> list[str]:
+        from pwdeploy.check import check_before_run
+        from pwdeploy.text import printable
+
+        report = check_before_run(
+            job, config_file=given, command=local_plan.command if command else (), cwd=local_plan.cwd
+        )
+        for line in report.lines(fixes=False):
+            say(printable(line))
+        return [finding.rule for finding in report.errors]
+
+    return launch(job, command, around, options, check_program=program_check if check_program else None)
+
+
+def _check_faults(fail_at_step: int | None, kill_after: float | None) -> None:
+    from pwdeploy.errors import ConfigError
+
+    if fail_at_step is not None and fail_at_step < 1:
+        raise ConfigError("fail_at_step", f"{fail_at_step} is not a step: steps count from 1")
+    if kill_after is not None and not kill_after > 0:
+        raise ConfigError("kill_after", f"{kill_after} is not a number of seconds above 0")
 
 
 # ---------------------------------------------------------------------------------------------- the cluster

@@ -252,19 +252,3 @@ def test_import_pwdeploy_and_render_do_not_import_the_api(argv: list[str]) -> No
     )
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
     assert "pwdeploy" in imported and "pwdeploy.api" not in imported
-
-
-def test_the_api_pages_example_runs_as_written_against_the_stub(
-    kubeconfig: Path, stub: StubKubeApiServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "api.md").read_text(), re.DOTALL)
-    assert len(blocks) == 3
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    namespace: dict[str, Any] = {}
-    for block in blocks[:2]:  # the third waits for running pods, which the stub never starts
-        exec(compile(block, "docs/api.md", "exec"), namespace)
-    shown = capsys.readouterr().out
-    assert "local run: 8 CPU devices in" in shown and "created dp-example default" in shown
-    assert stub.get("jobsets", "default", "dp-example") is not None
-    assert namespace["outcome"].result == "created" and namespace["status"].name == "dp-example"

@@ -38,6 +38,20 @@ def check(
         return _check(job, paths, cwd=cwd, config_file=config_file)
 
 
+def check_before_run(
+    job: JobConfig, *, config_file: Path | None = None, command: Sequence[str] = (), cwd: Path | None = None
+) -> Report:
+    """The check a local run and preflight run first, over the job's entry module (or over ``command``'s, started
+    in ``cwd`` instead of main.command); an empty report when the program is not a Python file there (``bash
+    run.sh``, ``python -c ...``): the run says so itself."""
+    if command and cwd is not None:
+        job = job._replace(main=job.main._replace(command=tuple(command)), base_dir=cwd)
+    script = entry_script(job)
+    if script is None or not script.is_file():
+        return Report()
+    return check(job, [], config_file=config_file)
+
+
 @contextmanager
 def _without_cyclic_gc() -> Iterator[None]:
     """Syntax trees hold no reference cycles, and a file's tree is freed by reference counting when the next file

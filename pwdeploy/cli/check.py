@@ -57,16 +57,9 @@ def run_check(
 ) -> Report:
     """The check `local run` and `preflight` run before they start, its findings printed on stderr. ``command``
     and ``cwd``: the program a local run starts instead of main.command (a command after --)."""
-    from pwdeploy.check import Report
-    from pwdeploy.check import check as read
-    from pwdeploy.check.sources import entry_script
+    from pwdeploy.check import check_before_run
 
-    if command and cwd is not None:
-        job = job._replace(main=job.main._replace(command=command), base_dir=cwd)
-    script = entry_script(job)
-    if script is None or not script.is_file():
-        return Report()  # not a Python program (bash run.sh, python -c ...), or none to read: the run says so
-    report = read(job, [], config_file=config_file)
+    report = check_before_run(job, config_file=config_file, command=command, cwd=cwd)
     for line in report.lines(fixes=False):
         click.echo(printable(line), err=True)
     return report

@@ -1,0 +1,360 @@
+"""A local run from start to end (`pwdeploy local run`, ``pwdeploy.api.run_local``): plan it, check what can be
+checked before anything is made (the config, the command, the folders, the program), make the folders, run the
+attempts the JobSet would, and tell how it went.
+
+Nothing here prints: each line for the user goes to ``say`` (the CLI writes it on stderr), and the result is a
+``LocalRun``. The program check belongs to a room above this one, so the caller passes it in (``check_program``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pwdeploy.config import JobConfig
+from pwdeploy.errors import ConfigError, LocalLimitsError, LocalRunError
+from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
+from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, plan, without_compile_cache
+from pwdeploy.local.outcome import LocalRun, Say, how_it_ended, report_transfers, summary_line, write_summary
+from pwdeploy.local.restarts import Faults
+
+if TYPE_CHECKING:
+    from pwdeploy.local.elastic import SliceEvents
+    from pwdeploy.local.limits import Usage
+    from pwdeploy.local.namespace import Private
+    from pwdeploy.local.runner import Ended, Running
+    from pwdeploy.manifests import Manifest
+
+# The program check before the run (`pwdeploy check`, a room above): it tells its findings on the way and returns
+# the rule of each finding of severity error, one per finding.
+ProgramCheck = Callable[[LocalPlan], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run: the flags of `pwdeploy local run` beyond the job's config."""
+
+    check_limits: bool = True  # sample memory and /dev/shm against main.memory and main.shm_size
+    resume: bool = False  # keep the checkpoints an earlier local run left
+    faults: Faults = field(default_factory=Faults)  # --fail-at-step, --kill-after (attempt 0 only)
+    lose_slice: tuple[str, ...] = ()  # SLICE@STEP
+    restore_slice: tuple[str, ...] = ()  # SLICE@STEP
+    summary_json: Path | None = None  # also write the JSON summary there
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """What the run takes from where it is started: the folder a command after -- runs in, the CPU cores, the
+    environment the job's own goes on top of, and where the lines for the user go."""
+
+    cwd: Path
+    cores: int
+    environ: Mapping[str, str]
+    say: Say
+
+
+def plan_messages(local_plan: LocalPlan) -> list[str]:
+    """The plan's warnings and notes, one line each, as `local run` and `local env` show them."""
+    return [f"warning: {line}" for line in local_plan.warnings] + [f"note: {line}" for line in local_plan.notes]
+
+
+def run_local(
+    job: JobConfig,
+    command: Sequence[str],
+    around: Surroundings,
+    options: RunOptions = RunOptions(),
+    *,
+    check_program: ProgramCheck | None = None,
+) -> LocalRun:
+    """Run the job (or ``command`` in ``around.cwd`` instead of main.command) on emulated CPU devices, restarted
+    as its JobSet would restart it. Raises ConfigError (a headless job, a bad slice event), LocalRunError (the
+    command cannot start; slice events asked for never happened in a run that succeeded) and LocalLimitsError (a
+    run that succeeded went over main.memory or main.shm_size)."""
+    from pwdeploy.local.elastic import slice_events
+    from pwdeploy.local.restarts import rendered_jobset
+    from pwdeploy.local.runner import check_startable
+    from pwdeploy.local.transfers import probed
+
+    say = around.say
+    local_plan = plan(job, tuple(command), cwd=around.cwd, cores=around.cores, environ=around.environ)
+    if job.headless:
+        raise ConfigError(
+            "headless",
+            "a headless job has no program to run (the proxy and resource manager alone, for a notebook), so "
+            "`local run` has nothing to run",
+            hint="drop --headless (or headless: true in the config) to run main.command locally; a headless job "
+            "runs on the cluster: pwdeploy submit, then pwdeploy connect",
+        )
+    manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
+    events = slice_events(job, local_plan.devices, options.lose_slice, options.restore_slice)
+    for line in plan_messages(local_plan):
+        say(line)
+    if check_program is not None:
+        _check_program(check_program, local_plan, say)
+    check_startable(local_plan.command, cwd=local_plan.cwd, env={**around.environ, **local_plan.env})  # before dirs
+    local_plan = _usable_gcs_cache(local_plan, say)
+    child_env = {**around.environ, **local_plan.env}
+    if options.resume:
+        from pwdeploy.local.notices import nothing_to_resume
+
+        for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
+            say(f"warning: {line}")
+    with _checkpoints_held(local_plan, fresh=not options.resume):
+        _prepare_dirs(local_plan, say, fresh_checkpoints=not options.resume)
+        say(f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}")
+        private = _private_shm(job, say)
+        with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
+            attempts, usage = _run_attempts(local_plan, probed_env, job, manifest, options, say, private=private)
+            return _ended(job, local_plan, attempts, usage, options, around, reports, elastic, private=private)
+
+
+def _check_program(check_program: ProgramCheck, local_plan: LocalPlan, say: Say) -> None:
+    """`pwdeploy check` over the program first: the local backend is CPU, not the proxy, so the run goes on,
+    saying what would fail on the cluster."""
+    errors = list(check_program(local_plan))
+    if errors:
+        rules = ", ".join(dict.fromkeys(errors))
+        say(
+            f"pwdeploy local: running anyway, but {len(errors)} finding(s) above would fail on Pathways "
+            f"({rules}); --no-check skips the check"
+        )
+
+
+def _run_attempts(
+    local_plan: LocalPlan,
+    child_env: dict[str, str],
+    job: JobConfig,
+    manifest: Manifest,
+    options: RunOptions,
+    say: Say,
+    *,
+    private: Private | None,
+) -> tuple[list[Ended], Usage | None]:
+    """Run the job with its restarts, each attempt's tree sampled when ``options.check_limits``; how each ended,
+    and the peaks over all of them (None: not sampled)."""
+    from pwdeploy.local.limits import merged, sampled
+    from pwdeploy.local.restarts import run_attempts
+
+    usages: list[Usage] = []
+
+    @contextmanager
+    def watch(running: Running) -> Iterator[Usage]:
+        with sampled(running.pid, shm=running.shm, init=running.init) as sampling:
+            usages.append(sampling)
+            yield sampling
+
+    attempts = run_attempts(
+        local_plan.command,
+        cwd=local_plan.cwd,
+        env=child_env,
+        manifest=manifest,
+        faults=options.faults,
+        watch=watch if options.check_limits else None,
+        say=say,
+        stop_grace=_stop_grace(job),
+        private=private,
+    )
+    return attempts, merged(usages) if options.check_limits else None
+
+
+def _ended(
+    job: JobConfig,
+    local_plan: LocalPlan,
+    attempts: list[Ended],
+    usage: Usage | None,
+    options: RunOptions,
+    around: Surroundings,
+    reports: Path,
+    elastic: tuple[Callable[[], list[dict[str, Any]]], int],
+    *,
+    private: Private | None,
+) -> LocalRun:
+    """The summary line, the transfers, the JSON summary and how it ended; LimitsExceeded if a run that succeeded
+    went over a limit, LocalRunError if one never lost the slices it was asked to."""
+    from pwdeploy.local.limits import exceeded, filled
+    from pwdeploy.local.notices import unfired_faults
+    from pwdeploy.local.restarts import exhausted_hint
+    from pwdeploy.local.transfers import measured
+
+    say = around.say
+    say(summary_line(usage, attempts, job, cores=around.cores))
+    read_events, asked = elastic
+    found_events = read_events()
+    found = measured(reports)
+    report_transfers(found, say)
+    last = attempts[-1]
+    ending = how_it_ended(last, exhausted_hint(attempts, job.scheduling.max_restarts, options.faults))
+    problems = exceeded(usage, job) if usage is not None else []
+    result = LocalRun(
+        exit_status=last.status,
+        attempts=len(attempts),
+        restarts=len(attempts) - 1,
+        command=local_plan.command,
+        cwd=local_plan.cwd,
+        devices=local_plan.devices,
+        outputs={LOCAL_OUTPUTS[name]: path for name, path in local_plan.outputs.items()},
+        hlo_dir=local_plan.hlo_dir,
+        compile_cache=local_plan.compile_cache,
+        stopped_by=last.stopped_by,
+        ending=ending,
+        peaks=usage,
+        limits_exceeded=tuple(problems),
+        transfers=found,
+        elastic_events=tuple(found_events),
+    )
+    if options.summary_json is not None:
+        write_summary(options.summary_json, result, say)
+    unfired = _unfired_slice_events(asked, found_events, reports)
+    for line in unfired_faults(attempts, options.faults):  # before how it ended: that stays the last line
+        say(f"warning: {line}")
+    if ending is not None:
+        say(f"pwdeploy local: {ending}")
+    if private is not None and usage is not None and last.failed and usage.shm_bytes >= filled(private.size):
+        say(
+            f"pwdeploy local: the job filled its /dev/shm (main.shm_size {job.main.shm_size}) before it failed: "
+            "on the cluster it fails alike (ENOSPC on a write, SIGBUS on a mapped page); raise main.shm_size "
+            "(--shm-size) or lower main.data_workers"
+        )
+    if unfired is not None and last.status == 0 and last.stopped_by is None:
+        raise LocalRunError(unfired, hint="pass a STEP the job reaches, in a program with an elastic loop")
+    if unfired is not None and last.stopped_by is None:
+        say(f"pwdeploy local: {unfired}")
+    if problems and last.status == 0:
+        raise LocalLimitsError("; ".join(problems))
+    for line in problems:
+        say(f"pwdeploy local: {line}")
+    return result
+
+
+@contextmanager
+def _elastic_events(
+    events: SliceEvents, child_env: dict[str, str]
+) -> Iterator[tuple[Callable[[], list[dict[str, Any]]], int]]:
+    """Hand the slice events to the job (through a file it reports them in, removed after the run); yield what
+    reads them at the run's end, and how many were asked for."""
+    import tempfile
+
+    from pwdeploy.local.elastic import read_events
+
+    with tempfile.TemporaryDirectory(prefix="pwdeploy-elastic-") as folder:
+        reported = Path(folder) / "events.jsonl"
+        if events:
+            child_env.update(events.env(reported))
+
+        def reported_events() -> list[dict[str, Any]]:
+            return read_events(reported)
+
+        yield reported_events, len(events.losses) + len(events.returns)
+
+
+def _unfired_slice_events(asked: int, found: list[dict[str, Any]], transfers: Path) -> str | None:
+    """Why slice losses or returns asked for (--lose-slice, --restore-slice) never happened, or None."""
+    from pwdeploy.local.transfers import measured
+
+    missing = asked - len(found)
+    if missing <= 0:
+        return None
+    if measured(transfers) is None:
+        why = "the program never called pwdeploy.runtime.step_done(step) after a step, where a loss is emulated"
+    else:
+        why = (
+            "the job ended before the step given, or the program never built runtime.elastic_manager() (a "
+            "program that is not elastic: docs/elastic.md)"
+        )
+    asked_for = "slice losses and returns asked for (--lose-slice, --restore-slice)"
+    return f"{missing} of the {asked} {asked_for} never happened: {why}"
+
+
+def _private_shm(job: JobConfig, say: Say) -> Private | None:
+    """The private /dev/shm of main.shm_size each attempt gets, or None (and one line saying why) where this
+    machine cannot give one: the job then uses the machine's, as before."""
+    from pwdeploy.local.namespace import Private, available
+    from pwdeploy.quantity import parse_quantity
+
+    size = int(parse_quantity(job.main.shm_size, "main.shm_size"))
+    why = available(size)
+    if why is None:
+        return Private(size)
+    say(
+        f"note: the job uses the machine's /dev/shm, not a private one of main.shm_size ({why}): a private one "
+        "needs root or user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)"
+    )
+    return None
+
+
+def _stop_grace(job: JobConfig) -> float:
+    """What the cluster gives a pod after SIGTERM: scheduling.termination_grace_seconds, else Kubernetes' 30 s."""
+    from pwdeploy.local.runner import STOP_GRACE_SECONDS
+
+    seconds = job.scheduling.termination_grace_seconds
+    return float(seconds) if seconds is not None else STOP_GRACE_SECONDS
+
+
+def _usable_gcs_cache(local_plan: LocalPlan, say: Say) -> LocalPlan:
+    """The plan, with a gs:// compile cache turned off (and why, in one line) when the job could not use it."""
+    cache = local_plan.compile_cache
+    if cache is None or not cache.startswith("gs://"):
+        return local_plan
+    if not gcs_cache_supported():  # the plan's warnings said so already
+        return without_compile_cache(local_plan)
+    from pwdeploy.local.gcs_cache import cache_problem
+
+    problem = cache_problem(cache)
+    if problem is None:
+        return local_plan
+    say(f"warning: compile cache {cache} is off for this run: {problem} (--compile-cache DIR keeps a local one)")
+    return without_compile_cache(local_plan)
+
+
+@contextmanager
+def _checkpoints_held(local_plan: LocalPlan, *, fresh: bool) -> Iterator[None]:
+    """The run's checkpoint folder locked against a second local run of the job for as long as this one runs
+    (``fresh``: it is to be emptied, which must be possible)."""
+    from pwdeploy.local.paths import check_clearable, check_folders, checkpoints_locked
+
+    check_folders(_folders(local_plan))  # all of them before anything is made (the lock file beside one)
+    checkpoints = local_plan.outputs.get(CHECKPOINT_DIR_ENV)
+    if checkpoints is None:
+        yield
+        return
+    if fresh:
+        check_clearable(checkpoints)
+    with checkpoints_locked(checkpoints):
+        yield
+
+
+def _folders(local_plan: LocalPlan) -> list[tuple[str, Path]]:
+    """The (kind, path) folders a run creates."""
+    cache = local_plan.compile_cache
+    local_cache = [("compile cache", Path(cache))] if cache is not None and not cache.startswith("gs://") else []
+    outputs = [(LOCAL_OUTPUTS[name], path) for name, path in local_plan.outputs.items()]
+    hlo = [("HLO dumps", local_plan.hlo_dir)] if local_plan.hlo_dir is not None else []
+    return [*hlo, *outputs, *local_cache]
+
+
+def _prepare_dirs(local_plan: LocalPlan, say: Say, *, fresh_checkpoints: bool) -> None:
+    """Create the local stand-ins; the checkpoint one is emptied first unless the run resumes an earlier one (a
+    run that found the last step already saved would train nothing, and prove nothing about its restarts)."""
+    from pwdeploy.local.paths import check_folders, clear_checkpoints
+
+    cache = local_plan.compile_cache
+    check_folders(_folders(local_plan))  # all of them before any is made
+    shown = {"HLO dumps": local_plan.hlo_dir} if local_plan.hlo_dir is not None else {}
+    shown |= {
+        f"{LOCAL_OUTPUTS[name]} (instead of storage.{LOCAL_OUTPUTS[name]})": path
+        for name, path in local_plan.outputs.items()
+    }
+    checkpoints = local_plan.outputs.get(CHECKPOINT_DIR_ENV)
+    for what, path in shown.items():
+        note = ""
+        if path == checkpoints:
+            cleared = fresh_checkpoints and clear_checkpoints(path)
+            note = "; an earlier run's were cleared (--resume keeps them)" if cleared else ""
+        path.mkdir(parents=True, exist_ok=True)
+        say(f"pwdeploy local: {what} go to {path}{note}")
+    if cache is not None and not cache.startswith("gs://"):
+        Path(cache).mkdir(parents=True, exist_ok=True)
