@@ -24,13 +24,14 @@ def test_kwok_stages_parse_and_the_exit_stage_reads_the_annotation() -> None:
     stages = [doc for doc in yaml.safe_load_all(kwok.config()) if doc]
     assert [s["metadata"]["name"] for s in stages] == [
         "node-ready",
+        "node-heartbeat",
         "pod-running",
         "pod-exit",
         "pod-stopped",
         "pod-gone",
     ]
     assert all(s["kind"] == "Stage" and s["apiVersion"] == "kwok.x-k8s.io/v1alpha1" for s in stages)
-    exit_stage = stages[2]
+    exit_stage = stages[3]
     keys = [e["key"] for e in exit_stage["spec"]["selector"]["matchExpressions"]]
     assert f'.metadata.annotations["{kwok.EXIT_CODE}"]' in keys
     assert kwok.EXIT_CODE in exit_stage["spec"]["next"]["statusTemplate"]
