@@ -77,9 +77,15 @@ def test_a_job_through_its_life_as_the_namespace_scoped_user(control_plane: Cont
     )
     assert running["state"]["phase"] == "Running", running["state"]
     assert all(g["running"] == g["expected"] for g in running["groups"]), running["groups"]
-    # As the admin: the Role preflight's permissions row checks lacks list jobsets (the user gets 403).
-    listed = json.loads(pwdeploy(plane, "list", "-n", ns, "-o", "json", user=False).stdout)
+    # Issue 38 item 7: the user holds exactly the Role of docs/cluster.md (what the permissions row checks), and
+    # every command it names works with it: the row says ok, list and diagnose are not refused.
+    checked = pwdeploy(plane, "preflight", *flags, "--cluster", "--no-gcs", "--no-check", "-o", "json")
+    rows = {r["check"]: r for r in json.loads(checked.stdout)["checks"] if r["location"] == "control-plane"}
+    assert rows["permissions"]["status"] == "ok", rows["permissions"]
+    listed = json.loads(pwdeploy(plane, "list", "-n", ns, "-o", "json").stdout)
     assert [(j["name"], j["state"], j["slices"]) for j in listed["jobs"]] == [(name, "Running", "1/1")]
+    diagnosed = pwdeploy(plane, "diagnose", name, "-n", ns, "-o", "json")
+    assert diagnosed.returncode == 0 and "403" not in diagnosed.stdout + diagnosed.stderr, diagnosed.stderr
 
     head = head_pod(plane, name, ns)["metadata"]["name"]
     plane.write_pod_log(ns, head, ["training step 1", "training step 2"], container="main")
@@ -116,7 +122,7 @@ def test_connect_forwards_through_the_api_servers_port_forward(control_plane: Co
 
     plane, ns = control_plane, control_plane.user_namespace
     name = f"cx-{secrets.token_hex(3)}"
-    created = pwdeploy(plane, "submit", *job_flags(name, ns, "--headless"), "--skip-preflight", user=False)
+    created = pwdeploy(plane, "submit", *job_flags(name, ns, "--headless"), "--skip-preflight")
     assert created.returncode == 0, created.stderr
     try:
         head = wait_for(lambda: _head(plane, name, ns), bool)["metadata"]["name"]
@@ -140,11 +146,11 @@ def test_connect_forwards_through_the_api_servers_port_forward(control_plane: Co
             "s = socket.create_connection((host, int(port))); s.sendall(b'ping'); print(s.recv(64).decode())"
         )
         connect = ["connect", name, "-n", ns, "--local-port", "0", "--", sys.executable, "-c", client]
-        answer = pwdeploy(plane, *connect, user=False)  # the user's Role lacks pods/portforward (docs/cluster.md)
+        answer = pwdeploy(plane, *connect)  # as the user: the Role grants pods/portforward (docs/cluster.md)
         assert answer.returncode == 0, answer.stderr
         assert answer.stdout.strip().endswith("ping"), answer.stdout
     finally:
-        pwdeploy(plane, "delete", name, "-n", ns, "--yes", user=False)
+        pwdeploy(plane, "delete", name, "-n", ns, "--yes")
 
 
 def _head(plane: ControlPlane, name: str, namespace: str) -> dict[str, Any] | None:
@@ -248,7 +254,7 @@ def test_profile_asks_the_programs_profiler_server_through_the_port_forward(
     plane, ns = control_plane, control_plane.user_namespace
     name = f"pf-{secrets.token_hex(3)}"
     created = pwdeploy(plane, "submit", *job_flags(name, ns, "--profile-dir", "gs://pwdeploy-e2e/profiles"),
-                       "--skip-preflight", user=False)  # fmt: skip
+                       "--skip-preflight")  # fmt: skip
     assert created.returncode == 0, created.stderr
     head = wait_for(lambda: _head(plane, name, ns), bool, timeout=90)["metadata"]["name"]
     listener = socket.create_server(("127.0.0.1", 0))
@@ -275,7 +281,7 @@ def test_profile_asks_the_programs_profiler_server_through_the_port_forward(
 
     threading.Thread(target=serve, daemon=True).start()
     plane.forward_port(ns, head, ids.PROFILER_PORT, listener.getsockname()[1])
-    answer = pwdeploy(plane, "profile", name, "-n", ns, "--duration", "2", user=False)
+    answer = pwdeploy(plane, "profile", name, "-n", ns, "--duration", "2")
     assert answer.returncode == 0, answer.stderr
     assert "gs://pwdeploy-e2e/profiles/plugins/profile/" in answer.stdout, answer.stdout
     request = next(a for a in asked if a.startswith(b"POST "))
@@ -285,7 +291,7 @@ def test_profile_asks_the_programs_profiler_server_through_the_port_forward(
 
     headless = f"ph-{secrets.token_hex(3)}"  # refused before anything is traced (issue 38 item 14)
     assert pwdeploy(plane, "submit", *job_flags(headless, ns, "--headless"), "--skip-preflight").returncode == 0
-    refused = pwdeploy(plane, "profile", headless, "-n", ns, "--duration", "2", user=False)
+    refused = pwdeploy(plane, "profile", headless, "-n", ns, "--duration", "2")
     assert refused.returncode != 0 and "headless" in refused.stderr, refused.stderr
     assert "tracing" not in refused.stderr
 
