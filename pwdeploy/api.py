@@ -270,8 +270,9 @@ def submit(cluster: Cluster, job: JobConfig, *, dry_run: DryRun = "none", replac
     ``dry_run``: ``"client"`` sends nothing that could change the cluster, ``"server"`` has the API server admit
     it without persisting. The job's namespace is the cluster's when the config names none."""
     from pwdeploy import manifests
-    from pwdeploy.cluster import submit as sub
-    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.cluster.attach import Surroundings
+    from pwdeploy.cluster.deploy import SubmitOptions, submit_job
+    from pwdeploy.cluster.submit import DryRun as Mode
     from pwdeploy.validation.validate import require_valid
 
     if dry_run not in ("none", "client", "server"):
@@ -279,11 +280,9 @@ def submit(cluster: Cluster, job: JobConfig, *, dry_run: DryRun = "none", replac
 
         raise ConfigError("dry_run", f"{dry_run!r} is not a dry-run mode; valid: none, client, server")
     job = job._replace(namespace=job.namespace or cluster.namespace)
-    objects = manifests.build(job)
-    require_valid(objects)
-    with reading_answers(cluster.kube):
-        marked = sub.mark_managed(objects, job.namespace or cluster.namespace)
-        return sub.submit(cluster.kube, marked, dry_run=sub.DryRun(dry_run), replace=replace, confirm=lambda q: True)
+    require_valid(manifests.build(job))
+    options = SubmitOptions(dry_run=Mode(dry_run), replace=replace)
+    return submit_job(cluster.kube, job, options, Surroundings(), confirm=lambda q: True).outcome
 
 
 def status(cluster: Cluster, name: str) -> JobStatus:

@@ -225,12 +225,15 @@ def test_planted_sequences_never_reach_a_terminal_against_the_stub(
     assert_clean(output)
 
 
-def test_connect_notes_quoting_the_error_channel_are_printable(capsys: pytest.CaptureFixture[str]) -> None:
-    """connect prints each stream's note (the API server's error-channel text among them) through one function."""
-    from pwdeploy.cli.session import _say
+def test_connect_notes_quoting_the_error_channel_are_printable() -> None:
+    """connect tells each stream's note (the API server's error-channel text among them) through one function."""
+    from pwdeploy.cluster.attach import _printable
 
-    _say("connection 1: the API server reported: " + PLANTED["OSC 52 clipboard write"] + PLANTED["bidi override"])
-    said = capsys.readouterr().err
+    heard: list[str] = []
+    _printable(heard.append)(
+        "connection 1: the API server reported: " + PLANTED["OSC 52 clipboard write"] + PLANTED["bidi override"]
+    )
+    [said] = heard
     assert said.startswith("connection 1: the API server reported: ^[]52;c;") and not RAW.search(said)
 
 

@@ -15,6 +15,7 @@ from pwdeploy.cli.kube import (
     cluster_source,
     open_kube,
     region_option,
+    surroundings,
     with_cluster,
 )
 from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
@@ -23,8 +24,6 @@ from pwdeploy.errors import ConfigError, PreflightError
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.submit import DryRun
-    from pwdeploy.cluster.wait import Until
     from pwdeploy.config import JobConfig
     from pwdeploy.kube.api import Kube
     from pwdeploy.preflight import PreflightReport
@@ -92,8 +91,9 @@ def submit(
     """
     from pwdeploy import manifests
     from pwdeploy.advice import job_warnings
-    from pwdeploy.cluster import submit as sub
-    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.cluster.attach import DEFAULT_LOCAL_PORT, SessionOptions, bind_local
+    from pwdeploy.cluster.deploy import SubmitOptions, submit_job
+    from pwdeploy.cluster.submit import DryRun
     from pwdeploy.validation.validate import require_valid
 
     _check_wait_flags(wait, timeout, dry_run, connect_after)
@@ -107,53 +107,34 @@ def submit(
         raise ConfigError("--connect", "applies to headless jobs only: this job's program runs in the cluster")
     if local_port is not None and not connect_after:
         raise ConfigError("--local-port", "applies only to --connect", hint="add --connect, or drop --local-port")
+    session = None
     if connect_after:
-        from pwdeploy.cli.session import DEFAULT_LOCAL_PORT, bind_local
-
-        local_port = DEFAULT_LOCAL_PORT if local_port is None else local_port
-        bind_local(local_port).close()  # a port in use stops submit before the job is created
+        session = SessionOptions(local_port=DEFAULT_LOCAL_PORT if local_port is None else local_port, timeout=timeout)
+        bind_local(session.local_port).close()  # a port in use stops submit before the job is created
     # Every problem of the config is reported before the cluster is asked anything (or even found).
     require_valid(manifests.build(job._replace(namespace=job.namespace or "default")))
     kube = open_kube(kubeconfig, context)
     announce(kube)
     for warning in job_warnings(job):
         click.echo(f"warning: {warning}", err=True)
-    job = job._replace(namespace=job.namespace or kube.namespace)  # as kubectl does: else the context's namespace
-    if not skip_preflight:
-        _preflight(job, kube, region)
-    namespace = job.namespace or kube.namespace
-    with reading_answers(kube):
-        _apply(kube, job, dry_run=sub.DryRun(dry_run), replace=replace, yes=yes)
-        if dry_run != "none":
-            return 0
-        if wait is not None or connect_after:
-            until: Until = "done" if wait == "done" else "running"
-            _wait(kube, job.name, namespace, until, timeout)
-    if connect_after:
-        from pwdeploy.cli.session import SessionOptions, run_session
-
-        return run_session(kube, namespace, job.name, SessionOptions(local_port=local_port or 0, timeout=timeout))
-    if job.headless:
-        click.echo(_connect_hint(job.name, namespace))
-    click.echo(f"follow: pwdeploy status {job.name} -n {namespace}  |  pwdeploy logs {job.name} -n {namespace} -f")
-    return 0
-
-
-def _apply(kube: Kube, job: JobConfig, *, dry_run: DryRun, replace: bool, yes: bool) -> None:
-    """The server-side apply of the job's JobSet (or its dry run); prints what happened."""
-    from pwdeploy import manifests
-    from pwdeploy.cluster import submit as sub
-
-    marked = sub.mark_managed(manifests.build(job), job.namespace or kube.namespace)
-    outcome = sub.submit(
-        kube,
-        marked,
-        dry_run=dry_run,
+    options = SubmitOptions(
+        dry_run=DryRun(dry_run),
         replace=replace,
-        confirm=lambda q: yes or confirm(q),
-        on_progress=lambda line: click.echo(line, err=True),
+        wait="done" if wait == "done" else "running" if wait is not None else None,
+        timeout=timeout,
+        connect=session,
     )
-    click.echo(outcome.describe(dry_run))
+    submitted = submit_job(
+        kube,
+        job,
+        options,
+        surroundings(),
+        confirm=lambda q: yes or confirm(q),
+        preflight=None if skip_preflight else lambda checked: _preflight(checked, kube, region),
+    )
+    for line in submitted.next_steps:
+        click.echo(line)
+    return submitted.status
 
 
 def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str, connect_after: bool = False) -> None:
@@ -168,9 +149,9 @@ def _check_wait_flags(wait: str | None, timeout: float | None, dry_run: str, con
         raise ConfigError("--connect", "a headless job is done only when deleted; --connect waits until it runs")
 
 
-def _preflight(job: JobConfig, kube: Kube, region: str | None) -> None:
+def _preflight(job: JobConfig, kube: Kube, region: str | None) -> list[str]:
     """The cluster readiness, GCS and image checks, side by side; a failed row stops submit before anything is
-    created, and the rows that are not ok are printed on stderr before it goes on."""
+    created, and the rows that are not ok are the lines told before it goes on."""
     from pwdeploy.preflight import run_preflight
 
     report = run_preflight(job, region=region, extra_sources=[cluster_source(job, kube=kube)])
@@ -179,8 +160,7 @@ def _preflight(job: JobConfig, kube: Kube, region: str | None) -> None:
             "preflight failed; nothing was submitted:\n" + report.format_table(),
             hint="fix what the report names, or pass --skip-preflight to submit anyway",
         )
-    for line in unsettled_rows(report):
-        click.echo(printable(line), err=True)
+    return unsettled_rows(report)
 
 
 def unsettled_rows(report: PreflightReport) -> list[str]:
@@ -189,35 +169,6 @@ def unsettled_rows(report: PreflightReport) -> list[str]:
 
     word = {Status.WARN: "warning", Status.NOT_VERIFIED: "not verified", Status.FAILED: "failed"}
     return [f"{word[r.status]}: {r.check} {r.location}: {r.detail}" for r in report.results if r.status in word]
-
-
-def _wait(kube: Kube, name: str, namespace: str, until: Until, timeout: float | None) -> None:
-    from pwdeploy.cluster.wait import Display, wait_for
-
-    display = Display(sys.stderr, tty=sys.stderr.isatty())
-    try:
-        state = wait_for(kube, namespace, name, until=until, display=display, timeout=timeout)
-    except KeyboardInterrupt:
-        ns = f" -n {namespace}"
-        click.echo(
-            f"\nStopped waiting; job {name} keeps running.\n"
-            f"  follow it: pwdeploy status {name}{ns}  /  pwdeploy logs {name}{ns} -f\n"
-            f"  stop it:   pwdeploy delete {name}{ns}",
-            err=True,
-        )
-        raise click.exceptions.Exit(130) from None
-    click.echo(f"job {name} is {state.phase}")
-
-
-def _connect_hint(name: str, namespace: str) -> str:
-    return "\n".join(
-        [
-            "Headless job: connect JAX to its IFRT proxy (waits until it serves, forwards 127.0.0.1:29000):",
-            f"  pwdeploy connect {name} -n {namespace} -- python3 explore.py",
-            f"  or hold the forward: pwdeploy connect {name} -n {namespace}  (it prints the export lines)",
-            "  then in Python: import pathwaysutils; pathwaysutils.initialize()",
-        ]
-    )
 
 
 # ---------------------------------------------------------------------------------------------- inspect

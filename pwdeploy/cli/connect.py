@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from pwdeploy.cli.kube import Cluster, announce, with_cluster
-from pwdeploy.cli.session import DEFAULT_LOCAL_PORT, SessionOptions, run_session
+from pwdeploy.cli.kube import Cluster, announce, surroundings, with_cluster
+from pwdeploy.cluster.attach import DEFAULT_LOCAL_PORT, SessionOptions, run_session
 
 
 class _SeesTheDashes(click.Command):
@@ -67,4 +67,4 @@ def connect(
     if delete_on_exit:
         announce(cluster.kube)
     options = SessionOptions(local_port, timeout, print_env, strict_version, delete_on_exit, command)
-    return run_session(cluster.kube, cluster.namespace, name, options)
+    return run_session(cluster.kube, cluster.namespace, name, options, surroundings())

@@ -4,7 +4,7 @@ the one decorator that hands the inspection commands (list, status, logs, delete
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -14,6 +14,7 @@ from pwdeploy.cli.options import seams
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pwdeploy.cluster.attach import Surroundings
     from pwdeploy.config import JobConfig
     from pwdeploy.errors import PwdeployError
     from pwdeploy.kube.api import Clock, Kube
@@ -90,6 +91,34 @@ def announce(kube: Kube) -> None:
     acting = [printable(value, 200) for name, value in kube.impersonate if name == "Impersonate-User"]
     as_user = f", as {acting[0]} (impersonated)" if acting else ""
     click.echo(f"pwdeploy: {who}, server {kube.host}{as_user}", err=True)
+
+
+def surroundings() -> Surroundings:
+    """Where the lines of a cluster flow (submit, connect) go: the user's on stderr, the output on stdout, a
+    wait's progress on stderr (one line rewritten in place on a terminal); a connect session's command runs in
+    the current directory with this process's environment."""
+    import sys
+
+    from pwdeploy.cluster.attach import Surroundings
+    from pwdeploy.cluster.wait import Display
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    def show(line: str) -> None:
+        click.echo(line)
+
+    def display() -> Display:
+        return Display(sys.stderr, tty=sys.stderr.isatty())
+
+    def run_command(command: tuple[str, ...], env: Mapping[str, str]) -> int:
+        import os
+
+        from pwdeploy.local.runner import run_child
+
+        return run_child(command, cwd=Path.cwd(), env={**os.environ, **env}).status
+
+    return Surroundings(say, show, display, seams().installed_jax, run_command)
 
 
 class Cluster(NamedTuple):

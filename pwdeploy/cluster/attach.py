@@ -1,31 +1,36 @@
-"""A connect session, shared by `pwdeploy connect` and `submit --connect`: wait until the headless job's proxy
-serves, forward it to 127.0.0.1 through the Kubernetes API (no kubectl), then run a command or hold the forward."""
+"""A connect session (`pwdeploy connect`, and the end of `submit --connect`): wait until the headless job's proxy
+serves, forward it to 127.0.0.1 through the Kubernetes API (no kubectl), then run a command or hold the forward.
+
+Nothing here prints: each line for the user goes to ``Surroundings.say`` (the CLI writes it on stderr), the export
+lines to ``Surroundings.show`` (stdout), and the result is the session's exit status. Running the command belongs
+to a room above this one, so the caller passes it in (``Surroundings.run_command``).
+"""
 
 from __future__ import annotations
 
 import errno
-import os
 import shlex
 import socket
-import sys
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import click
-
-from pwdeploy.cli.options import seams
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
     from pwdeploy.cluster.session import Head
+    from pwdeploy.cluster.wait import Display
     from pwdeploy.kube.api import Kube
     from pwdeploy.kube.portforward import Forwarder, PortStream
 
 DEFAULT_LOCAL_PORT = 29000
 PROBE_TIMEOUT_S = 30.0  # for the server to announce the port on the first stream
 JOB_ENV = "PWDEPLOY_JOB"  # names the job for a command run by connect
+
+Say = Callable[[str], None]
+# Runs COMMAND with the session's variables on top of the caller's environment; its exit status.
+RunCommand = Callable[[tuple[str, ...], Mapping[str, str]], int]
 
 
 class SessionOptions(NamedTuple):
@@ -37,57 +42,87 @@ class SessionOptions(NamedTuple):
     command: tuple[str, ...] = ()
 
 
-def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions) -> int:
-    """connect's body (also `submit --connect`'s end): checks, wait, forward, command or hold; the exit status."""
+def _nowhere(_line: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """Where a cluster flow's lines go and what it takes from where it runs: ``say`` hears the lines for the user
+    (stderr), ``show`` the lines that are the command's output (stdout), ``display`` makes the line that shows a
+    wait's progress; ``installed_jax`` is the local jax version (None: not installed), ``run_command`` runs a
+    session's COMMAND (None: this caller runs none)."""
+
+    say: Say = _nowhere
+    show: Say = _nowhere
+    display: Callable[[], Display] | None = None
+    installed_jax: Callable[[], str | None] | None = None
+    run_command: RunCommand | None = None
+
+    def new_display(self) -> Display:
+        if self.display is not None:
+            return self.display()
+        import io
+
+        from pwdeploy.cluster.wait import Display
+
+        return Display(io.StringIO(), tty=False)
+
+
+def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions, around: Surroundings) -> int:
+    """The session: checks, wait, forward, command or hold; its exit status (the command's; 130 for a Ctrl-C
+    while waiting; 0 for one while holding the forward)."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.cluster.session import proxy_port
 
-    _check_flags(options)
+    _check_flags(options, around)
     listener = None if options.print_env else bind_local(options.local_port)
     try:
         jobset = js.require_jobset(kube, namespace, name)
         port = proxy_port(jobset)  # a job that is not headless stops here, before anything is started or deleted
-        _check_version(jobset, options.strict_version)
+        _check_version(jobset, options.strict_version, around)
     except BaseException:
         if listener is not None:
             listener.close()
         raise
+    say = _printable(around.say)
     forwarder: Forwarder | None = None
     holding = False
     try:
-        head = _wait_ready(kube, namespace, name, port, options.timeout)
+        head = _wait_ready(kube, namespace, name, port, options.timeout, around)
         if listener is None:
-            return _print_env(options.local_port)
-        forwarder = _forward(kube, namespace, name, head, listener)
+            return _print_env(options.local_port, around)
+        forwarder = _forward(kube, namespace, name, head, listener, say)
         env = session_env(forwarder.port, name)
         if options.command:
-            from pwdeploy.local.runner import run_child
-
-            _say(f"running {shlex.join(options.command)} with JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
-            return run_child(options.command, cwd=Path.cwd(), env={**os.environ, **env}).status
-        _echo_exports(forwarder.port)
-        _say(f"forwarding 127.0.0.1:{forwarder.port} to pod/{head.pod}:{head.port}; Ctrl-C to stop")
+            assert around.run_command is not None  # _check_flags
+            say(f"running {shlex.join(options.command)} with JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
+            return around.run_command(options.command, env)
+        _show_exports(forwarder.port, around)
+        say(f"forwarding 127.0.0.1:{forwarder.port} to pod/{head.pod}:{head.port}; Ctrl-C to stop")
         holding = True
         _hold()
         return 0
     except KeyboardInterrupt:
-        click.echo("", err=True)
+        around.say("")
         return 0 if holding else 130
     finally:
         if forwarder is not None:
             forwarder.close()
         elif listener is not None:
             listener.close()
-        _end(kube, namespace, name, delete=options.delete_on_exit)
+        _end(kube, namespace, name, say, delete=options.delete_on_exit)
 
 
-def _check_flags(options: SessionOptions) -> None:
+def _check_flags(options: SessionOptions, around: Surroundings) -> None:
     if options.print_env and options.command:
         raise ConfigError("--print-env", "prints the variables for another connect's forward; it runs no COMMAND")
     if options.print_env and options.delete_on_exit:
         raise ConfigError("--delete-on-exit", "would delete the job the connect holding the forward is using")
     if options.print_env and options.local_port == 0:
         raise ConfigError("--local-port", "0 picks a free port, which --print-env cannot know", hint="pass the port")
+    if options.command and around.run_command is None:
+        raise ConfigError("command", "this caller runs no command: pass a run_command to run one")
 
 
 def bind_local(port: int) -> socket.socket:
@@ -114,43 +149,43 @@ def session_env(port: int, name: str) -> dict[str, str]:
     return {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}", JOB_ENV: name}
 
 
-def _check_version(jobset: dict[str, Any], strict: bool) -> None:
+def _check_version(jobset: dict[str, Any], strict: bool, around: Surroundings) -> None:
     from pwdeploy.cluster.session import version_warning
     from pwdeploy.config import installed_jax_version
 
-    lookup: Callable[[], str | None] = seams().installed_jax or installed_jax_version
+    lookup = around.installed_jax or installed_jax_version
     warning = version_warning(jobset, lookup())
     if warning is None:
         return
     if strict:
         raise ConfigError("--strict-version", warning)
-    _say(f"warning: {warning}")
+    around.say(printable(f"warning: {warning}"))
 
 
-def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float | None) -> Head:
+def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float | None, around: Surroundings) -> Head:
     from pwdeploy.cluster.session import ProxyWatch
-    from pwdeploy.cluster.wait import Display
 
-    display = Display(sys.stderr, tty=sys.stderr.isatty())
+    display = around.new_display()
     try:
-        return ProxyWatch(kube, namespace, name, notify=_say).wait(port, timeout=timeout, on_progress=display.update)
+        watch = ProxyWatch(kube, namespace, name, notify=_printable(around.say))
+        return watch.wait(port, timeout=timeout, on_progress=display.update)
     finally:
         display.close()
 
 
-def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket.socket) -> Forwarder:
+def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket.socket, say: Say) -> Forwarder:
     """Open one stream first (so a refusal, such as RBAC, stops here with its message), then serve."""
     from pwdeploy.cluster.session import HeadStreams, session_notes
     from pwdeploy.kube.portforward import Forwarder
 
-    streams = HeadStreams(kube, namespace, name, head, notify=_say)  # follows the head pod across restarts
-    _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep)
+    streams = HeadStreams(kube, namespace, name, head, notify=say)  # follows the head pod across restarts
+    _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep, say)
     target = f"the proxy of job {name} (port {head.port})"
-    notes = session_notes(_say, namespace, name, lambda: streams.head.pod)  # a lost connection: a lost session
+    notes = session_notes(say, namespace, name, lambda: streams.head.pod)  # a lost connection: a lost session
     return Forwarder(listener, streams.open, notes, target, kube.clock.sleep).start()
 
 
-def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None]) -> None:
+def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None], say: Say) -> None:
     """One stream opened and closed; transient refusals (no answer, 429, 5xx) are retried as the forwarder's."""
     from pwdeploy.kube.api import ApiError, stream_retryable
     from pwdeploy.kube.portforward import OPEN_RETRY, StreamBroken
@@ -161,7 +196,7 @@ def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[
         except ApiError as exc:
             if not stream_retryable(exc) or attempt == OPEN_RETRY.attempts:
                 raise
-            _say(f"no stream to {target} yet ({exc.message}); retrying in {OPEN_RETRY.delay(attempt):.1f} s")
+            say(f"no stream to {target} yet ({exc.message}); retrying in {OPEN_RETRY.delay(attempt):.1f} s")
             sleep(OPEN_RETRY.delay(attempt))
             continue
         try:
@@ -174,20 +209,24 @@ def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[
         return
 
 
-def _print_env(port: int) -> int:
+def _print_env(port: int, around: Surroundings) -> int:
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     if probe.connect_ex(("127.0.0.1", port)) != 0:
-        _say(f"nothing listens on 127.0.0.1:{port} yet: hold the forward with `pwdeploy connect` in another shell")
+        around.say(
+            printable(
+                f"nothing listens on 127.0.0.1:{port} yet: hold the forward with `pwdeploy connect` in another shell"
+            )
+        )
     probe.close()
-    _echo_exports(port)
+    _show_exports(port, around)
     return 0
 
 
-def _echo_exports(port: int) -> None:
+def _show_exports(port: int, around: Surroundings) -> None:
     env = session_env(port, "")
-    click.echo(f"export JAX_PLATFORMS={env['JAX_PLATFORMS']}")
-    click.echo(f"export JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
+    around.show(f"export JAX_PLATFORMS={env['JAX_PLATFORMS']}")
+    around.show(f"export JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
 
 
 def _hold() -> None:
@@ -207,27 +246,26 @@ def _hold() -> None:
             signal.signal(signum, handler)
 
 
-def _end(kube: Kube, namespace: str, name: str, *, delete: bool) -> None:
+def _end(kube: Kube, namespace: str, name: str, say: Say, *, delete: bool) -> None:
     """Delete the job (--delete-on-exit), or remind that it keeps its TPUs: the last line on stderr."""
     from pwdeploy.cluster import jobsets as js
 
     if not delete:
-        _say(f"job {name} keeps its TPUs until deleted: pwdeploy delete {name} -n {namespace}")
+        say(f"job {name} keeps its TPUs until deleted: pwdeploy delete {name} -n {namespace}")
         return
-    from pwdeploy.errors import ClusterError
-
     try:
         jobset = js.get_jobset(kube, namespace, name)
         if jobset is not None and not js.is_managed(jobset):
-            _say(f"jobset {name} is not managed by pwdeploy; not deleting it")
+            say(f"jobset {name} is not managed by pwdeploy; not deleting it")
             return
         js.delete_jobset(kube, namespace, name)
     except ClusterError as exc:  # the session's own outcome (the command's status, its error) stays the result
-        _say(f"error: could not delete job {name} (--delete-on-exit): {exc}")
-        _say(f"job {name} keeps its TPUs until deleted: pwdeploy delete {name} -n {namespace}")
+        say(f"error: could not delete job {name} (--delete-on-exit): {exc}")
+        say(f"job {name} keeps its TPUs until deleted: pwdeploy delete {name} -n {namespace}")
         return
-    _say(f"deleted job {name} in namespace {namespace} (--delete-on-exit); its pods stop in the background")
+    say(f"deleted job {name} in namespace {namespace} (--delete-on-exit); its pods stop in the background")
 
 
-def _say(line: str) -> None:
-    click.echo(printable(line), err=True)  # a stream's notes quote the API server's error text
+def _printable(say: Say) -> Say:
+    """``say`` for lines that may quote the API server's or a stream's text."""
+    return lambda line: say(printable(line))
