@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.control_plane import ControlPlane, NodePool, TpuPool
 from tests.control_plane.commands import diagnosis, job_flags, kueue_queues, pwdeploy, status, wait_for
@@ -216,3 +217,84 @@ def test_kueue_evicts_a_job_whose_pods_are_never_ready_then_deactivates_it(
     assert hit is not None and hit["severity"] == "error"
     assert "RequeuingLimitExceeded" in hit["evidence"], hit
     assert '"active":true' in hit["fix"], hit
+
+
+def test_an_admission_webhook_that_is_down_is_named_and_not_retried(control_plane: ControlPlane) -> None:
+    """Issue 38 item 5 on the real API server: a validating webhook whose service refuses connections (its
+    namespaceSelector limits it to one namespace). submit says which webhook could not be called, without retries
+    and without blaming the API server; preflight's jobset-api row (a server dry run) fails the same way."""
+    from tests.control_plane.processes import free_port
+
+    plane = control_plane
+    hook = "down.pwdeploy.test"
+    with namespace(plane, "wh", {"pwdeploy.test/webhook": "down"}) as ns:
+        plane.api.apply(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": f"pwdeploy-test-{ns}"},
+                "webhooks": [
+                    {
+                        "name": hook,
+                        "admissionReviewVersions": ["v1"],
+                        "sideEffects": "None",
+                        "failurePolicy": "Fail",
+                        "timeoutSeconds": 5,
+                        "clientConfig": {"url": f"https://127.0.0.1:{free_port()}/validate"},
+                        "namespaceSelector": {"matchLabels": {"pwdeploy.test/webhook": "down"}},
+                        "rules": [
+                            {
+                                "apiGroups": ["jobset.x-k8s.io"],
+                                "apiVersions": ["*"],
+                                "operations": ["CREATE", "UPDATE"],
+                                "resources": ["jobsets"],
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+        try:
+            name = f"wh-{secrets.token_hex(3)}"
+            answer = pwdeploy(plane, "submit", *job_flags(name, ns), "--skip-preflight", user=False)
+            assert answer.returncode != 0
+            assert f"could not call the admission webhook '{hook}'" in answer.stderr, answer.stderr
+            assert "connection refused" in answer.stderr and "the API server itself is fine" in answer.stderr
+            assert "retry" not in answer.stderr.lower() and "Traceback" not in answer.stderr, answer.stderr
+            assert plane.kubectl("get", "jobsets", "-n", ns, "-o", "name").stdout.strip() == ""
+
+            checked = pwdeploy(
+                plane, "preflight", *job_flags(name, ns), "--cluster", "--no-gcs", "--no-check", "-o", "json",
+                user=False,
+            )  # fmt: skip
+            rows = {r["check"]: r for r in json.loads(checked.stdout)["checks"] if r["location"] == "control-plane"}
+            assert rows["jobset-api"]["status"] == "failed", rows["jobset-api"]
+            assert hook in json.dumps(rows["jobset-api"]), rows["jobset-api"]
+        finally:
+            plane.kubectl("delete", "validatingwebhookconfiguration", f"pwdeploy-test-{ns}", check=False)
+
+
+@pytest.mark.parametrize("pools", [(CPU, NodePool("tpu-v5p", tpu=V5P_2X2X1))], indirect=True)
+def test_a_jobset_no_controller_acts_on_is_named_after_a_minute(control_plane: ControlPlane, pools: None) -> None:
+    """Issue 38 item 6 on the real JobSet controller: a JobSet whose spec.managedBy names another controller gets
+    no status and no Jobs from it, as one with no controller at all; status says Pending and diagnose, after its
+    minute of grace, says why instead of "no findings"."""
+    plane = control_plane
+    name = f"mb-{secrets.token_hex(3)}"
+    rendered = pwdeploy(plane, "render", *job_flags(name, NS), user=False)
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    for doc in docs:
+        if doc["kind"] == "JobSet":
+            doc["spec"]["managedBy"] = "example.com/another-controller"
+    plane.kubectl("apply", "--server-side", "--field-manager=pwdeploy", "-f", "-", input_text=yaml.safe_dump_all(docs))
+    assert status(plane, name, NS, user=False)["state"]["phase"] == "Pending"
+    found = wait_for(
+        lambda: diagnosis(plane, name, NS, user=False),
+        lambda d: finding(d, "no-jobset-controller", "jobset") is not None,
+        timeout=120,
+    )
+    hit = finding(found, "no-jobset-controller", "jobset")
+    assert hit is not None and hit["severity"] == "error"
+    assert "example.com/another-controller" in hit["evidence"], hit
+    assert plane.kubectl("get", "jobs", "-n", NS, "-o", "name").stdout.strip() == ""  # the controller made none

@@ -3,7 +3,8 @@
 Texts matched:
 - a JobSet with no status and no Jobs a minute after it was created: no JobSet controller reconciles it (the
   controller writes ``status.replicatedJobsStatus`` and creates the Jobs at its first reconcile, kubernetes-sigs/
-  jobset pkg/controllers/jobset_controller.go). status, which reads no Jobs, goes by the pods.
+  jobset pkg/controllers/jobset_controller.go), or its ``spec.managedBy`` names another controller, which the
+  JobSet controller leaves it to. status, which reads no Jobs, goes by the pods.
 - the Job controller's Warning event ``FailedCreate`` ``Error creating: <error>`` (kubernetes/kubernetes
   pkg/controller/controller_utils.go, ``RealPodControl``), whose error is the API server's refusal:
   - JobSet's pod webhook, up to v0.12.0: ``admission webhook "vpod.kb.io" denied the request: expected 1 leader
@@ -30,6 +31,9 @@ from pwdeploy.cluster.diagnose.findings import Observation, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
 CONTROLLER_GRACE_S = 60  # a JobSet this old with no status and no Jobs has no controller
+# spec.managedBy's value for JobSet's own controller; any other leaves the JobSet to an external one (kubernetes-sigs/
+# jobset api/jobset/v1alpha2 JobSetControllerName, pkg/controllers/jobset_controller.go managedByExternalController)
+JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 REFUSED = "pod-create-refused"
 _LEADER = re.compile(r"expected 1 leader pod \((?P<pod>[^)]*)\), but got (?P<count>\d+)")
 _QUOTA = re.compile(r"exceeded quota: (?P<quota>[^,\s]+)")
@@ -50,10 +54,17 @@ def _no_controller(snap: Snapshot) -> list[Observation]:
     age = _age_s(created, snap.now)
     if age is None or age < CONTROLLER_GRACE_S:
         return []
-    evidence = (
-        f"the JobSet was created {age // 60} min {age % 60} s ago and has no status and no Jobs: no JobSet "
-        "controller has reconciled it"
-    )
+    waited = f"the JobSet was created {age // 60} min {age % 60} s ago and has no status and no Jobs"
+    manager = (snap.jobset.get("spec") or {}).get("managedBy")
+    if isinstance(manager, str) and manager != JOBSET_CONTROLLER:
+        evidence = f"{waited}: its spec.managedBy is {manager!r}, so the JobSet controller leaves it to that controller"
+        fix = (
+            f"{manager} must act on it (for MultiKueue, kueue.x-k8s.io/multikueue: the Workload's admission in the "
+            "manager cluster and the copy on a worker cluster); a JobSet meant for this cluster's own JobSet "
+            "controller has no spec.managedBy (pwdeploy render sets none)"
+        )
+        return [Observation("no-jobset-controller", "error", "jobset", snap.name, "managed-by", evidence, fix)]
+    evidence = f"{waited}: no JobSet controller has reconciled it"
     fix = (
         "install or repair the JobSet controller: kubectl get deployments,pods -n jobset-system (its pods must run; "
         "their logs say why they do not reconcile); check: pwdeploy preflight -f job.yaml --cluster"
