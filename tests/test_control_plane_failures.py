@@ -32,6 +32,7 @@ pytestmark = [
 NS = "default"
 HEAD, WORKER = ids.HEAD_JOB, ids.WORKER_JOB
 DISRUPTED = ("DisruptionTarget",)
+LOST_TAINT = "pwdeploy.test/lost=true"
 CPU = NodePool("fail-cpu", nodes=2, cpu="64", memory="256Gi", labels={"cloud.google.com/gke-nodepool": "cpu-np"})
 TPU = NodePool("fail-tpu", nodes=2, tpu=TpuPool("tpu-v5p-slice", "2x2x1", 4))
 
@@ -40,6 +41,7 @@ class Step(NamedTuple):
     replicated_job: str
     exit_code: int | None  # None: evicted
     restarts: int = 0  # > 0: the container exits with exit_code and is restarted this many times (OnFailure)
+    node_lost: bool = False  # the pod's node lost: a NoExecute taint, so the taint manager deletes its pods
 
 
 class Staged(NamedTuple):
@@ -54,6 +56,16 @@ def main_exits(code: int) -> tuple[Step, PodFailure]:
 
 def evicted(replicated_job: str) -> tuple[Step, PodFailure]:
     return Step(replicated_job, None), PodFailure(replicated_job, signal=signal.SIGTERM, conditions=DISRUPTED)
+
+
+def node_lost(replicated_job: str) -> tuple[Step, PodFailure]:
+    """The pod's node goes away as the node lifecycle controller sees it: a NoExecute taint the pod does not
+    tolerate (a lost node gets node.kubernetes.io/unreachable, which pods tolerate for 300 s by default), so the
+    taint manager deletes the pod with DisruptionTarget (reason DeletionByTaintManager), as a drain's eviction
+    does, and the kubelet (KWOK) stops it."""
+    return Step(replicated_job, None, node_lost=True), PodFailure(
+        replicated_job, signal=signal.SIGTERM, conditions=DISRUPTED
+    )
 
 
 def worker_restarts(times: int, code: int = 1) -> tuple[Step, PodFailure]:
@@ -75,6 +87,8 @@ STAGED = [
     staged("the head pod evicted (DisruptionTarget)", evicted(HEAD)),
     staged("one worker pod evicted, retries left", evicted(WORKER)),
     staged("slice lost, then main exits 75", evicted(WORKER), main_exits(ids.RETRY_EXIT_CODE)),
+    staged("a TPU node lost (its pods deleted by the taint manager)", node_lost(WORKER)),
+    staged("a TPU node lost, then main exits 75", node_lost(WORKER), main_exits(ids.RETRY_EXIT_CODE)),
     staged("slice lost, then main exits 1", evicted(WORKER), main_exits(1)),
     staged("a worker Job exhausts its retries (backoffLimit)", worker_restarts(5)),
     staged("a worker Job exhausts its retries and main exits 1 at the same time", worker_restarts(5), main_exits(1)),
@@ -138,26 +152,32 @@ def test_the_real_controllers_decide_as_the_evaluator_predicts(
         check=False,
     )
     assert submitted.returncode == 0, submitted.stderr
+    lost: list[str] = []
     try:
         jobset = plane.api.get(jobset_path(name))
         predicted = decide(jobset, list(scenario.failures))
         until("every pod running", lambda: live_pods(plane, name, HEAD) and live_pods(plane, name, WORKER))
         first_head = live_pods(plane, name, HEAD)[0]["metadata"]["name"]
         for step in scenario.steps:
-            pod = live_pods(plane, name, step.replicated_job)[0]["metadata"]["name"]
-            if step.exit_code is None:
-                plane.evict(NS, pod)
+            pod = live_pods(plane, name, step.replicated_job)[0]
+            if step.node_lost:
+                lost.append(pod["spec"]["nodeName"])
+                plane.kubectl("taint", "nodes", lost[-1], f"{LOST_TAINT}:NoExecute")
+            elif step.exit_code is None:
+                plane.evict(NS, pod["metadata"]["name"])
             elif step.restarts:
                 container = ids.WORKER_CONTAINER
                 for _ in range(step.restarts):
-                    plane.restart_container(NS, pod, container, step.exit_code)
+                    plane.restart_container(NS, pod["metadata"]["name"], container, step.exit_code)
             else:
-                plane.exit_pod(NS, pod, step.exit_code, container=ids.MAIN_CONTAINER)
+                plane.exit_pod(NS, pod["metadata"]["name"], step.exit_code, container=ids.MAIN_CONTAINER)
         observed = observe(plane, name, predicted.action, first_head)
         assert observed == expected(predicted, name), (predicted.why, json.dumps(child_jobs_summary(plane, name)))
     finally:
         # gone before the next scenario: its pods hold the nodes' TPUs and host ports until then
         plane.kubectl("delete", "jobset", name, "-n", NS, "--wait=true", "--timeout=60s", check=False)
+        for node in lost:  # the node comes back for the next scenario
+            plane.kubectl("taint", "nodes", node, f"{LOST_TAINT}:NoExecute-", check=False)
 
 
 def expected(predicted: Decision, name: str) -> dict[str, Any]:
