@@ -211,8 +211,25 @@ def test_after_a_restart_status_shows_the_new_attempts_pods(control_plane: Contr
         assert after["state"]["phase"] in ("Starting", "Running"), after["state"]  # not the failed attempt's
         assert old_head not in {p["pod"] for p in after["pods"]}, after["pods"]
         assert {p["state"] for p in after["pods"]} == {"Running"}, after["pods"]
+        # issue 38 item 13: diagnose says why the job restarted (the JobSet controller's restart event)
+        found = json.loads(pwdeploy(plane, "diagnose", name, "-n", ns, "-o", "json").stdout)["findings"]
+        restarted = [f for f in found if f["cause"] == "restarted"]
+        assert restarted and f"{name}-{ids.HEAD_JOB}-0" in restarted[0]["evidence"], found
     finally:
         pwdeploy(plane, "delete", name, "-n", ns, "--yes")
+
+
+def test_a_render_applied_with_kubectl_is_recognised_by_submit(control_plane: ControlPlane, pools: None) -> None:
+    """Issue 38 item 12: `pwdeploy render | kubectl apply -f -` then `pwdeploy submit` of the same config is
+    unchanged (kubectl's last-applied record carries the config hash), not refused as another tool's JobSet."""
+    plane, ns = control_plane, control_plane.user_namespace
+    name = f"ka-{secrets.token_hex(3)}"
+    rendered = pwdeploy(plane, "render", *job_flags(name, ns))
+    assert rendered.returncode == 0, rendered.stderr
+    plane.kubectl("apply", "-f", "-", user=True, input_text=rendered.stdout)
+    again = pwdeploy(plane, "submit", *job_flags(name, ns), "--skip-preflight")
+    assert again.returncode == 0, again.stderr
+    assert "unchanged" in again.stdout + again.stderr, again.stdout + again.stderr
 
 
 def test_submit_wait_done_follows_the_job_to_its_end(control_plane: ControlPlane, pools: None) -> None:
