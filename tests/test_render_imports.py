@@ -44,13 +44,12 @@ PIN_MODULES = frozenset(
     f"pwdeploy.images{suffix}"
     for suffix in ("", ".digests", ".ignore", ".inputs", ".job", ".lock", ".pin", ".sidecar", ".template", ".wheel")
 )
-# The standard library beyond `import click, yaml`: quantities are exact decimals, a command string is split as a
-# shell splits it, the schema cache is JSON; locale is click's (gettext's language lookup for its help strings).
-# Not difflib: click imports it for a "did you mean" list, which render's parser no longer has it build for `-f`.
+# The standard library beyond `import click, yaml`: a command string is split as a shell splits it, the schema
+# cache is JSON, the schema checker's number type is numbers'; locale is click's (gettext's language lookup for its
+# help strings). Not difflib: click imports it for a "did you mean" list, which render's parser no longer has it
+# build for `-f`. Not decimal: the example's quantities (8, 32Gi) are whole, which pwdeploy.quantity parses as ints.
 STDLIB_EXTRA = frozenset(
     {
-        "decimal",
-        "_decimal",
         "numbers",
         "shlex",
         "json",
