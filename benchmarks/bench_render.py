@@ -34,11 +34,11 @@ def _time_process(argv: list[str]) -> float:
     return _wall_and_cpu(argv)[0]
 
 
-def _wall_and_cpu(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+def _wall_and_cpu(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the child: user + system)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -57,6 +57,7 @@ def compile_package(folder: Path | None = None) -> None:
 class Variant(NamedTuple):
     argv: list[str]
     env: dict[str, str] | None = None
+    cwd: Path | None = None
 
 
 def process_times(runs: int, baseline: Path | None) -> dict[str, tuple[float, float, float, float]]:
@@ -68,13 +69,16 @@ def process_times(runs: int, baseline: Path | None) -> dict[str, tuple[float, fl
         "pwdeploy render --no-validate": Variant([*render, "--no-validate"]),
     }
     if baseline is not None:
-        variants["baseline render"] = Variant(render, {**os.environ, "PYTHONPATH": str(baseline)})
+        # Run from DIR: `python -m` puts the working directory first on sys.path, before PYTHONPATH, so from this
+        # checkout's root the "baseline" would import this checkout's pwdeploy.
+        env = {**os.environ, "PYTHONPATH": str(baseline)}
+        variants["baseline render"] = Variant(render, env, baseline.resolve())
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for variant in variants.values():  # warm the file cache once
-        _wall_and_cpu(variant.argv, variant.env)
+        _wall_and_cpu(*variant)
     for _ in range(runs):
         for name, variant in variants.items():
-            samples[name].append(_wall_and_cpu(variant.argv, variant.env))
+            samples[name].append(_wall_and_cpu(*variant))
     floor = samples["import click, yaml"]
     found = {}
     for name, pairs in samples.items():

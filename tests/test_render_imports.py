@@ -44,13 +44,14 @@ PIN_MODULES = frozenset(
     f"pwdeploy.images{suffix}"
     for suffix in ("", ".digests", ".ignore", ".inputs", ".job", ".lock", ".pin", ".sidecar", ".template", ".wheel")
 )
-# The standard library beyond `import click, yaml`: quantities are exact decimals, a command string is split as a
-# shell splits it, the schema cache is JSON; locale is click's (gettext's language lookup for its help strings).
-# Not difflib: click imports it for a "did you mean" list, which render's parser no longer has it build for `-f`.
+# The standard library beyond `import click, yaml`: a command string is split as a shell splits it, the schema
+# cache is JSON, the schema checker's number type is numbers'; locale is click's (gettext's language lookup for its
+# help strings). Not difflib: click imports it for a "did you mean" list, which render's parser no longer has it
+# build for `-f`. Not decimal: the example's quantities (8, 32Gi) are whole, which pwdeploy.quantity parses as ints.
+# gc is built into the interpreter (no file to load): the CLI holds the cycle collector during start-up.
 STDLIB_EXTRA = frozenset(
     {
-        "decimal",
-        "_decimal",
+        "gc",
         "numbers",
         "shlex",
         "json",
@@ -138,3 +139,36 @@ def test_the_test_sees_a_module_render_does_not_need(floor: set[str]) -> None:
     """The check itself: a room render does not need, and a library, are reported."""
     loaded = {*floor, "pwdeploy.check.rules", "pwdeploy.images.engine", "tarfile", "kubernetes"}
     assert not_needed(loaded, floor) == ["kubernetes", "pwdeploy.check.rules", "pwdeploy.images.engine", "tarfile"]
+
+
+COLLECTOR = """
+import contextlib, gc, io, sys
+from pwdeploy import manifests
+from pwdeploy.cli import main
+build, seen = manifests.build, []
+def watched(job):
+    seen.append(gc.isenabled())
+    return build(job)
+manifests.build = watched
+for args in (sys.argv[1:], ["no-such-command"]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.suppress(SystemExit):
+            main(args)
+    print(gc.isenabled(), gc.get_freeze_count() > 0)
+print(seen)
+"""
+
+
+def test_the_collector_is_held_for_start_up_only() -> None:
+    """main() turns the cycle collector off while the command's modules load and back on (start-up's objects
+    frozen) before the command runs, and after a command that does not exist."""
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTOR, "render", "-f", str(EXAMPLE)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["True True", "True True", "[True]"]

@@ -48,7 +48,8 @@ HEADINGS_OF_COMMAND: dict[str, tuple[str, ...]] = {
     "image dockerfile": _IMAGE,
 }
 CLUSTER_HEADINGS = tuple(h for h in dict.fromkeys(HEADINGS.values()) if h != "Local runs")
-_NOTE = re.compile(r"\[(?:default|env)\b[^\]]*\]")  # click's [default: ...] and our [env NAME] notes
+# Pattern text, compiled (and cached by `re`) at its first use: a render whose config does not reach it pays nothing.
+_NOTE = r"\[(?:default|env)\b[^\]]*\]"  # click's [default: ...] and our [env NAME] notes
 
 
 def heading(field: Field) -> str:
@@ -59,7 +60,7 @@ def heading(field: Field) -> str:
 def wrap_keeping_values(text: str, width: int) -> list[str]:
     """``text`` in lines of at most ``width`` (a longer word stands alone), broken at spaces only, and never inside
     a ``[default: ...]`` note."""
-    glued = _NOTE.sub(lambda m: m.group(0).replace(" ", "\0"), text)
+    glued = re.sub(_NOTE, lambda m: m.group(0).replace(" ", "\0"), text)
     import textwrap  # only when help is shown: every command loads this module
 
     lines = textwrap.wrap(glued, width, break_on_hyphens=False, break_long_words=False)

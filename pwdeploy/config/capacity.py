@@ -26,18 +26,19 @@ MIN_RUN_SECONDS = 600
 BARE_SECONDS_AT_LEAST = 3600  # a number without a unit below an hour reads like minutes or hours meant
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-_DURATION = re.compile(r"([0-9]{1,12})\s*([smhd]?)")  # 12 digits is far past 7 days
+# Pattern text, compiled (and cached by `re`) at its first use: a render whose config does not reach it pays nothing.
+_DURATION = r"([0-9]{1,12})\s*([smhd]?)"  # 12 digits is far past 7 days
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # A reservation as GKE's --reservation takes it: NAME, or projects/PROJECT/reservations/NAME for a shared one.
 _PROJECT = r"[a-z][-a-z0-9]{4,28}[a-z0-9]"
-_RESERVATION = re.compile(rf"(?:projects/({_PROJECT})/reservations/)?([a-z]([-a-z0-9]{{0,61}}[a-z0-9])?)")
-_TOLERATION = re.compile(r"([^=:]+)(?:=([^:]*))?:([A-Za-z]+)")
+_RESERVATION = rf"(?:projects/({_PROJECT})/reservations/)?([a-z]([-a-z0-9]{{0,61}}[a-z0-9])?)"
+_TOLERATION = r"([^=:]+)(?:=([^:]*))?:([A-Za-z]+)"
 
 
 def parse_duration(value: Any, path: str) -> int:
     """Seconds from ``90m``, ``24h``, ``7d``, ``3600s`` or a number of seconds; at most 7 days."""
     text = str(value).strip().lower() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
-    found = _DURATION.fullmatch(text) if text is not None else None
+    found = re.fullmatch(_DURATION, text) if text is not None else None
     if found is None:
         raise ConfigError(path, f"{value!r} is not a duration; e.g. 90m, 24h, 7d, or a number of seconds")
     seconds = int(found[1]) * _UNIT_SECONDS[found[2]]
@@ -59,7 +60,7 @@ def parse_duration(value: Any, path: str) -> int:
 
 def parse_reservation(value: str, path: str) -> tuple[str | None, str]:
     """(project or None, reservation name) of ``NAME`` or ``projects/PROJECT/reservations/NAME``."""
-    found = _RESERVATION.fullmatch(value)
+    found = re.fullmatch(_RESERVATION, value)
     if found is None:
         raise ConfigError(
             path,
@@ -105,7 +106,7 @@ def parse_tolerations(value: Any, path: str) -> tuple[Toleration, ...]:
 
 
 def _toleration(item: Any, path: str) -> Toleration:
-    found = _TOLERATION.fullmatch(item.strip()) if isinstance(item, str) else None
+    found = re.fullmatch(_TOLERATION, item.strip()) if isinstance(item, str) else None
     if found is None:
         raise ConfigError(path, f"{item!r} is not KEY[=VALUE]:EFFECT; e.g. dedicated=ml:NoSchedule")
     key, value, effect = found[1].strip(), found[2], found[3]

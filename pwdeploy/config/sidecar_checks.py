@@ -12,14 +12,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from pwdeploy.errors import ConfigError
-from pwdeploy.quantity import parse_quantity
+from pwdeploy.quantity import parse_amount
 
 SHM_FIELDS = ("sidecar.image", "sidecar.repository", "sidecar.shm_size", "tpu.shm_size", "tpu.worker_memory")
 # The fields that can name a Python, in the order the message compares them to the first one found.
 NAMING_PYTHON = ("sidecar.base_image", "sidecar.python_version", "image.base", "sidecar.image")
 PYTHON_FIELDS = ("sidecar.repository", *NAMING_PYTHON)
-_SIDECAR_TAG = re.compile(r":(?:.*[-_])?python_([0-9]+\.[0-9]+)-jax_[0-9.]+(?:[-_][^@]*)?(?:@.*)?$")
-_OFFICIAL_PYTHON = re.compile(r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*")
+# Pattern text, compiled (and cached by `re`) at its first use: a render whose config does not reach it pays nothing.
+_SIDECAR_TAG = r":(?:.*[-_])?python_([0-9]+\.[0-9]+)-jax_[0-9.]+(?:[-_][^@]*)?(?:@.*)?$"
+_OFFICIAL_PYTHON = r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*"
 
 
 def enabled(parsed: Mapping[str, Any]) -> bool:
@@ -31,11 +32,11 @@ def sidecar_shm(parsed: Mapping[str, Any]) -> None:
     limit_text, shm_text, sidecar_text = parsed["tpu.worker_memory"], parsed["tpu.shm_size"], parsed["sidecar.shm_size"]
     if not enabled(parsed) or limit_text is None:
         return
-    limit = parse_quantity(limit_text, "tpu.worker_memory")
-    shm = parse_quantity(shm_text, "tpu.shm_size")
+    limit = parse_amount(limit_text, "tpu.worker_memory")
+    shm = parse_amount(shm_text, "tpu.shm_size")
     if shm >= limit:
         return  # /dev/shm alone does not fit: that check says so
-    if shm + parse_quantity(sidecar_text, "sidecar.shm_size") >= limit:
+    if shm + parse_amount(sidecar_text, "sidecar.shm_size") >= limit:
         raise ConfigError(
             "sidecar.shm_size",
             f"{sidecar_text} together with tpu.shm_size ({shm_text}) does not fit inside tpu.worker_memory "
@@ -67,5 +68,5 @@ def _python(parsed: Mapping[str, Any], field: str) -> str | None:
         return None
     if field == "sidecar.python_version":
         return str(value)
-    found = _OFFICIAL_PYTHON.fullmatch(value) if field == "image.base" else _SIDECAR_TAG.search(value)
+    found = re.fullmatch(_OFFICIAL_PYTHON, value) if field == "image.base" else re.search(_SIDECAR_TAG, value)
     return found.group(1) if found else None

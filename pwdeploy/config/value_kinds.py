@@ -66,8 +66,9 @@ RESERVED_ENV = frozenset(
     }
 )
 
+# Pattern text, compiled (and cached by `re`) at its first use: a render whose config does not reach it pays nothing.
 # A Secret's data keys, as Kubernetes validates them (IsConfigMapKey): [-._a-zA-Z0-9]+, at most 253 characters.
-SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+SECRET_KEY = r"[-._a-zA-Z0-9]+"
 SECRET_KEY_MAX = 253
 
 _QUANTITY = f"^{quantity.PATTERN}$"
@@ -119,7 +120,7 @@ def _secret_env(field: Field, value: Any, base_dir: Path) -> tuple[SecretRef, ..
         if not secret or not key:
             raise ConfigError(where, f"{ref!r} is not SECRET/KEY; e.g. --secret-env {name}=my-secret/token")
         check_name(secret, where, names.dns1123_subdomain)
-        if len(key) > SECRET_KEY_MAX or not SECRET_KEY.fullmatch(key):
+        if len(key) > SECRET_KEY_MAX or not re.fullmatch(SECRET_KEY, key):
             raise ConfigError(
                 where,
                 f"{key!r} is not a Secret key (letters, digits, '-', '_', '.'; at most {SECRET_KEY_MAX} characters), "
@@ -156,14 +157,17 @@ def _quantity(field: Field, value: Any, base_dir: Path) -> str:
     if (
         field.path in MEMORY_QUANTITIES
         and quantity.is_bare_number(text)
-        and quantity.parse_quantity(text, field.path, allow_zero=True)
+        and quantity.parse_amount(text, field.path, allow_zero=True)
     ):
         raise ConfigError(
             field.path,
             f"{text} has no unit, so Kubernetes reads it as {text} bytes; memory needs a unit",
             hint=f"write {text}Gi (GiB), {text}Mi (MiB) or {text}G (GB)",
         )
-    if field.path in CPU_QUANTITIES and (cpus := quantity.parse_quantity(text, field.path)) > MAX_CPUS:
+    if field.path in CPU_QUANTITIES and (parsed := quantity.parse_amount(text, field.path)) > MAX_CPUS:
+        from decimal import Decimal  # only for the message: a whole number of CPUs is parsed without it
+
+        cpus = Decimal(parsed)
         meant = f"; {text}m is {(cpus / 1000).normalize():f} CPU" if quantity.is_bare_number(text) else ""
         raise ConfigError(
             field.path,

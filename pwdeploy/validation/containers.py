@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pwdeploy.errors import ConfigError
 from pwdeploy.names import env_var_name, label_key, short
-from pwdeploy.quantity import parse_quantity
+from pwdeploy.quantity import parse_amount
 from pwdeploy.validation.problems import Problem, child, duplicates, items, mapping
+
+if TYPE_CHECKING:
+    from decimal import Decimal
 
 _VALUE_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
 _FIELD_PATHS = (
@@ -29,10 +31,10 @@ _LABEL_FIELD = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
 _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
 
-def quantity(value: object) -> Decimal | None:
+def quantity(value: object) -> int | Decimal | None:
     """The value of a resource quantity (zero allowed); None when ``value`` is not a quantity."""
     try:
-        return parse_quantity(value, "quantity", allow_zero=True)
+        return parse_amount(value, "quantity", allow_zero=True)
     except ConfigError:
         return None
 
@@ -79,7 +81,7 @@ def _env_source_problems(var: Mapping[str, Any], path: str) -> list[Problem]:
 
 def resource_problems(container: Mapping[str, Any], path: str) -> list[Problem]:
     resources = mapping(container.get("resources"))
-    parsed: dict[str, dict[str, Decimal]] = {"limits": {}, "requests": {}}
+    parsed: dict[str, dict[str, int | Decimal]] = {"limits": {}, "requests": {}}
     problems: list[Problem] = []
     for section in ("limits", "requests"):
         for resource, value in mapping(resources.get(section)).items():
@@ -90,7 +92,7 @@ def resource_problems(container: Mapping[str, Any], path: str) -> list[Problem]:
             if amount is None:
                 problems.append(Problem(at, f"{short(value)} is not a quantity; use e.g. 8, 500m, 16Gi"))
                 continue
-            if _extended(str(resource)) and amount != amount.to_integral_value():
+            if _extended(str(resource)) and amount % 1 != 0:
                 problems.append(Problem(at, f"{value!r} must be a whole number for {resource}"))
             parsed[section][str(resource)] = amount
     for resource, request in parsed["requests"].items():
@@ -109,7 +111,7 @@ def resource_problems(container: Mapping[str, Any], path: str) -> list[Problem]:
     return problems
 
 
-def memory_limit(container: Mapping[str, Any]) -> Decimal | None:
+def memory_limit(container: Mapping[str, Any]) -> int | Decimal | None:
     return quantity(mapping(mapping(container.get("resources")).get("limits")).get("memory"))
 
 

@@ -95,9 +95,14 @@ def _definition_ref(target: str) -> str:
     return match[1]
 
 
+def version_folder(version: tuple[int, int], root: Path | None = None) -> Path:
+    """The folder of Kubernetes ``version``'s schemas (in ``root``, default kubernetes-validate's)."""
+    return (root or schema_root()) / f"v{version[0]}.{version[1]}.0-local-strict"
+
+
 @functools.cache
 def _store(version: tuple[int, int], root: Path) -> _Store:
-    folder = root / f"v{version[0]}.{version[1]}.0-local-strict"
+    folder = version_folder(version, root)
     directory = cache_dir()
     store = _Store(folder, _source_stamp(folder))
     if directory is not None:

@@ -18,7 +18,7 @@ from typing import Any
 from pwdeploy.errors import ConfigError
 from pwdeploy.names import short
 from pwdeploy.validation.checker import Checker, SchemaError, strip
-from pwdeploy.validation.kubernetes_schemas import kind_schema, kubernetes_versions
+from pwdeploy.validation.kubernetes_schemas import kind_schema, kubernetes_versions, version_folder
 from pwdeploy.validation.problems import Problem, join
 
 JOBSET_SCHEMA = "jobset-v1alpha2.schema.json"
@@ -27,12 +27,14 @@ _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?")
 
 def resolve_version(requested: str) -> tuple[int, int]:
     """The schema version to check ``requested`` (``1.31``, ``v1.31.2``) against; ConfigError when unsupported."""
+    match = _VERSION.fullmatch(requested.strip())
+    wanted = (int(match[1]), int(match[2])) if match else None
+    if wanted is not None and version_folder(wanted).is_dir():
+        return wanted  # one stat: listing every version (the message's range) costs every render 0.5 ms
     versions = kubernetes_versions()
     valid = f"{versions[0][0]}.{versions[0][1]} to {versions[-1][0]}.{versions[-1][1]}"
-    match = _VERSION.fullmatch(requested.strip())
-    if not match:
+    if wanted is None:
         raise ConfigError("--kubernetes-version", f"{requested!r} is not a version; valid: {valid}, e.g. 1.31")
-    wanted = (int(match[1]), int(match[2]))
     if wanted not in versions:
         raise ConfigError(
             "--kubernetes-version",

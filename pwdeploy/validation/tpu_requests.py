@@ -35,7 +35,7 @@ def tpu_request_problems(pod: Mapping[str, Any], path: str) -> list[Problem]:
     for index, container in items(pod.get("containers")):
         limits = mapping(mapping(container.get("resources")).get("limits"))
         chips = quantity(limits.get(TPU_RESOURCE)) if TPU_RESOURCE in limits else None
-        whole = chips is not None and chips == chips.to_integral_value()  # a fraction is the resource rules' problem
+        whole = chips is not None and chips % 1 == 0  # a fraction is the resource rules' problem
         if whole and chips != tpu_slice.chips_per_vm:
             problems.append(
                 Problem(

@@ -1,0 +1,79 @@
+"""Kubernetes quantities: whole ones as ints (no decimal import on render's path), the rest as exact Decimals,
+with the same values, errors and bounds either way."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from pwdeploy.errors import ConfigError
+from pwdeploy.quantity import parse_amount, parse_quantity
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("8", 8),
+        (8, 8),
+        ("+3", 3),
+        ("007", 7),
+        ("32Gi", 32 * 2**30),
+        ("100G", 100 * 10**9),
+        ("1k", 1000),
+        ("7Ei", 7 * 2**60),
+        ("0", 0),
+    ],
+)
+def test_whole_quantities_are_ints(text: object, value: int) -> None:
+    amount = parse_amount(text, "f", allow_zero=True)
+    assert type(amount) is int and amount == value
+    assert parse_quantity(text, "f", allow_zero=True) == Decimal(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("500m", Decimal("0.5")),
+        ("1000m", Decimal(1)),
+        ("0.5", Decimal("0.5")),
+        ("1.5Gi", Decimal("1.5") * 2**30),
+        ("1e3", Decimal(1000)),
+        ("1E-3", Decimal("0.001")),
+        (".5", Decimal("0.5")),
+        ("2.", Decimal(2)),
+        (1.5, Decimal("1.5")),
+    ],
+)
+def test_other_quantities_are_exact_decimals(text: object, value: Decimal) -> None:
+    amount = parse_amount(text, "f")
+    assert isinstance(amount, Decimal) and amount == value
+    assert parse_quantity(text, "f") == value
+
+
+def test_ints_and_decimals_compare_and_add_exactly() -> None:
+    assert parse_amount("1Gi", "f") + parse_amount("512Mi", "f") == parse_amount("1.5Gi", "f")
+    assert parse_amount("1", "f") > parse_amount("999m", "f")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("0", "must be greater than zero"),
+        ("0.0", "must be greater than zero"),
+        ("8Ei", "larger than any Kubernetes quantity"),
+        ("9223372036854775808", "larger than any Kubernetes quantity"),
+        ("1e19", "larger than any Kubernetes quantity"),
+        ("8 Gi", "is not a Kubernetes quantity"),
+        ("-1", "is not a Kubernetes quantity"),
+        (True, "is not a Kubernetes quantity"),
+    ],
+)
+def test_refusals_are_the_same_for_both(text: object, message: str) -> None:
+    for parse in (parse_amount, parse_quantity):
+        with pytest.raises(ConfigError, match=message):
+            parse(text, "main.memory")
+
+
+def test_the_largest_quantity_is_accepted() -> None:
+    assert parse_amount("9223372036854775807", "f") == 2**63 - 1
