@@ -172,6 +172,7 @@ class Timeline:
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
         self.pod_phases: dict[str, str] = {}  # pod uid -> phase, at the last look
+        self.end_line = ""  # how the job ended, said after the last lines
 
     # -------------------------------------------------------------------------------------- the loop
 
@@ -183,6 +184,9 @@ class Timeline:
                 self._drain()
                 if end is not None or not self.following:
                     self._finish()
+                    if self.end_line:  # last: after the lines the streams gave before the end
+                        self._job_line("", self.end_line)
+                        self._drain()
                     return end or "now"
                 self.kube.clock.sleep(self.poll)
                 self._drain()
@@ -194,7 +198,7 @@ class Timeline:
     def _look(self) -> str | None:
         jobset = js.get_jobset(self.kube, self.namespace, self.name)
         if jobset is None:
-            self._job_line("", "the JobSet is gone")
+            self.end_line = "the JobSet is gone"
             return "deleted"
         self._jobset_milestones(jobset)
         pods = js.list_pods(self.kube, self.namespace, self.name)
@@ -215,7 +219,7 @@ class Timeline:
                 self._start_or_poll(source)
         state = job_state(jobset)
         if state.phase in TERMINAL:
-            self._job_line("", f"the job is {state.phase}" + (f" ({state.reason})" if state.reason else ""))
+            self.end_line = f"the job is {state.phase}" + (f" ({state.reason})" if state.reason else "")
             return state.phase
         return None
 
