@@ -102,6 +102,10 @@ FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.
 # EX_TEMPFAIL, "temporary failure; the user is invited to retry". The head's podFailurePolicy lets it, and
 # scheduling.retry_exit_codes, restart the JobSet where any other non-zero exit fails it.
 RETRY_EXIT_CODE = 75
+# What main exits with when its pod is stopped from outside (128 + SIGTERM): Kueue suspending the JobSet (an
+# eviction, a preemption), a deleted pod. Kubernetes marks neither with DisruptionTarget, so the head's
+# podFailurePolicy leaves this code out of its FailJob rule: stopping a job is not the program failing.
+STOPPED_EXIT_CODE = 143
 ELASTIC_SLICES_ENV = "PWDEPLOY_ELASTIC_SLICES"  # tpu.elastic_slices, where > 0: slices the job may lose
 # Local runs of elastic jobs: which emulated devices make each slice (emulated CPU devices have no slice_index),
 # and the slice losses and returns runtime.step_done emulates (local run --lose-slice / --restore-slice).

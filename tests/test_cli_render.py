@@ -42,10 +42,10 @@ def test_retry_exit_codes_from_the_repeated_flag_join_75_in_the_heads_pod_failur
     assert result.exit_code == 0, result.output
     head = yaml.safe_load(result.stdout)["spec"]["replicatedJobs"][0]["template"]["spec"]
     fail_job = head["podFailurePolicy"]["rules"][1]
-    assert fail_job["action"] == "FailJob" and fail_job["onExitCodes"]["values"] == [0, 3, 75, 76]
+    assert fail_job["action"] == "FailJob" and fail_job["onExitCodes"]["values"] == [0, 3, 75, 76, 143]
     result = runner.invoke(cli, ["render", "-f", EXAMPLE], env={"PWDEPLOY_RETRY_EXIT_CODE": "80,81"})
     head = yaml.safe_load(result.stdout)["spec"]["replicatedJobs"][0]["template"]["spec"]
-    assert head["podFailurePolicy"]["rules"][1]["onExitCodes"]["values"] == [0, 75, 80, 81]
+    assert head["podFailurePolicy"]["rules"][1]["onExitCodes"]["values"] == [0, 75, 80, 81, 143]
 
 
 def test_env_defaults(runner: CliRunner) -> None:

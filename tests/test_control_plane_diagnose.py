@@ -200,7 +200,10 @@ def test_kueue_evicts_a_job_whose_pods_are_never_ready_then_deactivates_it(
 ) -> None:
     """Real Kueue (waitForPodsReady 20 s, backoffLimitCount 1 on this control plane) admits the job by quota, its
     workers fit no node, Kueue evicts it with PodsReadyTimeout, requeues it once, then deactivates it: diagnose says
-    each, the deactivation as an error with how to reactivate."""
+    each, the deactivation as an error with how to reactivate. Each eviction suspends the JobSet and the Job
+    controller deletes the head pod, whose main exits 143 (SIGTERM): the head's podFailurePolicy leaves 143 out of
+    its FailJob rule, else the suspended head Job fails and the JobSet with it (user_program_failed), as it did here
+    before."""
     plane = control_plane
     kueue_queues(plane, NS, tpu_quota=4)
     name = f"pr-{secrets.token_hex(3)}"
@@ -215,6 +218,8 @@ def test_kueue_evicts_a_job_whose_pods_are_never_ready_then_deactivates_it(
     )
     hit = finding(deactivated, "kueue-deactivated", "workload")
     assert hit is not None and hit["severity"] == "error"
+    assert not [f for f in deactivated["findings"] if f["cause"] == "job-failed"], deactivated
+    assert plane.kubectl("get", "jobset", name, "-n", NS, "-o", "jsonpath={.spec.suspend}").stdout == "true"
     assert "RequeuingLimitExceeded" in hit["evidence"], hit
     assert '"active":true' in hit["fix"], hit
 

@@ -109,10 +109,10 @@ SCENARIOS = [
         None,
     ),
     Scenario(
-        "SIGTERM to main without a DisruptionTarget condition (143)",
+        "SIGTERM to main without a DisruptionTarget condition (143: stopped from outside, as Kueue's suspension does)",
         [PodFailure(HEAD, signal=signal.SIGTERM)],
-        Action.FAIL,
-        "user_program_failed",
+        Action.RESTART,
+        "retry_exit_code",
     ),
     Scenario("main exits with the retry code 75", [main_exits(ids.RETRY_EXIT_CODE)], Action.RESTART, "retry_exit_code"),
     Scenario("main exits 76, not in scheduling.retry_exit_codes", [main_exits(76)], Action.FAIL, "user_program_failed"),
@@ -156,7 +156,7 @@ def test_the_why_names_the_rule_the_job_and_the_pod_rule() -> None:
     why = decide(JOBSET, [main_exits(1)]).why
     assert why == (
         "rule user_program_failed (FailJobSet): Job dp-example-pathways-head-0 failed with PodFailurePolicy "
-        "(main exited 1: podFailurePolicy rule 2 (FailJob on exit codes of main NotIn [0, 75]))"
+        "(main exited 1: podFailurePolicy rule 2 (FailJob on exit codes of main NotIn [0, 75, 143]))"
     )
 
 

@@ -104,7 +104,7 @@ RETRIED = (
 )
 PROGRAM_FAILED = (
     "rule user_program_failed (FailJobSet): Job restart-test-pathways-head-0 failed with PodFailurePolicy (main "
-    "{how}: podFailurePolicy rule 2 (FailJob on exit codes of main NotIn [0, 75]))"
+    "{how}: podFailurePolicy rule 2 (FailJob on exit codes of main NotIn [0, 75, 143]))"
 )
 SLICE_LOST = (
     "rule slice_lost (RestartJobSet, restart 1 of 2): Job restart-test-worker-0 failed with BackoffLimitExceeded "

@@ -212,8 +212,9 @@ def head_pod_spec(job: JobConfig) -> Manifest:
 
 
 def retry_exit_codes(job: JobConfig) -> list[int]:
-    """The exit codes of main that restart the JobSet: pwdeploy's own (a lost slice) and the user's, ascending."""
-    return sorted({ids.RETRY_EXIT_CODE, *job.scheduling.retry_exit_codes})
+    """The exit codes of main that restart the JobSet, ascending: pwdeploy's own (a lost slice), a stop from outside
+    (SIGTERM) and the user's."""
+    return sorted({ids.RETRY_EXIT_CODE, ids.STOPPED_EXIT_CODE, *job.scheduling.retry_exit_codes})
 
 
 def head_failure_policy(job: JobConfig) -> Manifest | None:
@@ -221,7 +222,13 @@ def head_failure_policy(job: JobConfig) -> Manifest | None:
     eviction, a drain) is replaced without counting; main's non-zero exit fails the Job with reason
     PodFailurePolicy (the JobSet rule user_program_failed then fails the JobSet: rerunning a bug reruns it),
     except a retry exit code: no rule matches, the failure counts, and the Job fails with BackoffLimitExceeded,
-    which the JobSet rule retry_exit_code restarts (Cluster Toolkit's --restart-on-exit-codes does the same)."""
+    which the JobSet rule retry_exit_code restarts (Cluster Toolkit's --restart-on-exit-codes does the same).
+
+    143 (SIGTERM) is a retry exit code too. When Kueue evicts or preempts the job it suspends the JobSet, and the
+    Job controller deletes the pods with no DisruptionTarget condition; main, stopped by SIGTERM, exits 143, and
+    while that pod is still listed the FailJob rule fails the suspended Job, so the JobSet fails instead of being
+    requeued (the real Job, JobSet and Kueue controllers did so in tests/test_control_plane_diagnose.py). A pod
+    deleted by hand restarts the JobSet the same way."""
     if job.headless:
         return None
     return {
