@@ -81,17 +81,10 @@ def _flex_start_duration(job: JobConfig) -> list[str]:
     ]
 
 
-# What ends a job on these capacity modes through no fault of its own.
-_ENDED_BY = {
-    "spot": "a spot VM can be preempted at any time",
-    "flex-start": "flex-start VMs are reclaimed at the end of their run duration (at most 7 days)",
-}
-
-
 def _capacity_without_recovery(job: JobConfig) -> list[str]:
-    ended_by = _ENDED_BY.get(job.tpu.capacity)
+    ended_by = capacity_mode(job.tpu.capacity).reclaimed
     restarts, checkpoints = job.scheduling.max_restarts, job.storage.checkpoints
-    if ended_by is None or (restarts > 0 and checkpoints is not None):
+    if not ended_by or (restarts > 0 and checkpoints is not None):
         return []
     if restarts == 0:
         lost = "with scheduling.max_restarts 0 that ends the job for good"

@@ -101,6 +101,8 @@ def test_a_duration_with_a_unit_or_of_an_hour_or_more_is_taken(given: Any, secon
          "scheduling.max_restarts restarts starts again from step 0"),
         ({"tpu.capacity": "flex-start", "storage.checkpoints": "gs://bucket/ckpt", "scheduling.max_restarts": 0},
          "tpu.capacity flex-start: flex-start VMs are reclaimed"),
+        ({"tpu.capacity": "queued", "scheduling.queue": "lq", "scheduling.max_restarts": 0},
+         "tpu.capacity queued: queued-provisioning VMs are reclaimed at the end of their run duration"),
     ],
 )  # fmt: skip
 def test_capacity_that_cannot_recover_warns(overrides: dict[str, Any], said: str) -> None:

@@ -1,8 +1,9 @@
-"""The TPU capacity modes (``tpu.capacity``), one row each: how a mode's TPU VMs are bought, and everything that
-follows from it for the manifests (the node labels the workers select, the taints they tolerate, the JobSet's
-annotations), for the config checks (what the mode requires or forbids) and for cluster readiness (what the
-cluster should show). ``pwdeploy.manifests.capacity``, ``pwdeploy.config.capacity`` and the readiness checks
-read these rows and branch on none of the names: adding a mode is one row here plus its golden manifest.
+"""The TPU capacity modes (``tpu.capacity``), one row each: how a mode's TPU VMs are bought, and everything that follows
+from it for the manifests (the node labels the workers select, the taints they tolerate, the JobSet's annotations),
+for the config checks (what the mode requires or forbids), for cluster readiness (what the cluster should show) and
+for the warnings (what reclaims its VMs: ``pwdeploy.advice``). ``pwdeploy.manifests.capacity``,
+``pwdeploy.config.capacity``, the readiness checks and the warnings read these rows and branch on none of the names:
+adding a mode is one row here plus its golden manifest.
 
 A row is a ``NamedTuple``, immutable like a frozen dataclass: ``dataclasses`` would pull ``inspect`` into
 ``pwdeploy render``'s start-up (about 9 ms, against a 60 ms command).
@@ -38,6 +39,8 @@ class CapacityMode(NamedTuple):
     scales_from_zero: bool = False  # readiness: pools cannot be seen until they scale up, so too few is ok
     provisioning_request: bool = False  # readiness: the ClusterQueue must run a ProvisioningRequest check
     pool_flags: str = ""  # what `gcloud container node-pools create` needs for such a pool (docs/capacity.md)
+    # What ends a job on this mode through no fault of its own (render and submit warn when nothing recovers it).
+    reclaimed: str = ""
 
 
 MODES: tuple[CapacityMode, ...] = (
@@ -47,6 +50,7 @@ MODES: tuple[CapacityMode, ...] = (
         labels=((ids.SPOT_LABEL, "true"),),
         taints=((ids.SPOT_LABEL, "true"),),
         pool_flags="--spot --num-nodes 1",
+        reclaimed="a spot VM can be preempted at any time",
     ),
     CapacityMode(
         "reservation",
@@ -61,6 +65,7 @@ MODES: tuple[CapacityMode, ...] = (
         scales_from_zero=True,
         pool_flags="--flex-start --enable-autoscaling --num-nodes 0 --max-nodes 1 --location-policy ANY "
         "--reservation-affinity none --no-enable-autorepair",
+        reclaimed="flex-start VMs are reclaimed at the end of their run duration (at most 7 days)",
     ),
     CapacityMode(
         "queued",
@@ -71,6 +76,7 @@ MODES: tuple[CapacityMode, ...] = (
         scales_from_zero=True,
         provisioning_request=True,
         pool_flags="the flex-start flags plus --enable-queued-provisioning",
+        reclaimed="queued-provisioning VMs are reclaimed at the end of their run duration (at most 7 days)",
     ),
 )
 BY_NAME: dict[str, CapacityMode] = {mode.name: mode for mode in MODES}
