@@ -72,6 +72,14 @@ PODSET_REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-slice-required-topology"
 PODSET_SLICE_SIZE_ANNOTATION = "kueue.x-k8s.io/podset-slice-size"
 TPU_RESOURCE = "google.com/tpu"  # the extended resource, and the taint GKE puts on TPU nodes
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # one node: exclusive placement of the head, one pod per host
+# The label of a tpu7x partition of a topology that a dynamic slice's pods share (Kueue TAS level), per topology.
+TPU_PARTITION_LABEL = "cloud.google.com/gke-tpu-partition-{topology}-id"
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+# The JobSet failurePolicy rules' names (docs/restarts.md; manifests.failure_policy reports them).
+SLICE_LOST_RULE = "slice_lost"
+RETRY_EXIT_CODE_RULE = "retry_exit_code"
+USER_PROGRAM_FAILED_RULE = "user_program_failed"
 SPOT_LABEL = "cloud.google.com/gke-spot"  # label, and the taint GKE suggests for spot node pools
 RESERVATION_NAME_LABEL = "cloud.google.com/reservation-name"
 RESERVATION_PROJECT_LABEL = "cloud.google.com/reservation-project"  # a shared reservation's owner project

@@ -416,3 +416,38 @@ def test_variant_combinations_pass_validation_and_the_crds(config: str, override
     assert validate_objects(objects) == []
     for version in CRD_VERSIONS:
         assert all(validate_against_crd(obj, version) == [] for obj in objects)
+
+
+_DOMAIN_KEY = re.compile(r"^[a-z0-9-]+(\.[a-z0-9-]+)+/")  # kubernetes.io/hostname, jobset.x-k8s.io/v1alpha2
+
+
+def test_every_domain_name_the_builders_write_comes_from_identifiers() -> None:
+    """A label, annotation, resource or API group the manifests carry is named once, in pwdeploy/identifiers.py:
+    no string in pwdeploy/manifests/ (docstrings aside) starts with a domain and a slash."""
+    import ast
+
+    spelled = []
+    for path in sorted((REPO / "pwdeploy" / "manifests").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        spelled += [
+            f"{path.name}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and _DOMAIN_KEY.match(node.value)
+        ]
+    assert spelled == [], "name these in pwdeploy/identifiers.py"
+
+
+def test_the_domain_name_scan_finds_a_planted_label() -> None:
+    assert _DOMAIN_KEY.match("kubernetes.io/hostname") and _DOMAIN_KEY.match("cloud.google.com/gke-spot")
+    assert not _DOMAIN_KEY.match("/bin/sh") and not _DOMAIN_KEY.match("gs://bucket/x")

@@ -55,7 +55,7 @@ def worker_pod_annotations(job: JobConfig) -> dict[str, str]:
     if not job.tpu.dynamic_slicing:
         return {}
     tpu = job.tpu.slice
-    level = f"cloud.google.com/gke-tpu-partition-{tpu.topology}-id"
+    level = ids.TPU_PARTITION_LABEL.format(topology=tpu.topology)
     if job.tpu.slices == 1:
         return {ids.SLICE_TOPOLOGY_ANNOTATION: tpu.topology, ids.PODSET_REQUIRED_TOPOLOGY_ANNOTATION: level}
     return {

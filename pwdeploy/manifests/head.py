@@ -251,7 +251,7 @@ def head_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
         "name": ids.HEAD_JOB,
         "replicas": 1,
         "template": {
-            "metadata": {"annotations": {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: "kubernetes.io/hostname"}},
+            "metadata": {"annotations": {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: ids.HOSTNAME_LABEL}},
             "spec": c.drop_none(
                 backoffLimit=0,
                 completionMode="Indexed",

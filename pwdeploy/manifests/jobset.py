@@ -12,7 +12,7 @@ from pwdeploy.manifests.head import head_pod_spec, head_replicated_job
 from pwdeploy.manifests.variants import Pods, apply_variants
 from pwdeploy.manifests.worker import worker_pod_spec, worker_replicated_job
 
-API_VERSION = "jobset.x-k8s.io/v1alpha2"
+API_VERSION = ids.JOBSET_API_VERSION
 
 
 def metadata(job: JobConfig) -> Manifest:
@@ -53,15 +53,15 @@ def failure_rules() -> list[Manifest]:
     PodFailurePolicy: a bug, which a restart would only repeat (user_program_failed). docs/restarts.md has the
     scenarios; pwdeploy.manifests.failure_policy evaluates these rules."""
     return [
-        {"name": "slice_lost", "action": "RestartJobSet", "targetReplicatedJobs": [ids.WORKER_JOB]},
+        {"name": ids.SLICE_LOST_RULE, "action": "RestartJobSet", "targetReplicatedJobs": [ids.WORKER_JOB]},
         {
-            "name": "retry_exit_code",
+            "name": ids.RETRY_EXIT_CODE_RULE,
             "action": "RestartJobSet",
             "onJobFailureReasons": ["BackoffLimitExceeded"],
             "targetReplicatedJobs": [ids.HEAD_JOB],
         },
         {
-            "name": "user_program_failed",
+            "name": ids.USER_PROGRAM_FAILED_RULE,
             "action": "FailJobSet",
             "onJobFailureReasons": ["PodFailurePolicy"],
             "targetReplicatedJobs": [ids.HEAD_JOB],

@@ -46,7 +46,7 @@ def worker_container(job: JobConfig) -> Manifest:
         "args": worker_args(job),
         "env": worker_env(job),
         "ports": c.ports(ids.WORKER_PORT, ids.WORKER_PORT + 1, 8471, 8080),
-        "resources": c.limits({"google.com/tpu": job.tpu.slice.chips_per_vm, "memory": job.tpu.worker_memory}),
+        "resources": c.limits({ids.TPU_RESOURCE: job.tpu.slice.chips_per_vm, "memory": job.tpu.worker_memory}),
         "volumeMounts": [c.mount(ids.SHM_VOLUME, ids.SHM_DIR)],
     }
 
