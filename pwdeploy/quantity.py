@@ -83,7 +83,29 @@ def is_bare_number(text: str) -> bool:
     return match is not None and match.group(2) is None and match.group(3) is None
 
 
-def canonical(value: object, field: str, *, allow_zero: bool = False) -> str:
-    """The quantity as the user wrote it, once checked (ints become strings)."""
-    parse_amount(value, field, allow_zero=allow_zero)
-    return str(value).strip()
+class Quantity(str):
+    """A quantity the job config accepted: the text as the user wrote it (what the manifests carry, so it stays a
+    ``str``), and its value, parsed once when the config was loaded (``amount``, as ``parse_amount`` gives it)."""
+
+    amount: int | Decimal
+
+    def __new__(cls, text: str, amount: int | Decimal) -> Quantity:
+        made = super().__new__(cls, text)
+        made.amount = amount
+        return made
+
+    def __reduce__(self) -> tuple[type[Quantity], tuple[str, int | Decimal]]:
+        return Quantity, (str(self), self.amount)
+
+
+def canonical(value: object, field: str, *, allow_zero: bool = False) -> Quantity:
+    """The quantity as the user wrote it (ints become strings), with its value."""
+    return Quantity(str(value).strip(), parse_amount(value, field, allow_zero=allow_zero))
+
+
+def amount(value: object, field: str, *, allow_zero: bool = False) -> int | Decimal:
+    """The value of a config quantity: the one parsed at load time (a ``Quantity``), else parsed now (a model
+    built by hand, or a value from outside the config)."""
+    if isinstance(value, Quantity):
+        return value.amount
+    return parse_amount(value, field, allow_zero=allow_zero)

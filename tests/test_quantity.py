@@ -77,3 +77,43 @@ def test_refusals_are_the_same_for_both(text: object, message: str) -> None:
 
 def test_the_largest_quantity_is_accepted() -> None:
     assert parse_amount("9223372036854775807", "f") == 2**63 - 1
+
+
+def test_the_config_keeps_each_quantity_as_written_with_its_value_parsed_once() -> None:
+    """Issue 36 item 4: a quantity field of the loaded model is its text (what the manifests carry) and the amount
+    parsed when the config was loaded; what reads the amount takes that one (``quantity.amount``)."""
+    import copy
+    import pickle
+
+    from pwdeploy import api
+    from pwdeploy.quantity import Quantity, amount
+    from tests.conftest import REPO
+
+    job = api.load(REPO / "examples" / "data_parallel" / "job.yaml", {"main.memory": "48Gi", "main.cpu": "1500m"})
+    assert isinstance(job.main.memory, Quantity) and job.main.memory == "48Gi"
+    assert job.main.memory.amount == 48 * 2**30 and amount(job.main.memory, "main.memory") == 48 * 2**30
+    assert job.main.cpu.amount == parse_amount("1500m", "main.cpu")
+    for copied in (pickle.loads(pickle.dumps(job.main.memory)), copy.deepcopy(job.main.memory)):
+        assert type(copied) is Quantity and copied == "48Gi" and copied.amount == 48 * 2**30
+    assert amount("2Gi", "x") == 2 * 2**30  # a plain str (a model built by hand) is parsed
+    rendered = api.to_yaml(api.render(job))
+    assert "memory: 48Gi" in rendered and "cpu: 1500m" in rendered
+
+
+def test_a_quantity_is_written_as_its_text_in_yaml_and_json() -> None:
+    import json
+
+    import click
+    from click.testing import CliRunner
+
+    from pwdeploy.cli.output import emit
+    from pwdeploy.quantity import Quantity
+
+    document = {"memory": Quantity("16Gi", 16 * 2**30)}
+    assert json.loads(json.dumps(document)) == {"memory": "16Gi"}
+
+    @click.command()
+    def show() -> None:
+        emit(document, "yaml")
+
+    assert CliRunner().invoke(show).output == "memory: 16Gi\n"

@@ -39,7 +39,12 @@ def emit(document: dict[str, Any], output: str) -> None:
         return
     import yaml  # only for -o yaml
 
-    click.echo(yaml.safe_dump(document, sort_keys=False, allow_unicode=False, width=2**16), nl=False)
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    # A kind of str (a config Quantity) as its text.
+    Dumper.add_multi_representer(str, lambda dumper, data: dumper.represent_str(str(data)))
+    click.echo(yaml.dump(document, Dumper=Dumper, sort_keys=False, allow_unicode=False, width=2**16), nl=False)
 
 
 def confirm(question: str, flag: str = "-y") -> bool:

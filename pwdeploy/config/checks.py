@@ -21,7 +21,7 @@ from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
 from pwdeploy.errors import ConfigError, raise_all
 from pwdeploy.identifiers import COORDINATOR_LABEL, HEAD_JOB, RM_PORT, WORKER_JOB
 from pwdeploy.imageref import BadReference, parse_reference, repository_problem
-from pwdeploy.quantity import parse_amount
+from pwdeploy.quantity import amount
 
 VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 _TAG_JAX = re.compile(r":(?:.*[-_])?jax[-_]([0-9]+\.[0-9]+\.[0-9]+)$")  # server:jax-0.10.2, :20260730-jax_0.10.2
@@ -220,7 +220,7 @@ def _pathways_version(parsed: Mapping[str, Any], installed: str | None) -> dict[
 def _data_workers(parsed: Mapping[str, Any]) -> dict[str, Any]:
     """Each data-loader worker is a process that wants a CPU of its own: at most as many as main.cpu gives (none
     by default below one CPU, where the main process alone fills the limit)."""
-    cpus = parse_amount(parsed["main.cpu"], "main.cpu")
+    cpus = amount(parsed["main.cpu"], "main.cpu")
     workers = parsed["main.data_workers"]
     if workers is None:
         workers = max(1, int(cpus) - 1) if cpus >= 1 else 0
@@ -387,7 +387,7 @@ def _elastic(parsed: Mapping[str, Any]) -> None:
 
 
 def _check_fits(size: str, size_path: str, limit: str, limit_path: str) -> None:
-    if parse_amount(size, size_path) >= parse_amount(limit, limit_path):
+    if amount(size, size_path) >= amount(limit, limit_path):
         raise ConfigError(
             size_path,
             f"{size} does not fit inside {limit_path} ({limit}): /dev/shm is memory-backed and counts against "
@@ -413,9 +413,9 @@ def _transfer(parsed: Mapping[str, Any]) -> None:
     size_text = parsed["head.transfer_shm_size"]
     if size_text is None:
         return  # no cap: the pages count against main.memory and head.proxy_memory as they are written
-    size = parse_amount(size_text, "head.transfer_shm_size", allow_zero=True)
-    shm = parse_amount(parsed["main.shm_size"], "main.shm_size")
-    if parsed["headless"] or size == 0 or shm >= parse_amount(parsed["main.memory"], "main.memory"):
+    size = amount(size_text, "head.transfer_shm_size", allow_zero=True)
+    shm = amount(parsed["main.shm_size"], "main.shm_size")
+    if parsed["headless"] or size == 0 or shm >= amount(parsed["main.memory"], "main.memory"):
         return  # nothing to share, or /dev/shm alone is too big (that check says so)
     main_total = size + shm
     limits = (
@@ -427,7 +427,7 @@ def _transfer(parsed: Mapping[str, Any]) -> None:
         (size, parsed["head.proxy_memory"], f"head.proxy_memory ({parsed['head.proxy_memory']})"),
     )
     for needed, limit, what in limits:
-        if needed >= parse_amount(limit, "memory"):
+        if needed >= amount(limit, "memory"):
             raise ConfigError(
                 "head.transfer_shm_size",
                 f"{size_text} does not fit inside {what}: the transfer directory is memory-backed and counts "

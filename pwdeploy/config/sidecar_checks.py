@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pwdeploy.errors import ConfigError
-from pwdeploy.quantity import parse_amount
+from pwdeploy.quantity import amount
 
 SHM_FIELDS = ("sidecar.image", "sidecar.repository", "sidecar.shm_size", "tpu.shm_size", "tpu.worker_memory")
 # The fields that can name a Python, in the order the message compares them to the first one found.
@@ -32,11 +32,11 @@ def sidecar_shm(parsed: Mapping[str, Any]) -> None:
     limit_text, shm_text, sidecar_text = parsed["tpu.worker_memory"], parsed["tpu.shm_size"], parsed["sidecar.shm_size"]
     if not enabled(parsed) or limit_text is None:
         return
-    limit = parse_amount(limit_text, "tpu.worker_memory")
-    shm = parse_amount(shm_text, "tpu.shm_size")
+    limit = amount(limit_text, "tpu.worker_memory")
+    shm = amount(shm_text, "tpu.shm_size")
     if shm >= limit:
         return  # /dev/shm alone does not fit: that check says so
-    if shm + parse_amount(sidecar_text, "sidecar.shm_size") >= limit:
+    if shm + amount(sidecar_text, "sidecar.shm_size") >= limit:
         raise ConfigError(
             "sidecar.shm_size",
             f"{sidecar_text} together with tpu.shm_size ({shm_text}) does not fit inside tpu.worker_memory "

@@ -152,19 +152,15 @@ def _gcs(field: Field, value: Any, base_dir: Path) -> Any:
     return parse_gcs(value, field.path) if str(value).strip() else None
 
 
-def _quantity(field: Field, value: Any, base_dir: Path) -> str:
+def _quantity(field: Field, value: Any, base_dir: Path) -> quantity.Quantity:
     text = quantity.canonical(value, field.path, allow_zero=field.path in ZERO_DISABLES)
-    if (
-        field.path in MEMORY_QUANTITIES
-        and quantity.is_bare_number(text)
-        and quantity.parse_amount(text, field.path, allow_zero=True)
-    ):
+    if field.path in MEMORY_QUANTITIES and quantity.is_bare_number(text) and text.amount:
         raise ConfigError(
             field.path,
             f"{text} has no unit, so Kubernetes reads it as {text} bytes; memory needs a unit",
             hint=f"write {text}Gi (GiB), {text}Mi (MiB) or {text}G (GB)",
         )
-    if field.path in CPU_QUANTITIES and (parsed := quantity.parse_amount(text, field.path)) > MAX_CPUS:
+    if field.path in CPU_QUANTITIES and (parsed := text.amount) > MAX_CPUS:
         from decimal import Decimal  # only for the message: a whole number of CPUs is parsed without it
 
         cpus = Decimal(parsed)

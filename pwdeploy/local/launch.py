@@ -273,9 +273,9 @@ def _private_shm(job: JobConfig, say: Say) -> Private | None:
     """The private /dev/shm of main.shm_size each attempt gets, or None (and one line saying why) where this
     machine cannot give one: the job then uses the machine's, as before."""
     from pwdeploy.local.namespace import Private, available
-    from pwdeploy.quantity import parse_quantity
+    from pwdeploy.quantity import amount
 
-    size = int(parse_quantity(job.main.shm_size, "main.shm_size"))
+    size = int(amount(job.main.shm_size, "main.shm_size"))
     why = available(size)
     if why is None:
         return Private(size)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pwdeploy.config import JobConfig
-from pwdeploy.quantity import parse_quantity
+from pwdeploy.quantity import amount
 
 SHM = Path("/dev/shm")
 INTERVAL_SECONDS = 0.1  # a few hundred psutil reads a second would cost the job a core; 10 do not
@@ -217,13 +217,13 @@ def summary(usage: Usage, job: JobConfig, *, cpus: int) -> str:
 def exceeded(usage: Usage, job: JobConfig) -> list[str]:
     """One line per limit the run went over, naming the field to raise (empty: within the limits)."""
     problems = []
-    shm_limit = int(parse_quantity(job.main.shm_size, "main.shm_size"))
+    shm_limit = int(amount(job.main.shm_size, "main.shm_size"))
     if usage.shm_bytes > shm_limit:
         problems.append(
             f"main.shm_size: the job used {human(usage.shm_bytes)} of /dev/shm, more than {job.main.shm_size}; "
             "on the cluster it would die of SIGBUS: raise main.shm_size (--shm-size) or lower main.data_workers"
         )
-    memory_limit = int(parse_quantity(job.main.memory, "main.memory"))
+    memory_limit = int(amount(job.main.memory, "main.memory"))
     if usage.memory_bytes > memory_limit:
         problems.append(
             f"main.memory: the job held {human(usage.memory_bytes)} (its processes and /dev/shm), more than "

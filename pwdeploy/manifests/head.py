@@ -11,7 +11,7 @@ from pwdeploy.errors import ConfigError, raise_all
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.capacity import head_pod_annotations
 from pwdeploy.manifests.common import Manifest
-from pwdeploy.quantity import parse_amount
+from pwdeploy.quantity import amount
 
 
 def scratch_args(job: JobConfig) -> list[str]:
@@ -123,7 +123,7 @@ def transfer_memory_on(job: JobConfig) -> bool:
     """Whether the JAX client and the proxy share a memory-backed directory (not headless: no client there; off
     when head.transfer_shm_size is 0)."""
     cap = job.head.transfer_shm_size
-    return not job.headless and (cap is None or parse_amount(cap, "head.transfer_shm_size", allow_zero=True) > 0)
+    return not job.headless and (cap is None or amount(cap, "head.transfer_shm_size", allow_zero=True) > 0)
 
 
 def main_env(job: JobConfig) -> list[Manifest]:
