@@ -1,7 +1,7 @@
 """The TPU capacity modes (``tpu.capacity``), one row each: how a mode's TPU VMs are bought, and everything that
 follows from it for the manifests (the node labels the workers select, the taints they tolerate, the JobSet's
 annotations), for the config checks (what the mode requires or forbids) and for cluster readiness (what the
-cluster should show). ``pwdeploy.manifests.capacity``, ``pwdeploy.config.capacity`` and the readiness checks
+cluster should show). ``pwdeploy.manifests.placement``, ``pwdeploy.config.capacity`` and the readiness checks
 read these rows and branch on none of the names: adding a mode is one row here plus its golden manifest.
 
 A row is a ``NamedTuple``, immutable like a frozen dataclass: ``dataclasses`` would pull ``inspect`` into
