@@ -190,6 +190,36 @@ def test_every_room_is_in_the_table() -> None:
     assert rooms <= set(ALLOWED), f"rooms missing from the layering table: {sorted(rooms - set(ALLOWED))}"
 
 
+def shared_names(package: Path = PACKAGE) -> list[str]:
+    """Every file name that two or more modules share, with the modules (``__init__.py`` and ``__main__.py`` aside):
+    a module's name alone says which one it is, in a traceback, an editor's tab or a search."""
+    by_name: dict[str, list[str]] = {}
+    for name, path in modules(package).items():
+        if path.name not in {"__init__.py", "__main__.py"}:
+            by_name.setdefault(path.name, []).append(name)
+    return [f"{file}: {', '.join(names)}" for file, names in sorted(by_name.items()) if len(names) > 1]
+
+
+def test_no_two_modules_share_a_name() -> None:
+    shared = shared_names()
+    assert not shared, "modules that share a name (rename one):\n" + "\n".join(shared)
+
+
+def test_the_name_check_finds_a_planted_pair(tmp_path: Path) -> None:
+    package = tmp_path / "pwdeploy"
+    for relative in (
+        "__init__.py",
+        "__main__.py",
+        "errors.py",
+        "kube/__init__.py",
+        "kube/errors.py",
+        "cli/__main__.py",
+    ):
+        (package / relative).parent.mkdir(parents=True, exist_ok=True)
+        (package / relative).write_text("")
+    assert shared_names(package) == ["errors.py: pwdeploy.errors, pwdeploy.kube.errors"]
+
+
 def room_problems(package: Path = PACKAGE) -> list[str]:
     """Every edge from a room to a room its row does not name."""
     wrong = []
