@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from pwdeploy.preflight.images import check_image
+from pwdeploy.preflight.image_checks import check_image
 from pwdeploy.registry.client import RegistryClient
 from pwdeploy.registry.credentials import Credentials
 from pwdeploy.report import Status

@@ -64,8 +64,8 @@ def timed(read: Callable[[], bytes], expect: bytes, runs: int) -> float:
 
 def measure(mib: int, runs: int) -> None:
     sys.path.insert(0, str(REPO))
-    from pwdeploy.kube.api import POD_LOGS, Action
     from pwdeploy.kube.kubeconfig import load_kube
+    from pwdeploy.kube.seam import POD_LOGS, Action
     from tests.kube_stub import StubKubeApiServer
 
     line = progress_line(mib)

@@ -63,7 +63,7 @@ def make_folder(root: Path, files: int, megabytes: int) -> Path:
 def record_push(config: Path, overrides: dict[str, object]) -> None:
     """Write the lock entry `image build --push` would write (the digest is made up: nothing is pulled)."""
     from pwdeploy.config import load_job
-    from pwdeploy.images import job as spec
+    from pwdeploy.images import job_image as spec
     from pwdeploy.images import lock
 
     job = load_job(config, overrides)

@@ -20,13 +20,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TextIO
 
-    from pwdeploy.check.findings import Report
+    from pwdeploy.check.results import Report
     from pwdeploy.cluster.diagnose.findings import Diagnosis
     from pwdeploy.cluster.progress import JobState
     from pwdeploy.cluster.status import JobStatus
     from pwdeploy.cluster.submit import Outcome
     from pwdeploy.config.model import JobConfig
-    from pwdeploy.kube.api import Kube
+    from pwdeploy.kube.seam import Kube
     from pwdeploy.local.env import LocalPlan
     from pwdeploy.local.outcome import LocalRun
     from pwdeploy.manifests.common import Manifest
@@ -289,7 +289,7 @@ def status(cluster: Cluster, name: str) -> JobStatus:
     """The job's JobSet, pods, recent warning events and diagnose's findings on them, as ``pwdeploy status``
     reads them; a job that is not there is a ``ClusterError``."""
     from pwdeploy.cluster.status import read_status
-    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
     with reading_answers(cluster.kube):
@@ -310,7 +310,7 @@ def wait(
     import io
 
     from pwdeploy.cluster.wait import Display, wait_for
-    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
     if until not in ("running", "done"):
@@ -339,7 +339,7 @@ def logs(
     ends."""
     from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_bytes
     from pwdeploy.errors import ConfigError
-    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
     if component not in COMPONENTS:
@@ -356,7 +356,7 @@ def diagnose(cluster: Cluster, name: str) -> Diagnosis:
     evidence and fix. The diagnosis is returned whatever it found: the command's ``DiagnosisError`` is for
     findings of severity error, which are ``Diagnosis.errors`` here."""
     from pwdeploy.cluster.diagnose import diagnose as explain
-    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
     with reading_answers(cluster.kube):
@@ -368,7 +368,7 @@ def delete(cluster: Cluster, name: str, *, wait: bool = False) -> None:
     another tool created is refused (``ClusterError``); with ``wait``, return only once it is gone."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.errors import ClusterError
-    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
     kube, namespace = cluster

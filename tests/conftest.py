@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 if TYPE_CHECKING:
-    from pwdeploy.kube.api import Kube
+    from pwdeploy.kube.seam import Kube
     from tests.control_plane import ControlPlane
     from tests.kube_stub import FakeClock, StubKubeApiServer
 

@@ -21,7 +21,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.check import check as check_room
 from pwdeploy.config import load_job
 from pwdeploy.errors import ClusterError, ConfigError, ConfigErrors, ValidationError
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 from tests.conftest import REPO
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 

@@ -391,7 +391,7 @@ def test_an_import_time_backend_use_in_an_imported_job_module(tmp_path: Path) ->
 
 
 def test_files_are_ordered_by_their_most_severe_finding() -> None:
-    from pwdeploy.check.findings import Finding, Report
+    from pwdeploy.check.results import Finding, Report
 
     def finding(file: str, line: int, severity: str) -> Finding:
         return Finding("r", severity, file, line, "m", "f", "s")  # type: ignore[arg-type]

@@ -17,8 +17,8 @@ import yaml
 from pwdeploy.cluster.jobsets import apply_jobset, get_jobset, list_jobsets
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube import answers
-from pwdeploy.kube.api import JOBSETS, Action, ApiError, Kube, RetryPolicy
 from pwdeploy.kube.kubeconfig import load_kube
+from pwdeploy.kube.seam import JOBSETS, Action, ApiError, Kube, RetryPolicy
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 
 JOBSET = rendered_jobset("demo", slices=1)
@@ -457,7 +457,7 @@ def test_a_status_answer_of_the_wrong_shape_is_still_a_clear_error_against_stub(
 
 
 def test_a_negative_or_endless_retry_after_is_ignored() -> None:
-    from pwdeploy.kube.errors import retry_after
+    from pwdeploy.kube.api_errors import retry_after
 
     class Answer(Exception):
         def __init__(self, value: str) -> None:
@@ -477,7 +477,7 @@ def test_a_password_with_a_slash_never_shows() -> None:
 def test_the_in_cluster_identity_reads_the_service_accounts_token_and_ca(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pwdeploy.kube.client import Configuration, configure_in_cluster
+    from pwdeploy.kube.http_client import Configuration, configure_in_cluster
 
     (tmp_path / "token").write_text("sa-token\n")
     (tmp_path / "ca.crt").write_text("CA")

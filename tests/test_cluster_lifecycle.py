@@ -11,7 +11,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.progress import GroupProgress, JobState, age, job_state, progress, progress_line
 from pwdeploy.cluster.wait import Display
-from pwdeploy.kube.api import POD_LOGS, Action, Kube
+from pwdeploy.kube.seam import POD_LOGS, Action, Kube
 from tests.conftest import REPO, ClusterCli
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 

@@ -22,7 +22,7 @@ from pwdeploy.cluster.submit import (
     submit,
 )
 from pwdeploy.errors import ClusterError, PwdeployError
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 from tests.conftest import REPO, ClusterCli, SeamRunner
 from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer, rendered_jobset
 

@@ -17,7 +17,7 @@ from pwdeploy.advice import job_warnings
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError, ConfigErrors
-from pwdeploy.images import job as image_spec
+from pwdeploy.images import job_image as image_spec
 from pwdeploy.images import lock, pin
 from tests.conftest import REPO
 from tests.test_image import REPOSITORY as IMAGE_REPOSITORY

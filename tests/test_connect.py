@@ -22,9 +22,9 @@ from click.testing import Result
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.cluster.session import READY_LINE, Head, HeadStreams
-from pwdeploy.kube.api import Kube
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import Forwarder, PortStream, open_port_stream
+from pwdeploy.kube.seam import Kube
 from tests.conftest import REPO, SeamRunner
 from tests.kube_stub import FakeClock, small_job
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
@@ -644,7 +644,7 @@ def test_closing_a_stream_never_waits_for_a_server_that_stopped_reading() -> Non
 
 
 def test_backoff_stays_capped_after_a_long_outage() -> None:
-    from pwdeploy.kube.api import RetryPolicy
+    from pwdeploy.kube.seam import RetryPolicy
 
     assert RetryPolicy().delay(5000) == RetryPolicy().max_delay
 

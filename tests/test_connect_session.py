@@ -14,11 +14,11 @@ import pytest
 from click.testing import Result
 
 from pwdeploy import identifiers as ids
+from pwdeploy.cluster.ready_slices import SlicesReady, latest
 from pwdeploy.cluster.session import Head, HeadStreams, session_notes
-from pwdeploy.cluster.slices import SlicesReady, latest
-from pwdeploy.kube.api import Kube
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import Forwarder
+from pwdeploy.kube.seam import Kube
 from tests.conftest import SeamRunner
 from tests.kube_stub import FakeClock
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn

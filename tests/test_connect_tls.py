@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pwdeploy.kube.api import PODS, Action, ApiError, Kube
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import PortStream, open_port_stream
+from pwdeploy.kube.seam import PODS, Action, ApiError, Kube
 from tests.kube_stub import FakeClock
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
 from tests.proxies import HttpConnectProxy, Socks5Proxy
@@ -139,7 +139,7 @@ def test_a_certificate_the_kubeconfig_does_not_trust_is_one_lasting_error_stub(
     certificate: str, cluster: dict[str, Any] | None, expected: str, standin: TcpStandIn, tmp_path: Path
 ) -> None:
     """Not retried (waiting does not change a certificate), and said as TLS, naming the server."""
-    from pwdeploy.kube.api import stream_retryable
+    from pwdeploy.kube.seam import stream_retryable
 
     with PortForwardApiFake(certificate=certificate) as api:
         serve(api, standin)

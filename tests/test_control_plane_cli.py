@@ -320,7 +320,7 @@ def test_an_apply_that_meets_another_field_managers_values_is_a_clear_conflict(
     created by hand between pwdeploy's read and its apply), the API server's 409 names that manager, and pwdeploy
     says so without overwriting anything."""
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.kube.errors import ApiError
+    from pwdeploy.kube.api_errors import ApiError
     from pwdeploy.kube.kubeconfig import load_kube
 
     plane, ns = control_plane, "default"

@@ -11,7 +11,7 @@ from pwdeploy import manifests
 from pwdeploy.cluster.readiness import check_cluster
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 from pwdeploy.report import CheckResult, Status
 from tests.kube_stub import StubKubeApiServer, node
 

@@ -18,8 +18,8 @@ from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import BuildError, ConfigError
-from pwdeploy.images import build, engine, lock, pin, sidecar, wheel
-from pwdeploy.images import job as spec
+from pwdeploy.images import build, engine, lock, pin, sidecar_image, wheel
+from pwdeploy.images import job_image as spec
 from tests import jobfiles
 from tests.conftest import REPO
 from tests.test_sidecar import instructions
@@ -198,7 +198,7 @@ def test_a_sidecar_lock_written_before_the_job_image_existed_still_pins(tmp_path
         sidecar={"repository": "r.example/sc", "base_image": base, "source_dir": "src"},
     )
     job = job_at(path)
-    hashes = sidecar.collect(job).inputs_hash
+    hashes = sidecar_image.collect(job).inputs_hash
     old = {
         "version": 1,
         "jobs": {

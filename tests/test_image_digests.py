@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pwdeploy.images import digests, ignore, inputs, lock, pin
-from pwdeploy.images import job as spec
+from pwdeploy.images import job_image as spec
 from pwdeploy.images.ignore import IgnoreRules
 from tests.test_image import REPOSITORY, job_at, write_job
 
@@ -236,7 +236,7 @@ def test_the_cache_is_never_part_of_the_build_context(tmp_path: Path) -> None:
 
 
 def test_which_python_files_import_pwdeploy_is_cached_too(tmp_path: Path, reads: list[str]) -> None:
-    """Only .py files are searched for `import pwdeploy` (pwdeploy.images.job adds the wheel for them)."""
+    """Only .py files are searched for `import pwdeploy` (pwdeploy.images.job_image adds the wheel for them)."""
     root = _folder(tmp_path)
     (root / "notes.txt").write_text("import pwdeploy\n")
     (root / "util.py").write_text("def f():\n    from pwdeploy import runtime\n")

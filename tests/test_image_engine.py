@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.config import load_job
-from pwdeploy.images import job as spec
+from pwdeploy.images import job_image as spec
 from pwdeploy.images import pin
 from tests import jobfiles
 from tests import test_sidecar_engine as engine_fixtures

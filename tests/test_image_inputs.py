@@ -20,8 +20,8 @@ from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.config.values import parse_image
 from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.imageref import REFERENCE, BadReference, parse_reference
-from pwdeploy.images import engine, inputs, sidecar
-from pwdeploy.images import job as spec
+from pwdeploy.images import engine, inputs, sidecar_image
+from pwdeploy.images import job_image as spec
 from pwdeploy.images.ignore import IgnoreRules
 from tests import test_sidecar
 from tests.test_image import REPOSITORY, job_at, this_machine, write_job
@@ -38,7 +38,7 @@ def test_both_kinds_target_linux_amd64_and_the_platform_is_hashed(tmp_path: Path
     (tmp_path / "sc").mkdir()
     sidecar_section = {"repository": "r.example/x", "base_image": test_sidecar.BASE, "source_dir": "src"}
     sidecar_job = test_sidecar.job_at(test_sidecar.write_job(tmp_path / "sc", sidecar_section))
-    assert sidecar.collect(sidecar_job).platform == "linux/amd64"
+    assert sidecar_image.collect(sidecar_job).platform == "linux/amd64"
     values = {
         "pwdeploy_version": "0.1.0",
         "pip_args": "",
@@ -268,4 +268,4 @@ def test_a_link_out_of_the_sidecar_source_folder_is_refused(tmp_path: Path) -> N
     (tmp_path / "src" / "leak.txt").symlink_to(tmp_path / "secret.txt")
     job = test_sidecar.job_at(test_sidecar.write_job(tmp_path, {"repository": "r.example/x", "source_dir": "src"}))
     with pytest.raises(ConfigError, match=r"sidecar.source_dir: .*/src/leak.txt is a symbolic link to .*secret.txt"):
-        sidecar.collect(job, machine=this_machine())
+        sidecar_image.collect(job, machine=this_machine())

@@ -20,8 +20,8 @@ from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
-from pwdeploy.images import build, inputs, lock, pin, sidecar, wheel
-from pwdeploy.images import job as spec
+from pwdeploy.images import build, inputs, lock, pin, sidecar_image, wheel
+from pwdeploy.images import job_image as spec
 from tests.conftest import REPO
 from tests.test_image import REPOSITORY, job_at, this_machine, write_job
 
@@ -90,10 +90,10 @@ def test_a_sidecar_lock_from_another_python_and_pwdeploy_still_pins(tmp_path: Pa
     sidecar_config = {"repository": "r.example/sc", "base_release": "20260423", "source_dir": "src"}
     path = write_job(tmp_path, {"repository": REPOSITORY}, sidecar=sidecar_config)
     job = job_at(path)
-    there = sidecar.collect(job, machine=OTHER_MACHINE)
-    _record(sidecar.lock_path(job), job, there, "r.example/sc")
+    there = sidecar_image.collect(job, machine=OTHER_MACHINE)
+    _record(sidecar_image.lock_path(job), job, there, "r.example/sc")
     assert there.base_image.endswith(":20260423-python_3.10-jax_0.10.2")
-    assert sidecar.collect(job).inputs_hash != there.inputs_hash
+    assert sidecar_image.collect(job).inputs_hash != there.inputs_hash
     pinned, warnings = pin.pin_pushed(job, path)
     assert pinned.sidecar.image == f"r.example/sc@{DIGEST}"
     (warning,) = warnings

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.config import load_job
-from pwdeploy.images import job as spec
+from pwdeploy.images import job_image as spec
 from tests import jobfiles
 from tests.conftest import REPO
 from tests.test_image_engine import python_base
@@ -97,7 +97,7 @@ def test_sidecar_example_runs_its_own_image_once_both_are_pushed(
     """Its main container must not reuse the plain example's image: there /app is the working directory and
     ../train.py is not found."""
     from pwdeploy.images import lock
-    from pwdeploy.images import sidecar as sidecar_spec
+    from pwdeploy.images import sidecar_image as sidecar_spec
 
     project = tmp_path / "data_parallel"
     shutil.copytree(EXAMPLES, project, ignore=shutil.ignore_patterns(".pwdeploy", "__pycache__", "*.lock"))

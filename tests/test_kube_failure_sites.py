@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from pwdeploy.cli import cli
-from pwdeploy.kube.api import JOBSETS, POD_LOGS, Action, ApiError, Kube
-from pwdeploy.kube.errors import KubeletError, WebhookError
+from pwdeploy.kube.api_errors import KubeletError, WebhookError
+from pwdeploy.kube.seam import JOBSETS, POD_LOGS, Action, ApiError, Kube
 from tests.conftest import REPO, ClusterCli, SeamRunner
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset, status_body
 

@@ -16,8 +16,8 @@ import yaml
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.jobsets import list_jobsets
 from pwdeploy.errors import ConfigError
-from pwdeploy.kube.api import LIST_PAGE, PODS, Action, ApiError, Kube
 from pwdeploy.kube.kubeconfig import load_kube
+from pwdeploy.kube.seam import LIST_PAGE, PODS, Action, ApiError, Kube
 from tests.conftest import REPO, ClusterCli
 from tests.kube_stub import StubKubeApiServer, rendered_jobset
 from tests.test_cluster_lifecycle import pod

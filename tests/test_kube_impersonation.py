@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from pwdeploy.errors import ConfigError
-from pwdeploy.kube.api import PODS, Action
 from pwdeploy.kube.impersonation import escape_key
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import open_port_stream
+from pwdeploy.kube.seam import PODS, Action
 from tests.conftest import ClusterCli
 from tests.kube_stub import FakeClock, Recorded, StubKubeApiServer
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
@@ -113,7 +113,7 @@ def test_streams_carry_the_impersonation_headers_stub(tmp_path: Path) -> None:
 
 
 def test_a_wrong_websocket_accept_is_one_lasting_error_not_a_network_problem_stub(tmp_path: Path) -> None:
-    from pwdeploy.kube.api import ApiError, stream_retryable
+    from pwdeploy.kube.seam import ApiError, stream_retryable
 
     with TcpStandIn() as standin, PortForwardApiFake() as api:
         api.put("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "status": {"phase": "Running"}})

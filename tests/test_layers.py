@@ -190,6 +190,36 @@ def test_every_room_is_in_the_table() -> None:
     assert rooms <= set(ALLOWED), f"rooms missing from the layering table: {sorted(rooms - set(ALLOWED))}"
 
 
+def shared_names(package: Path = PACKAGE) -> list[str]:
+    """Every file name that two or more modules share, with the modules (``__init__.py`` and ``__main__.py`` aside):
+    a module's name alone says which one it is, in a traceback, an editor's tab or a search."""
+    by_name: dict[str, list[str]] = {}
+    for name, path in modules(package).items():
+        if path.name not in {"__init__.py", "__main__.py"}:
+            by_name.setdefault(path.name, []).append(name)
+    return [f"{file}: {', '.join(names)}" for file, names in sorted(by_name.items()) if len(names) > 1]
+
+
+def test_no_two_modules_share_a_name() -> None:
+    shared = shared_names()
+    assert not shared, "modules that share a name (rename one):\n" + "\n".join(shared)
+
+
+def test_the_name_check_finds_a_planted_pair(tmp_path: Path) -> None:
+    package = tmp_path / "pwdeploy"
+    for relative in (
+        "__init__.py",
+        "__main__.py",
+        "errors.py",
+        "kube/__init__.py",
+        "kube/errors.py",
+        "cli/__main__.py",
+    ):
+        (package / relative).parent.mkdir(parents=True, exist_ok=True)
+        (package / relative).write_text("")
+    assert shared_names(package) == ["errors.py: pwdeploy.errors, pwdeploy.kube.errors"]
+
+
 def room_problems(package: Path = PACKAGE) -> list[str]:
     """Every edge from a room to a room its row does not name."""
     wrong = []
@@ -249,7 +279,8 @@ def _cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
 
 
 @pytest.mark.parametrize(
-    ("source", "target"), [("pwdeploy.kube.api", "pwdeploy.cluster.jobsets"), ("pwdeploy.config.model", "pwdeploy.cli")]
+    ("source", "target"),
+    [("pwdeploy.kube.seam", "pwdeploy.cluster.jobsets"), ("pwdeploy.config.model", "pwdeploy.cli")],
 )
 def test_the_table_refuses_an_upward_edge(source: str, target: str) -> None:
     assert room(target) not in ALLOWED[room(source)]
@@ -265,14 +296,14 @@ PLANTED = {
     "config/model.py": "from ..errors import ConfigError\n",  # relative, two dots, a module's name
     "config/load.py": "from .model import JobConfig\n",
     "kube/__init__.py": "",
-    "kube/api.py": "import pwdeploy.text\n",  # plain import
+    "kube/seam.py": "import pwdeploy.text\n",  # plain import
     "kube/lazy.py": "def f():\n    from pwdeploy.cluster import jobsets\n",  # lazy, from a package: upward
     "kube/typed.py": "import typing\nif typing.TYPE_CHECKING:\n    from pwdeploy.cluster.jobsets import x\n",
     "kube/dynamic.py": "import importlib\nm = importlib.import_module('pwdeploy.cluster.status')\n",  # upward
     "kube/dynamic_rel.py": "from importlib import import_module\nm = import_module('..cluster', 'pwdeploy.kube')\n",
     "kube/computed.py": "import importlib\nname = 'x'\nm = importlib.import_module(name)\n",  # not literal: none
     "cluster/__init__.py": "",
-    "cluster/jobsets.py": "from ..kube import api\n",
+    "cluster/jobsets.py": "from ..kube import seam\n",
     "cluster/status.py": "from .diagnose import read\n",  # into a sub-room from beside it
     "cluster/diagnose/__init__.py": "",
     "cluster/diagnose/read.py": "from ...config import load\nfrom .. import jobsets\n",  # three dots; the room
@@ -281,14 +312,14 @@ PLANTED_EDGES = {
     ("pwdeploy.config", "pwdeploy.config.model"),
     ("pwdeploy.config.model", "pwdeploy.errors"),
     ("pwdeploy.config.load", "pwdeploy.config.model"),
-    ("pwdeploy.kube.api", "pwdeploy.text"),
+    ("pwdeploy.kube.seam", "pwdeploy.text"),
     ("pwdeploy.kube.lazy", "pwdeploy.cluster"),
     ("pwdeploy.kube.lazy", "pwdeploy.cluster.jobsets"),
     ("pwdeploy.kube.typed", "pwdeploy.cluster.jobsets"),
     ("pwdeploy.kube.dynamic", "pwdeploy.cluster.status"),
     ("pwdeploy.kube.dynamic_rel", "pwdeploy.cluster"),
     ("pwdeploy.cluster.jobsets", "pwdeploy.kube"),
-    ("pwdeploy.cluster.jobsets", "pwdeploy.kube.api"),
+    ("pwdeploy.cluster.jobsets", "pwdeploy.kube.seam"),
     ("pwdeploy.cluster.status", "pwdeploy.cluster.diagnose"),
     ("pwdeploy.cluster.status", "pwdeploy.cluster.diagnose.read"),
     ("pwdeploy.cluster.diagnose.read", "pwdeploy.config"),

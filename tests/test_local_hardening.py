@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.local.limits import SHM, sampled
-from pwdeploy.local.namespace import available
+from pwdeploy.local.unshare import available
 from tests.conftest import REPO
 from tests.job_processes import in_folder
 

@@ -13,7 +13,7 @@ import pytest
 
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.local.limits import Usage, exceeded, human, summary
-from pwdeploy.local.namespace import available
+from pwdeploy.local.unshare import available
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from pwdeploy.cli import cli
-from pwdeploy.local.namespace import available
+from pwdeploy.local.unshare import available
 from tests.conftest import REPO
 from tests.job_processes import in_folder
 from tests.shm_watch import SHM
@@ -134,7 +134,7 @@ def test_where_no_private_shm_can_be_made_one_line_says_so_and_the_run_goes_on(
     job_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the probe stubbed to refuse (as a machine without user namespaces does): the machine's /dev/shm."""
-    monkeypatch.setattr("pwdeploy.local.namespace.available", lambda size: "unshare: Operation not permitted")
+    monkeypatch.setattr("pwdeploy.local.unshare.available", lambda size: "unshare: Operation not permitted")
     monkeypatch.chdir(job_dir)
     result = CliRunner().invoke(cli, ["local", "run", "-f", "job.yaml", "--devices", "1", "--compile-cache", "",
                                       "--", sys.executable, "-c", "pass"])  # fmt: skip

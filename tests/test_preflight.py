@@ -12,9 +12,9 @@ import pytest
 
 from pwdeploy.config import GcsPath, parse_gcs
 from pwdeploy.errors import ConfigError
-from pwdeploy.gcs import permissions as perms
-from pwdeploy.gcs.client import GcsFailure
+from pwdeploy.gcs import iam as perms
 from pwdeploy.gcs.facts import BucketFacts, BucketMeta, IamAnswer, ProbeOutcome
+from pwdeploy.gcs.storage_client import GcsFailure
 from pwdeploy.preflight.gcs import by_bucket, check_region
 from pwdeploy.preflight.gcs_evaluate import Context, evaluate
 from pwdeploy.report import CheckResult, PreflightReport, Status

@@ -9,8 +9,8 @@ import pytest
 
 from pwdeploy.config import JobConfig, load_job, parse_gcs
 from pwdeploy.errors import ConfigError
-from pwdeploy.gcs import permissions as perms
-from pwdeploy.gcs.lifecycle import describe, reaches, read_rules
+from pwdeploy.gcs import iam as perms
+from pwdeploy.gcs.lifecycle_rules import describe, reaches, read_rules
 from pwdeploy.preflight import run_preflight
 from pwdeploy.preflight.gcs_evaluate import placement_row
 from pwdeploy.report import PreflightReport, Status

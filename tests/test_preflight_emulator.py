@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
-from pwdeploy.gcs import client as gcs_client
+from pwdeploy.gcs import storage_client as gcs_client
 from pwdeploy.preflight import run_preflight
 from pwdeploy.report import PreflightReport, Status
 from tests import gcs_emulator as emulator

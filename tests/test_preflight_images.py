@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError
-from pwdeploy.gcs.client import MissingCredentials
+from pwdeploy.gcs.storage_client import MissingCredentials
 from pwdeploy.imageref import ImageRef
 from pwdeploy.preflight import run_preflight
-from pwdeploy.preflight.images import check_image, check_images, job_images
+from pwdeploy.preflight.image_checks import check_image, check_images, job_images
 from pwdeploy.registry.client import Lookup, RegistryClient
 from pwdeploy.registry.credentials import Credentials
 from pwdeploy.report import CheckResult, Status

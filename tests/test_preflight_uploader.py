@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pwdeploy.config import load_job
 from pwdeploy.imageref import ImageRef
-from pwdeploy.preflight.images import check_images, job_images
+from pwdeploy.preflight.image_checks import check_images, job_images
 from pwdeploy.registry.client import Lookup
 from pwdeploy.report import Status
 from tests.conftest import REPO

@@ -16,7 +16,7 @@ from pwdeploy.cluster.nodes import pod_requests
 from pwdeploy.cluster.readiness import check_cluster, unknown_fields
 from pwdeploy.cluster.readiness.permissions import needed_for
 from pwdeploy.config import JobConfig, load_job
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 from pwdeploy.report import CheckResult, Status
 from tests import gcs_emulator as emulator
 from tests.conftest import REPO, ClusterCli

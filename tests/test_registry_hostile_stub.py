@@ -20,11 +20,11 @@ from click.testing import CliRunner
 
 from pwdeploy.cli import cli
 from pwdeploy.imageref import parse_reference
-from pwdeploy.preflight.images import check_image
-from pwdeploy.registry import answers
-from pwdeploy.registry.answers import Body
+from pwdeploy.preflight.image_checks import check_image
+from pwdeploy.registry import responses
 from pwdeploy.registry.client import MANIFEST_TYPES, Lookup, RegistryClient
 from pwdeploy.registry.credentials import Basic
+from pwdeploy.registry.responses import Body
 from pwdeploy.registry.token_flow import TokenFlow
 from pwdeploy.report import Status
 from tests.test_registry_stub import DIGEST, MANIFEST, Reply, Seen, StubRegistry, client, found, stub
@@ -280,7 +280,7 @@ def test_stub_a_token_that_cannot_be_a_header_is_an_error_and_never_printed(stub
 
 def test_secrets_and_userinfo_are_scrubbed_from_words() -> None:
     text = "refused Bearer tkn-secret at https://user:pa55@host/token: tkn-secret"
-    assert answers.scrub(text, ["tkn-secret\n"]) == "refused Bearer <hidden> at https://host/token: <hidden>"
+    assert responses.scrub(text, ["tkn-secret\n"]) == "refused Bearer <hidden> at https://host/token: <hidden>"
 
 
 # ------------------------------------------------------------------------------------------ credentials stay home

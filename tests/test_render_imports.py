@@ -42,7 +42,18 @@ RENDER_CLI |= {"pwdeploy.cli.render"}
 # A job whose image is pinned from the lock file reads the lock and hashes the job's folder: these, not the build.
 PIN_MODULES = frozenset(
     f"pwdeploy.images{suffix}"
-    for suffix in ("", ".digests", ".ignore", ".inputs", ".job", ".lock", ".pin", ".sidecar", ".template", ".wheel")
+    for suffix in (
+        "",
+        ".digests",
+        ".ignore",
+        ".inputs",
+        ".job_image",
+        ".lock",
+        ".pin",
+        ".sidecar_image",
+        ".template",
+        ".wheel",
+    )
 )
 # The standard library beyond `import click, yaml`: a command string is split as a shell splits it, the schema
 # cache is JSON, the schema checker's number type is numbers'; locale is click's (gettext's language lookup for its

@@ -26,7 +26,7 @@ from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import BuildError, ConfigError
 from pwdeploy.images import engine, inputs, lock, pin, template
-from pwdeploy.images import sidecar as spec
+from pwdeploy.images import sidecar_image as spec
 from tests import jobfiles
 from tests.conftest import REPO
 from tests.services import unavailable

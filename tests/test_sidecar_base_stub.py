@@ -10,7 +10,7 @@ import pytest
 
 from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import ImageRef
-from pwdeploy.images import sidecar as spec
+from pwdeploy.images import sidecar_image as spec
 from pwdeploy.images.base_check import SHOWN_TAGS
 from pwdeploy.registry.client import Lookup
 from tests.test_registry_stub import StubRegistry, found, stub

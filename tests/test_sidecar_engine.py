@@ -30,7 +30,7 @@ from pwdeploy import __version__
 from pwdeploy.cli import cli
 from pwdeploy.config import installed_jax_version, load_job
 from pwdeploy.images import pin
-from pwdeploy.images import sidecar as spec
+from pwdeploy.images import sidecar_image as spec
 from tests import jobfiles
 from tests.conftest import REPO
 from tests.services import unavailable

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from pwdeploy import identifiers as ids
-from pwdeploy.cluster.slices import LOG_WAIT_S
-from pwdeploy.kube.api import POD_LOGS, Action, ApiError
-from pwdeploy.kube.errors import NoAnswerInTime
+from pwdeploy.cluster.ready_slices import LOG_WAIT_S
+from pwdeploy.kube.api_errors import NoAnswerInTime
 from pwdeploy.kube.kubeconfig import load_kube
+from pwdeploy.kube.seam import POD_LOGS, Action, ApiError
 from tests.conftest import ClusterCli
 from tests.diagnose_cases import load, serve
 from tests.kube_stub import FakeClock, StubKubeApiServer, status_body

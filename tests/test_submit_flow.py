@@ -11,7 +11,7 @@ from pwdeploy.cluster.deploy import SubmitOptions, submit_job
 from pwdeploy.cluster.submit import DryRun
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import PreflightError
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 from tests.conftest import REPO
 from tests.kube_stub import FakeClock, StubKubeApiServer
 

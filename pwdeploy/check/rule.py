@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pwdeploy.check.findings import Severity
 from pwdeploy.check.program import Module
+from pwdeploy.check.results import Severity
 from pwdeploy.config import JobConfig
 
 # The public pages and code the rules rest on (each rule names one; docs/check.md lists them with the rules).

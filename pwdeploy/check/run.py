@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from pwdeploy.check.findings import Finding, Report
 from pwdeploy.check.program import Module
+from pwdeploy.check.results import Finding, Report
 from pwdeploy.check.rule import Context, Hit, Known, Rule
 from pwdeploy.check.rules import RULES
 from pwdeploy.check.sources import (

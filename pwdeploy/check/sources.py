@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from pwdeploy.check.findings import Finding, quote
 from pwdeploy.check.program import Module
+from pwdeploy.check.results import Finding, quote
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
 

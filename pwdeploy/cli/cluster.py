@@ -25,7 +25,7 @@ from pwdeploy.text import printable
 
 if TYPE_CHECKING:
     from pwdeploy.config import JobConfig
-    from pwdeploy.kube.api import Kube
+    from pwdeploy.kube.seam import Kube
     from pwdeploy.preflight import PreflightReport
 
 # ---------------------------------------------------------------------------------------------- submit

@@ -23,7 +23,7 @@ TABLE: dict[str, Entry] = {
     ),
     "validate": Entry(
         "pwdeploy validate out/*.yaml --kubernetes-version 1.30",
-        "pwdeploy.cli.validate:validate",
+        "pwdeploy.cli.validation:validate",
         "Check manifests against the Kubernetes and JobSet schemas.",
     ),
     "schema": Entry(

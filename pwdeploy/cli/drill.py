@@ -13,8 +13,8 @@ from pwdeploy.cli.output import confirm, emit
 from pwdeploy.errors import ClusterError, ConfigError, PwdeployError
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.drill import Fault, Prediction
-    from pwdeploy.kube.api import Kube
+    from pwdeploy.cluster.drill_plan import Fault, Prediction
+    from pwdeploy.kube.seam import Kube
 
 _DURATION = re.compile(r"(\d{1,7}(?:\.\d+)?)(ms|s|m|h)?")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -96,7 +96,7 @@ def drill(
 
     The fault is never undone: Ctrl-C stops following only.
     """
-    from pwdeploy.cluster import drill as dr
+    from pwdeploy.cluster import drill_plan as dr
 
     fault = dr.parse_fault(lose_slice, kill_worker, exit_code, evict_head)
     wait_s = parse_after(after)
@@ -172,8 +172,8 @@ def _wait_for_trigger(
 def _inject_and_report(
     cluster: Cluster, name: str, fault: Fault, prediction: Prediction, output: str, timeout: float
 ) -> None:
-    from pwdeploy.cluster import drill as dr
     from pwdeploy.cluster import drill_follow as fol
+    from pwdeploy.cluster import drill_plan as dr
     from pwdeploy.cluster import drill_report as rep
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.cluster.drill_inject import inject

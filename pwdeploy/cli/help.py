@@ -38,7 +38,8 @@ _LOCAL = ("Job", "TPU", "Main container", "Storage (GCS)", "Scheduling", "Coloca
 _SIDECAR = ("Job", "Colocated-Python sidecar")
 _IMAGE = ("Job", "Job image", "Colocated-Python sidecar")  # the sidecar's Python decides the job image's
 # The job flag headings a command's help shows; a command not listed (render, preflight, submit) shows all but
-# "Local runs". What each command reads of the job: local/env.py and local/limits.py, images/sidecar.py, images/job.py.
+# "Local runs". What each command reads of the job: local/env.py and local/limits.py, images/sidecar_image.py,
+# images/job_image.py.
 HEADINGS_OF_COMMAND: dict[str, tuple[str, ...]] = {
     "local run": _LOCAL,
     "local env": _LOCAL,

@@ -25,7 +25,7 @@ def image() -> None:
 @job_options
 def dockerfile(**params: Any) -> None:
     """Print the Dockerfile `pwdeploy image build` would build."""
-    from pwdeploy.images.job import collect
+    from pwdeploy.images.job_image import collect
 
     file = params.get("job__file")
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
@@ -46,7 +46,7 @@ def build(push: bool, **params: Any) -> None:
     is the one DOCKER_HOST (or the current docker context) names. With --push, the pushed digest is recorded
     next to the config and `pwdeploy render` pins main.image to it.
     """
-    from pwdeploy.images import job as spec
+    from pwdeploy.images import job_image as spec
 
     file = params.get("job__file")
     job = job_from_params(pop_job_params(params), pin_images=False)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.attach import Surroundings
     from pwdeploy.config import JobConfig
     from pwdeploy.errors import PwdeployError
-    from pwdeploy.kube.api import Clock, Kube
+    from pwdeploy.kube.seam import Clock, Kube
     from pwdeploy.preflight import RowSource
     from pwdeploy.report import CheckResult
 
@@ -165,7 +165,7 @@ def with_cluster(func: F) -> F:
         check_namespace(namespace)
         if isinstance(kwargs.get("name"), str):
             check_job_name(kwargs["name"], click.get_current_context().info_name or "pwdeploy")
-        from pwdeploy.kube.api import reading_answers
+        from pwdeploy.kube.seam import reading_answers
 
         kube = open_kube(kubeconfig, context)
         with reading_answers(kube):

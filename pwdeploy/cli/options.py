@@ -17,8 +17,8 @@ from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pwdeploy.kube.api import Clock
     from pwdeploy.kube.kubeconfig import PluginLimits
+    from pwdeploy.kube.seam import Clock
 
 F = TypeVar("F", bound=Callable[..., Any])
 

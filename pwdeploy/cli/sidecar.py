@@ -30,7 +30,7 @@ def sidecar() -> None:
 @_allow_base_mismatch
 def dockerfile(allow_base_mismatch: bool, **params: Any) -> None:
     """Print the Dockerfile `pwdeploy sidecar build` would build."""
-    from pwdeploy.images.sidecar import prepare
+    from pwdeploy.images.sidecar_image import prepare
 
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
     found = prepare(job, allow_base_mismatch=allow_base_mismatch)
@@ -49,7 +49,7 @@ def build(push: bool, allow_base_mismatch: bool, **params: Any) -> None:
     out. The engine is the one DOCKER_HOST (or the current docker context) names. With --push, the pushed
     digest is recorded next to the config and `pwdeploy render` pins the workers' sidecar to it.
     """
-    from pwdeploy.images import sidecar as spec
+    from pwdeploy.images import sidecar_image as spec
 
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
     run_build(

@@ -21,8 +21,8 @@ from pwdeploy.text import printable
 if TYPE_CHECKING:
     from pwdeploy.cluster.session import Head
     from pwdeploy.cluster.wait import Display
-    from pwdeploy.kube.api import Kube
     from pwdeploy.kube.portforward import Forwarder, PortStream
+    from pwdeploy.kube.seam import Kube
 
 DEFAULT_LOCAL_PORT = 29000
 PROBE_TIMEOUT_S = 30.0  # for the server to announce the port on the first stream
@@ -187,8 +187,8 @@ def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket
 
 def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None], say: Say) -> None:
     """One stream opened and closed; transient refusals (no answer, 429, 5xx) are retried as the forwarder's."""
-    from pwdeploy.kube.api import ApiError, stream_retryable
     from pwdeploy.kube.portforward import OPEN_RETRY, StreamBroken
+    from pwdeploy.kube.seam import ApiError, stream_retryable
 
     for attempt in range(1, OPEN_RETRY.attempts + 1):
         try:

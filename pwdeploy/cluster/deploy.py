@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.progress import JobState
     from pwdeploy.cluster.wait import Until
     from pwdeploy.config import JobConfig
-    from pwdeploy.kube.api import Kube
+    from pwdeploy.kube.seam import Kube
 
 # The preflight checks before the apply (`pwdeploy preflight`, a room above): a failed check raises PreflightError
 # (nothing is submitted), and the lines returned are the checks that are not ok, told before the apply.
@@ -65,7 +65,7 @@ def submit_job(
     ``replace``, a failed job or a timeout while waiting, ...) and what the connect session raises."""
     from pwdeploy import manifests
     from pwdeploy.cluster import submit as sub
-    from pwdeploy.kube.api import reading_answers
+    from pwdeploy.kube.seam import reading_answers
 
     job = job._replace(namespace=job.namespace or kube.namespace)  # as kubectl does: else the context's namespace
     namespace = job.namespace or kube.namespace

@@ -24,11 +24,11 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.drill import Fault
+from pwdeploy.cluster.drill_plan import Fault
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.logs import read_lines
 from pwdeploy.cluster.progress import TERMINAL, job_state
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 
 STEP_LINE = re.compile(r"^step (\d{1,12})\b")
 POLL_S = 2.0
@@ -124,7 +124,7 @@ def first_failed_job(message: str) -> str | None:
 def restart_event_job(kube: Kube, namespace: str, name: str) -> str | None:
     """The first failed Job of the newest restart event on the JobSet (None without one, or without the
     permission to list events: it is evidence, not the measurement)."""
-    from pwdeploy.kube.api import EVENTS, Action, ApiError
+    from pwdeploy.kube.seam import EVENTS, Action, ApiError
 
     query = [("fieldSelector", f"involvedObject.name={name}")]
     try:

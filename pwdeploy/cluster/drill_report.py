@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pwdeploy.cluster.drill import Fault, Prediction
 from pwdeploy.cluster.drill_follow import Before, Observed
+from pwdeploy.cluster.drill_plan import Fault, Prediction
 from pwdeploy.text import printable
 
 MATCHES = {

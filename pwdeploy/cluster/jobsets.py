@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.errors import ClusterError
-from pwdeploy.kube.api import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
+from pwdeploy.kube.seam import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
 from pwdeploy.text import printable
 
 FIELD_MANAGER = "pwdeploy"

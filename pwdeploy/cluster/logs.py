@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.errors import ClusterError
-from pwdeploy.kube.api import POD_LOGS, Action, ApiError, Kube
-from pwdeploy.kube.errors import KubeletError, NoAnswerInTime
+from pwdeploy.kube.api_errors import KubeletError, NoAnswerInTime
+from pwdeploy.kube.seam import POD_LOGS, Action, ApiError, Kube
 from pwdeploy.text import evidence
 
 LINE_CHARS = 2000  # of one line of a log tail: a line without newlines is not kept whole

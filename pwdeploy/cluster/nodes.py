@@ -13,7 +13,7 @@ from typing import NamedTuple
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ConfigError
-from pwdeploy.kube.api import NODES, PODS, Action, ApiError, Kube
+from pwdeploy.kube.seam import NODES, PODS, Action, ApiError, Kube
 from pwdeploy.quantity import parse_quantity
 
 NODE_POOL_LABEL = ids.NODE_POOL_LABEL  # the workers' exclusive topology: one slice per node pool

@@ -11,9 +11,9 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.progress import job_state, progress, progress_line
-from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, worker_slices
+from pwdeploy.cluster.ready_slices import SlicesReady, read_slices, rm_running, worker_slices
 from pwdeploy.errors import ClusterError, ConfigError
-from pwdeploy.kube.api import POD_LOGS, Action, ApiError, Kube
+from pwdeploy.kube.seam import POD_LOGS, Action, ApiError, Kube
 
 if TYPE_CHECKING:
     from pwdeploy.kube.portforward import PortStream

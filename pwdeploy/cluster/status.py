@@ -23,9 +23,9 @@ from pwdeploy.cluster.progress import (
     slices_text,
     table,
 )
-from pwdeploy.cluster.slices import SlicesReady, read_slices, rm_running, unread_note, worker_slices
+from pwdeploy.cluster.ready_slices import SlicesReady, read_slices, rm_running, unread_note, worker_slices
 from pwdeploy.identifiers import HEAD_JOB
-from pwdeploy.kube.api import ApiError, Kube
+from pwdeploy.kube.seam import ApiError, Kube
 from pwdeploy.text import evidence, masked
 
 LATEST_EVENTS = 10

@@ -24,7 +24,7 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.progress import TERMINAL, Phase, job_state
 from pwdeploy.errors import ClusterError, PwdeployError
 from pwdeploy.identifiers import CONFIG_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, VERSION_ANNOTATION
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 
 Result = Literal["created", "unchanged", "replaced"]
 
@@ -169,7 +169,7 @@ def _apply_saying_what_an_interrupt_left(kube: Kube, desired: Object, digest: st
 def _what_the_interrupt_left(kube: Kube, namespace: str, name: str, digest: str, signal_name: str) -> InterruptedApply:
     import dataclasses
 
-    from pwdeploy.kube.api import RetryPolicy
+    from pwdeploy.kube.seam import RetryPolicy
 
     ns = f" -n {namespace}"
     see, delete = f"pwdeploy status {name}{ns}", f"pwdeploy delete {name}{ns}"

@@ -27,7 +27,7 @@ from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.logs import COMPONENTS, split_stamp, stamp_key
 from pwdeploy.cluster.progress import TERMINAL, job_state
-from pwdeploy.kube.api import EVENTS, POD_LOGS, Action, ApiError, Kube
+from pwdeploy.kube.seam import EVENTS, POD_LOGS, Action, ApiError, Kube
 
 MAX_STREAMS = 16
 POLL_S = 2.0

@@ -9,7 +9,7 @@ from typing import Literal, TextIO
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.progress import JobState, all_running, job_state, progress, progress_line
 from pwdeploy.errors import ClusterError
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 
 POLL_S = 2.0
 Until = Literal["running", "done"]  # every expected pod Running, or the job ended

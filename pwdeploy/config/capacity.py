@@ -1,6 +1,6 @@
 """How the TPU workers' capacity is bought (``tpu.capacity``) and the values that go with it: a reservation name,
 a maximum run duration, extra node labels to select and taints to tolerate. Parsers for single values here; the
-checks that combine them read each mode's row (pwdeploy.config.capacity_modes), as pwdeploy.manifests.capacity
+checks that combine them read each mode's row (pwdeploy.config.capacity_modes), as pwdeploy.manifests.placement
 does to render it.
 """
 

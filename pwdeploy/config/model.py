@@ -43,7 +43,7 @@ class TpuConfig(NamedTuple):
     max_run_duration: int | None = None  # seconds; flex-start and queued only
     node_selector: tuple[tuple[str, str], ...] = ()  # extra labels the TPU nodes must carry
     tolerations: tuple[Toleration, ...] = ()  # extra taints the workers tolerate
-    dynamic_slicing: bool = False  # tpu7x: slices formed from sub-blocks through Kueue TAS (manifests.capacity)
+    dynamic_slicing: bool = False  # tpu7x: slices formed from sub-blocks through Kueue TAS (manifests.placement)
 
     @property
     def total_chips(self) -> int:

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pwdeploy.gcs.client import TIMEOUT, GcsFailure, call, retry
-from pwdeploy.gcs.lifecycle import Rules, read_rules
+from pwdeploy.gcs.lifecycle_rules import Rules, read_rules
+from pwdeploy.gcs.storage_client import TIMEOUT, GcsFailure, call, retry
 
 # A permission that does not exist: a backend that claims to grant it does not evaluate IAM.
 CANARY_PERMISSION = "storage.pwdeployPreflight.canary"

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pwdeploy.config import JobConfig
-from pwdeploy.images import job as job_image
-from pwdeploy.images import lock, sidecar, wheel
+from pwdeploy.images import job_image, lock, sidecar_image, wheel
 from pwdeploy.images.inputs import ImageInputs
 
 
@@ -36,10 +35,10 @@ def pin_pushed(
     if job.sidecar.repository is not None and job.sidecar.image is None:
         image = _pushed(
             job,
-            sidecar.lock_path(job),
+            sidecar_image.lock_path(job),
             job.sidecar.repository,
-            lambda built_with: sidecar.collect(job, built_with, machine=machine),
-            lambda: machine or sidecar.built_with_here(),
+            lambda built_with: sidecar_image.collect(job, built_with, machine=machine),
+            lambda: machine or sidecar_image.built_with_here(),
             ("sidecar", "sidecar", "sidecar.image"),
             warnings,
         )

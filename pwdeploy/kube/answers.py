@@ -1,6 +1,6 @@
 """Answers of the Kubernetes API server, read as untrusted input: bounded in size and time, parsed as one JSON
 object, lists checked to hold objects, and the parts every object shares checked for their JSON types. What is
-wrong is a ``BadAnswer``; ``Kube.request`` (api.py) turns it into an ``ApiError`` naming the request."""
+wrong is a ``BadAnswer``; ``Kube.request`` (seam.py) turns it into an ``ApiError`` naming the request."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 merges them: pwdeploy.kube.kubeconfig_files), then ~/.kube/config, then the in-cluster service account; --context
 picks a context, whose namespace is the default one. Credential plugins are run here, before any request
 (pwdeploy.kube.credential_plugin); proxies, TLS and plain-http servers are decided as kubectl decides them
-(pwdeploy.kube.reach). The HTTP client (pwdeploy.kube.client) is configured from the one resolved context.
+(pwdeploy.kube.reach). The HTTP client (pwdeploy.kube.http_client) is configured from the one resolved context.
 
 A kubeconfig is input: one that is missing, not YAML (the file and line YAML names) or not usable is a ConfigError
 (exit 2) naming the file. Secrets in it never reach output: a bearer token loses the surrounding whitespace YAML
@@ -20,8 +20,6 @@ from typing import Any
 
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.answers import without_userinfo
-from pwdeploy.kube.api import GET_CREDENTIALS, Clock, Kube, RetryPolicy, SystemClock
-from pwdeploy.kube.client import ApiClient, Configuration, InClusterUnavailable, configure, configure_in_cluster
 from pwdeploy.kube.credential_plugin import (
     NOTICE_AFTER,
     PLUGIN_TIMEOUT,
@@ -31,9 +29,11 @@ from pwdeploy.kube.credential_plugin import (
     plugin_of,
     run_plugin,
 )
+from pwdeploy.kube.http_client import ApiClient, Configuration, InClusterUnavailable, configure, configure_in_cluster
 from pwdeploy.kube.impersonation import impersonation_headers
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
 from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http, usable_ca
+from pwdeploy.kube.seam import GET_CREDENTIALS, Clock, Kube, RetryPolicy, SystemClock
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 

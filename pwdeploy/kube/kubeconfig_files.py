@@ -127,7 +127,7 @@ def resolve(merged: Merged, context: str | None, origin: Origin) -> Resolved:
 
 
 def _unusable(name: str, origin: Origin, why: str) -> ConfigError:
-    from pwdeploy.kube.errors import GET_CREDENTIALS
+    from pwdeploy.kube.api_errors import GET_CREDENTIALS
 
     return ConfigError(
         origin.field,

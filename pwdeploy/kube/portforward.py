@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pwdeploy.kube.answers import printable
-from pwdeploy.kube.api import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
 from pwdeploy.kube.handoff import Handoff
+from pwdeploy.kube.seam import POD_PORTFORWARD, Action, ApiError, Kube, RetryPolicy, stream_retryable
 from pwdeploy.kube.websockets import (
     OP_BINARY,
     OP_CLOSE,

@@ -1,5 +1,5 @@
 """The TCP and TLS connection under a WebSocket to the API server, made from the kubernetes client's
-``Configuration`` the way its REST requests are (``pwdeploy.kube.client.pool_manager``), so a kubeconfig
+``Configuration`` the way its REST requests are (``pwdeploy.kube.http_client.pool_manager``), so a kubeconfig
 that works for requests works for streams: the same CA (file, or data; the system's roots when the kubeconfig
 names none), client certificate, ``tls-server-name`` (sent as SNI and checked against the certificate),
 ``insecure-skip-tls-verify``, and proxy, with the same ``no_proxy`` decision. Nothing is read from the
@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from pwdeploy.kube.answers import printable, without_userinfo
-from pwdeploy.kube.errors import ApiError
+from pwdeploy.kube.api_errors import ApiError
 from pwdeploy.kube.tlsstream import TlsStream
 
 MAX_PROXY_ANSWER = 16 << 10  # a CONNECT answer's head; a proxy is as untrusted as the server behind it
@@ -54,7 +54,7 @@ def proxy_for(conf: Any) -> str | None:
     proxy = getattr(conf, "proxy", None)
     if not proxy:
         return None
-    from pwdeploy.kube.client import bypasses_proxy
+    from pwdeploy.kube.http_client import bypasses_proxy
 
     return None if bypasses_proxy(str(conf.host), getattr(conf, "no_proxy", None) or "") else str(proxy)
 

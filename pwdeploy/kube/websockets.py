@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pwdeploy.kube.answers import printable, without_userinfo
-from pwdeploy.kube.errors import ApiError
+from pwdeploy.kube.api_errors import ApiError
 
 
 def connect_websocket(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pwdeploy.config.values import parse_gcs
-from pwdeploy.gcs.client import ClientFactory, GcsFailure, MissingCredentials, call, default_client
+from pwdeploy.gcs.storage_client import ClientFactory, GcsFailure, MissingCredentials, call, default_client
 
 # (connect, read) seconds, one attempt: the cache is an optimisation, a local run must not wait long for it.
 PROBE_TIMEOUT = (3.0, 10.0)

@@ -25,8 +25,8 @@ from pwdeploy.local.restarts import Faults
 if TYPE_CHECKING:
     from pwdeploy.local.elastic import SliceEvents
     from pwdeploy.local.limits import Usage
-    from pwdeploy.local.namespace import Private
     from pwdeploy.local.runner import Ended, Running
+    from pwdeploy.local.unshare import Private
     from pwdeploy.manifests import Manifest
 
 # The program check before the run (`pwdeploy check`, a room above): it tells its findings on the way and returns
@@ -272,7 +272,7 @@ def _unfired_slice_events(asked: int, found: list[dict[str, Any]], transfers: Pa
 def _private_shm(job: JobConfig, say: Say) -> Private | None:
     """The private /dev/shm of main.shm_size each attempt gets, or None (and one line saying why) where this
     machine cannot give one: the job then uses the machine's, as before."""
-    from pwdeploy.local.namespace import Private, available
+    from pwdeploy.local.unshare import Private, available
     from pwdeploy.quantity import amount
 
     size = int(amount(job.main.shm_size, "main.shm_size"))

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
-from pwdeploy.local.namespace import Private
 from pwdeploy.local.runner import STOP_GRACE_SECONDS, Ended, Watch, run_child, stop_signals
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS
+from pwdeploy.local.unshare import Private
 from pwdeploy.manifests import Manifest
 from pwdeploy.manifests.failure_policy import Action, Decision, PodFailure, backoff_limit, decide
 from pwdeploy.manifests.jobset import jobset
@@ -108,7 +108,7 @@ def run_attempts(
 
     ``stop_grace``: seconds the main process gets to end after pwdeploy passed it a stop signal; ``leftover_grace``:
     seconds the rest of the tree gets after SIGTERM once the main process has ended; ``private``: each attempt
-    runs in namespaces of its own with a fresh /dev/shm (``pwdeploy.local.namespace``).
+    runs in namespaces of its own with a fresh /dev/shm (``pwdeploy.local.unshare``).
     """
     attempts: list[Ended] = []
     counted = 0  # the JobSet's status.restartsCountTowardsMax

@@ -23,8 +23,8 @@ from typing import Any
 
 from pwdeploy.errors import LocalRunError
 from pwdeploy.local import shm
-from pwdeploy.local.namespace import Private, Reports
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS, JobTree, subreaper
+from pwdeploy.local.unshare import Private, Reports
 from pwdeploy.local.watchdog import watchdog
 
 Spawn = Callable[..., "subprocess.Popen[bytes]"]
@@ -118,7 +118,7 @@ def run_child(
     ``watch(pid)`` is entered once the main process has started and left once it has ended (e.g. a resource
     sampler). ``stops``: the stop signals' state when the caller runs several attempts (else installed here).
     ``kill_after``: SIGKILL the whole tree after that many seconds. ``private``: run it in namespaces of its own
-    with a private /dev/shm (``pwdeploy.local.namespace``); the machine's ``shm_dir`` is then not looked at.
+    with a private /dev/shm (``pwdeploy.local.unshare``); the machine's ``shm_dir`` is then not looked at.
     """
     check_startable(command, cwd=cwd, env=env)
     if stops is None:

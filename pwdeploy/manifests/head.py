@@ -9,8 +9,8 @@ from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError, raise_all
 from pwdeploy.manifests import common as c
-from pwdeploy.manifests.capacity import head_pod_annotations
 from pwdeploy.manifests.common import Manifest
+from pwdeploy.manifests.placement import head_pod_annotations
 from pwdeploy.quantity import amount
 
 

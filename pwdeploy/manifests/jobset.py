@@ -6,9 +6,9 @@ from pwdeploy import __version__
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests import common as c
-from pwdeploy.manifests.capacity import jobset_annotations
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.head import head_pod_spec, head_replicated_job
+from pwdeploy.manifests.placement import jobset_annotations
 from pwdeploy.manifests.variants import Pods, apply_variants
 from pwdeploy.manifests.worker import worker_pod_spec, worker_replicated_job
 

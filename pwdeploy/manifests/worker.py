@@ -5,9 +5,9 @@ from __future__ import annotations
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests import common as c
-from pwdeploy.manifests.capacity import worker_node_selector, worker_pod_annotations, worker_tolerations
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.head import rm_client_args
+from pwdeploy.manifests.placement import worker_node_selector, worker_pod_annotations, worker_tolerations
 
 BACKOFF_PER_VM = 4  # restarts of a worker pod before its slice's Job fails
 

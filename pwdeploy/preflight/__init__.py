@@ -1,8 +1,8 @@
 """Preflight: what can be checked before a job is submitted, from several sources, in one report.
 
 Sources: GCS (``preflight.gcs``: buckets, permissions, lifecycle, region, probes) and images
-(``preflight.images``: every image the job references exists). A further source is any function that returns
-rows (``RowSource``), passed as ``extra_sources``, e.g. the cluster's readiness. The sources run side by side;
+(``preflight.image_checks``: every image the job references exists). A further source is any function that
+returns rows (``RowSource``), passed as ``extra_sources``, e.g. the cluster's readiness. The sources run side by side;
 the report lists the further sources' rows first, then GCS, then images.
 
 The sources are imported when they run: ``pwdeploy.gcs`` builds rows of ``preflight.report``, so importing them
@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pwdeploy.config import JobConfig
-from pwdeploy.gcs import client as gcs_client
+from pwdeploy.gcs import storage_client as gcs_client
 from pwdeploy.report import CheckResult, PreflightReport, Status
 
 if TYPE_CHECKING:
-    from pwdeploy.preflight.images import ImageLookup
+    from pwdeploy.preflight.image_checks import ImageLookup
 
 __all__ = ["CheckResult", "PreflightReport", "RowSource", "Status", "run_preflight"]
 
@@ -60,7 +60,7 @@ def run_preflight(
 
 
 def _image_rows(job: JobConfig, lookup: ImageLookup | None) -> list[CheckResult]:
-    from pwdeploy.preflight.images import check_images
+    from pwdeploy.preflight.image_checks import check_images
 
     if lookup is None:
         from pwdeploy.registry.client import RegistryClient

@@ -15,8 +15,8 @@ from typing import Any
 
 from pwdeploy.config import GcsPath, JobConfig
 from pwdeploy.errors import ConfigError
-from pwdeploy.gcs import client as gcs_client
-from pwdeploy.gcs import permissions as perms
+from pwdeploy.gcs import iam as perms
+from pwdeploy.gcs import storage_client as gcs_client
 from pwdeploy.gcs.facts import gather
 from pwdeploy.preflight.gcs_evaluate import Context, evaluate, placement_row
 from pwdeploy.report import CheckResult, PreflightReport, Status

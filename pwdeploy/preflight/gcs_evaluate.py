@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from pwdeploy.config import GcsPath
 from pwdeploy.config.storage_checks import checkpoints_apart_fix
-from pwdeploy.gcs import permissions as perms
-from pwdeploy.gcs.client import GcsFailure
+from pwdeploy.gcs import iam as perms
 from pwdeploy.gcs.facts import BucketFacts, ProbeOutcome
-from pwdeploy.gcs.lifecycle import describe, reaches
+from pwdeploy.gcs.lifecycle_rules import describe, reaches
+from pwdeploy.gcs.storage_client import GcsFailure
 from pwdeploy.report import CheckResult, Status
 
 LIFECYCLE_RULE_CAP = 50  # GCS allows at most 50 lifecycle rules per bucket

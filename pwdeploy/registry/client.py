@@ -32,9 +32,9 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 
 from pwdeploy.imageref import ImageRef, is_digest
-from pwdeploy.registry import answers
-from pwdeploy.registry.answers import BadRegistryAnswer, Body
+from pwdeploy.registry import responses
 from pwdeploy.registry.credentials import Basic, CredentialLookup
+from pwdeploy.registry.responses import BadRegistryAnswer, Body
 from pwdeploy.registry.token_flow import TokenFlow, TokenRefused
 
 DEADLINE = 10.0  # seconds for one image check: every connection and every byte of every answer
@@ -117,13 +117,13 @@ class RegistryClient:
             except requests.Timeout:
                 found = Lookup("unreachable", clock.late(ref.api_host))
             except requests.RequestException as exc:
-                found = Lookup("unreachable", f"cannot reach {ref.base_url()}: {answers.reason(exc)}")
+                found = Lookup("unreachable", f"cannot reach {ref.base_url()}: {responses.reason(exc)}")
             except Exception as exc:  # an answer no branch above foresaw: still a row, never a crash
                 found = Lookup("error", f"{ref.api_host}: unexpected answer ({type(exc).__name__})")
             flow = conversation.flow
             found = replace(found, credentials=flow.used, withheld=flow.withheld)
-            tags = tuple(tag for tag in found.tags if answers.scrub(tag, flow.secrets) == tag)  # none echoing one
-            return replace(found, detail=answers.scrub(found.detail, flow.secrets), tags=tags)
+            tags = tuple(tag for tag in found.tags if responses.scrub(tag, flow.secrets) == tag)  # none echoing one
+            return replace(found, detail=responses.scrub(found.detail, flow.secrets), tags=tags)
 
 
 class OutOfTime(Exception):
@@ -236,9 +236,9 @@ class _Conversation:
         """The digest of a GET's manifest, computed from its bytes; BadRegistryAnswer when the body is not a manifest or
         its Docker-Content-Digest names other bytes."""
         media_type = answer.headers.get("Content-Type", "").split(";", 1)[0].strip()
-        if media_type not in MANIFEST_TYPES and answers.media_type(answer) not in MANIFEST_TYPES:
+        if media_type not in MANIFEST_TYPES and responses.media_type(answer) not in MANIFEST_TYPES:
             raise BadRegistryAnswer(
-                f"answered 200 but not with an image manifest (Content-Type {answers.shorten(media_type) or 'none'})"
+                f"answered 200 but not with an image manifest (Content-Type {responses.shorten(media_type) or 'none'})"
             )
         said = answer.headers.get("Docker-Content-Digest", "").strip()
         wanted = said if is_digest(said) else self.ref.digest or "sha256:"
@@ -277,7 +277,7 @@ class _Conversation:
             with response:  # closed unread when it is a redirect
                 location = response.headers.get("Location") if response.status_code in REDIRECTS else None
                 if location is None:
-                    return answers.read(response, self.clock.check)
+                    return responses.read(response, self.clock.check)
                 url, headers = _redirected(response.url, location, headers)
             params = None  # the Location carries its own query
             if response.status_code == 303 and method != "HEAD":
@@ -285,17 +285,17 @@ class _Conversation:
         raise BadRegistryAnswer(f"redirected more than {MAX_REDIRECTS} times")
 
     def _missing(self, answer: Body) -> Lookup:
-        if "NAME_UNKNOWN" in answers.error_codes(answer):
+        if "NAME_UNKNOWN" in responses.error_codes(answer):
             return Lookup("name_unknown", f"repository {self.ref.name} does not exist")
         listing = self.request("GET", self.ref.tags_url(), {"Accept": "application/json"})
         if listing.status == 404:
             return Lookup("name_unknown", f"repository {self.ref.name} does not exist")
-        tags = answers.tags(listing) if listing.status == 200 else ()
+        tags = responses.tags(listing) if listing.status == 200 else ()
         what = f"digest {self.ref.digest}" if self.ref.digest else f"tag {self.ref.manifest!r}"
         return Lookup("manifest_unknown", f"{what} is not in {self.ref.name}", tags)
 
     def _refused(self, answer: Body) -> Lookup:
-        code, said = answer.status, answers.error_message(answer)
+        code, said = answer.status, responses.error_message(answer)
         if code in (401, 403):
             asked = how(self.flow.used, self.flow.withheld)
             return Lookup("denied", f"{self.ref.api_host} refused access {asked} ({code}{said})")

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from pwdeploy.imageref import ImageRef
-from pwdeploy.registry import answers, credentials
-from pwdeploy.registry.answers import BadRegistryAnswer, Body
+from pwdeploy.registry import credentials, responses
 from pwdeploy.registry.credentials import Basic, CredentialLookup
+from pwdeploy.registry.responses import BadRegistryAnswer, Body
 
 CHALLENGE_PARAM = re.compile(r'(\w+)=(?:"([^"]*)"|([^,\s]*))')
 Send = Callable[[str, str, dict[str, str], dict[str, str] | None], Body]  # method, url, headers, params
@@ -66,8 +66,8 @@ class TokenFlow:
             self.used = basic.source
         answer = self._send("GET", realm, headers, query)
         if answer.status != 200:
-            raise TokenRefused(f"the token service refused ({answer.status}{answers.error_message(answer)})")
-        token = answers.token(answer)
+            raise TokenRefused(f"the token service refused ({answer.status}{responses.error_message(answer)})")
+        token = responses.token(answer)
         self.secrets.append(token)
         self._authorization = f"Bearer {token}"
         return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pwdeploy.validation.pods import containers_of, pod_spec_problems
+from pwdeploy.validation.pod_rules import containers_of, pod_spec_problems
 from pwdeploy.validation.problems import Problem, integer, items, mapping
 
 MAX_INDEXED_COMPLETIONS = 100_000

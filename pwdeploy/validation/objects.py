@@ -8,7 +8,7 @@ from typing import Any
 from pwdeploy.names import dns1035_label, dns1123_label, dns1123_subdomain, label_key, label_value
 from pwdeploy.validation.jobs import job_spec_problems
 from pwdeploy.validation.jobset_rules import jobset_problems
-from pwdeploy.validation.pods import pod_spec_problems
+from pwdeploy.validation.pod_rules import pod_spec_problems
 from pwdeploy.validation.problems import Problem, child, items, mapping
 from pwdeploy.validation.schemas import jobset_validator, kubernetes_validator, schema_problems
 

@@ -13,7 +13,7 @@ from typing import Any
 from pwdeploy import catalog
 from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import TPU_ACCELERATOR_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
-from pwdeploy.validation.containers import quantity
+from pwdeploy.validation.container_rules import quantity
 from pwdeploy.validation.problems import Problem, items, mapping
 
 _FAMILY_OF_ACCELERATOR = {family.accelerator: family.name for family in catalog.FAMILIES.values()}

@@ -11,7 +11,7 @@ from pwdeploy.cluster.diagnose.findings import CAUSES, Diagnosis, Finding, Obser
 from pwdeploy.cluster.diagnose.pods import expected_pods
 from pwdeploy.cluster.diagnose.read import Snapshot, read_logs, read_snapshot
 from pwdeploy.cluster.diagnose.summary import summary
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 
 __all__ = ["CAUSES", "Diagnosis", "Finding", "Snapshot", "diagnose", "from_snapshot"]
 

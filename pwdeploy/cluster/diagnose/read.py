@@ -14,7 +14,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object as Object  # re-exported: the diagnose rules read it here
 from pwdeploy.cluster.logs import log_tail, unread_reason
-from pwdeploy.kube.api import EVENTS, PODS, Action, ApiError, Kube, Resource
+from pwdeploy.kube.seam import EVENTS, PODS, Action, ApiError, Kube, Resource
 
 JOBS = Resource("batch", "v1", "jobs", "Job")
 KUEUE_GROUP = "kueue.x-k8s.io"

@@ -32,7 +32,7 @@ from pwdeploy.cluster.readiness import (
 from pwdeploy.cluster.readiness.jobset_api import unknown_fields
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig
-from pwdeploy.kube.api import ApiError, Kube
+from pwdeploy.kube.seam import ApiError, Kube
 from pwdeploy.report import CheckResult, Status
 
 __all__ = ["MODULES", "Check", "Row", "Target", "check_cluster", "renderable", "unknown_fields"]

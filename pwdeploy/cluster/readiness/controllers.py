@@ -22,7 +22,7 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import replicated_job
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
-from pwdeploy.kube.api import Action, ApiError, Kube, Resource
+from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
 from pwdeploy.report import CheckResult, Status
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")

@@ -16,7 +16,7 @@ from pwdeploy.cluster.jobsets import KUEUE_GROUP, Object
 from pwdeploy.cluster.readiness import version
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig
-from pwdeploy.kube.api import Action, ApiError, Kube, Resource
+from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
 from pwdeploy.report import CheckResult, Status
 
 NAME = "dynamic-slicing"

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
-from pwdeploy.kube.api import (
+from pwdeploy.kube.seam import (
     ACCESS_REVIEWS,
     EVENTS,
     JOBSETS,

@@ -16,7 +16,7 @@ from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import KUEUE_GROUP, Object
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
-from pwdeploy.kube.api import Action, ApiError, Kube, Resource
+from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
 from pwdeploy.report import CheckResult, Status
 
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"

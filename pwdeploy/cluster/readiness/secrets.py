@@ -7,7 +7,7 @@ import functools
 
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig, SecretRef
-from pwdeploy.kube.api import SECRETS, Action, ApiError
+from pwdeploy.kube.seam import SECRETS, Action, ApiError
 from pwdeploy.report import CheckResult, Status
 
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"  # a Secret's metadata, no data

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import Held, NodeLists, held_by_node, list_active_pods
 from pwdeploy.config import JobConfig
-from pwdeploy.kube.api import NODES, Action, ApiError, Kube, rbac_hint, reading_answers
+from pwdeploy.kube.seam import NODES, Action, ApiError, Kube, rbac_hint, reading_answers
 from pwdeploy.report import CheckResult, Status
 
 

@@ -10,7 +10,7 @@ import re
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import NODE_POOL_LABEL, kubelet_version, native_sidecar_pods, node_selector, schedulable
 from pwdeploy.cluster.readiness.target import Check, Row, Target
-from pwdeploy.kube.api import Action, ApiError, Kube
+from pwdeploy.kube.seam import Action, ApiError, Kube
 from pwdeploy.report import CheckResult, Status
 
 NAME = "kubernetes-version"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pwdeploy.names import dns1123_label, dns1123_subdomain, label_key, label_value, port_name, short
-from pwdeploy.validation.containers import env_problems, memory_limit, quantity, resource_problems
+from pwdeploy.validation.container_rules import env_problems, memory_limit, quantity, resource_problems
 from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping
 from pwdeploy.validation.tpu_requests import tpu_request_problems
 

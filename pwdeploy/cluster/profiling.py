@@ -23,8 +23,8 @@ from pwdeploy.cluster.session import head_template
 from pwdeploy.errors import ClusterError, ConfigError
 
 if TYPE_CHECKING:
-    from pwdeploy.kube.api import Kube
     from pwdeploy.kube.portforward import PortStream
+    from pwdeploy.kube.seam import Kube
 
 PROFILE_PATH = "/profiling"
 TOKEN_ENV = "PATHWAYS_PROFILING_AUTH_TOKEN"  # read by pathwaysutils' server and by its client

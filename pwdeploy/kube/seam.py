@@ -1,6 +1,6 @@
 """The Kubernetes API seam: every request goes through ``Kube.request``, which counts what it sends.
 
-Requests are sent with pwdeploy.kube.client's ``ApiClient`` (urllib3) and answered as plain dicts (or, for logs,
+Requests are sent with pwdeploy.kube.http_client's ``ApiClient`` (urllib3) and answered as plain dicts (or, for logs,
 a stream of lines). A failed request becomes an ``ApiError`` in one function (``cluster_error``); server errors
 (5xx, 429) and timeouts are retried with bounded backoff on the connection's clock (``Kube.clock``, passed in by
 the caller). One ``Kube`` may be shared by threads: the client's connection pool is thread-safe.
@@ -12,7 +12,7 @@ within ``Kube.deadline`` seconds (wall time); when it takes longer than ``Kube.s
 told once which server and which request it is waiting for. ``Kube.read_once`` is for what is worth a glance, not
 a wait (the end of a log while a job starts): one GET, never retried, whole within a few seconds.
 
-The resources and actions (``pwdeploy.kube.resources``) and the error conversion (``pwdeploy.kube.errors``)
+The resources and actions (``pwdeploy.kube.resources``) and the error conversion (``pwdeploy.kube.api_errors``)
 live in modules of their own and are imported from here as one vocabulary.
 """
 
@@ -36,8 +36,7 @@ from pwdeploy.kube.answers import (
     read_within,
     without_userinfo,
 )
-from pwdeploy.kube.client import HttpFailure
-from pwdeploy.kube.errors import (
+from pwdeploy.kube.api_errors import (
     GET_CREDENTIALS,
     RETRYABLE_STATUS,
     ApiError,
@@ -51,6 +50,7 @@ from pwdeploy.kube.errors import (
     retryable,
     unsendable,
 )
+from pwdeploy.kube.http_client import HttpFailure
 from pwdeploy.kube.resources import (
     ACCESS_REVIEWS,
     CRDS,

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.logs import log_tail, unread_reason
-from pwdeploy.kube.api import ApiError, Kube
+from pwdeploy.kube.seam import ApiError, Kube
 
 SLICES_READY = re.compile(r"\*\*\*\s*(\d+)\s*/\s*(\d+)\s+Pathways Slices Now Ready")
 LOG_TAIL_LINES = 500  # the latest count is near the end; a long-running RM's first lines are not needed

@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pwdeploy import quantity as quantities
 from pwdeploy.errors import ConfigError
 from pwdeploy.names import env_var_name, label_key, short
-from pwdeploy.quantity import amount
 from pwdeploy.validation.problems import Problem, child, duplicates, items, mapping
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 def quantity(value: object) -> int | Decimal | None:
     """The value of a resource quantity (zero allowed); None when ``value`` is not a quantity."""
     try:
-        return amount(value, "quantity", allow_zero=True)  # a rendered one was parsed with the config
+        return quantities.amount(value, "quantity", allow_zero=True)  # a rendered one was parsed with the config
     except ConfigError:
         return None
 

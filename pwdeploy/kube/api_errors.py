@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.answers import excerpt, printable
-from pwdeploy.kube.client import HttpFailure
+from pwdeploy.kube.http_client import HttpFailure
 from pwdeploy.kube.resources import Action
 
 

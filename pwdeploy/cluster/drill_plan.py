@@ -34,7 +34,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ClusterError, ConfigError
-from pwdeploy.kube.api import Kube
+from pwdeploy.kube.seam import Kube
 from pwdeploy.manifests import failure_policy as fp
 
 FaultKind = Literal["lose_slice", "kill_worker", "evict_head"]
