@@ -68,7 +68,7 @@ def test_summary_line() -> None:
 PRIVATE = available(1 << 20)  # why this machine gives a job no private /dev/shm (None: it does)
 
 
-@pytest.mark.skipif(PRIVATE is None, reason="the job gets a private /dev/shm here: test_local_namespace.py")
+@pytest.mark.skipif(PRIVATE is None, reason="the job gets a private /dev/shm here: test_local_unshare.py")
 def test_shm_beyond_main_shm_size_is_refused_with_exit_8_where_the_machines_is_used() -> None:
     done = local_run("--shm-size", "32Mi", program=WRITE_SHM)
     assert done.returncode == 8, done.stderr
