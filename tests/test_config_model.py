@@ -9,10 +9,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from pwdeploy.config import checks as config_checks
+from pwdeploy.config import constraints as config_constraints
 from pwdeploy.config import load
 from pwdeploy.config.agreement import ModelMismatch, disagreements
-from pwdeploy.config.checks import RESOLVED, CheckMistake, Inputs, run_check, unknown_inputs
+from pwdeploy.config.constraints import RESOLVED, ConstraintMistake, Inputs, apply_constraint, unknown_inputs
 from pwdeploy.config.fields import BY_PATH, FIELDS, SECTIONS, Field, Kind
 from pwdeploy.config.model import LOADER_FIELDS, SECTION_MODELS, JobConfig
 
@@ -32,7 +32,7 @@ def _paths(*extra: str) -> list[str]:
 
 def test_the_shipped_table_and_model_agree() -> None:
     assert disagreements(_paths(), SECTION_MODELS, JobConfig, RESOLVED, LOADER_FIELDS) == []
-    assert unknown_inputs(config_checks.checks(None, Path())) == []
+    assert unknown_inputs(config_constraints.constraints(None, Path())) == []
 
 
 def test_a_row_without_its_tuple_field_is_named() -> None:
@@ -75,35 +75,35 @@ def test_a_loaded_row_is_never_dropped(monkeypatch: pytest.MonkeyPatch, tmp_path
         load.build({**VALUES, "tpu.spare_chips": 2}, installed_jax="0.10.2", base_dir=tmp_path)
 
 
-def test_a_check_naming_a_misspelt_path_fails_the_import_time_check(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_constraint_naming_a_misspelt_path_fails_the_import_time_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """A misspelt input would make the loader skip the check for good (it runs only when its inputs parsed)."""
-    table = config_checks.checks(None, Path())
-    monkeypatch.setattr(load, "checks", lambda *_: [*table, (("main.cpus",), lambda p: None)])
+    table = config_constraints.constraints(None, Path())
+    monkeypatch.setattr(load, "constraints", lambda *_: [*table, (("main.cpus",), lambda p: None)])
     with pytest.raises(ModelMismatch, match=r"main\.cpus"):
         load._check_model()
 
 
-def test_a_check_reading_a_path_it_did_not_name_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_constraint_reading_a_path_it_did_not_name_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def reads_more(parsed: Inputs) -> None:
         if parsed["main.memory"] == "100Gi":
             raise AssertionError("read a value it did not name")
 
-    table = config_checks.checks("0.10.2", tmp_path)
-    monkeypatch.setattr(load, "checks", lambda *_: [*table, (("main.cpu",), reads_more)])
-    with pytest.raises(CheckMistake, match=r"reads 'main\.memory' but names only main\.cpu"):
+    table = config_constraints.constraints("0.10.2", tmp_path)
+    monkeypatch.setattr(load, "constraints", lambda *_: [*table, (("main.cpu",), reads_more)])
+    with pytest.raises(ConstraintMistake, match=r"reads 'main\.memory' but names only main\.cpu"):
         load.build(VALUES, installed_jax="0.10.2", base_dir=tmp_path)
 
 
-def test_a_check_may_set_only_what_it_names_or_resolves() -> None:
+def test_a_constraint_may_set_only_what_it_names_or_resolves() -> None:
     parsed = {"main.cpu": "8", "main.memory": "16Gi"}
-    assert run_check(("main.cpu",), lambda p: {"main.cpu": "9"}, parsed) == {"main.cpu": "9"}
-    with pytest.raises(CheckMistake, match=r"main\.memory"):
-        run_check(("main.cpu",), lambda p: {"main.memory": "1Gi"}, parsed)
+    assert apply_constraint(("main.cpu",), lambda p: {"main.cpu": "9"}, parsed) == {"main.cpu": "9"}
+    with pytest.raises(ConstraintMistake, match=r"main\.memory"):
+        apply_constraint(("main.cpu",), lambda p: {"main.memory": "1Gi"}, parsed)
 
 
-def test_every_path_spelt_in_the_checks_is_a_field_or_resolved() -> None:
+def test_every_path_spelt_in_the_constraints_is_a_field_or_resolved() -> None:
     """Paths written in the checks' source (error fields, reads, loops) exist, even on branches no test takes."""
-    source = Path(config_checks.__file__).read_text(encoding="utf-8")
+    source = Path(config_constraints.__file__).read_text(encoding="utf-8")
     dotted = re.compile(r"([a-z_]+)\.[a-z_]+")
     spelt: set[str] = set()
     for node in ast.walk(ast.parse(source)):

@@ -11,7 +11,7 @@ import click
 
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.config.capacity import flex_start_multi_host
-from pwdeploy.config.checks import dump_without_destination
+from pwdeploy.config.constraints import dump_without_destination
 from pwdeploy.config.fields import FIELDS, Field, Kind
 from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.errors import ConfigError

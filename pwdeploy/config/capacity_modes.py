@@ -1,6 +1,6 @@
 """The TPU capacity modes (``tpu.capacity``), one row each: how a mode's TPU VMs are bought, and everything that follows
 from it for the manifests (the node labels the workers select, the taints they tolerate, the JobSet's annotations),
-for the config checks (what the mode requires or forbids), for cluster readiness (what the cluster should show) and
+for the config constraints (what the mode requires or forbids), for cluster readiness (what the cluster should show) and
 for the warnings (what reclaims its VMs: ``pwdeploy.advice``). ``pwdeploy.manifests.placement``,
 ``pwdeploy.config.capacity``, the readiness checks and the warnings read these rows and branch on none of the names:
 adding a mode is one row here plus its golden manifest.

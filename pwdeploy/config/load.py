@@ -17,7 +17,7 @@ import yaml
 
 from pwdeploy.config.agreement import ModelMismatch, check_agreement
 from pwdeploy.config.capacity import parse_labels, parse_tolerations
-from pwdeploy.config.checks import RESOLVED, checks, run_check, unknown_inputs
+from pwdeploy.config.constraints import RESOLVED, apply_constraint, constraints, unknown_inputs
 from pwdeploy.config.fields import BY_PATH, FIELDS, SECTIONS, Field
 from pwdeploy.config.model import LOADER_FIELDS, SECTION_MODELS, JobConfig, SecretRef
 from pwdeploy.config.value_kinds import RESERVED_ENV, parse_field
@@ -360,11 +360,11 @@ def build(values: Mapping[str, Any], *, installed_jax: str | None, base_dir: Pat
         except ConfigError as exc:
             errors.append(exc)
             parsed[field.path] = _BAD
-    for inputs, check in checks(installed_jax, base_dir):
+    for inputs, constraint in constraints(installed_jax, base_dir):
         if any(parsed.get(path, _BAD) is _BAD for path in inputs):  # also what a failed check would have made
             continue
         try:
-            parsed.update(run_check(inputs, check, parsed))
+            parsed.update(apply_constraint(inputs, constraint, parsed))
         except ConfigError as exc:
             errors.append(exc)
     raise_all(errors)
@@ -382,9 +382,11 @@ def _section_values(parsed: Mapping[str, Any], section: str) -> dict[str, Any]:
 def _check_model() -> None:
     """The field table, the checks and the typed model agree (pwdeploy.config.agreement); a few set operations."""
     check_agreement((f.path for f in FIELDS), SECTION_MODELS, JobConfig, RESOLVED, LOADER_FIELDS)
-    unknown = unknown_inputs(checks(None, Path()))
+    unknown = unknown_inputs(constraints(None, Path()))
     if unknown:
-        raise ModelMismatch(f"config checks name paths that are no field and not in RESOLVED: {', '.join(unknown)}")
+        raise ModelMismatch(
+            f"config constraints name paths that are no field and not in RESOLVED: {', '.join(unknown)}"
+        )
 
 
 _check_model()

@@ -189,7 +189,7 @@ class JobConfig(NamedTuple):
 
 
 # JobConfig's sections by the config section whose rows (pwdeploy.config.fields) they hold. Each tuple holds
-# exactly its section's rows plus the values the checks resolve (pwdeploy.config.checks.RESOLVED); loading
+# exactly its section's rows plus the values the checks resolve (pwdeploy.config.constraints.RESOLVED); loading
 # pwdeploy.config.load fails naming any field one has and the other lacks (pwdeploy.config.agreement).
 SECTION_MODELS: dict[str, type[tuple[object, ...]]] = {
     "images": ImagesConfig,

@@ -53,7 +53,7 @@ def proxy_container_env(job: JobConfig) -> list[Manifest]:
     own = [c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL)] + (
         [c.env_value("XLA_FLAGS", " ".join(dump))] if dump else []
     )
-    return own + c.env_list(dict(job.proxy_env))  # the config checks keep the user's names apart from these
+    return own + c.env_list(dict(job.proxy_env))  # the config constraints keep the user's names apart from these
 
 
 def proxy_container(job: JobConfig) -> Manifest:
@@ -96,7 +96,7 @@ def rm_args(job: JobConfig) -> list[str]:
     ]
     if not job.storage.enable_olm:
         args.append("--enable_gcs_olm=false")
-    return args + list(job.rm_flags)  # the config checks refuse the flags set above
+    return args + list(job.rm_flags)  # the config constraints refuse the flags set above
 
 
 def rm_container(job: JobConfig) -> Manifest:

@@ -16,7 +16,7 @@ from pwdeploy.manifests.common import Manifest
 
 
 def _reservation(job: JobConfig) -> tuple[str | None, str]:
-    assert job.tpu.reservation is not None  # the config checks require it of a mode that consumes one
+    assert job.tpu.reservation is not None  # the config constraints require it of a mode that consumes one
     return parse_reservation(job.tpu.reservation, "tpu.reservation")
 
 
@@ -66,7 +66,7 @@ def worker_pod_annotations(job: JobConfig) -> dict[str, str]:
 
 
 def worker_node_selector(job: JobConfig) -> dict[str, str]:
-    """The TPU shape, then the capacity mode's labels, then the user's (the config checks keep them apart)."""
+    """The TPU shape, then the capacity mode's labels, then the user's (the config constraints keep them apart)."""
     return {**shape_selector(job), **capacity_selector(job), **dict(job.tpu.node_selector)}
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pwdeploy.config import GcsPath
-from pwdeploy.config.storage_checks import checkpoints_apart_fix
+from pwdeploy.config.storage_constraints import checkpoints_apart_fix
 from pwdeploy.gcs import iam as perms
 from pwdeploy.gcs.facts import BucketFacts, ProbeOutcome
 from pwdeploy.gcs.lifecycle_rules import describe, reaches

@@ -1,4 +1,4 @@
-"""The config checks that combine fields (or resolve a value from several), run after each field parsed.
+"""The config constraints that combine fields (or resolve a value from several), run after each field parsed.
 
 Each check names the fields it reads; pwdeploy.config runs it only when all of them parsed, so one bad value
 gives one error, not a cascade. A check sees only what it names (``Inputs``): reading another path is a mistake
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog, names
-from pwdeploy.config import sidecar_checks, storage_checks
+from pwdeploy.config import sidecar_constraints, storage_constraints
 from pwdeploy.config.capacity import DYNAMIC_SLICING_FIELDS, check_capacity, check_dynamic_slicing
 from pwdeploy.config.fields import BY_PATH
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
@@ -37,10 +37,10 @@ MAX_SLICES = 1000
 # Values the checks resolve from several fields; JobConfig holds them beside the rows (tpu.slice: TpuConfig.slice).
 RESOLVED = ("tpu.slice",)
 
-FieldCheck = Callable[["Inputs"], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
+Constraint = Callable[["Inputs"], "dict[str, Any] | None"]  # may add resolved values to the parsed fields
 
 
-class CheckMistake(Exception):
+class ConstraintMistake(Exception):
     """A check reads or returns a path it did not name: a mistake in pwdeploy itself, not in a job config."""
 
 
@@ -53,7 +53,7 @@ class Inputs(Mapping[str, Any]):
 
     def __getitem__(self, path: str) -> Any:
         if path not in self._paths:
-            raise CheckMistake(f"a config check reads {path!r} but names only {', '.join(self._paths)}")
+            raise ConstraintMistake(f"a config constraint reads {path!r} but names only {', '.join(self._paths)}")
         return self._parsed[path]
 
     def __iter__(self) -> Iterator[str]:
@@ -63,17 +63,17 @@ class Inputs(Mapping[str, Any]):
         return len(self._paths)
 
 
-def run_check(paths: tuple[str, ...], check: FieldCheck, parsed: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``check`` resolves from the ``paths`` it named; CheckMistake for a value it resolves but may not set
+def apply_constraint(paths: tuple[str, ...], check: Constraint, parsed: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``check`` resolves from the ``paths`` it named; ConstraintMistake for a value it resolves but may not set
     (neither a path it named nor one of RESOLVED)."""
     resolved = check(Inputs(parsed, paths)) or {}
     for path in resolved:
         if path not in paths and path not in RESOLVED:
-            raise CheckMistake(f"a config check sets {path!r}, which it does not name and is not in RESOLVED")
+            raise ConstraintMistake(f"a config constraint sets {path!r}, which it does not name and is not in RESOLVED")
     return resolved
 
 
-def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, ...], FieldCheck]]:
+def constraints(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, ...], Constraint]]:
     """Each check with the fields it reads; it runs only when all of them parsed."""
     return [
         (("name",), _name),
@@ -104,9 +104,9 @@ def checks(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[str, .
         (("headless", "head.transfer_shm_size", "main.shm_size", "main.memory", "head.proxy_memory"), _transfer),
         (_CAPACITY_INPUTS, check_capacity),
         (DYNAMIC_SLICING_FIELDS, check_dynamic_slicing),
-        (sidecar_checks.SHM_FIELDS, sidecar_checks.sidecar_shm),
-        (sidecar_checks.PYTHON_FIELDS, sidecar_checks.same_python),
-        (storage_checks.PLACEMENT_FIELDS, storage_checks.checkpoints_apart),
+        (sidecar_constraints.SHM_FIELDS, sidecar_constraints.sidecar_shm),
+        (sidecar_constraints.PYTHON_FIELDS, sidecar_constraints.same_python),
+        (storage_constraints.PLACEMENT_FIELDS, storage_constraints.checkpoints_apart),
         (("proxy_env", "rm_env", "rm_flags"), _components),
     ]
 
@@ -125,7 +125,7 @@ _CAPACITY_INPUTS = (
 )
 
 
-def unknown_inputs(table: list[tuple[tuple[str, ...], FieldCheck]]) -> list[str]:
+def unknown_inputs(table: list[tuple[tuple[str, ...], Constraint]]) -> list[str]:
     """The paths the checks name that are neither a field nor a resolved value (a misspelt path would make its
     check never run: the loader skips checks whose inputs did not parse)."""
     return [path for paths, _ in table for path in paths if path not in BY_PATH and path not in RESOLVED]

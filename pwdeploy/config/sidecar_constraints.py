@@ -1,4 +1,4 @@
-"""The colocated-Python sidecar's config checks: its shared memory fits in the worker's memory, and it runs the
+"""The colocated-Python sidecar's config constraints: its shared memory fits in the worker's memory, and it runs the
 same Python as the job's client.
 
 pathwaysutils' colocated Python pickles functions in the client and runs them in the sidecar, so both must run
