@@ -1,9 +1,9 @@
 """The config constraints that combine fields (or resolve a value from several), run after each field parsed.
 
-Each check names the fields it reads; pwdeploy.config runs it only when all of them parsed, so one bad value
-gives one error, not a cascade. A check sees only what it names (``Inputs``): reading another path is a mistake
-in the check and raises at once, and every named path must be a field or a resolved value (checked on import),
-so a misspelt path cannot quietly make a check read nothing or never run.
+Each constraint names the fields it reads; pwdeploy.config applies it only when all of them parsed, so one bad
+value gives one error, not a cascade. A constraint sees only what it names (``Inputs``): reading another path is a
+mistake in the constraint and raises at once, and every named path must be a field or a resolved value (checked on
+import), so a misspelt path cannot quietly make a constraint read nothing or never apply.
 """
 
 from __future__ import annotations
