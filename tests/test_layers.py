@@ -14,10 +14,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pwdeploy"
 
 # Ground floor first; a room may import only the rooms named in its row (and itself). The CLI sits on top.
-LEAVES = frozenset({"errors", "identifiers", "names", "imageref", "atomic", "report", "text"})
+LEAVES = frozenset({"errors", "identifiers", "names", "imageref", "atomic", "report", "severity", "text"})
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "text": frozenset(),
+    "severity": frozenset(),
     "identifiers": frozenset(),
     "names": frozenset(),
     "imageref": frozenset({"errors"}),

@@ -5,10 +5,9 @@ print them) and the JSON view are two readings of the same list."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Severity = Literal["error", "warning", "info"]
-SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+from pwdeploy.severity import SEVERITIES, Severity
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pwdeploy.check.program import Module
-from pwdeploy.check.results import Severity
 from pwdeploy.config import JobConfig
+from pwdeploy.severity import Severity
 
 # The public pages and code the rules rest on (each rule names one; docs/check.md lists them with the rules).
 PORTING = "https://cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/porting-jax-workloads"
