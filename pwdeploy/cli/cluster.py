@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pwdeploy.cli.kube import (
+from pwdeploy.cli.cluster_options import (
     Cluster,
     announce,
     cluster_options,

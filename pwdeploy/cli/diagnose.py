@@ -6,7 +6,7 @@ import json
 
 import click
 
-from pwdeploy.cli.kube import Cluster, with_cluster
+from pwdeploy.cli.cluster_options import Cluster, with_cluster
 from pwdeploy.errors import DiagnosisError
 from pwdeploy.text import printable
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pwdeploy.cli.kube import Cluster, announce, with_cluster
+from pwdeploy.cli.cluster_options import Cluster, announce, with_cluster
 from pwdeploy.cli.output import confirm, emit
 from pwdeploy.errors import ClusterError, ConfigError, PwdeployError
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from pwdeploy.cli.check import NO_CHECK, run_check
-from pwdeploy.cli.kube import cluster_options, cluster_source, region_option
+from pwdeploy.cli.cluster_options import cluster_options, cluster_source, region_option
 from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params
 from pwdeploy.errors import CheckError, PreflightError
 

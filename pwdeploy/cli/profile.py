@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from pwdeploy.cli.kube import Cluster, with_cluster
+from pwdeploy.cli.cluster_options import Cluster, with_cluster
 from pwdeploy.identifiers import PROFILER_PORT
 
 
