@@ -214,7 +214,7 @@ def test_enospc_is_read_from_the_traceback_only_when_it_names_dev_shm() -> None:
         "OSError: [Errno 28] No space left on device",
     ]
     matched = classify(on_shm)
-    assert matched is not None and matched[0].cause == "shm-exhausted"
+    assert matched is not None and matched[0].cause.id == "shm-exhausted"
     on_disk = [line.replace("/dev/shm/prefetch", "/data/cache") for line in on_shm]
     assert classify(on_disk) is None
     # a /dev/shm path in an earlier, finished traceback does not count for this one

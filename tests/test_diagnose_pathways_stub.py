@@ -77,7 +77,7 @@ def test_a_full_dev_shm_names_the_field_that_sizes_it_against_the_stub(stub: Stu
 )
 def test_pathways_lines_are_classified(line: str, cause: str | None) -> None:
     found = classify([line])
-    assert (found[0].cause if found else None) == cause
+    assert (found[0].cause.id if found else None) == cause
 
 
 def test_a_proxy_that_never_listens_is_its_probe_not_an_old_kubelet_against_the_stub(

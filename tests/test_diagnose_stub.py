@@ -343,7 +343,7 @@ def test_a_number_403_in_a_healthy_log_line_is_not_a_gcs_refusal(line: str, caus
     from pwdeploy.cluster.diagnose.pathways import classify
 
     found = classify([line])
-    assert (found[0].cause if found else None) == cause
+    assert (found[0].cause.id if found else None) == cause
 
 
 def _snapshot(pods: list[dict[str, Any]], jobset: dict[str, Any] | None = None) -> Any:

@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from pwdeploy.cli import reference
-from pwdeploy.cluster.diagnose.causes import MEANINGS, READS
-from pwdeploy.cluster.diagnose.findings import CAUSES, STAGES
+from pwdeploy.cluster.diagnose.causes import CAUSES, MEANINGS, READS, STAGES
 from pwdeploy.cluster.readiness import checks, version
 from pwdeploy.config import load_job
 from pwdeploy.config.json_schema import job_schema

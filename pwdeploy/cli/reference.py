@@ -58,8 +58,7 @@ def exit_codes() -> str:
 
 
 def diagnose_causes() -> str:
-    from pwdeploy.cluster.diagnose.causes import MEANINGS, READS
-    from pwdeploy.cluster.diagnose.findings import STAGES
+    from pwdeploy.cluster.diagnose.causes import MEANINGS, READS, STAGES
 
     rows = [
         (stage, f"`{cause}`", MEANINGS[cause], READS[stage]) for stage, causes in STAGES.items() for cause in causes

@@ -1,13 +1,15 @@
 """`pwdeploy diagnose`: why a job is not running, with the evidence and the fix.
 
 ``diagnose`` reads a bounded set of objects (read.py), each family of causes turns them into observations
-(queueing, creation, scheduling, images, containers, pathways, lifecycle), and findings.py groups and orders them.
+(queueing, creation, scheduling, images, containers, pathways, lifecycle), findings.py groups them and causes.py
+orders them.
 ``from_snapshot`` runs the same rules on what `status` already read (no logs, no Kueue)."""
 
 from __future__ import annotations
 
 from pwdeploy.cluster.diagnose import containers, creation, images, lifecycle, pathways, queueing, scheduling
-from pwdeploy.cluster.diagnose.findings import CAUSES, Diagnosis, Finding, Observation, group
+from pwdeploy.cluster.diagnose.causes import CAUSES, order
+from pwdeploy.cluster.diagnose.findings import Diagnosis, Finding, Observation, group
 from pwdeploy.cluster.diagnose.pods import expected_pods
 from pwdeploy.cluster.diagnose.read import Snapshot, read_logs, read_snapshot
 from pwdeploy.cluster.diagnose.summary import summary
@@ -34,4 +36,6 @@ def from_snapshot(snap: Snapshot) -> Diagnosis:
     totals = expected_pods(snap.jobset)
     for obs in observations:  # pods the spec does not count (a restarted pod's successor) still count once
         totals.setdefault(obs.role, 1)
-    return Diagnosis(snap.name, snap.namespace, summary(snap), group(observations, totals), notes=tuple(snap.notes))
+    return Diagnosis(
+        snap.name, snap.namespace, summary(snap), order(group(observations, totals)), notes=tuple(snap.notes)
+    )

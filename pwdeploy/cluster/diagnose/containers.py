@@ -23,7 +23,8 @@ from datetime import datetime
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pathways
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, Severity, quote
+from pwdeploy.cluster.diagnose.pathways import SHM_EXHAUSTED
 from pwdeploy.cluster.diagnose.read import MAX_LOGS, LogTail, Snapshot
 
 SIDECAR_GRACE_S = 120  # a sidecar running this long while the main container waits has not "started" it
@@ -32,6 +33,31 @@ _SECRET = re.compile(
 )
 SIGBUS_EXIT = 135
 LAST_LINES = 3
+
+MISSING_SECRET = Cause("missing-secret", "start", '`secret "x" not found`, `couldn\'t find key`', severity="error")
+CONTAINER_CONFIG = Cause(
+    "container-config",
+    "start",
+    "the kubelet cannot create the container from its spec",
+    severity="error",
+    fix="the container's configuration refers to something missing (see the message): a ConfigMap, a key",
+)
+SIDECAR_NOT_STARTED = Cause(
+    "sidecar-not-started",
+    "start",
+    "`main` waits in PodInitializing for 2 min: the proxy has not passed its startup probe (it does not listen "
+    "yet), or the native sidecars do not start (kubelet < 1.29)",
+    severity="error",
+)
+# A termination: an error while the container is down or crash-looping, a warning once it runs again or the
+# Job replaced its pod (_terminated, _recovered).
+OOM_KILLED = Cause("oom-killed", "run", "a container was OOM-killed: which container, against which memory field")
+CRASH = Cause(
+    "crash",
+    "run",
+    "any other non-zero exit, with its last log lines: an error while the container is down or in "
+    "CrashLoopBackOff (whatever its cause), a warning once it runs again or the Job replaced the failed pod",
+)
 
 
 def observations(snap: Snapshot) -> list[Observation]:
@@ -81,15 +107,14 @@ def _waiting(c: p.Container, namespace: str) -> list[Observation]:
     evidence = f"container {container}: CreateContainerConfigError: {quote(message)}"
     match = _SECRET.search(message)
     if match is None:
-        fix = "the container's configuration refers to something missing (see the message): a ConfigMap, a key"
-        return [Observation("container-config", "error", role, pod, message, evidence, fix)]
+        return [CONTAINER_CONFIG.observe(role, pod, message, evidence)]
     secret = match["name"] or match["in"]
     key = match["key"] or "KEY"
     fix = (
         f"create the Secret in namespace {namespace}: kubectl create secret generic {secret} -n {namespace} "
         f"--from-literal={key}=VALUE, or fix main.secret_env (NAME=SECRET/KEY)"
     )
-    return [Observation("missing-secret", "error", role, pod, message, evidence, fix)]
+    return [MISSING_SECRET.observe(role, pod, message, evidence, fix=fix)]
 
 
 # The init containers pwdeploy renders with restartPolicy: Always (they run beside the main container).
@@ -129,7 +154,7 @@ def _sidecars(pod: p.Object, now: datetime, job: str) -> list[Observation]:
             "native sidecars need Kubernetes >= 1.29 on the control plane and on the nodes' kubelets: upgrade the "
             "node pool (gcloud container clusters upgrade CLUSTER --node-pool POOL)"
         )
-        found.append(Observation("sidecar-not-started", "error", p.role(pod), p.name(pod), name, evidence, fix))
+        found.append(SIDECAR_NOT_STARTED.observe(p.role(pod), p.name(pod), name, evidence, fix=fix))
     return found
 
 
@@ -147,7 +172,7 @@ def _probe_pending(c: p.Container, name: str, since: int, job: str) -> Observati
         f"read its log: pwdeploy logs {job} --component {_component(name)}; the kubelet restarts it once the probe "
         "gives up"
     )
-    return Observation("sidecar-not-started", "error", p.role(c.pod), p.name(c.pod), f"{name}/probe", evidence, fix)
+    return SIDECAR_NOT_STARTED.observe(p.role(c.pod), p.name(c.pod), f"{name}/probe", evidence, fix=fix)
 
 
 def _seconds_since(timestamp: str, now: datetime) -> int | None:
@@ -191,15 +216,14 @@ def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observati
         fix = (
             f"raise {field} (now {limit})" if limit else f"the node ran out of memory: set {field} or use a larger host"
         )
-        return [
-            Observation("oom-killed", severity, role, pod, container, f"{ran}; memory limit {limit or 'none'}", fix)
-        ]
+        evidence = f"{ran}; memory limit {limit or 'none'}"
+        return [OOM_KILLED.observe(role, pod, container, evidence, severity=severity, fix=fix)]
     if code == SIGBUS_EXIT:
         shm = p.shm_volume(c)
         size = f"/dev/shm sizeLimit {shm[1]}" if shm else "no memory-backed /dev/shm"
         field = p.shm_field(c, shm[0]) if shm else "main.shm_size / tpu.shm_size"
         fix = f"/dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
-        return [Observation("shm-exhausted", severity, role, pod, container, f"{ran}; {size}", fix)]
+        return [SHM_EXHAUSTED.observe(role, pod, container, f"{ran}; {size}", severity=severity, fix=fix)]
     if c.init and c.spec.get("restartPolicy") == "Always" and code == 143 and not looping:
         return []  # a sidecar stopped by SIGTERM once the main container ended
     if log is not None and pathways.classify(log.lines) is not None:
@@ -209,7 +233,7 @@ def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observati
     fix = f"read the whole log: pwdeploy logs {job} --component {_component(container)}" + (
         " --previous" if not now else ""
     )
-    return [Observation("crash", severity, role, pod, f"{container}/{code}", evidence, fix)]
+    return [CRASH.observe(role, pod, f"{container}/{code}", evidence, severity=severity, fix=fix)]
 
 
 def _component(container: str) -> str:

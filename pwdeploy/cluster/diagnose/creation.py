@@ -27,18 +27,31 @@ from datetime import datetime
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Observation, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
 CONTROLLER_GRACE_S = 60  # a JobSet this old with no status and no Jobs has no controller
 # spec.managedBy's value for JobSet's own controller; any other leaves the JobSet to an external one (kubernetes-sigs/
 # jobset api/jobset/v1alpha2 JobSetControllerName, pkg/controllers/jobset_controller.go managedByExternalController)
 JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
-REFUSED = "pod-create-refused"
 _LEADER = re.compile(r"expected 1 leader pod \((?P<pod>[^)]*)\), but got (?P<count>\d+)")
 _QUOTA = re.compile(r"exceeded quota: (?P<quota>[^,\s]+)")
 _POD_SECURITY = re.compile(r'violates PodSecurity "(?P<level>[^":]+)')
 LEADER_FIX_VERSION = "v0.12.0"  # the last JobSet release with the leader-pod deadlock (kubernetes-sigs/jobset#1276)
+
+NO_JOBSET_CONTROLLER = Cause(
+    "no-jobset-controller",
+    "create",
+    "the JobSet has no status and no Jobs a minute after it was created: no JobSet controller runs",
+    severity="error",
+)
+POD_CREATE_REFUSED = Cause(
+    "pod-create-refused",
+    "create",
+    "the API server refuses the Job's pods (`FailedCreate`): JobSet's leader-pod deadlock (up to v0.12.0), Pod "
+    "Security forbidding hostNetwork, a full ResourceQuota, another admission refusal",
+    severity="error",
+)
 
 
 def observations(snap: Snapshot) -> list[Observation]:
@@ -63,13 +76,13 @@ def _no_controller(snap: Snapshot) -> list[Observation]:
             "manager cluster and the copy on a worker cluster); a JobSet meant for this cluster's own JobSet "
             "controller has no spec.managedBy (pwdeploy render sets none)"
         )
-        return [Observation("no-jobset-controller", "error", "jobset", snap.name, "managed-by", evidence, fix)]
+        return [NO_JOBSET_CONTROLLER.observe("jobset", snap.name, "managed-by", evidence, fix=fix)]
     evidence = f"{waited}: no JobSet controller has reconciled it"
     fix = (
         "install or repair the JobSet controller: kubectl get deployments,pods -n jobset-system (its pods must run; "
         "their logs say why they do not reconcile); check: pwdeploy preflight -f job.yaml --cluster"
     )
-    return [Observation("no-jobset-controller", "error", "jobset", snap.name, "no-status", evidence, fix)]
+    return [NO_JOBSET_CONTROLLER.observe("jobset", snap.name, "no-status", evidence, fix=fix)]
 
 
 def _age_s(timestamp: str, now: datetime) -> int | None:
@@ -95,23 +108,23 @@ def _failed_create(event: p.Object, snap: Snapshot) -> Observation | None:
             f"restarts (kubernetes-sigs/jobset#1276): delete that pod (kubectl delete pod {leader['pod']} -n "
             f"{snap.namespace}), and upgrade JobSet to a release after {LEADER_FIX_VERSION}"
         )
-        return Observation(REFUSED, "error", role, job, "leader", evidence, fix)
+        return POD_CREATE_REFUSED.observe(role, job, "leader", evidence, fix=fix)
     if (level := _POD_SECURITY.search(message)) is not None:
         fix = (
             f"namespace {snap.namespace} enforces Pod Security level {level['level']!r}, which forbids the "
             "hostNetwork the Pathways pods need: label it privileged (kubectl label namespace "
             f"{snap.namespace} pod-security.kubernetes.io/enforce=privileged --overwrite) or use a namespace that is"
         )
-        return Observation(REFUSED, "error", role, job, "pod-security", evidence, fix)
+        return POD_CREATE_REFUSED.observe(role, job, "pod-security", evidence, fix=fix)
     if (quota := _QUOTA.search(message)) is not None:
         fix = (
             f"ResourceQuota {quota['quota']} in namespace {snap.namespace} has no room for the pod (see requested, "
             f"used, limited): raise it (kubectl describe resourcequota {quota['quota']} -n {snap.namespace}), wait "
             "for other pods to end, or lower the job's requests"
         )
-        return Observation(REFUSED, "error", role, job, f"quota/{quota['quota']}", evidence, fix)
+        return POD_CREATE_REFUSED.observe(role, job, f"quota/{quota['quota']}", evidence, fix=fix)
     fix = "the API server refuses the Job's pods (see the message: an admission webhook or policy): fix what it names"
-    return Observation(REFUSED, "error", role, job, re.sub(r"\d+", "N", message[:80]), evidence, fix)
+    return POD_CREATE_REFUSED.observe(role, job, re.sub(r"\d+", "N", message[:80]), evidence, fix=fix)
 
 
 def _role(snap: Snapshot, job: str) -> str:

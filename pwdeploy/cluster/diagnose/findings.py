@@ -1,6 +1,6 @@
-"""Findings are data: what one rule saw on one object (an ``Observation``), grouped into ``Finding`` rows (cause,
-severity, where, evidence, fix) and ordered by severity and by what blocks first. Text and JSON are two views of
-the same list (``Diagnosis``)."""
+"""Findings are data: what one rule saw on one object (an ``Observation`` of a ``Cause``), grouped into ``Finding``
+rows (cause, severity, where, evidence, fix); causes.py orders them by severity and by what blocks first. Text and
+JSON are two views of the same list (``Diagnosis``)."""
 
 from __future__ import annotations
 
@@ -13,40 +13,10 @@ from pwdeploy.text import evidence, printable
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
-# Cause ids (a contract: tests, scripts and `-o json` readers match on them) in the order their stage blocks a
-# job: a job is queued, then scheduled, then pulls images, then starts containers, then runs, then ends.
-STAGES: dict[str, tuple[str, ...]] = {
-    "queue": ("kueue-pending", "kueue-deactivated", "pods-ready-timeout"),
-    "create": ("no-jobset-controller", "pod-create-refused"),
-    "schedule": (
-        "scale-up-failed",
-        "head-unschedulable",
-        "tpu-capacity",
-        "node-selector",
-        "untolerated-taint",
-        "unschedulable",
-    ),
-    "image": ("image-not-found", "image-unauthorized", "image-pull"),
-    "start": ("missing-secret", "container-config", "sidecar-not-started"),
-    "run": (
-        "scratch-bucket-missing",
-        "scratch-lifecycle-limit",
-        "version-mismatch",
-        "proxy-in-use",
-        "session-lost",
-        "oom-killed",
-        "hbm-oom",
-        "shm-exhausted",
-        "gcs-permission",
-        "proxy-backend",
-        "hang",
-        "crash",
-        "preempted",
-    ),
-    "end": ("max-restarts", "job-failed", "restarted"),
-}
-CAUSES: tuple[str, ...] = tuple(cause for causes in STAGES.values() for cause in causes)
-_RANK = {cause: rank for rank, cause in enumerate(CAUSES)}
+# The stages of a job, in the order they block it: a job is queued, then created, then scheduled, then pulls
+# images, then starts containers, then runs, then ends. Findings of one severity are ranked by their cause's stage.
+Stage = Literal["queue", "create", "schedule", "image", "start", "run", "end"]
+
 MAX_NAMES = 3  # object names listed in a grouped finding's `where`
 
 
@@ -61,6 +31,30 @@ class Observation(NamedTuple):
     key: str
     evidence: str
     fix: str
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One cause diagnose names, declared once, beside the rule that finds it (causes.py lists every row). ``id``
+    is a contract: tests, scripts and `-o json` readers match on it; ``meaning`` is its line in docs/diagnose.md.
+    ``severity`` and ``fix`` are the row's when they are fixed text (a fix may hold placeholders its rule fills
+    in); None says that what the rule saw decides them, and the rule passes them to ``observe`` (a rule that sees
+    more may pass them in place of the row's too)."""
+
+    id: str
+    stage: Stage
+    meaning: str
+    severity: Severity | None = None
+    fix: str | None = None
+
+    def observe(
+        self, role: str, obj: str, key: str, evidence: str, *, severity: Severity | None = None, fix: str | None = None
+    ) -> Observation:
+        severity = severity or self.severity
+        fix = self.fix if fix is None else fix
+        if severity is None or fix is None:
+            raise ValueError(f"diagnose cause {self.id}: its rule gave no severity or fix, and its row has none")
+        return Observation(self.id, severity, role, obj, key, evidence, fix)
 
 
 @dataclass(frozen=True)
@@ -87,12 +81,12 @@ class Finding:
 
 
 def group(observations: Iterable[Observation], totals: dict[str, int]) -> list[Finding]:
-    """One finding per (cause, severity, role, key), ``12 of 16 worker pods: a, b, c (+9 more)``, in order."""
+    """One finding per (cause, severity, role, key), ``12 of 16 worker pods: a, b, c (+9 more)``, in the order
+    first seen (``causes.order`` ranks them)."""
     groups: dict[tuple[str, str, str, str], list[Observation]] = {}
     for obs in observations:
         groups.setdefault((obs.cause, obs.severity, obs.role, obs.key), []).append(obs)
-    findings = [_finding(members, totals) for members in groups.values()]
-    return order(findings)
+    return [_finding(members, totals) for members in groups.values()]
 
 
 def _finding(members: list[Observation], totals: dict[str, int]) -> Finding:
@@ -106,14 +100,6 @@ def _finding(members: list[Observation], totals: dict[str, int]) -> Finding:
         plural = first.role if first.role.endswith("s") else first.role + "s"
         where = f"{len(names)} of {max(total, len(names))} {plural}: {listed}"
     return Finding(first.cause, first.severity, where, first.evidence, first.fix, len(names))
-
-
-def order(findings: list[Finding]) -> list[Finding]:
-    """Errors first; within a severity, what blocks first (queueing before scheduling before images ...); then
-    the finding seen on more objects."""
-    return sorted(
-        findings, key=lambda f: (SEVERITIES.index(f.severity), _RANK.get(f.cause, len(_RANK)), -f.count, f.where)
-    )
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,24 @@ Forbidden``; Docker Hub ``pull access denied``; Artifact Registry ``denied: Perm
 from __future__ import annotations
 
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Observation, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 UNAUTHORIZED = ("403 Forbidden", "401 Unauthorized", "denied", "unauthorized", "PERMISSION_DENIED")
 NOT_FOUND = ("not found", "manifest unknown", "NotFound", "InvalidImageName", "invalid reference format")
+
+IMAGE_NOT_FOUND = Cause("image-not-found", "image", "the image or its tag does not exist", severity="error")
+IMAGE_UNAUTHORIZED = Cause(
+    "image-unauthorized",
+    "image",
+    "403/401/denied: the node pool's service account needs `roles/artifactregistry.reader`",
+    severity="error",
+    fix="the node pool's service account may not pull from the registry: grant it roles/artifactregistry.reader "
+    "(gcloud artifacts repositories add-iam-policy-binding REPO --location LOCATION "
+    "--member serviceAccount:NODE_SA --role roles/artifactregistry.reader); check: pwdeploy preflight -f job.yaml",
+)
+IMAGE_PULL = Cause("image-pull", "image", "another pull failure (warning)", severity="warning")
 
 
 def observations(snap: Snapshot) -> list[Observation]:
@@ -49,18 +61,12 @@ def _observation(c: p.Container, image: str, message: str) -> Observation:
     pod, role = p.name(c.pod), p.role(c.pod)
     evidence = f"container {container} image {image}: {quote(message)}"
     if any(part in message for part in UNAUTHORIZED):
-        fix = (
-            "the node pool's service account may not pull from the registry: grant it roles/artifactregistry.reader "
-            "(gcloud artifacts repositories add-iam-policy-binding REPO --location LOCATION "
-            "--member serviceAccount:NODE_SA --role roles/artifactregistry.reader); "
-            "check: pwdeploy preflight -f job.yaml"
-        )
-        return Observation("image-unauthorized", "error", role, pod, image, evidence, fix)
+        return IMAGE_UNAUTHORIZED.observe(role, pod, image, evidence)
     if (
         any(part in message for part in NOT_FOUND)
         or c.status.get("state", {}).get("waiting", {}).get("reason") == "InvalidImageName"
     ):
         fix = f"the image or tag does not exist: push it, or fix {field}; check: pwdeploy preflight -f job.yaml"
-        return Observation("image-not-found", "error", role, pod, image, evidence, fix)
+        return IMAGE_NOT_FOUND.observe(role, pod, image, evidence, fix=fix)
     fix = f"the pull keeps failing (see the message: network, rate limit, registry outage); check {field}"
-    return Observation("image-pull", "warning", role, pod, image, evidence, fix)
+    return IMAGE_PULL.observe(role, pod, image, evidence, fix=fix)

@@ -21,11 +21,40 @@ from __future__ import annotations
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Observation, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
-MAX_RESTARTS = "ReachedMaxRestarts"
+REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
 RESTART_EVENTS = ("RestartJobSetFailurePolicyAction", "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction")
+
+PREEMPTED = Cause(  # also a Kueue eviction (queueing.py)
+    "preempted",
+    "run",
+    "DisruptionTarget, Evicted, node shutdown, Kueue preemption (warning); a head pod is replaced by its Job "
+    "without a restart",
+    severity="warning",
+)
+MAX_RESTARTS = Cause(
+    "max-restarts",
+    "end",
+    "the JobSet failed with ReachedMaxRestarts",
+    severity="error",
+    fix="the job failed after its restarts (scheduling.max_restarts): the other findings say why each run failed; "
+    "fix that and resubmit (pwdeploy submit -f job.yaml --replace)",
+)
+JOB_FAILED = Cause(
+    "job-failed",
+    "end",
+    "the JobSet failed for another reason",
+    severity="error",
+    fix="a Job of the JobSet failed: the other findings say why; fix it and resubmit (pwdeploy submit --replace)",
+)
+RESTARTED = Cause(
+    "restarted",
+    "end",
+    "the JobSet restarted (`status.restarts`): its latest restart event names the first failed Job (info)",
+    severity="info",
+)
 
 
 def observations(snap: Snapshot) -> list[Observation]:
@@ -52,7 +81,7 @@ def _restarted(snap: Snapshot) -> list[Observation]:
         f"a Job of the JobSet failed and the JobSet restarted every Job: the failed Job's pods are gone; read the "
         f"previous run's log (pwdeploy logs {snap.name} --previous) for why"
     )
-    return [Observation("restarted", "info", "jobset", snap.name, "restarted", evidence, fix)]
+    return [RESTARTED.observe("jobset", snap.name, RESTARTED.id, evidence, fix=fix)]
 
 
 def _jobset(snap: Snapshot) -> list[Observation]:
@@ -64,14 +93,8 @@ def _jobset(snap: Snapshot) -> list[Observation]:
     evidence = f"JobSet condition Failed=True reason {reason}: {quote(message)}" + (
         f"; restarts {restarts}" if restarts else ""
     )
-    if reason == MAX_RESTARTS:
-        fix = (
-            "the job failed after its restarts (scheduling.max_restarts): the other findings say why each run "
-            "failed; fix that and resubmit (pwdeploy submit -f job.yaml --replace)"
-        )
-        return [Observation("max-restarts", "error", "jobset", snap.name, reason, evidence, fix)]
-    fix = "a Job of the JobSet failed: the other findings say why; fix it and resubmit (pwdeploy submit --replace)"
-    return [Observation("job-failed", "error", "jobset", snap.name, reason, evidence, fix)]
+    ended = MAX_RESTARTS if reason == REACHED_MAX_RESTARTS else JOB_FAILED
+    return [ended.observe("jobset", snap.name, reason, evidence)]
 
 
 def _disrupted(pod: p.Object, jobset: p.Object) -> Observation | None:
@@ -97,7 +120,7 @@ def _disrupted(pod: p.Object, jobset: p.Object) -> Observation | None:
             "the job within scheduling.max_restarts: for fewer interruptions use on-demand or reserved capacity, "
             "and save checkpoints (storage.checkpoints) to resume"
         )
-    return Observation("preempted", "warning", p.role(pod), p.name(pod), reason, evidence, fix)
+    return PREEMPTED.observe(p.role(pod), p.name(pod), reason, evidence, fix=fix)
 
 
 def _ignores_disruption(jobset: p.Object, pod: p.Object) -> bool:

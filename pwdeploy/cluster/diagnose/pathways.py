@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.read import LogTail, Snapshot
 
 _DENIED = (
@@ -49,95 +49,120 @@ _GCS = ("gs://", "storage.googleapis.com", "storage.objects.", "storage.buckets.
 _BUCKET = re.compile(r"gs://([a-z0-9][a-z0-9._-]*)|storage\.googleapis\.com/(?:storage/v1/b/)?([a-z0-9][a-z0-9._-]*)")
 
 
-class LogRule(NamedTuple):
-    cause: str
-    severity: Severity
-    matches: Callable[[str], bool]
-    fix: str
-
-
 _RESTART_HEAD = (
     "restart the head (kubectl delete pod HEAD_POD restarts the JobSet when scheduling.max_restarts allows; "
     "else pwdeploy delete {job} and submit it again)"
 )
+# The causes a log line names, in the order RULES tries them. Their fixes hold placeholders that _fix fills in from
+# the live pod: SCRATCH, gs://BUCKET, {job}, HEAD_POD, SHM_FIELD.
+SCRATCH_BUCKET_MISSING = Cause(
+    "scratch-bucket-missing",
+    "run",
+    "`The specified bucket does not exist` in a Pathways log: storage.scratch names no bucket",
+    severity="error",
+    fix="storage.scratch (now SCRATCH) names a bucket that does not exist: create it (gcloud storage buckets "
+    "create gs://BUCKET --location REGION) or fix storage.scratch; check: pwdeploy preflight -f job.yaml",
+)
+SCRATCH_LIFECYCLE_LIMIT = Cause(
+    "scratch-lifecycle-limit",
+    "run",
+    "`cannot specify more than 50 prefixes`: the scratch bucket's lifecycle rules are full",
+    severity="error",
+    fix="the scratch bucket gs://BUCKET has no room for another lifecycle prefix (at most 50): remove the rules no "
+    "longer used (gcloud storage buckets describe gs://BUCKET --format='default(lifecycle_config)', then "
+    "gcloud storage buckets update gs://BUCKET --lifecycle-file=FILE), use a bucket of its own for "
+    "storage.scratch, or set storage.enable_olm: false (--no-gcs-olm) so Pathways adds none",
+)
+VERSION_MISMATCH = Cause(  # also the images' jax- tags (_image_versions, with a fix of its own)
+    "version-mismatch",
+    "run",
+    "IFRT protocol versions differ, or the proxy and server images are of different `jax-` releases",
+    severity="error",
+    fix="the user's JAX (client) and the IFRT proxy differ: use the Pathways images of the job's JAX "
+    "(pathways_version, or images.proxy_server / images.server) or rebuild the job image with that JAX",
+)
+PROXY_IN_USE = Cause(
+    "proxy-in-use",
+    "run",
+    "`Connection to IFRT proxy server was terminated: CANCELLED`: another client holds the proxy",
+    severity="error",
+    fix="the IFRT proxy serves one client session at a time and another client holds it (a notebook, a connect): "
+    "end that client; after an unexpected disconnection the proxy may keep the old session: " + _RESTART_HEAD,
+)
+SESSION_LOST = Cause(
+    "session-lost",
+    "run",
+    "`writes no longer allowed`: the connection to the proxy ended, and the JAX session with it",
+    severity="error",
+    fix="the connection to the IFRT proxy ended and the JAX session on it with it (a session does not resume on a "
+    "new connection): restart the client (a notebook: restart its kernel); if the proxy or the head went away, "
+    "read its log: pwdeploy logs {job} --component proxy",
+)
+HBM_OOM = Cause(
+    "hbm-oom",
+    "run",
+    "`RESOURCE_EXHAUSTED`: a TPU ran out of device memory (HBM)",
+    severity="error",
+    fix="a TPU ran out of device memory (HBM) (if the quoted line names another resource, that one): lower what "
+    "each device holds (a smaller per-device batch, parameters and optimizer state sharded over more devices, "
+    "rematerialised activations) or use more chips",
+)
+PROXY_BACKEND = Cause(
+    "proxy-backend",
+    "run",
+    "`Unable to initialize backend 'proxy'`, connection refused to port 29000",
+    severity="error",
+    fix=f"the program could not reach the IFRT proxy at grpc://localhost:{ids.PROXY_PORT}: read its log "
+    "(pwdeploy logs {job} --component proxy); call pathwaysutils.initialize() before the first JAX call",
+)
+HANG = Cause(
+    "hang",
+    "run",
+    "`Megascale detects a hang`",
+    severity="error",
+    fix="see the cause the digest names (MaxText megascale_hang_playbook.md): restart avoiding the named hosts; "
+    "with --megascale_abort_on_hangs=true in worker_flags, workers exit instead of stalling",
+)
+GCS_PERMISSION = Cause(
+    "gcs-permission",
+    "run",
+    "403 / permission denied on a bucket in a proxy, resource manager, worker or main log",
+    severity="error",
+    fix="the node pool's service account (host-network pods get no Workload Identity) lacks a role on the bucket: "
+    "gcloud storage buckets add-iam-policy-binding gs://BUCKET --member serviceAccount:NODE_SA "
+    "--role roles/storage.objectUser; check: pwdeploy preflight -f job.yaml",
+)
+SHM_EXHAUSTED = Cause(  # also exit 135 (containers.py, with a severity and fix of its own)
+    "shm-exhausted",
+    "run",
+    "exit 135 (SIGBUS), or `No space left on device` on /dev/shm: which size field",
+    severity="error",
+    fix="/dev/shm is full: raise SHM_FIELD",
+)
+
+
+class LogRule(NamedTuple):
+    cause: Cause
+    matches: Callable[[str], bool]
+
+
 RULES = (
+    LogRule(SCRATCH_BUCKET_MISSING, lambda line: "The specified bucket does not exist" in line),
+    LogRule(SCRATCH_LIFECYCLE_LIMIT, lambda line: "cannot specify more than 50 prefixes" in line),
+    LogRule(VERSION_MISMATCH, lambda line: "failed to agree on the protocol version" in line),
+    LogRule(PROXY_IN_USE, lambda line: "Connection to IFRT proxy server was terminated: CANCELLED" in line),
+    LogRule(SESSION_LOST, lambda line: "writes no longer allowed" in line),
+    LogRule(HBM_OOM, lambda line: "RESOURCE_EXHAUSTED" in line),
     LogRule(
-        "scratch-bucket-missing",
-        "error",
-        lambda line: "The specified bucket does not exist" in line,
-        "storage.scratch (now SCRATCH) names a bucket that does not exist: create it (gcloud storage buckets "
-        "create gs://BUCKET --location REGION) or fix storage.scratch; check: pwdeploy preflight -f job.yaml",
-    ),
-    LogRule(
-        "scratch-lifecycle-limit",
-        "error",
-        lambda line: "cannot specify more than 50 prefixes" in line,
-        "the scratch bucket gs://BUCKET has no room for another lifecycle prefix (at most 50): remove the rules no "
-        "longer used (gcloud storage buckets describe gs://BUCKET --format='default(lifecycle_config)', then "
-        "gcloud storage buckets update gs://BUCKET --lifecycle-file=FILE), use a bucket of its own for "
-        "storage.scratch, or set storage.enable_olm: false (--no-gcs-olm) so Pathways adds none",
-    ),
-    LogRule(
-        "version-mismatch",
-        "error",
-        lambda line: "failed to agree on the protocol version" in line,
-        "the user's JAX (client) and the IFRT proxy differ: use the Pathways images of the job's JAX "
-        "(pathways_version, or images.proxy_server / images.server) or rebuild the job image with that JAX",
-    ),
-    LogRule(
-        "proxy-in-use",
-        "error",
-        lambda line: "Connection to IFRT proxy server was terminated: CANCELLED" in line,
-        "the IFRT proxy serves one client session at a time and another client holds it (a notebook, a connect): "
-        "end that client; after an unexpected disconnection the proxy may keep the old session: " + _RESTART_HEAD,
-    ),
-    LogRule(
-        "session-lost",
-        "error",
-        lambda line: "writes no longer allowed" in line,
-        "the connection to the IFRT proxy ended and the JAX session on it with it (a session does not resume on a "
-        "new connection): restart the client (a notebook: restart its kernel); if the proxy or the head went away, "
-        "read its log: pwdeploy logs {job} --component proxy",
-    ),
-    LogRule(
-        "hbm-oom",
-        "error",
-        lambda line: "RESOURCE_EXHAUSTED" in line,
-        "a TPU ran out of device memory (HBM) (if the quoted line names another resource, that one): lower what "
-        "each device holds (a smaller per-device batch, parameters and optimizer state sharded over more devices, "
-        "rematerialised activations) or use more chips",
-    ),
-    LogRule(
-        "proxy-backend",
-        "error",
+        PROXY_BACKEND,
         lambda line: (
             "Unable to initialize backend 'proxy'" in line
             or ("Connection refused" in line and f":{ids.PROXY_PORT}" in line)
         ),
-        f"the program could not reach the IFRT proxy at grpc://localhost:{ids.PROXY_PORT}: read its log "
-        "(pwdeploy logs {job} --component proxy); call pathwaysutils.initialize() before the first JAX call",
     ),
-    LogRule(
-        "hang",
-        "error",
-        lambda line: "Megascale detects a hang" in line or "Megascale hang detected" in line,
-        "see the cause the digest names (MaxText megascale_hang_playbook.md): restart avoiding the named hosts; "
-        "with --megascale_abort_on_hangs=true in worker_flags, workers exit instead of stalling",
-    ),
-    LogRule(
-        "gcs-permission",
-        "error",
-        lambda line: any(d in line for d in _DENIED) and any(g in line for g in _GCS),
-        "the node pool's service account (host-network pods get no Workload Identity) lacks a role on the bucket: "
-        "gcloud storage buckets add-iam-policy-binding gs://BUCKET --member serviceAccount:NODE_SA "
-        "--role roles/storage.objectUser; check: pwdeploy preflight -f job.yaml",
-    ),
-    LogRule(
-        "shm-exhausted",
-        "error",
-        lambda line: "No space left on device" in line and ids.SHM_DIR in line,
-        "/dev/shm is full: raise SHM_FIELD",
-    ),
+    LogRule(HANG, lambda line: "Megascale detects a hang" in line or "Megascale hang detected" in line),
+    LogRule(GCS_PERMISSION, lambda line: any(d in line for d in _DENIED) and any(g in line for g in _GCS)),
+    LogRule(SHM_EXHAUSTED, lambda line: "No space left on device" in line and ids.SHM_DIR in line),
 )
 SCRATCH_ARG = "--gcs_scratch_location="
 
@@ -152,7 +177,7 @@ def classify(lines: list[str]) -> tuple[LogRule, str] | None:
     for rule in RULES:
         for index in range(len(lines) - 1, -1, -1):
             line = lines[index]
-            if rule.matches(line) or (rule.cause == "shm-exhausted" and _shm_in_traceback(lines, index)):
+            if rule.matches(line) or (rule.cause is SHM_EXHAUSTED and _shm_in_traceback(lines, index)):
                 return rule, line
     return None
 
@@ -183,23 +208,21 @@ def _from_log(tail: LogTail, pod: p.Object, job: str) -> Observation | None:
     fix = _fix(rule, line, pod, tail.container, job)
     which = f"{tail.container} log{' (previous run)' if tail.previous else ''}"
     role = p.role(pod) if pod else "pod"
-    return Observation(
-        rule.cause, rule.severity, role, tail.pod, f"{rule.cause}/{tail.container}", f"{which}: {quote(line)}", fix
-    )
+    return rule.cause.observe(role, tail.pod, f"{rule.cause.id}/{tail.container}", f"{which}: {quote(line)}", fix=fix)
 
 
 def _fix(rule: LogRule, line: str, pod: p.Object, container: str, job: str) -> str:
     """The rule's fix with what the live pod says: the bucket, the scratch location, the /dev/shm field."""
-    fix = rule.fix.replace("{job}", job).replace("HEAD_POD", p.name(pod) or "HEAD_POD")
-    bucket = _BUCKET.search(line) if rule.cause == "gcs-permission" else None
+    fix = (rule.cause.fix or "").replace("{job}", job).replace("HEAD_POD", p.name(pod) or "HEAD_POD")
+    bucket = _BUCKET.search(line) if rule.cause is GCS_PERMISSION else None
     if bucket:
         fix = fix.replace("gs://BUCKET", f"gs://{bucket[1] or bucket[2]}")
     scratch = _scratch(pod)
-    if scratch and rule.cause.startswith("scratch-"):
+    if scratch and rule.cause in (SCRATCH_BUCKET_MISSING, SCRATCH_LIFECYCLE_LIMIT):
         fix = fix.replace("SCRATCH", scratch).replace(
             "gs://BUCKET", "gs://" + scratch.removeprefix("gs://").split("/")[0]
         )
-    if rule.cause == "shm-exhausted":
+    if rule.cause is SHM_EXHAUSTED:
         fix = fix.replace("SHM_FIELD", _shm_field(pod, container))
     return fix.replace("SCRATCH", "its gs:// location")
 
@@ -236,4 +259,4 @@ def _image_versions(snap: Snapshot) -> list[Observation]:
         return []
     evidence = "; ".join(sorted(next(iter(sorted(images))) for images in tags.values()))
     fix = "set one pathways_version, or images.proxy_server and images.server of the same release"
-    return [Observation("version-mismatch", "error", "jobset", snap.name, "images", evidence, fix)]
+    return [VERSION_MISMATCH.observe("jobset", snap.name, "images", evidence, fix=fix)]

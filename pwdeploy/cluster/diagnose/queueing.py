@@ -25,16 +25,44 @@ from __future__ import annotations
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, Severity, quote
+from pwdeploy.cluster.diagnose.lifecycle import PREEMPTED
 from pwdeploy.cluster.diagnose.read import Snapshot
 
 NEVER = ("> maximum capacity", "doesn't exist", "is inactive", "does not exist")
 EXCEEDS = "ExceedsMaxQuota"  # the QuotaReserved=False reason when the request never fits (Kueue v1beta2)
-CAUSE = "kueue-pending"
-PODS_READY_TIMEOUT = "PodsReadyTimeout"
+TIMED_OUT = "PodsReadyTimeout"  # the Workload's Evicted reason
 DEACTIVATED = "Deactivated"
 DEFAULT_PODS_READY_TIMEOUT = "30 minutes"  # Kueue >= v0.19.0, apis/config/v1beta2/defaults.go
 SLOWEST = 3  # pods named in a PodsReadyTimeout finding
+
+KUEUE_PENDING = Cause(
+    "kueue-pending",
+    "queue",
+    "Kueue has not admitted the job: an error when it never can (a request above the ClusterQueue's maximum, a "
+    "missing LocalQueue, an inactive ClusterQueue, a rejected admission check, a failed ProvisioningRequest); a "
+    "warning while others hold the quota; info while an admission check or provisioning is pending",
+)
+KUEUE_DEACTIVATED = Cause(
+    "kueue-deactivated",
+    "queue",
+    "Kueue deactivated the Workload (`Deactivated*` eviction, e.g. the requeuing limit): it is never requeued; "
+    "reactivate it or resubmit",
+    severity="error",
+)
+PODS_READY_TIMEOUT = Cause(
+    "pods-ready-timeout",
+    "queue",
+    "Kueue evicted the job with `PodsReadyTimeout`: its pods were not all Ready within `waitForPodsReady.timeout` "
+    "(30 minutes by default since Kueue 0.19) or `recoveryTimeout`; names the pods not ready (warning: it is "
+    "requeued)",
+    severity="warning",
+    fix="not every pod was Ready within Kueue's waitForPodsReady.timeout (default "
+    f"{DEFAULT_PODS_READY_TIMEOUT} since Kueue v0.19; after a restart recoveryTimeout, which defaults to it), so "
+    "Kueue evicted and requeued the job: raise waitForPodsReady.timeout and recoveryTimeout in Kueue's "
+    "Configuration (ConfigMap kueue-manager-config in kueue-system), or start faster (pinned, smaller images; "
+    "capacity that is there, not flex-start); check: pwdeploy preflight -f job.yaml --cluster",
+)
 
 
 def observations(snap: Snapshot) -> list[Observation]:
@@ -47,7 +75,7 @@ def observations(snap: Snapshot) -> list[Observation]:
     found = _evicted(wl, name, snap)
     if _true(wl, "Admitted") or _true(wl, "Finished"):
         return found
-    if any(obs.cause != "preempted" for obs in found):  # the eviction says why it waits; QuotaReserved repeats it
+    if any(obs.cause != PREEMPTED.id for obs in found):  # the eviction says why it waits; QuotaReserved repeats it
         return found
     reserved = p.condition(wl, "QuotaReserved")
     if reserved is None or reserved.get("status") != "True":
@@ -70,28 +98,29 @@ def _no_workload(snap: Snapshot, queue: str | None) -> list[Observation]:
     if snap.kueue_installed is False and queue:
         fix = "install Kueue in the cluster, or submit without scheduling.queue"
         evidence = f"label {ids.QUEUE_LABEL}={queue} on the JobSet; the API server does not serve kueue.x-k8s.io"
-        return [Observation(CAUSE, "error", "jobset", snap.name, "no-kueue", evidence, fix)]
+        return [KUEUE_PENDING.observe("jobset", snap.name, "no-kueue", evidence, severity="error", fix=fix)]
     if suspended and not queue:  # suspended by hand (or by another tool), not held by Kueue
         evidence = "the JobSet is suspended (spec.suspend: true) and names no queue"
         fix = (
             f"resume it: kubectl patch jobset {snap.name} -n {snap.namespace} --type merge "
             """-p '{"spec":{"suspend":false}}'"""
         )
-        return [Observation(CAUSE, "info", "jobset", snap.name, "suspended", evidence, fix)]
+        return [KUEUE_PENDING.observe("jobset", snap.name, "suspended", evidence, severity="info", fix=fix)]
     if suspended and snap.kueue_installed:
         evidence = f"the JobSet is suspended (spec.suspend: true) and Kueue made no Workload for it (queue {queue!r})"
         fix = (
             "Kueue does not manage this JobSet: its configuration must list jobset.x-k8s.io/jobset in "
             f"integrations.frameworks, and the LocalQueue must exist (kubectl get localqueues -n {snap.namespace})"
         )
-        return [Observation(CAUSE, "error", "jobset", snap.name, "no-workload", evidence, fix)]
+        return [KUEUE_PENDING.observe("jobset", snap.name, "no-workload", evidence, severity="error", fix=fix)]
     return []
 
 
 def _quota(cond: p.Object | None, workload: str, queue: str | None) -> Observation:
     if cond is None:
         evidence = "the Workload has no QuotaReserved condition yet"
-        return Observation(CAUSE, "info", "workload", workload, "new", evidence, "wait: Kueue has not looked at it yet")
+        fix = "wait: Kueue has not looked at it yet"
+        return KUEUE_PENDING.observe("workload", workload, "new", evidence, severity="info", fix=fix)
     message = str(cond.get("message") or cond.get("reason") or "")
     exceeds = cond.get("reason") == EXCEEDS or "> maximum capacity" in message
     never = exceeds or any(part in message for part in NEVER)
@@ -109,7 +138,8 @@ def _quota(cond: p.Object | None, workload: str, queue: str | None) -> Observati
     else:
         fix = "other workloads hold the quota: wait, or raise scheduling.priority_class so Kueue may preempt them"
     key = "never" if never else "waiting"
-    return Observation(CAUSE, severity, "workload", workload, key, f"QuotaReserved=False: {quote(message)}", fix)
+    evidence = f"QuotaReserved=False: {quote(message)}"
+    return KUEUE_PENDING.observe("workload", workload, key, evidence, severity=severity, fix=fix)
 
 
 def _check(check: p.Object, workload: str) -> list[Observation]:
@@ -126,7 +156,7 @@ def _check(check: p.Object, workload: str) -> list[Observation]:
         if state == "Rejected"
         else "waiting for the admission check (for queued provisioning: until the nodes are provisioned)"
     )
-    return [Observation(CAUSE, severity, "workload", workload, f"check-{state}", evidence, fix)]
+    return [KUEUE_PENDING.observe("workload", workload, f"check-{state}", evidence, severity=severity, fix=fix)]
 
 
 def _provisioning(request: p.Object) -> list[Observation]:
@@ -140,13 +170,13 @@ def _provisioning(request: p.Object) -> list[Observation]:
                 "pool's queued provisioning setting, and the request's maxRunDurationSeconds; resubmit once fixed"
             )
             evidence = f"ProvisioningRequest {kind}=True: {quote(message)}"
-            return [Observation(CAUSE, "error", "provisioningrequest", name, kind, evidence, fix)]
+            return [KUEUE_PENDING.observe("provisioningrequest", name, kind, evidence, severity="error", fix=fix)]
     cond = p.condition(request, "Provisioned")
     if cond is not None and cond.get("status") != "True":
         message = str(cond.get("message") or cond.get("reason") or "")
         evidence = f"ProvisioningRequest Provisioned={cond.get('status')}: {quote(message)}"
         fix = "waiting for the autoscaler to find the capacity (queued provisioning can take hours)"
-        return [Observation(CAUSE, "info", "provisioningrequest", name, "waiting", evidence, fix)]
+        return [KUEUE_PENDING.observe("provisioningrequest", name, "waiting", evidence, severity="info", fix=fix)]
     return []
 
 
@@ -168,20 +198,13 @@ def _evicted(wl: p.Object, name: str, snap: Snapshot) -> list[Observation]:
             + f": fix what evicted it, then reactivate it (kubectl patch workload {name} -n {snap.namespace} "
             """--type merge -p '{"spec":{"active":true}}') or resubmit (pwdeploy submit -f job.yaml --replace)"""
         )
-        return [Observation("kueue-deactivated", "error", "workload", name, reason, evidence, fix)]
-    if reason == PODS_READY_TIMEOUT:
+        return [KUEUE_DEACTIVATED.observe("workload", name, reason, evidence, fix=fix)]
+    if reason == TIMED_OUT:
         slowest = _slowest(snap)
         evidence += f"; not ready: {slowest}" if slowest else ""
-        fix = (
-            "not every pod was Ready within Kueue's waitForPodsReady.timeout (default "
-            f"{DEFAULT_PODS_READY_TIMEOUT} since Kueue v0.19; after a restart recoveryTimeout, which defaults to "
-            "it), so Kueue evicted and requeued the job: raise waitForPodsReady.timeout and recoveryTimeout in "
-            "Kueue's Configuration (ConfigMap kueue-manager-config in kueue-system), or start faster (pinned, "
-            "smaller images; capacity that is there, not flex-start); check: pwdeploy preflight -f job.yaml --cluster"
-        )
-        return [Observation("pods-ready-timeout", "warning", "workload", name, reason, evidence, fix)]
+        return [PODS_READY_TIMEOUT.observe("workload", name, reason, evidence)]
     fix = "Kueue evicted the job (preemption by a higher priority workload, a stopped queue); it is requeued"
-    return [Observation("preempted", "warning", "workload", name, reason, evidence, fix)]
+    return [PREEMPTED.observe("workload", name, reason, evidence, fix=fix)]
 
 
 def _slowest(snap: Snapshot) -> str:

@@ -18,13 +18,42 @@ from __future__ import annotations
 import re
 
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Observation, Severity, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, Severity, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
 TPU_RESOURCE = "google.com/tpu"
 BUSY_PORTS = "didn't have free ports for the requested pod ports"
 _FAILED_SCALE_UP = re.compile(r"associated with this pod failed: (?P<why>[^.]*)")
 PREFLIGHT = "pwdeploy preflight -f job.yaml --cluster"
+
+SCALE_UP_FAILED = Cause(
+    "scale-up-failed", "schedule", "FailedScaleUp (quota, stockout, reservation); NotTriggerScaleUp is a warning"
+)
+HEAD_UNSCHEDULABLE = Cause(
+    "head-unschedulable",
+    "schedule",
+    "the head pod fits no node of `head.node_pool` (too small, or its host ports held by another job's head)",
+)
+TPU_CAPACITY = Cause(
+    "tpu-capacity",
+    "schedule",
+    "`Insufficient google.com/tpu`, or `didn't have free ports` (another job's hostNetwork pods hold the TPU "
+    "nodes): no free TPU node; a pod whose scale-up was triggered is a warning",
+)
+NODE_SELECTOR = Cause("node-selector", "schedule", "no node carries the labels the pod selects")
+UNTOLERATED_TAINT = Cause(
+    "untolerated-taint",
+    "schedule",
+    "the nodes carry a taint the pod does not tolerate",
+    fix="the nodes carry a taint the pod does not tolerate (see the message): remove the taint "
+    "(kubectl taint nodes NODE KEY-) or wait for an unreachable/not-ready node to recover",
+)
+UNSCHEDULABLE = Cause(
+    "unschedulable",
+    "schedule",
+    "another reason of the scheduler",
+    fix=f"the scheduler could place the pod nowhere; see the message; check: {PREFLIGHT}",
+)
 
 
 def observations(snap: Snapshot) -> list[Observation]:
@@ -65,41 +94,37 @@ def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Obse
             f"({_host_ports(pod)}; the head uses hostNetwork): another job's head holds them. Wait for it to end or "
             f"delete it, or add a node to that pool; check: {PREFLIGHT}"
         )
-        return Observation("head-unschedulable", severity, role, p.name(pod), "ports", evidence, fix)
+        return HEAD_UNSCHEDULABLE.observe(role, p.name(pod), "ports", evidence, severity=severity, fix=fix)
     if role == "head pod":
         kind = _kind(message)
-        return Observation("head-unschedulable", severity, role, p.name(pod), kind, evidence, _head_fix(kind, selector))
+        fix = _head_fix(kind, selector)
+        return HEAD_UNSCHEDULABLE.observe(role, p.name(pod), kind.id, evidence, severity=severity, fix=fix)
     cause = _kind(message)
-    if cause == "tpu-capacity" and BUSY_PORTS in message and f"Insufficient {TPU_RESOURCE}" not in message:
+    if cause is TPU_CAPACITY and BUSY_PORTS in message and f"Insufficient {TPU_RESOURCE}" not in message:
         fix = (
             f"the TPU nodes that match {selector} are held by other pods on the same host ports ({_host_ports(pod)}; "
             "the workers use hostNetwork): another job's workers run there. Wait for them, lower tpu.slices, or add "
             f"capacity (a node pool per slice, a reservation, flex-start or queued provisioning); check: {PREFLIGHT}"
         )
-        return Observation(cause, severity, role, p.name(pod), "ports", evidence, fix)
-    fixes = {
-        "tpu-capacity": (
+        return TPU_CAPACITY.observe(role, p.name(pod), "ports", evidence, severity=severity, fix=fix)
+    fixes = {  # the others' fixes are their rows'
+        TPU_CAPACITY: (
             f"every TPU node that matches {selector} is taken: wait for other jobs, lower tpu.slices, or add "
             f"capacity (a larger node pool, a reservation, flex-start or queued provisioning); check: {PREFLIGHT}"
         ),
-        "node-selector": (
+        NODE_SELECTOR: (
             f"no node (and no autoscaled node pool) has the labels {selector}: create a TPU node pool with that "
             f"accelerator and topology, or set tpu.type / tpu.topology to a pool's; check: {PREFLIGHT}"
         ),
-        "untolerated-taint": (
-            "the nodes carry a taint the pod does not tolerate (see the message): remove the taint "
-            "(kubectl taint nodes NODE KEY-) or wait for an unreachable/not-ready node to recover"
-        ),
-        "unschedulable": f"the scheduler could place the pod nowhere; see the message; check: {PREFLIGHT}",
     }
-    return Observation(cause, severity, role, p.name(pod), cause, evidence, fixes[cause])
+    return cause.observe(role, p.name(pod), cause.id, evidence, severity=severity, fix=fixes.get(cause))
 
 
-def _head_fix(kind: str, selector: str) -> str:
+def _head_fix(kind: Cause, selector: str) -> str:
     """What to do about a head pod no node takes, by what the scheduler names first. A node reports the first
     filter it fails (taints before node affinity), so a missing pool and a tainted one can read alike."""
     nodes = f"CPU node that matches {selector or 'its nodeSelector'}"
-    if kind in ("untolerated-taint", "node-selector"):
+    if kind in (UNTOLERATED_TAINT, NODE_SELECTOR):
         return (
             f"no {nodes} takes the head: none exists, or those that do carry a taint it does not tolerate (the TPU "
             "nodes' google.com/tpu taint keeps it off them, as meant): create that CPU node pool or set "
@@ -113,16 +138,16 @@ def _head_fix(kind: str, selector: str) -> str:
     )
 
 
-def _kind(message: str) -> str:
+def _kind(message: str) -> Cause:
     """The cause a scheduler message names first: capacity (chips, or host ports another pod holds), then taints,
     then selectors."""
     if f"Insufficient {TPU_RESOURCE}" in message or BUSY_PORTS in message:
-        return "tpu-capacity"
+        return TPU_CAPACITY
     if "untolerated taint" in message:
-        return "untolerated-taint"
+        return UNTOLERATED_TAINT
     if "didn't match Pod's node affinity/selector" in message:
-        return "node-selector"
-    return "unschedulable"
+        return NODE_SELECTOR
+    return UNSCHEDULABLE
 
 
 def _host_ports(pod: p.Object) -> str:
@@ -151,7 +176,8 @@ def _autoscaler(pod: p.Object, reasons: dict[str, str]) -> list[Observation]:
         message = reasons["FailedScaleUp"]
         match = _FAILED_SCALE_UP.search(message)
         why = match["why"].strip() if match else message
-        return [Observation("scale-up-failed", "error", role, p.name(pod), why, quote(message), _scale_up_fix(why))]
+        fix = _scale_up_fix(why)
+        return [SCALE_UP_FAILED.observe(role, p.name(pod), why, quote(message), severity="error", fix=fix)]
     if "NotTriggerScaleUp" in reasons and "TriggeredScaleUp" not in reasons:
         message = reasons["NotTriggerScaleUp"]
         fix = (
@@ -159,7 +185,7 @@ def _autoscaler(pod: p.Object, reasons: dict[str, str]) -> list[Observation]:
             "selector no pool has): raise the pool's maximum, enable node auto-provisioning, or fix the selector"
         )
         key = re.sub(r"\d+", "N", message)
-        return [Observation("scale-up-failed", "warning", role, p.name(pod), key, quote(message), fix)]
+        return [SCALE_UP_FAILED.observe(role, p.name(pod), key, quote(message), severity="warning", fix=fix)]
     return []
 
 
