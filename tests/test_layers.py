@@ -53,7 +53,7 @@ ALLOWED["api"] = frozenset(ALLOWED) - {"api", "cli", "__main__"}
 # ``__init__`` (the version) is open to all.
 SUB_ROOMS: dict[str, frozenset[str]] = {
     "cluster.diagnose": frozenset(
-        {"identifiers", "text", "kube", "cluster.jobsets", "cluster.logs", "cluster.progress"}
+        {"identifiers", "severity", "text", "kube", "cluster.jobsets", "cluster.logs", "cluster.progress"}
     ),
     "cluster.readiness": frozenset(
         {"identifiers", "report", "config", "manifests", "kube", "cluster.jobsets", "cluster.nodes"}

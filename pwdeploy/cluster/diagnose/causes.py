@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import get_args
 
 from pwdeploy.cluster.diagnose import containers, creation, images, lifecycle, pathways, queueing, scheduling
-from pwdeploy.cluster.diagnose.findings import SEVERITIES, Cause, Finding, Stage
+from pwdeploy.cluster.diagnose.findings import Cause, Finding, Stage
+from pwdeploy.severity import SEVERITIES
 
 # Stage by stage, in findings.Stage's order; this order ranks the findings of one severity.
 ROWS: tuple[Cause, ...] = (

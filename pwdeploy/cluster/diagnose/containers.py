@@ -23,9 +23,10 @@ from datetime import datetime
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pathways
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Cause, Observation, Severity, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.pathways import SHM_EXHAUSTED
 from pwdeploy.cluster.diagnose.read import MAX_LOGS, LogTail, Snapshot
+from pwdeploy.severity import Severity
 
 SIDECAR_GRACE_S = 120  # a sidecar running this long while the main container waits has not "started" it
 _SECRET = re.compile(

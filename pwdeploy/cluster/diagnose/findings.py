@@ -8,10 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from pwdeploy.severity import Severity
 from pwdeploy.text import evidence, printable
-
-Severity = Literal["error", "warning", "info"]
-SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
 # The stages of a job, in the order they block it: a job is queued, then created, then scheduled, then pulls
 # images, then starts containers, then runs, then ends. Findings of one severity are ranked by their cause's stage.

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Cause, Observation, Severity, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.lifecycle import PREEMPTED
 from pwdeploy.cluster.diagnose.read import Snapshot
+from pwdeploy.severity import Severity
 
 NEVER = ("> maximum capacity", "doesn't exist", "is inactive", "does not exist")
 EXCEEDS = "ExceedsMaxQuota"  # the QuotaReserved=False reason when the request never fits (Kueue v1beta2)

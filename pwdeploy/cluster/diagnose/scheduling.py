@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 
 from pwdeploy.cluster.diagnose import pods as p
-from pwdeploy.cluster.diagnose.findings import Cause, Observation, Severity, quote
+from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
+from pwdeploy.severity import Severity
 
 TPU_RESOURCE = "google.com/tpu"
 BUSY_PORTS = "didn't have free ports for the requested pod ports"
