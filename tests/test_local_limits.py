@@ -22,8 +22,8 @@ MiB = 2**20
 WRITE_SHM = (
     "import os, time; path = f'/dev/shm/pwdeploy-limits-test-{os.getpid()}'\n"
     "with open(path, 'wb') as f: f.write(b'x' * (64 << 20))\n"
-    "time.sleep(0.6); os.unlink(path)"
-)
+    "time.sleep(2); os.unlink(path)"
+)  # held 2 s: the sampler reads every 0.1 s, but on a machine busy with other runs 0.6 s was once missed
 HOLD_MEMORY = "import time; held = b'x' * (400 << 20); time.sleep(0.6)"  # 400 MiB written, so resident
 
 
