@@ -451,3 +451,20 @@ def test_every_domain_name_the_builders_write_comes_from_identifiers() -> None:
 def test_the_domain_name_scan_finds_a_planted_label() -> None:
     assert _DOMAIN_KEY.match("kubernetes.io/hostname") and _DOMAIN_KEY.match("cloud.google.com/gke-spot")
     assert not _DOMAIN_KEY.match("/bin/sh") and not _DOMAIN_KEY.match("gs://bucket/x")
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_the_manifests_hold_plain_values_any_yaml_or_json_writer_takes(config: Path) -> None:
+    """The config keeps quantities as ``quantity.Quantity`` (a str with its parsed amount); the manifests carry
+    plain ``str`` only, so ``yaml.safe_dump`` of what ``api.render`` returns works for a library user too."""
+    objects = manifests.build(_job(config))
+
+    def kinds(value: Any) -> set[type]:
+        if isinstance(value, dict):
+            return {t for key, item in value.items() for t in kinds(key) | kinds(item)}
+        if isinstance(value, list):
+            return {t for item in value for t in kinds(item)}
+        return {type(value)}
+
+    assert kinds(objects) <= {str, int, bool, type(None)}
+    assert yaml.safe_load(yaml.safe_dump(objects)) == objects

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from pwdeploy import catalog
 from pwdeploy.config.values import GcsPath
+from pwdeploy.quantity import Quantity
 
 
 class Toleration(NamedTuple):
@@ -34,8 +35,8 @@ class TpuConfig(NamedTuple):
     slices: int
     elastic_slices: int
     max_slice_restarts: int
-    worker_memory: str | None
-    shm_size: str
+    worker_memory: Quantity | None
+    shm_size: Quantity
     slice: catalog.TpuSlice
     # How the TPU VMs are bought (pwdeploy.config.capacity): on-demand, spot, reservation, flex-start, queued.
     capacity: str = "on-demand"
@@ -63,9 +64,9 @@ class MainConfig(NamedTuple):
     command: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     secret_env: tuple[SecretRef, ...]
-    cpu: str
-    memory: str
-    shm_size: str
+    cpu: Quantity
+    memory: Quantity
+    shm_size: Quantity
     data_workers: int  # resolved: never None
     privileged: bool
     profiler_host: str = "127.0.0.1"  # PATHWAYS_PROFILING_SERVER_HOST of the user's container
@@ -73,11 +74,11 @@ class MainConfig(NamedTuple):
 
 class HeadConfig(NamedTuple):
     node_pool: str
-    proxy_cpu: str
-    proxy_memory: str
-    rm_cpu: str
-    rm_memory: str
-    transfer_shm_size: str | None  # a cap on the client-proxy shared memory; None: no cap; "0": none at all
+    proxy_cpu: Quantity
+    proxy_memory: Quantity
+    rm_cpu: Quantity
+    rm_memory: Quantity
+    transfer_shm_size: Quantity | None  # a cap on the client-proxy shared memory; None: no cap; "0": none at all
 
 
 class StorageConfig(NamedTuple):
@@ -117,7 +118,7 @@ class SidecarConfig(NamedTuple):
     source_dir: Path | None
     requirements: Path | None
     pip_args: tuple[str, ...]
-    shm_size: str
+    shm_size: Quantity
     base_release: str | None = None  # only `pwdeploy sidecar` reads these two
     python_version: str | None = None
 

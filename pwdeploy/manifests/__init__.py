@@ -12,7 +12,6 @@ from pwdeploy.atomic import write_text_atomic
 from pwdeploy.config import JobConfig
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.jobset import jobset
-from pwdeploy.quantity import Quantity
 
 __all__ = ["Manifest", "build", "file_name", "to_json", "to_yaml", "write_dir"]
 
@@ -40,8 +39,6 @@ def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 
 
 _Dumper.add_representer(str, _str_presenter)
-# The config's quantities, text with their parsed value: written as their text (libyaml takes only a plain str).
-_Dumper.add_representer(Quantity, lambda dumper, data: _str_presenter(dumper, str(data)))
 
 
 def to_yaml(objects: list[Manifest]) -> str:

@@ -75,7 +75,7 @@ def limits(resources: Mapping[str, str | int | None]) -> Manifest:
 def memory_volume(name: str, size: str | None) -> Manifest:
     """A memory-backed emptyDir; without ``size`` it has no sizeLimit of its own (the memory limits of the
     containers that write it bound it)."""
-    limit = {"sizeLimit": size} if size is not None else {}
+    limit = {"sizeLimit": str(size)} if size is not None else {}  # a config Quantity: its text, a plain str
     return {"name": name, "emptyDir": {"medium": "Memory", **limit}}
 
 
