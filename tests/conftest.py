@@ -17,7 +17,9 @@ from click.testing import CliRunner, Result
 if TYPE_CHECKING:
     from pwdeploy.kube.seam import Kube
     from tests.control_plane import ControlPlane
+    from tests.drill_stub import DrillStub
     from tests.kube_stub import FakeClock, StubKubeApiServer
+    from tests.portforward_fake import PortForwardApiFake
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,6 +91,25 @@ def stub() -> Iterator[StubKubeApiServer]:
     from tests.kube_stub import StubKubeApiServer
 
     with StubKubeApiServer(tokens={"stub-token": "alice", "token-b": "bob"}, namespaces=("default", "team")) as server:
+        yield server
+
+
+@pytest.fixture
+def drill_stub() -> Iterator[DrillStub]:
+    """DrillStub: the stub plus evictions, timed logs and exec (tests/drill_stub.py)."""
+    from tests.drill_stub import DrillStub
+
+    with DrillStub() as server:
+        yield server
+
+
+@pytest.fixture
+def api() -> Iterator[PortForwardApiFake]:
+    """PortForwardApiFake: the stub plus pods/portforward (tests/portforward_fake.py). A module that uses it
+    overrides ``kc`` with a kubeconfig for it."""
+    from tests.portforward_fake import PortForwardApiFake
+
+    with PortForwardApiFake(tokens={"stub-token": "alice"}) as server:
         yield server
 
 

@@ -1,4 +1,5 @@
-"""StubKubeApiServer: a loopback HTTP server that answers the Kubernetes API paths pwdeploy uses.
+"""StubKubeApiServer: a loopback HTTP server (tests/loopback.py) that answers the Kubernetes API paths pwdeploy
+uses.
 
 It serves HTTPS by default, as a GKE control plane does: a certificate from the test session's throwaway CA
 (tests/tls.py), which ``write_kubeconfig`` hands to the client as ``certificate-authority-data``; a client
@@ -24,17 +25,15 @@ import base64
 import copy
 import json
 import re
-import socket
 import ssl
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Self
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
@@ -43,6 +42,7 @@ from pwdeploy import manifests
 from pwdeploy.config import JobConfig, load_job
 from tests.crd import crd_object
 from tests.kube_discovery import discovery
+from tests.loopback import LoopbackServer
 
 JOBSET_GV = "jobset.x-k8s.io/v1alpha2"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -169,31 +169,6 @@ def node(
     }
 
 
-class _QuietServer(ThreadingHTTPServer):
-    """Clients that hang up (a test's timeout, a body read only in part) or refuse the certificate (a test of a
-    wrong CA) are no error of the stub's. With ``tls``, each connection's handshake runs in its own thread."""
-
-    tls: ssl.SSLContext | None = None
-
-    def get_request(self) -> tuple[Any, Any]:
-        sock, address = super().get_request()
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Go's net package does by default
-        if self.tls is not None:
-            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return sock, address
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        if isinstance(request, ssl.SSLSocket):
-            request.settimeout(10)
-            request.do_handshake()
-            request.settimeout(None)
-        super().finish_request(request, client_address)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError, TimeoutError)):
-            super().handle_error(request, client_address)
-
-
 def peer_name(connection: Any) -> str | None:
     """The CN of the client certificate a TLS connection verified (None without one, or on plain http)."""
     cert: Any = connection.getpeercert() if isinstance(connection, ssl.SSLSocket) else None
@@ -249,36 +224,31 @@ class StubKubeApiServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()  # releases hung answers
         self._uid = 0
-        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
+        self.ca_pem: bytes | None = None  # the CA a client must trust (None: plain http)
+        context = None
         if tls:
             from tests.tls import session_pki
 
             pki = session_pki()
-            self._server.tls = pki.server_context(named=certificate == "named", stranger=certificate == "stranger")
-            self.ca_pem: bytes | None = pki.ca_pem
-        else:
-            self.ca_pem = None
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
+            context = pki.server_context(named=certificate == "named", stranger=certificate == "stranger")
+            self.ca_pem = pki.ca_pem
+        self._server = LoopbackServer(self._handler_class(), tls=context)
 
     # ------------------------------------------------------------------------------------------ control
 
     @property
     def url(self) -> str:
-        host, port = str(self._server.server_address[0]), int(self._server.server_address[1])
-        return f"{'https' if self.ca_pem is not None else 'http'}://{host}:{port}"
+        return self._server.url
 
-    def start(self) -> StubKubeApiServer:
-        self._thread.start()
+    def start(self) -> Self:
+        self._server.start()
         return self
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
 
-    def __enter__(self) -> StubKubeApiServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -483,9 +453,8 @@ class StubKubeApiServer:
     def _dispatch(self, r: Recorded) -> None:
         path = r.path.rstrip("/")
         if r.method == "GET" and path.count("/") <= 3:
-            host, port = self._server.server_address[:2]
             jobset_gv = JOBSET_GV if self.jobset_installed else None
-            document = discovery(path, jobset_gv=jobset_gv, server_address=f"{host!s}:{port}")
+            document = discovery(path, jobset_gv=jobset_gv, server_address=self._server.netloc)
             if document is not None:
                 raise _Reply(200, document)
         if path == "/version" and r.method == "GET":

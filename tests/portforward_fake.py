@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, peer_name, status_body
+from tests.loopback import LoopbackServer, per_connection
 from tests.spdy_fake import SPDY_WEBSOCKET, SpdyPortForward
 
 V4_CHANNEL = "v4.channel.k8s.io"
@@ -151,10 +152,6 @@ class PortForwardApiFake(StubKubeApiServer):
         self.close_with: tuple[int, bytes] | None = None  # close every new stream at once with (code, reason)
         self.spdy_pairs = 0  # kubectl connections served over SPDY
         self.wrong_accept = False  # answer the WebSocket upgrade with a Sec-WebSocket-Accept for another key
-
-    def __enter__(self) -> PortForwardApiFake:
-        super().__enter__()
-        return self
 
     def route(self, namespace: str, pod: str, port: int, address: tuple[str, int]) -> None:
         self.targets[(namespace, pod, port)] = address
@@ -377,41 +374,12 @@ class WebSocketBytes:
         self.stream.send_binary(data, size=POD_READ + 8)  # a message per SPDY data frame (8-byte header)
 
 
-class TcpStandIn:
+class TcpStandIn(LoopbackServer):
     """A loopback TCP server standing in for the proxy: ``serve(conn)`` runs in a thread per connection
     (default: echo every byte back)."""
 
     def __init__(self, serve: Callable[[socket.socket], None] | None = None) -> None:
-        self.serve = serve or echo
-        self.accepted = 0
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-
-    @property
-    def address(self) -> tuple[str, int]:
-        host, port = self._sock.getsockname()[:2]
-        return str(host), int(port)
-
-    def __enter__(self) -> TcpStandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._sock.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._run, args=(conn,), daemon=True).start()
-
-    def _run(self, conn: socket.socket) -> None:
-        with contextlib.suppress(OSError), conn:
-            self.serve(conn)
+        super().__init__(per_connection(serve or echo))
 
 
 def echo(conn: socket.socket) -> None:

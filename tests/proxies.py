@@ -7,38 +7,30 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from typing import Any
+from typing import Self
+
+from tests.loopback import LoopbackServer, per_connection
 
 
 class _Proxy:
     def __init__(self) -> None:
         self.targets: list[str] = []  # "host:port" of every tunnel opened
         self.authorizations: list[str | None] = []
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self._sock.getsockname()[1])
-        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._server = LoopbackServer(per_connection(self._run))
+        self.port = self._server.port
 
-    def __enter__(self) -> Any:
-        self._thread.start()
+    def __enter__(self) -> Self:
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._sock.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._run, args=(conn,), daemon=True).start()
+        self._server.stop()
 
     def _run(self, conn: socket.socket) -> None:
-        with contextlib.suppress(OSError), conn:
-            upstream = self.open(conn)
-            if upstream is not None:
-                with upstream:
-                    _pipe(conn, upstream)
+        upstream = self.open(conn)
+        if upstream is not None:
+            with upstream:
+                _pipe(conn, upstream)
 
     def open(self, conn: socket.socket) -> socket.socket | None:
         raise NotImplementedError

@@ -61,12 +61,6 @@ PROXY_LOG = f"I1101 04:51:40.1 1 proxy_server.cc:90] starting\nI1101 04:51:41.9 
 
 
 @pytest.fixture
-def api() -> Iterator[PortForwardApiFake]:
-    with PortForwardApiFake(tokens={"stub-token": "alice"}) as server:
-        yield server
-
-
-@pytest.fixture
 def standin(api: PortForwardApiFake) -> Iterator[TcpStandIn]:
     with TcpStandIn() as server:
         api.route("default", HEAD, PORT, server.address)

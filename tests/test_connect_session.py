@@ -33,12 +33,6 @@ RUNNING = {"running": {"startedAt": "2026-01-01T00:01:00Z"}}
 
 
 @pytest.fixture
-def api() -> Iterator[PortForwardApiFake]:
-    with PortForwardApiFake(tokens={"stub-token": "alice"}) as server:
-        yield server
-
-
-@pytest.fixture
 def kc(api: PortForwardApiFake, tmp_path: Path) -> list[str]:
     path = api.write_kubeconfig(tmp_path / "kubeconfig", {"fake": ("stub-token", None)}, current="fake")
     return ["--kubeconfig", str(path)]

@@ -34,12 +34,8 @@ FAST = PluginLimits(timeout=5.0, notice_after=5.0)
 
 @pytest.fixture
 def https_stub() -> Iterator[HttpsStubKubeApiServer]:
-    server = HttpsStubKubeApiServer(tokens={"plugin-token-1": "alice", "plugin-token-2": "alice"})
-    server.start()
-    try:
+    with HttpsStubKubeApiServer(tokens={"plugin-token-1": "alice", "plugin-token-2": "alice"}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def plugin(tmp_path: Path, body: str, name: str = "fake-plugin") -> Path:

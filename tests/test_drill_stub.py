@@ -4,7 +4,7 @@ test, on the FakeClock's sleeps). What the real controllers do is proven by the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,16 +130,6 @@ class World:
             for h in range(self.hosts):
                 if (str(s), str(h)) not in have:
                     self.add(self.pod(ids.WORKER_JOB, s, h))
-
-
-@pytest.fixture
-def drill_stub() -> Iterator[DrillStub]:
-    server = DrillStub()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -1,15 +1,13 @@
 """Proxies and TLS settings decided as kubectl decides them: a kubeconfig's proxy-url (http, socks5, socks5h) wins
 over NO_PROXY; HTTPS_PROXY/HTTP_PROXY apply unless NO_PROXY names the host, and never to a loopback server;
 insecure-skip-tls-verify with a CA is refused with kubectl's own words. Requests go through a SOCKS5 proxy stub
-(a loopback relay, not a proxy product) to HttpsStubKubeApiServer (a loopback stub behind TLS)."""
+(tests/proxies.py: a loopback relay, not a proxy product) to HttpsStubKubeApiServer (a loopback stub behind TLS)."""
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.reach import INSECURE_WITH_CA, kubectl_proxy
 from tests.https_stub import HttpsStubKubeApiServer
+from tests.proxies import Socks5Proxy
 
 SERVER = "https://10.1.2.3:443"
 
@@ -69,78 +68,16 @@ def test_a_socks_proxy_without_pysocks_names_what_to_install(monkeypatch: pytest
 # ---------------------------------------------------------------------------------------------- through the stubs
 
 
-class Socks5Stub:
-    """A loopback SOCKS5 relay (no authentication, CONNECT only) that records the targets it was asked for."""
-
-    def __init__(self) -> None:
-        self.targets: list[str] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
-    def _serve(self, client: socket.socket) -> None:
-        with client:
-            _exactly(client, _exactly(client, 2)[1])  # the greeting's methods: "no authentication" is chosen
-            client.sendall(b"\x05\x00")
-            head = _exactly(client, 4)
-            if head[3] == 3:  # a name (socks5h)
-                host = _exactly(client, _exactly(client, 1)[0]).decode()
-            else:
-                host = socket.inet_ntoa(_exactly(client, 4))
-            port = int.from_bytes(_exactly(client, 2), "big")
-            self.targets.append(f"{host}:{port}")
-            upstream = socket.create_connection((host, port))
-            client.sendall(b"\x05\x00\x00\x01" + socket.inet_aton("127.0.0.1") + b"\x00\x00")
-            threading.Thread(target=_pipe, args=(upstream, client), daemon=True).start()
-            _pipe(client, upstream)
-
-    def close(self) -> None:
-        self._listener.close()
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the client hung up")
-        data += chunk
-    return data
-
-
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        sink.close()
-
-
 @pytest.fixture
 def https_stub() -> Iterator[HttpsStubKubeApiServer]:
-    server = HttpsStubKubeApiServer()
-    server.start()
-    try:
+    with HttpsStubKubeApiServer() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
-def socks() -> Iterator[Socks5Stub]:
-    relay = Socks5Stub()
-    yield relay
-    relay.close()
+def socks() -> Iterator[Socks5Proxy]:
+    with Socks5Proxy() as relay:
+        yield relay
 
 
 def with_cluster_fields(kc: Path, **fields: object) -> Path:
@@ -153,14 +90,14 @@ def with_cluster_fields(kc: Path, **fields: object) -> Path:
 @pytest.mark.parametrize("scheme", ["socks5", "socks5h"])
 def test_a_socks_proxy_url_carries_the_requests_against_https_stub(
     https_stub: HttpsStubKubeApiServer,
-    socks: Socks5Stub,
+    socks: Socks5Proxy,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     scheme: str,
 ) -> None:
     monkeypatch.setenv("NO_PROXY", "*")  # the kubeconfig's proxy-url is used all the same
     kc = https_stub.write_user_kubeconfig(tmp_path / "kc", {"token": "stub-token"})
-    with_cluster_fields(kc, **{"proxy-url": f"{scheme}://{socks.url}"})
+    with_cluster_fields(kc, **{"proxy-url": socks.url(scheme)})
     kube = load_kube(kc)
     assert get_jobset(kube, "default", "demo") is None
     assert socks.targets == [https_stub.url.removeprefix("https://")]

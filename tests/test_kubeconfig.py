@@ -308,14 +308,8 @@ def test_relative_paths_are_what_kubectl_flattens(tmp_path: Path, monkeypatch: p
 
 @pytest.fixture
 def two_stubs() -> Iterator[tuple[HttpsStubKubeApiServer, HttpsStubKubeApiServer]]:
-    servers = (HttpsStubKubeApiServer(), HttpsStubKubeApiServer())
-    for server in servers:
-        server.start()
-    try:
-        yield servers
-    finally:
-        for server in servers:
-            server.stop()
+    with HttpsStubKubeApiServer() as a, HttpsStubKubeApiServer() as b:
+        yield a, b
 
 
 def test_writes_go_to_the_first_files_cluster_and_say_so_against_https_stubs(

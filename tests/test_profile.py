@@ -95,12 +95,6 @@ def head_pod(main_state: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api() -> Iterator[PortForwardApiFake]:
-    with PortForwardApiFake(tokens={"stub-token": "alice"}) as server:
-        yield server
-
-
-@pytest.fixture
 def kc(api: PortForwardApiFake, tmp_path: Path) -> list[str]:
     path = api.write_kubeconfig(tmp_path / "kubeconfig", {"fake": ("stub-token", None)}, current="fake")
     return ["--kubeconfig", str(path)]

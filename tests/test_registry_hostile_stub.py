@@ -27,6 +27,7 @@ from pwdeploy.registry.credentials import Basic
 from pwdeploy.registry.responses import Body
 from pwdeploy.registry.token_flow import TokenFlow
 from pwdeploy.report import Status
+from tests.loopback import LoopbackServer, per_connection
 from tests.test_registry_stub import DIGEST, MANIFEST, Reply, Seen, StubRegistry, client, found, stub
 
 __all__ = ["stub"]  # the fixture
@@ -65,35 +66,21 @@ def test_stub_trickling_body_is_cut_off_at_the_deadline(stub: StubRegistry) -> N
 def trickling_headers() -> Iterator[tuple[str, list[int]]]:
     """A raw server that sends a status line, then one header line every 50 ms, for 10 s; and the count of header
     lines it has sent."""
-    server = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
     sent = [0]
 
-    def serve() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                try:
-                    conn.recv(65536)
-                    conn.sendall(b"HTTP/1.1 200 OK\r\n")
-                    for n in range(200):
-                        if stop.wait(0.05):
-                            break
-                        conn.sendall(f"X-Slow-{n}: 1\r\n".encode())
-                        sent[0] += 1
-                except OSError:
-                    pass
+    def serve(conn: socket.socket) -> None:
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        for n in range(200):
+            if stop.wait(0.05):
+                break
+            conn.sendall(f"X-Slow-{n}: 1\r\n".encode())
+            sent[0] += 1
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}", sent
-    stop.set()
-    thread.join(2)
-    server.close()
+    with LoopbackServer(per_connection(serve)) as server:
+        yield server.netloc, sent
+        stop.set()
 
 
 def test_stub_trickling_headers_are_cut_off_at_the_deadline(trickling_headers: tuple[str, list[int]]) -> None:

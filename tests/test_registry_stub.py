@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -24,6 +24,7 @@ from pwdeploy.imageref import BadReference, ImageRef, is_digest, parse_reference
 from pwdeploy.registry import credentials as creds
 from pwdeploy.registry.client import ACCEPT, MANIFEST_TYPES, RegistryClient
 from pwdeploy.registry.credentials import Basic, Credentials
+from tests.loopback import LoopbackServer
 
 MANIFEST = b'{"schemaVersion": 2}'
 DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
@@ -90,13 +91,9 @@ def stub() -> Iterator[StubRegistry]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    registry.host = f"127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield registry
-    server.shutdown()
-    server.server_close()
+    with LoopbackServer(Handler) as server:
+        registry.host = server.netloc
+        yield registry
 
 
 def found(seen: Seen) -> Reply:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from pwdeploy.kube.seam import POD_LOGS, Action, ApiError
 from tests.conftest import ClusterCli
 from tests.diagnose_cases import load, serve
 from tests.kube_stub import FakeClock, StubKubeApiServer, status_body
+from tests.loopback import LoopbackServer, per_connection
 
 RM_LOG = "I1101 04:52:41.967764 1 multi_job_allocator.cc:1063] *** 1/2 Pathways Slices Now Ready ***\n"
 RUNNING = {"running": {"startedAt": "2026-01-01T00:01:00Z"}}
@@ -155,36 +155,30 @@ def test_diagnose_notes_an_unread_log_and_finds_the_same_stub(
 def trickle(tmp_path: Path) -> Iterator[tuple[Path, list[float]]]:
     """A loopback HTTP server (plain http) whose answer promises 4096 bytes and sends one every 0.2 s; a kubeconfig
     for it, and the times the client hung up."""
-    server = socket.create_server(("127.0.0.1", 0))
     closed: list[float] = []
 
-    def answer() -> None:
-        conn, _ = server.accept()
-        with conn:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 4096\r\n\r\n")
-            try:
-                for _ in range(4096):
-                    conn.sendall(b"x")
-                    time.sleep(0.2)
-            except OSError:
-                closed.append(time.monotonic())
+    def answer(conn: socket.socket) -> None:
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 4096\r\n\r\n")
+        try:
+            for _ in range(4096):
+                conn.sendall(b"x")
+                time.sleep(0.2)
+        except OSError:
+            closed.append(time.monotonic())
 
-    thread = threading.Thread(target=answer, daemon=True)
-    thread.start()
-    port = server.getsockname()[1]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "t", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
-        "current-context": "t",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    yield path, closed
-    server.close()
+    with LoopbackServer(per_connection(answer)) as server:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "t", "cluster": {"server": server.url}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}],
+            "current-context": "t",
+        }
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        yield path, closed
 
 
 def test_a_log_that_trickles_in_is_cut_at_the_bound_stub(trickle: tuple[Path, list[float]]) -> None:

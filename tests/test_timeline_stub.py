@@ -7,7 +7,6 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,6 @@ from pwdeploy.kube.seam import Kube
 from tests.drill_stub import DrillStub, stamp
 from tests.kube_stub import FakeClock
 from tests.test_drill_stub import NAME, NS, World
-
-
-@pytest.fixture
-def drill_stub() -> Iterator[DrillStub]:
-    server = DrillStub()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
