@@ -17,7 +17,7 @@ class Status(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class PreflightRow:
     location: str  # what was checked: gs://bucket, gs://bucket/prefix, an image reference
     fields: tuple[str, ...]  # the config fields this row is about
     check: str  # credentials, bucket, permissions, lifecycle, region, probe (GCS); image
@@ -38,7 +38,7 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class PreflightReport:
-    results: tuple[CheckResult, ...]
+    results: tuple[PreflightRow, ...]
     principal: str | None = None  # who the checks ran as
     notes: tuple[str, ...] = field(default=())
 
@@ -108,6 +108,6 @@ def _row(cells: tuple[str, str, str, str], loc_w: int, chk_w: int, sts_w: int) -
     return f"{cells[0]:<{loc_w}}  {cells[1]:<{chk_w}}  {cells[2]:<{sts_w}}  {cells[3]}".rstrip()
 
 
-def _label(result: CheckResult) -> str:
+def _label(result: PreflightRow) -> str:
     names = ", ".join(f.removeprefix("storage.") for f in result.fields)
     return f"{result.location} ({names})" if names else result.location

@@ -12,7 +12,7 @@ from pwdeploy.cluster.readiness import check_cluster
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError
 from pwdeploy.kube.seam import Kube
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 from tests.kube_stub import StubKubeApiServer, node
 
 SLICED = {
@@ -121,7 +121,7 @@ def _kueue(
     )
 
 
-def _row(job: JobConfig, kube: Kube) -> CheckResult:
+def _row(job: JobConfig, kube: Kube) -> PreflightRow:
     (found,) = [r for r in check_cluster(job, kube) if r.check == "dynamic-slicing"]
     return found
 

@@ -17,7 +17,7 @@ from pwdeploy.gcs.facts import BucketFacts, BucketMeta, IamAnswer, ProbeOutcome
 from pwdeploy.gcs.storage_client import GcsFailure
 from pwdeploy.preflight.gcs import by_bucket, check_region
 from pwdeploy.preflight.gcs_evaluate import Context, evaluate
-from pwdeploy.report import CheckResult, PreflightReport, Status
+from pwdeploy.report import PreflightReport, PreflightRow, Status
 from tests.gcs_emulator import free_port
 
 SCRATCH = GcsPath("bkt", "pw/scratch")
@@ -39,7 +39,7 @@ def facts(
     return BucketFacts("bkt", meta, meta_error, iam, probes)
 
 
-def rows_by_check(rows: list[CheckResult]) -> dict[tuple[str, tuple[str, ...]], CheckResult]:
+def rows_by_check(rows: list[PreflightRow]) -> dict[tuple[str, tuple[str, ...]], PreflightRow]:
     return {(r.check, r.fields): r for r in rows}
 
 
@@ -194,9 +194,9 @@ def test_probe_outcomes() -> None:
 
 def test_report_failed_table_and_json() -> None:
     results = (
-        CheckResult("gs://b", ("storage.scratch",), "bucket", Status.OK, "exists"),
-        CheckResult("gs://b", ("storage.scratch",), "region", Status.WARN, "far away", "move it"),
-        CheckResult("gs://b", ("storage.scratch",), "permissions", Status.NOT_VERIFIED, "no answer"),
+        PreflightRow("gs://b", ("storage.scratch",), "bucket", Status.OK, "exists"),
+        PreflightRow("gs://b", ("storage.scratch",), "region", Status.WARN, "far away", "move it"),
+        PreflightRow("gs://b", ("storage.scratch",), "permissions", Status.NOT_VERIFIED, "no answer"),
     )
     report = PreflightReport(results, principal="me")
     assert not report.failed  # warnings and not verified do not fail
@@ -215,7 +215,7 @@ def test_report_failed_table_and_json() -> None:
     assert table[2].split()[:4] == ["gs://b", "(scratch)", "region", "warn"]
     assert table[3].strip() == "fix: move it"
     assert "not verified" in table[4]
-    failing = PreflightReport((*results, CheckResult("gs://b", (), "probe", Status.FAILED, "no")))
+    failing = PreflightReport((*results, PreflightRow("gs://b", (), "probe", Status.FAILED, "no")))
     assert failing.failed and failing.to_json()["failed"] is True
 
 
@@ -336,8 +336,8 @@ def test_long_locations_get_their_own_line_and_references_stay_whole() -> None:
     image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:20260730-jax_0.10.2"
     digest = "sha256:" + "ab" * 32
     rows = (
-        CheckResult("gs://b", ("storage.scratch",), "bucket", Status.OK, "exists"),
-        CheckResult(image, ("images.server",), "image", Status.OK, f"exists, digest {digest}"),
+        PreflightRow("gs://b", ("storage.scratch",), "bucket", Status.OK, "exists"),
+        PreflightRow(image, ("images.server",), "image", Status.OK, f"exists, digest {digest}"),
     )
     lines = PreflightReport(rows).format_table(width=100).splitlines()
     assert lines[1].split()[:3] == ["gs://b", "(scratch)", "bucket"]

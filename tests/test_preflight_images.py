@@ -26,7 +26,7 @@ from pwdeploy.preflight import run_preflight
 from pwdeploy.preflight.image_checks import check_image, check_images, job_images
 from pwdeploy.registry.client import Lookup, RegistryClient
 from pwdeploy.registry.credentials import Credentials
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 from tests import gcs_emulator as emulator
 from tests.gcs_emulator import GcsEmulator, free_port
 from tests.test_sidecar_engine import REGISTRY, _docker, docker_env
@@ -309,7 +309,7 @@ def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_versio
         raise MissingCredentials("none here")
 
     job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
-    further = CheckResult("cluster", (), "cluster", Status.WARN, "a further source")
+    further = PreflightRow("cluster", (), "cluster", Status.WARN, "a further source")
     report = run_preflight(
         job,
         client_factory=no_credentials,
@@ -350,9 +350,9 @@ def test_stub_lookup_sources_run_side_by_side(jax_version: str) -> None:
         meet("image")
         return Lookup("found", "sha256:" + "5" * 64)
 
-    def source() -> list[CheckResult]:
+    def source() -> list[PreflightRow]:
         meet("cluster")
-        return [CheckResult("cluster", (), "cluster", Status.OK, "a further source")]
+        return [PreflightRow("cluster", (), "cluster", Status.OK, "a further source")]
 
     job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
     report = run_preflight(job, image_lookup=lookup, check_gcs=False, extra_sources=[source])

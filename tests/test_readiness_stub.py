@@ -17,7 +17,7 @@ from pwdeploy.cluster.readiness import check_cluster, unknown_fields
 from pwdeploy.cluster.readiness.permissions import needed_for
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.kube.seam import Kube
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 from tests import gcs_emulator as emulator
 from tests.conftest import REPO, ClusterCli
 from tests.crd import CRD_VERSIONS, crd_object
@@ -72,7 +72,7 @@ def controller_deployment(namespace: str, component: str, version: str) -> dict[
     }
 
 
-def rows(job: JobConfig, kube: Kube) -> dict[str, CheckResult]:
+def rows(job: JobConfig, kube: Kube) -> dict[str, PreflightRow]:
     found = check_cluster(job, kube)
     assert len({r.check for r in found}) == len(found), "one row per check here"
     return {r.check: r for r in found}

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pwdeploy.errors import PwdeployError
     from pwdeploy.kube.seam import Clock, Kube
     from pwdeploy.preflight import RowSource
-    from pwdeploy.report import CheckResult
+    from pwdeploy.report import PreflightRow
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -195,9 +195,9 @@ def cluster_source(
     return lambda: check_cluster(job, found)
 
 
-def _no_cluster_row(exc: PwdeployError, kubeconfig: Path | None) -> CheckResult:
-    from pwdeploy.report import CheckResult, Status
+def _no_cluster_row(exc: PwdeployError, kubeconfig: Path | None) -> PreflightRow:
+    from pwdeploy.report import PreflightRow, Status
 
     message = exc.line() if isinstance(exc, ConfigError) else exc.message
     where = str(kubeconfig) if kubeconfig is not None else "kubeconfig"
-    return CheckResult(where, (), "cluster", Status.FAILED, f"not checked: {message}", exc.hint)
+    return PreflightRow(where, (), "cluster", Status.FAILED, f"not checked: {message}", exc.hint)

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from pwdeploy.config import JobConfig
 from pwdeploy.gcs import storage_client as gcs_client
-from pwdeploy.report import CheckResult, PreflightReport, Status
+from pwdeploy.report import PreflightReport, PreflightRow, Status
 
 if TYPE_CHECKING:
     from pwdeploy.preflight.image_checks import ImageLookup
 
-__all__ = ["CheckResult", "PreflightReport", "RowSource", "Status", "run_preflight"]
+__all__ = ["PreflightReport", "PreflightRow", "RowSource", "Status", "run_preflight"]
 
-RowSource = Callable[[], Iterable[CheckResult]]
+RowSource = Callable[[], Iterable[PreflightRow]]
 
 
 def run_preflight(
@@ -59,7 +59,7 @@ def run_preflight(
     return reports[0].combine(*reports[1:])
 
 
-def _image_rows(job: JobConfig, lookup: ImageLookup | None) -> list[CheckResult]:
+def _image_rows(job: JobConfig, lookup: ImageLookup | None) -> list[PreflightRow]:
     from pwdeploy.preflight.image_checks import check_images
 
     if lookup is None:

@@ -19,7 +19,7 @@ from pwdeploy.gcs import iam as perms
 from pwdeploy.gcs import storage_client as gcs_client
 from pwdeploy.gcs.facts import gather
 from pwdeploy.preflight.gcs_evaluate import Context, evaluate, placement_row
-from pwdeploy.report import CheckResult, PreflightReport, Status
+from pwdeploy.report import PreflightReport, PreflightRow, Status
 
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
 WORKLOAD_NOTE = (
@@ -43,12 +43,12 @@ def check_gcs(job: JobConfig, *, client_factory: Callable[[], Any], region: str 
     email = getattr(getattr(client, "_credentials", None), "service_account_email", None)
     member = f"serviceAccount:{email}" if email and email != "default" else "MEMBER"
     ctx = Context(enable_olm=job.storage.enable_olm, region=region, member=member)
-    results: list[CheckResult] = []
+    results: list[PreflightRow] = []
     unreachable: str | None = None
     for bucket, uses in by_bucket(locations).items():
         if unreachable is not None:  # the same endpoint and credentials: do not wait for them again
             detail = f"not checked: GCS did not answer for {unreachable}"
-            results.append(CheckResult(f"gs://{bucket}", tuple(uses), "bucket", Status.NOT_VERIFIED, detail))
+            results.append(PreflightRow(f"gs://{bucket}", tuple(uses), "bucket", Status.NOT_VERIFIED, detail))
             continue
         needed = {p for field in uses for p in perms.needed(field, enable_olm=ctx.enable_olm)}
         facts = gather(client, bucket, needed, [path.prefix for path in uses.values()])
@@ -78,8 +78,8 @@ def check_region(region: str | None) -> str | None:
     raise ConfigError("--region", f"{region!r} is not a GCP region", hint=hint)
 
 
-def _credentials_row(locations: dict[str, GcsPath], message: str) -> CheckResult:
-    return CheckResult(
+def _credentials_row(locations: dict[str, GcsPath], message: str) -> PreflightRow:
+    return PreflightRow(
         "-",
         tuple(locations),
         "credentials",

@@ -11,7 +11,7 @@ from pwdeploy.gcs import iam as perms
 from pwdeploy.gcs.facts import BucketFacts, ProbeOutcome
 from pwdeploy.gcs.lifecycle_rules import describe, reaches
 from pwdeploy.gcs.storage_client import GcsFailure
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 LIFECYCLE_RULE_CAP = 50  # GCS allows at most 50 lifecycle rules per bucket
 OLM_ESCAPE = (
@@ -26,7 +26,7 @@ class Context:
     member: str  # IAM member for fix commands, e.g. serviceAccount:x@y or MEMBER
 
 
-def evaluate(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> list[CheckResult]:
+def evaluate(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> list[PreflightRow]:
     """The rows for one bucket; ``uses`` are the config fields located in it, in config order."""
     bucket_uri = f"gs://{facts.name}"
     fields = tuple(uses)
@@ -43,9 +43,9 @@ def evaluate(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> l
     return rows
 
 
-def _bucket_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> CheckResult:
-    def row(status: Status, detail: str, fix: str | None = None) -> CheckResult:
-        return CheckResult(uri, fields, "bucket", status, detail, fix)
+def _bucket_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> PreflightRow:
+    def row(status: Status, detail: str, fix: str | None = None) -> PreflightRow:
+        return PreflightRow(uri, fields, "bucket", status, detail, fix)
 
     if facts.meta is not None:
         kind = f", {facts.meta.location_type}" if facts.meta.location_type else ""
@@ -72,7 +72,7 @@ def _bucket_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Cont
     return row(Status.NOT_VERIFIED, f"bucket metadata could not be read: {error}")
 
 
-def _permission_rows(facts: BucketFacts, uri: str, uses: Mapping[str, GcsPath], ctx: Context) -> list[CheckResult]:
+def _permission_rows(facts: BucketFacts, uri: str, uses: Mapping[str, GcsPath], ctx: Context) -> list[PreflightRow]:
     # Locations with the same needs share one row.
     groups: dict[tuple[str, ...], list[str]] = {}
     for field in uses:
@@ -82,32 +82,32 @@ def _permission_rows(facts: BucketFacts, uri: str, uses: Mapping[str, GcsPath], 
         iam = facts.iam
         if iam is None or iam.granted is None:
             note = iam.note if iam is not None and iam.note else "not asked"
-            rows.append(CheckResult(uri, tuple(fields), "permissions", Status.NOT_VERIFIED, note))
+            rows.append(PreflightRow(uri, tuple(fields), "permissions", Status.NOT_VERIFIED, note))
             continue
         missing = [p for p in needed if p not in iam.granted]
         if not missing:
             detail = "has " + ", ".join(needed)
-            rows.append(CheckResult(uri, tuple(fields), "permissions", Status.OK, detail))
+            rows.append(PreflightRow(uri, tuple(fields), "permissions", Status.OK, detail))
             continue
         fix = _grant_fix(uri, set(missing), ctx)
         if perms.BUCKETS_UPDATE in missing:
             fix += f"; {OLM_ESCAPE}"
         detail = "missing " + ", ".join(missing)
-        rows.append(CheckResult(uri, tuple(fields), "permissions", Status.FAILED, detail, fix))
+        rows.append(PreflightRow(uri, tuple(fields), "permissions", Status.FAILED, detail, fix))
     return rows
 
 
-def _lifecycle_row(facts: BucketFacts, uri: str, ctx: Context) -> CheckResult:
+def _lifecycle_row(facts: BucketFacts, uri: str, ctx: Context) -> PreflightRow:
     fields = (perms.SCRATCH_FIELD,)
     if facts.meta is None:
         why = f": {facts.meta_error}" if facts.meta_error else ""
-        return CheckResult(uri, fields, "lifecycle", Status.NOT_VERIFIED, f"lifecycle rules not readable{why}")
+        return PreflightRow(uri, fields, "lifecycle", Status.NOT_VERIFIED, f"lifecycle rules not readable{why}")
     used = facts.meta.lifecycle_rules
     if not ctx.enable_olm:
         detail = f"{used} of {LIFECYCLE_RULE_CAP} rules used; the cache adds none (storage.enable_olm is false)"
-        return CheckResult(uri, fields, "lifecycle", Status.OK, detail)
+        return PreflightRow(uri, fields, "lifecycle", Status.OK, detail)
     if used >= LIFECYCLE_RULE_CAP:
-        return CheckResult(
+        return PreflightRow(
             uri,
             fields,
             "lifecycle",
@@ -116,17 +116,17 @@ def _lifecycle_row(facts: BucketFacts, uri: str, ctx: Context) -> CheckResult:
             f"delete unused rules or share a bucket that has room, {OLM_ESCAPE}",
         )
     detail = f"{used} of {LIFECYCLE_RULE_CAP} rules used; room for the compile cache's TTL rule"
-    return CheckResult(uri, fields, "lifecycle", Status.OK, detail)
+    return PreflightRow(uri, fields, "lifecycle", Status.OK, detail)
 
 
-def _retention_row(facts: BucketFacts, checkpoints: GcsPath) -> CheckResult:
+def _retention_row(facts: BucketFacts, checkpoints: GcsPath) -> PreflightRow:
     """Whether a lifecycle rule of the bucket can delete checkpoints: a warning, since an age rule longer than
     the job is harmless, but a resumed job that finds its latest checkpoint deleted starts over."""
     fields = (perms.CHECKPOINTS_FIELD,)
     uri = checkpoints.uri
     if facts.meta is None:
         why = f": {facts.meta_error}" if facts.meta_error else ""
-        return CheckResult(uri, fields, "retention", Status.NOT_VERIFIED, f"lifecycle rules not readable{why}")
+        return PreflightRow(uri, fields, "retention", Status.NOT_VERIFIED, f"lifecycle rules not readable{why}")
     rules = facts.meta.rules
     reaching = [describe(rule) for rule in rules.deletes if reaches(rule, checkpoints.prefix)]
     if reaching:
@@ -142,32 +142,32 @@ def _retention_row(facts: BucketFacts, checkpoints: GcsPath) -> CheckResult:
             if checkpoints.prefix
             else f"put storage.checkpoints under a prefix the rule(s) do not match, or {where}"
         )
-        return CheckResult(uri, fields, "retention", Status.WARN, detail, fix)
+        return PreflightRow(uri, fields, "retention", Status.WARN, detail, fix)
     if rules.unreadable:
         detail = f"{len(rules.unreadable)} lifecycle rule(s) of gs://{facts.name} not understood"
-        return CheckResult(uri, fields, "retention", Status.NOT_VERIFIED, detail)
+        return PreflightRow(uri, fields, "retention", Status.NOT_VERIFIED, detail)
     detail = f"no lifecycle rule deletes live objects here ({facts.meta.lifecycle_rules} rule(s) in the bucket)"
-    return CheckResult(uri, fields, "retention", Status.OK, detail)
+    return PreflightRow(uri, fields, "retention", Status.OK, detail)
 
 
-def _region_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> CheckResult:
+def _region_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> PreflightRow:
     if facts.meta is None:
-        return CheckResult(uri, fields, "region", Status.NOT_VERIFIED, "bucket location not readable")
+        return PreflightRow(uri, fields, "region", Status.NOT_VERIFIED, "bucket location not readable")
     location = facts.meta.location
     if ctx.region is None:
         detail = f"bucket in {location}; the cluster's region is unknown (pass --region to compare)"
-        return CheckResult(uri, fields, "region", Status.NOT_VERIFIED, detail)
+        return PreflightRow(uri, fields, "region", Status.NOT_VERIFIED, detail)
     if location.lower() == ctx.region:
-        return CheckResult(uri, fields, "region", Status.OK, f"bucket in {ctx.region}, the cluster's region")
+        return PreflightRow(uri, fields, "region", Status.OK, f"bucket in {ctx.region}, the cluster's region")
     fix = f"use a bucket in {ctx.region}"
     if _multi_region_holds(location, ctx.region):
         detail = (
             f"bucket in the {location} multi-region, which includes {ctx.region}: no cross-region charge, "
             f"but a regional bucket in {ctx.region} answers with less latency"
         )
-        return CheckResult(uri, fields, "region", Status.WARN, detail, fix)
+        return PreflightRow(uri, fields, "region", Status.WARN, detail, fix)
     kind = f" ({facts.meta.location_type})" if facts.meta.location_type else ""
-    return CheckResult(
+    return PreflightRow(
         uri,
         fields,
         "region",
@@ -186,7 +186,7 @@ def _multi_region_holds(location: str, region: str) -> bool:
     return prefix is not None and region.startswith(prefix)
 
 
-def _probe_rows(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> list[CheckResult]:
+def _probe_rows(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> list[PreflightRow]:
     by_uri: dict[str, list[str]] = {}
     for field, path in uses.items():
         by_uri.setdefault(path.uri, []).append(field)
@@ -194,21 +194,21 @@ def _probe_rows(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -
     for uri, fields in by_uri.items():
         outcome = facts.probes.get(uri)
         if outcome is None:
-            rows.append(CheckResult(uri, tuple(fields), "probe", Status.NOT_VERIFIED, "no probe was run"))
+            rows.append(PreflightRow(uri, tuple(fields), "probe", Status.NOT_VERIFIED, "no probe was run"))
             continue
         rows.append(_probe_row(outcome, uri, tuple(fields), f"gs://{facts.name}", ctx))
     return rows
 
 
-def _probe_row(outcome: ProbeOutcome, uri: str, fields: tuple[str, ...], bucket: str, ctx: Context) -> CheckResult:
+def _probe_row(outcome: ProbeOutcome, uri: str, fields: tuple[str, ...], bucket: str, ctx: Context) -> PreflightRow:
     left = f"; the probe object {outcome.uri} may be left behind" if outcome.delete_error else ""
     cleanup = f"remove it: gcloud storage rm {outcome.uri}" if outcome.delete_error else None
     error = outcome.error
     if outcome.failed_step is None:
         if outcome.delete_error is None:
-            return CheckResult(uri, fields, "probe", Status.OK, "wrote, read back and deleted a probe object")
+            return PreflightRow(uri, fields, "probe", Status.OK, "wrote, read back and deleted a probe object")
         detail = f"wrote and read back a probe object, but could not delete it ({outcome.delete_error})"
-        return CheckResult(uri, fields, "probe", Status.WARN, detail, cleanup)
+        return PreflightRow(uri, fields, "probe", Status.WARN, detail, cleanup)
     assert error is not None
     if outcome.failed_step == "write":
         detail = f"cannot write under this prefix: {error}{left}"
@@ -219,7 +219,7 @@ def _probe_row(outcome: ProbeOutcome, uri: str, fields: tuple[str, ...], bucket:
     else:
         detail = f"wrote a probe object but {error}{left}"
         fix = cleanup or "check the bucket's object settings (retention, encryption) and rerun"
-    return CheckResult(uri, fields, "probe", Status.FAILED, detail, fix)
+    return PreflightRow(uri, fields, "probe", Status.FAILED, detail, fix)
 
 
 def _grant_fix(bucket_uri: str, missing: set[str], ctx: Context) -> str:
@@ -239,7 +239,7 @@ def _connection_fix(error: GcsFailure) -> str | None:
     return None
 
 
-def placement_row(locations: Mapping[str, GcsPath]) -> CheckResult | None:
+def placement_row(locations: Mapping[str, GcsPath]) -> PreflightRow | None:
     """storage.checkpoints apart from storage.scratch (None when no checkpoints are set). Inside it, checkpoints
     share the compile cache's lifecycle (TTL) rule and whatever Pathways does with its scratch location."""
     checkpoints = locations.get(perms.CHECKPOINTS_FIELD)
@@ -248,7 +248,7 @@ def placement_row(locations: Mapping[str, GcsPath]) -> CheckResult | None:
     scratch = locations.get(perms.SCRATCH_FIELD)
     fields = (perms.CHECKPOINTS_FIELD, perms.SCRATCH_FIELD) if scratch else (perms.CHECKPOINTS_FIELD,)
     if scratch is None or not checkpoints.within(scratch):
-        return CheckResult(checkpoints.uri, fields, "placement", Status.OK, "apart from the scratch location")
+        return PreflightRow(checkpoints.uri, fields, "placement", Status.OK, "apart from the scratch location")
     fix = checkpoints_apart_fix(scratch)
     detail = f"inside the scratch location {scratch.uri}: the compile cache's lifecycle rule may delete checkpoints"
-    return CheckResult(checkpoints.uri, fields, "placement", Status.FAILED, detail, fix)
+    return PreflightRow(checkpoints.uri, fields, "placement", Status.FAILED, detail, fix)

@@ -17,7 +17,7 @@ from pwdeploy.config import JobConfig
 from pwdeploy.imageref import BadReference, ImageRef, parse_reference
 from pwdeploy.registry.client import Lookup
 from pwdeploy.registry.credentials import is_google_registry
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 MAX_THREADS = 8
 SHOWN_TAGS = 3
@@ -43,7 +43,7 @@ def job_images(job: JobConfig) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def check_images(job: JobConfig, lookup: ImageLookup, *, threads: int = MAX_THREADS) -> list[CheckResult]:
+def check_images(job: JobConfig, lookup: ImageLookup, *, threads: int = MAX_THREADS) -> list[PreflightRow]:
     """One ``image`` row per referenced image; ``lookup`` asks the registry (the seam)."""
     images = job_images(job)
     rows = []
@@ -56,9 +56,9 @@ def check_images(job: JobConfig, lookup: ImageLookup, *, threads: int = MAX_THRE
     return [*checked, *rows]
 
 
-def check_image(image: str, fields: tuple[str, ...], lookup: ImageLookup) -> CheckResult:
-    def row(status: Status, detail: str, fix: str | None = None) -> CheckResult:
-        return CheckResult(image, fields, "image", status, detail, fix)
+def check_image(image: str, fields: tuple[str, ...], lookup: ImageLookup) -> PreflightRow:
+    def row(status: Status, detail: str, fix: str | None = None) -> PreflightRow:
+        return PreflightRow(image, fields, "image", status, detail, fix)
 
     try:
         ref = parse_reference(image)
@@ -120,8 +120,8 @@ def _access_fix(ref: ImageRef, found: Lookup) -> str | None:
     return None
 
 
-def _unpushed_row(repository: str, field: str, what: str, command: str, image_field: str) -> CheckResult:
-    return CheckResult(
+def _unpushed_row(repository: str, field: str, what: str, command: str, image_field: str) -> PreflightRow:
+    return PreflightRow(
         repository,
         (field,),
         "image",

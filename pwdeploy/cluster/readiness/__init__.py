@@ -33,7 +33,7 @@ from pwdeploy.cluster.readiness.jobset_api import unknown_fields
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig
 from pwdeploy.kube.seam import ApiError, Kube
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 __all__ = ["MODULES", "Check", "Row", "Target", "check_cluster", "renderable", "unknown_fields"]
 
@@ -71,7 +71,7 @@ def checks(job: JobConfig, *, max_workers: int) -> list[Check]:
     ]
 
 
-def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[CheckResult]:
+def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[PreflightRow]:
     """One row per readiness check, in a fixed order; ``max_workers`` requests are in flight at most."""
     from pwdeploy import manifests
 

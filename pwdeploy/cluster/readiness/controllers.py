@@ -23,7 +23,7 @@ from pwdeploy.cluster.nodes import replicated_job
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
@@ -95,7 +95,7 @@ LIKELY_START_SCALING_S = 60 * 60
 FIELDS = ("scheduling.queue", "tpu.capacity")
 
 
-def _run(target: Target, row: Row) -> CheckResult:
+def _run(target: Target, row: Row) -> PreflightRow:
     kube, notes, status, fixes = target.kube, [], Status.OK, []
     multi_host = int(replicated_job(target.jobset, ids.WORKER_JOB)["template"]["spec"].get("completions") or 1) > 1
     components = [("JobSet", JOBSET_DEPLOYMENT)]

@@ -17,7 +17,7 @@ from pwdeploy.cluster.readiness import version
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig
 from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 NAME = "dynamic-slicing"
 FIELDS = ("tpu.dynamic_slicing", "scheduling.queue")
@@ -88,7 +88,7 @@ def _levels(topology: Object) -> list[str]:
     return [str(level.get("nodeLabel")) for level in levels if isinstance(level, dict)]
 
 
-def _run(target: Target, row: Row) -> CheckResult:
+def _run(target: Target, row: Row) -> PreflightRow:
     status, detail = version_problem(target.job, version.kubernetes_version(target.kube)[2])
     if status is not Status.OK:
         return row(status, detail, f"upgrade the cluster (Rapid channel), or drop --dynamic-slicing; {SETUP}", FIELDS)

@@ -15,12 +15,12 @@ from pwdeploy.cluster.nodes import (
     schedulable,
 )
 from pwdeploy.cluster.readiness.target import Check, Row, Target, cpu_text, held_or_note, memory_text, nodes_or_none
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 FIELDS = ("head.node_pool",)
 
 
-def _run(target: Target, row: Row) -> CheckResult:
+def _run(target: Target, row: Row) -> PreflightRow:
     spec = rendered_head_pod(target.jobset)
     selector = node_selector(spec)
     where = ",".join(f"{k}={v}" for k, v in selector.items())

@@ -19,7 +19,7 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.kube.api_errors import WebhookError
 from pwdeploy.kube.seam import CRDS, JOBSETS, Action, ApiError, rbac_hint
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 JOBSET_CRD = f"{JOBSETS.plural}.{JOBSETS.group}"
 PROBE_NAME = "pwdeploy-probe"  # the dry run's name: never an existing job's, so an update is never what is tested
@@ -31,7 +31,7 @@ JOBSET_INSTALL = (
 )
 
 
-def _run(target: Target, row: Row) -> CheckResult:
+def _run(target: Target, row: Row) -> PreflightRow:
     kube = target.kube
     try:
         crd: Object = kube.request(Action("get", CRDS, name=JOBSET_CRD), "GET", CRDS.path(name=JOBSET_CRD))
@@ -81,7 +81,7 @@ def probe(jobset: Object, namespace: str) -> Object:
     return obj
 
 
-def _dry_run(target: Target, row: Row, schema_ok: str) -> CheckResult:
+def _dry_run(target: Target, row: Row, schema_ok: str) -> PreflightRow:
     """The controller's webhooks answer and default the JobSet (a server dry run: nothing is persisted)."""
     try:
         answer = js.apply_jobset(target.kube, probe(target.jobset, target.namespace), dry_run=True)
@@ -113,7 +113,7 @@ def _dry_run(target: Target, row: Row, schema_ok: str) -> CheckResult:
     return row(Status.OK, f"{schema_ok}; the controller's webhooks answer a server dry run")
 
 
-def _missing(row: Row) -> CheckResult:
+def _missing(row: Row) -> PreflightRow:
     return row(Status.FAILED, f"the JobSet API ({JOBSETS.group_version}) is not installed", JOBSET_INSTALL)
 
 

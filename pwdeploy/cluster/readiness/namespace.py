@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.readiness.target import Check, Row, Target
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 FIELDS = ("namespace",)
 
 
-def _run(target: Target, row: Row) -> CheckResult:
+def _run(target: Target, row: Row) -> PreflightRow:
     ns = target.namespace
     known = js.namespace_exists(target.kube, ns)
     if known is None:

@@ -24,7 +24,7 @@ from pwdeploy.kube.seam import (
     Resource,
     rbac_hint,
 )
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 JOBS = Resource("batch", "v1", "jobs", "Job")
 POD_EVICTION = Resource("", "v1", "pods", "Pod", subresource="eviction")
@@ -109,7 +109,7 @@ def check_with(max_workers: int) -> Check:
     return Check("permissions", functools.partial(_run, max_workers=max_workers))
 
 
-def _run(target: Target, row: Row, *, max_workers: int) -> CheckResult:
+def _run(target: Target, row: Row, *, max_workers: int) -> PreflightRow:
     ns, job = target.namespace, target.job
     needs = needed_for(bool(job.scheduling.queue), capacity_mode(job.tpu.capacity).provisioning_request)
     pairs = [(n.verb, n.resource) for n in needs]

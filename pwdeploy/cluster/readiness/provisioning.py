@@ -17,7 +17,7 @@ from pwdeploy.cluster.jobsets import KUEUE_GROUP, Object
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 QUEUED_CLASS = "queued-provisioning.gke.io"
@@ -57,7 +57,7 @@ def _get(kube: Kube, resource: Resource, name: str, namespace: str | None = None
     return found
 
 
-def _run(target: Target, row: Row) -> CheckResult:
+def _run(target: Target, row: Row) -> PreflightRow:
     queue, kube = str(target.job.scheduling.queue), target.kube
     localqueues = js.kueue_localqueues(kube)
     if localqueues is None:
@@ -106,7 +106,7 @@ def _provisioning(kube: Kube, version: str, name: str, flavors: tuple[str, ...])
     return Provisioning(name, flavors, config)
 
 
-def _judge(row: Row, cluster_queue: str, found: list[Provisioning]) -> CheckResult:
+def _judge(row: Row, cluster_queue: str, found: list[Provisioning]) -> PreflightRow:
     if not found:
         return row(
             Status.FAILED,

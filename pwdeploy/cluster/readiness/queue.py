@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.readiness.target import Check, Row, Target
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 FIELDS = ("scheduling.queue",)
 
 
-def _run(target: Target, row: Row) -> CheckResult:
+def _run(target: Target, row: Row) -> PreflightRow:
     queue, ns, kube = target.job.scheduling.queue, target.namespace, target.kube
     if not queue:
         return row(Status.OK, "scheduling.queue is not set: Kueue does not queue this job", None, FIELDS)

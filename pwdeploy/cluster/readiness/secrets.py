@@ -8,7 +8,7 @@ import functools
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig, SecretRef
 from pwdeploy.kube.seam import SECRETS, Action, ApiError
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"  # a Secret's metadata, no data
 
@@ -27,7 +27,7 @@ def checks(job: JobConfig) -> list[Check]:
     return [Check("secret", functools.partial(_run, secret=s)) for s in referenced_secrets(job)]
 
 
-def _run(target: Target, row: Row, *, secret: Referenced) -> CheckResult:
+def _run(target: Target, row: Row, *, secret: Referenced) -> PreflightRow:
     name, refs = secret
     ns = target.namespace
     envs = ", ".join(r.env for r in refs)

@@ -14,7 +14,7 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import Held, NodeLists, held_by_node, list_active_pods
 from pwdeploy.config import JobConfig
 from pwdeploy.kube.seam import NODES, Action, ApiError, Kube, rbac_hint, reading_answers
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,13 @@ class Row:
 
     def __call__(
         self, status: Status, detail: str, fix: str | None = None, fields: tuple[str, ...] = ()
-    ) -> CheckResult:
-        return CheckResult(self.target.location, fields, self.check, status, detail, fix)
+    ) -> PreflightRow:
+        return PreflightRow(self.target.location, fields, self.check, status, detail, fix)
 
-    def not_verified(self, exc: ApiError) -> CheckResult:
+    def not_verified(self, exc: ApiError) -> PreflightRow:
         return self(Status.NOT_VERIFIED, exc.message, exc.hint)
 
-    def nodes_forbidden(self, fields: tuple[str, ...]) -> CheckResult:
+    def nodes_forbidden(self, fields: tuple[str, ...]) -> PreflightRow:
         return self(Status.NOT_VERIFIED, "this identity may not list nodes", rbac_hint(Action("list", NODES)), fields)
 
 
@@ -73,9 +73,9 @@ class Check(NamedTuple):
     """One readiness check: the name its rows carry, and what it does."""
 
     name: str
-    run: Callable[[Target, Row], CheckResult]
+    run: Callable[[Target, Row], PreflightRow]
 
-    def __call__(self, target: Target) -> CheckResult:
+    def __call__(self, target: Target) -> PreflightRow:
         row = Row(target, self.name)
         try:
             with reading_answers(target.kube):  # an answer of the wrong shape is an ApiError, not a crash

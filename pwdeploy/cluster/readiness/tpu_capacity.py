@@ -31,7 +31,7 @@ from pwdeploy.cluster.nodes import (
 )
 from pwdeploy.cluster.readiness.target import Check, Row, Target, count, held_or_note, nodes_or_none
 from pwdeploy.config.capacity_modes import capacity_mode
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 TPU_RESOURCE = ids.TPU_RESOURCE
 TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL = ids.TPU_ACCELERATOR_LABEL, ids.TPU_TOPOLOGY_LABEL
@@ -69,7 +69,7 @@ class WorkerAsk:
         return ",".join(f"{k}={v}" for k, v in extra.items())
 
 
-def _run(target: Target, row: Row) -> CheckResult:
+def _run(target: Target, row: Row) -> PreflightRow:
     ask = WorkerAsk(target.jobset)
     nodes = nodes_or_none(target, ask.selector)
     if nodes is None:
@@ -115,7 +115,7 @@ def _run(target: Target, row: Row) -> CheckResult:
     )
 
 
-def _shared_pools(row: Row, ask: WorkerAsk, sizes: dict[str, int], nodes: int, notes: str) -> CheckResult:
+def _shared_pools(row: Row, ask: WorkerAsk, sizes: dict[str, int], nodes: int, notes: str) -> PreflightRow:
     """A slice may span pools (no exclusive topology): the usable nodes of all pools together."""
     needed = ask.slices * ask.vms
     what = (

@@ -11,7 +11,7 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import NODE_POOL_LABEL, kubelet_version, native_sidecar_pods, node_selector, schedulable
 from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.kube.seam import Action, ApiError, Kube
-from pwdeploy.report import CheckResult, Status
+from pwdeploy.report import PreflightRow, Status
 
 NAME = "kubernetes-version"
 MIN_KUBERNETES = (1, 29)  # native sidecars (initContainers with restartPolicy Always) are on by default from 1.29
@@ -36,7 +36,7 @@ def check_failed(error: ApiError) -> Check:
     return Check(NAME, lambda target, row: row.not_verified(error))
 
 
-def version_row(row: Row, version: Version) -> CheckResult:
+def version_row(row: Row, version: Version) -> PreflightRow:
     """The control plane alone."""
     major, minor, text = version
     if (major, minor) >= MIN_KUBERNETES:
@@ -49,7 +49,7 @@ def version_row(row: Row, version: Version) -> CheckResult:
     )
 
 
-def _run(target: Target, row: Row, *, version: Version) -> CheckResult:
+def _run(target: Target, row: Row, *, version: Version) -> PreflightRow:
     first = version_row(row, version)
     notes: list[str] = []
     worst = first.status
