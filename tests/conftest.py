@@ -63,7 +63,7 @@ class SeamRunner(CliRunner):
         color: bool = False,
         **extra: Any,
     ) -> Result:
-        from pwdeploy.cli.options import Seams
+        from pwdeploy.cli.seams import Seams
 
         seams = Seams(**{"installed_jax": lambda: JAX_VERSION, **extra.pop("obj", {})})
         return super().invoke(cli, args, input, env, catch_exceptions, color, obj=seams, **extra)

@@ -11,7 +11,7 @@ import pytest
 from click.testing import Result
 
 from pwdeploy.cli import cli
-from pwdeploy.cli.options import KubeLimits
+from pwdeploy.cli.seams import KubeLimits
 from pwdeploy.kube.seam import RetryPolicy
 from tests.conftest import REPO, ClusterCli, SeamRunner
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset

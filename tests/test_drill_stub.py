@@ -137,7 +137,7 @@ def run(drill_stub: DrillStub, tmp_path: Path) -> Callable[..., Any]:
     from click.testing import CliRunner
 
     from pwdeploy.cli import cli
-    from pwdeploy.cli.options import Seams
+    from pwdeploy.cli.seams import Seams
 
     kubeconfig = drill_stub.write_kubeconfig(tmp_path / "kc", {"stub": ("stub-token", None)}, current="stub")
 

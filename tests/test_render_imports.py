@@ -36,7 +36,14 @@ RENDER_ROOMS = frozenset(
     }
 )
 RENDER_CLI = frozenset(
-    {"pwdeploy", "pwdeploy.cli", "pwdeploy.cli.commands", "pwdeploy.cli.help", "pwdeploy.cli.options"}
+    {
+        "pwdeploy",
+        "pwdeploy.cli",
+        "pwdeploy.cli.commands",
+        "pwdeploy.cli.help",
+        "pwdeploy.cli.options",
+        "pwdeploy.cli.seams",
+    }
 )
 RENDER_CLI |= {"pwdeploy.cli.render"}
 # A job whose image is pinned from the lock file reads the lock and hashes the job's folder: these, not the build.
@@ -183,3 +190,30 @@ def test_the_collector_is_held_for_start_up_only() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == ["True True", "True True", "[True]"]
+
+
+_CLUSTER_COMMAND = """
+import contextlib, io, os, sys
+os.environ["KUBECONFIG"] = os.path.join(sys.argv[1], "missing-kubeconfig")
+from pwdeploy.cli import main
+with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):
+    main(sys.argv[2:])
+print("\\n".join(sorted(m for m in sys.modules if m.startswith("pwdeploy"))))
+"""
+
+
+@pytest.mark.parametrize("command", [["list"], ["status", "x"], ["logs", "x", "-f"], ["delete", "x", "-y"]])
+def test_a_cluster_command_that_reads_no_job_config_does_not_import_it(tmp_path: Path, command: list[str]) -> None:
+    """list, status, logs and delete take a job's name, never its config: the config (about 20 ms of imports) stays
+    out of their start-up. The command runs up to reading the kubeconfig, which is missing here."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CLUSTER_COMMAND, str(tmp_path), *command],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=True,
+    )
+    loaded = done.stdout.split()
+    assert f"pwdeploy.cli.{'cluster'}" in loaded, loaded  # the command's module ran
+    assert [m for m in loaded if m.startswith("pwdeploy.config")] == []

@@ -35,7 +35,7 @@ def cli(kubeconfig: Path, args: list[str], clock: FakeClock) -> Any:
     from click.testing import CliRunner
 
     from pwdeploy.cli import cli as pwdeploy
-    from pwdeploy.cli.options import Seams
+    from pwdeploy.cli.seams import Seams
 
     seams = Seams(installed_jax=lambda: "0.10.2", clock=clock)
     return CliRunner().invoke(pwdeploy, [*args, "--kubeconfig", str(kubeconfig)], obj=seams)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import click
 
-from pwdeploy.cli.options import seams
+from pwdeploy.cli.seams import seams
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -13,6 +13,9 @@ class Entry(NamedTuple):
 
 
 _JOB = "-f job.yaml"
+# The parameter names of the job flags start with this (cli.options); help lays out a command with none of them
+# without importing the config.
+JOB_PARAM_PREFIX = "job__"
 
 TABLE: dict[str, Entry] = {
     "": Entry("pwdeploy render -f job.yaml | kubectl apply -f -"),
@@ -60,7 +63,9 @@ TABLE: dict[str, Entry] = {
         "pwdeploy.cli.preflight:preflight",
         "Check the job's GCS locations, images and (--cluster) the cluster.",
     ),
-    "submit": Entry(f"pwdeploy submit {_JOB} --wait", "pwdeploy.cli.cluster:submit", "Submit a job to a GKE cluster."),
+    "submit": Entry(
+        f"pwdeploy submit {_JOB} --wait", "pwdeploy.cli.submission:submit", "Submit a job to a GKE cluster."
+    ),
     "list": Entry("pwdeploy list -n team-a", "pwdeploy.cli.cluster:list_jobs", "List pwdeploy-managed JobSets."),
     "status": Entry(
         "pwdeploy status demo -n team-a", "pwdeploy.cli.cluster:status", "Show a job's state, pods and events."

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import click
 
-from pwdeploy.cli.commands import TABLE
-from pwdeploy.cli.options import FIELD_OF_PARAM, FILE_PARAM
-from pwdeploy.config.fields import Field
+from pwdeploy.cli.commands import JOB_PARAM_PREFIX, TABLE
+
+if TYPE_CHECKING:
+    from pwdeploy.config.fields import Field
+
 
 # Help headings, by config section; a field listed in HEADING_OF_PATH goes under that heading instead.
 HEADINGS = {
@@ -104,6 +107,8 @@ class SectionedHelp(click.Command):
     shown_headings: tuple[str, ...] = CLUSTER_HEADINGS
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from pwdeploy.cli.options import FIELD_OF_PARAM, FILE_PARAM
+
         own: list[tuple[str, str]] = []
         job: dict[str, list[tuple[str, str]]] = {heading(f): [] for f in FIELD_OF_PARAM.values()}
         show_default, ctx.show_default = ctx.show_default, True
@@ -152,7 +157,10 @@ def apply(command: click.Command, path: str) -> click.Command:
     if isinstance(command, click.Group):
         for name, sub in command.commands.items():
             apply(sub, f"{path} {name}".strip())
-    elif any(param.name in FIELD_OF_PARAM for param in command.params) and not isinstance(command, SectionedHelp):
+    # A command without job flags is laid out without importing the config: list, status, logs, delete start faster.
+    elif any((param.name or "").startswith(JOB_PARAM_PREFIX) for param in command.params) and not isinstance(
+        command, SectionedHelp
+    ):
         # The command module used plain @click.command; give the same object the sectioned layout.
         command.__class__ = type(f"Sectioned{type(command).__name__}", (SectionedHelp, type(command)), {})
     if isinstance(command, SectionedHelp):

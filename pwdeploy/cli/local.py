@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pwdeploy.cli.check import NO_CHECK, run_check
-from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params, seams
+from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
+from pwdeploy.cli.seams import seams
 
 if TYPE_CHECKING:
     from pwdeploy.local.env import LocalPlan

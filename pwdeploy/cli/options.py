@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import click
 
+from pwdeploy.cli.commands import JOB_PARAM_PREFIX
+from pwdeploy.cli.seams import seams
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.config.capacity import flex_start_multi_host
 from pwdeploy.config.constraints import dump_without_destination
@@ -16,13 +18,9 @@ from pwdeploy.config.fields import FIELDS, Field, Kind
 from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.errors import ConfigError
 
-if TYPE_CHECKING:
-    from pwdeploy.kube.kubeconfig import PluginLimits
-    from pwdeploy.kube.seam import Clock
-
 F = TypeVar("F", bound=Callable[..., Any])
 
-_PARAM_PREFIX = "job__"
+_PARAM_PREFIX = JOB_PARAM_PREFIX
 FILE_PARAM = "job__file"
 
 
@@ -149,32 +147,6 @@ def unread_variables() -> list[str]:
 def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
     """Take the job parameters out of a command's kwargs (so the rest can be used plainly)."""
     return {key: params.pop(key) for key in list(params) if key.startswith(_PARAM_PREFIX)}
-
-
-class KubeLimits(NamedTuple):
-    """Shorter bounds for each Kubernetes API request than the real ones (``Kube``'s fields of these names)."""
-
-    timeout: tuple[float, float]  # (connect, read) seconds per attempt
-    deadline: float  # seconds for one request, retries included
-    slow_after: float  # seconds before a request is announced as slow
-
-
-class Seams(NamedTuple):
-    """What a caller (the tests) puts in place of the real thing, passed as the click context object
-    (``cli.main(obj=Seams(...))``); each None means the real one."""
-
-    clock: Clock | None = None  # the Kubernetes client's sleeps and waits
-    installed_jax: Callable[[], str | None] | None = None  # the installed jax version
-    cores: int | None = None  # the CPU cores this process may use
-    kube_limits: KubeLimits | None = None
-    plugin_limits: PluginLimits | None = None  # a credential plugin's bounds (kube.kubeconfig.PluginLimits)
-
-
-def seams() -> Seams:
-    """The seams the caller passed in the click context object; none (the real things) otherwise."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.find_root().obj if ctx is not None else None
-    return obj if isinstance(obj, Seams) else Seams()
 
 
 def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobConfig:
