@@ -65,6 +65,17 @@ def test_summary_line() -> None:
     assert [human(0), human(3 * 1024), human(5 * MiB)] == ["0 B", "3 KiB", "5 MiB"]
 
 
+def test_a_run_never_sampled_says_so_rather_than_peak_memory_0_b() -> None:
+    from pwdeploy.local.outcome import summary_line
+    from pwdeploy.local.runner import Ended
+
+    ended = [Ended(0, None, None, 0, private_shm=True)]
+    line = summary_line(Usage(), ended, job(), cores=2)
+    assert line.startswith("pwdeploy local: memory and /dev/shm not sampled") and "0 B" not in line, line
+    sampled = summary_line(Usage(memory_bytes=5 * MiB, samples=3), ended, job(), cores=2)
+    assert sampled.startswith("pwdeploy local: peak memory 5 MiB of main.memory 32Gi"), sampled
+
+
 PRIVATE = available(1 << 20)  # why this machine gives a job no private /dev/shm (None: it does)
 
 

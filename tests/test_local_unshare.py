@@ -130,6 +130,21 @@ def test_a_process_that_left_the_jobs_session_does_not_outlive_the_job(job_dir: 
     assert in_folder(job_dir) == []
 
 
+# A child that is still ending when the main process exits, as multiprocessing's resource tracker is (it reads its
+# pipe to the end, then exits): not a process the job left running.
+ENDING_CHILD = """
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
+"""
+
+
+@needs_private
+def test_a_child_that_ends_on_its_own_just_after_main_is_not_counted_as_left_running(job_dir: Path) -> None:
+    done = local_run(job_dir, ENDING_CHILD, flags=("--no-limits-check",))
+    assert done.returncode == 0, done.stderr
+    assert "ended 0 processes the job left running" in done.stderr, done.stderr
+
+
 def test_where_no_private_shm_can_be_made_one_line_says_so_and_the_run_goes_on(
     job_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,3 +161,27 @@ def test_where_no_private_shm_can_be_made_one_line_says_so_and_the_run_goes_on(
         "user.max_user_namespaces > 0)"
     ]
     assert "removed 0 files it left in /dev/shm" in result.stderr
+
+
+@pytest.mark.parametrize("first_line, second_line", [(b"init 41\n", b"started\n"), (b"started\n", b"init 41\n")])
+def test_the_launchers_first_lines_name_init_in_whichever_order_its_two_writers_wrote_them(
+    first_line: bytes, second_line: bytes
+) -> None:
+    """init writes "started" and the launcher "init PID" to one pipe: init's line can come first. Reading only up to
+    "started" once left init unknown, the run unsampled and its summary at "peak memory 0 B"."""
+    import threading
+
+    from pwdeploy.local.unshare import Reports
+
+    read, write = os.pipe()
+    os.write(write, first_line)
+    later = threading.Timer(0.2, lambda: (os.write(write, second_line), os.close(write)))
+    later.start()
+    try:
+        reports = Reports(read)
+        reports.first()  # returns once both are known: the second line is written 0.2 s later
+    finally:
+        later.join()
+        os.close(read)
+    assert reports.started
+    assert reports.init == 41

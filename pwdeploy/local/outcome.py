@@ -128,4 +128,6 @@ def summary_line(usage: Usage | None, attempts: list[Ended], job: JobConfig, *, 
         tail += f" ({left_alone} more new there that nobody holds left alone: other programs use /dev/shm too)"
     if usage is None:
         return f"pwdeploy local: {tail}"
+    if not usage.samples:  # never "peak memory 0 B" for a job nobody measured
+        return f"pwdeploy local: memory and /dev/shm not sampled (the job's namespace could not be read); {tail}"
     return f"{summary(usage, job, cpus=cgroup_cpus() or cores)}; {tail}"

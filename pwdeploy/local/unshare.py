@@ -42,6 +42,7 @@ command = sys.argv[6:]
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SETTLE = 0.5  # seconds the processes still running when the main process ended get to end on their own
 
 def say(line):
     os.write(fd, (line + "\n").encode())
@@ -142,7 +143,11 @@ def reap():
         except ChildProcessError:
             return False
 
-reap()
+# Processes about to end on their own (multiprocessing's resource tracker reads to the end of its pipe, then
+# exits) are not the job's leftovers: they get a moment first.
+settle = time.monotonic() + min(grace, SETTLE)
+while reap() and others() and time.monotonic() < settle:
+    time.sleep(0.01)
 left = len(others())
 say(f"leftovers {left}")
 if left:
@@ -226,9 +231,10 @@ class Reports:
         self.error: str | None = None
 
     def first(self) -> None:
-        """Block until init said it started the main process, or an error came, or the launcher ended (bounded by
-        the launcher and init: they write these lines before anything of the job runs, or exit)."""
-        while not self.started and self.error is None and self._read():
+        """Block until the launcher named init and init said it started the main process, or an error came, or the
+        launcher ended (bounded by the launcher and init: they write these lines before anything of the job runs,
+        or exit). Two processes write these lines: init's "started" can come before the launcher's "init PID"."""
+        while (not self.started or self.init is None) and self.error is None and self._read():
             pass
 
     def rest(self) -> None:
