@@ -186,6 +186,7 @@ def test_an_entry_with_a_made_up_digest_of_the_wrong_shape_is_read_again(tmp_pat
     data = json.loads((root / CACHE).read_text())
     entry = data["files"]["train.py"]  # the stamps (64 hex digits), the sha256 hex, the flags digit
     data["files"]["train.py"] = entry[:64] + "not a digest" + "0" * 52 + entry[-1]
+    del data["walk"]  # else the record of the unchanged walk answers without a look at the entry
     (root / CACHE).write_text(json.dumps(data))
     reads.clear()
     assert _digests(root) == expected and reads == ["train.py"]
@@ -207,6 +208,7 @@ def test_an_entry_with_a_made_up_digest_of_the_wrong_shape_is_read_again(tmp_pat
         "{stamps}{digest_60}  {digest_2}1",  # 31 bytes: bytes.fromhex skips the spaces
         "{stamps}\udc80{digest_63}1",  # a lone surrogate, which no file's digest can hold
         "{other_stamps}{digest}1",
+        "{stamps}{digest_upper}1",  # the digest is written in lower case: anything else was not written by pwdeploy
     ],
 )
 def test_an_entry_of_the_wrong_shape_is_read_again_and_only_it(tmp_path: Path, bad: object, reads: list[str]) -> None:
@@ -217,9 +219,16 @@ def test_an_entry_of_the_wrong_shape_is_read_again_and_only_it(tmp_path: Path, b
     entry = data["files"]["train.py"]
     if isinstance(bad, str):
         digest = entry[64:128]
-        values = {"stamps": entry[:64], "other_stamps": "0" * 64, "digest": digest, "digest_63": digest[1:]}
+        values = {
+            "stamps": entry[:64],
+            "other_stamps": "0" * 64,
+            "digest": digest,
+            "digest_63": digest[1:],
+            "digest_upper": digest.upper(),
+        }
         bad = bad.format(digest_60=digest[:60], digest_2=digest[60:62], **values)
     data["files"]["train.py"] = bad
+    del data["walk"]
     (root / CACHE).write_text(json.dumps(data))
     reads.clear()
     assert _digests(root) == expected and reads == ["train.py"]
@@ -342,17 +351,6 @@ def test_a_file_dated_past_what_64_bits_of_nanoseconds_hold_is_read_each_time(tm
     assert "data/f1.bin" not in json.loads((root / CACHE).read_text())["files"]
 
 
-def test_an_entry_whose_digest_is_in_upper_case_gives_the_same_digest(tmp_path: Path, reads: list[str]) -> None:
-    root = _folder(tmp_path)
-    expected = _digests(root)
-    data = json.loads((root / CACHE).read_text())
-    entry = data["files"]["train.py"]
-    data["files"]["train.py"] = entry[:64] + entry[64:128].upper() + entry[-1]
-    (root / CACHE).write_text(json.dumps(data))
-    reads.clear()
-    assert _digests(root) == expected and reads == []
-
-
 @pytest.mark.parametrize(
     ("ref", "lines", "digest"),
     [
@@ -369,3 +367,75 @@ def test_the_pushed_digest_is_the_one_of_the_tag_pushed(ref: str, lines: list[st
     from pwdeploy.images.engine import pushed_digest
 
     assert pushed_digest(ref, lines) == digest
+
+
+def test_an_unchanged_folder_comes_from_the_record_of_its_last_walk_without_an_entry_looked_up(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    """Render of a pinned job walks the whole folder: when it is as the last walk left it (the same files, each
+    with the same stamps), one key over all of them finds their facts; the per-file entries are not consulted."""
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    data = json.loads((root / CACHE).read_text())
+    assert set(data["walk"]) == {"key", "facts"} and len(data["walk"]["facts"]) == 4 * 65
+    data["files"] = {name: "damaged" for name in data["files"]}  # never looked at while the record holds
+    (root / CACHE).write_text(json.dumps(data))
+    reads.clear()
+    assert _digests(root) == expected and reads == []
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda walk: {**walk, "facts": walk["facts"][:-1]},  # a file's part short
+        lambda walk: {**walk, "facts": walk["facts"].upper()},
+        lambda walk: {**walk, "facts": walk["facts"][:64] + "9" + walk["facts"][65:]},  # a flags digit out of range
+        lambda walk: {**walk, "facts": walk["facts"][:10] + " " + walk["facts"][11:]},
+        lambda walk: {**walk, "facts": 12},
+        lambda walk: {**walk, "key": "0" * 64},
+        lambda walk: [walk],
+        lambda walk: "walk",
+    ],
+)
+def test_a_damaged_record_of_the_last_walk_falls_back_to_the_entries(
+    tmp_path: Path, damage: Callable[[dict[str, Any]], Any], reads: list[str]
+) -> None:
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    good = _walk_record(root)
+    data = json.loads((root / CACHE).read_text())
+    data["walk"] = damage(data["walk"])
+    (root / CACHE).write_text(json.dumps(data))
+    reads.clear()
+    assert _digests(root) == expected and reads == []  # every entry still holds
+    assert _walk_record(root) == good, "the record is written again"
+
+
+def _walk_record(root: Path) -> dict[str, str]:
+    return dict(json.loads((root / CACHE).read_text())["walk"])
+
+
+def test_a_changed_file_changes_the_walks_key_and_only_it_is_read_again(tmp_path: Path, reads: list[str]) -> None:
+    root = _folder(tmp_path)
+    _digests(root)
+    before = _walk_record(root)
+    (root / "data" / "f1.bin").write_bytes(b"other")
+    _settle(root)
+    reads.clear()
+    assert _digests(root)["code/data/f1.bin"] == _sha(root / "data" / "f1.bin") and reads == ["f1.bin"]
+    after = _walk_record(root)
+    assert after["key"] != before["key"] and after["facts"] != before["facts"]
+    reads.clear()
+    _digests(root)
+    assert reads == []
+
+
+def test_a_walk_with_a_racy_file_is_not_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record stands for every file's facts: a file whose last change is as new as the run's stamp has no entry,
+    so neither has the walk (the next run looks again)."""
+    root = _folder(tmp_path)
+    (root / "data" / "f0.bin").write_bytes(b"new")  # changed now: the stamp the run takes is not past it
+    monkeypatch.setattr(digests.DigestCache, "_take_stamp", lambda cache: os.stat(root / "data" / "f0.bin").st_ctime_ns)
+    _digests(root)
+    data = json.loads((root / CACHE).read_text())
+    assert "data/f0.bin" not in data["files"] and "walk" not in data

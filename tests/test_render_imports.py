@@ -46,7 +46,8 @@ RENDER_CLI = frozenset(
     }
 )
 RENDER_CLI |= {"pwdeploy.cli.render"}
-# A job whose image is pinned from the lock file reads the lock and hashes the job's folder: these, not the build.
+# A job whose image is pinned from the lock file reads the lock and hashes the job's folder: these, not the build
+# (nor the sidecar's spec, when there is no sidecar image to pin).
 PIN_MODULES = frozenset(
     f"pwdeploy.images{suffix}"
     for suffix in (
@@ -57,7 +58,6 @@ PIN_MODULES = frozenset(
         ".job_image",
         ".lock",
         ".pin",
-        ".sidecar_image",
         ".template",
         ".wheel",
     )

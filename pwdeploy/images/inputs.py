@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import operator
 import os
+import re
 import stat
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NamedTuple
@@ -27,6 +29,8 @@ from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
 if TYPE_CHECKING:
     import tarfile
 
+    from pwdeploy.config import JobConfig
+
 HASH_LABEL = "dev.pwdeploy.inputs-hash"
 TARGET_PLATFORM = "linux/amd64"  # GKE TPU VMs are x86-64: an arm64 image fails there with "exec format error"
 TAG_LENGTH = 16  # hex digits of the inputs hash in the tag
@@ -40,6 +44,7 @@ PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
 SYSTEM_FOLDERS = frozenset(
     Path(name) for name in ("/", "/bin", "/boot", "/etc", "/lib", "/lib64", "/opt", "/run", "/sbin", "/usr", "/var")
 )
+_PYTHON = re.compile(r"([0-9]+)\.([0-9]+)")
 MAX_FILES = 200_000  # a walk that finds more is not of a job's folder; bounded so that it ends with a clear error
 
 
@@ -109,6 +114,27 @@ def assemble(
     )
 
 
+def running_python() -> str:
+    """X.Y of the Python running pwdeploy."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def client_python(job: JobConfig, running: str | None = None) -> str:
+    """Python X.Y of the job's client: ``sidecar.python_version``, else the Python running pwdeploy (``running``:
+    the one recorded when an image was built)."""
+    version = job.sidecar.python_version
+    if version is None:
+        return running or running_python()
+    match = _PYTHON.fullmatch(version)
+    if match is None or int(match.group(1)) != 3 or int(match.group(2)) < 8:
+        raise ConfigError(
+            "sidecar.python_version",
+            f"{version!r} is not a Python 3 minor version such as 3.11",
+            hint='quote it in YAML (python_version: "3.10"), or 3.10 reads as the number 3.1',
+        )
+    return version
+
+
 def check_repository(repository: str | None, field: str, what: str) -> str:
     """The validated repository of config ``field``; ConfigError when unset or not a bare repository."""
     if repository is None:
@@ -149,30 +175,30 @@ def directory_files(
             hint="fix or remove that line (a range runs from low to high, e.g. [a-z])",
         ) from None
     skip_names = {path.name for path in skip}
-    cache = DigestCache(root)
-    found = []
+    listing = []
     inside = os.path.realpath(root)
-    for count, (relative, entry, status) in enumerate(_walk(root, rules), 1):
-        if count > MAX_FILES:
+    for relative, entry, status in _walk(root, rules):
+        if skip_names and entry.name in skip_names and Path(entry).resolve() in skip:
+            continue
+        if entry.is_symlink():
+            _check_link(Path(entry.path), inside, root, field)
+        listing.append((relative, entry.path, status))
+        if len(listing) > MAX_FILES:
             raise ConfigError(
                 field,
                 f"{root} holds more than {MAX_FILES:,} files to copy into the image: that is not a job's source folder",
                 hint=f"point {field} at the folder of the program, or leave data out with {root / IGNORE_FILE}",
             )
-        if skip_names and entry.name in skip_names and Path(entry).resolve() in skip:
-            continue
-        if entry.is_symlink():
-            _check_link(Path(entry.path), inside, root, field)
-        facts = cache.facts(relative, entry.path, status)
-        executable = bool(status.st_mode & _OWNER_EXECUTES)
-        name = f"{prefix}/{relative}"
-        found.append(
-            ContextFile(
-                name, entry.path, executable, facts.sha256, facts.imports_pwdeploy, facts.looks_like_credentials
-            )
-        )
+    cache = DigestCache(root)
+    facts = cache.all_facts(listing)
     cache.save()
-    return tuple(found)
+    executes = _OWNER_EXECUTES
+    return tuple(
+        [
+            ContextFile(f"{prefix}/{relative}", path, bool(status.st_mode & executes), *found)
+            for (relative, path, status), found in zip(listing, facts, strict=True)
+        ]
+    )
 
 
 def _refuse_system_folder(root: Path, field: str) -> None:

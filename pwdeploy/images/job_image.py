@@ -24,7 +24,7 @@ from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned, installed_version
 from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.images import inputs, lock, wheel
-from pwdeploy.images.sidecar_image import client_python, running_python
+from pwdeploy.images.inputs import client_python, running_python
 
 if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
     from pwdeploy.images.build import BuildResult, ImageDestination

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pwdeploy.config import JobConfig
-from pwdeploy.images import job_image, lock, sidecar_image, wheel
+from pwdeploy.images import job_image, lock, wheel
 from pwdeploy.images.inputs import ImageInputs
 
 
@@ -33,6 +33,8 @@ def pin_pushed(
     """
     warnings: list[str] = []
     if job.sidecar.repository is not None and job.sidecar.image is None:
+        from pwdeploy.images import sidecar_image  # here: a job without a sidecar to pin does not import it
+
         image = _pushed(
             job,
             sidecar_image.lock_path(job),

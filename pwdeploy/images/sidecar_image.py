@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned
 from pwdeploy.errors import ConfigError
 from pwdeploy.images import inputs, lock
+from pwdeploy.images.inputs import client_python, running_python
 
 if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
     from pwdeploy.images.base_check import ImageLookup
@@ -28,34 +28,12 @@ TEMPLATE = "Dockerfile.sidecar"
 
 DEFAULT_BASE_REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways-colocated-python/sidecar"
 _RELEASE = re.compile(r"[0-9]{8}")
-_PYTHON = re.compile(r"([0-9]+)\.([0-9]+)")
 _BASE_TAG = re.compile(r"(?:.*[-_])?python_(?P<python>[0-9]+\.[0-9]+)-jax_(?P<jax>[0-9]+\.[0-9]+\.[0-9]+)(?:[-_].*)?")
-
-
-def running_python() -> str:
-    """X.Y of the Python running pwdeploy."""
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def built_with_here() -> lock.BuiltWith:
     """The sidecar's build parameters that come from this machine."""
     return lock.BuiltWith(python=running_python(), pwdeploy=__version__)
-
-
-def client_python(job: JobConfig, running: str | None = None) -> str:
-    """Python X.Y of the job's client: ``sidecar.python_version``, else the Python running pwdeploy (``running``:
-    the one recorded when an image was built)."""
-    version = job.sidecar.python_version
-    if version is None:
-        return running or running_python()
-    match = _PYTHON.fullmatch(version)
-    if match is None or int(match.group(1)) != 3 or int(match.group(2)) < 8:
-        raise ConfigError(
-            "sidecar.python_version",
-            f"{version!r} is not a Python 3 minor version such as 3.11",
-            hint='quote it in YAML (python_version: "3.10"), or 3.10 reads as the number 3.1',
-        )
-    return version
 
 
 def base_image(job: JobConfig, running: str | None = None) -> str:
