@@ -175,7 +175,12 @@ def test_the_launchers_first_lines_name_init_in_whichever_order_its_two_writers_
 
     read, write = os.pipe()
     os.write(write, first_line)
-    later = threading.Timer(0.2, lambda: (os.write(write, second_line), os.close(write)))
+
+    def write_the_second_line() -> None:
+        os.write(write, second_line)
+        os.close(write)
+
+    later = threading.Timer(0.2, write_the_second_line)
     later.start()
     try:
         reports = Reports(read)
