@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.control_plane import ControlPlane, NodePool, TpuPool
 from tests.control_plane.api import ApiError
+from tests.control_plane.commands import wait_for
 
 pytestmark = [pytest.mark.control_plane, pytest.mark.slow, pytest.mark.timeout(240)]  # the first test starts the plane
 
@@ -24,17 +24,6 @@ TPU = NodePool("plane-tpu", nodes=2, tpu=TpuPool("tpu-v5p-slice", "2x2x2", 4))
 def pools(control_plane: ControlPlane) -> Iterator[list[str]]:
     with control_plane.node_pools(TPU) as names:
         yield names
-
-
-def wait_for(get: Callable[[], Any], holds: Callable[[Any], bool], timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    value = get()
-    while not holds(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not after {timeout} s: {json.dumps(value)[:800]}")
-        time.sleep(0.2)
-        value = get()
-    return value
 
 
 def tpu_pod(name: str, chips: int) -> dict[str, Any]:
@@ -109,13 +98,13 @@ def test_a_pod_is_placed_on_a_tpu_node_runs_logs_and_exits_with_the_chosen_code(
     name = f"tpu-{secrets.token_hex(3)}"
     control_plane.api.request("POST", "/api/v1/namespaces/default/pods", tpu_pod(name, 4))
     path = f"/api/v1/namespaces/default/pods/{name}"
-    pod = wait_for(lambda: control_plane.api.get(path), lambda p: p["status"].get("phase") == "Running")
+    pod = wait_for(lambda: control_plane.api.get(path), lambda p: p["status"].get("phase") == "Running", 30, 0.2)
     assert pod["spec"]["nodeName"] in pools
     control_plane.write_pod_log("default", name, ["step 1", "step 2"])
     logs = control_plane.kubectl("logs", name, "-n", "default").stdout
     assert logs.splitlines() == ["step 1", "step 2"]
     control_plane.exit_pod("default", name, 3)
-    pod = wait_for(lambda: control_plane.api.get(path), lambda p: p["status"].get("phase") == "Failed")
+    pod = wait_for(lambda: control_plane.api.get(path), lambda p: p["status"].get("phase") == "Failed", 30, 0.2)
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
     control_plane.kubectl("delete", "pod", name, "-n", "default", "--wait=true")
 
@@ -128,7 +117,7 @@ def test_the_scheduler_says_why_a_pod_does_not_fit(control_plane: ControlPlane, 
         query = f"?fieldSelector=involvedObject.name%3D{name}"
         return list(control_plane.api.get(f"/api/v1/namespaces/default/events{query}")["items"])
 
-    found = wait_for(events, lambda items: any(e.get("reason") == "FailedScheduling" for e in items))
+    found = wait_for(events, lambda items: any(e.get("reason") == "FailedScheduling" for e in items), 30, 0.2)
     message = next(e["message"] for e in found if e.get("reason") == "FailedScheduling")
     assert "Insufficient google.com/tpu" in message, message
     control_plane.kubectl("delete", "pod", name, "-n", "default", "--wait=true")
@@ -145,4 +134,4 @@ def test_a_node_keeps_its_heartbeat_so_it_stays_ready(control_plane: ControlPlan
         return str(ready["lastHeartbeatTime"])
 
     first = beat()
-    wait_for(beat, lambda now: now != first, timeout=30)
+    wait_for(beat, lambda now: now != first, timeout=30, every=0.2)

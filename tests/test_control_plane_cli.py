@@ -15,18 +15,23 @@ import pytest
 import yaml
 
 from pwdeploy import identifiers as ids
-from tests.control_plane import ControlPlane, NodePool, TpuPool
-from tests.control_plane.commands import PWDEPLOY, job_flags, kueue_queues, pwdeploy, status, wait_for
+from tests.control_plane import ControlPlane, NodePool
+from tests.control_plane.commands import (
+    HEAD_POOL,
+    JOB_TESTS,
+    PWDEPLOY,
+    V5P_2X2X1,
+    job_flags,
+    kueue_queues,
+    pwdeploy,
+    status,
+    wait_for,
+)
 
-pytestmark = [
-    pytest.mark.control_plane,
-    pytest.mark.slow,
-    pytest.mark.timeout(300),
-    pytest.mark.usefixtures("no_jobs_left"),
-]
+pytestmark = JOB_TESTS
 
-CPU = NodePool("cpu-np", nodes=1, cpu="64", memory="256Gi")
-TPU = NodePool("tpu-v5p", nodes=1, tpu=TpuPool("tpu-v5p-slice", "2x2x1", 4))
+CPU = HEAD_POOL
+TPU = NodePool("tpu-v5p", nodes=1, tpu=V5P_2X2X1)
 
 
 @pytest.fixture(scope="module")

@@ -14,17 +14,21 @@ import pytest
 import yaml
 
 from tests.control_plane import ControlPlane, NodePool, TpuPool
-from tests.control_plane.commands import diagnosis, job_flags, kueue_queues, pwdeploy, status, wait_for
+from tests.control_plane.commands import (
+    HEAD_POOL,
+    JOB_TESTS,
+    V5P_2X2X1,
+    diagnosis,
+    job_flags,
+    kueue_queues,
+    pwdeploy,
+    status,
+    wait_for,
+)
 
-pytestmark = [
-    pytest.mark.control_plane,
-    pytest.mark.slow,
-    pytest.mark.timeout(300),
-    pytest.mark.usefixtures("no_jobs_left"),
-]
+pytestmark = JOB_TESTS
 
-CPU = NodePool("cpu-np", nodes=1, cpu="64", memory="256Gi")
-V5P_2X2X1 = TpuPool("tpu-v5p-slice", "2x2x1", 4)
+CPU = HEAD_POOL
 NS = "default"
 
 

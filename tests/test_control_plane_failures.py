@@ -20,14 +20,9 @@ import pytest
 from pwdeploy import identifiers as ids
 from pwdeploy.manifests.failure_policy import Action, Decision, PodFailure, decide
 from tests.control_plane import ControlPlane, NodePool, TpuPool
-from tests.control_plane.commands import PWDEPLOY, job_flags
+from tests.control_plane.commands import JOB_TESTS, PWDEPLOY, job_flags
 
-pytestmark = [
-    pytest.mark.control_plane,
-    pytest.mark.slow,
-    pytest.mark.timeout(300),
-    pytest.mark.usefixtures("no_jobs_left"),
-]
+pytestmark = JOB_TESTS
 
 NS = "default"
 HEAD, WORKER = ids.HEAD_JOB, ids.WORKER_JOB

@@ -10,9 +10,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.control_plane.cluster import ControlPlane
+import pytest
+
+from tests.control_plane.cluster import ControlPlane, NodePool, TpuPool
 
 PWDEPLOY = Path(sys.executable).with_name("pwdeploy")
+# The marks of a module of tests that run jobs on the plane: the tier's marker, a bound on each test, and no JobSet
+# pods before or after each (a job left behind holds the nodes' host ports: tests/conftest.py's no_jobs_left).
+JOB_TESTS = [
+    pytest.mark.control_plane,
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.usefixtures("no_jobs_left"),
+]
+HEAD_POOL = NodePool("cpu-np", nodes=1, cpu="64", memory="256Gi")  # the pool head.node_pool selects by default
+V5P_2X2X1 = TpuPool("tpu-v5p-slice", "2x2x1", 4)  # the nodes of one v5p-8 slice: one VM of 4 chips
 
 
 def pwdeploy(
@@ -33,13 +45,15 @@ def job_flags(name: str, namespace: str, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def wait_for(get: Callable[[], Any], holds: Callable[[Any], bool], timeout: float = 60) -> Any:
+def wait_for(get: Callable[[], Any], holds: Callable[[Any], bool], timeout: float = 60, every: float = 0.5) -> Any:
+    """``get()`` once it ``holds``, asked every ``every`` seconds; AssertionError with the last value after
+    ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     value = get()
     while not holds(value):
         if time.monotonic() > deadline:
             raise AssertionError(f"not after {timeout} s: {str(value)[:1500]}")
-        time.sleep(0.5)
+        time.sleep(every)
         value = get()
     return value
 
