@@ -290,3 +290,24 @@ def test_the_tree_is_ended_when_pwdeploy_fails_while_the_job_runs(tmp_path: Path
         run_child([sys.executable, "tree.py", "sleep"], cwd=tmp_path, env=ENV, watch=failing_watch, leftover_grace=0.5)
     assert running(tree_pids(tmp_path)) == []
     assert not Path((tmp_path / "shm.txt").read_text(encoding="utf-8")).exists(), "the job's /dev/shm file is left"
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
+def test_wait_for_exit_gives_the_code_of_an_ended_child_and_none_for_a_running_one(
+    pidfd: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How a local run waits for its job and for the namespace probe: at once through a pidfd, or, where there is
+    none (older kernels), Popen's polling wait."""
+    from pwdeploy.local.tree import wait_for_exit
+
+    if not pidfd:
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert wait_for_exit(running, 0.05) is None
+    finally:
+        running.kill()
+    assert wait_for_exit(running, 5) == -signal.SIGKILL
+    ended = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    assert wait_for_exit(ended, 30) == 3
+    assert wait_for_exit(ended, 30) == 3  # reaped already: the same answer

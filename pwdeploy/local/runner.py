@@ -23,7 +23,7 @@ from typing import Any
 
 from pwdeploy.errors import LocalRunError
 from pwdeploy.local import shm
-from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS, JobTree, subreaper
+from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS, JobTree, subreaper, wait_for_exit
 from pwdeploy.local.unshare import Private, Reports
 from pwdeploy.local.watchdog import watchdog
 
@@ -247,10 +247,9 @@ def _wait(
     killed_after: float | None = None
     killed = False
     while True:
-        try:
-            return child.wait(timeout=TICK_SECONDS), killed_after
-        except subprocess.TimeoutExpired:
-            pass
+        returncode = wait_for_exit(child, TICK_SECONDS)
+        if returncode is not None:
+            return returncode, killed_after
         if killed:
             continue
         now = time.monotonic()

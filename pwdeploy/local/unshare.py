@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+PROBE_SECONDS = 30  # the probe sets up the namespaces and exits: a few ms; a stuck one is given up
 # argv: MODE SIZE GRACE FD PARENT [COMMAND...]; MODE "probe" sets up the namespaces and exits 0, "run" runs
 # COMMAND. Every line written to FD is one of: "init PID" (init's pid as pwdeploy sees it), "main STATUS" (the
 # main process's status, -N for signal N), "started" (init forked the main process), "leftovers N", "error TEXT".
@@ -178,27 +179,32 @@ def available(size: int) -> str | None:
     """None when a private /dev/shm can be set up here, else why not (one short clause)."""
     if not sys.platform.startswith("linux"):
         return "private namespaces are Linux only"
+    from pwdeploy.local.tree import wait_for_exit
+
     read, write = os.pipe()
     try:
-        probe = subprocess.run(
+        probe = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", SCRIPT, "probe", str(size), "0", str(write), str(os.getpid())],
             pass_fds=(write,),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            timeout=30,
-            check=False,
         )
         os.close(write)
         write = -1
+        returncode = wait_for_exit(probe, PROBE_SECONDS)
+        if returncode is None:
+            probe.kill()
+            probe.wait()
+            return f"the namespace probe did not end within {PROBE_SECONDS:g} s"
         said = _read_all(read)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         return f"the namespace probe did not run ({exc})"
     finally:
         os.close(read)
         if write >= 0:
             os.close(write)
-    if probe.returncode == 0:
+    if returncode == 0:
         return None
     for line in said.splitlines():
         if line.startswith("error "):
