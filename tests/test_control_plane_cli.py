@@ -182,11 +182,12 @@ def test_kueue_admits_what_fits_its_quota_and_says_why_not_otherwise(control_pla
         flags[flags.index("--num-slices") + 1] = "2"
         second = pwdeploy(plane, "submit", *flags, "--skip-preflight", user=False)
         assert second.returncode == 0, second.stderr
-        workloads = wait_for(
+        workloads = wait_for(  # Kueue's verdict on the quota; PodsReady (WaitForStart) can come before it
             lambda: [
                 w
                 for w in plane.api.get(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads")["items"]
-                if too_big in w["metadata"]["name"] and (w.get("status") or {}).get("conditions")
+                if too_big in w["metadata"]["name"]
+                and any(c.get("type") == "QuotaReserved" for c in (w.get("status") or {}).get("conditions") or [])
             ],
             bool,
         )
