@@ -311,3 +311,16 @@ def test_wait_for_exit_gives_the_code_of_an_ended_child_and_none_for_a_running_o
     ended = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     assert wait_for_exit(ended, 30) == 3
     assert wait_for_exit(ended, 30) == 3  # reaped already: the same answer
+
+
+def test_a_child_ending_on_its_own_just_after_main_is_not_counted_as_left_running_without_namespaces(
+    tmp_path: Path,
+) -> None:
+    """As in a private namespace (test_local_unshare.py): multiprocessing's resource tracker outlives the main
+    process by a moment; it is given that moment before what is still running is counted and stopped."""
+    program = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.2)'])"
+    ended = run_child([sys.executable, "-c", program], cwd=tmp_path, env=ENV, leftover_grace=2.0)
+    assert ended.status == 0 and ended.leftovers == 0
+    stays = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])"
+    ended = run_child([sys.executable, "-c", stays], cwd=tmp_path, env=ENV, leftover_grace=2.0)
+    assert ended.status == 0 and ended.leftovers == 1

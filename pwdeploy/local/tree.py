@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 PR_GET_CHILD_SUBREAPER = 37
+# Seconds the processes still running when the main process ended get to end on their own before they count as
+# left running (the same in pwdeploy.local.unshare's init, where the job has a PID namespace of its own).
+SETTLE_SECONDS = 0.5
 LEFTOVER_GRACE_SECONDS = 2.0  # after the main process ended: for a resource tracker to unlink what it tracks
 _ROUNDS = 20  # a tree that keeps forking while it is killed is looked at again, this many times at most
 
@@ -120,6 +123,9 @@ class JobTree:
         import psutil
 
         left = self.processes()
+        if left:  # about to end on their own (multiprocessing's resource tracker): not left running
+            _wait(left, min(grace, SETTLE_SECONDS))
+            left = self.processes()
         seen = {_key(p) for p in left}
         for process in left:
             with contextlib.suppress(psutil.Error):

@@ -43,7 +43,7 @@ command = sys.argv[6:]
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-SETTLE = 0.5  # seconds the processes still running when the main process ended get to end on their own
+SETTLE = 0.5  # pwdeploy.local.tree.SETTLE_SECONDS: the processes left when main ended get to end on their own
 
 def say(line):
     os.write(fd, (line + "\n").encode())
