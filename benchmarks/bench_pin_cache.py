@@ -32,7 +32,7 @@ from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "data_parallel"
 REPOSITORY = "registry.example/bench/job"
-CACHE = Path(".pwdeploy", "file-digests.json")
+STATE = Path(".pwdeploy")  # the digest cache, the record of the last walk
 JOB = """name: bench
 pathways_version: 0.10.2
 tpu: {type: v5p-8}
@@ -87,7 +87,7 @@ def pwdeploy(*args: str) -> list[str]:
 def render_figures(folder: Path, plain: Path, runs: int) -> None:
     pinned_render = pwdeploy("render", "-f", str(folder / "job.yaml"))
     plain_render = pwdeploy("render", "-f", str(plain / "job.yaml"))
-    (folder / CACHE).unlink(missing_ok=True)  # recording the lock made one
+    shutil.rmtree(folder / STATE, ignore_errors=True)  # recording the lock made the digest cache
     first = timed(pinned_render)
     timed(plain_render)  # warm its imports once
     samples: dict[str, list[float]] = {"pinned": [], "plain": []}
@@ -118,11 +118,11 @@ def cache_figures(folder: Path, runs: int) -> None:
     field = "image.source_dir"
 
     def walk() -> None:
-        for _ in inputs._walk(folder, IgnoreRules.read(folder)):
-            pass
+        inputs._walk(folder, IgnoreRules.read(folder), set())
 
-    def files() -> None:
-        inputs.credential_warnings(inputs.directory_files(folder, field, "code"), folder, field, "code")
+    def files() -> None:  # what render's pin does with the folder, less the hash
+        found = inputs.scan(folder, field, "code")
+        found.imports_pwdeploy(), found.credential_warnings(field)
 
     samples: dict[str, list[float]] = {"walk": [], "files": []}
     files()  # the cache is current: the renders above wrote it

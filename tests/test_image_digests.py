@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from pwdeploy.images.ignore import IgnoreRules
 from tests.test_image import REPOSITORY, job_at, write_job
 
 CACHE = Path(digests.STATE_DIR, digests.CACHE_NAME)
+WALK = Path(digests.STATE_DIR, digests.WALK_NAME)
 
 
 @pytest.fixture
@@ -146,13 +147,17 @@ def test_a_racy_file_is_not_cached_so_a_change_in_the_same_tick_is_seen(
     assert reads == ["f0.bin"]
 
 
-def _walk_with(stat_of: Callable[[os.DirEntry[str]], os.stat_result]) -> Callable[..., Iterator[Any]]:
+def _walk_with(stat_of: Callable[[os.DirEntry[str]], os.stat_result]) -> Callable[..., Any]:
     """inputs._walk, with each file's stat taken by ``stat_of`` (os.DirEntry.stat cannot be patched)."""
     walk = inputs._walk
 
-    def walking(root: Path, rules: IgnoreRules) -> Iterator[tuple[str, os.DirEntry[str], os.stat_result]]:
-        for relative, entry, _ in walk(root, rules):
-            yield relative, entry, stat_of(entry)
+    def walking(root: Path, rules: IgnoreRules, skip: set[str]) -> Any:
+        names, _, links, skipped = walk(root, rules, skip)
+        entries = {}
+        for folder in {os.path.dirname(name) for name in names}:
+            with os.scandir(root / folder) as listing:
+                entries.update({os.path.relpath(entry.path, root): entry for entry in listing})
+        return names, [stat_of(entries[name]) for name in names], links, skipped
 
     return walking
 
@@ -173,6 +178,7 @@ def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str, r
     root = _folder(tmp_path)
     expected = _digests(root)
     (root / CACHE).write_text(damage)
+    (root / WALK).unlink()  # else the record of the unchanged walk answers without a look at the cache
     reads.clear()
     assert _digests(root) == expected and len(reads) == 4
     assert json.loads((root / CACHE).read_text())["format"] == digests.FORMAT
@@ -186,8 +192,8 @@ def test_an_entry_with_a_made_up_digest_of_the_wrong_shape_is_read_again(tmp_pat
     data = json.loads((root / CACHE).read_text())
     entry = data["files"]["train.py"]  # the stamps (64 hex digits), the sha256 hex, the flags digit
     data["files"]["train.py"] = entry[:64] + "not a digest" + "0" * 52 + entry[-1]
-    del data["walk"]  # else the record of the unchanged walk answers without a look at the entry
     (root / CACHE).write_text(json.dumps(data))
+    (root / WALK).unlink()  # else the record of the unchanged walk answers without a look at the entry
     reads.clear()
     assert _digests(root) == expected and reads == ["train.py"]
 
@@ -228,8 +234,8 @@ def test_an_entry_of_the_wrong_shape_is_read_again_and_only_it(tmp_path: Path, b
         }
         bad = bad.format(digest_60=digest[:60], digest_2=digest[60:62], **values)
     data["files"]["train.py"] = bad
-    del data["walk"]
     (root / CACHE).write_text(json.dumps(data))
+    (root / WALK).unlink()
     reads.clear()
     assert _digests(root) == expected and reads == ["train.py"]
     reads.clear()
@@ -331,6 +337,7 @@ def test_a_cache_of_the_previous_format_is_read_again_and_rewritten(tmp_path: Pa
         stamps = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino]
         files[name] = [*stamps, expected[f"code/{name}"], int(name == "train.py")]
     (root / CACHE).write_text(json.dumps({"format": 1, "files": files}))
+    (root / WALK).unlink()
     reads.clear()
     assert _digests(root) == expected and len(reads) == 4
     assert json.loads((root / CACHE).read_text())["format"] == digests.FORMAT
@@ -373,58 +380,69 @@ def test_an_unchanged_folder_comes_from_the_record_of_its_last_walk_without_an_e
     tmp_path: Path, reads: list[str]
 ) -> None:
     """Render of a pinned job walks the whole folder: when it is as the last walk left it (the same files, each
-    with the same stamps), one key over all of them finds their facts; the per-file entries are not consulted."""
+    with the same stamps), the record of that walk answers; the per-file entries are not even parsed."""
     root = _folder(tmp_path)
     expected = _digests(root)
-    data = json.loads((root / CACHE).read_text())
-    assert set(data["walk"]) == {"key", "facts"} and len(data["walk"]["facts"]) == 4 * 65
-    data["files"] = {name: "damaged" for name in data["files"]}  # never looked at while the record holds
-    (root / CACHE).write_text(json.dumps(data))
+    record = (root / WALK).read_bytes()
+    assert record.startswith(b"pwdeploy-walk " + digests.FORMAT.encode())
+    assert record.endswith("".join(expected[f"code/{name}"] + flag for name, flag in _FILES).encode())
+    (root / CACHE).write_text("not json: never read while the record holds")
     reads.clear()
     assert _digests(root) == expected and reads == []
+
+
+_FILES = [("train.py", "1"), ("data/f0.bin", "0"), ("data/f1.bin", "0"), ("data/f2.bin", "0")]  # in the walk's order
+
+
+def _facts_at(record: bytes) -> int:
+    return len(record) - len(_FILES) * digests.FACTS
 
 
 @pytest.mark.parametrize(
     "damage",
     [
-        lambda walk: {**walk, "facts": walk["facts"][:-1]},  # a file's part short
-        lambda walk: {**walk, "facts": walk["facts"].upper()},
-        lambda walk: {**walk, "facts": walk["facts"][:64] + "9" + walk["facts"][65:]},  # a flags digit out of range
-        lambda walk: {**walk, "facts": walk["facts"][:10] + " " + walk["facts"][11:]},
-        lambda walk: {**walk, "facts": 12},
-        lambda walk: {**walk, "key": "0" * 64},
-        lambda walk: [walk],
-        lambda walk: "walk",
+        lambda record: record[:-1],  # a file's facts short
+        lambda record: record + b"0",
+        lambda record: record[: _facts_at(record)] + record[_facts_at(record) :].upper(),
+        lambda record: record[:-1] + b"9",  # a flags digit out of range
+        lambda record: record[: _facts_at(record) + 10] + b" " + record[_facts_at(record) + 11 :],
+        lambda record: record[: _facts_at(record) + 10] + b"\xff" + record[_facts_at(record) + 11 :],
+        lambda record: record.replace(b"train.py", b"train.pz"),  # the walk of another folder
+        lambda record: record.replace(digests.FORMAT.encode(), b"2-" + b"0" * 16),  # judged by other rules
+        lambda record: record.replace(b"\n", b" ", 1),
+        lambda record: record.replace(digests.FORMAT.encode() + b" ", digests.FORMAT.encode() + b" zz", 1),  # the id
+        lambda record: record.replace(b" ", b" 1", 2),  # the length of the walk's part
+        lambda record: b"",
+        lambda record: b"\0" * 10_000,
     ],
+    ids=["short", "long", "upper", "flags", "space", "byte", "names", "format", "header", "id", "length", "empty", "zeros"],
 )
 def test_a_damaged_record_of_the_last_walk_falls_back_to_the_entries(
-    tmp_path: Path, damage: Callable[[dict[str, Any]], Any], reads: list[str]
+    tmp_path: Path, damage: Callable[[bytes], bytes], reads: list[str]
 ) -> None:
     root = _folder(tmp_path)
     expected = _digests(root)
-    good = _walk_record(root)
-    data = json.loads((root / CACHE).read_text())
-    data["walk"] = damage(data["walk"])
-    (root / CACHE).write_text(json.dumps(data))
+    good = (root / WALK).read_bytes()
+    (root / WALK).write_bytes(damage(good))
     reads.clear()
     assert _digests(root) == expected and reads == []  # every entry still holds
-    assert _walk_record(root) == good, "the record is written again"
+    assert _less_id((root / WALK).read_bytes()) == _less_id(good), "the record is written again (with another id)"
 
 
-def _walk_record(root: Path) -> dict[str, str]:
-    return dict(json.loads((root / CACHE).read_text())["walk"])
+def _less_id(record: bytes) -> bytes:
+    start = len(b"pwdeploy-walk " + digests.FORMAT.encode() + b" ")
+    return record[:start] + record[start + 16 :]
 
 
-def test_a_changed_file_changes_the_walks_key_and_only_it_is_read_again(tmp_path: Path, reads: list[str]) -> None:
+def test_a_changed_file_changes_the_walk_and_only_it_is_read_again(tmp_path: Path, reads: list[str]) -> None:
     root = _folder(tmp_path)
     _digests(root)
-    before = _walk_record(root)
+    before = (root / WALK).read_bytes()
     (root / "data" / "f1.bin").write_bytes(b"other")
     _settle(root)
     reads.clear()
     assert _digests(root)["code/data/f1.bin"] == _sha(root / "data" / "f1.bin") and reads == ["f1.bin"]
-    after = _walk_record(root)
-    assert after["key"] != before["key"] and after["facts"] != before["facts"]
+    assert (root / WALK).read_bytes() != before
     reads.clear()
     _digests(root)
     assert reads == []
@@ -432,10 +450,64 @@ def test_a_changed_file_changes_the_walks_key_and_only_it_is_read_again(tmp_path
 
 def test_a_walk_with_a_racy_file_is_not_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The record stands for every file's facts: a file whose last change is as new as the run's stamp has no entry,
-    so neither has the walk (the next run looks again)."""
+    so neither has the walk (the next run looks again), and the record of an earlier walk is removed."""
     root = _folder(tmp_path)
+    _digests(root)
+    assert (root / WALK).is_file()
     (root / "data" / "f0.bin").write_bytes(b"new")  # changed now: the stamp the run takes is not past it
     monkeypatch.setattr(digests.DigestCache, "_take_stamp", lambda cache: os.stat(root / "data" / "f0.bin").st_ctime_ns)
     _digests(root)
     data = json.loads((root / CACHE).read_text())
-    assert "data/f0.bin" not in data["files"] and "walk" not in data
+    assert "data/f0.bin" not in data["files"] and not (root / WALK).exists()
+
+
+def test_a_cache_that_holds_the_record_of_the_earlier_layout_is_rewritten_without_it(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    """The record of the last walk was a "walk" key of the cache: a cache written so keeps its entries (nothing is
+    read again) and loses the key, which would only cost parsing."""
+    root = _folder(tmp_path)
+    expected = _digests(root)
+    data = json.loads((root / CACHE).read_text())
+    (root / CACHE).write_text(json.dumps({**data, "walk": {"key": "0" * 64, "facts": ""}}))
+    (root / WALK).unlink()
+    reads.clear()
+    assert _digests(root) == expected and reads == []
+    assert json.loads((root / CACHE).read_text()) == data and (root / WALK).is_file()
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded-wheel", "wheel-built"])
+def test_the_pin_check_hashes_the_inputs_as_the_build_does_and_as_they_always_were(
+    tmp_path: Path, recorded: bool
+) -> None:
+    """Render checks a pin with ``inputs_hash``, which takes the folder whole instead of a context file per file:
+    it gives the hash ``collect`` gives, and that is the hash as written down here from the files themselves (the
+    platform, the Dockerfile without its hash label, then each file's path, execute bit and sha256), so images
+    pushed by earlier versions still pin."""
+    path = write_job(tmp_path, {"repository": REPOSITORY, "requirements": "requirements.txt"})
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "sa-key.json").write_text("{}")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("é")
+    _settle(tmp_path)
+    job = job_at(path)
+    built = lock.BuiltWith("3.11", "0.4.0", "0.1.13", "e" * 64) if recorded else None
+    machine = lock.BuiltWith("3.11", "0.4.0", "0.1.13")
+    found = spec.collect(job, path, built_with=built, machine=machine)
+    assert spec.inputs_hash(job, path, built_with=built, machine=machine) == found.inputs_hash
+    assert spec.inputs_hash(job, path, built_with=built, machine=machine) == found.inputs_hash, "from the record"
+    reference = hashlib.sha256(b"platform\0linux/amd64\0")
+    reference.update(b"Dockerfile\0" + found.dockerfile.replace(found.inputs_hash, "").encode() + b"\0")
+    names = ["requirements.txt", "code/requirements.txt", "code/run.sh", "code/train.py"]  # the folder's, the config
+    names += ["code/keys/sa-key.json", "code/notes/a.txt"]  # left out; then its subfolders'
+    assert [item.name for item in found.files[:-1]] == names and found.files[-1].name.endswith(".whl")
+    for item in found.files:
+        content = item.read() if item.digest is None else None
+        sha = item.digest if content is None else hashlib.sha256(content).hexdigest()
+        if not item.name.endswith(".whl"):
+            assert sha == hashlib.sha256((tmp_path / item.name.removeprefix("code/")).read_bytes()).hexdigest()
+        reference.update(f"{item.name}\0{'x' if item.name == 'code/run.sh' else '-'}\0{sha}\0".encode())
+    assert found.inputs_hash == reference.hexdigest()
+    assert found.warnings and "keys/sa-key.json look like credentials" in found.warnings[0]

@@ -15,25 +15,25 @@ time. A cache that cannot be parsed, or of another ``FORMAT`` (which names the r
 by), is ignored and rewritten; an entry of the wrong shape is read again; a folder that cannot be written is
 read in full each time, as without a cache.
 
-Every render of a pinned job reads the whole cache and looks up every file, so an entry is one string of 129
-characters: the stamps (size, mtime_ns, ctime_ns, inode as 8 bytes each, in hex), the sha256 hex, a flags digit
-(1: imports pwdeploy, 2: looks like credentials, 3: both). json parses 5,000 such strings in a fifth of the time
-it takes for 5,000 lists of 19-digit numbers, the stamps are compared as one string, and only an entry a lookup
-uses is checked for its shape (its length, its flags digit, its digest 64 lower-case hex digits, found by
-stripping them: a regex or a decode would cost the lookup twice as much); any other entry is read again.
+Each entry is one string of 129 characters: the stamps (size, mtime_ns, ctime_ns, inode as 8 bytes each, in hex),
+the sha256 hex, a flags digit (1: imports pwdeploy, 2: looks like credentials, 3: both). json parses 5,000 such
+strings in a fifth of the time it takes for 5,000 lists of 19-digit numbers, the stamps are compared as one string,
+and only an entry a lookup uses is checked for its shape (its length, its flags digit, its digest 64 lower-case hex
+digits, found by stripping them: a regex or a decode would cost the lookup twice as much); any other entry is read
+again.
 
-Most renders find the folder as the last walk left it. So the cache also holds a record of that walk (``walk``):
-a key, the sha256 of every file's path and stamps in the walk's order, and each file's sha256 and flags digit in
-that order. When this run's walk gives the same key, the facts come from the record without a lookup per file
-(5,000 files: the cache adds 12.6 ms CPU to the walk instead of 16.9 ms, side by side). The record is only
-written when every file of the walk has an entry (none racy), is checked as a whole when used (its length, hex
-digits, flags digits), and a damaged record only costs the lookups.
+Most renders find the folder as the last walk left it. So the walk is recorded too, in a file of its own
+(``<folder>/.pwdeploy/last-walk``): every file's path and stamps in the walk's order, as bytes, then each file's
+sha256 and flags digit in that order. When this run's walk packs to the same bytes (one comparison), the facts come
+from the record: no JSON is parsed, no entry looked up (5,000 files: the cache and the record add 3.5 ms CPU to the
+walk instead of 12.6 ms for the lookups, side by side). The record is only written when every file of the walk has
+an entry (none racy), is checked as a whole when used (its length, hex digits, flags digits), and a damaged or
+missing record only costs the lookups.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -41,24 +41,41 @@ import struct
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pwdeploy.atomic import write_text_atomic
+from pwdeploy.atomic import write_bytes_atomic, write_text_atomic
 from pwdeploy.images.ignore import CREDENTIAL_NAMES, looks_like_credentials
+
+try:  # CPython's own sha256 imports in 0.2 ms, hashlib's OpenSSL in 2.5 ms; render of a pinned job hashes < 1 MB
+    from _sha256 import sha256 as sha256  # type: ignore[import-not-found]  # Python <= 3.11
+except ImportError:  # pragma: no cover - the Python of the tests has it
+    try:
+        from _sha2 import sha256 as sha256  # type: ignore[import-not-found]  # Python >= 3.12
+    except ImportError:  # a Python built without it
+        from hashlib import sha256 as sha256
 
 STATE_DIR = ".pwdeploy"
 CACHE_NAME = "file-digests.json"
-IMPORTS_PWDEPLOY = re.compile(rb"^[ \t]*(?:from|import)[ \t]+pwdeploy\b", re.MULTILINE)
-_RULES = b"\0".join([IMPORTS_PWDEPLOY.pattern, *(name.encode() for name in CREDENTIAL_NAMES)])
+WALK_NAME = "last-walk"
+# Compiled by re when a .py file is first read (render of an unchanged folder reads none).
+IMPORTS_PWDEPLOY = rb"^[ \t]*(?:from|import)[ \t]+pwdeploy\b"
+_RULES = b"\0".join([IMPORTS_PWDEPLOY, *(name.encode() for name in CREDENTIAL_NAMES)])
 # The entries' shape and the rules their verdicts were judged by. Another value: the cache is ignored (and
 # rewritten in this format), so a pwdeploy that judges imports or names otherwise judges every file again.
-FORMAT = f"2-{hashlib.sha256(_RULES).hexdigest()[:16]}"
+FORMAT = f"2-{sha256(_RULES).hexdigest()[:16]}"
+# A record of a walk begins with this, its id (16 hex digits), then " <length of the walk's paths and stamps>\n".
+_WALK_HEADER = b"pwdeploy-walk " + FORMAT.encode() + b" "
+_ID_LENGTH = 16
 _STAMPS = struct.Struct("<QqqQ")  # size, mtime_ns, ctime_ns, inode
+_WALK_STAMPS = struct.Struct("<QqqQL")  # the same and the mode: a record vouches for each file's execute bits too
 _LENGTH = 2 * _STAMPS.size + 64 + 1  # the characters of an entry: stamps, sha256 hex, flags digit
 _FLAGS, _IMPORTS, _CREDENTIALS = "0123", "13", "23"  # the flags digits: all, importing pwdeploy, named like a secret
 _DIGEST = slice(2 * _STAMPS.size, -1)  # the sha256 hex in an entry
-_DIGEST_AND_FLAGS = slice(2 * _STAMPS.size, None)  # an entry less its stamps: a file's part of a walk's record
-_FACTS = 64 + 1  # the characters of a file's part of a walk's record
+_DIGEST_AND_FLAGS = slice(2 * _STAMPS.size, None)  # an entry less its stamps: a file's facts
+FACTS = 64 + 1  # the characters of a file's facts: its sha256 hex and flags digit
 _HEX_DIGITS = "0123456789abcdef"
 _HEX_BYTES, _FLAG_BYTES = _HEX_DIGITS.encode(), _FLAGS.encode()
+_MAX_RECORD = 1 << 30  # bytes: a record past this is not read (200,000 files take about 40 MB)
+HASHES_NAME = "last-hashes"  # what was computed from a recorded walk: lines of "walk-id key value"
+_MAX_HASHES = 16  # lines kept
 
 
 class FileFacts(NamedTuple):
@@ -67,49 +84,75 @@ class FileFacts(NamedTuple):
     looks_like_credentials: bool = False  # by its name: ignore.looks_like_credentials
 
 
+def imports_pwdeploy(facts: str) -> list[bool]:
+    """Of each file whose facts ``facts`` holds (``DigestCache.walk_facts``), whether it imports pwdeploy."""
+    return [flag in _IMPORTS for flag in facts[FACTS - 1 :: FACTS]]
+
+
+def credential_flags(facts: str) -> list[bool]:
+    """Of each file whose facts ``facts`` holds, whether its name looks like credentials."""
+    return [flag in _CREDENTIALS for flag in facts[FACTS - 1 :: FACTS]]
+
+
 class DigestCache:
-    """The cache of one folder: ``facts`` of each file found there, ``save`` when the walk is done."""
+    """The cache of one folder: ``walk_facts`` of a walk's files (or ``facts`` of one), ``save`` when done."""
 
     def __init__(self, folder: Path) -> None:
+        self.folder = folder
         self.path = folder / STATE_DIR / CACHE_NAME
-        self._known, self._walk = _read(self.path)
+        self.walk_path = folder / STATE_DIR / WALK_NAME
+        self._loaded: dict[str, Any] | None = None  # the entries, read when a lookup first needs them
+        self._rewrite = False  # the cache file holds more than the entries (an earlier layout): write it again
         self._seen: dict[str, str] = {}
-        self._walk_key: str | None = None  # this run's walk, when every file's stamps could be packed
+        self._walk: bytes | None = None  # this run's walk (paths and stamps), when every stamp could be packed
+        self._walk_facts = ""  # the facts of this run's walk, in its order
         self._walk_count = 0  # the files of this run's walk
-        self._walk_unchanged = False  # this run's walk is the one the cache recorded: nothing to write
+        self._walk_unchanged = False  # this run's walk is the one recorded: nothing to write
+        self.walk_id: str | None = None  # the id of the record of this run's walk, once there is one (``recall``)
         self._stamp: int | None = None  # ns; None until this run reads a file
         self._changed = False  # a file was read: its entry is new, or left out as racy
         self._writable = True
         self.read_count = 0  # files read (hashed) by this run
 
-    def all_facts(self, files: list[tuple[str, str, os.stat_result]]) -> list[tuple[str, bool, bool]]:
-        """The facts of each of ``files`` (relative path, path, stat), in their order. When they are the files the
-        cache's record of the last walk names, in the same order and each with the same stamps (one key over them
-        all), the facts come from that record, with no lookup per file; else file by file (``facts``). Each is
-        (sha256, imports pwdeploy, looks like credentials), as ``FileFacts`` has them."""
+    def walk_facts(self, names: list[str], stats: list[os.stat_result]) -> str:
+        """The facts of each file of a walk of the folder (``names`` in it, ``stats``), in the walk's order, as one
+        string: per file its sha256 hex and a flags digit (``FACTS`` characters; read them with
+        ``imports_pwdeploy`` and ``credential_flags``). When the walk packs to the bytes the record of the last
+        walk holds (the same files in the same order, each with the same stamps and mode), the facts come from
+        that record with no lookup per file; else file by file (``facts``)."""
+        pack = _WALK_STAMPS.pack
         try:
-            stamps = b"".join([_STAMPS.pack(s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino) for _, _, s in files])
+            stamps = b"".join([pack(s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino, s.st_mode) for s in stats])
         except struct.error:  # times past the year 2262: no record of this walk
             stamps = None
         if stamps is not None:
-            names = "\0".join([relative for relative, _, _ in files]).encode("utf-8", "surrogateescape")
-            self._walk_key = hashlib.sha256(b"%d\0%s\0%s" % (len(files), names, stamps)).hexdigest()
-            self._walk_count = len(files)
-            recorded = _recorded_facts(self._walk, self._walk_key, len(files))
+            packed = "\0".join(names).encode("utf-8", "surrogateescape")
+            self._walk = b"%d\0%s\0%s" % (len(names), packed, stamps)
+            self._walk_count = len(names)
+            recorded = _recorded_facts(self.walk_path, self._walk, len(names))
             if recorded is not None:
+                self.walk_id, facts = recorded
                 self._walk_unchanged = True
-                return recorded
-        return [self.facts(relative, path, status) for relative, path, status in files]
+                return facts
+        folder = os.fspath(self.folder)
+        found = [
+            self.facts(relative, os.path.join(folder, relative), status)
+            for relative, status in zip(names, stats, strict=True)
+        ]
+        self._walk_facts = "".join(
+            [f"{item.sha256}{item.imports_pwdeploy + 2 * item.looks_like_credentials}" for item in found]
+        )
+        return self._walk_facts
 
     def facts(self, relative: str, path: str, status: os.stat_result) -> FileFacts:
         """What the file at ``path`` (``relative`` in the folder, ``status`` its stat) holds: from the cache when
-        its stamps are unchanged, else read now. Kept to a few string operations on a hit: render of a pinned job
-        calls it for every file of the folder."""
+        its stamps are unchanged, else read now. Kept to a few string operations on a hit: a walk that is not the
+        recorded one calls it for every file of the folder."""
         try:
             stamps = _STAMPS.pack(status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino).hex()
         except struct.error:  # times past the year 2262: read each time
             stamps = ""
-        entry = self._known.get(relative)
+        entry = self._entries().get(relative)
         if stamps and type(entry) is str and len(entry) == _LENGTH and entry.startswith(stamps):
             sha256, flags = entry[_DIGEST], entry[-1]
             if flags in _FLAGS and not sha256.strip(_HEX_DIGITS):  # 64 lower-case hex digits
@@ -126,25 +169,31 @@ class DigestCache:
         return found
 
     def save(self) -> None:
-        """Write the entries of the files seen by this run, when they differ from what was read (never fails:
-        a cache that cannot be written only costs the reads next time)."""
+        """Write the entries of the files seen by this run, when they differ from what was read, and the record of
+        this run's walk (never fails: a cache that cannot be written only costs the reads next time)."""
         if self._walk_unchanged or not self._writable:
             return
-        walk = self._record()
-        unchanged = not self._changed and len(self._seen) == len(self._known)  # every entry used, none added
-        if unchanged and walk == self._walk:
-            return
-        cache = {"format": FORMAT, "files": self._seen, **({"walk": walk} if walk is not None else {})}
-        text = json.dumps(cache, separators=(",", ":"), sort_keys=True)
-        with contextlib.suppress(OSError):
-            write_text_atomic(self.path, text + "\n")
+        known = self._entries()
+        unchanged = not self._changed and len(self._seen) == len(known)  # every entry used, none added
+        if not unchanged or self._rewrite:
+            text = json.dumps({"format": FORMAT, "files": self._seen}, separators=(",", ":"), sort_keys=True)
+            with contextlib.suppress(OSError):
+                write_text_atomic(self.path, text + "\n")
+        # Only when every file of the walk has an entry (none racy) do the stamps vouch for the facts recorded.
+        if self._walk is not None and len(self._seen) == self._walk_count:
+            walk_id = os.urandom(_ID_LENGTH // 2).hex()
+            header = _WALK_HEADER + b"%s %d\n" % (walk_id.encode(), len(self._walk))
+            with contextlib.suppress(OSError):
+                write_bytes_atomic(self.walk_path, header + self._walk + self._walk_facts.encode("ascii"))
+                self.walk_id = walk_id
+        else:  # a record of an older walk: it no longer answers, so it is only bytes to read
+            with contextlib.suppress(OSError):
+                self.walk_path.unlink(missing_ok=True)
 
-    def _record(self) -> dict[str, str] | None:
-        """The record of this run's walk (its key, and each file's sha256 and flags digit in the walk's order), when
-        every file it found has an entry (none racy): only then does the key stand for facts the stamps vouch for."""
-        if self._walk_key is None or len(self._seen) != self._walk_count:
-            return None
-        return {"key": self._walk_key, "facts": "".join([entry[_DIGEST_AND_FLAGS] for entry in self._seen.values()])}
+    def _entries(self) -> dict[str, Any]:
+        if self._loaded is None:
+            self._loaded, self._rewrite = _read(self.path)
+        return self._loaded
 
     def _take_stamp(self) -> int:
         """The file system's time now, in ns: the mtime of a file made beside the cache (removed at once). Without
@@ -163,40 +212,77 @@ class DigestCache:
             marker.unlink(missing_ok=True)
 
 
-def _read(path: Path) -> tuple[dict[str, Any], Any]:
-    """The cached entries and the record of the last walk; ({}, None) for a missing, unreadable or malformed cache
-    (entries are checked when used, the record when its key matches)."""
+def _read(path: Path) -> tuple[dict[str, Any], bool]:
+    """The cached entries, and whether the file holds more than them (an earlier layout's record of a walk); {} for
+    a missing, unreadable or malformed cache (entries are checked when used)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep to parse
-        return {}, None
+        return {}, False
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("files"), dict):
-        return {}, None
+        return {}, False
     files: dict[str, Any] = data["files"]
-    return files, data.get("walk")
+    return files, len(data) > 2
 
 
-def _recorded_facts(record: Any, key: str, count: int) -> list[tuple[str, bool, bool]] | None:
-    """The facts of the ``count`` files of the walk ``key`` names, when ``record`` is that walk's and well formed
-    (64 lower-case hex digits and a flags digit a file, checked for all at once)."""
-    if type(record) is not dict or record.get("key") != key:
+def _recorded_facts(path: Path, walk: bytes, count: int) -> tuple[str, str] | None:
+    """The id of the record at ``path`` and the facts of the ``count`` files of ``walk`` (their paths, stamps and
+    modes, packed), when that record is of this walk and well formed (64 lower-case hex digits and a flags digit a
+    file, checked for all at once)."""
+    start = len(_WALK_HEADER) + _ID_LENGTH
+    length = b" %d\n" % len(walk)
+    size = start + len(length) + len(walk) + count * FACTS
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(min(size + 1, _MAX_RECORD))
+    except OSError:
         return None
-    facts = record.get("facts")
-    if type(facts) is not str or len(facts) != count * _FACTS or not facts.isascii():
+    walk_id = data[len(_WALK_HEADER) : start]
+    if len(data) != size or not data.startswith(_WALK_HEADER) or walk_id.translate(None, _HEX_BYTES):
         return None
-    flags = facts[_FACTS - 1 :: _FACTS]
+    if data[start : start + len(length)] != length or data[start + len(length) : size - count * FACTS] != walk:
+        return None
+    facts = data[size - count * FACTS :]
     # bytes.translate deletes the allowed characters in one pass of C: str.strip with the same set costs 10x more.
-    if facts.encode("ascii").translate(None, _HEX_BYTES) or flags.encode("ascii").translate(None, _FLAG_BYTES):
+    if facts.translate(None, _HEX_BYTES) or facts[FACTS - 1 :: FACTS].translate(None, _FLAG_BYTES):
         return None
-    return [
-        (facts[start : start + 64], flag in _IMPORTS, flag in _CREDENTIALS)  # FileFacts' fields, as a plain tuple
-        for start, flag in zip(range(0, len(facts), _FACTS), flags, strict=True)
-    ]
+    return walk_id.decode("ascii"), facts.decode("ascii")
+
+
+def recall(folder: Path, walk_id: str, key: str) -> str | None:
+    """The value ``remember`` kept for ``key`` (64 hex digits) computed from the walk of ``folder`` recorded as
+    ``walk_id``; None when there is none (or the file is damaged: it is only a cache)."""
+    try:
+        with open(folder / STATE_DIR / HASHES_NAME, "rb") as handle:
+            lines = handle.read(_MAX_HASHES * 200).decode("ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in lines:
+        parts = line.split(" ")
+        if len(parts) == 3 and parts[:2] == [walk_id, key] and len(parts[2]) == 64 and not parts[2].strip(_HEX_DIGITS):
+            return parts[2]
+    return None
+
+
+def remember(folder: Path, walk_id: str, key: str, value: str) -> None:
+    """Keep ``value`` (64 hex digits), computed from ``key`` and the files of the walk recorded as ``walk_id`` alone,
+    for ``recall``: the lines of other walks are dropped, the newest ``_MAX_HASHES`` kept (never fails)."""
+    path = folder / STATE_DIR / HASHES_NAME
+    try:
+        with open(path, "rb") as handle:
+            kept = handle.read(_MAX_HASHES * 200).decode("ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        kept = []
+    kept = [line for line in kept if line.startswith(walk_id + " ") and line.split(" ")[1:2] != [key]]
+    with contextlib.suppress(OSError):
+        write_text_atomic(path, "".join(f"{line}\n" for line in [*kept, f"{walk_id} {key} {value}"][-_MAX_HASHES:]))
 
 
 def _read_facts(path: str) -> FileFacts:
+    import hashlib  # here: a walk the record answers reads no file
+
     with open(path, "rb") as handle:
         if not path.endswith(".py"):
             return FileFacts(hashlib.file_digest(handle, "sha256").hexdigest(), False)
         data = handle.read()
-    return FileFacts(hashlib.sha256(data).hexdigest(), bool(IMPORTS_PWDEPLOY.search(data)))
+    return FileFacts(hashlib.sha256(data).hexdigest(), re.search(IMPORTS_PWDEPLOY, data, re.MULTILINE) is not None)

@@ -19,7 +19,8 @@ from typing import NamedTuple
 IGNORE_FILE = ".dockerignore"
 # Names that usually hold secrets; a pushed image is readable by everyone who can pull it.
 CREDENTIAL_NAMES = (".env", "*.pem", "*key*.json", "credentials*.json", "id_rsa*", ".netrc", ".npmrc", ".pypirc")
-_CREDENTIALS = re.compile("|".join(fnmatch.translate(pattern) for pattern in CREDENTIAL_NAMES))  # one match a name
+# One match a name; compiled by re at the first look at a name (render of an unchanged folder never looks).
+_CREDENTIALS = "|".join(fnmatch.translate(pattern) for pattern in CREDENTIAL_NAMES)
 
 
 class Rule(NamedTuple):
@@ -83,7 +84,7 @@ class IgnoreRules:
 
 
 def looks_like_credentials(relative: str) -> bool:
-    return _CREDENTIALS.match(relative.rsplit("/", 1)[-1]) is not None
+    return re.match(_CREDENTIALS, relative.rsplit("/", 1)[-1]) is not None
 
 
 def _regex(pattern: str) -> str:

@@ -9,20 +9,28 @@ the image tag (``REPOSITORY:<first 16 hex digits>``): unchanged inputs give the 
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import os
 import re
 import stat
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NamedTuple
 
 from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import repository_problem
 from pwdeploy.images import template
-from pwdeploy.images.digests import STATE_DIR, DigestCache
+from pwdeploy.images.digests import (
+    FACTS,
+    STATE_DIR,
+    DigestCache,
+    credential_flags,
+    imports_pwdeploy,
+    recall,
+    remember,
+    sha256,
+)
 from pwdeploy.images.ignore import IGNORE_FILE, BadPattern, IgnoreRules
 from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
 
@@ -44,7 +52,7 @@ PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
 SYSTEM_FOLDERS = frozenset(
     Path(name) for name in ("/", "/bin", "/boot", "/etc", "/lib", "/lib64", "/opt", "/run", "/sbin", "/usr", "/var")
 )
-_PYTHON = re.compile(r"([0-9]+)\.([0-9]+)")
+_PYTHON = r"([0-9]+)\.([0-9]+)"  # compiled by re when a job sets sidecar.python_version
 MAX_FILES = 200_000  # a walk that finds more is not of a job's folder; bounded so that it ends with a clear error
 
 
@@ -107,11 +115,49 @@ def assemble(
     """Render the template twice: without the hash (to compute it over the Dockerfile and files), then with it."""
     text = template.template_text(template_name)
     common = {**values, "base_image": base_image, "python_version": python_version, "jax_version": jax_version}
-    digest = _hash(platform, template.render(text, {**common, "inputs_hash": ""}, blocks), files)
+    digest = _hash(platform, template.render(text, {**common, "inputs_hash": ""}, blocks), map(_line, files))
     dockerfile = template.render(text, {**common, "inputs_hash": digest}, blocks)
     return ImageInputs(
         base_image, python_version, jax_version, dockerfile, files, digest, platform, warnings, built_with
     )
+
+
+def inputs_hash(
+    template_name: str,
+    values: Mapping[str, str],
+    blocks: Mapping[str, bool],
+    parts: Iterable[ContextFile | Folder],
+    *,
+    base_image: str,
+    python_version: str,
+    jax_version: str,
+    platform: str = TARGET_PLATFORM,
+) -> str:
+    """The inputs hash ``assemble`` computes for these inputs, a folder's files given as its ``Folder`` (in place
+    of its ``files()``): what a pinned image is checked by, without a context file made per file."""
+    text = template.template_text(template_name)
+    common = {**values, "base_image": base_image, "python_version": python_version, "jax_version": jax_version}
+    dockerfile = template.render(text, {**common, "inputs_hash": ""}, blocks)
+    lines = [part if isinstance(part, Folder) else _line(part) for part in parts]
+    folders = [part for part in lines if isinstance(part, Folder)]
+    # A folder's files are all the record of its walk says (paths, stamps, modes, digests): the hash computed from
+    # that record and the other inputs is kept beside it, under a key over those, and not computed again.
+    key = None
+    if folders and all(folder.walk_id is not None for folder in folders):
+        key = _hash(platform, dockerfile, [_recorded(part) if isinstance(part, Folder) else part for part in lines])
+        known = recall(folders[0].root, str(folders[0].walk_id), key)
+        if known is not None:
+            return known
+    digest = _hash(platform, dockerfile, [part.hash_lines() if isinstance(part, Folder) else part for part in lines])
+    if key is not None:
+        remember(folders[0].root, str(folders[0].walk_id), key, digest)
+    return digest
+
+
+def _recorded(folder: Folder) -> bytes:
+    """What stands for a folder's files in the key of a kept hash: the record of its walk (a NUL first: no file's
+    line begins so)."""
+    return b"\0%s\0%s\0%s\0" % (folder.prefix.encode(), os.fsencode(folder.root), str(folder.walk_id).encode())
 
 
 def running_python() -> str:
@@ -125,7 +171,7 @@ def client_python(job: JobConfig, running: str | None = None) -> str:
     version = job.sidecar.python_version
     if version is None:
         return running or running_python()
-    match = _PYTHON.fullmatch(version)
+    match = re.fullmatch(_PYTHON, version)
     if match is None or int(match.group(1)) != 3 or int(match.group(2)) < 8:
         raise ConfigError(
             "sidecar.python_version",
@@ -155,12 +201,68 @@ def requirements_file(path: Path, field: str) -> ContextFile:
     return ContextFile("requirements.txt", path)
 
 
-def directory_files(
-    root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozenset()
-) -> tuple[ContextFile, ...]:
-    """The files under ``root`` as ``prefix/relative/path``, in a fixed order, less those its ``.dockerignore``
-    leaves out; ``skip`` names more files left out. Each comes with its digest, read through the folder's digest
-    cache (pwdeploy.images.digests): an unchanged file is not read again, nor its name judged again."""
+class Folder(NamedTuple):
+    """The files a spec copies from a source folder, as one walk found them (``scan``), with their facts from the
+    folder's digest cache. ``files()`` gives them as context files; the inputs hash can take the folder whole."""
+
+    root: Path
+    prefix: str  # of each file's path inside the build context
+    names: list[str]  # each file's path in the folder, with forward slashes, in the walk's order
+    stats: list[os.stat_result]  # each file's, as the walk found it
+    facts: str  # each file's sha256 hex and flags digit (digests.FACTS characters a file)
+    walk_id: str | None = None  # the id of the digest cache's record of this walk, when there is one
+
+    def files(self) -> tuple[ContextFile, ...]:
+        facts, prefix, root, executes = self.facts, self.prefix, os.fspath(self.root), _OWNER_EXECUTES
+        return tuple(
+            [
+                ContextFile(
+                    f"{prefix}/{name}",
+                    os.path.join(root, name),
+                    bool(status.st_mode & executes),
+                    facts[at : at + 64],
+                    imports,
+                    flag,
+                )
+                for name, status, at, imports, flag in zip(
+                    self.names,
+                    self.stats,
+                    range(0, len(facts), FACTS),
+                    imports_pwdeploy(facts),
+                    credential_flags(facts),
+                    strict=True,
+                )
+            ]
+        )
+
+    def hash_lines(self) -> bytes:
+        """What the inputs hash takes of these files: ``_line`` of each of ``files()``, joined."""
+        facts, prefix, executes = self.facts, self.prefix, _OWNER_EXECUTES
+        return "".join(
+            [
+                f"{prefix}/{name}\0{'x' if status.st_mode & executes else '-'}\0{facts[at : at + 64]}\0"
+                for name, status, at in zip(self.names, self.stats, range(0, len(facts), FACTS), strict=True)
+            ]
+        ).encode()
+
+    def imports_pwdeploy(self) -> bool:
+        """Whether a .py file of the folder imports pwdeploy (``digests.IMPORTS_PWDEPLOY``)."""
+        return any(imports_pwdeploy(self.facts))
+
+    def credential_warnings(self, field: str) -> tuple[str, ...]:
+        """``credential_warnings`` of these files, from the flags the cache keeps."""
+        flags = credential_flags(self.facts)
+        if not any(flags):
+            return ()
+        return _credential_warning(
+            [name for name, flag in zip(self.names, flags, strict=True) if flag], self.root, field
+        )
+
+
+def scan(root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozenset()) -> Folder:
+    """The files under ``root`` (as ``prefix/relative/path`` in the context), in a fixed order, less those its
+    ``.dockerignore`` leaves out; ``skip`` names more files left out. Their facts are read through the folder's
+    digest cache (pwdeploy.images.digests): an unchanged file is not read again, nor its name judged again."""
     if not root.is_dir():
         raise ConfigError(field, f"{root} is not a directory")
     _refuse_system_folder(root, field)
@@ -174,31 +276,35 @@ def directory_files(
             f"{root / IGNORE_FILE} {exc}: a syntax error in the pattern, which Docker refuses too",
             hint="fix or remove that line (a range runs from low to high, e.g. [a-z])",
         ) from None
-    skip_names = {path.name for path in skip}
-    listing = []
-    inside = os.path.realpath(root)
-    for relative, entry, status in _walk(root, rules):
-        if skip_names and entry.name in skip_names and Path(entry).resolve() in skip:
-            continue
-        if entry.is_symlink():
-            _check_link(Path(entry.path), inside, root, field)
-        listing.append((relative, entry.path, status))
-        if len(listing) > MAX_FILES:
-            raise ConfigError(
-                field,
-                f"{root} holds more than {MAX_FILES:,} files to copy into the image: that is not a job's source folder",
-                hint=f"point {field} at the folder of the program, or leave data out with {root / IGNORE_FILE}",
-            )
+    names, stats, links, skipped = _walk(root, rules, {path.name for path in skip})
+    left_out = set()
+    for index in reversed(skipped):  # named like a file to skip: left out when it is one
+        path = os.path.join(root, names[index])
+        if Path(path).resolve() in skip:
+            left_out.add(path)
+            del names[index], stats[index]
+    if links:
+        inside = os.path.realpath(root)
+        for path in links:
+            if path not in left_out:
+                _check_link(Path(path), inside, root, field)
+    if len(names) > MAX_FILES:
+        raise ConfigError(
+            field,
+            f"{root} holds more than {MAX_FILES:,} files to copy into the image: that is not a job's source folder",
+            hint=f"point {field} at the folder of the program, or leave data out with {root / IGNORE_FILE}",
+        )
     cache = DigestCache(root)
-    facts = cache.all_facts(listing)
+    facts = cache.walk_facts(names, stats)
     cache.save()
-    executes = _OWNER_EXECUTES
-    return tuple(
-        [
-            ContextFile(f"{prefix}/{relative}", path, bool(status.st_mode & executes), *found)
-            for (relative, path, status), found in zip(listing, facts, strict=True)
-        ]
-    )
+    return Folder(root, prefix, names, stats, facts, cache.walk_id)
+
+
+def directory_files(
+    root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozenset()
+) -> tuple[ContextFile, ...]:
+    """The files ``scan`` finds, as context files."""
+    return scan(root, field, prefix, skip=skip).files()
 
 
 def _refuse_system_folder(root: Path, field: str) -> None:
@@ -256,13 +362,15 @@ def config_file_warning(root: Path, config_file: Path, field: str) -> str | None
 
 def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, prefix: str) -> tuple[str, ...]:
     """A warning naming the files copied from ``root`` whose names look like credentials (.env, keys, ...), as
-    ``directory_files`` judged them."""
+    ``scan`` judged them."""
     start = len(prefix) + 1
     suspicious = [
         item.name[start:] for item in files if item.looks_like_credentials and item.name.startswith(prefix + "/")
     ]
-    if not suspicious:
-        return ()
+    return _credential_warning(suspicious, root, field) if suspicious else ()
+
+
+def _credential_warning(suspicious: list[str], root: Path, field: str) -> tuple[str, ...]:
     listed = ", ".join(suspicious[:10]) + (f" and {len(suspicious) - 10} more" if len(suspicious) > 10 else "")
     return (
         f"{field} {root}: {listed} look like credentials and would be copied into the image, readable by everyone "
@@ -288,63 +396,98 @@ def write_context(inputs: ImageInputs, out: IO[bytes]) -> None:
                 _add(tar, item.name, os.fstat(handle.fileno()).st_size, mode, handle)
 
 
-def _walk(root: Path, rules: IgnoreRules) -> Iterator[tuple[str, os.DirEntry[str], os.stat_result]]:
-    """Regular files under root that ``rules`` keep (symlinks to files followed, and checked by the caller to stay
-    inside root; symlinks to directories not followed), as (path
-    relative to root with ``/``, directory entry, stat): each folder's files by name, then its subfolders by name, depth
-    first (the order the inputs hash has always used). Folders left out as a whole are not read (a dataset folder
-    costs nothing). One listing per folder and one stat per file: this runs on every render that pins an image."""
+def _walk(
+    root: Path, rules: IgnoreRules, skip: set[str]
+) -> tuple[list[str], list[os.stat_result], list[str], list[int]]:
+    """Regular files under root that ``rules`` keep (symlinks to files followed; symlinks to directories not
+    followed): each folder's files by name, then its subfolders by name, depth first (the order the inputs hash has
+    always used). Folders left out as a whole are not read (a dataset folder costs nothing). One listing per folder
+    and one stat per file, each by its name in its open folder (no path looked up again), in one loop: this runs on
+    every render that pins an image.
+
+    Gives each file's path relative to root (with forward slashes) and stat, the paths of the files reached through
+    a symbolic link (the caller checks they stay inside), and the indexes of the files named like one in ``skip``
+    (the caller decides whether it is that file)."""
+    names: list[str] = []
+    stats: list[os.stat_result] = []
+    links: list[str] = []
+    skipped: list[int] = []
+    add_name, add_stat = names.append, stats.append
     pending = [""]  # relative folders still to list, the next one last
     excluded = rules.excluded if rules.rules else None  # per file: no call at all without a .dockerignore
     is_regular = stat.S_ISREG
     while pending:
         at = pending.pop()
-        folder = root / at if at else root
+        try:
+            folder = os.open(root / at if at else root, _FOLDER_FLAGS)
+        except OSError:  # unreadable, or gone since its parent was listed
+            continue
         try:
             with os.scandir(folder) as listing:
                 entries = sorted(listing, key=_NAME)
-        except OSError:  # unreadable, or gone since its parent was listed
-            continue
-        subfolders = []
-        for entry in entries:
-            name = entry.name
-            try:
-                is_dir = entry.is_dir()  # from the listing's file type: no system call
-            except OSError:
-                is_dir = False
-            if is_dir:
-                if not entry.is_symlink() and name not in EXCLUDED_DIRS and not rules.prunes(at + name):
-                    subfolders.append(f"{at}{name}/")
-            elif not (
-                name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or (excluded is not None and excluded(at + name))
-            ):
+            subfolders = []
+            for entry in entries:
+                name = entry.name
                 try:
-                    status = entry.stat()
-                except OSError:  # a dangling symlink, or gone since the listing
-                    continue
-                if is_regular(status.st_mode):
-                    yield at + name, entry, status
+                    is_dir = entry.is_dir()  # from the listing's file type: no system call
+                except OSError:
+                    is_dir = False
+                if is_dir:
+                    if not entry.is_symlink() and name not in EXCLUDED_DIRS and not rules.prunes(at + name):
+                        subfolders.append(f"{at}{name}/")
+                elif not (
+                    name in LOCK_NAMES
+                    or name.endswith(EXCLUDED_SUFFIXES)
+                    or (excluded is not None and excluded(at + name))
+                ):
+                    try:
+                        status = entry.stat()  # fstatat(folder, name)
+                    except OSError:  # a dangling symlink, or gone since the listing
+                        continue
+                    if is_regular(status.st_mode):
+                        if name in skip:
+                            skipped.append(len(names))
+                        if entry.is_symlink():
+                            links.append(os.path.join(root, at + name))
+                        add_name(at + name)
+                        add_stat(status)
+        except OSError:  # the folder could not be listed
+            continue
+        finally:
+            os.close(folder)
         pending.extend(reversed(subfolders))
+        if len(names) - len(skipped) > MAX_FILES:  # bounded: the caller says why
+            break
+    return names, stats, links, skipped
 
 
 _NAME = operator.attrgetter("name")
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _OWNER_EXECUTES = stat.S_IXUSR
 
 
-def _hash(platform: str, dockerfile_text: str, files: tuple[ContextFile, ...]) -> str:
-    digest = hashlib.sha256()
+def _line(item: ContextFile) -> bytes:
+    """What the inputs hash takes of one file: its path in the context, whether it is executable, its sha256."""
+    if item.digest is not None:
+        content = item.digest
+    elif isinstance(item.source, bytes):
+        content = sha256(item.source).hexdigest()
+    else:
+        import hashlib  # here: render pins with every file's digest known
+
+        with open(item.source, "rb") as handle:
+            content = hashlib.file_digest(handle, "sha256").hexdigest()
+    return f"{item.name}\0{'x' if item.executable else '-'}\0{content}\0".encode()
+
+
+def _hash(platform: str, dockerfile_text: str, lines: Iterable[bytes]) -> str:
+    digest = sha256()
     digest.update(b"platform\0" + platform.encode() + b"\0")
     digest.update(b"Dockerfile\0" + dockerfile_text.encode() + b"\0")
-    for item in files:
-        if item.digest is not None:
-            content = item.digest
-        elif isinstance(item.source, bytes):
-            content = hashlib.sha256(item.source).hexdigest()
-        else:
-            with open(item.source, "rb") as handle:
-                content = hashlib.file_digest(handle, "sha256").hexdigest()
-        digest.update(f"{item.name}\0{'x' if item.executable else '-'}\0{content}\0".encode())
-    return digest.hexdigest()
+    for line in lines:
+        digest.update(line)
+    hexdigest: str = digest.hexdigest()
+    return hexdigest
 
 
 def _add(tar: tarfile.TarFile, name: str, size: int, mode: int, handle: IO[bytes]) -> None:

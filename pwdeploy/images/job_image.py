@@ -13,7 +13,6 @@ config file itself is not copied: editing it (resources, flags) must not make th
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 from collections.abc import Callable
@@ -23,8 +22,10 @@ from typing import TYPE_CHECKING
 from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned, installed_version
 from pwdeploy.errors import ConfigError, DependencyError
-from pwdeploy.images import inputs, lock, wheel
+from pwdeploy.images import inputs, lock
+from pwdeploy.images.digests import sha256
 from pwdeploy.images.inputs import client_python, running_python
+from pwdeploy.images.wheel import wheel_name
 
 if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
     from pwdeploy.images.build import BuildResult, ImageDestination
@@ -69,7 +70,7 @@ def collect(
     *,
     built_with: lock.BuiltWith | None = None,
     machine: lock.BuiltWith | None = None,
-    build_wheel: Callable[[str], bytes] = wheel.build_wheel,
+    build_wheel: Callable[[str], bytes] | None = None,
 ) -> inputs.ImageInputs:
     """Gather and hash the inputs (``config_file`` is left out of the copied folder); ConfigError for a missing
     source directory or requirements file, DependencyError when pathwaysutils is not installed here.
@@ -77,53 +78,129 @@ def collect(
     ``built_with``: the machine's parameters recorded with a pushed image, to check it (its recorded wheel digest
     stands for the wheel, which is then not built). ``machine``: the parameters of the machine that builds, used
     where ``built_with`` is not given (default this machine's, ``built_with_here()``; its ``pwdeploy_wheel`` is
-    not read: the wheel is built). ``build_wheel``: makes the wheel of a pwdeploy version.
+    not read: the wheel is built). ``build_wheel``: makes the wheel of a pwdeploy version (default
+    ``wheel.build_wheel``).
     """
+    found = _gather(job, config_file, built_with, machine, build_wheel)
+    return inputs.assemble(
+        TEMPLATE,
+        found.values,
+        found.blocks,
+        (*found.before, *found.code.files(), *found.after),
+        base_image=found.base_image,
+        python_version=found.python_version,
+        jax_version=job.pathways_version,
+        warnings=found.code.credential_warnings(found.field),
+        built_with=found.built_with,
+    )
+
+
+def inputs_hash(
+    job: JobConfig,
+    config_file: Path | None = None,
+    *,
+    built_with: lock.BuiltWith | None = None,
+    machine: lock.BuiltWith | None = None,
+    build_wheel: Callable[[str], bytes] | None = None,
+) -> str:
+    """``collect(...).inputs_hash``, without a context file made per file of the folder: what render checks a pinned
+    image by (arguments as ``collect``'s)."""
+    found = _gather(job, config_file, built_with, machine, build_wheel)
+    return inputs.inputs_hash(
+        TEMPLATE,
+        found.values,
+        found.blocks,
+        (*found.before, found.code, *found.after),
+        base_image=found.base_image,
+        python_version=found.python_version,
+        jax_version=job.pathways_version,
+    )
+
+
+class _Gathered:
+    """What ``collect`` and ``inputs_hash`` gather (a plain class: render imports this module, and each NamedTuple
+    class costs its start-up 70 us)."""
+
+    __slots__ = ("after", "base_image", "before", "blocks", "built_with", "code", "field", "python_version", "values")
+
+    def __init__(
+        self,
+        field: str,  # of the source folder
+        code: inputs.Folder,
+        before: tuple[inputs.ContextFile, ...],  # the context files before the folder's, then after them
+        after: tuple[inputs.ContextFile, ...],
+        values: dict[str, str],
+        blocks: dict[str, bool],
+        base_image: str,
+        python_version: str,
+        built_with: lock.BuiltWith,
+    ) -> None:
+        self.field, self.code, self.before, self.after = field, code, before, after
+        self.values, self.blocks, self.base_image = values, blocks, base_image
+        self.python_version, self.built_with = python_version, built_with
+
+
+def _gather(
+    job: JobConfig,
+    config_file: Path | None,
+    built_with: lock.BuiltWith | None,
+    machine: lock.BuiltWith | None,
+    build_wheel: Callable[[str], bytes] | None,
+) -> _Gathered:
     source = job.image.source_dir or job.base_dir
     field = "image.source_dir"
     skip = frozenset({config_file.resolve()}) if config_file is not None else frozenset()
-    code = inputs.directory_files(source, field, "code", skip=skip)
-    if not code:
+    code = inputs.scan(source, field, "code", skip=skip)
+    if not code.names:
         raise ConfigError(field, f"{source} holds no files to copy into the image")
-    warnings = inputs.credential_warnings(code, source, field, "code")
-    files = [*code]
+    before: tuple[inputs.ContextFile, ...] = ()
     if job.image.requirements is not None:
-        files.insert(0, inputs.requirements_file(job.image.requirements, "image.requirements"))
-    needs_pwdeploy = any(item.imports_pwdeploy for item in code)  # .py files only: digests.IMPORTS_PWDEPLOY
-    here = machine or built_with_here()
-    python = built_with.python if built_with else here.python
-    version = built_with.pwdeploy if built_with else here.pwdeploy
-    pathwaysutils = (built_with and built_with.pathwaysutils) or _pathwaysutils_pin(here.pathwaysutils)
+        before = (inputs.requirements_file(job.image.requirements, "image.requirements"),)
+    needs_pwdeploy = code.imports_pwdeploy()  # .py files only: digests.IMPORTS_PWDEPLOY
+    if built_with is not None and built_with.pathwaysutils:  # all a check needs: this machine is not asked
+        python, version, pathwaysutils = built_with.python, built_with.pwdeploy, built_with.pathwaysutils
+    else:
+        here = machine or built_with_here()
+        python = built_with.python if built_with else here.python
+        version = built_with.pwdeploy if built_with else here.pwdeploy
+        pathwaysutils = _pathwaysutils_pin(here.pathwaysutils)
     wheel_digest = None
+    after: tuple[inputs.ContextFile, ...] = ()
     if needs_pwdeploy:
         wheel_digest = built_with.pwdeploy_wheel if built_with else None
         if wheel_digest is None:
-            data = build_wheel(version)
-            wheel_digest = hashlib.sha256(data).hexdigest()
-            files.append(inputs.ContextFile(wheel.wheel_name(version), data))
+            data = (build_wheel or _build_wheel)(version)
+            wheel_digest = sha256(data).hexdigest()
+            after = (inputs.ContextFile(wheel_name(version), data),)
         else:  # the recorded wheel: its digest is all the hash needs
-            files.append(inputs.ContextFile(wheel.wheel_name(version), b"", digest=wheel_digest))
+            after = (inputs.ContextFile(wheel_name(version), b"", digest=wheel_digest),)
     values = {
         "workdir": workdir(job),
         "pwdeploy_version": version,
         "pip_args": "".join(" " + shlex.quote(arg) for arg in job.image.pip_args),
-        "pwdeploy_wheel": wheel.wheel_name(version),
+        "pwdeploy_wheel": wheel_name(version),
         "pathwaysutils_version": pathwaysutils,
     }
     blocks = {"requirements": job.image.requirements is not None, "pwdeploy": needs_pwdeploy}
     base = base_image(job, python)
     official = _OFFICIAL_PYTHON.fullmatch(base)
-    return inputs.assemble(
-        TEMPLATE,
+    return _Gathered(
+        field,
+        code,
+        before,
+        after,
         values,
         blocks,
-        tuple(files),
-        base_image=base,
-        python_version=official.group(1) if official else client_python(job, python),
-        jax_version=job.pathways_version,
-        warnings=warnings,
-        built_with=lock.BuiltWith(python, version, pathwaysutils, wheel_digest),
+        base,
+        official.group(1) if official else client_python(job, python),
+        lock.BuiltWith(python, version, pathwaysutils, wheel_digest),
     )
+
+
+def _build_wheel(version: str) -> bytes:
+    from pwdeploy.images.wheel import build_wheel  # here: render checks a pin by the recorded wheel's digest
+
+    return build_wheel(version)
 
 
 def workdir(job: JobConfig) -> str:

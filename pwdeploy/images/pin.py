@@ -14,8 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pwdeploy.config import JobConfig
-from pwdeploy.images import job_image, lock, wheel
-from pwdeploy.images.inputs import ImageInputs
+from pwdeploy.images import job_image, lock
 
 
 def pin_pushed(
@@ -23,13 +22,13 @@ def pin_pushed(
     config_file: Path | None = None,
     *,
     machine: lock.BuiltWith | None = None,
-    build_wheel: Callable[[str], bytes] = wheel.build_wheel,
+    build_wheel: Callable[[str], bytes] | None = None,
 ) -> tuple[JobConfig, list[str]]:
     """The job with every pushed image pinned, and the warnings about recorded images that are stale or were
     built with other versions than this machine's.
 
     ``machine``: the build parameters of this machine (default ``built_with_here()`` of each image), those a
-    rebuild would use and the warnings compare with. ``build_wheel``: as in ``job.collect``.
+    rebuild would use and the warnings compare with. ``build_wheel``: as in ``job_image.collect``.
     """
     warnings: list[str] = []
     if job.sidecar.repository is not None and job.sidecar.image is None:
@@ -39,7 +38,7 @@ def pin_pushed(
             job,
             sidecar_image.lock_path(job),
             job.sidecar.repository,
-            lambda built_with: sidecar_image.collect(job, built_with, machine=machine),
+            lambda built_with: sidecar_image.collect(job, built_with, machine=machine).inputs_hash,
             lambda: machine or sidecar_image.built_with_here(),
             ("sidecar", "sidecar", "sidecar.image"),
             warnings,
@@ -51,7 +50,7 @@ def pin_pushed(
             job,
             job_image.lock_path(job),
             job.image.repository,
-            lambda built_with: job_image.collect(
+            lambda built_with: job_image.inputs_hash(
                 job, config_file, built_with=built_with, machine=machine, build_wheel=build_wheel
             ),
             lambda: machine or job_image.built_with_here(),
@@ -67,7 +66,7 @@ def _pushed(
     job: JobConfig,
     path: Path,
     repository: str,
-    collect: Callable[[lock.BuiltWith | None], ImageInputs],
+    inputs_hash: Callable[[lock.BuiltWith | None], str],
     here: Callable[[], lock.BuiltWith],
     names: tuple[str, str, str],
     warnings: list[str],
@@ -77,7 +76,7 @@ def _pushed(
     if entry is None:
         return None
     # An entry without built_with (written before it was recorded) is checked with this machine's parameters.
-    if collect(entry.built_with).inputs_hash != entry.inputs_hash:
+    if inputs_hash(entry.built_with) != entry.inputs_hash:
         warnings.append(
             f"the {what} inputs of {job.name} changed since {entry.image} was pushed (recorded in {path}); not "
             f"using it. Run `pwdeploy {command} build --push` to push the current inputs, or set {field}."

@@ -7,9 +7,6 @@ times, stored not deflated), so the job image's inputs hash is the same on every
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import io
 from pathlib import Path
 
 import pwdeploy
@@ -27,7 +24,8 @@ def build_wheel(version: str = __version__, package_dir: Path | None = None) -> 
     """The wheel's bytes: every file of the package (caches left out) plus METADATA, WHEEL and RECORD.
 
     ``version``: the version its name and METADATA give, default the package's."""
-    import zipfile  # here: render imports this module (for the default of pin_pushed) but never builds a wheel
+    import io
+    import zipfile  # here: render imports this module (for wheel_name) but never builds a wheel
 
     root = package_dir or Path(pwdeploy.__file__).parent
     members = [(f"pwdeploy/{path.relative_to(root).as_posix()}", path.read_bytes()) for path in _package_files(root)]
@@ -58,4 +56,7 @@ def _package_files(root: Path) -> list[Path]:
 
 
 def _digest(data: bytes) -> str:
+    import base64
+    import hashlib
+
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
