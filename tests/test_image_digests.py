@@ -415,7 +415,21 @@ def _facts_at(record: bytes) -> int:
         lambda record: b"",
         lambda record: b"\0" * 10_000,
     ],
-    ids=["short", "long", "upper", "flags", "space", "byte", "names", "format", "header", "id", "length", "empty", "zeros"],
+    ids=[
+        "short",
+        "long",
+        "upper",
+        "flags",
+        "space",
+        "byte",
+        "names",
+        "format",
+        "header",
+        "id",
+        "length",
+        "empty",
+        "zeros",
+    ],
 )
 def test_a_damaged_record_of_the_last_walk_falls_back_to_the_entries(
     tmp_path: Path, damage: Callable[[bytes], bytes], reads: list[str]
@@ -511,3 +525,67 @@ def test_the_pin_check_hashes_the_inputs_as_the_build_does_and_as_they_always_we
         reference.update(f"{item.name}\0{'x' if item.name == 'code/run.sh' else '-'}\0{sha}\0".encode())
     assert found.inputs_hash == reference.hexdigest()
     assert found.warnings and "keys/sa-key.json look like credentials" in found.warnings[0]
+
+
+def _pin_hash(path: Path, **image: Any) -> str:
+    job = job_at(path)
+    job = job._replace(image=job.image._replace(**image))
+    return spec.inputs_hash(job, path, built_with=lock.BuiltWith("3.11", "0.4.0", "0.1.13", "e" * 64))
+
+
+def _build_hash(path: Path, **image: Any) -> str:
+    job = job_at(path)
+    job = job._replace(image=job.image._replace(**image))
+    return spec.collect(job, path, built_with=lock.BuiltWith("3.11", "0.4.0", "0.1.13", "e" * 64)).inputs_hash
+
+
+def test_the_hash_of_an_unchanged_walk_is_kept_and_each_other_input_gets_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the folder as its record says, the hash is not computed again from every file's line; a change of any
+    other input (here pip_args, in the Dockerfile) misses the kept one; a damaged file of kept hashes costs only the
+    computing."""
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    _settle(tmp_path)
+    joined: list[str] = []
+    hash_lines = inputs.Folder.hash_lines
+
+    def counting(folder: inputs.Folder) -> bytes:
+        joined.append(folder.prefix)
+        return hash_lines(folder)
+
+    monkeypatch.setattr(inputs.Folder, "hash_lines", counting)
+    first = _pin_hash(path)
+    assert first == _build_hash(path) and joined == ["code"]  # the first walk: recorded, then computed and kept
+    joined.clear()
+    assert _pin_hash(path) == first and joined == []
+    other = _pin_hash(path, pip_args=("--pre",))
+    assert other != first and other == _build_hash(path, pip_args=("--pre",)) and joined == ["code"]
+    joined.clear()
+    assert _pin_hash(path) == first and _pin_hash(path, pip_args=("--pre",)) == other and joined == []
+    kept = tmp_path / digests.STATE_DIR / digests.HASHES_NAME
+    for damage in (
+        "",
+        "x y z\n",
+        kept.read_text().replace(first, "z" * 64),
+        kept.read_text().replace(first, "0"),
+        "\xff",
+    ):
+        kept.write_text(damage)
+        joined.clear()
+        assert _pin_hash(path) == first and joined == ["code"]
+
+
+def test_a_file_made_executable_changes_the_hash_though_its_content_does_not(tmp_path: Path) -> None:
+    """The execute bit is part of the inputs hash (the image's file mode): a chmod alone is seen (it moves the ctime
+    the stamps hold, and the record of the walk holds each file's mode too), not answered from the hash kept for
+    the walk before."""
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    (tmp_path / "run.sh").write_text("#!/bin/sh\n")
+    _settle(tmp_path)
+    before = _pin_hash(path)
+    assert _pin_hash(path) == before
+    (tmp_path / "run.sh").chmod(0o755)
+    _settle(tmp_path)
+    after = _pin_hash(path)
+    assert after != before and after == _build_hash(path) and _pin_hash(path) == after
