@@ -152,12 +152,13 @@ def _walk_with(stat_of: Callable[[os.DirEntry[str]], os.stat_result]) -> Callabl
     walk = inputs._walk
 
     def walking(root: Path, rules: IgnoreRules, skip: set[str]) -> Any:
-        names, _, links, skipped = walk(root, rules, skip)
+        names, _, odd, links, skipped = walk(root, rules, skip)
         entries = {}
         for folder in {os.path.dirname(name) for name in names}:
             with os.scandir(root / folder) as listing:
                 entries.update({os.path.relpath(entry.path, root): entry for entry in listing})
-        return names, [stat_of(entries[name]) for name in names], links, skipped
+        stamps = b"".join(digests.WALK_STAMPS.pack(*digests.STAMP_FIELDS(stat_of(entries[name]))) for name in names)
+        return names, bytearray(stamps), odd, links, skipped
 
     return walking
 
@@ -589,3 +590,22 @@ def test_a_file_made_executable_changes_the_hash_though_its_content_does_not(tmp
     _settle(tmp_path)
     after = _pin_hash(path)
     assert after != before and after == _build_hash(path) and _pin_hash(path) == after
+
+
+def test_a_file_dated_past_64_bits_after_the_skipped_config_keeps_its_own_stamps(tmp_path: Path) -> None:
+    """The walk packs each file's stamps, keeps those too large to pack aside by index, and drops the config file
+    (``skip``) by index: a file after the config must keep its own stamps and mode (its execute bit here)."""
+    root = _folder(tmp_path)
+    (root / "job.yaml").write_text("name: x\n")
+    late = root / "zz.sh"
+    late.write_text("#!/bin/sh\n")
+    late.chmod(0o755)
+    year_2300 = 10_413_792_000 * 10**9
+    os.utime(late, ns=(year_2300, year_2300))
+    if late.stat().st_mtime_ns < 2**63:
+        pytest.skip(f"the file system of {tmp_path} cannot date a file in 2300")
+    _settle(root)
+    found = inputs.scan(root, "f", "code", skip=frozenset({(root / "job.yaml").resolve()}))
+    files = {item.name: item for item in found.files()}
+    assert "code/job.yaml" not in files and files["code/zz.sh"].executable
+    assert files["code/zz.sh"].digest == _sha(late) and not files["code/train.py"].executable

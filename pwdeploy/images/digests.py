@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import re
 import struct
@@ -65,7 +66,10 @@ FORMAT = f"2-{sha256(_RULES).hexdigest()[:16]}"
 _WALK_HEADER = b"pwdeploy-walk " + FORMAT.encode() + b" "
 _ID_LENGTH = 16
 _STAMPS = struct.Struct("<QqqQ")  # size, mtime_ns, ctime_ns, inode
-_WALK_STAMPS = struct.Struct("<QqqQL")  # the same and the mode: a record vouches for each file's execute bits too
+# A walk's stamps of each file: the same and the mode (a record vouches for each file's execute bit too).
+WALK_STAMPS = struct.Struct("<QqqQL")
+STAMP_FIELDS = operator.attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_mode")  # of a stat
+Stamps = tuple[int, int, int, int, int]  # a file's STAMP_FIELDS
 _LENGTH = 2 * _STAMPS.size + 64 + 1  # the characters of an entry: stamps, sha256 hex, flags digit
 _FLAGS, _IMPORTS, _CREDENTIALS = "0123", "13", "23"  # the flags digits: all, importing pwdeploy, named like a secret
 _DIGEST = slice(2 * _STAMPS.size, -1)  # the sha256 hex in an entry
@@ -114,18 +118,14 @@ class DigestCache:
         self._writable = True
         self.read_count = 0  # files read (hashed) by this run
 
-    def walk_facts(self, names: list[str], stats: list[os.stat_result]) -> str:
-        """The facts of each file of a walk of the folder (``names`` in it, ``stats``), in the walk's order, as one
-        string: per file its sha256 hex and a flags digit (``FACTS`` characters; read them with
-        ``imports_pwdeploy`` and ``credential_flags``). When the walk packs to the bytes the record of the last
-        walk holds (the same files in the same order, each with the same stamps and mode), the facts come from
-        that record with no lookup per file; else file by file (``facts``)."""
-        pack = _WALK_STAMPS.pack
-        try:
-            stamps = b"".join([pack(s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino, s.st_mode) for s in stats])
-        except struct.error:  # times past the year 2262: no record of this walk
-            stamps = None
-        if stamps is not None:
+    def walk_facts(self, names: list[str], stamps: bytes, odd: dict[int, Stamps]) -> str:
+        """The facts of each file of a walk of the folder (``names`` in it, ``stamps`` of each packed as
+        ``WALK_STAMPS``, but for the files ``odd`` names by index: stamps too large to pack, the bytes there
+        meaningless), in the walk's order, as one string: per file its sha256 hex and a flags digit (``FACTS``
+        characters; read them with ``imports_pwdeploy`` and ``credential_flags``). When the walk is the one the
+        record of the last walk holds (the same files in the same order, each with the same stamps and mode), the
+        facts come from that record with no lookup per file; else file by file (``facts``)."""
+        if not odd:  # times past the year 2262: no record of this walk
             packed = "\0".join(names).encode("utf-8", "surrogateescape")
             self._walk = b"%d\0%s\0%s" % (len(names), packed, stamps)
             self._walk_count = len(names)
@@ -135,21 +135,24 @@ class DigestCache:
                 self._walk_unchanged = True
                 return facts
         folder = os.fspath(self.folder)
+        rows = list(WALK_STAMPS.iter_unpack(stamps))
+        for index, row in odd.items():
+            rows[index] = row
         found = [
-            self.facts(relative, os.path.join(folder, relative), status)
-            for relative, status in zip(names, stats, strict=True)
+            self.facts(relative, os.path.join(folder, relative), row) for relative, row in zip(names, rows, strict=True)
         ]
         self._walk_facts = "".join(
             [f"{item.sha256}{item.imports_pwdeploy + 2 * item.looks_like_credentials}" for item in found]
         )
         return self._walk_facts
 
-    def facts(self, relative: str, path: str, status: os.stat_result) -> FileFacts:
-        """What the file at ``path`` (``relative`` in the folder, ``status`` its stat) holds: from the cache when
-        its stamps are unchanged, else read now. Kept to a few string operations on a hit: a walk that is not the
-        recorded one calls it for every file of the folder."""
+    def facts(self, relative: str, path: str, row: Stamps) -> FileFacts:
+        """What the file at ``path`` (``relative`` in the folder, ``row`` its ``STAMP_FIELDS``) holds: from the
+        cache when its stamps are unchanged, else read now. Kept to a few string operations on a hit: a walk that
+        is not the recorded one calls it for every file of the folder."""
+        size, mtime_ns, ctime_ns, inode, _ = row
         try:
-            stamps = _STAMPS.pack(status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino).hex()
+            stamps = _STAMPS.pack(size, mtime_ns, ctime_ns, inode).hex()
         except struct.error:  # times past the year 2262: read each time
             stamps = ""
         entry = self._entries().get(relative)
@@ -164,7 +167,7 @@ class DigestCache:
         found = FileFacts(sha256, imports_pwdeploy, looks_like_credentials(relative))
         self.read_count += 1
         self._changed = True
-        if stamps and max(status.st_mtime_ns, status.st_ctime_ns) < self._stamp:  # not racy: a later change shows
+        if stamps and max(mtime_ns, ctime_ns) < self._stamp:  # not racy: a later change shows
             self._seen[relative] = f"{stamps}{sha256}{found.imports_pwdeploy + 2 * found.looks_like_credentials}"
         return found
 
