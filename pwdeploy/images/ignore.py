@@ -14,7 +14,6 @@ import fnmatch
 import posixpath
 import re
 from pathlib import Path
-from typing import NamedTuple
 
 IGNORE_FILE = ".dockerignore"
 # Names that usually hold secrets; a pushed image is readable by everyone who can pull it.
@@ -23,9 +22,12 @@ CREDENTIAL_NAMES = (".env", "*.pem", "*key*.json", "credentials*.json", "id_rsa*
 _CREDENTIALS = "|".join(fnmatch.translate(pattern) for pattern in CREDENTIAL_NAMES)
 
 
-class Rule(NamedTuple):
-    regex: re.Pattern[str]
-    exception: bool  # a "!" line: matching paths are copied after all
+class Rule:
+    __slots__ = ("exception", "regex")  # a plain class: a NamedTuple class costs render 0.1-0.2 ms to make
+
+    def __init__(self, regex: re.Pattern[str], exception: bool) -> None:
+        self.regex = regex
+        self.exception = exception  # a "!" line: matching paths are copied after all
 
 
 class BadPattern(ValueError):

@@ -206,17 +206,25 @@ def requirements_file(path: Path, field: str) -> ContextFile:
     return ContextFile("requirements.txt", path)
 
 
-class Folder(NamedTuple):
+class Folder:
     """The files a spec copies from a source folder, as one walk found them (``scan``), with their facts from the
-    folder's digest cache. ``files()`` gives them as context files; the inputs hash can take the folder whole."""
+    folder's digest cache. ``files()`` gives them as context files; the inputs hash can take the folder whole. A
+    plain class: render imports this module, and a NamedTuple class costs 0.1-0.2 ms to make."""
 
-    root: Path
-    prefix: str  # of each file's path inside the build context
-    names: list[str]  # each file's path in the folder, with forward slashes, in the walk's order
-    stamps: bytes  # each file's digests.WALK_STAMPS, as the walk found them
-    odd: dict[int, Stamps]  # the stamps of the files (by index) whose stamps are too large to pack
-    facts: str  # each file's sha256 hex and flags digit (digests.FACTS characters a file)
-    walk_id: str | None = None  # the id of the digest cache's record of this walk, when there is one
+    __slots__ = ("facts", "names", "odd", "prefix", "root", "stamps", "walk_id")
+
+    def __init__(
+        self,
+        root: Path,
+        prefix: str,  # of each file's path inside the build context
+        names: list[str],  # each file's path in the folder, with forward slashes, in the walk's order
+        stamps: bytes,  # each file's digests.WALK_STAMPS, as the walk found them
+        odd: dict[int, Stamps],  # the stamps of the files (by index) whose stamps are too large to pack
+        facts: str,  # each file's sha256 hex and flags digit (digests.FACTS characters a file)
+        walk_id: str | None = None,  # the id of the digest cache's record of this walk, when there is one
+    ) -> None:
+        self.root, self.prefix, self.names, self.stamps, self.odd = root, prefix, names, stamps, odd
+        self.facts, self.walk_id = facts, walk_id
 
     def files(self) -> tuple[ContextFile, ...]:
         facts, prefix, root, executes = self.facts, self.prefix, os.fspath(self.root), _OWNER_EXECUTES
