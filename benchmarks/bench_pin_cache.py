@@ -4,12 +4,13 @@ A job folder of --files files (--mb MB in all, random bytes, in a temporary dire
 image is pinned from pwdeploy-image.lock (image.repository set, main.image not), against the same job with
 main.image set (nothing to pin, the folder is never read). Whole processes, as a user runs them:
 
-1. `pwdeploy render`: the first run (no digest cache yet; the files are in the page cache, since recording the
-   lock read them), then --runs interleaved runs of both jobs (median; target: pinned <= 1.3x unpinned), then a
+1. `pwdeploy render`: the first run (no digest cache or record of a walk yet; the files are in the page cache,
+   since recording the lock read them), then --runs interleaved runs of both jobs (wall medians, the median of
+   the pairs' ratios, CPU medians; target: pinned <= 1.3x unpinned), then a
    run after touching one file (its mtime changes: it is hashed again, the rest comes from the cache; the median
    of three such runs).
 2. In this process, what render does to the folder: the walk alone (one listing per folder, one stat per file)
-   against the walk with the digest cache and the credential check around it, the files as render gets them
+   against `inputs.scan` (the walk, the digest cache and its record) and the flags render reads from it
    (interleaved, median of 3 x --runs): what the cache adds to the walk of an unchanged folder. In CPU time
    (user + system: the stats are system time), so that other programs on a shared machine count less.
 3. `pwdeploy image build --push` when the lock already holds these inputs (no engine call: the check is the

@@ -23,12 +23,15 @@ digits, found by stripping them: a regex or a decode would cost the lookup twice
 again.
 
 Most renders find the folder as the last walk left it. So the walk is recorded too, in a file of its own
-(``<folder>/.pwdeploy/last-walk``): every file's path and stamps in the walk's order, as bytes, then each file's
-sha256 and flags digit in that order. When this run's walk packs to the same bytes (one comparison), the facts come
-from the record: no JSON is parsed, no entry looked up (5,000 files: the cache and the record add 3.5 ms CPU to the
-walk instead of 12.6 ms for the lookups, side by side). The record is only written when every file of the walk has
-an entry (none racy), is checked as a whole when used (its length, hex digits, flags digits), and a damaged or
-missing record only costs the lookups.
+(``<folder>/.pwdeploy/last-walk``): a header with the walk's id, every file's path, stamps and mode in the walk's
+order as bytes, then each file's sha256 and flags digit in that order. When this run's walk packs to the same bytes
+(one comparison), the facts come from the record: no JSON is parsed, no entry looked up (5,000 files: the digest
+cache and the record add 1.0-1.1 ms CPU to the walk itself, ``benchmarks/bench_pin_cache.py``). The record is only
+written when every file of the walk has an entry (none racy), is checked as a whole when used (its id, length, hex
+digits, flags digits), and a damaged or missing record only costs the lookups. What is computed from a recorded
+walk and nothing else (``inputs.inputs_hash``: the inputs hash of a pinned image) can be kept under the walk's id
+and a key over the other inputs (``remember``, ``recall``: ``<folder>/.pwdeploy/last-hashes``); a record written
+again has a new id, so nothing kept for an older walk answers.
 """
 
 from __future__ import annotations
