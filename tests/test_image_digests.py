@@ -609,3 +609,31 @@ def test_a_file_dated_past_64_bits_after_the_skipped_config_keeps_its_own_stamps
     files = {item.name: item for item in found.files()}
     assert "code/job.yaml" not in files and files["code/zz.sh"].executable
     assert files["code/zz.sh"].digest == _sha(late) and not files["code/train.py"].executable
+
+
+def test_the_walk_takes_the_same_files_whether_a_folder_is_plain_or_holds_odd_entries(tmp_path: Path) -> None:
+    """A folder of plain files goes through the walk's C loops; one holding a dangling link, a FIFO, compiled
+    Python, a lock file or a file .dockerignore leaves out is judged file by file. Both give the regular files
+    kept, in name order, each with its own digest and execute bit."""
+    root = tmp_path / "job"
+    (root / "plain").mkdir(parents=True)
+    (root / "odd").mkdir()
+    for folder in ("plain", "odd"):
+        for name in ("b.txt", "a.sh", "c.py"):
+            (root / folder / name).write_text(f"{folder}/{name}\n")
+        (root / folder / "a.sh").chmod(0o755)
+    (root / "odd" / "gone").symlink_to(root / "nowhere")
+    os.mkfifo(root / "odd" / "pipe")
+    (root / "odd" / "x.pyc").write_bytes(b"\0")
+    (root / "odd" / "pwdeploy-image.lock").write_text("{}")
+    (root / "odd" / "skip.me").write_text("left out\n")
+    (root / "odd" / "link.txt").symlink_to("b.txt")
+    (root / ".dockerignore").write_text("odd/skip.me\n")
+    _settle(root)
+    found = {item.name: item for item in inputs.scan(root, "f", "code").files()}
+    expected = [f"code/{folder}/{name}" for folder in ("odd", "plain") for name in ("a.sh", "b.txt", "c.py")]
+    expected.insert(3, "code/odd/link.txt")
+    assert list(found) == ["code/.dockerignore", *expected]
+    for name, item in found.items():
+        path = root / name.removeprefix("code/")
+        assert item.digest == _sha(path) and item.executable == name.endswith(".sh")
