@@ -149,7 +149,8 @@ def inputs_hash(
     # that record and the other inputs is kept beside it, under a key over those, and not computed again.
     key = None
     if folders and all(folder.walk_id is not None for folder in folders):
-        key = _hash(platform, dockerfile, [_recorded(part) if isinstance(part, Folder) else part for part in lines])
+        recorded = [_recorded(part) if isinstance(part, Folder) else part for part in lines]
+        key = _hash(platform, dockerfile, [_KEPT_HASH_FORMAT, *recorded])
         known = recall(folders[0].root, str(folders[0].walk_id), key)
         if known is not None:
             return known
@@ -157,6 +158,11 @@ def inputs_hash(
     if key is not None:
         remember(folders[0].root, str(folders[0].walk_id), key, digest)
     return digest
+
+
+# In the key of every kept hash: a pwdeploy that hashes the same inputs otherwise (another line per file, another
+# order) must change it, or it would take the hashes kept by the one before.
+_KEPT_HASH_FORMAT = b"\0kept inputs hash 1\0"
 
 
 def _recorded(folder: Folder) -> bytes:
