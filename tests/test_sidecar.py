@@ -240,7 +240,10 @@ def test_inputs_hash_is_stable_and_covers_every_input(tmp_path: Path) -> None:
     ]
     for change in changes:
         change()
-        hashes.add(spec.collect(job_at(path)).inputs_hash)
+        found = spec.collect(job_at(path)).inputs_hash
+        hashes.add(found)
+        # What render checks a pin by: the folder taken whole, then (unchanged) the hash kept for its walk.
+        assert spec.inputs_hash(job_at(path)) == found and spec.inputs_hash(job_at(path)) == found
     assert len(hashes) == len(changes) + 1
 
 

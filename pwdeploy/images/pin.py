@@ -38,7 +38,7 @@ def pin_pushed(
             job,
             sidecar_image.lock_path(job),
             job.sidecar.repository,
-            lambda built_with: sidecar_image.collect(job, built_with, machine=machine).inputs_hash,
+            lambda built_with: sidecar_image.inputs_hash(job, built_with, machine=machine),
             lambda: machine or sidecar_image.built_with_here(),
             ("sidecar", "sidecar", "sidecar.image"),
             warnings,

@@ -105,30 +105,55 @@ def collect(
     ``built_with_here()``).
     """
     machine = built_with or machine or built_with_here()
-    files: list[inputs.ContextFile] = []
-    warnings: tuple[str, ...] = ()
-    if job.sidecar.requirements is not None:
-        files.append(inputs.requirements_file(job.sidecar.requirements, "sidecar.requirements"))
-    if job.sidecar.source_dir is not None:
-        code = inputs.directory_files(job.sidecar.source_dir, "sidecar.source_dir", "code")
-        warnings = inputs.credential_warnings(code, job.sidecar.source_dir, "sidecar.source_dir", "code")
-        files.extend(code)
-    values = {
-        "pwdeploy_version": machine.pwdeploy,
-        "pip_args": "".join(" " + shlex.quote(arg) for arg in job.sidecar.pip_args),
-    }
-    blocks = {"requirements": job.sidecar.requirements is not None, "source": job.sidecar.source_dir is not None}
+    files, code = _parts(job)
+    if code is not None:
+        files = [*files, *code.files()]
     return inputs.assemble(
         TEMPLATE,
-        values,
-        blocks,
+        *_template_inputs(job, machine),
         tuple(files),
         base_image=base_image(job, machine.python),
         python_version=client_python(job, machine.python),
         jax_version=job.pathways_version,
-        warnings=warnings,
+        warnings=code.credential_warnings("sidecar.source_dir") if code is not None else (),
         built_with=lock.BuiltWith(python=machine.python, pwdeploy=machine.pwdeploy),
     )
+
+
+def inputs_hash(
+    job: JobConfig, built_with: lock.BuiltWith | None = None, *, machine: lock.BuiltWith | None = None
+) -> str:
+    """``collect(...).inputs_hash`` without a context file made per file of sidecar.source_dir: what render checks
+    a pinned sidecar by (arguments as ``collect``'s)."""
+    machine = built_with or machine or built_with_here()
+    files, code = _parts(job)
+    return inputs.inputs_hash(
+        TEMPLATE,
+        *_template_inputs(job, machine),
+        [*files, code] if code is not None else files,
+        base_image=base_image(job, machine.python),
+        python_version=client_python(job, machine.python),
+        jax_version=job.pathways_version,
+    )
+
+
+def _parts(job: JobConfig) -> tuple[list[inputs.ContextFile], inputs.Folder | None]:
+    """The requirements file (when set) and the scanned sidecar.source_dir (when set), in the context's order."""
+    files = []
+    if job.sidecar.requirements is not None:
+        files.append(inputs.requirements_file(job.sidecar.requirements, "sidecar.requirements"))
+    code = None
+    if job.sidecar.source_dir is not None:
+        code = inputs.scan(job.sidecar.source_dir, "sidecar.source_dir", "code")
+    return files, code
+
+
+def _template_inputs(job: JobConfig, machine: lock.BuiltWith) -> tuple[dict[str, str], dict[str, bool]]:
+    values = {
+        "pwdeploy_version": machine.pwdeploy,
+        "pip_args": "".join(" " + shlex.quote(arg) for arg in job.sidecar.pip_args),
+    }
+    return values, {"requirements": job.sidecar.requirements is not None, "source": job.sidecar.source_dir is not None}
 
 
 def prepare(job: JobConfig, *, allow_base_mismatch: bool = False) -> inputs.ImageInputs:
