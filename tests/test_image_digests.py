@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pwdeploy.errors import ConfigError
 from pwdeploy.images import digests, ignore, inputs, lock, pin
 from pwdeploy.images import job_image as spec
 from pwdeploy.images.ignore import IgnoreRules
@@ -637,3 +638,17 @@ def test_the_walk_takes_the_same_files_whether_a_folder_is_plain_or_holds_odd_en
     for name, item in found.items():
         path = root / name.removeprefix("code/")
         assert item.digest == _sha(path) and item.executable == name.endswith(".sh")
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_by_name_unless_left_out(tmp_path: Path) -> None:
+    """The inputs hash and the build context hold each file's name as UTF-8: a name of other bytes was an internal
+    error (UnicodeEncodeError) inside the hash; it is a config error naming the file, and .dockerignore can leave
+    it out."""
+    root = _folder(tmp_path)
+    (root / "data").joinpath(os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")
+    with pytest.raises(ConfigError) as caught:
+        inputs.scan(root, "image.source_dir", "code")
+    assert caught.value.field == "image.source_dir" and "data/caf\\xe9.txt" in caught.value.message
+    assert "not UTF-8" in caught.value.message and ".dockerignore" in str(caught.value.hint)
+    (root / ".dockerignore").write_text("data/caf?.txt\n")
+    assert "code/data/f0.bin" in {item.name for item in inputs.scan(root, "image.source_dir", "code").files()}

@@ -322,10 +322,29 @@ def scan(root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozens
             f"{root} holds more than {MAX_FILES:,} files to copy into the image: that is not a job's source folder",
             hint=f"point {field} at the folder of the program, or leave data out with {root / IGNORE_FILE}",
         )
+    _refuse_undecodable_names(names, root, field)
     cache = DigestCache(root)
     facts = cache.walk_facts(names, bytes(stamps), odd)
     cache.save()
     return Folder(root, prefix, names, bytes(stamps), odd, facts, cache.walk_id)
+
+
+def _refuse_undecodable_names(names: list[str], root: Path, field: str) -> None:
+    """A file name that is not UTF-8 (its bytes kept as surrogates) has no place in the image's manifest of
+    inputs nor, reliably, in a build context: refused, naming the file, rather than failing inside the hash."""
+    joined = "\0".join(names)
+    if joined.isascii():  # one pass of C: the usual case
+        return
+    for name in names:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+            raise ConfigError(
+                field,
+                f"{root}/{shown} has a name that is not UTF-8: pwdeploy cannot record it among the image's inputs",
+                hint=f"rename it, or leave it out with a line in {root / IGNORE_FILE}",
+            ) from None
 
 
 def directory_files(
