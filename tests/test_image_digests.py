@@ -652,3 +652,21 @@ def test_a_file_name_that_is_not_utf8_is_refused_by_name_unless_left_out(tmp_pat
     assert "not UTF-8" in caught.value.message and ".dockerignore" in str(caught.value.hint)
     (root / ".dockerignore").write_text("data/caf?.txt\n")
     assert "code/data/f0.bin" in {item.name for item in inputs.scan(root, "image.source_dir", "code").files()}
+
+
+def test_a_file_that_cannot_be_read_is_a_config_error_naming_it_read_refused_by_a_stand_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file this user may not read (one a container wrote as root into the folder) was an internal error; it is a
+    config error naming the file and the way out. The refusal is a stand-in (the tests may run as root, whom
+    permissions do not stop): reading any file raises PermissionError."""
+    root = _folder(tmp_path)
+
+    def refused(path: str) -> digests.FileFacts:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(digests, "_read_facts", refused)
+    with pytest.raises(ConfigError) as caught:
+        inputs.scan(root, "image.source_dir", "code")
+    assert caught.value.field == "image.source_dir" and "Permission denied" in caught.value.message
+    assert str(root) in caught.value.message and ".dockerignore" in str(caught.value.hint)

@@ -324,7 +324,14 @@ def scan(root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozens
         )
     _refuse_undecodable_names(names, root, field)
     cache = DigestCache(root)
-    facts = cache.walk_facts(names, bytes(stamps), odd)
+    try:
+        facts = cache.walk_facts(names, bytes(stamps), odd)
+    except OSError as exc:  # a file this user may not read (made by a container as root), or gone since the walk
+        raise ConfigError(
+            field,
+            f"cannot read {exc.filename or root}: {exc.strerror or exc}; every file of the folder goes into the image",
+            hint=f"make it readable, or leave it out with a line in {root / IGNORE_FILE}",
+        ) from None
     cache.save()
     return Folder(root, prefix, names, bytes(stamps), odd, facts, cache.walk_id)
 
@@ -565,8 +572,11 @@ def _line(item: ContextFile) -> bytes:
     else:
         import hashlib  # here: render pins with every file's digest known
 
-        with open(item.source, "rb") as handle:
-            content = hashlib.file_digest(handle, "sha256").hexdigest()
+        try:
+            with open(item.source, "rb") as handle:
+                content = hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError as exc:
+            raise ConfigError(None, f"cannot read {item.source}: {exc.strerror or exc}") from None
     return f"{item.name}\0{'x' if item.executable else '-'}\0{content}\0".encode()
 
 
