@@ -670,3 +670,24 @@ def test_a_file_that_cannot_be_read_is_a_config_error_naming_it_read_refused_by_
         inputs.scan(root, "image.source_dir", "code")
     assert caught.value.field == "image.source_dir" and "Permission denied" in caught.value.message
     assert str(root) in caught.value.message and ".dockerignore" in str(caught.value.hint)
+
+
+def test_a_folder_that_cannot_be_listed_is_a_config_error_naming_it_refused_by_a_stand_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subfolder this user may not open was left out of the image without a word; it is a config error naming it.
+    The refusal is a stand-in (root opens any folder): os.open refuses that one folder with EACCES."""
+    root = _folder(tmp_path)
+    real_open = os.open
+
+    def refusing(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == os.fspath(root / "data"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing)
+    with pytest.raises(ConfigError) as caught:
+        inputs.scan(root, "image.source_dir", "code")
+    assert caught.value.message.startswith(f"cannot read {root / 'data'}: Permission denied")
+    monkeypatch.setattr(os, "open", real_open)
+    assert "code/data/f0.bin" in {item.name for item in inputs.scan(root, "image.source_dir", "code").files()}

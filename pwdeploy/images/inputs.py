@@ -303,7 +303,14 @@ def scan(root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozens
             f"{root / IGNORE_FILE} {exc}: a syntax error in the pattern, which Docker refuses too",
             hint="fix or remove that line (a range runs from low to high, e.g. [a-z])",
         ) from None
-    names, stamps, odd, links, skipped = _walk(root, rules, {path.name for path in skip})
+    try:
+        names, stamps, odd, links, skipped = _walk(root, rules, {path.name for path in skip})
+    except OSError as exc:  # a folder this user may not list: its files would be missing from the image
+        raise ConfigError(
+            field,
+            f"cannot read {exc.filename or root}: {exc.strerror or exc}; every file of the folder goes into the image",
+            hint=f"make it readable, or leave it out with a line in {root / IGNORE_FILE}",
+        ) from None
     left_out = set()
     for index in reversed(skipped):  # named like a file to skip: left out when it is one
         path = os.path.join(root, names[index])
@@ -464,7 +471,9 @@ def _walk(
     packed as ``digests.WALK_STAMPS``, not kept as stat results (a fifth of the memory: a fresh process's walk
     spends less on allocating it), with the files whose stamps are too large to pack by index, their bytes zero;
     the paths of the files reached through a symbolic link (the caller checks they stay inside); and the indexes
-    of the files named like one in ``skip`` (the caller decides whether it is that file)."""
+    of the files named like one in ``skip`` (the caller decides whether it is that file). A folder that cannot be
+    opened or listed (other than one gone since its parent was listed) raises OSError naming it: its files would
+    be missing from the image."""
     names: list[str] = []
     stamps = bytearray()
     odd: dict[int, Stamps] = {}
@@ -476,7 +485,7 @@ def _walk(
         at = pending.pop()
         try:
             folder = os.open(root / at if at else root, _FOLDER_FLAGS)
-        except OSError:  # unreadable, or gone since its parent was listed
+        except (FileNotFoundError, NotADirectoryError):  # gone (or replaced) since its parent was listed
             continue
         try:
             with os.scandir(folder) as listing:
@@ -503,8 +512,8 @@ def _walk(
                         found = None
             if found is None:
                 files, here, found = _kept_files(at, files, excluded)
-        except OSError:  # the folder could not be listed
-            continue
+        except OSError as exc:  # the open folder could not be listed: named by its path, not its descriptor
+            raise OSError(exc.errno, exc.strerror, os.path.join(root, at)) from None
         finally:
             os.close(folder)
         if skip and not skip.isdisjoint(here):
