@@ -65,7 +65,7 @@ def _settle(root: Path) -> None:
 
 
 def _digests(root: Path) -> dict[str, str]:
-    return {item.name: str(item.digest) for item in inputs.directory_files(root, "image.source_dir", "code")}
+    return {item.name: str(item.digest) for item in inputs.scan(root, "image.source_dir", "code").files()}
 
 
 def _sha(path: Path) -> str:
@@ -258,10 +258,10 @@ def test_which_python_files_import_pwdeploy_is_cached_too(tmp_path: Path, reads:
     (root / "notes.txt").write_text("import pwdeploy\n")
     (root / "util.py").write_text("def f():\n    from pwdeploy import runtime\n")
     _settle(root)
-    first = {item.name: item.imports_pwdeploy for item in inputs.directory_files(root, "f", "code")}
+    first = {item.name: item.imports_pwdeploy for item in inputs.scan(root, "f", "code").files()}
     assert first["code/train.py"] and first["code/util.py"] and not first["code/notes.txt"]
     reads.clear()
-    again = {item.name: item.imports_pwdeploy for item in inputs.directory_files(root, "f", "code")}
+    again = {item.name: item.imports_pwdeploy for item in inputs.scan(root, "f", "code").files()}
     assert again == first and reads == []
 
 
@@ -317,7 +317,7 @@ def test_names_that_look_like_credentials_are_judged_once_and_warned_about_each_
     _settle(root)
 
     def warnings() -> tuple[str, ...]:
-        return inputs.credential_warnings(inputs.directory_files(root, "f", "code"), root, "f", "code")
+        return inputs.scan(root, "f", "code").credential_warnings("f")
 
     first = warnings()
     assert len(first) == 1 and first[0].startswith(f"f {root}: .env, keys/sa-key.json look like credentials")

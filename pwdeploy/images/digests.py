@@ -76,7 +76,6 @@ Stamps = tuple[int, int, int, int, int]  # a file's STAMP_FIELDS
 _LENGTH = 2 * _STAMPS.size + 64 + 1  # the characters of an entry: stamps, sha256 hex, flags digit
 _FLAGS, _IMPORTS, _CREDENTIALS = "0123", "13", "23"  # the flags digits: all, importing pwdeploy, named like a secret
 _DIGEST = slice(2 * _STAMPS.size, -1)  # the sha256 hex in an entry
-_DIGEST_AND_FLAGS = slice(2 * _STAMPS.size, None)  # an entry less its stamps: a file's facts
 FACTS = 64 + 1  # the characters of a file's facts: its sha256 hex and flags digit
 _HEX_DIGITS = "0123456789abcdef"
 _HEX_BYTES, _FLAG_BYTES = _HEX_DIGITS.encode(), _FLAGS.encode()
@@ -134,7 +133,7 @@ class DigestCache:
         characters; read them with ``imports_pwdeploy`` and ``credential_flags``). When the walk is the one the
         record of the last walk holds (the same files in the same order, each with the same stamps and mode), the
         facts come from that record with no lookup per file; else file by file (``facts``)."""
-        if not odd:  # times past the year 2262: no record of this walk
+        if not odd:  # else a file's times are past the year 2262: no record of this walk
             packed = "\0".join(names).encode("utf-8", "surrogateescape")
             self._walk = b"%d\0%s\0%s" % (len(names), packed, stamps)
             self._walk_count = len(names)

@@ -277,7 +277,8 @@ class Folder:
         return any(imports_pwdeploy(self.facts))
 
     def credential_warnings(self, field: str) -> tuple[str, ...]:
-        """``credential_warnings`` of these files, from the flags the cache keeps."""
+        """A warning naming the files whose names look like credentials (.env, keys, ...), as the cache judged
+        them: anyone who can pull the image could read them."""
         flags = credential_flags(self.facts)
         if not any(flags):
             return ()
@@ -306,11 +307,7 @@ def scan(root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozens
     try:
         names, stamps, odd, links, skipped = _walk(root, rules, {path.name for path in skip})
     except OSError as exc:  # a folder this user may not list: its files would be missing from the image
-        raise ConfigError(
-            field,
-            f"cannot read {exc.filename or root}: {exc.strerror or exc}; every file of the folder goes into the image",
-            hint=f"make it readable, or leave it out with a line in {root / IGNORE_FILE}",
-        ) from None
+        raise _unreadable(exc, root, field) from None
     left_out = set()
     for index in reversed(skipped):  # named like a file to skip: left out when it is one
         path = os.path.join(root, names[index])
@@ -330,17 +327,24 @@ def scan(root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozens
             hint=f"point {field} at the folder of the program, or leave data out with {root / IGNORE_FILE}",
         )
     _refuse_undecodable_names(names, root, field)
+    packed = bytes(stamps)
     cache = DigestCache(root)
     try:
-        facts = cache.walk_facts(names, bytes(stamps), odd)
+        facts = cache.walk_facts(names, packed, odd)
     except OSError as exc:  # a file this user may not read (made by a container as root), or gone since the walk
-        raise ConfigError(
-            field,
-            f"cannot read {exc.filename or root}: {exc.strerror or exc}; every file of the folder goes into the image",
-            hint=f"make it readable, or leave it out with a line in {root / IGNORE_FILE}",
-        ) from None
+        raise _unreadable(exc, root, field) from None
     cache.save()
-    return Folder(root, prefix, names, bytes(stamps), odd, facts, cache.walk_id)
+    return Folder(root, prefix, names, packed, odd, facts, cache.walk_id)
+
+
+def _unreadable(exc: OSError, root: Path, field: str) -> ConfigError:
+    """A folder this user may not list, or a file it may not read (one a container wrote as root): its files would
+    be missing from the image, so it is an error naming it."""
+    return ConfigError(
+        field,
+        f"cannot read {exc.filename or root}: {exc.strerror or exc}; every file of the folder goes into the image",
+        hint=f"make it readable, or leave it out with a line in {root / IGNORE_FILE}",
+    )
 
 
 def _refuse_undecodable_names(names: list[str], root: Path, field: str) -> None:
@@ -359,13 +363,6 @@ def _refuse_undecodable_names(names: list[str], root: Path, field: str) -> None:
                 f"{root}/{shown} has a name that is not UTF-8: pwdeploy cannot record it among the image's inputs",
                 hint=f"rename it, or leave it out with a line in {root / IGNORE_FILE}",
             ) from None
-
-
-def directory_files(
-    root: Path, field: str, prefix: str, *, skip: frozenset[Path] = frozenset()
-) -> tuple[ContextFile, ...]:
-    """The files ``scan`` finds, as context files."""
-    return scan(root, field, prefix, skip=skip).files()
 
 
 def _refuse_system_folder(root: Path, field: str) -> None:
@@ -419,16 +416,6 @@ def config_file_warning(root: Path, config_file: Path, field: str) -> str | None
         f"the config makes the image out of date: point {field} at the code's own folder, or add the line "
         f"{relative} to {root / IGNORE_FILE}"
     )
-
-
-def credential_warnings(files: tuple[ContextFile, ...], root: Path, field: str, prefix: str) -> tuple[str, ...]:
-    """A warning naming the files copied from ``root`` whose names look like credentials (.env, keys, ...), as
-    ``scan`` judged them."""
-    start = len(prefix) + 1
-    suspicious = [
-        item.name[start:] for item in files if item.looks_like_credentials and item.name.startswith(prefix + "/")
-    ]
-    return _credential_warning(suspicious, root, field) if suspicious else ()
 
 
 def _credential_warning(suspicious: list[str], root: Path, field: str) -> tuple[str, ...]:
