@@ -112,8 +112,9 @@ out = subprocess.run([sys.executable, "-c", daemon], capture_output=True, text=T
 pids = [k.pid for k in kids] + [int(out)]
 while not all(os.path.exists(f"ready-{pid}") for pid in pids):
     time.sleep(0.01)
-with open("pids.json", "w") as f:
+with open("pids.json.part", "w") as f:  # renamed when whole: the test reads it as soon as it exists
     json.dump(pids, f)
+os.replace("pids.json.part", "pids.json")
 if sys.argv[1] == "sleep":
     time.sleep(60)
 sys.exit(int(sys.argv[1]))
@@ -244,7 +245,7 @@ def test_a_stop_signal_to_pwdeploy_alone_ends_the_whole_tree(tmp_path: Path, sig
 def test_a_job_that_ignores_the_stop_is_killed_after_the_grace_period(tmp_path: Path) -> None:
     (tmp_path / "tree.py").write_text(
         "import signal, time\nsignal.signal(signal.SIGTERM, lambda *_: open('sigterm', 'w').close())\n"
-        "open('pids.json', 'w').write('[]')\ntime.sleep(60)\n",
+        "import os\nopen('pids.part', 'w').write('[]')\nos.replace('pids.part', 'pids.json')\ntime.sleep(60)\n",
         encoding="utf-8",
     )
     env = dict(ENV, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), ENV.get("PYTHONPATH")])))
