@@ -612,32 +612,55 @@ def test_a_file_dated_past_64_bits_after_the_skipped_config_keeps_its_own_stamps
     assert files["code/zz.sh"].digest == _sha(late) and not files["code/train.py"].executable
 
 
-def test_the_walk_takes_the_same_files_whether_a_folder_is_plain_or_holds_odd_entries(tmp_path: Path) -> None:
-    """A folder of plain files goes through the walk's C loops; one holding a dangling link, a FIFO, compiled
-    Python, a lock file or a file .dockerignore leaves out is judged file by file. Both give the regular files
-    kept, in name order, each with its own digest and execute bit."""
+def test_the_walk_takes_the_same_files_whether_a_folder_is_plain_or_holds_odd_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder of plain files and subfolders goes through the walk's C loops; one holding a dangling link, a FIFO,
+    compiled Python, a lock file or a link to a folder, and every folder once a .dockerignore has rules, is judged
+    entry by entry. Both give the regular files kept, in name order, then the subfolders' (less __pycache__ and the
+    like), each with its own digest and execute bit."""
     root = tmp_path / "job"
-    (root / "plain").mkdir(parents=True)
-    (root / "odd").mkdir()
     for folder in ("plain", "odd"):
-        for name in ("b.txt", "a.sh", "c.py"):
+        (root / folder / "sub").mkdir(parents=True)
+        (root / folder / "__pycache__").mkdir()
+        (root / folder / "__pycache__" / "c.cpython-311.opt-1.txt").write_text("not copied\n")
+        for name in ("b.txt", "a.sh", "c.py", "sub/d.txt"):
             (root / folder / name).write_text(f"{folder}/{name}\n")
         (root / folder / "a.sh").chmod(0o755)
+    (root / "odd" / "folder-link").symlink_to(root / "plain" / "sub")
     (root / "odd" / "gone").symlink_to(root / "nowhere")
     os.mkfifo(root / "odd" / "pipe")
     (root / "odd" / "x.pyc").write_bytes(b"\0")
     (root / "odd" / "pwdeploy-image.lock").write_text("{}")
     (root / "odd" / "skip.me").write_text("left out\n")
     (root / "odd" / "link.txt").symlink_to("b.txt")
-    (root / ".dockerignore").write_text("odd/skip.me\n")
     _settle(root)
-    found = {item.name: item for item in inputs.scan(root, "f", "code").files()}
-    expected = [f"code/{folder}/{name}" for folder in ("odd", "plain") for name in ("a.sh", "b.txt", "c.py")]
+    one_by_one = inputs._one_by_one
+    judged: list[str] = []
+
+    def judging(folder: int, at: str, *args: Any) -> Any:
+        judged.append(at)
+        return one_by_one(folder, at, *args)
+
+    monkeypatch.setattr(inputs, "_one_by_one", judging)
+    expected = [
+        f"code/{folder}/{name}"
+        for folder in ("odd", "plain")
+        for name in ("a.sh", "b.txt", "c.py", "skip.me", "sub/d.txt")
+        if (folder, name) != ("plain", "skip.me")
+    ]
     expected.insert(3, "code/odd/link.txt")
-    assert list(found) == ["code/.dockerignore", *expected]
-    for name, item in found.items():
-        path = root / name.removeprefix("code/")
-        assert item.digest == _sha(path) and item.executable == name.endswith(".sh")
+    for ignored in ("", "odd/skip.me\n"):
+        if ignored:
+            (root / ".dockerignore").write_text(ignored)
+            expected = ["code/.dockerignore", *(name for name in expected if name != "code/odd/skip.me")]
+        judged.clear()
+        found = {item.name: item for item in inputs.scan(root, "f", "code").files()}
+        assert list(found) == expected
+        for name, item in found.items():
+            path = root / name.removeprefix("code/")
+            assert item.digest == _sha(path) and item.executable == name.endswith(".sh")
+        assert judged == (["", "odd/", "odd/sub/", "plain/", "plain/sub/"] if ignored else ["odd/"])
 
 
 def test_a_file_name_that_is_not_utf8_is_refused_by_name_unless_left_out(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ the image tag (``REPOSITORY:<first 16 hex digits>``): unchanged inputs give the 
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import re
@@ -450,17 +451,18 @@ def _walk(
     """Regular files under root that ``rules`` keep (symlinks to files followed; symlinks to directories not
     followed): each folder's files by name, then its subfolders by name, depth first (the order the inputs hash has
     always used). Folders left out as a whole are not read (a dataset folder costs nothing). One listing per folder
-    and one stat per file, each by its name in its open folder (no path looked up again): this runs on every render
-    that pins an image, so a folder's files go through C loops (map, compress) unless one of them is unusual (left
-    out by a rule, not a regular file, gone), when ``_kept_files`` judges them one by one.
+    and one ``lstat`` per entry, by its name in its open folder (no path looked up again, no ``os.DirEntry`` made):
+    this runs on every render that pins an image, so a folder's files go through C loops (map, compress) unless one
+    of its entries is unusual (left out by a rule, a link, not a regular file or folder, gone), when
+    ``_one_by_one`` judges them.
 
     Gives each file's path relative to root (with forward slashes); the stamps of each (``digests.STAMP_FIELDS``)
     packed as ``digests.WALK_STAMPS``, not kept as stat results (a fifth of the memory: a fresh process's walk
     spends less on allocating it), with the files whose stamps are too large to pack by index, their bytes zero;
     the paths of the files reached through a symbolic link (the caller checks they stay inside); and the indexes
     of the files named like one in ``skip`` (the caller decides whether it is that file). A folder that cannot be
-    opened or listed (other than one gone since its parent was listed) raises OSError naming it: its files would
-    be missing from the image."""
+    opened, listed or looked into (other than one gone since its parent was listed) raises OSError naming it: its
+    files would be missing from the image."""
     names: list[str] = []
     stamps = bytearray()
     odd: dict[int, Stamps] = {}
@@ -468,6 +470,9 @@ def _walk(
     skipped: list[int] = []
     pending = [""]  # relative folders still to list, the next one last
     excluded = rules.excluded if rules.rules else None  # per file: no call at all without a .dockerignore
+    lstat, is_regular = os.lstat, stat.S_ISREG
+    # Names that need a look of their own (searched in one string of the folder's names, in C).
+    unusual = [f"\0{name}\0" for name in LOCK_NAMES] + [f"{end}\0" for end in EXCLUDED_SUFFIXES]
     while pending:
         at = pending.pop()
         try:
@@ -475,86 +480,81 @@ def _walk(
         except (FileNotFoundError, NotADirectoryError):  # gone (or replaced) since its parent was listed
             continue
         try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=_NAME)
-            try:
-                kinds = list(map(_IS_DIR, entries))  # from the listing's file types: no system call
-            except OSError:  # a file system that gives no type, and an entry gone before its stat
-                kinds = [_is_dir(entry) for entry in entries]
-            subfolders = [
-                f"{at}{entry.name}/"
-                for entry in compress(entries, kinds)
-                if not entry.is_symlink() and entry.name not in EXCLUDED_DIRS and not rules.prunes(at + entry.name)
-            ]
-            files = list(compress(entries, map(operator.not_, kinds)))
-            here = list(map(_NAME, files))
-            found = None
-            if excluded is None and LOCK_NAMES.isdisjoint(here) and not any(map(_EXCLUDED_NAME, here)):
-                try:
-                    found = list(map(_STAT, files))  # fstatat(folder, name)
-                except OSError:  # a dangling symlink, or gone since the listing
-                    pass
+            here = os.listdir(folder)
+            here.sort()
+            joined = "\0" + "\0".join(here) + "\0"  # one string searched in C for the names that need a look
+            found: list[os.stat_result] | None = None
+            if excluded is None and not any(map(joined.__contains__, unusual)):
+                with contextlib.suppress(FileNotFoundError):  # gone since the listing: one by one
+                    found = [lstat(name, dir_fd=folder) for name in here]
+            files, subfolders = here, []
+            linked: list[str] = []
+            if found is not None and not all(map(is_regular, map(_MODE, found))):  # subfolders, links, FIFOs
+                folders = list(map(stat.S_ISDIR, map(_MODE, found)))
+                if all(map(operator.or_, folders, map(is_regular, map(_MODE, found)))):
+                    subfolders = [f"{at}{name}/" for name in compress(here, folders) if name not in EXCLUDED_DIRS]
+                    keep = list(map(operator.not_, folders))
+                    files, found = list(compress(here, keep)), list(compress(found, keep))
                 else:
-                    if not all(map(stat.S_ISREG, map(_MODE, found))):
-                        found = None
+                    found = None
             if found is None:
-                files, here, found = _kept_files(at, files, excluded)
+                files, found, subfolders, linked = _one_by_one(folder, at, here, rules, excluded)
+                joined = "\0" + "\0".join(files) + "\0"
         except OSError as exc:  # the open folder could not be listed: named by its path, not its descriptor
             raise OSError(exc.errno, exc.strerror, os.path.join(root, at)) from None
         finally:
             os.close(folder)
-        if skip and not skip.isdisjoint(here):
-            skipped.extend(len(names) + index for index, name in enumerate(here) if name in skip)
-        links.extend(os.path.join(root, at + entry.name) for entry in compress(files, map(_IS_SYMLINK, files)))
-        rows = list(map(STAMP_FIELDS, found))
+        if skip and any(f"\0{name}\0" in joined for name in skip):
+            skipped.extend(len(names) + index for index, name in enumerate(files) if name in skip)
+        links.extend(os.path.join(root, at + name) for name in linked)
         try:
-            stamps += b"".join(starmap(WALK_STAMPS.pack, rows))
+            stamps += b"".join(starmap(WALK_STAMPS.pack, map(STAMP_FIELDS, found)))
         except struct.error:  # times past the year 2262
-            for index, row in enumerate(rows):
+            for index, row in enumerate(map(STAMP_FIELDS, found)):
                 try:
                     stamps += WALK_STAMPS.pack(*row)
                 except struct.error:
                     stamps += bytes(WALK_STAMPS.size)
                     odd[len(names) + index] = row
-        names.extend(map(at.__add__, here) if at else here)
+        names.extend(map(at.__add__, files) if at else files)
         pending.extend(reversed(subfolders))
         if len(names) - len(skipped) > MAX_FILES:  # bounded: the caller says why
             break
     return names, stamps, odd, links, skipped
 
 
-def _kept_files(
-    at: str, files: list[os.DirEntry[str]], excluded: Callable[[str], bool] | None
-) -> tuple[list[os.DirEntry[str]], list[str], list[os.stat_result]]:
-    """Of a folder's files (``at`` its path in the root), those kept: not a lock file or compiled Python, not left
-    out by ``excluded``, a regular file (a link to one followed) still there to stat; with their names and stats."""
-    kept, names, found = [], [], []
-    for entry in files:
-        name = entry.name
+def _one_by_one(
+    folder: int, at: str, here: list[str], rules: IgnoreRules, excluded: Callable[[str], bool] | None
+) -> tuple[list[str], list[os.stat_result], list[str], list[str]]:
+    """Of a folder's entries ``here`` (``at`` its path in the root, ``folder`` open), the files kept (not a lock
+    file or compiled Python, not left out by ``excluded``, a regular file or a link to one, still there) with their
+    stats, the subfolders to walk (not a link, not excluded, not pruned by ``rules``) and the files that are links."""
+    files, found, subfolders, linked = [], [], [], []
+    for name in here:
+        try:
+            status = os.lstat(name, dir_fd=folder)
+        except FileNotFoundError:  # gone since the listing
+            continue
+        if stat.S_ISDIR(status.st_mode):
+            if name not in EXCLUDED_DIRS and not rules.prunes(at + name):
+                subfolders.append(f"{at}{name}/")
+            continue
         if name in LOCK_NAMES or name.endswith(EXCLUDED_SUFFIXES) or (excluded is not None and excluded(at + name)):
             continue
-        try:
-            status = entry.stat()
-        except OSError:  # a dangling symlink, or gone since the listing
-            continue
+        if stat.S_ISLNK(status.st_mode):
+            try:
+                status = os.stat(name, dir_fd=folder)
+            except OSError:  # a dangling link, or a loop
+                continue
+            if stat.S_ISREG(status.st_mode):
+                linked.append(name)
         if stat.S_ISREG(status.st_mode):
-            kept.append(entry)
-            names.append(name)
+            files.append(name)
             found.append(status)
-    return kept, names, found
+    return files, found, subfolders, linked
 
 
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
-
-
-_NAME = operator.attrgetter("name")
 _MODE = operator.attrgetter("st_mode")
-_IS_DIR, _IS_SYMLINK, _STAT = os.DirEntry.is_dir, os.DirEntry.is_symlink, os.DirEntry.stat
-_EXCLUDED_NAME = operator.methodcaller("endswith", EXCLUDED_SUFFIXES)
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _OWNER_EXECUTES = stat.S_IXUSR
 
