@@ -194,6 +194,8 @@ def _pushed_lock(tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
         ("digest", DIGEST + "@evil.example/x", "is not sha256: and 64 lower-case hex digits"),
         ("digest", "sha256:" + "D" * 64, "is not sha256: and 64 lower-case hex digits"),
         ("digest", "sha256:" + "d" * 63, "is not sha256: and 64 lower-case hex digits"),
+        ("digest", "md5:xyz" + "d" * 64, "is not sha256: and 64 lower-case hex digits"),
+        ("digest", "d" * 71, "is not sha256: and 64 lower-case hex digits"),
         ("digest", "sha512:" + "d" * 128, "is not sha256: and 64 lower-case hex digits"),
         ("digest", 5, "holds a value that is not a string"),
         ("repository", "r.example/team/job:v1", "has a tag or digest"),

@@ -116,7 +116,8 @@ class DigestCache:
         self._loaded: dict[str, Any] | None = None  # the entries, read when a lookup first needs them
         self._rewrite = False  # the cache file holds more than the entries (an earlier layout): write it again
         self._seen: dict[str, str] = {}
-        self._walk: bytes | None = None  # this run's walk (paths and stamps), when every stamp could be packed
+        # This run's walk when every stamp could be packed: its count, paths and stamps, as its record holds them.
+        self._walk: tuple[bytes, bytes, bytes] | None = None
         self._walk_facts = ""  # the facts of this run's walk, in its order
         self._walk_count = 0  # the files of this run's walk
         self._walk_unchanged = False  # this run's walk is the one recorded: nothing to write
@@ -134,8 +135,7 @@ class DigestCache:
         record of the last walk holds (the same files in the same order, each with the same stamps and mode), the
         facts come from that record with no lookup per file; else file by file (``facts``)."""
         if not odd:  # else a file's times are past the year 2262: no record of this walk
-            packed = "\0".join(names).encode("utf-8", "surrogateescape")
-            self._walk = b"%d\0%s\0%s" % (len(names), packed, stamps)
+            self._walk = (b"%d\0" % len(names), "\0".join(names).encode("utf-8", "surrogateescape") + b"\0", stamps)
             self._walk_count = len(names)
             recorded = _recorded_facts(self.walk_path, self._walk, len(names))
             if recorded is not None:
@@ -194,9 +194,10 @@ class DigestCache:
         # Only when every file of the walk has an entry (none racy) do the stamps vouch for the facts recorded.
         if self._walk is not None and len(self._seen) == self._walk_count:
             walk_id = os.urandom(_ID_LENGTH // 2).hex()
-            header = _WALK_HEADER + b"%s %d\n" % (walk_id.encode(), len(self._walk))
+            walk = b"".join(self._walk)
+            header = _WALK_HEADER + b"%s %d\n" % (walk_id.encode(), len(walk))
             with contextlib.suppress(OSError):
-                write_bytes_atomic(self.walk_path, header + self._walk + self._walk_facts.encode("ascii"))
+                write_bytes_atomic(self.walk_path, header + walk + self._walk_facts.encode("ascii"))
                 self.walk_id = walk_id
         else:  # a record of an older walk: it no longer answers, so it is only bytes to read
             with contextlib.suppress(OSError):
@@ -237,13 +238,14 @@ def _read(path: Path) -> tuple[dict[str, Any], bool]:
     return files, len(data) > 2
 
 
-def _recorded_facts(path: Path, walk: bytes, count: int) -> tuple[str, str] | None:
-    """The id of the record at ``path`` and the facts of the ``count`` files of ``walk`` (their paths, stamps and
-    modes, packed), when that record is of this walk and well formed (64 lower-case hex digits and a flags digit a
-    file, checked for all at once)."""
+def _recorded_facts(path: Path, walk: tuple[bytes, bytes, bytes], count: int) -> tuple[str, str] | None:
+    """The id of the record at ``path`` and the facts of the ``count`` files of ``walk`` (its parts: the count, the
+    paths and the stamps and modes, packed), when that record is of this walk and well formed (64 lower-case hex
+    digits and a flags digit a file, checked for all at once). Compared in place (``startswith`` at an offset): a
+    copy of each part costs a fresh process more than the comparison."""
     start = len(_WALK_HEADER) + _ID_LENGTH
-    length = b" %d\n" % len(walk)
-    size = start + len(length) + len(walk) + count * FACTS
+    length = b" %d\n" % sum(map(len, walk))
+    size = start + len(length) + sum(map(len, walk)) + count * FACTS
     try:
         with open(path, "rb") as handle:
             data = handle.read(min(size + 1, _MAX_RECORD))
@@ -252,9 +254,12 @@ def _recorded_facts(path: Path, walk: bytes, count: int) -> tuple[str, str] | No
     walk_id = data[len(_WALK_HEADER) : start]
     if len(data) != size or not data.startswith(_WALK_HEADER) or walk_id.translate(None, _HEX_BYTES):
         return None
-    if data[start : start + len(length)] != length or data[start + len(length) : size - count * FACTS] != walk:
-        return None
-    facts = data[size - count * FACTS :]
+    at = start
+    for part in (length, *walk):
+        if not data.startswith(part, at):
+            return None
+        at += len(part)
+    facts = data[at:]
     # bytes.translate deletes the allowed characters in one pass of C: str.strip with the same set costs 10x more.
     if facts.translate(None, _HEX_BYTES) or facts[FACTS - 1 :: FACTS].translate(None, _FLAG_BYTES):
         return None

@@ -11,6 +11,7 @@ A small matcher, so no dependency: the libraries that exist follow gitignore, wh
 from __future__ import annotations
 
 import fnmatch
+import functools
 import posixpath
 import re
 from pathlib import Path
@@ -18,8 +19,6 @@ from pathlib import Path
 IGNORE_FILE = ".dockerignore"
 # Names that usually hold secrets; a pushed image is readable by everyone who can pull it.
 CREDENTIAL_NAMES = (".env", "*.pem", "*key*.json", "credentials*.json", "id_rsa*", ".netrc", ".npmrc", ".pypirc")
-# One match a name; compiled by re at the first look at a name (render of an unchanged folder never looks).
-_CREDENTIALS = "|".join(fnmatch.translate(pattern) for pattern in CREDENTIAL_NAMES)
 
 
 class Rule:
@@ -86,7 +85,13 @@ class IgnoreRules:
 
 
 def looks_like_credentials(relative: str) -> bool:
-    return re.match(_CREDENTIALS, relative.rsplit("/", 1)[-1]) is not None
+    return _credentials().match(relative.rsplit("/", 1)[-1]) is not None
+
+
+@functools.cache
+def _credentials() -> re.Pattern[str]:
+    """One match a name, made at the first look at a name (render of an unchanged folder never looks)."""
+    return re.compile("|".join(fnmatch.translate(pattern) for pattern in CREDENTIAL_NAMES))
 
 
 def _regex(pattern: str) -> str:

@@ -15,7 +15,6 @@ none and are checked with the parameters of the machine that renders.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,7 +27,7 @@ READABLE_VERSIONS = (1, 2)
 SIDECAR_LOCK = "pwdeploy-sidecar.lock"
 JOB_IMAGE_LOCK = "pwdeploy-image.lock"
 LOCK_NAMES = frozenset({SIDECAR_LOCK, JOB_IMAGE_LOCK})
-PUSHED_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")  # what a registry answers to docker push; nothing else is pinned
+_DIGEST_PREFIX, _HEX_DIGITS = "sha256:", "0123456789abcdef"
 
 
 class BuiltWith(NamedTuple):  # NamedTuples: render reads the lock, and dataclasses would cost it 5 ms of imports
@@ -117,6 +116,15 @@ def _as_json(entry: LockEntry) -> dict[str, Any]:
     return {**entry._asdict(), "built_with": built._asdict() if built is not None else None}
 
 
+def is_pushed_digest(text: str) -> bool:
+    """Whether ``text`` is what a registry answers to docker push, sha256: and 64 lower-case hex digits.
+
+    Nothing else is pinned. String methods, not a regex: render reads the lock, and compiling one costs it 0.1 ms.
+    """
+    digits = text.removeprefix(_DIGEST_PREFIX)
+    return len(digits) == 64 and len(text) == 64 + len(_DIGEST_PREFIX) and not digits.strip(_HEX_DIGITS)
+
+
 def _entry(name: str, data: dict[str, Any]) -> LockEntry:
     built = data.get("built_with")
     if built is not None:
@@ -126,7 +134,7 @@ def _entry(name: str, data: dict[str, Any]) -> LockEntry:
     entry = LockEntry(**data)
     if not all(isinstance(value, str) for value in tuple(entry)[:7]):
         raise ValueError(f"the entry of {name} holds a value that is not a string")
-    if not PUSHED_DIGEST.fullmatch(entry.digest):
+    if not is_pushed_digest(entry.digest):
         raise ValueError(f"the digest of {name}, {entry.digest[:80]!r}, is not sha256: and 64 lower-case hex digits")
     problem = repository_problem(entry.repository)
     if problem is not None:
