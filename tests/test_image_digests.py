@@ -714,3 +714,28 @@ def test_a_folder_that_cannot_be_listed_is_a_config_error_naming_it_refused_by_a
     assert caught.value.message.startswith(f"cannot read {root / 'data'}: Permission denied")
     monkeypatch.setattr(os, "open", real_open)
     assert "code/data/f0.bin" in {item.name for item in inputs.scan(root, "image.source_dir", "code").files()}
+
+
+@pytest.mark.parametrize("odd", [False, True], ids=["plain-folder", "folder-judged-one-by-one"])
+def test_a_folder_whose_entries_cannot_be_looked_into_is_a_config_error_refused_by_a_stand_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: bool
+) -> None:
+    """A folder this user may list but not search (read permission without execute) gives its names but no stat of
+    any: its files were left out of the image without a word; it is a config error naming the folder, whichever
+    way the walk takes through it. The refusal is a stand-in (root searches any folder): os.lstat refuses the
+    files of data/ with EACCES."""
+    root = _folder(tmp_path)
+    if odd:  # a compiled file sends the folder through _one_by_one
+        (root / "data" / "x.pyc").write_bytes(b"\0")
+    real_lstat = os.lstat
+
+    def refusing(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if os.fspath(path).startswith("f") and kwargs.get("dir_fd") is not None:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", refusing)
+    with pytest.raises(ConfigError) as caught:
+        inputs.scan(root, "image.source_dir", "code")
+    assert caught.value.message.startswith(f"cannot read {root / 'data'}: Permission denied")
+    assert caught.value.field == "image.source_dir" and ".dockerignore" in str(caught.value.hint)

@@ -501,7 +501,7 @@ def _walk(
                 files, found, subfolders, linked = _one_by_one(folder, at, here, rules, excluded)
                 joined = "\0" + "\0".join(files) + "\0"
         except OSError as exc:  # the open folder could not be listed: named by its path, not its descriptor
-            raise OSError(exc.errno, exc.strerror, os.path.join(root, at)) from None
+            raise OSError(exc.errno, exc.strerror, os.fspath(root / at)) from None
         finally:
             os.close(folder)
         if skip and any(f"\0{name}\0" in joined for name in skip):
