@@ -196,11 +196,14 @@ def expected(predicted: Decision, name: str) -> dict[str, Any]:
 
 
 FIRST_FAILED = re.compile(r"\(first failed job: ([^)]+)\)")
+EVENT_GRACE = 15  # seconds a restart's event may follow the restart in the JobSet's status
 
 
 def observe(plane: ControlPlane, name: str, predicted: Action, first_head: str) -> dict[str, Any]:
     """What the controllers did: waits for the JobSet to fail or restart, or (where the evaluator says nothing
     fails) for a replaced pod to run again, and then a few seconds more in which nothing may happen."""
+
+    restarted_at: list[float] = []  # when the status first showed a restart
 
     def acted() -> dict[str, Any] | None:
         jobset = plane.api.get(jobset_path(name))
@@ -217,6 +220,11 @@ def observe(plane: ControlPlane, name: str, predicted: Action, first_head: str) 
         if restarts:
             events = plane.api.get(f"/api/v1/namespaces/{NS}/events?fieldSelector=involvedObject.name%3D{name}")
             said = [e for e in events["items"] if e.get("reason") == "RestartJobSetFailurePolicyAction"]
+            restarted_at[:] = restarted_at or [time.monotonic()]
+            # The controller records its event after it writes the restart into the status (CI once read the
+            # status between the two): the event gets a few seconds before its absence counts.
+            if not said and time.monotonic() - restarted_at[0] < EVENT_GRACE:
+                return None
             first = FIRST_FAILED.search(str(said[-1].get("message"))) if said else None
             reason = said[-1]["reason"] if said else None
             return {"action": "restart", "reason": reason, "first_failed_job": first.group(1) if first else None,
