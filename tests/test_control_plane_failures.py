@@ -220,7 +220,8 @@ def observe(plane: ControlPlane, name: str, predicted: Action, first_head: str) 
         if restarts:
             events = plane.api.get(f"/api/v1/namespaces/{NS}/events?fieldSelector=involvedObject.name%3D{name}")
             said = [e for e in events["items"] if e.get("reason") == "RestartJobSetFailurePolicyAction"]
-            restarted_at[:] = restarted_at or [time.monotonic()]
+            if not restarted_at:
+                restarted_at.append(time.monotonic())
             # The controller records its event after it writes the restart into the status (CI once read the
             # status between the two): the event gets a few seconds before its absence counts.
             if not said and time.monotonic() - restarted_at[0] < EVENT_GRACE:

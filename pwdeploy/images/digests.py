@@ -244,8 +244,9 @@ def _recorded_facts(path: Path, walk: tuple[bytes, bytes, bytes], count: int) ->
     digits and a flags digit a file, checked for all at once). Compared in place (``startswith`` at an offset): a
     copy of each part costs a fresh process more than the comparison."""
     start = len(_WALK_HEADER) + _ID_LENGTH
-    length = b" %d\n" % sum(map(len, walk))
-    size = start + len(length) + sum(map(len, walk)) + count * FACTS
+    walked = sum(map(len, walk))
+    length = b" %d\n" % walked
+    size = start + len(length) + walked + count * FACTS
     try:
         with open(path, "rb") as handle:
             data = handle.read(min(size + 1, _MAX_RECORD))

@@ -489,9 +489,10 @@ def _walk(
                     found = [lstat(name, dir_fd=folder) for name in here]
             files, subfolders = here, []
             linked: list[str] = []
-            if found is not None and not all(map(is_regular, map(_MODE, found))):  # subfolders, links, FIFOs
-                folders = list(map(stat.S_ISDIR, map(_MODE, found)))
-                if all(map(operator.or_, folders, map(is_regular, map(_MODE, found)))):
+            modes = list(map(_MODE, found)) if found is not None else []
+            if found is not None and not all(map(is_regular, modes)):  # subfolders, links, FIFOs
+                folders = list(map(stat.S_ISDIR, modes))
+                if all(map(operator.or_, folders, map(is_regular, modes))):
                     subfolders = [f"{at}{name}/" for name in compress(here, folders) if name not in EXCLUDED_DIRS]
                     keep = list(map(operator.not_, folders))
                     files, found = list(compress(here, keep)), list(compress(found, keep))
@@ -499,12 +500,11 @@ def _walk(
                     found = None
             if found is None:
                 files, found, subfolders, linked = _one_by_one(folder, at, here, rules, excluded)
-                joined = "\0" + "\0".join(files) + "\0"
         except OSError as exc:  # the open folder could not be listed: named by its path, not its descriptor
             raise OSError(exc.errno, exc.strerror, os.fspath(root / at)) from None
         finally:
             os.close(folder)
-        if skip and any(f"\0{name}\0" in joined for name in skip):
+        if skip and any(f"\0{name}\0" in joined for name in skip):  # named in the folder: which file, if any
             skipped.extend(len(names) + index for index, name in enumerate(files) if name in skip)
         links.extend(os.path.join(root, at + name) for name in linked)
         try:

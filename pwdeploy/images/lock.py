@@ -121,8 +121,8 @@ def is_pushed_digest(text: str) -> bool:
 
     Nothing else is pinned. String methods, not a regex: render reads the lock, and compiling one costs it 0.1 ms.
     """
-    digits = text.removeprefix(_DIGEST_PREFIX)
-    return len(digits) == 64 and len(text) == 64 + len(_DIGEST_PREFIX) and not digits.strip(_HEX_DIGITS)
+    digits = text[len(_DIGEST_PREFIX) :]
+    return text.startswith(_DIGEST_PREFIX) and len(digits) == 64 and not digits.strip(_HEX_DIGITS)
 
 
 def _entry(name: str, data: dict[str, Any]) -> LockEntry:
