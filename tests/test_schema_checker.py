@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import marshal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -341,7 +342,7 @@ def _read_the_full_definitions(version: tuple[int, int]) -> bool:
 def test_cache_is_written_once_and_then_used(tmp_path: Path) -> None:
     assert schemas.kubernetes_validator((1, 31), "batch/v1", "Job") is not None
     (cache,) = _cache_files(tmp_path)
-    assert cache.name == f"k8s-1.31-kubernetes-validate-{_kv_version()}.json"
+    assert cache.name == f"k8s-1.31-kubernetes-validate-{_kv_version()}.marshal"
     assert cache.stat().st_size < 200_000  # the Job's definitions only, without descriptions
     assert _read_the_full_definitions((1, 31))
     _forget()
@@ -364,23 +365,43 @@ def test_kinds_accumulate_in_one_file(tmp_path: Path) -> None:
     assert not _read_the_full_definitions((1, 31))
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b'{"format": 1}', b"[]", b"\xff\xfe"])
-def test_corrupt_cache_is_rewritten(tmp_path: Path, content: bytes) -> None:
+CORRUPT = {
+    "empty": b"",
+    "not marshal data": b"{not json",
+    "bytes of no meaning": b"\xff\xfe",
+    "cache format 1 (JSON)": b'{"format": 1}',
+    "a list": marshal.dumps([]),
+    "no format": marshal.dumps({"kinds": {}, "definitions": {}}),
+    "a code object": marshal.dumps(compile("1", "x", "eval")),
+}
+
+
+@pytest.mark.parametrize("content", [*CORRUPT.values(), "cut short"], ids=[*CORRUPT, "cut short"])
+def test_corrupt_cache_is_rewritten(tmp_path: Path, content: bytes | str) -> None:
     schemas.kubernetes_validator((1, 31), "batch/v1", "Job")
     (cache,) = _cache_files(tmp_path)
-    good = json.loads(cache.read_text())
-    cache.write_bytes(content)
+    good = cache.read_bytes()
+    cache.write_bytes(good[: len(good) // 2] if content == "cut short" else content)
     _forget()
     assert agree_on_jobset(jobset(), (1, 31)) == 0
-    assert json.loads(cache.read_text()) == good
+    assert cache.read_bytes() == good
+
+
+def test_a_json_cache_of_the_format_before_is_replaced(tmp_path: Path) -> None:
+    folder = tmp_path / "cache" / "pwdeploy"
+    folder.mkdir(parents=True)
+    old = folder / f"k8s-1.31-kubernetes-validate-{_kv_version()}.json"
+    old.write_text('{"format": 1, "kinds": {}, "definitions": {}}')
+    schemas.kubernetes_validator((1, 31), "batch/v1", "Job")
+    assert [p.name for p in _cache_files(tmp_path)] == [f"k8s-1.31-kubernetes-validate-{_kv_version()}.marshal"]
 
 
 def test_cache_missing_a_definition_is_not_used(tmp_path: Path) -> None:
     schemas.kubernetes_validator((1, 31), "batch/v1", "Job")
     (cache,) = _cache_files(tmp_path)
-    data = json.loads(cache.read_text())
+    data = marshal.loads(cache.read_bytes())
     del data["definitions"]["io.k8s.api.core.v1.Container"]
-    cache.write_text(json.dumps(data))
+    cache.write_bytes(marshal.dumps(data))
     _forget()
     obj = jobset()
     obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["imagePul"] = "x"
@@ -390,10 +411,10 @@ def test_cache_missing_a_definition_is_not_used(tmp_path: Path) -> None:
 def test_cache_from_another_source_is_not_used(tmp_path: Path) -> None:
     schemas.kubernetes_validator((1, 31), "batch/v1", "Job")
     (cache,) = _cache_files(tmp_path)
-    data = json.loads(cache.read_text())
+    data = marshal.loads(cache.read_bytes())
     data["source"]["definitions"] = [1, 2]
     data["kinds"]["batch/v1 Job"]["schema"] = {"type": "string"}  # would reject every Job if it were used
-    cache.write_text(json.dumps(data))
+    cache.write_bytes(marshal.dumps(data))
     _forget()
     assert agree_on_jobset(jobset(), (1, 31)) == 0
 
@@ -416,7 +437,7 @@ def test_relative_cache_home_is_ignored(tmp_path: Path, monkeypatch: pytest.Monk
 def test_cache_write_leaves_no_partial_files(tmp_path: Path) -> None:
     for api_version, kind in KINDS:
         schemas.kubernetes_validator((1, 31), api_version, kind)
-    assert [p.name for p in _cache_files(tmp_path)] == [f"k8s-1.31-kubernetes-validate-{_kv_version()}.json"]
+    assert [p.name for p in _cache_files(tmp_path)] == [f"k8s-1.31-kubernetes-validate-{_kv_version()}.marshal"]
     assert not list((tmp_path / "cache" / "pwdeploy").glob(".*"))
 
 
@@ -435,12 +456,51 @@ def test_validation_imports_no_jsonschema(tmp_path: Path) -> None:
         "from pwdeploy.validation.validate import validate_objects\n"
         "objects = manifests.build(load_job(Path('examples/data_parallel/job.yaml'), {}))\n"
         "assert validate_objects(objects) == []\n"
-        "print(sorted(m for m in ('jsonschema', 'referencing', 'kubernetes_validate') if m in sys.modules))\n"
+        "print(sorted(m for m in ('jsonschema', 'referencing', 'kubernetes_validate', 'json') if m in sys.modules))\n"
     )
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
-    for _ in range(2):  # without, then with the cache file
+    outputs = []
+    for _ in range(2):  # without, then with the cache files
         result = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=REPO
         )
         assert result.returncode == 0, result.stderr
-        assert result.stdout == "[]\n"
+        outputs.append(result.stdout)
+    assert outputs == ["['json']\n", "[]\n"]  # the shipped JSON files are parsed once, then read from the cache
+
+
+
+# --- the cache of the shipped JobSet schema ----------------------------------------------------------------------
+
+JOBSET_COPY = f"{schemas.JOBSET_SCHEMA}.marshal"
+
+
+def _jobset_copy(tmp_path: Path) -> Path:
+    assert schemas.jobset_document() == json.loads((Path(schemas.__file__).parent / schemas.JOBSET_SCHEMA).read_text())
+    return tmp_path / "cache" / "pwdeploy" / JOBSET_COPY
+
+
+def test_the_jobset_schema_is_read_from_its_copy_while_the_copy_is_of_this_file(tmp_path: Path) -> None:
+    copy_path = _jobset_copy(tmp_path)
+    data = marshal.loads(copy_path.read_bytes())
+    data["document"]["$defs"]["marker"] = {"type": "string"}
+    copy_path.write_bytes(marshal.dumps(data))
+    assert "marker" in schemas.jobset_document()["$defs"]  # the copy answers: the shipped file is not parsed
+    data["source"][2] += 1  # a copy made from another file (or another install's): parsed again, copy replaced
+    copy_path.write_bytes(marshal.dumps(data))
+    assert "marker" not in schemas.jobset_document()["$defs"]
+    assert "marker" not in marshal.loads(copy_path.read_bytes())["document"]["$defs"]
+
+
+@pytest.mark.parametrize("content", [*CORRUPT.values(), "a list as the document"], ids=[*CORRUPT, "list document"])
+def test_a_corrupt_jobset_copy_is_replaced(tmp_path: Path, content: bytes | str) -> None:
+    copy_path = _jobset_copy(tmp_path)
+    good = copy_path.read_bytes()
+    if content == "a list as the document":
+        data = marshal.loads(good)
+        data["document"] = []
+        content = marshal.dumps(data)
+    assert isinstance(content, bytes)
+    copy_path.write_bytes(content)
+    assert agree_on_jobset(jobset(), (1, 31)) == 0
+    assert copy_path.read_bytes() == good

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,8 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
 @click.option("--markdown", is_flag=True, help="Print the config reference as a Markdown table instead.")
 def schema(markdown: bool) -> None:
     """Print the JSON Schema of the job config (for editors: yaml-language-server, VS Code)."""
+    import json
+
     from pwdeploy.config.json_schema import config_reference_markdown, job_schema
 
     click.echo(config_reference_markdown() if markdown else json.dumps(job_schema(), indent=2), nl=not markdown)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,8 @@ def to_yaml(objects: list[Manifest]) -> str:
 
 def to_json(objects: list[Manifest]) -> str:
     """One object as itself; several as a v1 List, as kubectl prints them."""
+    import json  # here, not at the top: `render` prints YAML unless asked, and json costs its start-up 1 ms
+
     payload: Any = objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List", "items": objects}
     return json.dumps(payload, indent=2) + "\n"
 

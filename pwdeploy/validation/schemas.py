@@ -9,7 +9,6 @@ error, and read through the cache in pwdeploy.validation.kubernetes_schemas.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from pwdeploy.errors import ConfigError
 from pwdeploy.names import short
 from pwdeploy.validation.checker import Checker, SchemaError, strip
-from pwdeploy.validation.kubernetes_schemas import kind_schema, kubernetes_versions, version_folder
+from pwdeploy.validation.kubernetes_schemas import cached_json, kind_schema, kubernetes_versions, version_folder
 from pwdeploy.validation.problems import Problem, join
 
 JOBSET_SCHEMA = "jobset-v1alpha2.schema.json"
@@ -52,8 +51,8 @@ def kubernetes_validator(version: tuple[int, int], api_version: str, kind: str) 
 
 
 def jobset_document() -> dict[str, Any]:
-    """The shipped JobSet envelope schema, as written."""
-    document: dict[str, Any] = json.loads((Path(__file__).parent / JOBSET_SCHEMA).read_text(encoding="utf-8"))
+    """The shipped JobSet envelope schema, as written (parsed once, then read from the cache's copy)."""
+    document: dict[str, Any] = cached_json(Path(__file__).parent / JOBSET_SCHEMA)
     return document
 
 
