@@ -469,7 +469,6 @@ def test_validation_imports_no_jsonschema(tmp_path: Path) -> None:
     assert outputs == ["['json']\n", "[]\n"]  # the shipped JSON files are parsed once, then read from the cache
 
 
-
 # --- the cache of the shipped JobSet schema ----------------------------------------------------------------------
 
 JOBSET_COPY = f"{schemas.JOBSET_SCHEMA}.marshal"
