@@ -19,7 +19,7 @@ from pwdeploy.config.fields import Kind
 from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.config.values import parse_image
 from pwdeploy.errors import ConfigError, DependencyError
-from pwdeploy.imageref import REFERENCE, BadReference, parse_reference
+from pwdeploy.imageref import REFERENCE_PATTERN, BadReference, parse_reference
 from pwdeploy.images import engine, inputs, sidecar_image
 from pwdeploy.images import job_image as spec
 from pwdeploy.images.ignore import IgnoreRules
@@ -225,7 +225,7 @@ def test_config_preflight_images_and_the_schema_agree_on_references(text: str, v
     assert accepts(parse_image, text, "main.image") is valid
     assert accepts(parse_reference, text) is valid
     assert (re.fullmatch(pattern, text) is not None) is valid
-    assert (REFERENCE.fullmatch(text) is not None) is valid
+    assert (re.fullmatch(REFERENCE_PATTERN, text) is not None) is valid
     if valid:
         assert accepts(inputs.check_repository, repository, "image.repository", "job image")
     assert accepts(inputs.check_repository, "host_name.io/x", "image.repository", "job image") is False

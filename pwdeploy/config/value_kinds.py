@@ -28,7 +28,7 @@ from pwdeploy.config.values import (
     parse_str_list,
 )
 from pwdeploy.errors import ConfigError
-from pwdeploy.imageref import REFERENCE
+from pwdeploy.imageref import REFERENCE_PATTERN
 
 # Quantities where 0 is a meaningful value: "off".
 ZERO_DISABLES = frozenset({"head.transfer_shm_size"})
@@ -73,7 +73,7 @@ SECRET_KEY_MAX = 253
 
 _QUANTITY = f"^{quantity.PATTERN}$"
 _GCS = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"
-_IMAGE = f"^(|{REFERENCE.pattern})$"  # empty: unset
+_IMAGE = f"^(|{REFERENCE_PATTERN})$"  # empty: unset
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 MAX_EXIT_CODE = 255
 KILLED_EXIT_CODE = 137  # 128 + SIGKILL (9): the OOM killer, a kill -9, a node that went away
