@@ -23,8 +23,11 @@ _PRINTABLE = frozenset(map(chr, range(0x20, 0x7F)))  # ASCII without control cha
 _FIRST_INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
 _LONGEST = 500  # a scalar's columns beyond which the dumper's line width (1000) may fold it: left to PyYAML
 _LONGEST_KEY = 127  # a longer key is a "complex key" (``? key``) to the dumper
-_RESOLVER = yaml.resolver.Resolver()
+# PyYAML's implicit resolvers by first character (bool, int, float, null, timestamp, merge, value), which the
+# dumper asks whether a plain scalar would read back as a string.
+_IMPLICIT: dict[str | None, list[tuple[str, Any]]] = yaml.resolver.Resolver.yaml_implicit_resolvers
 _STR = "tag:yaml.org,2002:str"
+_WRITTEN: dict[str, str] = {}  # string -> its scalar; manifests repeat most of their keys and many values
 
 
 class _Unsure(Exception):
@@ -102,11 +105,25 @@ def _scalar(value: Any) -> str:
         return "false"
     if type(value) is int:
         return str(value)
-    if type(value) is not str or len(value) > _LONGEST or not _PRINTABLE.issuperset(value):
+    if type(value) is not str:
         raise _Unsure
-    if _plain(value) and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR:
-        return value
-    return "'" + value.replace("'", "''") + "'"
+    written = _WRITTEN.get(value)
+    if written is None:
+        if len(value) > _LONGEST or not _PRINTABLE.issuperset(value):
+            raise _Unsure
+        written = value if _plain(value) and _reads_as_string(value) else "'" + value.replace("'", "''") + "'"
+        if len(_WRITTEN) > 100_000:
+            _WRITTEN.clear()
+        _WRITTEN[value] = written
+    return written
+
+
+def _reads_as_string(text: str) -> bool:
+    """Whether ``text`` (not empty) unquoted reads back as a string, as PyYAML's resolver decides."""
+    for tag, pattern in _IMPLICIT.get(text[0], []) + _IMPLICIT.get(None, []):
+        if pattern.match(text):
+            return bool(tag == _STR)
+    return True
 
 
 def _plain(text: str) -> bool:

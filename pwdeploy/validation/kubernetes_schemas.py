@@ -231,7 +231,7 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _read_marshal(path: Path) -> object:
+def _read_marshal(path: Path) -> Any:
     """A cache file's content; None when it cannot be read or is not marshal data (the caller checks its shape)."""
     try:
         return marshal.loads(path.read_bytes())
@@ -239,7 +239,7 @@ def _read_marshal(path: Path) -> object:
         return None
 
 
-def _write_marshal(path: Path, data: object) -> None:
+def _write_marshal(path: Path, data: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):  # a cache that cannot be written is only slower next time
         path.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(path, marshal.dumps(data))
