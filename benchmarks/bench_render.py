@@ -1,7 +1,8 @@
 """Render speed, measured side by side in one run.
 
 1. `pwdeploy render` as a whole process (default: with validation; `--no-validate` measured too) against
-   `python -c "import click, yaml"`, the floor any click+YAML tool pays. Target: <= 1.5x. Measured in pairs: each
+   `python -c "import click, yaml"`, the floor any click+YAML tool pays. `python -m pwdeploy` is the figure; the
+   `pwdeploy` console script beside the interpreter, which users run (no `runpy`), is measured too when present. Target: <= 1.5x. Measured in pairs: each
    round runs the floor and then each variant, and the ratio is the median of the rounds' ratios, so load that
    changes during the run moves both sides of each pair alike. Wall time, and CPU time (user + system of the
    child), which other programs on a shared machine disturb less.
@@ -68,6 +69,9 @@ def process_times(runs: int, baseline: Path | None) -> dict[str, tuple[float, fl
         "pwdeploy render": Variant(render),
         "pwdeploy render --no-validate": Variant([*render, "--no-validate"]),
     }
+    script = Path(sys.executable).parent / "pwdeploy"  # the console script pip installs: what users run
+    if script.is_file():
+        variants["console script: pwdeploy render"] = Variant([str(script), *render[3:]])
     if baseline is not None:
         # Run from DIR: `python -m` puts the working directory first on sys.path, before PYTHONPATH, so from this
         # checkout's root the "baseline" would import this checkout's pwdeploy.

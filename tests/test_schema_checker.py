@@ -503,3 +503,18 @@ def test_a_corrupt_jobset_copy_is_replaced(tmp_path: Path, content: bytes | str)
     copy_path.write_bytes(content)
     assert agree_on_jobset(jobset(), (1, 31)) == 0
     assert copy_path.read_bytes() == good
+
+
+@pytest.mark.parametrize(
+    ("source", "version"),
+    [
+        ('__version__ = "1.37.0"\n', "1.37.0"),
+        ("# kept by the release tool\n__version__='2.0rc1'\n", "2.0rc1"),
+        ("__version__ = \"1.0'\n", "unknown"),  # quotes that do not pair
+        ('__version__ = ""\n', "unknown"),
+        ("version = '1'\n", "unknown"),
+        ("", "unknown"),
+    ],
+)
+def test_the_kubernetes_validate_version_is_read_from_its_version_file(source: str, version: str) -> None:
+    assert kubernetes_schemas._assigned_version(source) == version

@@ -30,8 +30,9 @@ from pwdeploy.validation.checker import UnsupportedSchema, refs, strip
 CACHE_FORMAT = 2  # 1: JSON
 _SCHEMA_ROOT = "kubernetes-json-schema"
 _DEFINITIONS = "_definitions.json"
-_KIND_REF = re.compile(r"/api/_definitions\.json#/\$defs/([^/~]+)")
-_DEFINITION_REF = re.compile(r"#/\$defs/([^/~]+)")
+# Compiled when first used: only a cache miss reads refs (render reads the cache).
+_KIND_REF = r"/api/_definitions\.json#/\$defs/([^/~]+)"
+_DEFINITION_REF = r"#/\$defs/([^/~]+)"
 
 Schema = dict[str, Any]
 
@@ -86,14 +87,14 @@ def cache_dir() -> Path | None:
 
 
 def _kind_ref(target: str) -> str:
-    match = _KIND_REF.fullmatch(target)
+    match = re.fullmatch(_KIND_REF, target)
     if not match:
         raise UnsupportedSchema(f"$ref {target!r} does not point into {_DEFINITIONS}")
     return match[1]
 
 
 def _definition_ref(target: str) -> str:
-    match = _DEFINITION_REF.fullmatch(target)
+    match = re.fullmatch(_DEFINITION_REF, target)
     if not match:
         raise UnsupportedSchema(f"$ref {target!r} in {_DEFINITIONS} is not of the form #/$defs/NAME")
     return match[1]
@@ -119,12 +120,25 @@ def _source_stamp(folder: Path) -> dict[str, Any]:
     """What the cache was made from: kubernetes-validate's version, and its definitions file's size and time."""
     try:
         text = (folder.parents[1] / "version.py").read_text(encoding="utf-8")
-        match = re.search(r"__version__\s*=\s*['\"]([^'\"]+)['\"]", text)
-        release = match[1] if match else "unknown"
         stat = (folder / _DEFINITIONS).stat()
     except OSError:
         return {"version": "unknown", "definitions": None}
-    return {"version": re.sub(r"[^A-Za-z0-9.+-]", "_", release), "definitions": [stat.st_size, stat.st_mtime_ns]}
+    release = "".join(c if c in _NAME_CHARS else "_" for c in _assigned_version(text))  # goes into a file name
+    return {"version": release, "definitions": [stat.st_size, stat.st_mtime_ns]}
+
+
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.+-")
+
+
+def _assigned_version(source: str) -> str:
+    """The string a ``__version__ = "..."`` line of ``source`` assigns; ``unknown`` without one. String methods, not
+    a regular expression: this runs in every render, and compiling one costs more than the rest of it."""
+    for line in source.splitlines():
+        name, equals, value = line.partition("=")
+        value = value.strip()
+        if name.strip() == "__version__" and equals and len(value) > 2 and value[0] in "'\"" and value[-1] == value[0]:
+            return value[1:-1]
+    return "unknown"
 
 
 class _Store:
