@@ -49,7 +49,7 @@ def test_dockerfile_installs_the_pathways_jax_requirements_pwdeploy_and_copies_t
     path = write_job(tmp_path, {"repository": REPOSITORY, "requirements": "requirements.txt", "pip_args": ["--pre"]})
     found = spec.collect(job_at(path), path, machine=this_machine("0.1.13"))
     steps = instructions(found.dockerfile)
-    whl = wheel.wheel_name()
+    whl = spec.wheel_name()
     assert steps[0] == ("FROM", f"python:{PY}-slim-bookworm")
     assert steps[2][0] == "RUN" and steps[2][1].startswith('python -c "import sys, jax;'), "checked after install"
     assert steps[1:2] + steps[3:-1] == [
@@ -98,9 +98,9 @@ def test_hash_ignores_the_config_file_locks_and_caches_but_not_code(tmp_path: Pa
 def test_wheel_is_reproducible_and_the_real_pip_installs_it(tmp_path: Path) -> None:
     data = wheel.build_wheel()
     assert wheel.build_wheel() == data, "same files, same bytes: the inputs hash is the same on every machine"
-    (tmp_path / wheel.wheel_name()).write_bytes(data)
+    (tmp_path / spec.wheel_name()).write_bytes(data)
     install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(tmp_path / "t")]
-    subprocess.run([*install, str(tmp_path / wheel.wheel_name())], check=True, capture_output=True)
+    subprocess.run([*install, str(tmp_path / spec.wheel_name())], check=True, capture_output=True)
     probe = "import sys; sys.path.insert(0, sys.argv[1]); import pwdeploy.runtime as r; print(r.__file__)"
     found = subprocess.run([sys.executable, "-I", "-c", probe, str(tmp_path / "t")], capture_output=True, text=True)
     assert found.stdout.strip() == str(tmp_path / "t" / "pwdeploy" / "runtime.py"), found.stderr
@@ -264,4 +264,4 @@ def test_example_job_image_dockerfile(runner: CliRunner) -> None:
     assert result.exit_code == 0, result.output
     steps = instructions(result.stdout)
     assert steps[0] == ("FROM", "python:3.12-slim-bookworm") and ("WORKDIR", "/app") in steps  # the example pins it
-    assert ("RUN", f"python -m pip install --no-cache-dir --no-deps /opt/pwdeploy/{wheel.wheel_name()}") in steps
+    assert ("RUN", f"python -m pip install --no-cache-dir --no-deps /opt/pwdeploy/{spec.wheel_name()}") in steps

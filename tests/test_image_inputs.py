@@ -269,3 +269,16 @@ def test_a_link_out_of_the_sidecar_source_folder_is_refused(tmp_path: Path) -> N
     job = test_sidecar.job_at(test_sidecar.write_job(tmp_path, {"repository": "r.example/x", "source_dir": "src"}))
     with pytest.raises(ConfigError, match=r"sidecar.source_dir: .*/src/leak.txt is a symbolic link to .*secret.txt"):
         sidecar_image.collect(job, machine=this_machine())
+
+
+@pytest.mark.parametrize("size", [0, 5, (1 << 20) + 7])
+def test_a_context_file_is_hashed_as_hashlib_hashes_it(tmp_path: Path, size: int) -> None:
+    """A file source (a requirements file) is hashed through CPython's sha256 when small, hashlib's when big."""
+    import hashlib
+    import os
+
+    path = tmp_path / "requirements.txt"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    line = inputs._line(inputs.ContextFile("requirements.txt", path))
+    assert line == f"requirements.txt\0-\0{hashlib.sha256(data).hexdigest()}\0".encode()

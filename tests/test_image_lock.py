@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import marshal
+import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -237,3 +239,50 @@ def test_a_build_replaces_an_entry_for_another_repository(tmp_path: Path) -> Non
     job = job_at(path)
     _record(lock_file, job, spec.collect(job, path), REPOSITORY)
     assert lock.read_lock(lock_file)["img-test"].repository == REPOSITORY
+
+
+def _entry_digest(lock_file: Path) -> str:
+    return lock.read_lock(lock_file)["img-test"].digest
+
+
+def test_the_parsed_copy_of_a_lock_answers_only_for_the_same_bytes(tmp_path: Path) -> None:
+    """Render reads a lock through a parsed copy beside it (.pwdeploy/), kept by the lock's bytes: an edit of the same
+    size with the same mtime (two writes in one clock tick) is still seen."""
+    _, lock_file, _ = _pushed_lock(tmp_path)
+    copy = lock_file.parent / ".pwdeploy" / f"{lock_file.name}.parsed"
+    assert _entry_digest(lock_file) == DIGEST and copy.is_file()
+    before = lock_file.stat()
+    lock_file.write_bytes(lock_file.read_bytes().replace(DIGEST.encode(), b"sha256:" + b"e" * 64))
+    os.utime(lock_file, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert lock_file.stat().st_size == before.st_size and lock_file.stat().st_mtime_ns == before.st_mtime_ns
+    assert _entry_digest(lock_file) == "sha256:" + "e" * 64
+
+
+@pytest.mark.parametrize("content", [b"", b"not marshal", b"\xe3\x00", "the copy of another text"])
+def test_a_damaged_copy_of_a_lock_is_parsed_again_and_replaced(tmp_path: Path, content: bytes | str) -> None:
+    _, lock_file, data = _pushed_lock(tmp_path)
+    copy = lock_file.parent / ".pwdeploy" / f"{lock_file.name}.parsed"
+    _entry_digest(lock_file)
+    good = copy.read_bytes()
+    if isinstance(content, str):
+        other = {**data, "jobs": {"img-test": {**data["jobs"]["img-test"], "digest": "sha256:" + "f" * 64}}}
+        content = marshal.dumps((1, lock_file.read_bytes()[:-1], other))
+    copy.write_bytes(content)
+    assert _entry_digest(lock_file) == DIGEST
+    assert copy.read_bytes() == good
+
+
+def test_a_lock_is_read_where_its_copy_cannot_be_kept(tmp_path: Path) -> None:
+    _, lock_file, _ = _pushed_lock(tmp_path)
+    shutil.rmtree(lock_file.parent / ".pwdeploy")
+    (lock_file.parent / ".pwdeploy").write_text("a file where the folder would be")
+    assert _entry_digest(lock_file) == DIGEST
+    assert _entry_digest(lock_file) == DIGEST
+
+
+def test_a_lock_that_is_not_json_is_refused_though_an_older_copy_exists(tmp_path: Path) -> None:
+    _, lock_file, _ = _pushed_lock(tmp_path)
+    _entry_digest(lock_file)
+    lock_file.write_text("{not json")
+    with pytest.raises(ConfigError, match="cannot read the lock file"):
+        lock.read_lock(lock_file)

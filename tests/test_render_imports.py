@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pwdeploy.config import load_job
+from pwdeploy.images import job_image, lock
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
@@ -60,7 +62,6 @@ PIN_MODULES = frozenset(
         ".lock",
         ".pin",
         ".template",
-        ".wheel",
     )
 )
 # The standard library beyond `import click, yaml`: a command string is split as a shell splits it; locale is
@@ -79,8 +80,7 @@ STDLIB_EXTRA = frozenset(
 )
 # CPython's own sha256 (pwdeploy.images.digests.sha256), not hashlib: OpenSSL's takes 2.5 ms to import, and a pin of an
 # unchanged folder hashes no file.
-# The lock file is JSON (it is read and reviewed as text).
-PIN_STDLIB = frozenset({"_sha256", "_sha2", "json", "json.decoder", "json.encoder", "json.scanner", "_json"})
+PIN_STDLIB = frozenset({"_sha256", "_sha2"})
 
 MODULES = """
 import contextlib, io, sys
@@ -154,11 +154,27 @@ def test_a_pinned_render_reads_the_lock_and_builds_nothing(floor: set[str], tmp_
     text = EXAMPLE.read_text(encoding="utf-8").replace(
         "image:\n  base:", "image:\n  repository: r.example/p/job\n  base:"
     )
+    text = text.replace("  image: us-docker.pkg.dev/my-project/jobs/dp-example:0.1.0\n", "")  # main.image: pinned
+    assert "dp-example:0.1.0" not in text
     job.write_text(text, encoding="utf-8")
     (tmp_path / "requirements.txt").write_text("", encoding="utf-8")
+    (tmp_path / "train.py").write_text("print('training')\n", encoding="utf-8")
+    loaded_job = load_job(job, {})
+    found = job_image.collect(loaded_job, job)
+    lock.record(
+        job_image.lock_path(loaded_job), loaded_job.name, found.lock_entry("r.example/p/job", "sha256:" + "0" * 64)
+    )
+    first = modules("render", "-f", str(job))
+    assert "json" in first  # the lock parsed: then its parsed copy is read
     loaded = modules("render", "-f", str(job))
     assert "pwdeploy.images.pin" in loaded
     assert not_needed(loaded, floor, pinned=True) == []
+    assert (
+        "r.example/p/job@sha256:"
+        in subprocess.run(
+            [sys.executable, "-m", "pwdeploy", "render", "-f", str(job)], capture_output=True, text=True, check=True
+        ).stdout
+    )  # pinned
 
 
 def test_the_test_sees_a_module_render_does_not_need(floor: set[str]) -> None:

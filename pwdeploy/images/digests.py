@@ -37,7 +37,6 @@ again has a new id, so nothing kept for an older walk answers.
 from __future__ import annotations
 
 import contextlib
-import json
 import operator
 import os
 import re
@@ -188,6 +187,8 @@ class DigestCache:
         known = self._entries()
         unchanged = not self._changed and len(self._seen) == len(known)  # every entry used, none added
         if not unchanged or self._rewrite:
+            import json  # here: a render of an unchanged folder reads only the record of the walk
+
             text = json.dumps({"format": FORMAT, "files": self._seen}, separators=(",", ":"), sort_keys=True)
             with contextlib.suppress(OSError):
                 write_text_atomic(self.path, text + "\n")
@@ -228,6 +229,8 @@ class DigestCache:
 def _read(path: Path) -> tuple[dict[str, Any], bool]:
     """The cached entries, and whether the file holds more than them (an earlier layout's record of a walk); {} for
     a missing, unreadable or malformed cache (entries are checked when used)."""
+    import json  # here: a render of an unchanged folder reads only the record of the walk
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):  # RecursionError: arrays or objects nested too deep to parse

@@ -42,6 +42,7 @@ from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
 
 if TYPE_CHECKING:
     import tarfile
+    from io import BufferedReader
 
     from pwdeploy.config import JobConfig
 
@@ -566,14 +567,29 @@ def _line(item: ContextFile) -> bytes:
     elif isinstance(item.source, bytes):
         content = sha256(item.source).hexdigest()
     else:
-        import hashlib  # here: render pins with every file's digest known
-
         try:
             with open(item.source, "rb") as handle:
-                content = hashlib.file_digest(handle, "sha256").hexdigest()
+                content = _file_sha256(handle)
         except OSError as exc:
             raise ConfigError(None, f"cannot read {item.source}: {exc.strerror or exc}") from None
     return f"{item.name}\0{'x' if item.executable else '-'}\0{content}\0".encode()
+
+
+def _file_sha256(handle: BufferedReader) -> str:
+    """The sha256 hex of an open file. A small one (a requirements file, which every pinned render hashes) through
+    CPython's own sha256; hashlib's OpenSSL, faster on big files, costs 2.5 ms to import."""
+    if os.fstat(handle.fileno()).st_size > _SMALL_FILE:
+        import hashlib
+
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+    digest = sha256()
+    while chunk := handle.read(_SMALL_FILE):
+        digest.update(chunk)
+    hexdigest: str = digest.hexdigest()
+    return hexdigest
+
+
+_SMALL_FILE = 1 << 20
 
 
 def _hash(platform: str, dockerfile_text: str, lines: Iterable[bytes]) -> str:

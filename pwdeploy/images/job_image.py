@@ -25,7 +25,6 @@ from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.images import inputs, lock
 from pwdeploy.images.digests import sha256
 from pwdeploy.images.inputs import client_python, running_python
-from pwdeploy.images.wheel import wheel_name
 
 if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
     from pwdeploy.images.build import BuildResult, ImageDestination
@@ -36,6 +35,11 @@ APP = "/app"  # where image.source_dir is copied
 VERSION_COMMAND = ("python", "-c", "import jax; print(jax.__version__)")
 JAX_CHECK = "a step of the build"  # the RUN after the jax install in the Dockerfile
 _OFFICIAL_PYTHON = re.compile(r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*")
+
+
+def wheel_name(version: str = __version__) -> str:
+    """The file name of the pwdeploy wheel (``wheel.build_wheel``) an image whose code imports pwdeploy gets."""
+    return f"pwdeploy-{version}-py3-none-any.whl"
 
 
 def lock_path(job: JobConfig) -> Path:

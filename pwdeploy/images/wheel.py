@@ -16,16 +16,12 @@ _SKIPPED_DIRS = frozenset({"__pycache__"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
 
-def wheel_name(version: str = __version__) -> str:
-    return f"pwdeploy-{version}-py3-none-any.whl"
-
-
 def build_wheel(version: str = __version__, package_dir: Path | None = None) -> bytes:
     """The wheel's bytes: every file of the package (caches left out) plus METADATA, WHEEL and RECORD.
 
     ``version``: the version its name and METADATA give, default the package's."""
     import io
-    import zipfile  # here: render imports this module (for wheel_name) but never builds a wheel
+    import zipfile
 
     root = package_dir or Path(pwdeploy.__file__).parent
     members = [(f"pwdeploy/{path.relative_to(root).as_posix()}", path.read_bytes()) for path in _package_files(root)]
