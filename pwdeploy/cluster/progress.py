@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
@@ -16,16 +15,14 @@ Phase = Literal["Pending", "Starting", "Running", "Completed", "Failed", "Suspen
 TERMINAL: tuple[Phase, ...] = ("Completed", "Failed")
 
 
-@dataclass(frozen=True)
-class JobState:
+class JobState(NamedTuple):
     phase: Phase
     reason: str = ""
     message: str = ""
     restarts: int = 0
 
 
-@dataclass(frozen=True)
-class GroupProgress:
+class GroupProgress(NamedTuple):
     """The pods of one component: the head, or one worker slice."""
 
     label: str

@@ -7,7 +7,6 @@ apart, so other views (diagnose, tests) use the same objects."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -127,7 +126,7 @@ def status_document(status: JobStatus) -> dict[str, Any]:
             "message": masked(state.message),
             "restarts": state.restarts,
         },
-        "groups": [dataclasses.asdict(group) for group in progress(obj, pods)],
+        "groups": [group._asdict() for group in progress(obj, pods)],
         "conditions": [
             {key: masked(str(c.get(key, ""))) for key in ("type", "status", "reason", "message")}
             for c in js.conditions(obj)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy import text as text_rule
 
@@ -15,8 +14,7 @@ MAX_ANSWER_BYTES = 128 * 2**20  # a list of every node of a large cluster fits; 
 EXCERPT_CHARS = 120  # how much of an answer that is not JSON an error quotes
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     """A response as read: its status, its content type and its body (at most ``MAX_ANSWER_BYTES``)."""
 
     status: int

@@ -26,10 +26,9 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.text import masked
@@ -49,8 +48,7 @@ GKE_INSTALL = (
 )
 
 
-@dataclass(frozen=True)
-class Plugin:
+class Plugin(NamedTuple):
     """A user's exec entry, checked: what to run, and what to say when it fails."""
 
     command: str
@@ -79,8 +77,7 @@ class Plugin:
         return (self.command, *self.args)
 
 
-@dataclass(frozen=True)
-class Credential:
+class Credential(NamedTuple):
     token: str | None
     certificate: str | None  # PEM
     key: str | None  # PEM

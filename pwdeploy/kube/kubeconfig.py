@@ -11,12 +11,10 @@ server URL's ``user:password@`` is dropped (the client never sent it) and never 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.answers import without_userinfo
@@ -53,8 +51,7 @@ def kubeconfig_location(kubeconfig: Path | None) -> str | None:
     return str(default) if default.is_file() else None
 
 
-@dataclass(frozen=True)
-class PluginLimits:
+class PluginLimits(NamedTuple):
     """How long a credential plugin may take (``timeout``) and when the user hears that it is slow."""
 
     timeout: float = PLUGIN_TIMEOUT
@@ -126,7 +123,7 @@ def _configure(
     server = str(resolved.cluster["server"])
     where = f"{origin.location}: cluster {resolved.cluster_name!r}"
     check_tls(resolved.cluster, where)
-    resolved = dataclasses.replace(resolved, cluster=usable_ca(resolved.cluster, where))  # before a plugin hears it
+    resolved = resolved._replace(cluster=usable_ca(resolved.cluster, where))  # before a plugin hears it
     proxy = kubectl_proxy(server, resolved.cluster.get("proxy-url"))  # checked before a plugin runs
     user, token = _credentials(resolved, whose, clock, on_notice, limits)
     try:

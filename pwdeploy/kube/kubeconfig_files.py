@@ -17,9 +17,8 @@ the client is given (what ``kubectl config view --minify`` prints).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy.errors import ConfigError
 
@@ -28,8 +27,7 @@ PATH_KEYS = {"clusters": ("certificate-authority",), "users": ("client-certifica
 NOT_A_KUBECONFIG = "it is not a kubeconfig (a YAML mapping with clusters, contexts and users, each a mapping)"
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """How to name the kubeconfig in an error: the flag (--kubeconfig), the variable (KUBECONFIG), or neither."""
 
     field: str | None
@@ -37,17 +35,18 @@ class Origin:
     location: str  # the file, or the KUBECONFIG value
 
 
-@dataclass
 class Merged:
     """The named entries of every file read (first of a name wins), and the first current-context set."""
 
-    entries: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: {k: {} for k in KINDS})
-    current_context: str = ""
-    files: list[Path] = field(default_factory=list)
+    __slots__ = ("current_context", "entries", "files")
+
+    def __init__(self, files: list[Path]) -> None:
+        self.entries: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
+        self.current_context = ""
+        self.files = files
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """One context of a merged kubeconfig, with its cluster and user (``{}`` when the context names no user)."""
 
     context: str

@@ -3,11 +3,10 @@ message can name the resource and the permission."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Resource:
+class Resource(NamedTuple):
     """A Kubernetes resource type: where it lives in the API and how to name it to users."""
 
     group: str  # "" for the core group
@@ -66,8 +65,7 @@ def localqueues(version: str) -> Resource:
     return Resource("kueue.x-k8s.io", version, "localqueues", "LocalQueue")
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(NamedTuple):
     """What a request was for, in RBAC terms, so errors can say which permission is missing."""
 
     verb: str  # get, list, create, patch, delete, ...

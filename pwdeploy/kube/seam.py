@@ -127,8 +127,7 @@ class SystemClock:
         return datetime.now(UTC)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(NamedTuple):
     """Bounded exponential backoff: ``attempts`` tries in all, waits of base, 2 x base, ... capped."""
 
     attempts: int = 4
