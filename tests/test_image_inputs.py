@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from pwdeploy.cli import cli
 from pwdeploy.config.fields import Kind
@@ -282,3 +284,43 @@ def test_a_context_file_is_hashed_as_hashlib_hashes_it(tmp_path: Path, size: int
     path.write_bytes(data)
     line = inputs._line(inputs.ContextFile("requirements.txt", path))
     assert line == f"requirements.txt\0-\0{hashlib.sha256(data).hexdigest()}\0".encode()
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "docker.io/",
+                "library/",
+                "python:",
+                "python",
+                ":",
+                "3",
+                "12",
+                ".",
+                "-slim",
+                "_x",
+                "rc1",
+                "é",
+                "٣",
+                "/",
+                "x",
+            ]
+        ),
+        max_size=8,
+    ).map("".join)
+)
+@example("python:3.12-slim-bookworm")
+@example("docker.io/library/python:3.11")
+@example("python:3.12rc1")
+@example("python:rc1.12")
+@example("python:٣.12")
+@example("python:3.12_x")
+@example("python:3.12é")
+@example("python:3.")
+@example("python:.12")
+@example("library/docker.io/python:3.1")
+def test_the_official_python_of_a_base_is_what_the_pattern_reads(image: str) -> None:
+    match = re.fullmatch(spec._OFFICIAL_PYTHON, image)
+    assert spec.official_python(image) == (match[1] if match else None)

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from itertools import compress, starmap
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NamedTuple
+from typing import IO, TYPE_CHECKING
 
 from pwdeploy.errors import ConfigError
 from pwdeploy.imageref import repository_problem
@@ -38,7 +38,7 @@ from pwdeploy.images.digests import (
     sha256,
 )
 from pwdeploy.images.ignore import IGNORE_FILE, BadPattern, IgnoreRules
-from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry
+from pwdeploy.images.lock import LOCK_NAMES, BuiltWith, LockEntry, Record
 
 if TYPE_CHECKING:
     import tarfile
@@ -63,31 +63,57 @@ _PYTHON = r"([0-9]+)\.([0-9]+)"  # compiled by re when a job sets sidecar.python
 MAX_FILES = 200_000  # a walk that finds more is not of a job's folder; bounded so that it ends with a clear error
 
 
-# NamedTuples, not dataclasses: render builds these to check a pinned image, and dataclasses costs it 5 ms of imports.
-class ContextFile(NamedTuple):
-    name: str  # path inside the build context, with forward slashes
-    # A file on disk (its path, as open() takes it: a folder's files keep the str the listing gave, since a Path
-    # per file costs render 2 us a file), or content pwdeploy generated.
-    source: str | os.PathLike[str] | bytes
-    executable: bool = False
-    digest: str | None = None  # sha256 hex of the content, when known (the digest cache, a recorded wheel)
-    imports_pwdeploy: bool = False  # a .py file of a source folder that imports pwdeploy
-    looks_like_credentials: bool = False  # a file of a source folder named like a secret (.env, keys, ...)
+class ContextFile(Record):  # Records, not NamedTuples: a render that pins an image imports this module
+    _fields = ("name", "source", "executable", "digest", "imports_pwdeploy", "looks_like_credentials")
+    __slots__ = _fields
+
+    def __init__(
+        self,
+        name: str,  # path inside the build context, with forward slashes
+        # A file on disk (its path, as open() takes it: a folder's files keep the str the listing gave, since a
+        # Path per file costs render 2 us a file), or content pwdeploy generated.
+        source: str | os.PathLike[str] | bytes,
+        executable: bool = False,
+        digest: str | None = None,  # sha256 hex of the content, when known (the digest cache, a recorded wheel)
+        imports_pwdeploy: bool = False,  # a .py file of a source folder that imports pwdeploy
+        looks_like_credentials: bool = False,  # a file of a source folder named like a secret (.env, keys, ...)
+    ) -> None:
+        self.name, self.source, self.executable, self.digest = name, source, executable, digest
+        self.imports_pwdeploy, self.looks_like_credentials = imports_pwdeploy, looks_like_credentials
 
     def read(self) -> bytes:
         return self.source if isinstance(self.source, bytes) else Path(self.source).read_bytes()
 
 
-class ImageInputs(NamedTuple):
-    base_image: str
-    python_version: str
-    jax_version: str
-    dockerfile: str  # rendered, with the inputs hash in its labels
-    files: tuple[ContextFile, ...]
-    inputs_hash: str  # sha256 hex of the platform, the Dockerfile (without the hash) and every file
-    platform: str = TARGET_PLATFORM  # os/arch the image is built for
-    warnings: tuple[str, ...] = ()  # for the user (files that look like credentials); not part of the hash
-    built_with: BuiltWith | None = None  # the parameters taken from the machine, recorded in the lock with the hash
+class ImageInputs(Record):
+    _fields = (
+        "base_image",
+        "python_version",
+        "jax_version",
+        "dockerfile",
+        "files",
+        "inputs_hash",
+        "platform",
+        "warnings",
+        "built_with",
+    )
+    __slots__ = _fields
+
+    def __init__(
+        self,
+        base_image: str,
+        python_version: str,
+        jax_version: str,
+        dockerfile: str,  # rendered, with the inputs hash in its labels
+        files: tuple[ContextFile, ...],
+        inputs_hash: str,  # sha256 hex of the platform, the Dockerfile (without the hash) and every file
+        platform: str = TARGET_PLATFORM,  # os/arch the image is built for
+        warnings: tuple[str, ...] = (),  # for the user (files that look like credentials); not part of the hash
+        built_with: BuiltWith | None = None,  # the machine's parameters, recorded in the lock with the hash
+    ) -> None:
+        self.base_image, self.python_version, self.jax_version = base_image, python_version, jax_version
+        self.dockerfile, self.files, self.inputs_hash = dockerfile, files, inputs_hash
+        self.platform, self.warnings, self.built_with = platform, warnings, built_with
 
     def tag(self, repository: str) -> str:
         return f"{repository}:{self.inputs_hash[:TAG_LENGTH]}"

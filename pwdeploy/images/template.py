@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # a file read: importlib.resources costs render 2 ms
+TEMPLATES = Path(__file__).parents[1] / "templates"  # a file read: importlib.resources costs render 2 ms
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _IF = re.compile(r"#if (\w+)\s*")
