@@ -22,16 +22,17 @@ import base64
 import json
 import os
 import shutil
-import signal
-import subprocess
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.text import masked
+
+if TYPE_CHECKING:
+    import subprocess
 
 PLUGIN_TIMEOUT = 60.0  # seconds a plugin may take before the command stops
 NOTICE_AFTER = 2.0  # seconds before the user hears what the command waits for
@@ -149,6 +150,8 @@ def run_plugin(
     on_notice: Callable[[str], None] | None = None,
 ) -> Credential:
     """Run the plugin once and read its ExecCredential; every failure is an error that says what to do."""
+    import subprocess  # here: a command whose kubeconfig runs no plugin (or whose credential is cached) starts none
+
     process = _start(plugin)
     try:
         out, err = process.communicate(timeout=min(notice_after, timeout))
@@ -190,6 +193,8 @@ def _start(plugin: Plugin) -> subprocess.Popen[bytes]:
         exec_info["spec"]["cluster"] = plugin.cluster_info
     env["KUBERNETES_EXEC_INFO"] = json.dumps(exec_info)
     try:
+        import subprocess
+
         return subprocess.Popen(
             [executable, *plugin.args],
             stdin=subprocess.DEVNULL,
@@ -207,6 +212,8 @@ def _start(plugin: Plugin) -> subprocess.Popen[bytes]:
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
+    import signal
+
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except OSError:

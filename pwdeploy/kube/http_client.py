@@ -22,9 +22,7 @@ import base64
 import ipaddress
 import json
 import os
-import shutil
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -260,6 +258,9 @@ _private_lock = threading.Lock()
 def private_file(data: bytes) -> str:
     """A file only this user can read, holding ``data``; the folder goes when the process ends."""
     global _private_dir
+    import shutil
+    import tempfile  # here: only a client certificate or key in the kubeconfig's data needs a file
+
     with _private_lock:
         if _private_dir is None:
             _private_dir = tempfile.mkdtemp(prefix="pwdeploy-kube-")
