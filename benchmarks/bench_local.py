@@ -126,6 +126,22 @@ def main() -> None:
         if emulator is not None:
             emulator.stop()
     report(args, {k: statistics.median(v) for k, v in samples.items() if v})
+    pairs(samples)
+
+
+def pairs(samples: dict[str, list[float]]) -> None:
+    """The same figures as medians of each round's own ratios: a round's three runs follow one another, so load
+    that changes during the benchmark moves both sides of a ratio alike."""
+
+    def paired(top: str, bottom: str) -> float:
+        return statistics.median(a / b for a, b in zip(samples[top], samples[bottom], strict=True))
+
+    print(
+        f"   as medians of the {len(samples['direct'])} rounds' own ratios: local run / direct "
+        f"{paired('wrapped', 'direct'):.3f}x wall, {paired('wrapped_cpu', 'direct_cpu'):.3f}x CPU, steps per second "
+        f"{paired('wrapped_eps', 'direct_eps'):.3f}x; limits check on / off {paired('wrapped', 'unchecked'):.3f}x "
+        f"wall, steps per second {paired('wrapped_eps', 'unchecked_eps'):.3f}x"
+    )
 
 
 def measure(args: argparse.Namespace, samples: dict[str, list[float]], tmp: Path, emulator: Any) -> None:

@@ -2,10 +2,10 @@
 
 1. `pwdeploy render` as a whole process (default: with validation; `--no-validate` measured too) against
    `python -c "import click, yaml"`, the floor any click+YAML tool pays. `python -m pwdeploy` is the figure; the
-   `pwdeploy` console script beside the interpreter, which users run (no `runpy`), is measured too when present. Target: <= 1.5x. Measured in pairs: each
-   round runs the floor and then each variant, and the ratio is the median of the rounds' ratios, so load that
-   changes during the run moves both sides of each pair alike. Wall time, and CPU time (user + system of the
-   child), which other programs on a shared machine disturb less.
+   `pwdeploy` console script beside the interpreter, which users run (no `runpy`), is measured too when present.
+   Target: <= 1.5x. Measured in pairs: each round runs the floor and then each variant, and the ratio is the median
+   of the rounds' ratios, so load that changes during the run moves both sides of each pair alike. Wall time, and
+   CPU time (user + system of the child), which other programs on a shared machine disturb less.
 2. Rendering (build + serialise + validate, in process) for 256 slices against 1 slice. Target: <= 1.1x.
 
 `--baseline DIR` adds `pwdeploy render` from another checkout's `pwdeploy` package (DIR holds `pwdeploy/`, e.g.
