@@ -4,6 +4,7 @@ gives PyYAML's text or leaves the document to PyYAML; on every rendered manifest
 
 from __future__ import annotations
 
+from collections import OrderedDict, UserList
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,14 @@ def test_the_writer_gives_pyyamls_text_or_leaves_it_to_pyyaml(document: dict[str
 @given(DOCUMENTS.filter(lambda d: not isinstance(d, dict)))
 def test_a_document_that_is_not_a_mapping_is_left_to_pyyaml(document: Any) -> None:
     assert block_yaml(document) is None
+
+
+def test_what_the_safe_dumper_would_refuse_is_left_to_it() -> None:
+    """A dict or list subclass, a tuple, a float: PyYAML's to represent or refuse, as before."""
+    for value in (OrderedDict(b=1), UserList([1]), (1, 2), 1.5, b"x"):
+        assert block_yaml({"a": value}) is None
+        assert block_yaml({"a": [value]}) is None
+    assert block_yaml(OrderedDict(a=1)) is None
 
 
 @pytest.mark.parametrize("slices", [1, 2, 64])

@@ -36,7 +36,7 @@ class _Unsure(Exception):
 
 def block_yaml(document: Any) -> str | None:
     """``document`` (a dict) as the manifests' dumper writes it, or None when that is for PyYAML to say."""
-    if not isinstance(document, dict):
+    if type(document) is not dict:  # a subclass (OrderedDict...) is PyYAML's to refuse or represent
         return None
     if not document:
         return "{}\n"
@@ -62,9 +62,9 @@ def _sequence(value: list[Any], indent: int, lines: list[str], lead: str) -> Non
     """Items with their ``-`` at column ``indent``; the first line starts with ``lead``."""
     for position, item in enumerate(value):
         dash = f"{lead if position == 0 else ' ' * indent}-"
-        if item and isinstance(item, dict):
+        if item and type(item) is dict:
             _mapping(item, indent + 2, lines, lead=f"{dash} ")
-        elif item and isinstance(item, list):
+        elif item and type(item) is list:
             _sequence(item, indent + 2, lines, lead=f"{dash} ")
         else:
             _value(dash, item, indent, lines)
@@ -73,10 +73,10 @@ def _sequence(value: list[Any], indent: int, lines: list[str], lead: str) -> Non
 def _value(head: str, item: Any, indent: int, lines: list[str]) -> None:
     """``head`` (``key:`` or ``-``, at column ``indent``) and its value: a scalar or an empty collection on the same
     line, a collection below it (a list under a key not indented), a literal block's lines indented by two."""
-    if isinstance(item, dict) and item:
+    if type(item) is dict and item:
         lines.append(head)
         _mapping(item, indent + 2, lines, lead=" " * (indent + 2))
-    elif isinstance(item, list) and item:
+    elif type(item) is list and item:
         lines.append(head)
         _sequence(item, indent, lines, lead=" " * indent)
     elif type(item) is dict:
