@@ -42,7 +42,7 @@ _TAG_REST = _TAG_FIRST | {".", "-"}
 _COMPONENT_CHARS = _LOWER_ALNUM | {".", "_", "-"}
 _HOST_CHARS = _ALNUM | {"-"}
 _HEX = frozenset("0123456789abcdef")
-_HEX_ANY_CASE = _HEX | frozenset("ABCDEF")
+_IPV6_CHARS = _HEX | frozenset("ABCDEF:")
 _DIGITS = frozenset("0123456789")
 _DIGEST_LENGTHS = {"sha256": 64, "sha512": 128}
 
@@ -155,7 +155,7 @@ def _is_host(host: str) -> bool:
     an optional ``:port``."""
     if host.startswith("["):
         address, bracket, port = host[1:].partition("]")
-        if not bracket or not address or not _HEX_ANY_CASE.union(":").issuperset(address):
+        if not bracket or not address or not _IPV6_CHARS.issuperset(address):
             return False
     else:
         names, colon, digits = host.partition(":")

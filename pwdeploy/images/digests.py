@@ -46,6 +46,7 @@ from typing import Any
 
 from pwdeploy.atomic import write_bytes_atomic, write_text_atomic
 from pwdeploy.images.ignore import CREDENTIAL_NAMES, looks_like_credentials
+from pwdeploy.images.lock import STATE_DIR as STATE_DIR  # the folder its files go in (one name for both)
 
 try:  # CPython's own sha256 imports in 0.2 ms, hashlib's OpenSSL in 2.5 ms; render of a pinned job hashes < 1 MB
     from _sha256 import sha256 as sha256  # type: ignore[import-not-found]  # Python <= 3.11
@@ -55,7 +56,6 @@ except ImportError:  # pragma: no cover - the Python of the tests has it
     except ImportError:  # a Python built without it
         from hashlib import sha256 as sha256
 
-STATE_DIR = ".pwdeploy"
 CACHE_NAME = "file-digests.json"
 WALK_NAME = "last-walk"
 # Compiled by re when a .py file is first read (render of an unchanged folder reads none).
