@@ -325,3 +325,56 @@ def test_a_child_ending_on_its_own_just_after_main_is_not_counted_as_left_runnin
     stays = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])"
     ended = run_child([sys.executable, "-c", stays], cwd=tmp_path, env=ENV, leftover_grace=2.0)
     assert ended.status == 0 and ended.leftovers == 1
+
+
+def test_the_kernels_children_lists_find_every_descendant_psutil_finds() -> None:
+    """JobTree reads pwdeploy's own descendants before the job from /proc/PID/task/TID/children (no psutil import
+    before the job starts): the same processes as psutil's scan, children of other threads and grandchildren too."""
+    import threading
+
+    from pwdeploy.local.tree import _descendants, _descendants_psutil
+
+    started: list[subprocess.Popen[bytes]] = []
+    started.append(subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"]))
+    thread = threading.Thread(target=lambda: started.append(subprocess.Popen(["sleep", "30"])))
+    thread.start()
+    thread.join()
+    try:
+        shell = psutil.Process(started[0].pid)
+        deadline = time.monotonic() + 10
+        while len(shell.children()) < 2 and time.monotonic() < deadline:  # its two sleeps started
+            time.sleep(0.02)
+        found = _descendants(os.getpid())
+        ours = {process.pid for process in started} | {child.pid for child in shell.children()}
+        assert len(ours) == 4 and ours <= set(found) <= set(_descendants_psutil(os.getpid()))
+    finally:
+        for process in started:
+            for child in psutil.Process(process.pid).children():
+                child.kill()
+            process.kill()
+            process.wait()
+
+
+def test_a_process_is_known_as_pwdeploys_own_by_its_pid_and_start_time() -> None:
+    """The tree leaves out what pwdeploy ran before the job (its watchdog), but not a process that got the same
+    pid since (its start time differs)."""
+    from pwdeploy.local.tree import JobTree, _started
+
+    before = subprocess.Popen(["sleep", "30"])
+    try:
+        tree = JobTree()
+        assert tree._before.get(before.pid) == _started(before.pid) is not None
+        assert before.pid not in [p.pid for p in tree.processes()]
+        tree._before[before.pid] = 0  # as if the pid had named an older process
+        assert before.pid in [p.pid for p in tree.processes()]
+    finally:
+        before.kill()
+        before.wait()
+    assert _started(before.pid) is None  # gone
+
+
+def test_the_job_tree_imports_no_psutil_before_the_job_starts() -> None:
+    """psutil's import (about 15 ms) waits for the sampler, which starts with the job."""
+    code = "import sys\nfrom pwdeploy.local.tree import JobTree\nJobTree()\nprint('psutil' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "False", done.stderr

@@ -149,7 +149,7 @@ def test_where_no_private_shm_can_be_made_one_line_says_so_and_the_run_goes_on(
     job_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the probe stubbed to refuse (as a machine without user namespaces does): the machine's /dev/shm."""
-    monkeypatch.setattr("pwdeploy.local.unshare.available", lambda size: "unshare: Operation not permitted")
+    monkeypatch.setattr("pwdeploy.local.unshare.Probe.answer", lambda self: "unshare: Operation not permitted")
     monkeypatch.chdir(job_dir)
     result = CliRunner().invoke(cli, ["local", "run", "-f", "job.yaml", "--devices", "1", "--compile-cache", "",
                                       "--", sys.executable, "-c", "pass"])  # fmt: skip
@@ -161,6 +161,57 @@ def test_where_no_private_shm_can_be_made_one_line_says_so_and_the_run_goes_on(
         "user.max_user_namespaces > 0)"
     ]
     assert "removed 0 files it left in /dev/shm" in result.stderr
+
+
+def test_the_namespace_probe_answers_once_and_leaves_nothing_running() -> None:
+    """The probe starts at once and is asked later; asked twice it gives one answer, and it is reaped."""
+    from pwdeploy.local.unshare import Probe
+
+    probe = Probe(MiB)
+    process = probe._process
+    assert process is not None
+    assert probe.answer() == WHY_NOT == probe.answer()
+    assert process.returncode is not None  # reaped: no zombie of it
+    assert probe._read == -1  # its pipe closed
+
+
+def test_a_probe_never_asked_is_killed_and_reaped_when_closed() -> None:
+    """pwdeploy failed before it needed the answer (a program that cannot start): nothing of the probe is left."""
+    from pwdeploy.local.unshare import Probe
+
+    probe = Probe(MiB)
+    process = probe._process
+    assert process is not None
+    probe.close()
+    probe.close()  # again: nothing happens
+    assert process.returncode is not None
+    assert probe._read == -1
+
+
+def test_a_local_run_that_cannot_start_its_program_leaves_no_probe_behind(
+    job_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe runs while the program is checked: the run refused after it started still ends it."""
+    import psutil
+
+    from pwdeploy.local import unshare
+
+    started: list[unshare.Probe] = []
+    real = unshare.Probe.__init__
+
+    def recorded(self: unshare.Probe, size: int) -> None:
+        real(self, size)
+        started.append(self)
+
+    monkeypatch.setattr(unshare.Probe, "__init__", recorded)
+    monkeypatch.chdir(job_dir)
+    result = CliRunner().invoke(cli, ["local", "run", "-f", "job.yaml", "--devices", "1", "--compile-cache", "",
+                                      "--", "./no-such-program"])  # fmt: skip
+    assert result.exit_code != 0
+    assert "no-such-program" in result.stderr and "not found" in result.stderr, result.stderr
+    assert len(started) == 1
+    assert started[0]._process is None and started[0]._read == -1
+    assert not [p for p in psutil.Process().children() if "probe" in " ".join(p.cmdline())]
 
 
 @pytest.mark.parametrize("first_line, second_line", [(b"init 41\n", b"started\n"), (b"started\n", b"init 41\n")])

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pwdeploy.local.elastic import SliceEvents
     from pwdeploy.local.limits import Usage
     from pwdeploy.local.runner import Ended, Running
-    from pwdeploy.local.unshare import Private
+    from pwdeploy.local.unshare import Private, Probe
     from pwdeploy.manifests import Manifest
 
 # The program check before the run (`pwdeploy check`, a room above): it tells its findings on the way and returns
@@ -93,23 +93,25 @@ def run_local(
     events = slice_events(job, local_plan.devices, options.lose_slice, options.restore_slice)
     for line in plan_messages(local_plan):
         say(line)
-    if check_program is not None:
-        _check_program(check_program, local_plan, say)
-    check_startable(local_plan.command, cwd=local_plan.cwd, env={**around.environ, **local_plan.env})  # before dirs
-    local_plan = _usable_gcs_cache(local_plan, say)
-    child_env = {**around.environ, **local_plan.env}
-    if options.resume:
-        from pwdeploy.local.notices import nothing_to_resume
+    with _shm_probe(job) as probe:  # it runs while the program and the folders are checked
+        if check_program is not None:
+            _check_program(check_program, local_plan, say)
+        check_startable(local_plan.command, cwd=local_plan.cwd, env={**around.environ, **local_plan.env})
+        local_plan = _usable_gcs_cache(local_plan, say)
+        child_env = {**around.environ, **local_plan.env}
+        if options.resume:
+            from pwdeploy.local.notices import nothing_to_resume
 
-        for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
-            say(f"warning: {line}")
-    with _checkpoints_held(local_plan, fresh=not options.resume):
-        _prepare_dirs(local_plan, say, fresh_checkpoints=not options.resume)
-        say(f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {shlex.join(local_plan.command)}")
-        private = _private_shm(job, say)
-        with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
-            attempts, usage = _run_attempts(local_plan, probed_env, job, manifest, options, say, private=private)
-            return _ended(job, local_plan, attempts, usage, options, around, reports, elastic, private=private)
+            for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
+                say(f"warning: {line}")
+        with _checkpoints_held(local_plan, fresh=not options.resume):
+            _prepare_dirs(local_plan, say, fresh_checkpoints=not options.resume)
+            command = shlex.join(local_plan.command)
+            say(f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {command}")
+            private = _private_shm(probe, say)
+            with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
+                attempts, usage = _run_attempts(local_plan, probed_env, job, manifest, options, say, private=private)
+                return _ended(job, local_plan, attempts, usage, options, around, reports, elastic, private=private)
 
 
 def _check_program(check_program: ProgramCheck, local_plan: LocalPlan, say: Say) -> None:
@@ -269,16 +271,28 @@ def _unfired_slice_events(asked: int, found: list[dict[str, Any]], transfers: Pa
     return f"{missing} of the {asked} {asked_for} never happened: {why}"
 
 
-def _private_shm(job: JobConfig, say: Say) -> Private | None:
-    """The private /dev/shm of main.shm_size each attempt gets, or None (and one line saying why) where this
-    machine cannot give one: the job then uses the machine's, as before."""
-    from pwdeploy.local.unshare import Private, available
+@contextmanager
+def _shm_probe(job: JobConfig) -> Iterator[Probe]:
+    """The namespace probe for a private /dev/shm of main.shm_size, started now and asked by ``_private_shm``;
+    ended when the block ends, whether it was asked or not."""
+    from pwdeploy.local.unshare import Probe
     from pwdeploy.quantity import amount
 
-    size = int(amount(job.main.shm_size, "main.shm_size"))
-    why = available(size)
+    probe = Probe(int(amount(job.main.shm_size, "main.shm_size")))
+    try:
+        yield probe
+    finally:
+        probe.close()
+
+
+def _private_shm(probe: Probe, say: Say) -> Private | None:
+    """The private /dev/shm of main.shm_size each attempt gets, or None (and one line saying why) where this
+    machine cannot give one (``probe``'s answer): the job then uses the machine's, as before."""
+    from pwdeploy.local.unshare import Private
+
+    why = probe.answer()
     if why is None:
-        return Private(size)
+        return Private(probe.size)
     say(
         f"note: the job uses the machine's /dev/shm, not a private one of main.shm_size ({why}): a private one "
         "needs root or user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)"

@@ -81,10 +81,9 @@ class JobTree:
     """Every process of one run of the job, but its main process (``leader``), which the caller waits for."""
 
     def __init__(self) -> None:
-        import psutil
-
-        self._me = psutil.Process()
-        self._before = {_key(p) for p in self._children()}  # pwdeploy's own children before the job existed
+        # pwdeploy's own descendants before the job existed (the watchdog), by pid and start time: read from /proc
+        # where it can be, so that psutil (15 ms to import) is not imported before the job starts
+        self._before = {pid: _started(pid) for pid in _descendants(os.getpid())}
         self.leader: int | None = None
         self._reaped = False  # once the main process is reaped, its pid (the group id) may name another process
 
@@ -102,7 +101,12 @@ class JobTree:
         if self.leader is not None:
             for process in _in_session(self.leader):
                 found.setdefault(_key(process), process)
-        return [p for key, p in found.items() if key not in self._before and p.pid != self.leader and _alive(p)]
+        return [p for p in found.values() if not self._mine(p) and p.pid != self.leader and _alive(p)]
+
+    def _mine(self, process: psutil.Process) -> bool:
+        """Whether ``process`` is one of pwdeploy's own, there before the job (the same pid, started at the same
+        time: a pid alone may be reused)."""
+        return process.pid in self._before and self._before[process.pid] == _started(process.pid)
 
     def kill(self) -> None:
         """SIGKILL the main process, its process group and every other process of the tree, at once."""
@@ -155,7 +159,7 @@ class JobTree:
         import psutil
 
         for process in self._children():
-            if _key(process) in self._before or process.pid == self.leader:
+            if self._mine(process) or process.pid == self.leader:
                 continue
             with contextlib.suppress(psutil.Error, ChildProcessError):
                 if process.status() == psutil.STATUS_ZOMBIE:
@@ -163,7 +167,7 @@ class JobTree:
         return any(_zombie(p) for p in self._tree_including_zombies())
 
     def _tree_including_zombies(self) -> list[psutil.Process]:
-        found = [p for p in self._children() if _key(p) not in self._before and p.pid != self.leader]
+        found = [p for p in self._children() if not self._mine(p) and p.pid != self.leader]
         if self.leader is not None:
             found += [p for p in _in_session(self.leader) if p.pid != self.leader]
         return found
@@ -172,9 +176,55 @@ class JobTree:
         import psutil
 
         try:
-            return self._me.children(recursive=True)
+            return psutil.Process().children(recursive=True)
         except psutil.Error:
             return []
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s descendants now: from the kernel's list of each thread's children (Linux's
+    /proc/PID/task/TID/children, a few small reads) where it keeps one, else psutil's scan of every process."""
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):  # not Linux, or no CONFIG_PROC_CHILDREN
+        return _descendants_psutil(pid)
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        with contextlib.suppress(OSError):  # a process or thread that ended meanwhile has no children
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with contextlib.suppress(OSError, ValueError), open(f"/proc/{parent}/task/{task}/children", "rb") as f:
+                    children = [int(word) for word in f.read().split()]
+                    found += children
+                    todo += children
+    return found
+
+
+def _descendants_psutil(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _started(pid: int) -> float | None:
+    """When ``pid`` started: clock ticks since boot (field 22 of /proc/PID/stat) on Linux, psutil's start time
+    elsewhere; None for a process that is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[19])
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self/task"):
+            return None  # the process is gone
+    except (OSError, IndexError, ValueError):
+        return None
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
 
 
 def _key(process: psutil.Process) -> tuple[int, float]:

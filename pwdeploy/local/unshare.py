@@ -177,39 +177,84 @@ class Private:
 
 def available(size: int) -> str | None:
     """None when a private /dev/shm can be set up here, else why not (one short clause)."""
-    if not sys.platform.startswith("linux"):
-        return "private namespaces are Linux only"
-    from pwdeploy.local.tree import wait_for_exit
-
-    read, write = os.pipe()
+    probe = Probe(size)
     try:
-        probe = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", SCRIPT, "probe", str(size), "0", str(write), str(os.getpid())],
-            pass_fds=(write,),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(write)
-        write = -1
-        returncode = wait_for_exit(probe, PROBE_SECONDS)
-        if returncode is None:
+        return probe.answer()
+    finally:
+        probe.close()
+
+
+class Probe:
+    """The namespace probe, started at once and asked later (``answer``): `local run` starts it before checking
+    the job and the program, so its few ms of start-up run beside that work rather than before the job. ``close``
+    ends one never asked (pwdeploy failed meanwhile): nothing of it is left running."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size  # bytes of the tmpfs it mounts
+        self._answer: str | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._read = -1
+        if not sys.platform.startswith("linux"):
+            self._answer = "private namespaces are Linux only"
+            return
+        read, write = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", SCRIPT, "probe", str(size), "0", str(write), str(os.getpid())],
+                pass_fds=(write,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            os.close(read)
+            self._answer = f"the namespace probe did not run ({exc})"
+            return
+        finally:
+            os.close(write)
+        self._read = read
+
+    def answer(self) -> str | None:
+        """None when a private /dev/shm can be set up here, else why not (one short clause). Waits for the probe
+        (a few ms; given up after ``PROBE_SECONDS``)."""
+        probe = self._process
+        if probe is None:
+            return self._answer
+        from pwdeploy.local.tree import wait_for_exit
+
+        try:
+            returncode = wait_for_exit(probe, PROBE_SECONDS)
+            if returncode is None:
+                self._answer = f"the namespace probe did not end within {PROBE_SECONDS:g} s"
+                return self._answer
+            said = _read_all(self._read)
+        except OSError as exc:
+            self._answer = f"the namespace probe did not run ({exc})"
+            return self._answer
+        finally:
+            self.close()
+        self._answer = _why_not(returncode, said)
+        return self._answer
+
+    def close(self) -> None:
+        """Kill the probe if it still runs, reap it, and close its pipe (again: nothing happens)."""
+        probe, self._process = self._process, None
+        if probe is not None and probe.poll() is None:
             probe.kill()
             probe.wait()
-            return f"the namespace probe did not end within {PROBE_SECONDS:g} s"
-        said = _read_all(read)
-    except OSError as exc:
-        return f"the namespace probe did not run ({exc})"
-    finally:
-        os.close(read)
-        if write >= 0:
-            os.close(write)
+        if self._read >= 0:
+            os.close(self._read)
+            self._read = -1
+
+
+def _why_not(returncode: int, said: str) -> str | None:
+    """The probe's answer from its exit status and what it wrote."""
     if returncode == 0:
         return None
     for line in said.splitlines():
         if line.startswith("error "):
             return line.removeprefix("error ")[:200]
-    return f"the namespace probe exited with status {probe.returncode}"
+    return f"the namespace probe exited with status {returncode}"
 
 
 def _read_all(fd: int, limit: int = 65536) -> str:
