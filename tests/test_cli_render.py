@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -190,3 +191,32 @@ def test_file_flag_forms_parse_as_before(runner: CliRunner, jax_version: str) ->
     assert missing.exit_code == 2 and "Option '-f' requires an argument" in missing.stderr
     unknown = runner.invoke(cli, ["render", "-f", example, "--num-slice", "2"])
     assert unknown.exit_code == 2 and "'--num-slices'" in unknown.stderr  # click's close matches, as before
+
+
+def _commands(group: click.Group, ctx: click.Context, prefix: str = "") -> list[tuple[str, click.Command]]:
+    found = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
+        if isinstance(command, click.Group):
+            found += _commands(command, ctx, f"{prefix}{name} ")
+        else:
+            found.append((f"{prefix}{name}", command))
+    return found
+
+
+def test_every_command_taking_a_job_file_parses_its_flag_as_render_does(runner: CliRunner) -> None:
+    """``-f=FILE`` is kubectl's form: each command with the job flags takes it as render does (``local env`` once
+    read it as the file ``=FILE``) and builds no "did you mean" list for ``-f``."""
+    from pwdeploy.cli.options import JobCommand
+
+    with click.Context(cli) as ctx:
+        commands = _commands(cli, ctx)
+    taking = [name for name, command in commands if any("--file" in p.opts for p in command.params)]
+    assert {"render", "check", "preflight", "submit", "local run", "local env"} <= set(taking)
+    assert [name for name, command in commands if name in taking and not isinstance(command, JobCommand)] == []
+    example = str(EXAMPLE)
+    spaced = runner.invoke(cli, ["local", "env", "-f", example])
+    joined = runner.invoke(cli, ["local", "env", f"-f={example}"])
+    assert spaced.exit_code == joined.exit_code == 0, joined.output
+    assert joined.stdout == spaced.stdout and "export PWDEPLOY_JOB_NAME=" in joined.stdout

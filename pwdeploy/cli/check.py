@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, overrides_from, pop_job_params
+from pwdeploy.cli.options import FILE_PARAM, JobCommand, job_from_params, job_options, overrides_from, pop_job_params
 from pwdeploy.cli.output import emit, output_option
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import CheckError
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 NO_CHECK = click.option("--no-check", is_flag=True, help="Do not run `pwdeploy check` over the job's program first.")
 
 
-@click.command("check")
+@click.command("check", cls=JobCommand)
 @job_options
 @output_option
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path), metavar="[PATH]...")

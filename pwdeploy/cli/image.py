@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from pwdeploy.cli.building import run_build, warn
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import JobCommand, job_from_params, job_options, pop_job_params
 
 
 @click.group()
@@ -21,7 +21,7 @@ def image() -> None:
     """
 
 
-@image.command()
+@image.command(cls=JobCommand)
 @job_options
 def dockerfile(**params: Any) -> None:
     """Print the Dockerfile `pwdeploy image build` would build."""
@@ -34,7 +34,7 @@ def dockerfile(**params: Any) -> None:
     click.echo(found.dockerfile, nl=False)
 
 
-@image.command()
+@image.command(cls=JobCommand)
 @job_options
 @click.option("--push", is_flag=True, help="Push the image and record its digest in pwdeploy-image.lock.")
 def build(push: bool, **params: Any) -> None:

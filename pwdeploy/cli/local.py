@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pwdeploy.cli.check import NO_CHECK, run_check
-from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import FILE_PARAM, JobCommand, job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.cli.seams import seams
 
@@ -25,7 +25,7 @@ def local() -> None:
     """Run a job locally on emulated CPU devices (no Pathways, no TPU)."""
 
 
-@local.command("run", context_settings=_NO_INTERSPERSED)
+@local.command("run", cls=JobCommand, context_settings=_NO_INTERSPERSED)
 @job_options
 @click.option(
     "--no-limits-check",
@@ -129,7 +129,7 @@ def run(
     return run_local(job, command, around, options, check_program=checker).exit_status
 
 
-@local.command("env", context_settings=_NO_INTERSPERSED)
+@local.command("env", cls=JobCommand, context_settings=_NO_INTERSPERSED)
 @job_options
 @output_option
 @_COMMAND

@@ -3,7 +3,6 @@ shapes docs/output.md describes), a question that needs a terminal, and shell wo
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
@@ -35,6 +34,8 @@ def emit(document: dict[str, Any], output: str) -> None:
     r"""Print ``document`` as JSON or YAML. Both escape control characters (JSON as ``\u001b``; YAML, written
     ASCII-only, in a double-quoted scalar), so text from outside stays data and never reaches the terminal raw."""
     if output == "json":
+        import json  # only for -o json: `local run` and `check` print text
+
         click.echo(json.dumps(document, indent=2))
         return
     import yaml  # only for -o yaml

@@ -11,11 +11,11 @@ import click
 
 from pwdeploy.cli.check import NO_CHECK, run_check
 from pwdeploy.cli.cluster_options import cluster_options, cluster_source, region_option
-from pwdeploy.cli.options import FILE_PARAM, job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import FILE_PARAM, JobCommand, job_from_params, job_options, pop_job_params
 from pwdeploy.errors import CheckError, PreflightError
 
 
-@click.command("preflight")
+@click.command("preflight", cls=JobCommand)
 @job_options
 @click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True, help="Report format"

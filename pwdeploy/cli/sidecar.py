@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from pwdeploy.cli.building import run_build, warn
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import JobCommand, job_from_params, job_options, pop_job_params
 
 _allow_base_mismatch = click.option(
     "--allow-base-mismatch",
@@ -25,7 +25,7 @@ def sidecar() -> None:
     """
 
 
-@sidecar.command()
+@sidecar.command(cls=JobCommand)
 @job_options
 @_allow_base_mismatch
 def dockerfile(allow_base_mismatch: bool, **params: Any) -> None:
@@ -38,7 +38,7 @@ def dockerfile(allow_base_mismatch: bool, **params: Any) -> None:
     click.echo(found.dockerfile, nl=False)
 
 
-@sidecar.command()
+@sidecar.command(cls=JobCommand)
 @job_options
 @click.option("--push", is_flag=True, help="Push the image and record its digest in pwdeploy-sidecar.lock.")
 @_allow_base_mismatch

@@ -16,7 +16,7 @@ from pwdeploy.cli.cluster_options import (
     region_option,
     surroundings,
 )
-from pwdeploy.cli.options import job_from_params, job_options, pop_job_params
+from pwdeploy.cli.options import JobCommand, job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import confirm
 from pwdeploy.errors import ConfigError, PreflightError
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pwdeploy.preflight import PreflightReport
 
 
-@click.command()
+@click.command(cls=JobCommand)
 @job_options
 @click.option("-n", "namespace_alias", default=None, help="Same as --namespace.")
 @cluster_options
