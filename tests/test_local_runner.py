@@ -373,8 +373,41 @@ def test_a_process_is_known_as_pwdeploys_own_by_its_pid_and_start_time() -> None
     assert _started(before.pid) is None  # gone
 
 
-def test_the_job_tree_imports_no_psutil_before_the_job_starts() -> None:
-    """psutil's import (about 15 ms) waits for the sampler, which starts with the job."""
-    code = "import sys\nfrom pwdeploy.local.tree import JobTree\nJobTree()\nprint('psutil' in sys.modules)"
+def test_the_job_tree_imports_no_psutil_before_the_job_starts_nor_when_nothing_is_left() -> None:
+    """psutil's import (about 15 ms) waits for the sampler, which starts with the job; a run without it (no limits
+    check) whose job leaves nothing running never imports it. One that leaves a process does, to end it."""
+    code = """import os, sys
+from pathlib import Path
+from pwdeploy.local.runner import run_child
+from pwdeploy.local.tree import JobTree
+JobTree()
+print('psutil' in sys.modules)
+run_child(['true'], cwd=Path('.'), env=dict(os.environ))
+print('psutil' in sys.modules)
+ended = run_child(['sh', '-c', 'sleep 30 & exit 0'], cwd=Path('.'), env=dict(os.environ), leftover_grace=0.2)
+print('psutil' in sys.modules, ended.leftovers)
+"""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
-    assert done.stdout.strip() == "False", done.stderr
+    assert done.stdout.split() == ["False", "False", "True", "1"], done.stderr
+
+
+def test_the_state_read_from_proc_is_psutils() -> None:
+    """A zombie, a running process and a gone one, as /proc/PID/stat says and as psutil says."""
+    from pwdeploy.local.tree import _started, _zombie
+
+    ended = subprocess.Popen(["true"])
+    running = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while psutil.Process(ended.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _zombie(ended.pid) and not _zombie(running.pid)
+        ticks = _started(running.pid)
+        assert ticks is not None
+        boot_seconds = ticks / os.sysconf("SC_CLK_TCK")
+        assert abs(psutil.boot_time() + boot_seconds - psutil.Process(running.pid).create_time()) < 1.0
+    finally:
+        running.kill()
+        running.wait()
+        ended.wait()
+    assert not _zombie(ended.pid) and _started(ended.pid) is None  # reaped: gone

@@ -9,7 +9,10 @@ While the job runs, pwdeploy is a child subreaper (Linux ``prctl(PR_SET_CHILD_SU
 parent died (a worker of a killed program, a daemon that forked twice) is re-parented to pwdeploy instead of
 PID 1, so it is still found here, ended and reaped. The tree is: pwdeploy's descendants that did not exist
 before the job started, plus every process in the job's session (in case a platform has no subreaper).
-psutil is imported here only, and this module only by ``local run``.
+The tree is found from /proc (the kernel's lists of each thread's children, each process's stat and session);
+psutil, imported here and in ``pwdeploy.local.limits`` only, acts on what is found (it checks that a pid still
+names the same process before signalling it) and stands in for /proc where there is none. This module is
+imported only by ``local run``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ PR_GET_CHILD_SUBREAPER = 37
 SETTLE_SECONDS = 0.5
 LEFTOVER_GRACE_SECONDS = 2.0  # after the main process ended: for a resource tracker to unlink what it tracks
 _ROUNDS = 20  # a tree that keeps forking while it is killed is looked at again, this many times at most
+_PROC = sys.platform.startswith("linux") and os.path.isdir("/proc/self/task")  # else psutil reads what /proc says
 
 
 def wait_for_exit(child: subprocess.Popen[bytes], timeout: float) -> int | None:
@@ -95,54 +99,58 @@ class JobTree:
 
     def processes(self) -> list[psutil.Process]:
         """The tree's live processes now (zombies excluded), without the main process."""
-        found: dict[tuple[int, float], psutil.Process] = {}
-        for process in self._children():
-            found.setdefault(_key(process), process)
-        if self.leader is not None:
-            for process in _in_session(self.leader):
-                found.setdefault(_key(process), process)
-        return [p for p in found.values() if not self._mine(p) and p.pid != self.leader and _alive(p)]
+        pids = sorted(pid for pid in self._pids() if not _zombie(pid))
+        if not pids:
+            return []  # the usual end: nothing left, and psutil not needed for it
+        import psutil
 
-    def _mine(self, process: psutil.Process) -> bool:
-        """Whether ``process`` is one of pwdeploy's own, there before the job (the same pid, started at the same
-        time: a pid alone may be reused)."""
-        return process.pid in self._before and self._before[process.pid] == _started(process.pid)
+        found = []
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(pid)
+                if _alive(process):
+                    found.append(process)
+        return found
+
+    def _pids(self) -> set[int]:
+        """The tree's processes now, zombies included, without the main process: pwdeploy's descendants that were
+        not there before the job, and the processes of the job's session."""
+        pids = {pid for pid in _descendants(os.getpid()) if not self._mine(pid)}
+        if self.leader is not None:
+            pids.update(_in_session(self.leader))
+            pids.discard(self.leader)
+        return pids
+
+    def _mine(self, pid: int) -> bool:
+        """Whether ``pid`` is one of pwdeploy's own processes, there before the job (the same pid, started at the
+        same time: a pid alone may be reused)."""
+        return pid in self._before and self._before[pid] == _started(pid)
 
     def kill(self) -> None:
         """SIGKILL the main process, its process group and every other process of the tree, at once."""
-        import psutil
-
         if self.leader is not None and not self._reaped:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.leader, signal.SIGKILL)
-        for process in self.processes():
-            with contextlib.suppress(psutil.Error):
-                process.kill()  # psutil checks that the pid still names the same process
+        _signal(self.processes(), kill=True)
 
     def end(self, grace: float = LEFTOVER_GRACE_SECONDS) -> int:
         """SIGTERM what is left of the tree, wait up to ``grace`` seconds, SIGKILL the rest; reap them all.
 
         Call once the main process has ended. Returns how many processes were left running when it ended.
         """
-        import psutil
-
         left = self.processes()
         if left:  # about to end on their own (multiprocessing's resource tracker): not left running
             _wait(left, min(grace, SETTLE_SECONDS))
             left = self.processes()
         seen = {_key(p) for p in left}
-        for process in left:
-            with contextlib.suppress(psutil.Error):
-                process.terminate()
+        _signal(left, kill=False)
         _wait(left, grace)
         for _ in range(_ROUNDS):
             alive = self.processes()
             if not alive:
                 break
             seen |= {_key(p) for p in alive}
-            for process in alive:
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
+            _signal(alive, kill=True)
             _wait(alive, 1.0)
         self.reap()
         return len(seen)
@@ -156,29 +164,11 @@ class JobTree:
 
     def _reap_once(self) -> bool:
         """Reap the zombies among pwdeploy's new children; whether the tree still has a zombie somewhere."""
-        import psutil
-
-        for process in self._children():
-            if self._mine(process) or process.pid == self.leader:
-                continue
-            with contextlib.suppress(psutil.Error, ChildProcessError):
-                if process.status() == psutil.STATUS_ZOMBIE:
-                    os.waitpid(process.pid, os.WNOHANG)
-        return any(_zombie(p) for p in self._tree_including_zombies())
-
-    def _tree_including_zombies(self) -> list[psutil.Process]:
-        found = [p for p in self._children() if not self._mine(p) and p.pid != self.leader]
-        if self.leader is not None:
-            found += [p for p in _in_session(self.leader) if p.pid != self.leader]
-        return found
-
-    def _children(self) -> list[psutil.Process]:
-        import psutil
-
-        try:
-            return psutil.Process().children(recursive=True)
-        except psutil.Error:
-            return []
+        for pid in _descendants(os.getpid()):
+            if pid != self.leader and not self._mine(pid):
+                with contextlib.suppress(ChildProcessError):  # a grandchild: not pwdeploy's to reap
+                    os.waitpid(pid, os.WNOHANG)  # a child still running is left as it is
+        return any(_zombie(pid) for pid in self._pids())
 
 
 def _descendants(pid: int) -> list[int]:
@@ -208,23 +198,40 @@ def _descendants_psutil(pid: int) -> list[int]:
         return []
 
 
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command's name (the state first); None for a process that is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _started(pid: int) -> float | None:
     """When ``pid`` started: clock ticks since boot (field 22 of /proc/PID/stat) on Linux, psutil's start time
     elsewhere; None for a process that is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[19])
-    except FileNotFoundError:
-        if os.path.isdir("/proc/self/task"):
-            return None  # the process is gone
-    except (OSError, IndexError, ValueError):
-        return None
+    if _PROC:
+        fields = _stat(pid)
+        return int(fields[19]) if fields is not None and len(fields) > 19 and fields[19].isdigit() else None
     import psutil
 
     try:
         return float(psutil.Process(pid).create_time())
     except psutil.Error:
         return None
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has ended and waits to be reaped (/proc/PID/stat's state; psutil's where there is none)."""
+    if _PROC:
+        fields = _stat(pid)
+        return fields is not None and fields[0] == b"Z"
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _key(process: psutil.Process) -> tuple[int, float]:
@@ -237,15 +244,6 @@ def _key(process: psutil.Process) -> tuple[int, float]:
         return process.pid, 0.0
 
 
-def _zombie(process: psutil.Process) -> bool:
-    import psutil
-
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def _alive(process: psutil.Process) -> bool:
     import psutil
 
@@ -255,17 +253,35 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
-def _in_session(session: int) -> list[psutil.Process]:
+def _in_session(session: int) -> list[int]:
     """The processes whose session id is ``session`` (the job's main process started one)."""
-    import psutil
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:  # no /proc
+        import psutil
 
+        pids = psutil.pids()
     found = []
-    for pid in psutil.pids():
+    for pid in pids:
         with contextlib.suppress(OSError):
             if os.getsid(pid) == session:
-                with contextlib.suppress(psutil.Error):
-                    found.append(psutil.Process(pid))
+                found.append(pid)
     return found
+
+
+def _signal(processes: list[psutil.Process], *, kill: bool) -> None:
+    """SIGKILL (``kill``) or SIGTERM each of ``processes``; psutil checks that each pid still names the same
+    process."""
+    if not processes:
+        return
+    import psutil
+
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            if kill:
+                process.kill()
+            else:
+                process.terminate()
 
 
 def _wait(processes: list[psutil.Process], timeout: float) -> None:
