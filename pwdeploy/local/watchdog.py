@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 
+from pwdeploy.local.tree import wait_for_exit
+
 # Reads the session id, then waits for "done" or end-of-file; on end-of-file kills the session, three passes (a
 # process forking meanwhile is caught by the next), then removes the /dev/shm files its processes held, and exits.
 SCRIPT = r"""
@@ -96,8 +98,8 @@ def watchdog() -> Iterator[Callable[[int, Iterable[int]], None]]:
         with suppress(OSError):  # BrokenPipeError: it ended already (killed by someone)
             pipe.write(b"done\n")
             pipe.close()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # never left behind, even on a machine too loaded to start it in time
+        # told at once when it exits (Popen.wait with a timeout polls with sleeps); never left behind, even on a
+        # machine too loaded to start it in time
+        if wait_for_exit(process, 5) is None:
             process.kill()
             process.wait()
