@@ -72,9 +72,11 @@ def load(
     distribution's, read without importing jax). Every problem is raised at once: ``ConfigError`` (one) or
     ``ConfigErrors`` (several), each naming its field.
     """
+    from pwdeploy import arguments
     from pwdeploy.config.load import flatten, load_job, merge
     from pwdeploy.errors import ConfigError
 
+    overrides = arguments.mapping(overrides, "overrides")
     if config is None or isinstance(config, str | os.PathLike):
         return load_job(None if config is None else Path(config), overrides, installed_jax=installed_jax)
     if not isinstance(config, Mapping):
@@ -90,7 +92,7 @@ def warnings(job: JobConfig) -> list[str]:
     ``main.env``, a reclaimed capacity mode without restarts, ...)."""
     from pwdeploy.advice import job_warnings
 
-    return list(job_warnings(job))
+    return list(job_warnings(_job(job)))
 
 
 def render(job: JobConfig, *, validate: bool = True) -> list[Manifest]:
@@ -99,7 +101,7 @@ def render(job: JobConfig, *, validate: bool = True) -> list[Manifest]:
     lists every problem)."""
     from pwdeploy import manifests
 
-    objects = manifests.build(job)
+    objects = manifests.build(_job(job))
     if validate:
         from pwdeploy.validation.validate import require_valid
 
@@ -110,25 +112,28 @@ def render(job: JobConfig, *, validate: bool = True) -> list[Manifest]:
 def validate(objects: Sequence[Mapping[str, Any]]) -> list[str]:
     """The problems the schemas and webhook rules find in ``objects`` (rendered or read from files); empty when
     the API server and JobSet's webhook would accept them."""
+    from pwdeploy import arguments
     from pwdeploy.validation.validate import validate_objects
 
-    return validate_objects(objects)
+    return validate_objects(arguments.sequence(objects, "objects", "[jobset]"))
 
 
 def to_yaml(objects: Sequence[Manifest]) -> str:
     """The objects as ``pwdeploy render`` prints them (YAML documents, deterministic), for ``kubectl apply -f -``."""
-    from pwdeploy import manifests
+    from pwdeploy import arguments, manifests
 
-    return manifests.to_yaml(list(objects))
+    return manifests.to_yaml(list(arguments.sequence(objects, "objects", "api.render(job)")))  # type: ignore[arg-type]
 
 
 def check(job: JobConfig, paths: Sequence[str | os.PathLike[str]] = (), *, config_file: Path | None = None) -> Report:
     """The program check (``pwdeploy check``) over the job's entry module, what it imports from the job's folder,
     and ``paths``. The report's ``errors`` are what would make the command exit with ``CheckError``'s code; this
     function returns them rather than raising. ``config_file`` lets findings point at the config's lines."""
+    from pwdeploy import arguments
     from pwdeploy.check import check as run_check
 
-    return run_check(job, [Path(p) for p in paths], config_file=config_file)
+    checked = arguments.paths(paths, "paths")
+    return run_check(_job(job), list(checked), config_file=arguments.optional_path(config_file, "config_file"))
 
 
 def plan_local(
@@ -143,14 +148,15 @@ def plan_local(
     beside the config, or ``command`` in ``cwd``, default the current directory; a leading ``python3`` is this
     Python), the emulated CPU devices and the variables set on top of ``environ`` (default: this process's),
     with the plan's warnings and notes. ``cores`` defaults to the CPU cores this process may use."""
+    from pwdeploy import arguments
     from pwdeploy.local.env import plan
 
     return plan(
-        job,
-        tuple(command),
-        cwd=Path.cwd() if cwd is None else Path(cwd),
-        cores=len(os.sched_getaffinity(0)) if cores is None else cores,
-        environ=os.environ if environ is None else environ,
+        _job(job),
+        arguments.strings(command, "command", "['python3', 'train.py']"),
+        cwd=arguments.optional_path(cwd, "cwd") or Path.cwd(),
+        cores=_cores(cores),
+        environ=_environ(environ),
     )
 
 
@@ -185,18 +191,23 @@ def run_local(
     events that never happened in a run that succeeded) and ``LocalLimitsError`` (a run that succeeded went over
     main.memory or main.shm_size: the cluster would have killed it).
     """
+    from pwdeploy import arguments
     from pwdeploy.local.launch import RunOptions, Surroundings
     from pwdeploy.local.launch import run_local as launch
     from pwdeploy.local.restarts import Faults
 
-    _check_faults(fail_at_step, kill_after)
+    job = _job(job)
+    command = arguments.strings(command, "command", "['python3', 'train.py']")
     options = RunOptions(
         check_limits=check_limits,
         resume=resume,
-        faults=Faults(fail_at_step=fail_at_step, kill_after=kill_after),
-        lose_slice=tuple(lose_slices),
-        restore_slice=tuple(restore_slices),
-        summary_json=None if summary_json is None else Path(summary_json),
+        faults=Faults(
+            fail_at_step=arguments.optional_whole(fail_at_step, "fail_at_step", 1),
+            kill_after=arguments.seconds(kill_after, "kill_after"),
+        ),
+        lose_slice=arguments.strings(lose_slices, "lose_slices", "['1@40']"),
+        restore_slice=arguments.strings(restore_slices, "restore_slices", "['1@80']"),
+        summary_json=arguments.optional_path(summary_json, "summary_json"),
     )
 
     def say(line: str) -> None:
@@ -204,12 +215,12 @@ def run_local(
             print(line, file=progress, flush=True)
 
     around = Surroundings(
-        cwd=Path.cwd() if cwd is None else Path(cwd),
-        cores=len(os.sched_getaffinity(0)) if cores is None else cores,
-        environ=os.environ if environ is None else environ,
+        cwd=arguments.optional_path(cwd, "cwd") or Path.cwd(),
+        cores=_cores(cores),
+        environ=_environ(environ),
         say=say,
     )
-    given = None if config_file is None else Path(config_file)
+    given = arguments.optional_path(config_file, "config_file")
 
     def program_check(local_plan: LocalPlan) -> list[str]:
         from pwdeploy.check import check_before_run
@@ -225,13 +236,28 @@ def run_local(
     return launch(job, command, around, options, check_program=program_check if check_program else None)
 
 
-def _check_faults(fail_at_step: int | None, kill_after: float | None) -> None:
+def _job(job: object) -> JobConfig:
+    """A caller's job: what ``load`` returns (a mapping or a path is ``load``'s to read first)."""
+    from pwdeploy.arguments import a_kind
+    from pwdeploy.config.model import JobConfig
     from pwdeploy.errors import ConfigError
 
-    if fail_at_step is not None and fail_at_step < 1:
-        raise ConfigError("fail_at_step", f"{fail_at_step} is not a step: steps count from 1")
-    if kill_after is not None and not kill_after > 0:
-        raise ConfigError("kill_after", f"{kill_after} is not a number of seconds above 0")
+    if not isinstance(job, JobConfig):
+        raise ConfigError("job", f"must be a JobConfig, not {a_kind(job)}", hint="job = api.load(...)")
+    return job
+
+
+def _cores(cores: object) -> int:
+    from pwdeploy import arguments
+
+    return len(os.sched_getaffinity(0)) if cores is None else arguments.whole(cores, "cores", 1)
+
+
+def _environ(environ: object) -> Mapping[str, str]:
+    from pwdeploy import arguments
+
+    checked = arguments.environment(environ, "environ")
+    return os.environ if checked is None else checked
 
 
 # ---------------------------------------------------------------------------------------------- the cluster
@@ -256,10 +282,12 @@ def connect(
     ``on_notice`` hears what a user should know on the way (a slow credential plugin, credentials not sent over
     plain http). A missing or unusable kubeconfig, or a bad namespace, is a ``ConfigError``; a credential
     plugin that fails is a ``ClusterError``."""
+    from pwdeploy import arguments
     from pwdeploy.kube.kubeconfig import load_kube
 
     _check_namespace(namespace)
-    kube = load_kube(None if kubeconfig is None else Path(kubeconfig), context, on_notice=on_notice)
+    path = arguments.optional_path(kubeconfig, "kubeconfig")
+    kube = load_kube(path, arguments.optional_text(context, "context"), on_notice=on_notice)
     return Cluster(kube, namespace or kube.namespace)
 
 
@@ -279,7 +307,7 @@ def submit(cluster: Cluster, job: JobConfig, *, dry_run: DryRun = "none", replac
         from pwdeploy.errors import ConfigError
 
         raise ConfigError("dry_run", f"{dry_run!r} is not a dry-run mode; valid: none, client, server")
-    job = job._replace(namespace=job.namespace or cluster.namespace)
+    job = _job(job)._replace(namespace=job.namespace or _cluster(cluster).namespace)
     require_valid(manifests.build(job))
     options = SubmitOptions(dry_run=Mode(dry_run), replace=replace)
     return submit_job(cluster.kube, job, options, Surroundings(), confirm=lambda q: True).outcome
@@ -292,6 +320,7 @@ def status(cluster: Cluster, name: str) -> JobStatus:
     from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
+    cluster = _cluster(cluster)
     with reading_answers(cluster.kube):
         return read_status(cluster.kube, cluster.namespace, name)
 
@@ -309,14 +338,17 @@ def wait(
     itself is left alone). ``progress`` gets one line per change (default: nowhere)."""
     import io
 
+    from pwdeploy import arguments
     from pwdeploy.cluster.wait import Display, wait_for
     from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
+    timeout = arguments.seconds(timeout, "timeout")
     if until not in ("running", "done"):
         from pwdeploy.errors import ConfigError
 
         raise ConfigError("until", f"{until!r} is not a state to wait for; valid: running, done")
+    cluster = _cluster(cluster)
     display = Display(io.StringIO() if progress is None else progress, tty=False)
     with reading_answers(cluster.kube):
         return wait_for(cluster.kube, cluster.namespace, name, until=until, display=display, timeout=timeout)
@@ -337,6 +369,7 @@ def logs(
     the pod is found now (``ClusterError`` when there is none yet), the log is read as the iterator is consumed.
     ``slice_index`` and ``host`` pick a worker (or its sidecar); ``follow`` keeps reading until the container
     ends."""
+    from pwdeploy import arguments
     from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_bytes
     from pwdeploy.errors import ConfigError
     from pwdeploy.kube.seam import reading_answers
@@ -344,7 +377,9 @@ def logs(
     _check_name(name)
     if component not in COMPONENTS:
         raise ConfigError("component", f"{component!r} is not a component; valid: {', '.join(COMPONENTS)}")
-    kube, namespace = cluster
+    slice_index, host = arguments.whole(slice_index, "slice_index", 0), arguments.whole(host, "host", 0)
+    tail = arguments.optional_whole(tail, "tail", 0)
+    kube, namespace = _cluster(cluster)
     with reading_answers(kube):
         pod = find_pod(kube, namespace, name, component, slice_index, host)
     container = COMPONENTS[component][1]
@@ -359,6 +394,7 @@ def diagnose(cluster: Cluster, name: str) -> Diagnosis:
     from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
+    cluster = _cluster(cluster)
     with reading_answers(cluster.kube):
         return explain(cluster.kube, cluster.namespace, name)
 
@@ -371,7 +407,7 @@ def delete(cluster: Cluster, name: str, *, wait: bool = False) -> None:
     from pwdeploy.kube.seam import reading_answers
 
     _check_name(name)
-    kube, namespace = cluster
+    kube, namespace = _cluster(cluster)
     with reading_answers(kube):
         if not js.is_managed(js.require_jobset(kube, namespace, name)):
             raise ClusterError(
@@ -386,19 +422,30 @@ def delete(cluster: Cluster, name: str, *, wait: bool = False) -> None:
             )
 
 
+def _cluster(cluster: object) -> Cluster:
+    from pwdeploy.arguments import a_kind
+    from pwdeploy.errors import ConfigError
+
+    if not isinstance(cluster, Cluster):
+        raise ConfigError("cluster", f"must be a Cluster, not {a_kind(cluster)}", hint="cluster = api.connect(...)")
+    return cluster
+
+
 def _check_namespace(namespace: str | None) -> None:
+    from pwdeploy import arguments
     from pwdeploy.errors import ConfigError
     from pwdeploy.names import dns1123_label
 
-    problem = None if namespace is None else dns1123_label(namespace)
+    problem = None if namespace is None else dns1123_label(arguments.text(namespace, "namespace"))
     if problem is not None:
         raise ConfigError("namespace", f"{namespace!r} is not a valid namespace: {problem}")
 
 
 def _check_name(name: str) -> None:
+    from pwdeploy import arguments
     from pwdeploy.errors import ConfigError
     from pwdeploy.names import dns1035_label
 
-    problem = dns1035_label(name)
+    problem = dns1035_label(arguments.text(name, "name"))
     if problem is not None:
         raise ConfigError("name", f"{name!r} is not a job name: {problem}", hint="the name is the config's `name`")

@@ -27,6 +27,7 @@ from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
 MAIN = {"image": "python:3.11.9-slim", "command": "python3 train.py"}
+loose: Any = api  # the face, called with what its types do not allow (as from untyped code)
 
 
 def jax() -> str:
@@ -126,6 +127,62 @@ def test_the_local_plan_is_what_local_run_would_start(tmp_path: Path) -> None:
     assert other.command == (sys.executable, "-c", "pass") and other.cwd == tmp_path.resolve()
 
 
+def test_run_local_works_from_a_worker_thread(tmp_path: Path) -> None:
+    """Python lets only the main thread handle signals: a run from asyncio.to_thread (or an executor) installs
+    none, where signal.signal would raise ValueError."""
+    import asyncio
+
+    job = api.load(EXAMPLE, installed_jax=jax)
+    command = [sys.executable, "-c", "print('ran')"]
+    run = asyncio.run(
+        asyncio.to_thread(api.run_local, job, command, cwd=tmp_path, check_program=False, check_limits=False)
+    )
+    assert run.exit_status == 0 and run.attempts == 1
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda job: loose.check(job, "/abs/train.py"), "paths"),  # iterated: "/", "a", ... (the whole machine)
+        (lambda job: loose.plan_local(job, "python3 train.py"), "command"),
+        (lambda job: loose.run_local(job, "python3 train.py"), "command"),
+        (lambda job: loose.run_local(job, lose_slices="1@40"), "lose_slices"),
+        (lambda job: loose.run_local(job, restore_slices="1@80"), "restore_slices"),
+        (lambda job: loose.validate("jobset.yaml"), "objects"),
+        (lambda job: loose.to_yaml("jobset.yaml"), "objects"),
+    ],
+    ids=["check", "plan_local", "run_local", "lose_slices", "restore_slices", "validate", "to_yaml"],
+)
+def test_a_str_where_a_list_is_meant_is_refused(call: Any, argument: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        call(loose.load(EXAMPLE, installed_jax=jax))
+    assert caught.value.field == argument and "must be a list, not a str" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda job: loose.load(EXAMPLE, "tpu.slices=3"), "overrides"),
+        (lambda job: loose.render({"name": "x"}), "job"),
+        (lambda job: loose.warnings(str(EXAMPLE)), "job"),
+        (lambda job: loose.check(job, [3]), "paths[0]"),
+        (lambda job: loose.plan_local(job, ["python3", 3]), "command[1]"),
+        (lambda job: loose.plan_local(job, cores="4"), "cores"),
+        (lambda job: loose.plan_local(job, environ={"A": 1}), "environ['A']"),
+        (lambda job: loose.run_local(job, fail_at_step="3"), "fail_at_step"),
+        (lambda job: loose.run_local(job, kill_after="3"), "kill_after"),
+        (lambda job: loose.run_local(job, kill_after=float("nan")), "kill_after"),
+        (lambda job: loose.run_local(job, environ=["A=1"]), "environ"),
+        (lambda job: loose.connect(namespace=5), "namespace"),
+        (lambda job: loose.connect(kubeconfig=5), "kubeconfig"),
+    ],
+)
+def test_a_wrong_type_is_the_callers_config_error_naming_the_argument(call: Any, argument: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        call(api.load(EXAMPLE, installed_jax=jax))
+    assert caught.value.field == argument
+
+
 # ---------------------------------------------------------------------------------------------- the cluster
 
 
@@ -219,6 +276,28 @@ def test_logs_are_the_containers_bytes_against_the_stub(cluster: api.Cluster, st
         api.logs(cluster, "dp-example")
     with pytest.raises(ConfigError, match="is not a job name"):
         api.logs(cluster, "job.yaml")
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda cluster: loose.status(cluster, 123), "name"),
+        (lambda cluster: loose.status(("kube", "default"), "dp-example"), "cluster"),
+        (lambda cluster: loose.logs(cluster, "dp-example", tail="10"), "tail"),
+        (lambda cluster: loose.logs(cluster, "dp-example", slice_index="1"), "slice_index"),
+        (lambda cluster: loose.logs(cluster, "dp-example", host=True), "host"),
+        (lambda cluster: loose.wait(cluster, "dp-example", timeout="10"), "timeout"),
+        (lambda cluster: loose.submit(cluster, str(EXAMPLE)), "job"),
+    ],
+)
+def test_a_wrong_type_is_refused_before_any_request_against_the_stub(
+    call: Any, argument: str, cluster: api.Cluster, stub: StubKubeApiServer
+) -> None:
+    """Sent on, a wrong type would come back as the API server's refusal: the server blamed for the caller."""
+    stub.put("jobsets", rendered_jobset())
+    with pytest.raises(ConfigError) as caught:
+        call(cluster)
+    assert caught.value.field == argument and stub.requests == []
 
 
 # ---------------------------------------------------------------------------------------------- the face

@@ -25,6 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "atomic": frozenset({"errors"}),
     "report": frozenset({"errors"}),
     "quantity": frozenset({"errors"}),
+    "arguments": frozenset({"errors"}),  # a library caller's arguments checked (the api's)
     "catalog": frozenset({"errors"}),
     "slices": frozenset({"identifiers"}),
     "runtime": frozenset({"identifiers", "slices"}),

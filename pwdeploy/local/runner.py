@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
@@ -319,6 +320,12 @@ def stop_signals(grace: float = STOP_GRACE_SECONDS) -> Iterator[Stops]:
     default at exec.
     """
     stops = Stops(grace=grace)
+    if threading.current_thread() is not threading.main_thread():
+        # Only the main thread may handle signals (signal.signal raises ValueError elsewhere): a run started from
+        # a worker thread (api.run_local under asyncio.to_thread or an executor) leaves them to the program that
+        # owns that thread, and its job, in a session of its own, runs until it ends or kill_after.
+        yield stops
+        return
     # A signal pwdeploy was started ignoring (SIGHUP under nohup, SIGINT in a background job) stays ignored, for
     # the job too: that is what whoever started it asked for.
     handled = [signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
