@@ -17,8 +17,9 @@ from pwdeploy.identifiers import PROXY_PORT, TRANSFER_DIR
 DATA_WORKERS = ids.DATA_WORKERS_ENV
 
 
-def job_env(job: JobConfig, *, hlo_dump: str | None = None) -> dict[str, str]:
-    """pwdeploy's env contract, in a stable order. ``hlo_dump`` replaces the GCS HLO location (local runs)."""
+def job_env(job: JobConfig, *, hlo_dump: str | None = None, mtc_dir: str | None = None) -> dict[str, str]:
+    """pwdeploy's env contract, in a stable order. ``hlo_dump`` replaces the GCS HLO location and ``mtc_dir`` the
+    workers' MTC ramdisk (local runs)."""
     tpu = job.tpu
     env = {
         ids.JOB_NAME_ENV: job.name,
@@ -39,8 +40,22 @@ def job_env(job: JobConfig, *, hlo_dump: str | None = None) -> dict[str, str]:
         ids.CHECKPOINT_DIR_ENV: storage.checkpoints.uri if storage.checkpoints else None,
     }
     env.update({k: v for k, v in optional.items() if v is not None})
+    env.update(mtc_env(job, mtc_dir))
     env.update(dict(job.main.env))
     return env
+
+
+def mtc_env(job: JobConfig, directory: str | None = None) -> dict[str, str]:
+    """With mtc.enabled: what a program passes to Orbax's ``initialize_multi_tier_checkpointing`` (the local
+    directory, the backup interval); its ``run_name`` defaults to ``JOBSET_NAME``, which main's env holds."""
+    mtc = job.mtc
+    if not mtc.enabled:
+        return {}
+    optional = {
+        ids.MTC_BACKUP_MINUTES_ENV: mtc.backup_interval_minutes,
+        ids.MTC_BACKUP_STEPS_ENV: mtc.backup_interval_steps,
+    }
+    return {ids.MTC_DIR_ENV: directory or mtc.ramdisk_dir, **{k: str(v) for k, v in optional.items() if v is not None}}
 
 
 TRANSFER_DIRECTORY_ENV = "IFRT_PROXY_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY"  # read by client and proxy

@@ -33,6 +33,10 @@ TRANSFER_VOLUME = "ifrt-proxy-transfer"
 TRANSFER_DIR = "/tmp/ifrt_proxy"
 HLO_VOLUME = "hlo-dump"
 HLO_DIR = "/tmp/pwdeploy-hlo"
+MTC_VOLUME = "mtc-ramdisk"  # mounted at mtc.ramdisk_dir (a config field)
+# The CSI driver of GKE's multi-tier checkpointing (the HighScaleCheckpointing add-on); Cluster Toolkit and xpk
+# mount it as an inline CSI volume.
+MTC_CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
 
 # labels pwdeploy sets
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -103,6 +107,10 @@ PATHWAYS_VERSION_ENV = "PWDEPLOY_PATHWAYS_VERSION"
 HLO_DUMP_DIR_ENV = "PWDEPLOY_HLO_DUMP_DIR"
 PROFILE_DIR_ENV = "PWDEPLOY_PROFILE_DIR"
 CHECKPOINT_DIR_ENV = "PWDEPLOY_CHECKPOINT_DIR"
+# mtc.enabled: Orbax's local_checkpoint_directory (on the workers; a tmpfs in local runs) and its backup interval.
+MTC_DIR_ENV = "PWDEPLOY_MTC_DIR"
+MTC_BACKUP_MINUTES_ENV = "PWDEPLOY_MTC_BACKUP_INTERVAL_MINUTES"
+MTC_BACKUP_STEPS_ENV = "PWDEPLOY_MTC_BACKUP_INTERVAL_STEPS"
 LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
 RESTART_ATTEMPT_ENV = "PWDEPLOY_RESTART_ATTEMPT"  # 0 on the first run, then 1, 2, ... after each restart
 FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.step_done kills the job there
@@ -134,6 +142,9 @@ JOB_ENV_NAMES = frozenset(
         HLO_DUMP_DIR_ENV,
         PROFILE_DIR_ENV,
         CHECKPOINT_DIR_ENV,
+        MTC_DIR_ENV,
+        MTC_BACKUP_MINUTES_ENV,
+        MTC_BACKUP_STEPS_ENV,
         LOCAL_DEVICES_ENV,
         RESTART_ATTEMPT_ENV,
         FAIL_AT_STEP_ENV,

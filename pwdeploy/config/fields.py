@@ -223,6 +223,23 @@ FIELDS: tuple[Field, ...] = (
       "--sidecar-python"),
     _("sidecar.shm_size", Kind.QUANTITY, "8Gi", "Shared-memory directory between sidecar and worker",
       "--sidecar-shm-size"),
+    _("sidecar.cpu", Kind.QUANTITY, None,
+      "CPU request of the sidecar container (Google's recipes ask 4); default: none", "--sidecar-cpu"),
+    _("sidecar.memory", Kind.QUANTITY, None,
+      "Memory request of the sidecar container (Google's recipes ask 16Gi; no limit: a limit would kill the "
+      "sidecar in the middle of a save); default: none", "--sidecar-memory"),
+    _("mtc.enabled", Kind.BOOL, False,
+      "Multi-tier checkpointing: GKE's MTC driver keeps Orbax's local checkpoints in each TPU node's ramdisk, "
+      "replicates them and backs them up to GCS; mounts its CSI volume at mtc.ramdisk_dir in the workers (needs the "
+      "colocated-Python sidecar and the cluster set up once: docs/checkpoints.md)", "--mtc"),
+    _("mtc.ramdisk_dir", Kind.STR, "/tmp/mtc_checkpoints",
+      "Where the workers mount the MTC volume, Orbax's local_checkpoint_directory (PWDEPLOY_MTC_DIR): absolute, "
+      "not / and not under /dev, /proc, /sys, /etc, /bin, /sbin, /usr, /lib or /lib64", "--mtc-ramdisk-dir"),
+    _("mtc.backup_interval_minutes", Kind.INT, None,
+      "Minutes between the MTC driver's backups to GCS; default: 30, as Orbax's (not with backup_interval_steps)",
+      "--mtc-backup-minutes", minimum=1),
+    _("mtc.backup_interval_steps", Kind.INT, None,
+      "Steps between the MTC driver's backups to GCS, instead of minutes", "--mtc-backup-steps", minimum=1),
     _("image.repository", Kind.STR, None,
       "Where `pwdeploy image build` tags and pushes the job image (registry/repo); render pins main.image to it",
       "--image-repository"),

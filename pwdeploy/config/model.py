@@ -121,10 +121,21 @@ class SidecarConfig(NamedTuple):
     shm_size: Quantity
     base_release: str | None = None  # only `pwdeploy sidecar` reads these two
     python_version: str | None = None
+    cpu: Quantity | None = None  # requests of the sidecar container; None: none
+    memory: Quantity | None = None
 
     @property
     def enabled(self) -> bool:
         return self.image is not None or self.repository is not None
+
+
+class MtcConfig(NamedTuple):
+    """Multi-tier checkpointing (docs/checkpoints.md): the MTC CSI volume on the workers, Orbax's local directory."""
+
+    enabled: bool = False
+    ramdisk_dir: str = "/tmp/mtc_checkpoints"
+    backup_interval_minutes: int | None = None  # exactly one of the two is set once the config loaded
+    backup_interval_steps: int | None = None
 
 
 class ImagesConfig(NamedTuple):
@@ -174,6 +185,7 @@ class JobConfig(NamedTuple):
     proxy_env: tuple[tuple[str, str], ...] = ()
     rm_env: tuple[tuple[str, str], ...] = ()
     rm_flags: tuple[str, ...] = ()
+    mtc: MtcConfig = MtcConfig()
 
     @property
     def proxy_image(self) -> str:
@@ -202,5 +214,6 @@ SECTION_MODELS: dict[str, type[tuple[object, ...]]] = {
     "sidecar": SidecarConfig,
     "image": ImageConfig,
     "local": LocalConfig,
+    "mtc": MtcConfig,
 }
 LOADER_FIELDS = ("base_dir",)  # JobConfig fields the loader sets itself, from where the config file is

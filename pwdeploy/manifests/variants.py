@@ -35,16 +35,26 @@ def sidecar_container(job: JobConfig) -> Manifest:
     image = job.sidecar.image
     if image is None:
         raise_unpushed(job)
-    return {
-        "name": ids.SIDECAR_CONTAINER,
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "env": [
+    return c.drop_none(
+        name=ids.SIDECAR_CONTAINER,
+        image=image,
+        imagePullPolicy="IfNotPresent",
+        env=[
             c.env_value("GRPC_SERVER_ADDRESS", f"0.0.0.0:{ids.SIDECAR_PORT}"),
             c.env_value("CLOUD_PATHWAYS_SIDECAR_SHM_DIRECTORY", ids.SIDECAR_SHM_DIR),
         ],
-        "ports": c.ports(ids.SIDECAR_PORT),
-    }
+        ports=c.ports(ids.SIDECAR_PORT),
+        resources=sidecar_resources(job),
+    )
+
+
+def sidecar_resources(job: JobConfig) -> Manifest | None:
+    """Requests only, as Google's recipes give the sidecar (cpu 4, memory 16Gi: AI-Hypercomputer/maxtext's
+    Pathways recipe generator): the node's TPU VM has far more, and a memory limit would kill the sidecar while it
+    stages a checkpoint."""
+    requests = {"cpu": job.sidecar.cpu, "memory": job.sidecar.memory}
+    found = {key: str(value) for key, value in requests.items() if value is not None}
+    return {"requests": found} if found else None
 
 
 def colocated_python(job: JobConfig, pods: Pods) -> Pods:
@@ -62,6 +72,24 @@ def colocated_python(job: JobConfig, pods: Pods) -> Pods:
     worker = c.add_args(worker, ids.WORKER_CONTAINER, [f"--cloud_pathways_sidecar_shm_directory={ids.SIDECAR_SHM_DIR}"])
     head = c.add_args(pods.head, ids.PROXY_CONTAINER, ["--sidecar_name=external"])
     return Pods(head, worker)
+
+
+# ------------------------------------------------------------------------- multi-tier checkpointing
+
+
+def multi_tier_checkpointing(job: JobConfig, pods: Pods) -> Pods:
+    """The MTC driver's inline CSI volume at mtc.ramdisk_dir on the workers, as Cluster Toolkit renders a Pathways
+    job with --gke-mtc-enabled (its TestGeneratePathwaysManifest_MTC: the sidecar on workers only, the CSI volume,
+    the mount). Mounted in the sidecar, where Orbax's colocated-Python functions write replicator.yaml and the
+    local checkpoints, and in pathways-worker, as Cluster Toolkit's MTC template mounts it in both (the sidecar by
+    name, the worker through the job's mount list). Never on the head: its CPU node runs no MTC driver (the
+    CheckpointConfiguration's node selector names the TPU machine type), so the volume could not be set up there.
+    The directory reaches main through its env (envcontract.mtc_env); the config requires the sidecar."""
+    if not job.mtc.enabled:
+        return pods
+    volume = {"name": ids.MTC_VOLUME, "csi": {"driver": ids.MTC_CSI_DRIVER}}
+    worker = c.add_volume(pods.worker, volume, job.mtc.ramdisk_dir, ids.SIDECAR_CONTAINER, ids.WORKER_CONTAINER)
+    return Pods(pods.head, worker)
 
 
 # ------------------------------------------------------------------------- client-proxy transfer memory
@@ -124,7 +152,7 @@ def hlo_uploader(job: JobConfig, pods: Pods) -> Pods:
     return Pods(head, pods.worker)
 
 
-STEPS: tuple[Step, ...] = (colocated_python, transfer_memory, hlo_uploader)
+STEPS: tuple[Step, ...] = (colocated_python, multi_tier_checkpointing, transfer_memory, hlo_uploader)
 
 
 def apply_variants(job: JobConfig, pods: Pods) -> Pods:
