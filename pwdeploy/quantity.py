@@ -77,6 +77,15 @@ def parse_amount(value: object, field: str, *, allow_zero: bool = False) -> int 
     return result
 
 
+def whole_bytes(value: int | Decimal) -> int:
+    """The bytes Kubernetes takes a byte quantity for: ``Quantity.Value()`` rounds up, away from zero
+    (kubernetes/apimachinery pkg/api/resource/quantity.go), so ``512m`` (0.512) is 1 byte, never 0. The kubelet
+    mounts a memory-backed emptyDir as a tmpfs of ``size=`` that value (kubernetes/kubernetes
+    pkg/volume/emptydir/empty_dir.go, generateTmpfsMountOptions), and tmpfs rounds it up to whole pages."""
+    whole = int(value)
+    return whole + 1 if whole < value else whole
+
+
 def is_bare_number(text: str) -> bool:
     """Whether a quantity is a plain number, without a suffix or an exponent (``32``, ``0.5``)."""
     match = _PATTERN.fullmatch(text.strip())

@@ -113,6 +113,53 @@ def test_a_job_within_main_shm_size_reports_the_namespaces_peak_and_its_files_go
     assert not (SHM / name).exists()
 
 
+@needs_private
+def test_a_fraction_of_a_byte_mounts_one_page_as_the_kubelet_does_never_an_unlimited_tmpfs(
+    job_dir: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A job built in code (the config refuses ``512m``) still gets what the kubelet would mount: its sizeLimit
+    rounded up (1 byte: one page), never ``size=0``, which is a tmpfs without a limit."""
+    from pwdeploy import api
+    from pwdeploy.local.limits import PAGE
+    from pwdeploy.quantity import canonical
+
+    loaded = api.load(job_dir / "job.yaml", installed_jax=lambda: "0.10.2")
+    job = loaded._replace(main=loaded.main._replace(shm_size=canonical("512m", "main.shm_size")))
+    name = f"pwdeploy-namespace-test-{uuid.uuid4().hex}"
+    command = [sys.executable, "-c", WRITE, name, "1"]
+    run = api.run_local(job, command, cwd=job_dir, check_program=False, check_limits=False, environ=dict(os.environ))
+    out, err = capfd.readouterr()
+    assert out.splitlines() == [str(PAGE)], "the job's /dev/shm is one page"
+    assert run.exit_status == 1 and "No space left on device" in err
+
+
+def test_shm_use_is_read_from_the_files_blocks_where_statvfs_reads_no_blocks(tmp_path: Path) -> None:
+    """A tmpfs mounted with ``size=0`` has no limit, and statvfs reports 0 blocks for it: the 4 MiB the files hold
+    are counted all the same (and a sparse file counts what it holds, not its length)."""
+    program = textwrap.dedent(
+        """\
+        import os, sys
+        from pathlib import Path
+        from pwdeploy.local.limits import shm_used
+        folder = Path(sys.argv[1])
+        (folder / "full").write_bytes(b"x" * (4 << 20))
+        with open(folder / "sparse", "wb") as f:
+            f.truncate(64 << 20)
+        print(os.statvfs(folder).f_blocks, shm_used(folder))
+        """
+    )
+    mount = 'mount -t tmpfs -o size=0 tmpfs "$1" && exec "$2" -c "$3" "$1"'
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh", str(tmp_path), sys.executable,
+         program],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    if done.returncode != 0 and ("Operation not permitted" in done.stderr or "not found" in done.stderr):
+        pytest.skip(f"no mount namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", str(4 << 20)]
+
+
 # Starts a child that leaves the job's session (setsid) and ignores SIGTERM, then exits 0 at once.
 ESCAPES = """
 import subprocess, sys

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from pwdeploy.errors import ConfigError
-from pwdeploy.quantity import parse_amount, parse_quantity
+from pwdeploy.quantity import parse_amount, parse_quantity, whole_bytes
 
 
 @pytest.mark.parametrize(
@@ -117,3 +117,11 @@ def test_a_quantity_is_written_as_its_text_in_yaml_and_json() -> None:
         emit(document, "yaml")
 
     assert CliRunner().invoke(show).output == "memory: 16Gi\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("512m", 1), ("1500m", 2), ("1e-3", 1), ("4096000m", 4096), ("16Gi", 16 * 2**30)]
+)
+def test_whole_bytes_round_up_as_kubernetes_quantity_value_does(text: str, expected: int) -> None:
+    """apimachinery's Quantity.Value(): rounded up, away from zero; what the kubelet gives a tmpfs as size=."""
+    assert whole_bytes(parse_amount(text, "f")) == expected

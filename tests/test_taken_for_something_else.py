@@ -148,6 +148,24 @@ CASES: dict[str, Case] = {
     "main memory without a unit": Case(
         ("render", "-f", "{job}", "--main-memory", "32"), 2, ("main.memory", "32 bytes", "32Gi", "--main-memory")
     ),
+    "shm size 512m, milli for mega": Case(
+        ("render", "-f", "{job}", "--shm-size", "512m"),
+        2,
+        ("main.shm_size", "0.512 bytes", "m is milli", "512Mi", "512M", "--shm-size"),
+    ),
+    "shm size 512m in the file, before a local run": Case(
+        ("local", "run", "-f", "{job}", "--no-check", "--", "python3", "-c", "print('ran')"),
+        2,
+        ("main.shm_size", "0.512 bytes", "tmpfs of one page", "512Mi"),
+        job={"main": {"image": "r.example/m:1", "command": "python3 train.py", "shm_size": "512m"}},
+        check=lambda folder, done: None if "ran" not in done.stdout else pytest.fail("the job ran"),
+    ),
+    "worker memory 1e-3": Case(
+        ("render", "-f", "{job}"),
+        2,
+        ("tpu.worker_memory", "0.001 bytes", "whole number of bytes"),
+        job={"tpu": {"type": "v5p-8", "worker_memory": "1e-3"}},
+    ),
     "env yes, 0755 and 1e-3 kept as written": Case(
         ("render", "-f", "{job}", "--no-validate"),
         0,

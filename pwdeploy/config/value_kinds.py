@@ -160,6 +160,8 @@ def _quantity(field: Field, value: Any, base_dir: Path) -> quantity.Quantity:
             f"{text} has no unit, so Kubernetes reads it as {text} bytes; memory needs a unit",
             hint=f"write {text}Gi (GiB), {text}Mi (MiB) or {text}G (GB)",
         )
+    if field.path in MEMORY_QUANTITIES and text.amount != int(text.amount):
+        _fractional_bytes(field, text)
     if field.path in CPU_QUANTITIES and (parsed := text.amount) > MAX_CPUS:
         from decimal import Decimal  # only for the message: a whole number of CPUs is parsed without it
 
@@ -172,6 +174,24 @@ def _quantity(field: Field, value: Any, base_dir: Path) -> quantity.Quantity:
             hint="write CPUs as cores (8) or millicores (500m)",
         )
     return text
+
+
+def _fractional_bytes(field: Field, text: quantity.Quantity) -> None:
+    """A byte quantity with a fraction of a byte: ``512m`` is 0.512 bytes (``m`` is milli), a common slip for
+    ``512M``. Kubernetes warns that a fractional byte value is invalid for a memory limit (kubernetes/kubernetes
+    pkg/api/pod/warnings.go) and rounds it up (``Quantity.Value()``): a /dev/shm of one page, a job that dies of
+    SIGBUS or ENOSPC on its first batch; a memory limit no container starts under."""
+    from decimal import Decimal  # only for the message: a whole number of bytes is parsed without it
+
+    rounded = quantity.whole_bytes(text.amount)
+    becomes = "a tmpfs of one page" if field.path.endswith("shm_size") else "a limit no container starts under"
+    number = text[:-1] if text.endswith("m") else None
+    raise ConfigError(
+        field.path,
+        f"{text} is {Decimal(text.amount).normalize():f} bytes{' (m is milli, a thousandth)' if number else ''}: "
+        f"Kubernetes rounds a fraction of a byte up, to {rounded} byte{'' if rounded == 1 else 's'}, {becomes}",
+        hint=f"write {number}Mi (MiB) or {number}M (MB)" if number else "write a whole number of bytes (8Gi, 512Mi)",
+    )
 
 
 def _exit_codes(field: Field, value: Any, base_dir: Path) -> tuple[int, ...]:

@@ -276,9 +276,10 @@ def _shm_probe(job: JobConfig) -> Iterator[Probe]:
     """The namespace probe for a private /dev/shm of main.shm_size, started now and asked by ``_private_shm``;
     ended when the block ends, whether it was asked or not."""
     from pwdeploy.local.unshare import Probe
-    from pwdeploy.quantity import amount
+    from pwdeploy.quantity import amount, whole_bytes
 
-    probe = Probe(int(amount(job.main.shm_size, "main.shm_size")))
+    # The bytes the kubelet mounts (rounded up, never 0: a tmpfs of size=0 has no limit at all).
+    probe = Probe(whole_bytes(amount(job.main.shm_size, "main.shm_size")))
     try:
         yield probe
     finally:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pwdeploy.config import JobConfig
-from pwdeploy.quantity import amount
+from pwdeploy.quantity import amount, whole_bytes
 
 SHM = Path("/dev/shm")
 INTERVAL_SECONDS = 0.1  # a few hundred psutil reads a second would cost the job a core; 10 do not
@@ -40,8 +40,27 @@ class Usage:
 
 
 def shm_used(path: Path = SHM) -> int:
+    """Bytes in use in a /dev/shm: the larger of what the filesystem counts (statvfs, which also counts a file
+    unlinked while still open or mapped) and the blocks of the files there. A tmpfs mounted without a size limit
+    (``size=0``) reports no blocks at all (``f_blocks`` 0: tmpfs(5)), so there the files are what tells."""
     stat = os.statvfs(path)
-    return (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+    return max((stat.f_blocks - stat.f_bfree) * stat.f_frsize, files_blocks(path))
+
+
+def files_blocks(folder: Path) -> int:
+    """Bytes the files under ``folder`` take, from their blocks (``st_blocks``: 512-byte units whatever the block
+    size), so a sparse file counts what it holds, not its length; links are not followed, and what cannot be read
+    (another user's folder, a file gone meanwhile) counts nothing."""
+    total, folders = 0, [str(folder)]
+    while folders:
+        with suppress(OSError), os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                with suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
 
 
 def tree_memory(pid: int) -> tuple[int, int]:
@@ -217,13 +236,13 @@ def summary(usage: Usage, job: JobConfig, *, cpus: int) -> str:
 def exceeded(usage: Usage, job: JobConfig) -> list[str]:
     """One line per limit the run went over, naming the field to raise (empty: within the limits)."""
     problems = []
-    shm_limit = int(amount(job.main.shm_size, "main.shm_size"))
+    shm_limit = whole_bytes(amount(job.main.shm_size, "main.shm_size"))
     if usage.shm_bytes > shm_limit:
         problems.append(
             f"main.shm_size: the job used {human(usage.shm_bytes)} of /dev/shm, more than {job.main.shm_size}; "
             "on the cluster it would die of SIGBUS: raise main.shm_size (--shm-size) or lower main.data_workers"
         )
-    memory_limit = int(amount(job.main.memory, "main.memory"))
+    memory_limit = whole_bytes(amount(job.main.memory, "main.memory"))
     if usage.memory_bytes > memory_limit:
         problems.append(
             f"main.memory: the job held {human(usage.memory_bytes)} (its processes and /dev/shm), more than "
@@ -234,8 +253,8 @@ def exceeded(usage: Usage, job: JobConfig) -> list[str]:
 
 
 def filled(size: int) -> int:
-    """The /dev/shm use at which a tmpfs of ``size`` bytes is full (it counts whole pages)."""
-    return max(0, size - PAGE)
+    """The /dev/shm use at which a tmpfs of ``size`` bytes is full (it counts whole pages: one, at least)."""
+    return max(PAGE, size - PAGE)
 
 
 def human(size: float) -> str:
