@@ -139,6 +139,30 @@ def profile_dir(environ: Mapping[str, str] | None = None) -> str | None:
     return _location(PROFILE_DIR, environ)
 
 
+def mtc_options(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The arguments of Orbax's ``initialize_multi_tier_checkpointing`` for this job; None without MTC.
+
+    With ``mtc.enabled``: the local directory (``PWDEPLOY_MTC_DIR``: the workers' MTC ramdisk on the cluster, a
+    tmpfs folder beside a stand-in of the MTC driver in `local run`), the job's one backup interval, and colocated
+    Python, the Pathways path (its ``run_name`` defaults to ``JOBSET_NAME``)::
+
+        initialization.initialize_multi_tier_checkpointing(**runtime.mtc_options())
+    """
+    env = os.environ if environ is None else environ
+    directory = env.get(ids.MTC_DIR_ENV, "").strip()
+    if not directory:
+        return None
+    options: dict[str, Any] = {"local_checkpoint_directory": Path(directory), "use_colocated_python": True}
+    for key, name in (
+        ("backup_interval_minutes", ids.MTC_BACKUP_MINUTES_ENV),
+        ("backup_interval_steps", ids.MTC_BACKUP_STEPS_ENV),
+    ):
+        value = env.get(name, "").strip()
+        if value:
+            options[key] = int(value)
+    return options
+
+
 def _location(name: str, environ: Mapping[str, str] | None) -> str | None:
     value = (os.environ if environ is None else environ).get(name, "").strip()
     return value or None

@@ -23,6 +23,8 @@ def rules_of(tmp_path: Path, source: str, **others: str) -> list[str]:
     return [f.rule for f in check(None, [entry], cwd=tmp_path).findings]
 
 
+# Rules that fire only against a job config (-f): tests/test_check_cli.py, tests/test_check_checkpointing.py.
+JOB_ONLY = {"sidecar-versions", "colocated-no-sidecar", "mtc-no-volume"}
 FIRES = [
     ("init-order", "import jax\nimport pathwaysutils\nd = jax.devices()\npathwaysutils.initialize()\n"),
     ("init-order", "import jax\nprint(jax.device_count())\n"),  # and never initialised
@@ -174,6 +176,47 @@ FIRES = [
         """
         ),
     ),
+    (
+        "orbax-array-handler",
+        OCP + "ocp.pathways.register_type_handlers(checkpointing_impl=ocp.pathways.CheckpointingImpl.NO_DISPATCHER)\n",
+    ),
+    (
+        "orbax-array-handler",  # MaxText's v1 Context when colocated Python is off
+        INIT
+        + "from orbax.checkpoint import pathways as ocp_pathways\nfrom orbax.checkpoint import v1 as ocp\n"
+        + "ctx = ocp.Context()\nctx.pathways.checkpointing_impl = ocp_pathways.CheckpointingImpl.NO_DISPATCHER\n",
+    ),
+    (
+        "orbax-ocdbt",
+        INIT
+        + "from orbax.checkpoint import v1 as ocp\nwith ocp.Context():\n    ocp.save_pytree('gs://b/c/1', state)\n",
+    ),
+    (
+        "mtc-colocated-off",
+        INIT
+        + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization\n"
+        + "initialization.initialize_multi_tier_checkpointing('/local', backup_interval_minutes=30)\n",
+    ),
+    (
+        "mtc-colocated-off",
+        INIT
+        + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import replicator_checkpoint_manager"
+        + " as rcm\n"
+        + "options = rcm.ReplicatorCheckpointManagerOptions(save_interval_steps=10, use_colocated_python=False)\n",
+    ),
+    (
+        "mtc-backup-interval",
+        INIT
+        + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing.initialization import "
+        + "initialize_multi_tier_checkpointing as init_mtc\n"
+        + "init_mtc('/local', backup_interval_minutes=30, backup_interval_steps=100, use_colocated_python=True)\n",
+    ),
+    (
+        "mtc-backup-interval",
+        INIT
+        + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization as mtc\n"
+        + "mtc.initialize_multi_tier_checkpointing('/local', backup_interval_steps=0, use_colocated_python=True)\n",
+    ),
 ]
 
 QUIET = [
@@ -321,6 +364,52 @@ QUIET = [
         """
         ),
     ),
+    (
+        "orbax-array-handler",
+        OCP + "ocp.pathways.register_type_handlers(checkpointing_impl=ocp.pathways.CheckpointingImpl.PERSISTENCE)\n",
+    ),
+    (
+        "orbax-array-handler",
+        INIT
+        + "from orbax.checkpoint import pathways as ocp_pathways\nfrom orbax.checkpoint import v1 as ocp\n"
+        + "ctx = ocp.Context()\n"
+        + "ctx.pathways.checkpointing_impl = ocp_pathways.CheckpointingImpl.from_options(use_colocated_python=True)\n",
+    ),
+    (
+        "orbax-ocdbt",
+        INIT
+        + "from orbax.checkpoint import v1 as ocp\nctx = ocp.Context()\nctx.array.saving.use_ocdbt = False\n"
+        + "ctx.array.saving.use_zarr3 = False\nwith ctx:\n    ocp.save_pytree('gs://b/c/1', state)\n",
+    ),
+    (
+        "orbax-ocdbt",  # colocated Python writes OCDBT itself
+        INIT
+        + "from orbax.checkpoint import pathways as ocp_pathways\nfrom orbax.checkpoint import v1 as ocp\n"
+        + "ctx = ocp.Context(pathways_options=ocp.options.PathwaysOptions(\n"
+        + "    checkpointing_impl=ocp_pathways.CheckpointingImpl.COLOCATED_PYTHON))\n"
+        + "with ctx:\n    ocp.save_pytree('gs://b/c/1', state)\n",
+    ),
+    (
+        "mtc-colocated-off",
+        INIT
+        + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization\n"
+        + "initialization.initialize_multi_tier_checkpointing('/local', use_colocated_python=True)\n"
+        + "from pwdeploy import runtime\nif not runtime.on_pathways():\n"
+        + "    initialization.initialize_multi_tier_checkpointing('/local')\n",
+    ),
+    (
+        "mtc-colocated-off",  # decided at run time
+        INIT
+        + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization\n"
+        + "initialization.initialize_multi_tier_checkpointing('/local', use_colocated_python=flags.colocated)\n",
+    ),
+    (
+        "mtc-backup-interval",
+        INIT
+        + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization as mtc\n"
+        + "mtc.initialize_multi_tier_checkpointing('/local', backup_interval_minutes=None, backup_interval_steps=50,"
+        + " use_colocated_python=True)\n",
+    ),
 ]
 # Correct elastic training (pathwaysutils' Manager.elastic_retry, as its docstring asks): no rule fires.
 ELASTIC = INIT + textwrap.dedent(
@@ -343,7 +432,9 @@ ELASTIC = INIT + textwrap.dedent(
         return state
     """
 )
-QUIET += [(rule.id, ELASTIC) for rule in RULES if rule.id != "sidecar-versions"]
+QUIET += [
+    (rule.id, ELASTIC) for rule in RULES if rule.id not in {"sidecar-versions", "colocated-no-sidecar", "mtc-no-volume"}
+]
 
 
 @pytest.mark.parametrize(("rule", "source"), FIRES, ids=[f"{r}-{i}" for i, (r, _) in enumerate(FIRES)])
@@ -357,7 +448,7 @@ def test_the_rule_stays_quiet_on_its_twin(tmp_path: Path, rule: str, source: str
 
 
 def test_every_rule_that_reads_code_has_a_case_each_way() -> None:
-    code_rules = {rule.id for rule in RULES if rule.id != "sidecar-versions"}  # config only: test_check_job.py
+    code_rules = {rule.id for rule in RULES if rule.id not in JOB_ONLY}
     assert code_rules <= {r for r, _ in FIRES}
     assert code_rules <= {r for r, _ in QUIET}
 

@@ -59,7 +59,7 @@ SUB_ROOMS: dict[str, frozenset[str]] = {
     "cluster.readiness": frozenset(
         {"identifiers", "report", "config", "manifests", "kube", "cluster.jobsets", "cluster.nodes"}
     ),
-    "check.rules": frozenset({"envcontract", "check.program", "check.rule"}),
+    "check.rules": frozenset({"envcontract", "quantity", "check.program", "check.rule"}),
     "local.transfer_probe": frozenset(),  # runs in the job's own process: nothing of pwdeploy
 }
 IMPORTED_IN_ROOM_BY: dict[str, frozenset[str]] = {

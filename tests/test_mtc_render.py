@@ -129,3 +129,18 @@ def test_sidecar_requests_are_rendered_as_requests_without_limits() -> None:
     assert sidecar["resources"] == {"requests": {"memory": "24Gi"}}
     (bare,) = manifests.build(_load({"sidecar.memory": None, "sidecar.cpu": None}))
     assert "resources" not in _containers(_pod(bare, ids.WORKER_JOB))[ids.SIDECAR_CONTAINER]
+
+
+def test_the_runtime_passes_the_jobs_mtc_settings_to_orbax() -> None:
+    from pwdeploy import runtime
+    from pwdeploy.envcontract import job_env
+
+    options = runtime.mtc_options(job_env(_load({})))
+    assert options == {
+        "local_checkpoint_directory": Path("/tmp/mtc_checkpoints"),
+        "use_colocated_python": True,
+        "backup_interval_minutes": 15,
+    }
+    steps = runtime.mtc_options(job_env(_load({"mtc.backup_interval_minutes": None, "mtc.backup_interval_steps": 9})))
+    assert steps is not None and steps["backup_interval_steps"] == 9 and "backup_interval_minutes" not in steps
+    assert runtime.mtc_options(job_env(_load({"mtc.enabled": False}))) is None

@@ -4,11 +4,29 @@ this list: ``rule_table``)."""
 from __future__ import annotations
 
 from pwdeploy.check.rule import Rule
-from pwdeploy.check.rules import checkpoints, devices, hosts, job, loops, startup
+from pwdeploy.check.rules import (
+    checkpointing_impl,
+    checkpoints,
+    controller_side,
+    devices,
+    hosts,
+    job,
+    loops,
+    startup,
+)
 
 RULES: tuple[Rule, ...] = tuple(
     sorted(
-        (*startup.RULES, *checkpoints.RULES, *devices.RULES, *job.RULES, *hosts.RULES, *loops.RULES),
+        (
+            *startup.RULES,
+            *checkpoints.RULES,
+            *controller_side.RULES,
+            *checkpointing_impl.RULES,
+            *devices.RULES,
+            *job.RULES,
+            *hosts.RULES,
+            *loops.RULES,
+        ),
         key=lambda rule: rule.number,
     )
 )

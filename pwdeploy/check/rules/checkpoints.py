@@ -1,6 +1,7 @@
 """Orbax checkpoints under Pathways persistence, whose array handler (installed by ``pathwaysutils.initialize()``
 when ``ENABLE_PATHWAYS_PERSISTENCE=1``, which pwdeploy sets) refuses OCDBT (3), casting on save (4) and restore
-targets that are not NamedSharding (5); and checkpoints that go through the controller (15)."""
+targets that are not NamedSharding (5), read in Orbax v0's calls and v1's Context; and checkpoints that go through
+the controller (15)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from pwdeploy.check.program import Module, env_writes, literal_str
-from pwdeploy.check.rule import ORBAX_HANDLER, ORBAX_PATHWAYS_REGISTRY, ORBAX_TYPES, Context, Hit, Known, Rule
-from pwdeploy.check.rules.startup import INITIALIZE, pathways_guarded
+from pwdeploy.check.rule import ORBAX_HANDLER, ORBAX_TYPES, Context, Hit, Known, Rule
+from pwdeploy.check.rules.checkpointing_impl import PERSISTENCE as PERSISTENCE_IMPL
+from pwdeploy.check.rules.checkpointing_impl import V1, selections
+from pwdeploy.check.rules.startup import INITIALIZE
 
 OCDBT_HANDLERS = frozenset({"PyTreeCheckpointHandler", "StandardCheckpointHandler", "PyTreeCheckpointer"})
 CHECKPOINTERS = frozenset(
@@ -73,6 +76,64 @@ def ocdbt(module: Module) -> Iterator[Hit]:
                     f"{code} writes OCDBT (use_ocdbt defaults to True): under "
                     'Pathways persistence "ValueError: OCDBT not supported for Pathways."',
                 )
+
+
+# Orbax v1's saving entry points (orbax.checkpoint.v1 / .experimental.v1, and its training Checkpointer).
+V1_SAVES = frozenset(
+    {"save", "save_async", "save_pytree", "save_pytree_async", "save_checkpointables", "save_checkpointables_async"}
+)
+
+
+def v1_save(name: str) -> bool:
+    last = name.rpartition(".")[2]
+    return name.startswith(V1) and (last in V1_SAVES or name.endswith(".training.Checkpointer"))
+
+
+class V1Saving(NamedTuple):
+    """What ``orbax-ocdbt`` keeps of a module that saves with Orbax v1."""
+
+    first: tuple[int, str] | None  # the first v1 save (line, code)
+    ocdbt_off: bool  # sets use_ocdbt = False (``ctx.array.saving.use_ocdbt = False``, ``Saving(use_ocdbt=False)``)
+    not_persistence: bool  # selects colocated Python or no dispatcher, which write OCDBT
+
+
+def v1_saving(module: Module) -> V1Saving:
+    if not module.mentions("v1"):
+        return V1Saving(None, False, False)
+    first = next(((c.lineno, module.code(c)) for c, n in module.calls() if v1_save(n)), None)
+    assigned = any(
+        isinstance(node, ast.Assign)
+        and any(module.code(t).endswith(".use_ocdbt") for t in node.targets)
+        and isinstance(node.value, ast.Constant)
+        and node.value.value is False
+        for node in module.of(ast.Assign)
+    )
+    passed = any(
+        isinstance(value := _keyword(call, "use_ocdbt"), ast.Constant) and value.value is False
+        for call, name in module.calls()
+        if name.startswith(V1)
+    )
+    chosen = any(s.impl != PERSISTENCE_IMPL for s in selections(module))
+    return V1Saving(first, assigned or passed, chosen)
+
+
+def v1_ocdbt(context: Context) -> Iterable[Hit]:
+    """Orbax v1 writes OCDBT by default, and on Pathways its Context picks the persistence handler unless told
+    otherwise, which refuses OCDBT (MaxText's checkpoint_context.py says so, and turns to no dispatcher)."""
+    known = context.of("orbax-ocdbt")
+    first = next(((k.file, k.facts.first) for k in known if k.facts.first is not None), None)
+    if first is None or any(k.facts.ocdbt_off or k.facts.not_persistence for k in known):
+        return
+    file, (line, code) = first
+    yield Hit(
+        file,
+        line,
+        f"{code} saves with Orbax v1, which writes OCDBT unless its Context says otherwise (array.saving.use_ocdbt "
+        "defaults to True), through the Pathways persistence handler (the v1 Context's default on Pathways): "
+        '"ValueError: OCDBT not supported for Pathways."',
+        "set ctx.array.saving.use_ocdbt = False and ctx.array.saving.use_zarr3 = False in the ocp.Context the saves "
+        "run in, or select colocated Python (ctx.pathways.checkpointing_impl)",
+    )
 
 
 def save_cast(module: Module) -> Iterator[Hit]:
@@ -145,33 +206,6 @@ def restore_sharding(module: Module) -> Iterator[Hit]:
             )
 
 
-STANDARD_HANDLERS = frozenset({"ArrayHandler", "SingleReplicaArrayHandler"})
-
-
-def array_handler(module: Module) -> Iterator[Hit]:
-    """``register_type_handler(jax.Array, ocp.type_handlers.ArrayHandler(), override=True)``: Orbax's standard
-    handler put back over the Pathways one that ``register_pathways_handlers`` (run by pathwaysutils.initialize()
-    under persistence) registered for jax.Array."""
-    if not module.mentions("orbax"):
-        return
-    for call, name in module.calls():
-        if not (name.startswith("orbax.checkpoint") and name.endswith(".register_type_handler")):
-            continue
-        kind = call.args[0] if call.args else _keyword(call, "ty")
-        handler = call.args[1] if len(call.args) > 1 else _keyword(call, "handler")
-        if kind is None or handler is None or module.qualname(kind) != "jax.Array":
-            continue
-        standard = orbax_class(module.called(handler), STANDARD_HANDLERS)
-        if standard and not pathways_guarded(module, call):
-            yield Hit(
-                module.shown,
-                call.lineno,
-                f"{module.code(call)} puts Orbax's standard {standard} back for jax.Array over the Pathways "
-                "handler pathwaysutils.initialize() registered: every checkpoint then goes through the controller, "
-                "which materialises whole arrays on the Pathways head (OOMKilled)",
-            )
-
-
 class Checkpointing(NamedTuple):
     """What ``controller-checkpoints`` keeps of a module."""
 
@@ -184,7 +218,12 @@ class Checkpointing(NamedTuple):
 def checkpointing(module: Module) -> Checkpointing:
     orbax = module.mentions("orbax")
     first = next(
-        ((c.lineno, module.code(c)) for c, n in module.calls() if orbax and orbax_class(n, CHECKPOINTERS)), None
+        (
+            (c.lineno, module.code(c))
+            for c, n in module.calls()
+            if orbax and (orbax_class(n, CHECKPOINTERS) or v1_save(n))
+        ),
+        None,
     )
     colocated = any(name.startswith("jax.experimental.colocated_python") for name in module.aliases.values()) or any(
         k.arg == "use_colocated_python" for c, _ in module.calls() for k in c.keywords
@@ -227,23 +266,16 @@ def _persistence_off(context: Context, known: list[Known]) -> str:
 
 RULES = (
     Rule(
-        "orbax-array-handler",
-        18,
-        "error",
-        "Orbax's standard ArrayHandler registered again for jax.Array, over the Pathways handler",
-        "drop the registration on Pathways (pathwaysutils.initialize() registers the Pathways handler), or make it "
-        "only off Pathways (if not pwdeploy.runtime.on_pathways(): ...)",
-        ORBAX_PATHWAYS_REGISTRY,
-        array_handler,
-    ),
-    Rule(
         "orbax-ocdbt",
         3,
         "error",
-        "Orbax OCDBT under Pathways persistence (CheckpointManager/PyTreeCheckpointHandler left at defaults)",
+        "Orbax OCDBT under Pathways persistence (v0 CheckpointManager/PyTreeCheckpointHandler, v1 Context left at "
+        "defaults)",
         "ocp.PyTreeCheckpointHandler(use_ocdbt=False, use_zarr3=False) in the CheckpointManager's item_handlers",
         f"{ORBAX_HANDLER}; MaxText PR #5208",
         ocdbt,
+        learn=v1_saving,
+        judge=v1_ocdbt,
     ),
     Rule(
         "orbax-save-cast",
