@@ -21,9 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def measure(runs: int, latency: float) -> None:
     sys.path.insert(0, str(REPO))
-    from pwdeploy.cluster.readiness import check_cluster
     from pwdeploy.config import load_job
     from pwdeploy.kube.kubeconfig import load_kube
+    from pwdeploy.readiness import check_cluster
     from tests.kube_stub import StubKubeApiServer
     from tests.test_readiness_capacity_held_stub import other_jobs_pods
     from tests.test_readiness_stub import ready

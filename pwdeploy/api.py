@@ -298,9 +298,9 @@ def submit(cluster: Cluster, job: JobConfig, *, dry_run: DryRun = "none", replac
     ``dry_run``: ``"client"`` sends nothing that could change the cluster, ``"server"`` has the API server admit
     it without persisting. The job's namespace is the cluster's when the config names none."""
     from pwdeploy import manifests
-    from pwdeploy.cluster.attach import Surroundings
     from pwdeploy.cluster.deploy import SubmitOptions, submit_job
     from pwdeploy.cluster.submit import DryRun as Mode
+    from pwdeploy.cluster.surroundings import Surroundings
     from pwdeploy.validation.validate import require_valid
 
     if dry_run not in ("none", "client", "server"):

@@ -21,10 +21,10 @@ from click.testing import Result
 
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
-from pwdeploy.cluster.session import READY_LINE, Head, HeadStreams
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import Forwarder, PortStream, open_port_stream
 from pwdeploy.kube.seam import Kube
+from pwdeploy.session.headless import READY_LINE, Head, HeadStreams
 from tests.conftest import REPO, SeamRunner
 from tests.kube_stub import FakeClock, small_job
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn

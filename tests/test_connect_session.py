@@ -15,10 +15,10 @@ from click.testing import Result
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.ready_slices import SlicesReady, latest
-from pwdeploy.cluster.session import Head, HeadStreams, session_notes
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import Forwarder
 from pwdeploy.kube.seam import Kube
+from pwdeploy.session.headless import Head, HeadStreams, session_notes
 from tests.conftest import SeamRunner
 from tests.kube_stub import FakeClock
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from pwdeploy.cluster.readiness.permissions import NEEDED
+from pwdeploy.readiness.permissions import NEEDED
 from tests.control_plane import NodePool, TpuPool, kwok, pki
 from tests.control_plane.binaries import versions
 from tests.control_plane.cluster import user_rules

@@ -14,9 +14,9 @@ import yaml
 
 from pwdeploy.cli import reference
 from pwdeploy.cluster.diagnose.causes import CAUSES, MEANINGS, READS, STAGES
-from pwdeploy.cluster.readiness import checks, version
 from pwdeploy.config import load_job
 from pwdeploy.config.json_schema import job_schema
+from pwdeploy.readiness import checks, version
 from tests.conftest import REPO
 from tests.kube_stub import small_job
 

@@ -12,8 +12,8 @@ import pytest
 
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
-from pwdeploy.cluster import drill_plan as dr
-from pwdeploy.cluster.drill_follow import parse_time, step_of
+from pwdeploy.drill import plan as dr
+from pwdeploy.drill.follow import parse_time, step_of
 from tests.drill_stub import DrillStub, stamp
 from tests.kube_stub import FakeClock, rendered_jobset, small_job
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from pwdeploy import manifests
-from pwdeploy.cluster.readiness import check_cluster
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import ConfigError
 from pwdeploy.kube.seam import Kube
+from pwdeploy.readiness import check_cluster
 from pwdeploy.report import PreflightRow, Status
 from tests.kube_stub import StubKubeApiServer, node
 

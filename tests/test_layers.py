@@ -40,6 +40,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "images": LEAVES | {"quantity", "catalog", "config", "registry"},
     "preflight": LEAVES | {"quantity", "catalog", "config", "gcs", "registry"},
     "cluster": LEAVES | {"quantity", "catalog", "config", "envcontract", "kube", "manifests"},
+    "drill": LEAVES | {"quantity", "catalog", "config", "envcontract", "kube", "manifests", "cluster"},
+    "session": LEAVES | {"quantity", "catalog", "config", "envcontract", "kube", "manifests", "cluster"},
+    "readiness": LEAVES | {"quantity", "catalog", "config", "envcontract", "kube", "manifests", "cluster"},
     "local": LEAVES | {"quantity", "catalog", "config", "envcontract", "gcs", "runtime", "slices", "manifests"},
     "check": LEAVES | {"quantity", "catalog", "config", "envcontract", "manifests"},
     "api": frozenset(),  # the library's face: every room below the CLI (test_the_api_stands_below_the_cli)
@@ -56,15 +59,11 @@ SUB_ROOMS: dict[str, frozenset[str]] = {
     "cluster.diagnose": frozenset(
         {"identifiers", "severity", "text", "kube", "cluster.jobsets", "cluster.logs", "cluster.progress"}
     ),
-    "cluster.readiness": frozenset(
-        {"identifiers", "report", "config", "manifests", "kube", "cluster.jobsets", "cluster.nodes"}
-    ),
     "check.rules": frozenset({"envcontract", "quantity", "check.program", "check.rule"}),
     "local.transfer_probe": frozenset(),  # runs in the job's own process: nothing of pwdeploy
 }
 IMPORTED_IN_ROOM_BY: dict[str, frozenset[str]] = {
     "cluster.diagnose": frozenset({"cluster.status"}),  # status reads diagnose's findings (to become its view)
-    "cluster.readiness": frozenset(),  # preflight's cluster source: only the CLI assembles it
     "check.rules": frozenset({"check.run"}),
     "local.transfer_probe": frozenset(),  # started as a file, not imported
 }

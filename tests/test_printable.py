@@ -227,7 +227,7 @@ def test_planted_sequences_never_reach_a_terminal_against_the_stub(
 
 def test_connect_notes_quoting_the_error_channel_are_printable() -> None:
     """connect tells each stream's note (the API server's error-channel text among them) through one function."""
-    from pwdeploy.cluster.attach import _printable
+    from pwdeploy.session.attach import _printable
 
     heard: list[str] = []
     _printable(heard.append)(

@@ -212,7 +212,7 @@ def test_a_job_whose_program_does_not_run_is_exit_4_stub(api: PortForwardApiFake
 def test_a_server_that_goes_quiet_after_the_request_is_a_bounded_wait_stub(
     api: PortForwardApiFake, kc: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pwdeploy.cluster import profiling
+    from pwdeploy.session import profiling
 
     monkeypatch.setattr(profiling, "ANSWER_MARGIN_S", 0.0)  # the wait is the duration alone
     api.put("jobsets", batch_jobset())

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pwdeploy.cluster.readiness.controllers import DEFECTS, duration_s
+from pwdeploy.readiness.controllers import DEFECTS, duration_s
 from pwdeploy.report import Status
 from tests.kube_stub import StubKubeApiServer, small_job
 from tests.test_readiness_stub import controller_deployment, ready, rows

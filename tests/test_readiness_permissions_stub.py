@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from pwdeploy.cluster.readiness.permissions import NEEDED, role_rules
+from pwdeploy.readiness.permissions import NEEDED, role_rules
 from tests.conftest import REPO, ClusterCli
 from tests.diagnose_cases import load, serve
 from tests.kube_stub import Recorded, StubKubeApiServer

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from pwdeploy.cluster.nodes import pod_requests
-from pwdeploy.cluster.readiness import check_cluster, unknown_fields
-from pwdeploy.cluster.readiness.permissions import needed_for
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.kube.seam import Kube
+from pwdeploy.readiness import check_cluster, unknown_fields
+from pwdeploy.readiness.permissions import needed_for
 from pwdeploy.report import PreflightRow, Status
 from tests import gcs_emulator as emulator
 from tests.conftest import REPO, ClusterCli
@@ -174,8 +174,8 @@ def test_checks_run_concurrently_against_stub(
 def test_each_check_name_is_written_once_in_the_package() -> None:
     """One check, one module, one name: a renamed check cannot leave a stale spelling behind. (diagnose's cause
     ids, e.g. "tpu-capacity", are another contract: its package is not searched.)"""
-    cluster = REPO / "pwdeploy" / "cluster"
-    files = [*(cluster / "readiness").rglob("*.py"), *cluster.glob("*.py")]
+    package = REPO / "pwdeploy"
+    files = [*(package / "readiness").rglob("*.py"), *(package / "cluster").glob("*.py")]
     sources = "".join(p.read_text(encoding="utf-8") for p in files)
     for name in {*CHECK_NAMES, "secret"}:
         declared = sources.count(f'Check("{name}"') + sources.count(f'NAME = "{name}"')

@@ -3,15 +3,18 @@ server): nothing printed, every line through the caller's surroundings, the outc
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from pwdeploy import api
-from pwdeploy.cluster.attach import SessionOptions, Surroundings
 from pwdeploy.cluster.deploy import SubmitOptions, submit_job
 from pwdeploy.cluster.submit import DryRun
+from pwdeploy.cluster.surroundings import Surroundings
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import PreflightError
 from pwdeploy.kube.seam import Kube
+from pwdeploy.session.attach import SessionOptions, run_session
 from tests.conftest import REPO
 from tests.kube_stub import FakeClock, StubKubeApiServer
 
@@ -94,7 +97,9 @@ def test_ctrl_c_while_waiting_is_status_130_and_leaves_the_job(
 
     clock.on_sleep = interrupt
     heard = Heard()
-    options = SubmitOptions(wait=None if connect else "done", connect=connect)  # --connect waits until it runs
+    around = heard.surroundings()
+    session = None if connect is None else partial(run_session, options=connect, around=around)
+    options = SubmitOptions(wait=None if connect else "done", connect=session)  # --connect waits until it runs
     done = submit_job(kube, example(headless=connect is not None), options, heard.surroundings(), confirm=bool)
     assert (done.status, done.state, done.next_steps) == (130, None, ())
     assert heard.said[-1].startswith("\nStopped waiting; job dp-example keeps running.")
@@ -112,7 +117,6 @@ def test_the_api_submit_is_the_same_flow_in_the_clusters_namespace(kube: Kube, s
 
 
 def test_a_session_command_without_a_runner_is_refused_before_anything(kube: Kube, stub: StubKubeApiServer) -> None:
-    from pwdeploy.cluster.attach import run_session
     from pwdeploy.errors import ConfigError
 
     options = SessionOptions(local_port=0, command=("python3", "explore.py"))

@@ -14,7 +14,7 @@ from pwdeploy.cli.seams import seams
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.attach import Surroundings
+    from pwdeploy.cluster.surroundings import Surroundings
     from pwdeploy.config import JobConfig
     from pwdeploy.errors import PwdeployError
     from pwdeploy.kube.seam import Clock, Kube
@@ -99,7 +99,7 @@ def surroundings() -> Surroundings:
     the current directory with this process's environment."""
     import sys
 
-    from pwdeploy.cluster.attach import Surroundings
+    from pwdeploy.cluster.surroundings import Surroundings
     from pwdeploy.cluster.wait import Display
 
     def say(line: str) -> None:
@@ -181,8 +181,8 @@ def cluster_source(
     ``extra_sources``, they run beside the GCS and image checks and come first in the report. Without ``kube``,
     the cluster is found from ``kubeconfig`` and ``context`` now; when it cannot be (no kubeconfig, a bad one, an
     unknown context), that is one failed ``cluster`` row saying why, and the GCS and image rows are still checked."""
-    from pwdeploy.cluster.readiness import check_cluster
     from pwdeploy.errors import PwdeployError
+    from pwdeploy.readiness import check_cluster
 
     if kube is not None:
         connected = kube

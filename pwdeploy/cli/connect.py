@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pwdeploy.cli.cluster_options import Cluster, announce, surroundings, with_cluster
-from pwdeploy.cluster.attach import DEFAULT_LOCAL_PORT, SessionOptions, run_session
+from pwdeploy.session.attach import DEFAULT_LOCAL_PORT, SessionOptions, run_session
 
 
 class _SeesTheDashes(click.Command):

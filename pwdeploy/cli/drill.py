@@ -13,7 +13,7 @@ from pwdeploy.cli.output import confirm, emit
 from pwdeploy.errors import ClusterError, ConfigError, PwdeployError
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.drill_plan import Fault, Prediction
+    from pwdeploy.drill.plan import Fault, Prediction
     from pwdeploy.kube.seam import Kube
 
 _DURATION = re.compile(r"(\d{1,7}(?:\.\d+)?)(ms|s|m|h)?")
@@ -96,7 +96,7 @@ def drill(
 
     The fault is never undone: Ctrl-C stops following only.
     """
-    from pwdeploy.cluster import drill_plan as dr
+    from pwdeploy.drill import plan as dr
 
     fault = dr.parse_fault(lose_slice, kill_worker, exit_code, evict_head)
     wait_s = parse_after(after)
@@ -146,7 +146,7 @@ def _wait_for_trigger(
 ) -> None:
     """Wait for --after or --after-step (the latter bounded by --timeout); Ctrl-C injects nothing."""
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.drill_follow import last_step, newest_head
+    from pwdeploy.drill.follow import last_step, newest_head
 
     try:
         if wait_s is not None:
@@ -172,11 +172,11 @@ def _wait_for_trigger(
 def _inject_and_report(
     cluster: Cluster, name: str, fault: Fault, prediction: Prediction, output: str, timeout: float
 ) -> None:
-    from pwdeploy.cluster import drill_follow as fol
-    from pwdeploy.cluster import drill_plan as dr
-    from pwdeploy.cluster import drill_report as rep
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.drill_inject import inject
+    from pwdeploy.drill import follow as fol
+    from pwdeploy.drill import plan as dr
+    from pwdeploy.drill import verdict as rep
+    from pwdeploy.drill.inject import inject
 
     kube, ns = cluster
     jobset = js.require_jobset(kube, ns, name)

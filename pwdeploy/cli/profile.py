@@ -41,7 +41,7 @@ def profile(cluster: Cluster, name: str, duration: float, port: int, hosts: int)
     pathwaysutils.collect_profile` does) through the Kubernetes API, so the server can stay on the head node's
     loopback (main.profiler_host, the default). Set PATHWAYS_PROFILING_AUTH_TOKEN here if the job sets one.
     """
-    from pwdeploy.cluster.profiling import plan, run
+    from pwdeploy.session.profiling import plan, run
 
     planned = plan(cluster.kube, cluster.namespace, name, duration_s=duration, port=port, hosts=hosts)
     click.echo(f"tracing job {name} for {duration:g} s (profiler port {port}, pod/{planned.pod}) ...", err=True)

@@ -109,7 +109,7 @@ def capacity_modes() -> str:
 
 def readiness_modules() -> list[ModuleType]:
     """The readiness checks' modules, in the order of the report."""
-    from pwdeploy.cluster.readiness import MODULES
+    from pwdeploy.readiness import MODULES
 
     return list(MODULES)
 
@@ -125,7 +125,7 @@ def readiness_checks() -> str:
 
 def known_defects() -> str:
     """The known defects the readiness row ``controllers`` names, with the releases that fix them and sources."""
-    from pwdeploy.cluster.readiness.controllers import DEFECTS
+    from pwdeploy.readiness.controllers import DEFECTS
 
     def releases(fixed: tuple[tuple[int, int, int], ...]) -> str:
         return ", ".join("v" + ".".join(map(str, v)) for v in fixed) or "no release yet"
@@ -136,7 +136,7 @@ def known_defects() -> str:
 
 def rbac_role() -> str:
     """The Role that grants what the readiness row ``permissions`` checks (docs/cluster.md)."""
-    from pwdeploy.cluster.readiness.permissions import role_yaml
+    from pwdeploy.readiness.permissions import role_yaml
 
     return f"```yaml\n{role_yaml()}\n```\n"
 

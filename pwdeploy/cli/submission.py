@@ -3,6 +3,7 @@ inspection commands (cli/cluster.py), which read no job config and so do not imp
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,9 +87,9 @@ def submit(
     """
     from pwdeploy import manifests
     from pwdeploy.advice import job_warnings
-    from pwdeploy.cluster.attach import DEFAULT_LOCAL_PORT, SessionOptions, bind_local
     from pwdeploy.cluster.deploy import SubmitOptions, submit_job
     from pwdeploy.cluster.submit import DryRun
+    from pwdeploy.session.attach import DEFAULT_LOCAL_PORT, SessionOptions, bind_local, run_session
     from pwdeploy.validation.validate import require_valid
 
     _check_wait_flags(wait, timeout, dry_run, connect_after)
@@ -112,18 +113,19 @@ def submit(
     announce(kube)
     for warning in job_warnings(job):
         click.echo(f"warning: {warning}", err=True)
+    around = surroundings()
     options = SubmitOptions(
         dry_run=DryRun(dry_run),
         replace=replace,
         wait="done" if wait == "done" else "running" if wait is not None else None,
         timeout=timeout,
-        connect=session,
+        connect=None if session is None else partial(run_session, options=session, around=around),
     )
     submitted = submit_job(
         kube,
         job,
         options,
-        surroundings(),
+        around,
         confirm=lambda q: yes or confirm(q),
         preflight=None if skip_preflight else lambda checked: _preflight(checked, kube, region),
     )

@@ -4,7 +4,8 @@ session of a headless job.
 
 Nothing here prints: each line for the user goes to ``Surroundings.say`` (the CLI writes it on stderr), the lines
 that are the command's output to ``Surroundings.show`` (stdout), and the result is a ``Submitted``. The preflight
-checks belong to a room above this one, so the caller passes them in (``preflight``).
+checks and the connect session belong to rooms above this one, so the caller passes them in (``preflight``,
+``SubmitOptions.connect``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pwdeploy.cluster.attach import SessionOptions, Surroundings, run_session
 from pwdeploy.cluster.submit import DryRun, Outcome
+from pwdeploy.cluster.surroundings import Surroundings
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 # The preflight checks before the apply (`pwdeploy preflight`, a room above): a failed check raises PreflightError
 # (nothing is submitted), and the lines returned are the checks that are not ok, told before the apply.
 Preflight = Callable[["JobConfig"], Sequence[str]]
+# A headless job's connect session once it runs (`pwdeploy connect`'s, in pwdeploy.session): KUBE, NAMESPACE, NAME
+# -> the session's exit status.
+Connect = Callable[["Kube", str, str], int]
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class SubmitOptions:
     replace: bool = False  # delete a different job of the same name (after ``confirm``) and create this one
     wait: Until | None = None  # show progress until the job runs or ends
     timeout: float | None = None  # of the wait, and of the connect session's
-    connect: SessionOptions | None = None  # a headless job: once it runs, its connect session
+    connect: Connect | None = None  # a headless job: once it runs, its connect session
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ def submit_job(
             if state is None:
                 return Submitted(outcome, status=130)
     if options.connect is not None:
-        return Submitted(outcome, state, run_session(kube, namespace, job.name, options.connect, around))
+        return Submitted(outcome, state, options.connect(kube, namespace, job.name))
     steps = [*connect_hint(job.name, namespace)] if job.headless else []
     steps.append(f"follow: pwdeploy status {job.name} -n {namespace}  |  pwdeploy logs {job.name} -n {namespace} -f")
     return Submitted(outcome, state, 0, tuple(steps))

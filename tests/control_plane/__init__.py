@@ -13,7 +13,7 @@ For tests: the session fixture ``control_plane`` (tests/conftest.py; marker ``co
 
 - ``plane.admin_kubeconfig`` (client certificate, ``system:masters``) and ``plane.user_kubeconfig`` (the token
   user ``alice``, namespace ``plane.user_namespace``, holding exactly what preflight's permissions row checks:
-  pwdeploy.cluster.readiness.permissions.NEEDED); ``plane.env(user=...)`` is an environment with KUBECONFIG set,
+  pwdeploy.readiness.permissions.NEEDED); ``plane.env(user=...)`` is an environment with KUBECONFIG set,
   ``plane.kubectl(*args, user=...)`` runs kubectl with it.
 - ``plane.node_pools(NodePool("cpu", nodes=1, cpu="16"), NodePool("tpu", nodes=2, tpu=TpuPool("tpu-v5p-slice",
   "2x2x2", 4)))``: a ``with`` that creates the nodes (GKE's labels ``cloud.google.com/gke-nodepool``,

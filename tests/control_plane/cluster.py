@@ -640,7 +640,7 @@ def _kueue_metrics_cert(certs: Path) -> None:
 
 def user_rules() -> list[dict[str, list[str]]]:
     """The RBAC rules of the namespace-scoped user: what preflight's permissions row checks, no more."""
-    from pwdeploy.cluster.readiness.permissions import NEEDED
+    from pwdeploy.readiness.permissions import NEEDED
 
     grouped: dict[tuple[str, str], list[str]] = {}
     for verb, resource in NEEDED:

@@ -9,8 +9,8 @@ import re
 
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import NODE_POOL_LABEL, kubelet_version, native_sidecar_pods, node_selector, schedulable
-from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.kube.seam import Action, ApiError, Kube
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 NAME = "kubernetes-version"

@@ -1,4 +1,4 @@
-"""The report of `pwdeploy drill`: what ``drill_follow`` saw beside what `local run` predicts
+"""The report of `pwdeploy drill`: what ``drill.follow`` saw beside what `local run` predicts
 (``drill.predict``), as data (``report_document``, the ``-o json`` shape of docs/drill.md) and as text
 (``report_lines``). A difference between the two is a finding."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pwdeploy.cluster.drill_follow import Before, Observed
-from pwdeploy.cluster.drill_plan import Fault, Prediction
+from pwdeploy.drill.follow import Before, Observed
+from pwdeploy.drill.plan import Fault, Prediction
 from pwdeploy.text import printable
 
 MATCHES = {

@@ -14,7 +14,7 @@ from pwdeploy.cluster.nodes import (
     rendered_head_pod,
     schedulable,
 )
-from pwdeploy.cluster.readiness.target import Check, Row, Target, cpu_text, held_or_note, memory_text, nodes_or_none
+from pwdeploy.readiness.target import Check, Row, Target, cpu_text, held_or_note, memory_text, nodes_or_none
 from pwdeploy.report import PreflightRow, Status
 
 FIELDS = ("head.node_pool",)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
-from pwdeploy.cluster.session import head_template
 from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.session.headless import head_template
 
 if TYPE_CHECKING:
     from pwdeploy.kube.portforward import PortStream

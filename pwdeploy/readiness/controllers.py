@@ -20,9 +20,9 @@ from typing import NamedTuple
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.nodes import replicated_job
-from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import KUEUE_GROUP, Object
-from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.readiness.target import Check, Row, Target
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 FIELDS = ("namespace",)

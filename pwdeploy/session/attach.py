@@ -11,26 +11,21 @@ from __future__ import annotations
 import errno
 import shlex
 import socket
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pwdeploy.cluster.surroundings import Say, Surroundings
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
-    from pwdeploy.cluster.session import Head
-    from pwdeploy.cluster.wait import Display
     from pwdeploy.kube.portforward import Forwarder, PortStream
     from pwdeploy.kube.seam import Kube
+    from pwdeploy.session.headless import Head
 
 DEFAULT_LOCAL_PORT = 29000
 PROBE_TIMEOUT_S = 30.0  # for the server to announce the port on the first stream
 JOB_ENV = "PWDEPLOY_JOB"  # names the job for a command run by connect
-
-Say = Callable[[str], None]
-# Runs COMMAND with the session's variables on top of the caller's environment; its exit status.
-RunCommand = Callable[[tuple[str, ...], Mapping[str, str]], int]
 
 
 class SessionOptions(NamedTuple):
@@ -42,38 +37,11 @@ class SessionOptions(NamedTuple):
     command: tuple[str, ...] = ()
 
 
-def _nowhere(_line: str) -> None:
-    pass
-
-
-@dataclass(frozen=True)
-class Surroundings:
-    """Where a cluster flow's lines go and what it takes from where it runs: ``say`` hears the lines for the user
-    (stderr), ``show`` the lines that are the command's output (stdout), ``display`` makes the line that shows a
-    wait's progress; ``installed_jax`` is the local jax version (None: not installed), ``run_command`` runs a
-    session's COMMAND (None: this caller runs none)."""
-
-    say: Say = _nowhere
-    show: Say = _nowhere
-    display: Callable[[], Display] | None = None
-    installed_jax: Callable[[], str | None] | None = None
-    run_command: RunCommand | None = None
-
-    def new_display(self) -> Display:
-        if self.display is not None:
-            return self.display()
-        import io
-
-        from pwdeploy.cluster.wait import Display
-
-        return Display(io.StringIO(), tty=False)
-
-
 def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions, around: Surroundings) -> int:
     """The session: checks, wait, forward, command or hold; its exit status (the command's; 130 for a Ctrl-C
     while waiting; 0 for one while holding the forward)."""
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.session import proxy_port
+    from pwdeploy.session.headless import proxy_port
 
     _check_flags(options, around)
     listener = None if options.print_env else bind_local(options.local_port)
@@ -150,8 +118,8 @@ def session_env(port: int, name: str) -> dict[str, str]:
 
 
 def _check_version(jobset: dict[str, Any], strict: bool, around: Surroundings) -> None:
-    from pwdeploy.cluster.session import version_warning
     from pwdeploy.config import installed_jax_version
+    from pwdeploy.session.headless import version_warning
 
     lookup = around.installed_jax or installed_jax_version
     warning = version_warning(jobset, lookup())
@@ -163,7 +131,7 @@ def _check_version(jobset: dict[str, Any], strict: bool, around: Surroundings) -
 
 
 def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float | None, around: Surroundings) -> Head:
-    from pwdeploy.cluster.session import ProxyWatch
+    from pwdeploy.session.headless import ProxyWatch
 
     display = around.new_display()
     try:
@@ -175,8 +143,8 @@ def _wait_ready(kube: Kube, namespace: str, name: str, port: int, timeout: float
 
 def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket.socket, say: Say) -> Forwarder:
     """Open one stream first (so a refusal, such as RBAC, stops here with its message), then serve."""
-    from pwdeploy.cluster.session import HeadStreams, session_notes
     from pwdeploy.kube.portforward import Forwarder
+    from pwdeploy.session.headless import HeadStreams, session_notes
 
     streams = HeadStreams(kube, namespace, name, head, notify=say)  # follows the head pod across restarts
     _probe(streams.open, f"pod/{head.pod}:{head.port}", kube.clock.sleep, say)

@@ -1,6 +1,6 @@
 """`pwdeploy drill`: one real fault injected into a running job, the rule the JobSet's failure policy predicts for
-it. The requests that inject it are ``drill_inject``, following the job afterwards ``drill_follow``, the report
-``drill_report``.
+it. The requests that inject it are ``drill.inject``, following the job afterwards ``drill.follow``, the report
+``drill.verdict``.
 
 The faults (docs/drill.md says what each emulates on GKE and what it does not):
 

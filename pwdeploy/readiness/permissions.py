@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.kube.seam import (
     ACCESS_REVIEWS,
@@ -24,6 +23,7 @@ from pwdeploy.kube.seam import (
     Resource,
     rbac_hint,
 )
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 JOBS = Resource("batch", "v1", "jobs", "Job")

@@ -1,5 +1,5 @@
 """After `pwdeploy drill` injected its fault: follow the job until it recovers (or ends, or ``--timeout``) and
-measure what the controllers did; ``drill_report`` turns what was seen into the report.
+measure what the controllers did; ``drill.verdict`` turns what was seen into the report.
 
 What is measured, on the connection's clock from the moment the fault was injected:
 
@@ -24,10 +24,10 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.drill_plan import Fault
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.logs import read_lines
 from pwdeploy.cluster.progress import TERMINAL, job_state
+from pwdeploy.drill.plan import Fault
 from pwdeploy.kube.seam import Kube
 
 STEP_LINE = re.compile(r"^step (\d{1,12})\b")

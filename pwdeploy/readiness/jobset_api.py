@@ -16,9 +16,9 @@ from typing import Any
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
-from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.kube.api_errors import WebhookError
 from pwdeploy.kube.seam import CRDS, JOBSETS, Action, ApiError, rbac_hint
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 JOBSET_CRD = f"{JOBSETS.plural}.{JOBSETS.group}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import functools
 
-from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig, SecretRef
 from pwdeploy.kube.seam import SECRETS, Action, ApiError
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"  # a Secret's metadata, no data

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from pwdeploy.cluster.readiness import (
+from pwdeploy.config import JobConfig
+from pwdeploy.kube.seam import ApiError, Kube
+from pwdeploy.readiness import (
     controllers,
     dynamic_slicing,
     head_capacity,
@@ -29,10 +31,8 @@ from pwdeploy.cluster.readiness import (
     tpu_capacity,
     version,
 )
-from pwdeploy.cluster.readiness.jobset_api import unknown_fields
-from pwdeploy.cluster.readiness.target import Check, Row, Target
-from pwdeploy.config import JobConfig
-from pwdeploy.kube.seam import ApiError, Kube
+from pwdeploy.readiness.jobset_api import unknown_fields
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 __all__ = ["MODULES", "Check", "Row", "Target", "check_cluster", "renderable", "unknown_fields"]

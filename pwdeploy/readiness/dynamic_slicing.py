@@ -13,10 +13,10 @@ import re
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import KUEUE_GROUP, Object
-from pwdeploy.cluster.readiness import version
-from pwdeploy.cluster.readiness.target import Check, Row, Target
 from pwdeploy.config import JobConfig
 from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
+from pwdeploy.readiness import version
+from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
 NAME = "dynamic-slicing"

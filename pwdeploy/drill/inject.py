@@ -1,5 +1,5 @@
 """The requests that inject a drill's fault (the Eviction API, a signal through the exec subresource) and the RBAC
-they need; what each emulates and why: ``pwdeploy.cluster.drill_plan`` and docs/drill.md."""
+they need; what each emulates and why: ``pwdeploy.drill.plan`` and docs/drill.md."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from pwdeploy.cluster.drill_plan import Fault, FaultKind, Target
+from pwdeploy.drill.plan import Fault, FaultKind, Target
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.seam import JOBSETS, PODS, Action, ApiError, Kube, Resource
 from pwdeploy.text import printable

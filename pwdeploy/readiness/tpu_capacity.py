@@ -29,8 +29,8 @@ from pwdeploy.cluster.nodes import (
     schedulable,
     tolerates,
 )
-from pwdeploy.cluster.readiness.target import Check, Row, Target, count, held_or_note, nodes_or_none
 from pwdeploy.config.capacity_modes import capacity_mode
+from pwdeploy.readiness.target import Check, Row, Target, count, held_or_note, nodes_or_none
 from pwdeploy.report import PreflightRow, Status
 
 TPU_RESOURCE = ids.TPU_RESOURCE
