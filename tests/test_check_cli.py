@@ -240,7 +240,7 @@ def test_render_and_help_do_not_import_the_check() -> None:
     ],
 )
 def test_the_entry_module_of_main_command(tmp_path: Path, command: tuple[str, ...], expected: str | None) -> None:
-    from pwdeploy.check.sources import entry_script
+    from pwdeploy.check.locate import locate
     from pwdeploy.config import load_job
 
     (tmp_path / "pkg").mkdir()
@@ -248,7 +248,7 @@ def test_the_entry_module_of_main_command(tmp_path: Path, command: tuple[str, ..
         (tmp_path / name).write_text("", encoding="utf-8")
     main = {"image": "r.example/m:1", "command": "true"}
     job = load_job(write_job(tmp_path, "chk", main=main), {}, installed_jax=lambda: "0.10.2")
-    found = entry_script(job._replace(main=job.main._replace(command=command)))
+    found = locate(job._replace(main=job.main._replace(command=command))).script
     assert found == ((tmp_path / expected).resolve() if expected else None)
 
 

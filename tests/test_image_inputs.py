@@ -25,6 +25,7 @@ from pwdeploy.imageref import REFERENCE_PATTERN, BadReference, parse_reference
 from pwdeploy.images import engine, inputs, sidecar_image
 from pwdeploy.images import job_image as spec
 from pwdeploy.images.ignore import IgnoreRules
+from pwdeploy.job_python import OFFICIAL_PYTHON, official_python
 from tests import test_sidecar
 from tests.test_image import REPOSITORY, job_at, this_machine, write_job
 from tests.test_sidecar import instructions
@@ -322,5 +323,5 @@ def test_a_context_file_is_hashed_as_hashlib_hashes_it(tmp_path: Path, size: int
 @example("python:.12")
 @example("library/docker.io/python:3.1")
 def test_the_official_python_of_a_base_is_what_the_pattern_reads(image: str) -> None:
-    match = re.fullmatch(spec._OFFICIAL_PYTHON, image)
-    assert spec.official_python(image) == (match[1] if match else None)
+    match = re.fullmatch(OFFICIAL_PYTHON, image)
+    assert official_python(image) == (match[1] if match else None)

@@ -63,7 +63,7 @@ PIN_MODULES = frozenset(
         ".pin",
         ".template",
     )
-)
+) | {"pwdeploy.job_python"}  # the job's Python: an official base's, or what its project's requires-python allows
 # The standard library beyond `import click, yaml`: a command string is split as a shell splits it; locale is
 # click's (gettext's language lookup for its help strings). Not json: the schemas are read from the cache's marshal
 # copies. Not difflib: click imports it for a "did you mean" list, which render's parser no longer has it build for

@@ -1,9 +1,16 @@
 """Findings are data: one rule's verdict on one line of one file (rule, severity, file, line, message, fix, source).
 The text view (``file:line: severity rule: message``, grouped by file, most severe first, as compilers and ruff
-print them) and the JSON view are two readings of the same list."""
+print them) and the JSON view are two readings of the same list.
+
+The text view of a whole repository stays short: a rule that fires on several lines of one file is printed once,
+with the other lines after it; a rule of severity info that fires more than ``INFO_SHOWN`` times is one line
+counting them; files not read for the same reason (notebooks, links out of a folder) are one note. The JSON view
+lists every finding and note.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +39,13 @@ class Finding:
         }
 
     def line_text(self) -> str:
-        return f"{self.file}:{self.line}: {self.severity} {self.rule}: {self.message}"
+        """One line: code quoted over several lines reads as one (the JSON keeps the message as it is)."""
+        message = " ".join(part.strip() for part in self.message.splitlines())
+        return f"{self.file}:{self.line}: {self.severity} {self.rule}: {message}"
+
+
+INFO_SHOWN = 3  # an info rule with more findings than this is one line in the text view
+SKIPS_SHOWN = 3  # files named in a note that groups the files skipped for one reason
 
 
 def _rank(finding: Finding) -> tuple[int, int, str]:
@@ -47,6 +60,7 @@ class Report:
     files: list[str] = field(default_factory=list)
     ignored: int = 0  # findings silenced by ``# pwdeploy: ignore[rule]`` comments
     notes: list[str] = field(default_factory=list)  # what was not checked, and why
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why) of the notes about files not read
 
     @property
     def errors(self) -> list[Finding]:
@@ -75,18 +89,47 @@ class Report:
         }
 
     def lines(self, *, fixes: bool = True) -> list[str]:
-        out = [f"note: {note}" for note in self.notes]
+        many = self._many_infos()
+        out = self._note_lines()
         for members in self.by_file().values():
-            for finding in members:
-                out.append(finding.line_text())
-                if fixes:
-                    out.append(f"    fix: {finding.fix}")
+            out += _finding_lines([f for f in members if f.rule not in many], fixes)
+        for rule, found in many.items():
+            files = len({f.file for f in found})
+            out.append(
+                f"info {rule}: {len(found)} findings in {files} file{'' if files == 1 else 's'}, the first at "
+                f"{found[0].file}:{found[0].line}: {found[0].message} (-o json lists each)"
+            )
+            out += [f"    fix: {found[0].fix}"] if fixes else []
         out.append(self.summary())
         return out
+
+    def _note_lines(self) -> list[str]:
+        """The notes, those about files skipped for one reason in one line."""
+        grouped: dict[str, list[str]] = {}
+        for file, why in self.skipped:
+            grouped.setdefault(why, []).append(file)
+        grouped_notes = {f"{file}: {why}" for why, files in grouped.items() if len(files) > 1 for file in files}
+        out = [f"note: {note}" for note in self.notes if note not in grouped_notes]
+        for why, files in grouped.items():
+            if len(files) > 1:
+                more = f" and {len(files) - SKIPS_SHOWN} more" if len(files) > SKIPS_SHOWN else ""
+                out.append(f"note: {len(files)} files, {why}: {', '.join(files[:SKIPS_SHOWN])}{more}")
+        return out
+
+    def _many_infos(self) -> dict[str, list[Finding]]:
+        """Info rules with more than INFO_SHOWN findings, each with its findings in the text view's order."""
+        infos: dict[str, list[Finding]] = {}
+        for members in self.by_file().values():
+            for finding in members:
+                if finding.severity == "info":
+                    infos.setdefault(finding.rule, []).append(finding)
+        return {rule: found for rule, found in infos.items() if len(found) > INFO_SHOWN}
 
     def summary(self) -> str:
         counts = self.counts()
         files = f"{len(self.files)} file{'' if len(self.files) == 1 else 's'}"
+        if not self.files and not self.findings:
+            return "pwdeploy check: read no file, so checked nothing"
         if not self.findings:
             return f"pwdeploy check: {files}, no findings" + (f" ({self.ignored} ignored)" if self.ignored else "")
         parts = ", ".join(
@@ -100,3 +143,23 @@ def quote(text: str, limit: int = 120) -> str:
     """Code as quoted in a message: one line, shortened only when long."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _finding_lines(members: list[Finding], fixes: bool) -> list[str]:
+    """A file's findings, a rule's repeats in the file after its first (``also at lines ...``), each fix once."""
+    out = []
+    for first, repeats in _repeats(members):
+        lines = ", ".join(str(f.line) for f in repeats)
+        also = f" (also at line{'s' if len(repeats) > 1 else ''} {lines})" if repeats else ""
+        out.append(first.line_text() + also)
+        out += [f"    fix: {first.fix}"] if fixes else []
+    return out
+
+
+def _repeats(members: list[Finding]) -> Iterator[tuple[Finding, list[Finding]]]:
+    """(the first finding of a rule in a file, its later findings there), in the order of the first findings."""
+    by_rule: dict[str, list[Finding]] = {}
+    for finding in members:
+        by_rule.setdefault(finding.rule, []).append(finding)
+    for found in by_rule.values():
+        yield found[0], found[1:]

@@ -6,10 +6,13 @@ and return the report. Memory is bounded by the largest file's tree plus the fac
 from __future__ import annotations
 
 import gc
+import os
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from pwdeploy.check.locate import locate
 from pwdeploy.check.program import Module
 from pwdeploy.check.results import Finding, Report
 from pwdeploy.check.rule import Context, Hit, Known, Rule
@@ -17,7 +20,6 @@ from pwdeploy.check.rules import RULES
 from pwdeploy.check.sources import (
     MAX_FILES,
     Skipped,
-    entry_script,
     imported_names,
     module_name,
     python_files,
@@ -28,6 +30,7 @@ from pwdeploy.check.sources import (
 )
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
+from pwdeploy.job_python import JobPython, job_python, python_near
 
 
 def check(
@@ -46,9 +49,9 @@ def check_before_run(
     run.sh``, ``python -c ...``): the run says so itself."""
     if command and cwd is not None:
         job = job._replace(main=job.main._replace(command=tuple(command)), base_dir=cwd)
-    script = entry_script(job)
-    if script is None or not script.is_file():
-        return Report()
+    entry = locate(job)
+    if entry.script is None:
+        return Report(notes=[f"{entry.missing}: the program was not checked"])
     return check(job, [], config_file=config_file)
 
 
@@ -69,12 +72,14 @@ class Reader:
     """Reads files once each, one at a time, following the entry module's imports into the job's folders; each
     module's ``visit`` hits become findings at once and its ``learn`` facts are kept for the ``judge`` rules."""
 
-    def __init__(self, cwd: Path, *, entry: bool) -> None:
+    def __init__(self, cwd: Path, *, entry: bool, grammar: JobPython | None = None) -> None:
         self.cwd = cwd
+        self.grammar = grammar  # the Python the job runs, when the config or its project says
         self.rules = [rule for rule in RULES if entry or not rule.needs_entry]
         self.files: list[str] = []
         self.findings: list[Finding] = []
         self.notes: list[str] = []
+        self.skips: list[tuple[str, str]] = []  # (file, why) of each note about a file not read
         self.ignored = 0
         self.known: dict[str, list[Known]] = {rule.id: [] for rule in self.rules if rule.learn is not None}
         self.ignores: dict[str, dict[int, frozenset[str]]] = {}  # file -> its ignore comments (only files with some)
@@ -91,7 +96,7 @@ class Reader:
         if len(self._seen) >= MAX_FILES:
             raise ConfigError(None, f"more than {MAX_FILES} Python files to check", source="PATH")
         self._seen.add(path)
-        result = read(path, name, self.cwd)
+        result = read(path, name, self.cwd, self.grammar)
         if isinstance(result, Skipped):
             self.skipped(result)
             return None
@@ -104,7 +109,9 @@ class Reader:
         return self.visit(result)
 
     def skipped(self, skipped: Skipped) -> None:
-        self.notes.append(f"{shown(skipped.path, self.cwd)}: {skipped.why}")
+        file = shown(skipped.path, self.cwd)
+        self.notes.append(f"{file}: {skipped.why}")
+        self.skips.append((file, skipped.why))
 
     def visit(self, module: Module) -> list[str]:
         if module.ignores:
@@ -154,18 +161,25 @@ def _check(job: JobConfig | None, paths: Sequence[Path], *, cwd: Path | None, co
         raise ConfigError(
             None, "nothing to check", hint="pwdeploy check -f job.yaml, or name files: pwdeploy check train.py"
         )
-    script = entry_script(job) if job is not None else None
+    entry = locate(job) if job is not None else None
     first_file = job is None and paths[0].is_file()
-    reader = Reader(cwd, entry=script is not None or first_file)
-    if job is not None:
-        if script is None:
-            reader.notes.append("main.command runs no Python file pwdeploy can find: name the sources as PATHs")
-        elif not script.is_file():
-            raise ConfigError("main.command", f"runs {script}, which does not exist", hint="fix main.command")
+    reader = Reader(
+        cwd, entry=(entry is not None and entry.script is not None) or first_file, grammar=_grammar(job, paths)
+    )
+    if entry is not None:
+        if entry.script is None and not entry.not_python:
+            raise ConfigError(
+                "main.command",
+                entry.missing,
+                hint="set PYTHONPATH in main.env as the job's image has it (e.g. src for a src/ layout), or fix "
+                "main.command",
+            )
+        if entry.script is None:
+            reader.notes.append(f"{entry.missing}: name the program's sources as PATHs")
         else:
-            imports = reader.add(script, script.stem, entry=True)
+            imports = reader.add(entry.script, entry.name, entry=True)
             if imports is not None:
-                reader.follow(imports, [script.parent, job.base_dir])
+                reader.follow(imports, entry.roots)
     for item in python_files(paths):
         if isinstance(item, Skipped):
             reader.skipped(item)
@@ -175,7 +189,7 @@ def _check(job: JobConfig | None, paths: Sequence[Path], *, cwd: Path | None, co
         imports = reader.add(file, module_name(file, root), entry=is_entry)
         if is_entry and imports is not None:
             reader.follow(imports, [file.parent])  # without -f, the first file named is the entry module
-    if job is None and not reader.files:
+    if not reader.files:
         why = "; ".join(reader.notes) or "no .py file in " + ", ".join(str(p) for p in paths)
         raise ConfigError(
             None, f"nothing to check: {why}", source="PATH", hint="name the program's .py files or folders"
@@ -185,7 +199,21 @@ def _check(job: JobConfig | None, paths: Sequence[Path], *, cwd: Path | None, co
     for rule in reader.rules:
         if rule.judge is not None:
             reader.found(rule, rule.judge(context))
-    return Report(findings=reader.findings, files=reader.files, ignored=reader.ignored, notes=reader.notes)
+    return Report(
+        findings=reader.findings, files=reader.files, ignored=reader.ignored, notes=reader.notes, skipped=reader.skips
+    )
+
+
+def _grammar(job: JobConfig | None, paths: Sequence[Path]) -> JobPython | None:
+    """The Python the job runs: as the config and its project say (-f), else as the project the first PATH is in
+    says (its pyproject.toml's requires-python)."""
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if job is not None:
+        return job_python(job, running)
+    if not paths:
+        return None
+    first = Path(os.path.abspath(paths[0]))  # not resolved: a link loop is the reader's to report
+    return python_near(first if os.path.isdir(first) else first.parent, running)
 
 
 def _read_text(path: Path | None) -> str:

@@ -9,6 +9,7 @@ import errno
 import io
 import os
 import re
+import sys
 import tokenize
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -16,42 +17,14 @@ from typing import NamedTuple
 
 from pwdeploy.check.program import Module
 from pwdeploy.check.results import Finding, quote
-from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
+from pwdeploy.job_python import JobPython
 
 MAX_BYTES = 2 * 2**20  # larger .py files are generated code, not a training program
 MAX_FILES = 20_000
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", ".venv", ".pwdeploy", ".git"})
-_PYTHON = re.compile(r"python[0-9.]*")
 _IGNORE = re.compile(r"#\s*pwdeploy:\s*ignore(?:\[([^\]]*)\])?")
 SYNTAX_SOURCE = "https://docs.python.org/3/library/ast.html#ast.parse"
-
-
-def entry_script(job: JobConfig) -> Path | None:
-    """The Python file ``main.command`` runs (``python3 train.py``, ``python -u -m pkg.train``), beside the config
-    file; None when the command is not a Python program (``bash run.sh``)."""
-    command = list(job.main.command)
-    if not command:
-        return None
-    if command[0].endswith(".py"):
-        return real(job.base_dir / command[0], "main.command")
-    if not _PYTHON.fullmatch(os.path.basename(command[0])):
-        return None
-    rest = command[1:]
-    while rest and rest[0].startswith("-") and rest[0] != "-m":
-        rest = rest[2:] if rest[0] in ("-W", "-X", "-c") else rest[1:]
-    if not rest:
-        return None
-    if rest[0] == "-m" and len(rest) > 1:
-        parts = rest[1].split(".")
-        for candidate in (
-            job.base_dir.joinpath(*parts).with_suffix(".py"),
-            job.base_dir.joinpath(*parts, "__main__.py"),
-        ):
-            if candidate.is_file():
-                return real(candidate, "main.command")
-        return None
-    return real(job.base_dir / rest[0], "main.command") if rest[0].endswith(".py") else None
 
 
 PYTHON_SUFFIXES = frozenset({".py", ".pyw", ""})  # a file without a suffix is a script (bin/train)
@@ -151,10 +124,17 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
 
 
-def read(path: Path, name: str, cwd: Path) -> Module | Finding | Skipped:
+def read(path: Path, name: str, cwd: Path, grammar: JobPython | None = None) -> Module | Finding | Skipped:
     """The parsed module; a syntax-error finding saying why Python could not read it; or, for a module too large to
-    read, why it was skipped. The encoding is Python's (PEP 263): a UTF-8 BOM, a ``coding:`` line."""
+    read, why it was skipped. The encoding is Python's (PEP 263): a UTF-8 BOM, a ``coding:`` line.
+
+    ``grammar``: the Python the job runs. An older one than pwdeploy's parses with its grammar (``ast.parse``'s
+    ``feature_version``: newer syntax is an error there too); a file that pwdeploy's older Python cannot parse for a
+    job of a newer one is not read (a note names both), rather than called an error."""
     label = shown(path, cwd)
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    older = grammar is not None and _minor(grammar.version) < sys.version_info[:2]
+    feature = _minor(grammar.version) if grammar is not None and older else None
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
@@ -163,10 +143,13 @@ def read(path: Path, name: str, cwd: Path) -> Module | Finding | Skipped:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = data.decode(encoding)
         del data
-        tree = ast.parse(text, filename=str(path))
+        tree = ast.parse(text, filename=str(path), feature_version=feature)
     except SyntaxError as exc:
+        if grammar is not None and _minor(grammar.version) > sys.version_info[:2]:
+            return Skipped(path, newer_syntax(here, grammar))
         detail = f": {quote(exc.text)}" if exc.text and exc.text.strip() else ""
-        return _unreadable(label, exc.lineno or 0, f"Python cannot parse this file ({exc.msg}){detail}")
+        parser = f"{grammar.version} ({grammar.why})" if grammar is not None and older else here
+        return _unreadable(label, exc.lineno or 0, f"Python {parser} cannot parse this file ({exc.msg}){detail}")
     except (UnicodeDecodeError, LookupError, ValueError) as exc:
         return _unreadable(label, 0, f"Python cannot read this file ({exc})")
     except (RecursionError, MemoryError):
@@ -174,6 +157,18 @@ def read(path: Path, name: str, cwd: Path) -> Module | Finding | Skipped:
     except OSError as exc:
         return _unreadable(label, 0, f"cannot read this file ({exc.strerror or exc})")
     return Module(name=name, path=path, shown=label, tree=tree, text=text, ignores=ignores(text))
+
+
+def newer_syntax(here: str, grammar: JobPython) -> str:
+    return (
+        f"Python {here}, which runs pwdeploy, cannot parse it, and the job runs Python {grammar.version} "
+        f"({grammar.why}): not checked (run pwdeploy under Python {grammar.version} to check it)"
+    )
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    return int(major), int(minor or 0)
 
 
 # Why a larger module is not read: its syntax tree takes some 50 times its size, and a module that large is

@@ -206,10 +206,13 @@ def running_python() -> str:
 
 def client_python(job: JobConfig, running: str | None = None) -> str:
     """Python X.Y of the job's client: ``sidecar.python_version``, else the Python running pwdeploy (``running``:
-    the one recorded when an image was built)."""
+    the one recorded when an image was built) where the job's project allows it (``requires-python``), else the
+    allowed Python nearest it (``pwdeploy.job_python``)."""
+    from pwdeploy.job_python import check_allowed, chosen_python
+
     version = job.sidecar.python_version
     if version is None:
-        return running or running_python()
+        return chosen_python(job, running or running_python())
     match = re.fullmatch(_PYTHON, version)
     if match is None or int(match.group(1)) != 3 or int(match.group(2)) < 8:
         raise ConfigError(
@@ -217,6 +220,7 @@ def client_python(job: JobConfig, running: str | None = None) -> str:
             f"{version!r} is not a Python 3 minor version such as 3.11",
             hint='quote it in YAML (python_version: "3.10"), or 3.10 reads as the number 3.1',
         )
+    check_allowed(job, version, "sidecar.python_version", version)
     return version
 
 

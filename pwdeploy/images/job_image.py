@@ -24,6 +24,7 @@ from pwdeploy.errors import ConfigError, DependencyError
 from pwdeploy.images import inputs, lock
 from pwdeploy.images.digests import sha256
 from pwdeploy.images.inputs import client_python, running_python
+from pwdeploy.job_python import check_allowed, choice_note, official_python
 
 if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
     from pwdeploy.images.build import BuildResult, ImageDestination
@@ -33,31 +34,11 @@ TEMPLATE = "Dockerfile.job"
 APP = "/app"  # where image.source_dir is copied
 VERSION_COMMAND = ("python", "-c", "import jax; print(jax.__version__)")
 JAX_CHECK = "a step of the build"  # the RUN after the jax install in the Dockerfile
-_OFFICIAL_PYTHON = r"(?:docker\.io/)?(?:library/)?python:([0-9]+\.[0-9]+)\b.*"  # what official_python reads
-_DIGITS = frozenset("0123456789")
 
 
 def wheel_name(version: str = __version__) -> str:
     """The file name of the pwdeploy wheel (``wheel.build_wheel``) an image whose code imports pwdeploy gets."""
     return f"pwdeploy-{version}-py3-none-any.whl"
-
-
-def official_python(image: str) -> str | None:
-    """X.Y of an official Python image (``python:3.12-slim``, ``docker.io/library/python:3.12``), else None: the
-    first digits, a dot and digits of its tag, followed by no letter, digit or ``_`` (``_OFFICIAL_PYTHON``, read
-    with string methods: a pinned render calls this, and compiling the expression costs it 0.2 ms)."""
-    rest = image.removeprefix("docker.io/").removeprefix("library/")
-    if not rest.startswith("python:"):
-        return None
-    tag = rest[len("python:") :]
-    major, dot, after = tag.partition(".")
-    minor = after[: len(after) - len(after.lstrip("0123456789"))]
-    following = after[len(minor) : len(minor) + 1]
-    if not dot or not major or not minor or not _DIGITS.issuperset(major):
-        return None
-    if following and (following.isalnum() or following == "_"):
-        return None
-    return f"{major}.{minor}"
 
 
 def lock_path(job: JobConfig) -> Path:
@@ -71,6 +52,8 @@ def base_image(job: JobConfig, running: str | None = None) -> str:
         return f"python:{client_python(job, running)}-slim-bookworm"
     check_image_pinned(job.image.base, "image.base")
     official = official_python(job.image.base)
+    if official:
+        check_allowed(job, official, "image.base", job.image.base)
     if official and job.sidecar.enabled and official != client_python(job, running):
         raise ConfigError(
             "image.base",
@@ -112,7 +95,10 @@ def collect(
         base_image=found.base_image,
         python_version=found.python_version,
         jax_version=job.pathways_version,
-        warnings=found.code.credential_warnings(found.field),
+        warnings=(
+            *found.code.credential_warnings(found.field),
+            *filter(None, [choice_note(job, found.built_with.python)]),
+        ),
         built_with=found.built_with,
     )
 

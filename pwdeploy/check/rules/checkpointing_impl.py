@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from pwdeploy.check.program import Module
 from pwdeploy.check.rule import Context, Hit, Rule
-from pwdeploy.check.rules.startup import pathways_guarded
+from pwdeploy.check.rules.guards import pathways_guarded
 
 COLOCATED, PERSISTENCE, NO_DISPATCHER = "COLOCATED_PYTHON", "PERSISTENCE", "NO_DISPATCHER"
 REGISTER = ("orbax.checkpoint.pathways.register_type_handlers", ".pathways_handler_registry.register_pathways_handlers")

@@ -13,6 +13,7 @@ from pwdeploy.check.program import Module, env_writes, literal_str
 from pwdeploy.check.rule import ORBAX_HANDLER, ORBAX_TYPES, Context, Hit, Known, Rule
 from pwdeploy.check.rules.checkpointing_impl import PERSISTENCE as PERSISTENCE_IMPL
 from pwdeploy.check.rules.checkpointing_impl import V1, selections
+from pwdeploy.check.rules.given_configs import ocdbt_in_configs
 from pwdeploy.check.rules.startup import INITIALIZE
 
 OCDBT_HANDLERS = frozenset({"PyTreeCheckpointHandler", "StandardCheckpointHandler", "PyTreeCheckpointer"})
@@ -40,12 +41,50 @@ def _has_splat(call: ast.Call) -> bool:
     return any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args)
 
 
+# What a checkpointer does that writes nothing: one used only for these is not saving OCDBT.
+READS = frozenset({"metadata", "item_metadata", "restore", "close"})
+
+
+def reads_only(module: Module, call: ast.Call) -> bool:
+    """The checkpointer ``call`` makes is used only to read: ``ocp.StandardCheckpointer().metadata(path)``, or a
+    name it is bound to whose every use in its scope is a read (``ckptr.metadata(...)``, ``ckptr.restore(...)``)."""
+    parent = module.parents.get(id(call))
+    if isinstance(parent, ast.Attribute):
+        return parent.attr in READS and _is_called(module, parent)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        return _used_only_to_read(module, parent.targets[0].id, parent)
+    if isinstance(parent, ast.withitem) and isinstance(parent.optional_vars, ast.Name):
+        return _used_only_to_read(module, parent.optional_vars.id, parent)
+    return False
+
+
+def _is_called(module: Module, attribute: ast.Attribute) -> bool:
+    call = module.parents.get(id(attribute))
+    return isinstance(call, ast.Call) and call.func is attribute
+
+
+def _used_only_to_read(module: Module, name: str, binding: ast.AST) -> bool:
+    scope = next((p for p in module.ancestors(binding) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    uses = [
+        n
+        for n in ast.walk(scope or module.tree)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    for use in uses:
+        attribute = module.parents.get(id(use))
+        if not (isinstance(attribute, ast.Attribute) and attribute.attr in READS and _is_called(module, attribute)):
+            return False
+    return bool(uses)
+
+
 def ocdbt(module: Module) -> Iterator[Hit]:
     if not module.mentions("orbax"):
         return
     for call, name in module.calls():
         kind = orbax_class(name, {*OCDBT_HANDLERS, "StandardCheckpointer", "CheckpointManager"})
         if kind is None or _has_splat(call):
+            continue
+        if kind in ("StandardCheckpointer", "PyTreeCheckpointer") and reads_only(module, call):
             continue
         code = module.code(call)
         if kind == "CheckpointManager":
@@ -95,11 +134,12 @@ class V1Saving(NamedTuple):
     first: tuple[int, str] | None  # the first v1 save (line, code)
     ocdbt_off: bool  # sets use_ocdbt = False (``ctx.array.saving.use_ocdbt = False``, ``Saving(use_ocdbt=False)``)
     not_persistence: bool  # selects colocated Python or no dispatcher, which write OCDBT
+    orbax: bool = True  # uses Orbax at all (a config file's OCDBT key then matters: ``given_configs``)
 
 
 def v1_saving(module: Module) -> V1Saving:
     if not module.mentions("v1"):
-        return V1Saving(None, False, False)
+        return V1Saving(None, False, False, module.mentions("orbax"))
     first = next(((c.lineno, module.code(c)) for c, n in module.calls() if v1_save(n)), None)
     assigned = any(
         isinstance(node, ast.Assign)
@@ -115,6 +155,12 @@ def v1_saving(module: Module) -> V1Saving:
     )
     chosen = any(s.impl != PERSISTENCE_IMPL for s in selections(module))
     return V1Saving(first, assigned or passed, chosen)
+
+
+def ocdbt_judge(context: Context) -> Iterable[Hit]:
+    """What ``orbax-ocdbt`` decides over every module: Orbax v1 saves, and the config files the command names."""
+    yield from v1_ocdbt(context)
+    yield from ocdbt_in_configs(context)
 
 
 def v1_ocdbt(context: Context) -> Iterable[Hit]:
@@ -275,7 +321,8 @@ RULES = (
         f"{ORBAX_HANDLER}; MaxText PR #5208",
         ocdbt,
         learn=v1_saving,
-        judge=v1_ocdbt,
+        judge=ocdbt_judge,
+        needs_job=True,
     ),
     Rule(
         "orbax-save-cast",

@@ -14,7 +14,7 @@ from pwdeploy.check.program import Module
 from pwdeploy.check.rule import ORBAX_PATHWAYS_REGISTRY, Context, Hit, Rule
 from pwdeploy.check.rules.checkpointing_impl import NO_DISPATCHER, selections
 from pwdeploy.check.rules.checkpoints import orbax_class
-from pwdeploy.check.rules.startup import pathways_guarded
+from pwdeploy.check.rules.guards import pathways_guarded
 from pwdeploy.quantity import amount
 
 STANDARD_HANDLERS = frozenset({"ArrayHandler", "SingleReplicaArrayHandler"})

@@ -66,6 +66,44 @@ def _carries(module: Module, node: ast.AST, carried: dict[str, frozenset[str]]) 
     return frozenset(found)
 
 
+GATHER = frozenset({"jax.experimental.multihost_utils.process_allgather"})
+
+
+Scoped = tuple[int, str]  # (the id of the function a name lives in, or 0 for the module; the name)
+
+
+def _gathered(module: Module) -> set[Scoped]:
+    """Names that hold what every process gathered (``process_allgather``), directly or through names computed from
+    such names, a store into them (``found[key] = process_allgather(x)``) or a loop over them, each in its function:
+    splitting gathered output per process is not loading input by process. Two passes, as comprehensions carry no
+    line."""
+    found: set[Scoped] = set()
+    nodes = list(module.of(ast.Assign, ast.AnnAssign, ast.For, ast.comprehension, ordered=False))
+    for _ in range(2):
+        for node in nodes:
+            value = node.iter if isinstance(node, (ast.For, ast.comprehension)) else getattr(node, "value", None)
+            scope = _scope(module, node)
+            if value is None or not _mentions_gathered(module, value, found, scope):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+            for target in targets:
+                base = target.value if isinstance(target, ast.Subscript) else target
+                found.update((scope, n.id) for n in ast.walk(base) if isinstance(n, ast.Name))
+    return found
+
+
+def _scope(module: Module, node: ast.AST) -> int:
+    function = (p for p in module.ancestors(node) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+    return id(next(function, module.tree))
+
+
+def _mentions_gathered(module: Module, node: ast.AST, found: set[Scoped], scope: int) -> bool:
+    return any(
+        (isinstance(n, ast.Name) and (scope, n.id) in found) or (isinstance(n, ast.Call) and module.called(n) in GATHER)
+        for n in ast.walk(node)
+    )
+
+
 def process_sharding(module: Module) -> Iterator[Hit]:
     said = "on Pathways there is one process (process_index() is 0, process_count() is 1), so the one CPU host loads "
     said += "the whole global batch"
@@ -73,10 +111,16 @@ def process_sharding(module: Module) -> Iterator[Hit]:
         return
     asks = any(name in (INDEX, COUNT) for _, name in module.calls())
     carried = _derived(module) if asks else {}
+    gathered = _gathered(module) if asks and module.mentions("process_allgather") else set()
     for node in module.of(ast.Call, ast.Subscript, ordered=False):
         if isinstance(node, ast.Call) and _shards_by_process(module, node, module.called(node) or ""):
             yield Hit(module.shown, node.lineno, f"{module.code(node)} shards the data by JAX process: {said}")
-        elif asks and isinstance(node, ast.Subscript) and _sliced_by_process(module, node, carried):
+        elif (
+            asks
+            and isinstance(node, ast.Subscript)
+            and _sliced_by_process(module, node, carried)
+            and not _mentions_gathered(module, node.value, gathered, _scope(module, node))
+        ):
             yield Hit(module.shown, node.lineno, f"{module.code(node)} slices the data by JAX process: {said}")
 
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from pwdeploy.check.program import JIT, Module, env_writes, literal_str, static_truth
 from pwdeploy.check.rule import MAXTEXT_DISTRIBUTED, PORTING, PW_INIT, Context, Hit, Known, Rule
+from pwdeploy.check.rules.guards import pathways_guarded
 
 INITIALIZE = frozenset({"pathwaysutils.initialize", "pwdeploy.runtime.initialize"})
 # Calls that start JAX's backend (or need it started): on Pathways the first one must come after initialize().
@@ -219,16 +220,6 @@ def init_order(context: Context) -> Iterable[Hit]:
             f"{code} uses the JAX backend and the program never calls "
             "pathwaysutils.initialize(): on Pathways \"Unable to initialize backend 'proxy'\"",
         )
-
-
-def pathways_guarded(module: Module, node: ast.AST) -> bool:
-    """Under an ``if`` that asks whether this is Pathways (or a single controller)."""
-    for parent in module.ancestors(node):
-        if isinstance(parent, ast.If):
-            test = module.code(parent.test).lower()
-            if any(word in test for word in ("pathways", "jax_platforms", "single_controller", "proxy")):
-                return True
-    return False
 
 
 def distributed_initialize(module: Module) -> Iterator[Hit]:

@@ -1,0 +1,91 @@
+"""The job's Python: the job image is built for what the job's own project allows (``requires-python``), a base or
+sidecar Python the project refuses is a config error naming the field, and the specifiers are read as PEP 440
+says for a Python X.Y."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pwdeploy.cli import cli
+from pwdeploy.errors import ConfigError
+from pwdeploy.images import job_image as spec
+from pwdeploy.images.inputs import running_python
+from pwdeploy.job_python import allows, choose
+from tests.test_image import REPOSITORY, job_at, write_job
+
+
+def project(folder: Path, requires: str) -> None:
+    (folder / "pyproject.toml").write_text(f'[project]\nname = "trainer"\nrequires-python = "{requires}"\n')
+
+
+@pytest.mark.parametrize(
+    ("spec_", "version", "expected"),
+    [
+        (">=3.12", "3.11", False),
+        (">=3.12", "3.12", True),
+        (">=3.10,<3.13", "3.13", False),
+        (">=3.10,<3.13", "3.12", True),
+        ("~=3.11", "3.13", True),
+        ("~=3.11", "3.10", False),
+        ("==3.12.*", "3.12", True),
+        ("==3.12.*", "3.11", False),
+        ("!=3.12", "3.12", False),
+        (">3.12", "3.13", True),
+        ("<=3.12", "3.12", True),
+        ("===3.12", "3.12", None),  # an arbitrary-equality clause is not read
+    ],
+)
+def test_requires_python_is_read_as_pep_440_over_a_minor(spec_: str, version: str, expected: bool | None) -> None:
+    assert allows(spec_, version) is expected
+
+
+def test_the_python_chosen_is_pwdeploy_s_when_allowed_else_the_nearest_allowed() -> None:
+    assert choose(">=3.10", "3.11") == "3.11"
+    assert choose(">=3.12", "3.11") == "3.12"
+    assert choose("<3.12", "3.13") == "3.11"
+    assert choose("<3.10", "3.11") is None
+
+
+def test_the_image_runs_the_python_the_project_asks_for(runner: CliRunner, tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    project(tmp_path, ">=3.13")
+    result = runner.invoke(cli, ["image", "dockerfile", "-f", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "FROM python:3.13-slim-bookworm" in result.stdout
+    if running_python() != "3.13":
+        assert "the job image runs Python 3.13 (python:3.13-slim-bookworm): the job's project asks for >=3.13" in (
+            result.stderr
+        )
+
+
+@pytest.mark.parametrize(
+    ("image", "fields", "field"),
+    [
+        ({"repository": REPOSITORY, "base": "python:3.11-slim"}, {}, "image.base"),
+        (
+            {"repository": REPOSITORY},
+            {"sidecar": {"repository": "r.example/team/sc", "python_version": "3.11"}},
+            "sidecar.python_version",
+        ),
+    ],
+)
+def test_a_python_the_project_refuses_is_an_error_naming_the_field(
+    tmp_path: Path, image: dict[str, Any], fields: dict[str, Any], field: str
+) -> None:
+    path = write_job(tmp_path, image, **fields)
+    project(tmp_path, ">=3.12")
+    with pytest.raises(ConfigError) as raised:
+        spec.collect(job_at(path))
+    assert raised.value.field == field and "the job's project asks for Python >=3.12" in str(raised.value)
+
+
+def test_a_project_no_candidate_python_meets_is_an_error_with_the_fix(tmp_path: Path) -> None:
+    path = write_job(tmp_path, {"repository": REPOSITORY})
+    project(tmp_path, "<3.10")
+    with pytest.raises(ConfigError) as raised:
+        spec.collect(job_at(path))
+    assert raised.value.field == "image.base" and "set image.base" in str(raised.value.hint)
