@@ -327,3 +327,16 @@ def test_writes_go_to_the_first_files_cluster_and_say_so_against_https_stubs(
     assert a.requests and b.requests == []
     result = runner.invoke(cli, ["delete", "dp-example", "-y", "--context", "gke_p_us-central1_b"])
     assert result.output.splitlines()[0] == f"pwdeploy: context gke_p_us-central1_b, server {a.url}"  # a's "stub"
+
+
+def test_the_context_that_is_about_to_change_is_named_in_printable_text_against_https_stub(
+    two_stubs: tuple[HttpsStubKubeApiServer, HttpsStubKubeApiServer], tmp_path: Path
+) -> None:
+    """A context name is text from outside: ESC[1A and CR would rewrite the line above on a terminal, U+202E
+    reverse what follows, and the line would name a cluster other than the one about to change."""
+    a, _ = two_stubs
+    name = "staging\x1b[1A\rpwdeploy: context prod\u202e\nx"
+    config = a.write_user_kubeconfig(tmp_path / "a", {"token": "stub-token"}, context=name)
+    result = SeamRunner().invoke(cli, ["delete", "dp-example", "-y", "--kubeconfig", str(config)])
+    first = result.output.splitlines()[0]
+    assert first == f"pwdeploy: context staging^[[1A\\rpwdeploy: context prod\\u202e x, server {a.url}"

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,38 @@ def test_a_second_run_of_the_job_is_refused_naming_the_first_and_its_checkpoints
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert second(job_dir).returncode == 0, "the lock goes with the run"
+
+
+@pytest.mark.parametrize(
+    ("plant", "kind"),
+    [
+        ("symlink", "a symbolic link"),
+        ("hard link", "a hard link to another file"),
+        ("folder", "not a file pwdeploy can open"),
+        ("fifo", "not a regular file"),
+    ],
+)
+def test_something_else_at_the_lock_is_refused_and_what_it_points_at_is_untouched(
+    job_dir: Path, tmp_path_factory: pytest.TempPathFactory, plant: str, kind: str
+) -> None:
+    """A link at .pwdeploy/.checkpoints.lock once had its target truncated (and a pid written into it); a folder
+    there was an internal error."""
+    target = tmp_path_factory.mktemp("elsewhere") / "precious"
+    target.write_text("kept\n")
+    lock = job_dir / ".pwdeploy" / ".checkpoints.lock"
+    lock.parent.mkdir()
+    planted: dict[str, Callable[[Path], object]] = {
+        "symlink": lambda path: path.symlink_to(target),
+        "hard link": lambda path: os.link(target, path),
+        "folder": lambda path: path.mkdir(),
+        "fifo": lambda path: os.mkfifo(path),
+    }
+    planted[plant](lock)
+    refused = second(job_dir)
+    assert refused.returncode == 7, refused.stderr
+    assert refused.stderr.startswith(f"error: {lock} is not pwdeploy's lock file: it is {kind}"), refused.stderr
+    assert f"hint: remove it (rm {lock})" in refused.stderr and "Traceback" not in refused.stderr
+    assert target.read_text() == "kept\n"
 
 
 @pytest.mark.slow

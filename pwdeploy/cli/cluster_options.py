@@ -87,10 +87,12 @@ def announce(kube: Kube) -> None:
     kubectl users check before they apply."""
     from pwdeploy.text import printable
 
-    who = f"context {kube.context}" if kube.context else "the in-cluster service account"
-    acting = [printable(value, 200) for name, value in kube.impersonate if name == "Impersonate-User"]
+    # The kubeconfig is text from outside too (a context name holding ESC[1A rewrites the line above: the one
+    # line that says which cluster is about to change must say it as it is).
+    who = f"context {printable(kube.context, 200, one_line=True)}" if kube.context else "the in-cluster service account"
+    acting = [printable(value, 200, one_line=True) for name, value in kube.impersonate if name == "Impersonate-User"]
     as_user = f", as {acting[0]} (impersonated)" if acting else ""
-    click.echo(f"pwdeploy: {who}, server {kube.host}{as_user}", err=True)
+    click.echo(f"pwdeploy: {who}, server {printable(kube.host, 500, one_line=True)}{as_user}", err=True)
 
 
 def surroundings() -> Surroundings:

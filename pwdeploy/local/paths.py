@@ -74,7 +74,7 @@ def checkpoints_locked(checkpoints: Path) -> Iterator[None]:
         return
     path = lock_file(checkpoints)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the job (Python's fds are CLOEXEC)
+    fd = _open_lock(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,6 +92,27 @@ def checkpoints_locked(checkpoints: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # the lock goes with the descriptor
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file, opened for reading and writing (made if missing): a file of its own and nothing else. A
+    link there (symbolic or hard) would have pwdeploy truncate what it points at, a FIFO or a device would be
+    opened as one; each is refused, naming the path. Not inherited by the job (Python's fds are CLOEXEC)."""
+    import stat
+
+    refuse = f"{path} is not pwdeploy's lock file"
+    hint = f"remove it (rm {path}): pwdeploy makes its own; it holds one line, the pid of the run using the folder"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        kind = "a symbolic link" if os.path.islink(path) else "not a file pwdeploy can open"
+        raise LocalRunError(f"{refuse}: it is {kind} ({exc.strerror or exc})", hint=hint) from None
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+        os.close(fd)
+        kind = "a hard link to another file" if stat.S_ISREG(found.st_mode) else "not a regular file"
+        raise LocalRunError(f"{refuse}: it is {kind}", hint=hint)
+    return fd
 
 
 def check_clearable(checkpoints: Path) -> None:
