@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -293,3 +295,69 @@ def test_the_docs_show_validates_real_output(
     Path("demo.yaml").write_text(rendered.stdout.replace("replicatedJob: pathways-head\n", "replicatedJob: head\n", 1))
     result = runner.invoke(cli, ["validate", "demo.yaml"])
     assert result.exit_code == 3 and result.stderr.splitlines() == shown
+
+
+def _commands_taking_a_job_name(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name in group.list_commands(click.Context(group)):
+        command = group.get_command(click.Context(group), name)
+        assert command is not None
+        if isinstance(command, click.Group):
+            found += _commands_taking_a_job_name(command, (*path, name))
+        elif any(isinstance(p, click.Argument) and p.name == "name" for p in command.params):
+            found.append((*path, name))
+    return found
+
+
+@pytest.mark.parametrize("name", ["a" * 300, "a\x00b"], ids=["300 bytes", "NUL"])
+def test_every_command_that_takes_a_name_refuses_one_no_file_could_have(runner: CliRunner, name: str) -> None:
+    """A name longer than a file name may be was an internal error (ENAMETOOLONG from the looks-like-a-file
+    check) in every command that takes one."""
+    commands = _commands_taking_a_job_name(cli)
+    assert {("status",), ("logs",), ("delete",), ("drill",), ("connect",)} <= set(commands), commands
+    required: dict[tuple[str, ...], list[str]] = {("profile",): ["--duration", "1"]}
+    for command in commands:
+        result = runner.invoke(cli, [*command, *required.get(command, []), name])
+        assert result.exit_code == 2, (command, result.output)
+        assert "is not a job name" in result.stderr and "internal error" not in result.stderr, (command, result.stderr)
+
+
+def _limited(address_space: int = 0, stack: int = 0) -> Callable[[], None]:
+    def limit() -> None:
+        import resource
+
+        if address_space:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        if stack:
+            resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
+
+    return limit
+
+
+def test_a_config_file_that_never_ends_is_refused_after_a_bound() -> None:
+    """`-f /dev/zero` was read until memory ran out (here: 2 GiB of address space, then an internal error)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pwdeploy", "render", "-f", "/dev/zero"], capture_output=True, text=True, timeout=60,
+        cwd=REPO, preexec_fn=_limited(address_space=2 << 30),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: config file /dev/zero is more than 1 MiB: not a job config"), done.stderr
+
+
+def test_a_command_line_and_environment_too_large_together_say_so_rather_than_blame_the_command(
+    tmp_path: Path,
+) -> None:
+    """Each variable passes the config's bound (MAX_ARG_STRLEN); together they are more than ARG_MAX (a quarter of
+    the stack limit: 1 MiB of stack here, so 256 KiB): E2BIG once blamed main.command."""
+    job = tmp_path / "job.yaml"
+    env = {f"BIG_{i}": "x" * 100_000 for i in range(3)}
+    main = {"image": "r.example/m:1", "command": "true", "env": env}
+    job.write_text(yaml.safe_dump({**GOOD, "allow_version_mismatch": True, "main": main}), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(job), "--devices", "1", "--no-check",
+         "--compile-cache", ""],
+        capture_output=True, text=True, timeout=120, cwd=REPO, preexec_fn=_limited(stack=1 << 20),
+    )  # fmt: skip
+    assert done.returncode == 7, done.stderr
+    assert "Argument list too long" in done.stderr and "ARG_MAX" in done.stderr, done.stderr
+    assert "check main.command" not in done.stderr

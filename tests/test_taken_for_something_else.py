@@ -166,6 +166,42 @@ CASES: dict[str, Case] = {
         ("tpu.worker_memory", "0.001 bytes", "whole number of bytes"),
         job={"tpu": {"type": "v5p-8", "worker_memory": "1e-3"}},
     ),
+    "env value with a NUL": Case(
+        ("render", "-f", "{job}"),
+        2,
+        ("main.env.A", "NUL character", "execve"),
+        job={"main": {"image": "r.example/m:1", "command": "python3 train.py", "env": {"A": "x\x00y"}}},
+    ),
+    "env value with a NUL, before a local run": Case(
+        ("local", "run", "-f", "{job}", "--no-check", "--", "python3", "-c", "print('ran')"),
+        2,
+        ("main.env.A", "NUL character"),
+        job={"main": {"image": "r.example/m:1", "command": "python3 train.py", "env": {"A": "x\x00y"}}},
+    ),
+    "env value longer than the kernel passes": Case(
+        ("render", "-f", "{job}"),
+        2,
+        ("main.env.A", "200002 bytes", "MAX_ARG_STRLEN", "E2BIG", "in a file"),
+        job={"main": {"image": "r.example/m:1", "command": "python3 train.py", "env": {"A": "x" * 200_000}}},
+    ),
+    "a one-word command of 800 kB": Case(
+        ("render", "-f", "{job}"),
+        2,
+        ("main.command", "800000 characters", "list of words"),
+        job={"main": {"image": "r.example/m:1", "command": "a" * 800_000}},
+    ),
+    "a command word with a NUL": Case(
+        ("render", "-f", "{job}"),
+        2,
+        ("main.command", "word 2", "NUL character"),
+        job={"main": {"image": "r.example/m:1", "command": ["python3", "a\x00b"]}},
+    ),
+    "a config file of 2 MiB": Case(
+        ("render", "-f", "{job}"),
+        2,
+        ("is more than 1 MiB: not a job config", "-f names the job's YAML file"),
+        job_text="#" + "x" * (2 << 20) + "\n",
+    ),
     "env yes, 0755 and 1e-3 kept as written": Case(
         ("render", "-f", "{job}", "--no-validate"),
         0,

@@ -4,6 +4,7 @@ the one decorator that hands the inspection commands (list, status, logs, delete
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -144,7 +145,8 @@ def check_job_name(name: str, command: str) -> None:
     any request."""
     from pwdeploy.names import dns1035_label
 
-    if name.endswith((".yaml", ".yml", ".json")) or Path(name).exists():
+    # os.path.exists, not Path.exists: a name longer than a file name may be (ENAMETOOLONG) is no file either.
+    if name.endswith((".yaml", ".yml", ".json")) or os.path.exists(name):
         follow = " (-f means --follow, as in kubectl)" if command == "logs" else ""
         raise ConfigError(
             None,

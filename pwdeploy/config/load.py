@@ -129,10 +129,24 @@ def _comment_after_command(node: yaml.ScalarNode, text: str) -> None:
         )
 
 
+# A job config is a few KiB; what it renders must fit one Kubernetes object (etcd takes 1.5 MiB per request by
+# default). A bound keeps `-f /dev/zero` (or a log file given by mistake) from being read for ever.
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def read_file(path: Path) -> dict[str, Any]:
-    """The raw mapping in a YAML job file; ConfigError for a missing, unreadable or non-UTF-8 file, or bad YAML."""
+    """The raw mapping in a YAML job file; ConfigError for a missing, unreadable, too large or non-UTF-8 file, or
+    bad YAML."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                None,
+                f"config file {path} is more than {MAX_CONFIG_BYTES >> 20} MiB: not a job config",
+                hint="-f names the job's YAML file (a few KiB)",
+            )
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(None, f"config file {path} does not exist") from None
     except UnicodeDecodeError as exc:

@@ -80,11 +80,43 @@ def parse_bool(value: Any, path: str) -> bool:
     raise ConfigError(path, f"must be true or false, not {value!r}")
 
 
+# execve(2) copies each word of a new program's command line and each NAME=value of its environment as a C
+# string: a NUL ends it, and one longer than MAX_ARG_STRLEN (32 pages: 131072 bytes, linux include/uapi/linux/
+# binfmts.h) is refused with E2BIG. The container's runtime execs the command with its environment, as local run
+# does: either would fail to start.
+MAX_ARG_BYTES = 131072
+
+
+def check_exec_string(text: str, path: str, what: str) -> None:
+    """ConfigError naming ``path`` when no process could be given ``text`` as one word or variable."""
+    if "\0" in text:
+        raise ConfigError(
+            path,
+            f"{what} holds a NUL character, which no program can be given (execve passes C strings: a NUL ends one)",
+            hint="remove the NUL; pass binary data in a file",
+        )
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > MAX_ARG_BYTES:
+        raise ConfigError(
+            path,
+            f"{what} is {size} bytes; the kernel passes at most {MAX_ARG_BYTES} bytes per word or variable "
+            "(MAX_ARG_STRLEN): the container would not start (E2BIG)",
+            hint="pass large data in a file (the image, a volume, GCS), not in the command line or environment",
+        )
+
+
 def parse_command(value: Any, path: str) -> tuple[str, ...]:
     """The command's words. A string is split as a shell splits words (quotes, backslashes) but never run by a
     shell, in the pod as in `local run` (docs/config.md#the-command-runs-without-a-shell): shell syntax in it is
     refused rather than passed on as words. A list is the argv exactly."""
     if isinstance(value, str):
+        if len(value) > MAX_ARG_BYTES:  # shlex builds each word a character at a time: quadratic in its length
+            raise ConfigError(
+                path,
+                f"is {len(value)} characters as one string, more than {MAX_ARG_BYTES}, the longest word the kernel "
+                "passes to a program (MAX_ARG_STRLEN)",
+                hint="give the command as a list of words, or run it from a script (command: bash run.sh)",
+            )
         text = value.replace("\\\n", " ").strip()  # a shell's line continuation is a space between words
         if "\n" in text:
             raise ConfigError(
@@ -111,6 +143,8 @@ def parse_command(value: Any, path: str) -> tuple[str, ...]:
         raise ConfigError(path, f"must be a string or a list of strings, not a {kind_name(value)}")
     if not words:
         raise ConfigError(path, "must not be empty")
+    for index, word in enumerate(words):
+        check_exec_string(word, path, f"word {index + 1}")
     return tuple(words)
 
 
@@ -199,6 +233,7 @@ def parse_env(value: Any, path: str) -> dict[str, str]:
         if isinstance(val, (dict, list)) or val is None:
             raise ConfigError(f"{path}.{key}", f"must be a string, not a {kind_name(val)}")
         result[key] = str(val).lower() if isinstance(val, bool) else str(val)
+        check_exec_string(f"{key}={result[key]}", f"{path}.{key}", "the variable (NAME=value)")
     return result
 
 

@@ -9,6 +9,7 @@ then SIGKILL, and reaped; the shared-memory files the run left in /dev/shm are r
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -45,6 +46,18 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
 TICK_SECONDS = 0.05
 _HINT = "check main.command in the config, or the command after --"
+# execve's E2BIG: the command's words and the environment together are more than the kernel copies into a new
+# program (ARG_MAX: a quarter of the stack limit, `ulimit -s`; execve(2)). Each one alone is checked with the config.
+_TOO_BIG = os.strerror(errno.E2BIG)
+_TOO_BIG_HINT = (
+    "the command line and the environment (main.env, and what pwdeploy and this shell set) together are more than "
+    "the kernel passes to a program (ARG_MAX, a quarter of `ulimit -s`); the container has such a limit too: pass "
+    "large values in a file"
+)
+
+
+def _start_hint(error: str) -> str:
+    return _TOO_BIG_HINT if _TOO_BIG in error else _HINT
 
 
 def exit_status(returncode: int) -> int:
@@ -139,7 +152,9 @@ def run_child(
             try:
                 child = spawn(list(command), cwd=cwd, env=dict(env), start_new_session=True)
             except OSError as exc:  # the checks above passed, yet exec failed (a bad interpreter line, a race)
-                raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
+                raise LocalRunError(
+                    f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_start_hint(exc.strerror or "")
+                ) from None
             tree.started(child.pid)
             guard(child.pid, before.values())  # its session: ended even if pwdeploy is killed with SIGKILL
             stops.started(child)
@@ -185,7 +200,9 @@ def _run_private(
                 child = spawn(private.argv(command, grace=leftover_grace, fd=write), cwd=cwd, env=dict(env),
                               start_new_session=True, pass_fds=(write,))  # fmt: skip
             except OSError as exc:
-                raise LocalRunError(f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_HINT) from None
+                raise LocalRunError(
+                    f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_start_hint(exc.strerror or "")
+                ) from None
             finally:
                 os.close(write)
             tree.started(child.pid)
@@ -212,7 +229,7 @@ def _run_private(
         if pinned >= 0:
             os.close(pinned)
     if reports.error is not None and reports.main is None:
-        raise LocalRunError(f"cannot start the job: {reports.error}", hint=_HINT)
+        raise LocalRunError(f"cannot start the job: {reports.error}", hint=_start_hint(reports.error))
     if reports.main is not None and returncode == 0:  # the launcher exits 0 when init did (else as init died)
         returncode = reports.main
     stopped_by = stops.received[0] if stops.received else None
