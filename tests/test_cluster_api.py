@@ -147,6 +147,31 @@ def test_a_token_file_with_a_trailing_newline_works_against_stub(stub: StubKubeA
     assert stub.requests[-1].headers["authorization"] == "Bearer stub-token"
 
 
+def test_a_token_file_is_read_again_as_kubectl_reads_it_against_stub(stub: StubKubeApiServer, tmp_path: Path) -> None:
+    """A projected token the kubelet rotates on disk: client-go keeps a file's token for 50 s (a minute less its
+    leeway) and then reads the file again; a long follow must not end with 401 once the old token is revoked. A
+    file that cannot be read then keeps the token read before."""
+    token = tmp_path / "token"
+    token.write_text("stub-token\n")
+    kc = stub.write_kubeconfig(tmp_path / "kc", {"c": ("x", None)}, current="c")
+    kc.write_text(kc.read_text().replace("token: x", f"tokenFile: {token}"))
+    clock = FakeClock()
+    kube = load_kube(kc, clock=clock)
+    assert get_jobset(kube, "default", "demo") is None
+    token.write_text("token-b\n")  # rotated: the old one is revoked
+    stub.tokens = {"token-b": "alice"}
+    clock.t += 49
+    with pytest.raises(ClusterError, match="401"):  # kept 50 s, as client-go keeps it
+        get_jobset(kube, "default", "demo")
+    clock.t += 1
+    assert get_jobset(kube, "default", "demo") is None
+    assert stub.requests[-1].headers["authorization"] == "Bearer token-b"
+    token.unlink()
+    clock.t += 60
+    assert get_jobset(kube, "default", "demo") is None  # the file is gone for a moment: the last token is kept
+    assert stub.requests[-1].headers["authorization"] == "Bearer token-b"
+
+
 @pytest.mark.parametrize("token", ["sekret one\n", "sekret\nline-two", " \n"])
 def test_a_token_with_a_break_inside_is_refused_without_showing_it(
     stub: StubKubeApiServer, tmp_path: Path, token: str

@@ -223,6 +223,47 @@ def _token(user: Mapping[str, Any], where: str) -> str | None:
     return None
 
 
+class FileToken:
+    """A kubeconfig user's ``tokenFile``, read again as kubectl reads it (client-go transport
+    NewCachedFileTokenSource): a token is kept for a minute less a 10 s leeway, then the file is read again before
+    the next request, so a projected token the kubelet rotates (at 80 % of its life, 10 minutes by default) is
+    picked up by a long follow. A read that fails, or finds the file empty, keeps the token read before, as
+    client-go does ("Unable to rotate token")."""
+
+    KEPT_S = 60.0 - 10.0
+
+    def __init__(self, path: Path, token: str, now: Callable[[], float]) -> None:
+        self.path, self.token, self._now = path, token, now
+        self._read_at = now()
+        self._lock = threading.Lock()
+        self.reads = 1
+
+    def apply(self, configuration: Configuration) -> None:
+        configuration.api_key["BearerToken"] = f"Bearer {self.token}"
+        configuration.refresh_api_key_hook = self.refresh
+
+    def refresh(self, configuration: Configuration) -> None:
+        with self._lock:
+            if self._now() - self._read_at >= self.KEPT_S:
+                self._read_at = self._now()
+                self.reads += 1
+                try:
+                    token = self.path.read_text(encoding="utf-8").strip()
+                except (OSError, UnicodeDecodeError):
+                    token = ""
+                self.token = token or self.token
+            configuration.api_key["BearerToken"] = f"Bearer {self.token}"
+
+
+def file_token(user: Mapping[str, Any], configuration: Configuration, now: Callable[[], float]) -> FileToken | None:
+    """The user's token file, to be read again (None: the user has a ``token``, which kubectl prefers, or no
+    file), from the token ``configure`` read from it (a file that cannot be read is its ConfigError)."""
+    if user.get("token") or not isinstance(user.get("tokenFile"), str) or not user.get("tokenFile"):
+        return None
+    first = configuration.api_key.get("BearerToken", "").removeprefix("Bearer ").strip()
+    return FileToken(Path(user["tokenFile"]), first, now)
+
+
 def _file(entry: Mapping[str, Any], key: str, where: str, *, decode: bool) -> str | None:
     """The path of ``key``'s file, or of a private file holding ``key-data`` (base64 in a kubeconfig)."""
     if entry.get(f"{key}-data"):

@@ -27,7 +27,14 @@ from pwdeploy.kube.credential_plugin import (
     plugin_of,
     run_plugin,
 )
-from pwdeploy.kube.http_client import ApiClient, Configuration, InClusterUnavailable, configure, configure_in_cluster
+from pwdeploy.kube.http_client import (
+    ApiClient,
+    Configuration,
+    InClusterUnavailable,
+    configure,
+    configure_in_cluster,
+    file_token,
+)
 from pwdeploy.kube.impersonation import impersonation_headers
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
 from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http, usable_ca
@@ -137,6 +144,8 @@ def _configure(
         ) from None
     if token is not None:
         token.apply(configuration)
+    elif (from_file := file_token(user, configuration, clock.now)) is not None:
+        from_file.apply(configuration)
     # The proxy as kubectl picks it, set explicitly (never NO_PROXY's word over a kubeconfig's proxy-url, never a
     # proxy for a loopback server): pwdeploy.kube.reach.
     configuration.proxy = proxy
