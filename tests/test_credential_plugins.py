@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import inspect
 import json
+import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,6 +257,47 @@ def test_a_plugin_that_hangs_is_stopped_with_a_notice_against_https_stub(
     assert "did not answer within 1 s; no request was sent" in str(info.value)
     assert len(notices) == 1 and "waiting for the credential plugin fake-plugin" in notices[0]
     assert "(giving up after 1 s)" in notices[0]
+    assert_no_request(https_stub)
+
+
+def test_a_plugin_that_leaves_a_daemon_holding_its_stdout_is_not_waited_for_against_https_stub(
+    https_stub: HttpsStubKubeApiServer, tmp_path: Path
+) -> None:
+    """The plugin prints its credential and exits, but a process it started in a session of its own keeps the
+    pipe open: reading to the pipe's end waited for that process (here 600 s), past the plugin's bound."""
+    pid_file = tmp_path / "daemon.pid"
+    daemon = (
+        "import subprocess\n"
+        "held = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(held.pid))\n"
+    )
+    script = plugin(tmp_path, daemon + f"print({credential('plugin-token-1')!r})")
+    kc = https_stub.write_user_kubeconfig(tmp_path / "kc", exec_user(script))
+    try:
+        kube = load_kube(kc, plugin_limits=PluginLimits(timeout=20.0, notice_after=20.0))  # the daemon lives 600 s
+        assert get_demo(kube) is None
+    finally:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)  # it left the plugin's session: pwdeploy leaves it be
+    assert https_stub.requests[-1].headers["authorization"] == "Bearer plugin-token-1"
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("sys.stdout.write('x' * (3 << 20))", "printed more than 1 MiB on stdout, not an ExecCredential"),
+        ("sys.stdout.write('[' * 100_000 + ']' * 100_000)", "printed JSON nested deeper than any ExecCredential"),
+        ("os.close(1); os.close(2); time.sleep(600)", "did not exit within 2 s"),
+    ],
+    ids=["3 MiB", "nested 100,000 deep", "stdout closed, still running"],
+)
+def test_a_plugins_output_is_read_within_bounds_against_https_stub(
+    https_stub: HttpsStubKubeApiServer, tmp_path: Path, body: str, says: str
+) -> None:
+    script = plugin(tmp_path, body)
+    kc = https_stub.write_user_kubeconfig(tmp_path / "kc", exec_user(script))
+    with pytest.raises(ClusterError, match=says) as info:
+        load_kube(kc, plugin_limits=PluginLimits(timeout=2.0, notice_after=2.0))
+    assert info.value.exit_code == 4
     assert_no_request(https_stub)
 
 

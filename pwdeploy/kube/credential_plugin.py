@@ -39,6 +39,10 @@ NOTICE_AFTER = 2.0  # seconds before the user hears what the command waits for
 REFRESH_BEFORE = timedelta(seconds=10)  # a token this close to its expiry is fetched again before a request
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 MAX_QUOTED = 1500  # characters of a plugin's stderr an error quotes
+MAX_OUTPUT = 1 << 20  # bytes of stdout read: an ExecCredential, even with a client certificate, is a few KiB
+MAX_STDERR = 64 << 10  # bytes of stderr kept (an error quotes its first MAX_QUOTED characters)
+EXIT_GRACE = 1.0  # seconds the pipes are still read once the plugin has exited
+POLL_S = 0.1  # the longest a wait for output goes without looking whether the plugin has exited
 GKE_PLUGIN = "gke-gcloud-auth-plugin"
 GKE_LOGIN = (
     "log in to Google Cloud (gcloud auth login, and gcloud auth application-default login), then fetch the "
@@ -150,26 +154,11 @@ def run_plugin(
     on_notice: Callable[[str], None] | None = None,
 ) -> Credential:
     """Run the plugin once and read its ExecCredential; every failure is an error that says what to do."""
-    import subprocess  # here: a command whose kubeconfig runs no plugin (or whose credential is cached) starts none
-
     process = _start(plugin)
     try:
-        out, err = process.communicate(timeout=min(notice_after, timeout))
-    except subprocess.TimeoutExpired:
-        if on_notice is not None:
-            on_notice(
-                f"pwdeploy: waiting for the credential plugin {plugin.name} of {plugin.whose} "
-                f"(giving up after {timeout:g} s)"
-            )
-        try:
-            out, err = process.communicate(timeout=max(0.0, timeout - notice_after))
-        except subprocess.TimeoutExpired:
-            _kill(process)
-            raise ClusterError(
-                f"the credential plugin {plugin.name} of {plugin.whose} did not answer within {timeout:g} s; "
-                "no request was sent",
-                hint=plugin.hint(),
-            ) from None
+        out, err = _output(process, plugin, timeout, notice_after, on_notice)
+    finally:
+        _kill(process)  # a plugin that outlived its answer, or a timeout; nothing when it ended
     if process.returncode != 0:
         raise ClusterError(
             f"the credential plugin {plugin.name} of {plugin.whose} failed (exit status {process.returncode}); "
@@ -177,6 +166,87 @@ def run_plugin(
             hint=plugin.hint(),
         )
     return _credential(plugin, out)
+
+
+def _output(
+    process: subprocess.Popen[bytes],
+    plugin: Plugin,
+    timeout: float,
+    notice_after: float,
+    on_notice: Callable[[str], None] | None,
+) -> tuple[bytes, bytes]:
+    """The plugin's stdout and stderr, read until both end, within ``timeout`` seconds (one notice after
+    ``notice_after``). Once the plugin itself has exited the pipes are read for ``EXIT_GRACE`` seconds more at
+    most: a process it left behind holding them (a daemon) is not waited for."""
+    import selectors
+    import time
+
+    start, ended_at = time.monotonic(), None
+    output = _Output(process, plugin)
+    notice = None if on_notice is None or notice_after >= timeout else start + notice_after
+    with selectors.DefaultSelector() as selector:
+        for fd in output.streams:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            now = time.monotonic()
+            if notice is not None and now >= notice and on_notice is not None:
+                notice = None
+                on_notice(f"pwdeploy: waiting for the credential plugin {plugin.name} of {plugin.whose} "
+                          f"(giving up after {timeout:g} s)")  # fmt: skip
+            if now - start >= timeout:
+                raise ClusterError(
+                    f"the credential plugin {plugin.name} of {plugin.whose} did not answer within {timeout:g} s; "
+                    "no request was sent",
+                    hint=plugin.hint(),
+                )
+            ended_at = ended_at if ended_at is not None or process.poll() is None else now
+            if ended_at is not None and now - ended_at >= EXIT_GRACE:
+                break
+            for key, _ in selector.select(timeout=POLL_S):
+                if not output.read(key.fd):
+                    selector.unregister(key.fd)
+    import subprocess
+
+    try:  # a plugin that closed its pipes and goes on running is given what is left of the timeout
+        process.wait(timeout=max(0.0, timeout - (time.monotonic() - start)))
+    except subprocess.TimeoutExpired:
+        raise ClusterError(
+            f"the credential plugin {plugin.name} of {plugin.whose} did not exit within {timeout:g} s; "
+            "no request was sent",
+            hint=plugin.hint(),
+        ) from None
+    return output.out(), output.err()
+
+
+class _Output:
+    """What the plugin printed so far: more than ``MAX_OUTPUT`` bytes on stdout is an error, stderr beyond
+    ``MAX_STDERR`` is dropped."""
+
+    def __init__(self, process: subprocess.Popen[bytes], plugin: Plugin) -> None:
+        assert process.stdout is not None and process.stderr is not None
+        self._out_fd, self._err_fd = process.stdout.fileno(), process.stderr.fileno()
+        self.streams = {self._out_fd: bytearray(), self._err_fd: bytearray()}
+        self._plugin = plugin
+
+    def read(self, fd: int) -> bool:
+        """Read what ``fd`` has; False at its end."""
+        chunk = os.read(fd, 1 << 16)
+        kept = self.streams[fd]
+        if fd == self._out_fd and len(kept) + len(chunk) > MAX_OUTPUT:
+            raise ClusterError(
+                f"the credential plugin {self._plugin.name} of {self._plugin.whose} printed more than "
+                f"{MAX_OUTPUT >> 20} MiB on stdout, not an ExecCredential; no request was sent",
+                hint=self._plugin.hint(),
+            )
+        if fd == self._out_fd or len(kept) < MAX_STDERR:
+            kept += chunk
+        return bool(chunk)
+
+    def out(self) -> bytes:
+        return bytes(self.streams[self._out_fd])
+
+    def err(self) -> bytes:
+        return bytes(self.streams[self._err_fd])
 
 
 def _start(plugin: Plugin) -> subprocess.Popen[bytes]:
@@ -212,13 +282,19 @@ def _start(plugin: Plugin) -> subprocess.Popen[bytes]:
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
+    """End the plugin's session (what it started with it) if it is still running, reap it and close its pipes:
+    never waits for what they carry (a process that left the session may hold them for ever)."""
     import signal
 
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except OSError:
-        process.kill()
-    process.communicate()
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:
+            process.kill()
+        process.wait()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def _quoted(err: bytes) -> str:
@@ -232,13 +308,17 @@ def _quoted(err: bytes) -> str:
 
 def _credential(plugin: Plugin, out: bytes) -> Credential:
     """The ExecCredential's status; anything else is a ``ClusterError`` naming what was wrong (never its text)."""
+    deep = False
     try:
         data = json.loads(out)
     except ValueError:
         data = None
+    except RecursionError:  # nested deeper than Python's parser goes (about 1,000 levels)
+        data, deep = None, True
     status = data.get("status") if isinstance(data, dict) else None
     if not isinstance(data, dict):
         problem = "printed no JSON" if out.strip() else "printed nothing"
+        problem = "printed JSON nested deeper than any ExecCredential" if deep else problem
     elif data.get("kind") != "ExecCredential" or data.get("apiVersion") != plugin.api_version:
         found = f"a {data.get('kind')!r} of {data.get('apiVersion')!r}"
         problem = f"printed {found}, not an ExecCredential of {plugin.api_version}"
