@@ -1,6 +1,7 @@
 """`pwdeploy check` given what a hurried user types, as the installed CLI runs it: a YAML named as a source, a
-notebook, a requirements file, an empty folder, valid Python Python reads differently from plain UTF-8 (a BOM, a
-PEP 263 coding line), a module over the size read, a module linked from outside the folder, and a symlink loop.
+notebook, a requirements file, an empty folder, a valid if/elif chain of 1,000 branches (a deep syntax tree), valid
+Python Python reads differently from plain UTF-8 (a BOM, a PEP 263 coding line), a module over the size read, a
+module linked from outside the folder, and a symlink loop.
 Each row: what is on disk, the command, the exit code, what the output must say and must never show."""
 
 from __future__ import annotations
@@ -126,7 +127,28 @@ def _loop_named(folder: Path) -> list[str]:
     return ["self.py"]
 
 
+def _chain(branches: int, at_end: str) -> str:
+    """A valid if/elif chain of ``branches`` branches (each elif is nested in the one before: a deep tree), with
+    ``at_end`` in its last branch."""
+    lines = ["x = 0", "if x == 0:", "    pass"]
+    for i in range(1, branches):
+        lines += [f"elif x == {i}:", "    pass" if i < branches - 1 else f"    {at_end}"]
+    return "\n".join(lines) + "\n"
+
+
+def _elif_1000(folder: Path) -> list[str]:
+    (folder / "train.py").write_text("import os\n" + _chain(1000, "workers = os.cpu_count()"), encoding="utf-8")
+    return ["train.py", "-o", "json"]
+
+
+def _elif_2900(folder: Path) -> list[str]:
+    (folder / "train.py").write_text("import os\n" + _chain(2900, "workers = os.cpu_count()"), encoding="utf-8")
+    return ["train.py", "-o", "json"]
+
+
 CASES = [
+    Case("if-elif-1000-branches", _elif_1000, 0, (), ("cpu-count",)),
+    Case("if-elif-2900-branches", _elif_2900, 0, (), ("cpu-count",)),  # about as deep as Python compiles
     Case("yaml-as-source", _yaml, 2, ("job.yaml is YAML, not a Python source", "pwdeploy check -f job.yaml")),
     Case("notebook-alone", _notebook_alone, 2, ("nothing to check", "explore.ipynb: a notebook: not read")),
     Case("notebook-in-folder", _notebook_in_folder, 0, ("explore.ipynb: a notebook: not read",), ("cpu-count",)),
@@ -162,3 +184,21 @@ def test_check_reads_what_a_user_names_as_it_is(tmp_path: Path, case: Case) -> N
         report = json.loads(done.stdout)
         assert [f["rule"] for f in report["findings"]] == list(case.rules), output
         assert "syntax-error" not in output
+
+
+def test_a_rule_that_runs_out_of_frames_is_a_note_and_the_other_rules_still_run(tmp_path: Path) -> None:
+    """Past the room the check gives a tree (deeper than Python itself compiles), a rule's RecursionError is a note
+    naming the file and the rule, not an internal error; here a planted rule that never stops recursing."""
+    from pwdeploy.check.rule import Hit, Rule
+    from pwdeploy.check.run import Reader
+
+    def endless(module: object, depth: int = 0) -> list[Hit]:
+        return endless(module, depth + 1)
+
+    (tmp_path / "train.py").write_text(CPU, encoding="utf-8")
+    reader = Reader(tmp_path, entry=True)
+    planted = Rule("planted", 0, "warning", "", "", "", visit=endless)
+    reader.rules = [planted, *reader.rules]
+    reader.add(tmp_path / "train.py", "train", entry=True)
+    assert reader.notes == ["train.py: nested too deeply for rule planted, which was not run on it"]
+    assert [f.rule for f in reader.findings] == ["cpu-count"]

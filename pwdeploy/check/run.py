@@ -37,7 +37,7 @@ def check(
     job: JobConfig | None, paths: Sequence[Path] = (), *, cwd: Path | None = None, config_file: Path | None = None
 ) -> Report:
     """The findings over the job's entry module (and what it imports from the job's folder) and ``paths``."""
-    with _without_cyclic_gc():
+    with _without_cyclic_gc(), _deep_trees():
         return _check(job, paths, cwd=cwd, config_file=config_file)
 
 
@@ -53,6 +53,22 @@ def check_before_run(
     if entry.script is None:
         return Report(notes=[f"{entry.missing}: the program was not checked"])
     return check(job, [], config_file=config_file)
+
+
+# Python runs a file whose syntax tree is up to about 3,000 levels deep (a 2,991-branch if/elif chain, or
+# 1 + 1 + ... 2,991 times: one level more is its RecursionError at compile time); the parse, from within pwdeploy's
+# frames, and the rules, which walk a tree recursively a few frames a level, are given room for that.
+DEEP_TREE_FRAMES = 20_000
+
+
+@contextmanager
+def _deep_trees() -> Iterator[None]:
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, DEEP_TREE_FRAMES))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
 
 
 @contextmanager
@@ -117,10 +133,13 @@ class Reader:
         if module.ignores:
             self.ignores[module.shown] = module.ignores
         for rule in self.rules:
-            if rule.visit is not None:
-                self.found(rule, rule.visit(module))
-            if rule.learn is not None:
-                self.known[rule.id].append(Known(module.name, module.shown, rule.learn(module)))
+            try:
+                if rule.visit is not None:
+                    self.found(rule, rule.visit(module))
+                if rule.learn is not None:
+                    self.known[rule.id].append(Known(module.name, module.shown, rule.learn(module)))
+            except RecursionError:  # deeper than the room _deep_trees gives: a note, never a crash
+                self.notes.append(f"{module.shown}: nested too deeply for rule {rule.id}, which was not run on it")
         return list(imported_names(module))  # the tree goes when ``module`` does
 
     def follow(self, imports: list[str], roots: Iterable[Path]) -> None:
