@@ -18,6 +18,7 @@ def job_warnings(job: JobConfig) -> list[str]:
         *_literal_credentials(job),
         *_gcs_dump_flag(job),
         *_headless_command(job),
+        *_main_as_pid_1(job),
         *_flex_start_duration(job),
         *_capacity_without_recovery(job),
         *_release_dates(job),
@@ -66,6 +67,17 @@ def _headless_command(job: JobConfig) -> list[str]:
     return [
         f"headless: main.command ({' '.join(job.main.command)}) does not run: a headless job has no main "
         "container, you connect to its proxy from your own machine; drop --headless (headless) to run it"
+    ]
+
+
+def _main_as_pid_1(job: JobConfig) -> list[str]:
+    if job.headless or job.head.share_process_namespace:
+        return []
+    return [
+        "head.share_process_namespace is off: main is PID 1 of its container, and the kernel drops a SIGTERM it "
+        "has no handler for, so a Kueue eviction or a deleted head pod SIGKILLs it after the grace period (exit "
+        "137) and fails the JobSet; handle SIGTERM in the program (pwdeploy.runtime.stop_on_sigterm, "
+        "docs/restarts.md) or drop --no-share-process-namespace"
     ]
 
 

@@ -30,6 +30,7 @@ def job_env(job: JobConfig, *, hlo_dump: str | None = None, mtc_dir: str | None 
         ids.CHIPS_PER_SLICE_ENV: str(tpu.slice.chips),
         ids.NUM_DEVICES_ENV: str(tpu.total_chips),
         ids.PATHWAYS_VERSION_ENV: job.pathways_version,
+        ids.TERMINATION_GRACE_ENV: str(grace_seconds(job)),
     }
     if tpu.elastic_slices:  # the program wraps its loop in the elastic manager's retry (pwdeploy.runtime)
         env[ids.ELASTIC_SLICES_ENV] = str(tpu.elastic_slices)
@@ -56,6 +57,15 @@ def mtc_env(job: JobConfig, directory: str | None = None) -> dict[str, str]:
         ids.MTC_BACKUP_STEPS_ENV: mtc.backup_interval_steps,
     }
     return {ids.MTC_DIR_ENV: directory or mtc.ramdisk_dir, **{k: str(v) for k, v in optional.items() if v is not None}}
+
+
+DEFAULT_GRACE_SECONDS = 30  # Kubernetes' terminationGracePeriodSeconds when a pod sets none
+
+
+def grace_seconds(job: JobConfig) -> int:
+    """The pods' terminationGracePeriodSeconds: scheduling.termination_grace_seconds, else Kubernetes' default."""
+    seconds = job.scheduling.termination_grace_seconds
+    return seconds if seconds is not None else DEFAULT_GRACE_SECONDS
 
 
 TRANSFER_DIRECTORY_ENV = "IFRT_PROXY_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY"  # read by client and proxy

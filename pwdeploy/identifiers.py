@@ -114,6 +114,9 @@ MTC_BACKUP_STEPS_ENV = "PWDEPLOY_MTC_BACKUP_INTERVAL_STEPS"
 LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
 RESTART_ATTEMPT_ENV = "PWDEPLOY_RESTART_ATTEMPT"  # 0 on the first run, then 1, 2, ... after each restart
 FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.step_done kills the job there
+# The pod's terminationGracePeriodSeconds (scheduling.termination_grace_seconds, else Kubernetes' 30): how long the
+# program has between the kubelet's SIGTERM and its SIGKILL (pwdeploy.runtime.stop_on_sigterm reads it).
+TERMINATION_GRACE_ENV = "PWDEPLOY_TERMINATION_GRACE_SECONDS"
 # What the job's program exits with when it lost a slice (pwdeploy.runtime.retry_on_slice_loss): sysexits.h
 # EX_TEMPFAIL, "temporary failure; the user is invited to retry". The head's podFailurePolicy lets it, and
 # scheduling.retry_exit_codes, restart the JobSet where any other non-zero exit fails it.
@@ -148,6 +151,7 @@ JOB_ENV_NAMES = frozenset(
         LOCAL_DEVICES_ENV,
         RESTART_ATTEMPT_ENV,
         FAIL_AT_STEP_ENV,
+        TERMINATION_GRACE_ENV,
         ELASTIC_SLICES_ENV,
         LOCAL_SLICE_LAYOUT_ENV,
         LOSE_SLICE_ENV,

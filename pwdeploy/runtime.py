@@ -11,9 +11,12 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pwdeploy import identifiers as ids  # names only, no imports of its own
+
+if TYPE_CHECKING:
+    from pwdeploy.stopping import Stop
 
 T = TypeVar("T")
 
@@ -89,6 +92,18 @@ def retry_on_slice_loss(main: Callable[[], T], *, slice_down: Callable[[Exceptio
             flush=True,
         )
         raise SystemExit(RETRY_EXIT_CODE) from exc
+
+
+def stop_on_sigterm(exit_code: int = ids.STOPPED_EXIT_CODE, *, margin: float = 3.0) -> Stop:
+    """Handle SIGTERM, the kubelet's stop (a Kueue eviction, a deleted pod), so that the program saves a last
+    checkpoint and exits ``exit_code`` (143: requeued or restarted, never failed) within the pod's grace period
+    (``PWDEPLOY_TERMINATION_GRACE_SECONDS``). Returns a ``pwdeploy.stopping.Stop``: check ``stop.requested`` at
+    each step boundary, save, then ``stop.exit()``; a loop that does not get there exits ``exit_code`` by itself
+    ``margin`` seconds before the kubelet's SIGKILL would make it 137 (docs/restarts.md, "Saving on SIGTERM").
+    Call it from the main thread."""
+    from pwdeploy import stopping
+
+    return stopping.install(exit_code, margin=margin)
 
 
 def _pathways_slice_down(error: Exception) -> bool:

@@ -133,3 +133,16 @@ def test_flex_start_with_a_run_duration_warns_of_the_node_label_it_selects() -> 
     assert not [w for w in job_warnings(plain) if "max_run_duration" in w]
     (warning,) = [w for w in job_warnings(timed) if "max_run_duration" in w]
     assert "cloud.google.com/gke-max-run-duration-seconds=86400" in warning and "--max-run-duration" in warning
+
+
+def test_main_as_pid_1_is_named_with_what_a_stop_does_to_it() -> None:
+    (warning,) = job_warnings(_job(**{"head.share_process_namespace": False}))
+    assert warning.startswith("head.share_process_namespace is off: main is PID 1 of its container")
+    assert "(exit 137) and fails the JobSet" in warning and "stop_on_sigterm" in warning
+    assert job_warnings(_job(**{"head.share_process_namespace": False, "headless": True, "main.command": None})) == []
+
+
+def test_render_prints_the_pid_1_warning(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["render", *FLAGS, "--no-share-process-namespace"])
+    assert result.exit_code == 0, result.output
+    assert "warning: head.share_process_namespace is off: main is PID 1" in result.stderr

@@ -219,6 +219,21 @@ FIRES = [
     ),
 ]
 
+FIRES += [
+    ("sigterm-handler", "import signal, sys\nsignal.signal(signal.SIGTERM, lambda s, f: sys.exit(1))\n"),
+    (
+        "sigterm-handler",
+        """
+        import logging, signal
+        def on_term(signum, frame):
+            logging.info("got SIGTERM, ignoring it until the step ends")
+        signal.signal(signal.SIGTERM, on_term)
+        """,
+    ),
+    ("sigterm-handler", "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"),
+    ("sigterm-handler", "from signal import signal, SIGTERM\nimport os\nsignal(SIGTERM, lambda *a: os._exit(0))\n"),
+]
+
 QUIET = [
     ("init-order", INIT + "d = jax.devices()\n"),
     ("init-order", "import jax\nimport pathwaysutils\nif False:\n    jax.devices()\npathwaysutils.initialize()\n"),
@@ -433,6 +448,22 @@ ELASTIC = INIT + textwrap.dedent(
     """
 )
 QUIET += [
+    ("sigterm-handler", "import signal, sys\nsignal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))\n"),
+    (
+        "sigterm-handler",
+        """
+        import signal, threading
+        stopping = threading.Event()
+        def on_term(signum, frame):
+            print("stopping at the next step")
+            stopping.set()
+        signal.signal(signal.SIGTERM, on_term)
+        """,
+    ),
+    ("sigterm-handler", "import signal, sys\nsignal.signal(signal.SIGINT, lambda s, f: sys.exit(1))\n"),
+    ("sigterm-handler", "from pwdeploy import runtime\nstop = runtime.stop_on_sigterm()\n"),
+]
+QUIET += [
     (rule.id, ELASTIC) for rule in RULES if rule.id not in {"sidecar-versions", "colocated-no-sidecar", "mtc-no-volume"}
 ]
 
@@ -515,3 +546,23 @@ def test_the_index_walk_finds_every_child_python_s_walk_does() -> None:
             assert _children(node) == expected, (path, ast.dump(node)[:200])
             compared += 1
     assert compared > 100_000
+
+
+def test_a_sigterm_handler_exiting_a_retry_code_of_the_job_is_quiet_and_the_finding_says_what_follows(
+    tmp_path: Path,
+) -> None:
+    from pwdeploy.config import load_job
+
+    source = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda s, f: sys.exit(42))\n"
+    entry = tmp_path / "train.py"
+    entry.write_text(source, encoding="utf-8")
+    base = {"name": "t", "tpu.type": "v5p-8", "main.image": "r.example/i:1", "main.command": "python3 train.py",
+            "storage.scratch": "gs://bkt/s"}  # fmt: skip
+    plain = load_job(None, base, installed_jax=lambda: "0.10.2")._replace(base_dir=tmp_path)
+    (finding,) = [f for f in check(plain, [entry], cwd=tmp_path).findings if f.rule == "sigterm-handler"]
+    assert (
+        "the handler exits 42: a stop from outside (a Kueue eviction, a deleted head pod) then fails" in finding.message
+    )
+    assert "stop_on_sigterm" in finding.fix
+    retrying = plain._replace(scheduling=plain.scheduling._replace(retry_exit_codes=(42,)))
+    assert "sigterm-handler" not in [f.rule for f in check(retrying, [entry], cwd=tmp_path).findings]

@@ -28,7 +28,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "arguments": frozenset({"errors"}),  # a library caller's arguments checked (the api's)
     "catalog": frozenset({"errors"}),
     "slices": frozenset({"identifiers"}),
-    "runtime": frozenset({"identifiers", "slices"}),
+    "stopping": frozenset({"identifiers"}),
+    "runtime": frozenset({"identifiers", "slices", "stopping"}),
     "config": LEAVES | {"quantity", "catalog"},
     "job_python": LEAVES | {"config"},
     "advice": LEAVES | {"config"},
@@ -60,7 +61,7 @@ SUB_ROOMS: dict[str, frozenset[str]] = {
     "cluster.diagnose": frozenset(
         {"identifiers", "severity", "text", "kube", "cluster.jobsets", "cluster.logs", "cluster.progress"}
     ),
-    "check.rules": frozenset({"envcontract", "quantity", "check.program", "check.rule"}),
+    "check.rules": frozenset({"identifiers", "envcontract", "quantity", "check.program", "check.rule"}),
     "local.transfer_probe": frozenset(),  # runs in the job's own process: nothing of pwdeploy
 }
 IMPORTED_IN_ROOM_BY: dict[str, frozenset[str]] = {

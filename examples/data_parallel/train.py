@@ -22,7 +22,8 @@ Restarts: with ``PWDEPLOY_CHECKPOINT_DIR`` set, the parameters, the step and the
 every ``--checkpoint-seconds`` (or ``--checkpoint-every`` steps) and at the end (checkpointing.py), and a start
 restores the latest complete checkpoint and goes on from there: a job killed at any step and restarted ends with
 the loss of a run that was never killed. ``runtime.step_done(step)`` after each step is where
-`local run --fail-at-step` kills it.
+`local run --fail-at-step` kills it. SIGTERM (Kubernetes stopping the job: a Kueue eviction, a deleted pod) saves a
+checkpoint at the next step boundary and exits 143 (``runtime.stop_on_sigterm``), which requeues or restarts it.
 Optional: ``PWDEPLOY_PROFILE_DIR`` writes a profiler trace of the training loop.
 
 Elastic: with ``PWDEPLOY_ELASTIC_SLICES`` > 0 (``tpu.elastic_slices``) the loop runs inside pathwaysutils'
@@ -299,9 +300,15 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     def after_step(done: int, params: Any, loss: Any) -> None:
         if args.log_every and done % args.log_every == 0:
             print(f"step {done}: loss {float(_first(loss)):.6f}", flush=True)
-        if checkpoints is not None and checkpoints.due(done):
+        stopping = STOP is not None and STOP.requested  # the kubelet's SIGTERM: a Kueue eviction, a deleted pod
+        if checkpoints is not None and (checkpoints.due(done) or stopping):
             checkpoints.save(done, trainer.to_checkpoint(params), float(_first(loss)), position())
             saved.append(done)
+        if stopping:
+            if checkpoints is not None:
+                checkpoints.close()  # the last checkpoint committed within the grace period
+            print(f"train.py: stopped after step {done} (SIGTERM), checkpoint saved: exiting 143", flush=True)
+            STOP.exit()  # 143: Kueue requeues the job (or the JobSet restarts it) and it resumes from this step
         runtime.step_done(done)  # `local run --fail-at-step N` kills the job here, on its first attempt
 
     profile_dir = runtime.profile_dir()
@@ -386,11 +393,18 @@ def stop_at_once(signum: int, _frame: Any) -> None:
     os._exit(128 + signum)
 
 
+STOP: Any = None  # runtime.stop_on_sigterm()'s Stop, once main() installed it
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
 
+    global STOP
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started ignoring it (nohup, &)
         signal.signal(signal.SIGINT, stop_at_once)
+    # SIGTERM is how Kubernetes stops the job (a Kueue eviction, a deleted pod): save at the next step boundary and
+    # exit 143 within the grace period, so that the job is requeued or restarted from there (docs/restarts.md).
+    STOP = runtime.stop_on_sigterm()
     args = parse_args(argv)
     needed = ("grain", "array_record") if args.loader == "grain" else ()
     missing = [name for name in needed if importlib.util.find_spec(name) is None]

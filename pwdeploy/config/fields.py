@@ -167,6 +167,11 @@ FIELDS: tuple[Field, ...] = (
       "Optional cap (sizeLimit) of the memory-backed directory the JAX client and the IFRT proxy share for large "
       "transfers; default: no cap (main.memory bounds it); a transfer that outgrows the cap cannot be written and "
       "aborts the client; 0 turns the directory off", "--transfer-shm-size"),
+    _("head.share_process_namespace", Kind.BOOL, True,
+      "shareProcessNamespace on the head pod: the pod's pause container is PID 1 and main gets SIGTERM as any "
+      "process does (143 on a stop from outside); false: main is PID 1 of its container, and the kernel drops a "
+      "SIGTERM it has no handler for, so a stop ends in SIGKILL (137) after the grace period (docs/restarts.md)",
+      "--share-process-namespace/--no-share-process-namespace"),
     _("storage.scratch", Kind.GCS, None,
       "GCS compile-cache (scratch) location, gs://bucket[/prefix]; required", "--gcs-scratch"),
     _("storage.enable_olm", Kind.BOOL, True,

@@ -18,6 +18,7 @@ POD_KEYS = (
     "serviceAccountName",
     "priorityClassName",
     "terminationGracePeriodSeconds",
+    "shareProcessNamespace",
     "initContainers",
     "containers",
     "volumes",

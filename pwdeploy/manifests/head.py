@@ -186,6 +186,24 @@ def raise_unpushed(job: JobConfig) -> NoReturn:
     raise AssertionError("raise_unpushed: every image is pinned")
 
 
+def shares_process_namespace(job: JobConfig) -> bool | None:
+    """``shareProcessNamespace`` of the head pod: true unless head.share_process_namespace is off (None then, and
+    for a headless job, which has no main: the field is left out).
+
+    ``main`` runs the user's command without a shell, so without it the user's interpreter is PID 1 of its
+    container's PID namespace, and the kernel delivers a signal from outside the namespace to its init only when
+    init has a handler for it (pid_namespaces(7), "The namespace init process"; CPython, jax and pathwaysutils
+    install none for SIGTERM). The kubelet stops a container by asking the runtime to send SIGTERM to the
+    container's first process, then SIGKILL once ``terminationGracePeriodSeconds`` is over (kubernetes
+    pkg/kubelet/kuberuntime/kuberuntime_container.go ``killContainer``; runc ``kill`` signals the container's
+    initial process). So a handler-less main ignored the SIGTERM of every deletion and was SIGKILLed (exit 137),
+    which the head's FailJob rule fails the JobSet on. With a shared namespace the pod's pause container is PID 1
+    (it reaps orphans and handles only SIGINT, SIGTERM and SIGCHLD: kubernetes build/pause/linux/pause.c), main is
+    an ordinary process of it, and SIGTERM ends a handler-less main at once (exit 143). What it exposes between
+    main, the proxy and the resource manager, and why workers keep their own: docs/manifests.md."""
+    return True if not job.headless and job.head.share_process_namespace else None
+
+
 def head_pod_spec(job: JobConfig) -> Manifest:
     """The head pod without variants: headless, the servers alone; else the servers as native sidecars of main."""
     if job.headless:
@@ -207,6 +225,7 @@ def head_pod_spec(job: JobConfig) -> Manifest:
         serviceAccountName=job.scheduling.service_account,
         priorityClassName=job.scheduling.priority_class,
         terminationGracePeriodSeconds=job.scheduling.termination_grace_seconds,
+        shareProcessNamespace=shares_process_namespace(job),
         **placement,
     )
 

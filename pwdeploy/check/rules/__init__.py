@@ -12,6 +12,7 @@ from pwdeploy.check.rules import (
     hosts,
     job,
     loops,
+    signals,
     startup,
 )
 
@@ -26,6 +27,7 @@ RULES: tuple[Rule, ...] = tuple(
             *job.RULES,
             *hosts.RULES,
             *loops.RULES,
+            *signals.RULES,
         ),
         key=lambda rule: rule.number,
     )

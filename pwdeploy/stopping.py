@@ -1,0 +1,133 @@
+"""A job's program stopping in time when its container is stopped: a last checkpoint on SIGTERM within the grace
+period, then the exit code that requeues or restarts the job instead of failing it (docs/restarts.md, "Saving on
+SIGTERM"). Job-side, standard library only; ``pwdeploy.runtime.stop_on_sigterm`` is the entry point.
+
+When the kubelet stops a container it sends SIGTERM to the container's first process and SIGKILL once
+``terminationGracePeriodSeconds`` is over (kubernetes pkg/kubelet/kuberuntime/kuberuntime_container.go
+``killContainer``). A program killed by that SIGKILL exits 137, which the head's podFailurePolicy fails the JobSet
+on; 143 (or 75) leaves the JobSet to Kueue's requeue or to a restart. So the handler here does not save from inside
+the signal handler (it may run in the middle of a step, between any two bytecodes): it notes the request, and the
+training loop saves at its next step boundary and calls ``exit()``. Should the loop not get there in time, a timer
+exits with the same code ``margin`` seconds before the SIGKILL would come, so that the job is still requeued or
+restarted from its previous checkpoint rather than failed. A handler also makes SIGTERM reach a program that is PID 1
+of its container (a JobSet rendered without ``shareProcessNamespace``): the kernel delivers a signal from outside the
+namespace to its init only when init handles it (pid_namespaces(7)).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from types import FrameType
+from typing import NoReturn
+
+from pwdeploy import identifiers as ids
+
+DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
+MARGIN_SECONDS = 3.0  # the timer exits this long before the kubelet's SIGKILL: the exit must be reported in time
+KILLED_EXIT_CODE = 128 + signal.SIGKILL  # what the SIGKILL at the end of the grace period makes of the program
+
+
+class Stop:
+    """The stop the kubelet asked for, once SIGTERM came: ``requested`` at a step boundary, then save and
+    ``exit()``."""
+
+    def __init__(
+        self, exit_code: int, grace: float, margin: float, *, say: Callable[[str], None], clock: Callable[[], float]
+    ) -> None:
+        self.exit_code = exit_code
+        self.grace = grace  # seconds from the SIGTERM to the SIGKILL, as the pod gives them
+        self.margin = margin
+        self.received_at: float | None = None  # clock() when SIGTERM came
+        self._say = say
+        self._clock = clock
+        self._timer: threading.Timer | None = None
+
+    @property
+    def requested(self) -> bool:
+        """SIGTERM came: save what must survive, then ``exit()``."""
+        return self.received_at is not None
+
+    def seconds_left(self) -> float | None:
+        """Seconds until the timer exits the program by itself (None: no SIGTERM yet): a save that takes longer
+        should not start."""
+        if self.received_at is None:
+            return None
+        return max(0.0, self.received_at + self.deadline - self._clock())
+
+    @property
+    def deadline(self) -> float:
+        """Seconds after the SIGTERM at which the timer exits the program: the grace period less the margin."""
+        return max(0.0, self.grace - self.margin)
+
+    def exit(self) -> NoReturn:
+        """End the program with ``exit_code`` (a SystemExit: ``finally`` blocks and atexit handlers run)."""
+        raise SystemExit(self.exit_code)
+
+    def handle(self, _signum: int, _frame: FrameType | None) -> None:
+        if self.received_at is not None:  # a second SIGTERM changes nothing: the timer is set
+            return
+        self.received_at = self._clock()
+        self._say(
+            f"pwdeploy.runtime: SIGTERM: the job is being stopped; saving at the next step boundary, then exiting "
+            f"{self.exit_code} (at the latest in {self.deadline:g} s, before the grace period of {self.grace:g} s "
+            "ends in SIGKILL)"
+        )
+        self._timer = threading.Timer(self.deadline, self._out_of_time)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _out_of_time(self) -> None:
+        self._say(
+            f"pwdeploy.runtime: no step boundary reached within {self.deadline:g} s of SIGTERM: exiting "
+            f"{self.exit_code} without the last checkpoint (the job resumes from the one before)"
+        )
+        os._exit(self.exit_code)
+
+    def cancel(self) -> None:
+        """Stop the timer (tests, or a program that restores the previous handler)."""
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def grace_seconds(environ: Mapping[str, str] | None = None) -> float:
+    """The pod's grace period: ``PWDEPLOY_TERMINATION_GRACE_SECONDS`` (scheduling.termination_grace_seconds, set
+    on the cluster and by `local run`), else Kubernetes' default."""
+    value = (os.environ if environ is None else environ).get(ids.TERMINATION_GRACE_ENV, "").strip()
+    if not value:
+        return DEFAULT_GRACE_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{ids.TERMINATION_GRACE_ENV}={value!r} is not a number of seconds") from None
+    if seconds < 0:
+        raise ValueError(f"{ids.TERMINATION_GRACE_ENV}={value!r} must be 0 or more")
+    return seconds
+
+
+def install(
+    exit_code: int = ids.STOPPED_EXIT_CODE,
+    *,
+    margin: float = MARGIN_SECONDS,
+    environ: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Stop:
+    """A ``Stop`` whose handler is now SIGTERM's (from the main thread only, as signal.signal requires)."""
+    if exit_code == KILLED_EXIT_CODE or not 1 <= exit_code <= 255:  # 0 completes the job, 137 fails it
+        raise ValueError(
+            f"exit_code {exit_code}: a stopped job must exit {ids.STOPPED_EXIT_CODE} (or {ids.RETRY_EXIT_CODE}, or a "
+            "code of scheduling.retry_exit_codes), which requeues or restarts it; 0 would complete it and 137 fails it"
+        )
+    stop = Stop(exit_code, grace_seconds(environ), margin, say=_say, clock=clock)
+    signal.signal(signal.SIGTERM, stop.handle)
+    return stop
+
+
+def _say(line: str) -> None:
+    """One line on stderr, written at once (from a signal handler or the timer's thread)."""
+    with contextlib.suppress(OSError):
+        os.write(2, (line + "\n").encode("utf-8", "replace"))

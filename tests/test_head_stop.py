@@ -1,0 +1,125 @@
+"""How the rendered head pod stops its handler-less Python ``main``, in real PID namespaces as a container runtime
+makes them (tests/pid_namespace.py): the kubelet's stop is SIGTERM to the container's first process from outside
+its namespace, then SIGKILL once the grace period is over (kubernetes pkg/kubelet/kuberuntime/kuberuntime_container.go
+``killContainer``; runc ``kill`` signals the container's initial process).
+
+With ``shareProcessNamespace: true`` (what pwdeploy renders) main joins the pod's namespace, whose PID 1 is the pause
+container: SIGTERM ends it (143). Without it (head.share_process_namespace off, or a JobSet rendered before) main is
+PID 1 of its own namespace and the kernel drops the SIGTERM (pid_namespaces(7)): it keeps running until the SIGKILL
+(137), which the head's FailJob rule fails the JobSet on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pwdeploy import identifiers as ids
+from pwdeploy import manifests
+from pwdeploy.config import load_job
+from tests.conftest import REPO
+from tests.pid_namespace import PAUSE, Launched, why_not
+
+EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
+WHY_NOT = why_not()
+needs_namespaces = pytest.mark.skipif(WHY_NOT is not None, reason=f"no PID namespaces here: {WHY_NOT}")
+
+# A Python program with no SIGTERM handler (CPython installs none), answering each line on stdin with "alive": a line
+# answered after the SIGTERM was sent proves the signal was dropped (a fatal signal delivered to a process ends it
+# before it runs another instruction of its own).
+HANDLERLESS = "import sys\nprint('ready', flush=True)\nfor _ in sys.stdin:\n    print('alive', flush=True)\n"
+
+
+def head_pod(**overrides: Any) -> dict[str, Any]:
+    job = load_job(EXAMPLE, overrides, installed_jax=lambda: "0.10.2")
+    jobset = manifests.build(job)[0]
+    head = next(rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == ids.HEAD_JOB)
+    pod: dict[str, Any] = head["template"]["spec"]["template"]["spec"]
+    return pod
+
+
+@pytest.fixture
+def pause() -> Iterator[Launched]:
+    """The pod sandbox's pause container: PID 1 of the namespace a shared-namespace pod's containers join."""
+    sandbox = Launched.as_init([sys.executable, "-I", "-S", "-c", PAUSE])
+    assert sandbox.line() == "paused"
+    yield sandbox
+    sandbox.stop()
+
+
+def start_main(pod: dict[str, Any], pause: Launched) -> Launched:
+    """main as the runtime starts it for ``pod``: in the pod's namespace when the pod shares it, else as PID 1 of a
+    namespace of its own."""
+    argv = [sys.executable, "-c", HANDLERLESS]
+    if pod.get("shareProcessNamespace") is True:
+        return Launched.joined(pause.pid, argv, stdin=True)
+    return Launched.as_init(argv, stdin=True)
+
+
+def stopped_as_the_kubelet_stops_it(main: Launched) -> tuple[str, int]:
+    """SIGTERM from outside the namespace; then, if main still answers, the grace period is over: SIGKILL. What main
+    answered after the SIGTERM ("" when nothing) and its wait status."""
+    assert main.line() == "ready"
+    os.kill(main.pid, signal.SIGTERM)
+    main.send("after the SIGTERM\n")
+    answered = main.line()
+    if answered == "alive":
+        os.kill(main.pid, signal.SIGKILL)
+    return answered, main.status()
+
+
+@needs_namespaces
+def test_the_rendered_head_pod_shares_its_process_namespace_and_sigterm_ends_a_handler_less_main_143(
+    pause: Launched,
+) -> None:
+    pod = head_pod()
+    assert pod["shareProcessNamespace"] is True
+    main = start_main(pod, pause)
+    try:
+        answered, status = stopped_as_the_kubelet_stops_it(main)
+    finally:
+        main.stop()
+    assert answered == "", "main kept running after SIGTERM"
+    assert 128 - status == 143, status  # killed by SIGTERM: the kubelet reports exit code 143
+
+
+@needs_namespaces
+def test_a_head_pod_that_does_not_share_it_makes_main_pid_1_which_ignores_sigterm_until_sigkill_137(
+    pause: Launched,
+) -> None:
+    pod = head_pod(**{"head.share_process_namespace": False})
+    assert "shareProcessNamespace" not in pod
+    main = start_main(pod, pause)
+    try:
+        answered, status = stopped_as_the_kubelet_stops_it(main)
+    finally:
+        main.stop()
+    assert answered == "alive", "the kernel delivered SIGTERM to a handler-less PID 1"
+    assert 128 - status == 137, status  # SIGKILLed after the grace period: the kubelet reports exit code 137
+
+
+@needs_namespaces
+def test_pid_1_with_a_sigterm_handler_gets_the_signal() -> None:
+    """The other half of the kernel's rule: a handler makes PID 1 reachable, so a program that handles SIGTERM (and
+    exits 143 or 75 after a last checkpoint, pwdeploy.runtime) stops in time even as PID 1."""
+    program = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))\n"
+        "print('ready', flush=True)\n"
+        "for _ in sys.stdin:\n    print('alive', flush=True)\n"
+    )
+    main = Launched.as_init([sys.executable, "-c", program], stdin=True)
+    try:
+        answered, status = stopped_as_the_kubelet_stops_it(main)
+    finally:
+        main.stop()
+    assert answered == ""
+    assert status == 143
+
+
+def test_a_headless_head_pod_has_no_main_and_leaves_the_field_out() -> None:
+    assert "shareProcessNamespace" not in head_pod(headless=True)
