@@ -86,6 +86,28 @@ def test_tpu_flags_are_dropped_with_a_note_and_cpu_flags_kept() -> None:
     assert not [f for f in flags if f.startswith("--xla_tpu")]
 
 
+def test_mains_own_xla_flags_join_the_proxys_as_the_cluster_would_see_them(tmp_path: Path) -> None:
+    """On the cluster main gets main.env.XLA_FLAGS and the proxy, which compiles, gets xla_flags; locally the one
+    process does both. The user's flags were replaced by local run's own."""
+    own = (
+        "--xla_cpu_enable_fast_math=false --xla_tpu_enable_data_parallel_all_reduce_opt=true "
+        "--xla_force_host_platform_device_count=64 --xla_backend_optimization_level=1"
+    )
+    config = job(main__env={"XLA_FLAGS": own}, xla_flags=["--xla_backend_optimization_level=2"], local__devices=8)
+    rendered = manifests.build(config)[0]
+    head = rendered["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (main,) = [c for c in head.get("initContainers", []) + head["containers"] if c["name"] == ids.MAIN_CONTAINER]
+    assert {e["name"]: e.get("value") for e in main["env"]}["XLA_FLAGS"] == own  # what main gets on the cluster
+    local_plan = plan(config, cwd=tmp_path, cores=2)
+    assert flags_of(local_plan.env) == [
+        "--xla_force_host_platform_device_count=8",  # local run's own, never the config's
+        "--xla_cpu_enable_fast_math=false",
+        "--xla_backend_optimization_level=2",  # the proxy's, which compiles on the cluster
+    ]
+    assert local_plan.dropped_flags == ("--xla_tpu_enable_data_parallel_all_reduce_opt=true",)
+    assert "--xla_tpu_enable_data_parallel_all_reduce_opt=true" in local_plan.notes[0]
+
+
 def test_gcs_hlo_location_maps_to_the_local_directory(tmp_path: Path) -> None:
     config = job(storage__hlo_dump="gs://bkt/hlo", local__hlo_dir=str(tmp_path / "hlo"))
     local_plan = plan(config, cwd=tmp_path, cores=2)

@@ -103,14 +103,22 @@ def compile_cache_location(job: JobConfig) -> str | None:
 
 
 def xla_flags(job: JobConfig, devices: int, hlo_dir: Path | None) -> tuple[str, list[str]]:
-    """(XLA_FLAGS for the CPU backend, TPU-only flags left out)."""
+    """(XLA_FLAGS for the CPU backend, TPU-only flags left out).
+
+    On the cluster two sets of flags apply: main's own XLA_FLAGS (``main.env``) to the JAX client's process, and
+    ``xla_flags`` to the IFRT proxy, which compiles the program. Locally the job's one process does both, so it
+    gets both, main's first and the proxy's after (a flag both name takes the proxy's value: it is the compiler's
+    on the cluster), each without the flags the CPU backend does not know."""
+    own_kept, own_dropped = split_cpu_flags(dict(job.main.env).get("XLA_FLAGS", "").split())
     kept, dropped = split_cpu_flags(job.xla_flags)
+    proxy_names = {flag_name(f) for f in kept}
     flags = [f"--xla_force_host_platform_device_count={devices}"]
+    flags += [f for f in own_kept if flag_name(f) not in proxy_names]
     # The cluster passes the HLO location to the proxy; locally the job's process compiles, so it dumps.
     flags += [f for f in kept if not (hlo_dir is not None and flag_name(f) == "xla_dump_to")]
     if hlo_dir is not None:
-        flags.append(f"--xla_dump_to={hlo_dir}")
-    return " ".join(flags), dropped
+        flags = [f for f in flags if flag_name(f) != "xla_dump_to"] + [f"--xla_dump_to={hlo_dir}"]
+    return " ".join(flags), own_dropped + dropped
 
 
 def local_outputs(job: JobConfig) -> dict[str, Path]:
