@@ -4,7 +4,7 @@ Python iterates a ``str`` as its characters, so a path given where a list of pat
 path per character (``"/abs/train.py"`` starts with ``"/"``: the whole machine); a number given as text would
 reach a comparison deep inside (a ``TypeError``) or a server (which refuses it, and the refusal reads as the
 server's fault). Each function returns the value as the code below expects it, or raises the caller's
-``ConfigError`` naming the argument.
+``ArgumentError`` (a ``ConfigError``) naming the argument.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ArgumentError
 
 
 def a_kind(value: object) -> str:
@@ -25,7 +25,7 @@ def a_kind(value: object) -> str:
 def sequence(value: object, name: str, example: str) -> tuple[object, ...]:
     """Items of a list or tuple (any sequence but text: a ``str`` or ``bytes`` is one value, not a sequence)."""
     if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, Sequence):
-        raise ConfigError(name, f"must be a list, not {a_kind(value)}", hint=f"e.g. {name}={example}")
+        raise ArgumentError(name, f"must be a list, not {a_kind(value)}", hint=f"e.g. {name}={example}")
     return tuple(value)
 
 
@@ -34,7 +34,7 @@ def strings(value: object, name: str, example: str) -> tuple[str, ...]:
     items = sequence(value, name, example)
     for index, item in enumerate(items):
         if not isinstance(item, str):
-            raise ConfigError(f"{name}[{index}]", f"must be a string, not {a_kind(item)}")
+            raise ArgumentError(f"{name}[{index}]", f"must be a string, not {a_kind(item)}")
     return tuple(str(item) for item in items)
 
 
@@ -46,7 +46,7 @@ def paths(value: object, name: str) -> tuple[Path, ...]:
 
 def path(value: object, name: str) -> Path:
     if not isinstance(value, (str, os.PathLike)):
-        raise ConfigError(name, f"must be a path (a str or a pathlib.Path), not {a_kind(value)}")
+        raise ArgumentError(name, f"must be a path (a str or a pathlib.Path), not {a_kind(value)}")
     return Path(value)
 
 
@@ -57,9 +57,9 @@ def optional_path(value: object, name: str) -> Path | None:
 def whole(value: object, name: str, minimum: int) -> int:
     """An int (not a bool, not text) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(name, f"must be an int, not {a_kind(value)}")
+        raise ArgumentError(name, f"must be an int, not {a_kind(value)}")
     if value < minimum:
-        raise ConfigError(name, f"{value} is below {minimum}")
+        raise ArgumentError(name, f"{value} is below {minimum}")
     return value
 
 
@@ -72,15 +72,15 @@ def seconds(value: object, name: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(name, f"must be a number of seconds, not {a_kind(value)}")
+        raise ArgumentError(name, f"must be a number of seconds, not {a_kind(value)}")
     if not 0 < value < float("inf"):
-        raise ConfigError(name, f"{value} is not a number of seconds above 0")
+        raise ArgumentError(name, f"{value} is not a number of seconds above 0")
     return float(value)
 
 
 def text(value: object, name: str) -> str:
     if not isinstance(value, str):
-        raise ConfigError(name, f"must be a str, not {a_kind(value)}")
+        raise ArgumentError(name, f"must be a str, not {a_kind(value)}")
     return value
 
 
@@ -93,15 +93,15 @@ def environment(value: object, name: str) -> Mapping[str, str] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise ConfigError(name, f"must be a mapping of str to str (as os.environ), not {a_kind(value)}")
+        raise ArgumentError(name, f"must be a mapping of str to str (as os.environ), not {a_kind(value)}")
     for key, item in value.items():
         if not isinstance(key, str) or not isinstance(item, str):
-            raise ConfigError(f"{name}[{key!r}]", f"must map a str to a str, not {a_kind(key)} to {a_kind(item)}")
+            raise ArgumentError(f"{name}[{key!r}]", f"must map a str to a str, not {a_kind(key)} to {a_kind(item)}")
     return value
 
 
 def mapping(value: object, name: str) -> Mapping[str, object] | None:
     """A mapping (its values are checked by whoever reads them), or None."""
     if value is not None and not isinstance(value, Mapping):
-        raise ConfigError(name, f"must be a mapping, not {a_kind(value)}")
+        raise ArgumentError(name, f"must be a mapping, not {a_kind(value)}")
     return value

@@ -71,6 +71,11 @@ class ConfigErrors(ConfigError):
         return "\n".join(str(error) for error in self.errors)
 
 
+class ArgumentError(ConfigError):
+    """A wrong argument to one of pwdeploy's functions (``pwdeploy.api``): ``field`` is the argument's name
+    (``namespace``, ``local_port``), which the command line shows as the flag that gives it (``--namespace``)."""
+
+
 def raise_all(errors: list[ConfigError]) -> None:
     """Raise the one error, or all of them together; nothing when the list is empty."""
     if len(errors) == 1:

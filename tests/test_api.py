@@ -20,7 +20,7 @@ from pwdeploy import api
 from pwdeploy import identifiers as ids
 from pwdeploy.check import check as check_room
 from pwdeploy.config import load_job
-from pwdeploy.errors import ClusterError, ConfigError, ConfigErrors, ValidationError
+from pwdeploy.errors import ArgumentError, ClusterError, ConfigError, ConfigErrors, ValidationError
 from pwdeploy.kube.seam import Kube
 from tests.conftest import REPO
 from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
@@ -135,7 +135,9 @@ def test_run_local_works_from_a_worker_thread(tmp_path: Path) -> None:
     job = api.load(EXAMPLE, installed_jax=jax)
     command = [sys.executable, "-c", "print('ran')"]
     run = asyncio.run(
-        asyncio.to_thread(api.run_local, job, command, cwd=tmp_path, check_program=False, check_limits=False)
+        asyncio.to_thread(
+            api.run_local, job, command, api.LocalRunOptions(check_program=False, check_limits=False), cwd=tmp_path
+        )
     )
     assert run.exit_status == 0 and run.attempts == 1
 
@@ -146,8 +148,8 @@ def test_run_local_works_from_a_worker_thread(tmp_path: Path) -> None:
         (lambda job: loose.check(job, "/abs/train.py"), "paths"),  # iterated: "/", "a", ... (the whole machine)
         (lambda job: loose.plan_local(job, "python3 train.py"), "command"),
         (lambda job: loose.run_local(job, "python3 train.py"), "command"),
-        (lambda job: loose.run_local(job, lose_slices="1@40"), "lose_slices"),
-        (lambda job: loose.run_local(job, restore_slices="1@80"), "restore_slices"),
+        (lambda job: loose.run_local(job, options=api.LocalRunOptions(lose_slices="1@40")), "lose_slices"),
+        (lambda job: loose.run_local(job, options=api.LocalRunOptions(restore_slices="1@80")), "restore_slices"),
         (lambda job: loose.validate("jobset.yaml"), "objects"),
         (lambda job: loose.to_yaml("jobset.yaml"), "objects"),
     ],
@@ -169,18 +171,53 @@ def test_a_str_where_a_list_is_meant_is_refused(call: Any, argument: str) -> Non
         (lambda job: loose.plan_local(job, ["python3", 3]), "command[1]"),
         (lambda job: loose.plan_local(job, cores="4"), "cores"),
         (lambda job: loose.plan_local(job, environ={"A": 1}), "environ['A']"),
-        (lambda job: loose.run_local(job, fail_at_step="3"), "fail_at_step"),
-        (lambda job: loose.run_local(job, kill_after="3"), "kill_after"),
-        (lambda job: loose.run_local(job, kill_after=float("nan")), "kill_after"),
+        (lambda job: loose.run_local(job, options=api.LocalRunOptions(fail_at_step="3")), "fail_at_step"),  # type: ignore[arg-type]
+        (lambda job: loose.run_local(job, options=api.LocalRunOptions(kill_after="3")), "kill_after"),  # type: ignore[arg-type]
+        (lambda job: loose.run_local(job, options=api.LocalRunOptions(kill_after=float("nan"))), "kill_after"),
+        (lambda job: loose.run_local(job, options={"resume": True}), "options"),
         (lambda job: loose.run_local(job, environ=["A=1"]), "environ"),
-        (lambda job: loose.connect(namespace=5), "namespace"),
-        (lambda job: loose.connect(kubeconfig=5), "kubeconfig"),
+        (lambda job: loose.cluster(namespace=5), "namespace"),
+        (lambda job: loose.cluster(kubeconfig=5), "kubeconfig"),
+        (lambda job: loose.check(config_file=5), "config_file"),
     ],
 )
 def test_a_wrong_type_is_the_callers_config_error_naming_the_argument(call: Any, argument: str) -> None:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ArgumentError) as caught:
         call(api.load(EXAMPLE, installed_jax=jax))
-    assert caught.value.field == argument
+    assert caught.value.field == argument and isinstance(caught.value, ConfigError)
+
+
+def test_run_local_reads_its_flags_given_as_keywords_with_a_deprecation_warning(tmp_path: Path) -> None:
+    """The signature before LocalRunOptions (docs promised it): the same run, and a warning that says what to use."""
+    job = api.load(EXAMPLE, installed_jax=jax)
+    command = [sys.executable, "-c", "print('ran')"]
+    with pytest.warns(DeprecationWarning, match=r"run_local\(check_program=\.\.\., check_limits=\.\.\.\)"):
+        run = loose.run_local(job, command, cwd=tmp_path, check_program=False, check_limits=False)
+    assert run.exit_status == 0 and run.peaks is None  # check_limits=False was read
+    with pytest.raises(ArgumentError, match="is not an argument of run_local") as caught:
+        loose.run_local(job, command, cwd=tmp_path, resum=True)
+    assert caught.value.field == "resum"
+
+
+def test_the_program_check_reads_the_job_from_a_config_file_given_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a notebook user has is a path as a str: check(config_file="job.yaml") reads the job from it."""
+    monkeypatch.chdir(EXAMPLE.parent)
+    monkeypatch.setattr("pwdeploy.config.installed_jax_version", jax)
+    report = api.check(config_file="job.yaml")
+    job = load_job(EXAMPLE, installed_jax=jax)
+    assert report == api.check(job, config_file=EXAMPLE) == check_room(job, [], config_file=EXAMPLE)
+    assert report.files, "the job's entry module was read"
+
+
+def test_the_result_types_and_the_errors_are_importable_from_the_face() -> None:
+    from pwdeploy.api import ClusterError as Face
+    from pwdeploy.api import JobStatus, Report
+    from pwdeploy.check.results import Report as Room
+    from pwdeploy.cluster.status import JobStatus as Status
+
+    assert (Face, Report, JobStatus) == (ClusterError, Room, Status)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        api.nothing  # noqa: B018
 
 
 # ---------------------------------------------------------------------------------------------- the cluster
@@ -191,14 +228,28 @@ def cluster(kube: Kube) -> api.Cluster:
     return api.Cluster(kube, "default")
 
 
-def test_connect_resolves_the_context_and_namespace_against_the_stub(kubeconfig: Path) -> None:
-    cluster = api.connect(kubeconfig)
+def test_cluster_resolves_the_context_and_namespace_against_the_stub(kubeconfig: Path) -> None:
+    cluster = api.cluster(str(kubeconfig))
     assert cluster.namespace == "default" and cluster.kube.context == "stub"
-    assert api.connect(kubeconfig, namespace="team").namespace == "team"
-    with pytest.raises(ConfigError, match="not a valid namespace"):
-        api.connect(kubeconfig, namespace="Team_A")
-    with pytest.raises(ConfigError):
-        api.connect(kubeconfig.parent / "missing")
+    assert api.cluster(kubeconfig, namespace="team").namespace == "team"
+    with pytest.raises(ArgumentError, match="not a valid namespace"):
+        api.cluster(kubeconfig, namespace="Team_A")
+    with pytest.raises(ArgumentError, match=r"^kubeconfig: .* does not exist"):
+        api.cluster(kubeconfig.parent / "missing")
+    with pytest.warns(DeprecationWarning, match="api.connect is deprecated: it is api.cluster"):
+        old = api.connect(kubeconfig, namespace="team")
+    assert (old.namespace, old.kube.context, old.kube.host) == ("team", "stub", cluster.kube.host)
+
+
+def test_cluster_is_built_whole_with_the_callers_bounds(kubeconfig: Path) -> None:
+    """The client's bounds and where a slow request is told are given when the cluster is built, never set on it
+    afterwards."""
+    heard: list[str] = []
+    limits = api.RequestLimits(timeout=(1.0, 2.0), deadline=3.0, slow_after=0.5)
+    settings = api.ClientSettings(clock=FakeClock(), requests=limits)
+    kube = api.cluster(kubeconfig, on_notice=heard.append, settings=settings).kube
+    assert (kube.timeout, kube.deadline, kube.slow_after) == ((1.0, 2.0), 3.0, 0.5)
+    assert kube.on_wait == heard.append and isinstance(kube.clock, FakeClock)
 
 
 def test_submit_status_diagnose_delete_against_the_stub(cluster: api.Cluster, stub: StubKubeApiServer) -> None:

@@ -79,8 +79,7 @@ def test_run_local_returns_a_failed_job_and_writes_the_commands_summary(job_fold
     run = api.run_local(
         job,
         [sys.executable, "-c", "import sys; sys.exit(3)"],
-        check_limits=False,
-        summary_json=summary,
+        api.LocalRunOptions(check_limits=False, summary_json=str(summary)),
         progress=progress,
     )
     assert (run.exit_status, run.attempts, run.ok, run.peaks) == (3, 1, False, None)
@@ -95,7 +94,7 @@ def test_run_local_raises_the_documented_errors(job_folder: Path) -> None:
     with pytest.raises(LocalRunError, match="not found on PATH"):
         api.run_local(job, ["no-such-program-here"])
     with pytest.raises(ConfigError) as bad:
-        api.run_local(job, fail_at_step=0)
+        api.run_local(job, options=api.LocalRunOptions(fail_at_step=0))
     assert bad.value.field == "fail_at_step"
     with pytest.raises(ConfigError) as headless:
         api.run_local(job._replace(headless=True))

@@ -361,3 +361,47 @@ def test_a_command_line_and_environment_too_large_together_say_so_rather_than_bl
     assert done.returncode == 7, done.stderr
     assert "Argument list too long" in done.stderr and "ARG_MAX" in done.stderr, done.stderr
     assert "check main.command" not in done.stderr
+
+
+def _all_options() -> dict[str, set[str]]:
+    """Every option of every command (subcommands too), by its flags; and the positional arguments by metavar."""
+    from pwdeploy.cli import LazyGroup
+
+    found: dict[str, set[str]] = {}
+
+    def walk(command: click.Command, path: str) -> None:
+        for param in command.params:
+            names = param.opts if isinstance(param, click.Option) else [param.human_readable_name]
+            for name in names:
+                found.setdefault(name, set()).add(path)
+        if isinstance(command, click.Group):
+            context = click.Context(command)
+            for name in command.list_commands(context):
+                sub = command.get_command(context, name)
+                if sub is not None:
+                    walk(sub, f"{path} {name}")
+
+    assert isinstance(cli, LazyGroup)
+    walk(cli, "pwdeploy")
+    return found
+
+
+def test_each_argument_the_flag_table_names_is_given_by_a_flag_some_command_has() -> None:
+    """The one table from API arguments to flags (cli/argument_flags.py) has no row for a flag no command has."""
+    from pwdeploy.cli.argument_flags import FLAG_OF_ARGUMENT
+
+    options = _all_options()
+    stale = {arg: flag for arg, flag in FLAG_OF_ARGUMENT.items() if flag is not None and flag not in options}
+    assert not stale, f"rows naming flags no command has: {stale}"
+
+
+def test_an_api_argument_error_is_shown_with_its_flag() -> None:
+    from pwdeploy.cli.argument_flags import as_flags
+    from pwdeploy.errors import ArgumentError, ConfigError
+
+    said = as_flags(ArgumentError("slice_index", "job x has no slice 3", hint="h"))
+    assert str(said) == "--slice: job x has no slice 3\n  hint: h"
+    named = as_flags(ArgumentError("name", "'Demo_1' is not a job name: ..."))
+    assert str(named) == "'Demo_1' is not a job name: ..."
+    config = ConfigError("namespace", "bad", source="--namespace")  # a job field's error keeps its field
+    assert as_flags(config) is config

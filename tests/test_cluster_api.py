@@ -60,19 +60,19 @@ def test_kubeconfig_env_var_is_read(stub: StubKubeApiServer, kubeconfig: Path, m
 def test_unknown_context_names_the_available_ones(kubeconfig: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_kube(kubeconfig, "prod")
-    assert info.value.field == "--context"
+    assert info.value.field == "context"
     assert "'prod' is not a context" in str(info.value) and "ctx-a, ctx-b" in str(info.value)
 
 
-def test_missing_kubeconfig_file_names_the_flag(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"--kubeconfig: .*nope\.yaml does not exist"):
+def test_missing_kubeconfig_file_names_the_argument(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^kubeconfig: .*nope\.yaml does not exist"):
         load_kube(tmp_path / "nope.yaml")
 
 
 def test_garbage_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     bad = tmp_path / "kc"
     bad.write_text("contexts: [unclosed\n")
-    with pytest.raises(ConfigError, match="--kubeconfig: cannot read kubeconfig"):
+    with pytest.raises(ConfigError, match=r"^kubeconfig: cannot read kubeconfig"):
         load_kube(bad)
 
 
@@ -83,7 +83,7 @@ def test_a_file_that_is_not_a_kubeconfig_says_so(tmp_path: Path, text: str) -> N
     with pytest.raises(ConfigError) as info:
         load_kube(other)
     assert str(info.value) == (
-        f"--kubeconfig: cannot read kubeconfig {other}: it is not a kubeconfig (a YAML mapping with clusters, "
+        f"kubeconfig: cannot read kubeconfig {other}: it is not a kubeconfig (a YAML mapping with clusters, "
         "contexts and users, each a mapping)"
     )
 
@@ -104,7 +104,7 @@ def test_malformed_yaml_names_the_file_and_line(tmp_path: Path, monkeypatch: pyt
         load_kube(bad)
     # libyaml's words (and go-yaml's, which kubectl prints); PyYAML's pure loader says "expected ',' or '}', but got"
     said = str(info.value)
-    assert said.startswith(f"--kubeconfig: cannot read kubeconfig {bad}: line 5, column 9: ") and "expected ','" in said
+    assert said.startswith(f"kubeconfig: cannot read kubeconfig {bad}: line 5, column 9: ") and "expected ','" in said
     monkeypatch.setenv("KUBECONFIG", str(bad))
     with pytest.raises(ConfigError) as info:
         load_kube()
@@ -359,7 +359,7 @@ def test_in_cluster_identity_is_tried_without_a_kubeconfig(tmp_path: Path, monke
         pytest.skip("running inside a pod: the in-cluster identity exists here")
     with pytest.raises(ClusterError, match=r"cannot use the in-cluster service account: .*token"):
         load_kube()
-    with pytest.raises(ConfigError, match="--context: 'ctx' needs a kubeconfig, and none was found"):
+    with pytest.raises(ConfigError, match=r"^context: 'ctx' needs a kubeconfig, and none was found"):
         load_kube(None, "ctx")
 
 

@@ -253,7 +253,7 @@ def test_kubeconfig_flag_reads_that_file_only(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("KUBECONFIG", value)
     kube = load_kube(tmp_path / "b")
     assert (kube.context, kube.host) == ("b", "https://10.0.0.2")
-    with pytest.raises(ConfigError, match=r"--context: 'a' is not a context in .*/b; available: b, both, cross"):
+    with pytest.raises(ConfigError, match=r"^context: 'a' is not a context in .*/b; available: b, both, cross"):
         load_kube(tmp_path / "b", "a")
 
 

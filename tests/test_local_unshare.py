@@ -127,7 +127,8 @@ def test_a_fraction_of_a_byte_mounts_one_page_as_the_kubelet_does_never_an_unlim
     job = loaded._replace(main=loaded.main._replace(shm_size=canonical("512m", "main.shm_size")))
     name = f"pwdeploy-namespace-test-{uuid.uuid4().hex}"
     command = [sys.executable, "-c", WRITE, name, "1"]
-    run = api.run_local(job, command, cwd=job_dir, check_program=False, check_limits=False, environ=dict(os.environ))
+    options = api.LocalRunOptions(check_program=False, check_limits=False)
+    run = api.run_local(job, command, options, cwd=job_dir, environ=dict(os.environ))
     out, err = capfd.readouterr()
     assert out.splitlines() == [str(PAGE)], "the job's /dev/shm is one page"
     assert run.exit_status == 1 and "No space left on device" in err

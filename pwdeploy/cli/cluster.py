@@ -7,17 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pwdeploy.cli.cluster_options import (
-    Cluster,
-    announce,
-    with_cluster,
-)
+from pwdeploy import api
+from pwdeploy.cli.cluster_options import announce, with_cluster
 from pwdeploy.cli.output import confirm, emit, output_option
 from pwdeploy.errors import ConfigError
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
-    pass
+    from pwdeploy.api import Cluster
 
 # ---------------------------------------------------------------------------------------------- inspect
 
@@ -28,33 +25,22 @@ if TYPE_CHECKING:
 @with_cluster
 def list_jobs(cluster: Cluster, all_namespaces: bool, output: str) -> None:
     """List pwdeploy-managed JobSets with their state, ready slices and age."""
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.progress import CELL_WIDTH, age, job_state, slices_text, table
+    from pwdeploy.cluster.progress import CELL_WIDTH, table
 
-    kube = cluster.kube
-    ns = None if all_namespaces else cluster.namespace
-    items = js.list_jobsets(kube, ns)
+    jobs = api.list_jobs(cluster, all_namespaces=all_namespaces)
     if output != "text":
         from pwdeploy.cluster.status import list_document
 
-        emit(list_document(items, kube.clock.utc_now()), output)  # an empty list is a document too
+        emit(list_document(jobs), output)  # an empty list is a document too
         return
-    if not items:
-        click.echo(f"no pwdeploy jobs in {'any namespace' if ns is None else f'namespace {ns}'}", err=True)
+    if not jobs:
+        where = "any namespace" if all_namespaces else f"namespace {cluster.namespace}"
+        click.echo(f"no pwdeploy jobs in {where}", err=True)
         return
-    now = kube.clock.utc_now()
     rows = [("NAMESPACE", "NAME", "STATE", "SLICES", "AGE")]
-    for obj in sorted(items, key=lambda o: (js.namespace_of(o), js.name_of(o))):
-        rows.append(
-            (  # names from the server as a terminal may show them (a hostile name may hold escapes)
-                printable(js.namespace_of(obj), CELL_WIDTH),
-                printable(js.name_of(obj), CELL_WIDTH),
-                job_state(obj).phase,
-                slices_text(obj),
-                age(js.created_at(obj), now),
-            )
-        )
-    click.echo(table([row if ns is None else row[1:] for row in rows]))
+    for job in jobs:  # names from the server as a terminal may show them (a hostile name may hold escapes)
+        rows.append((printable(job.namespace, CELL_WIDTH), printable(job.name, CELL_WIDTH), *job[2:4], job.age))
+    click.echo(table([row if all_namespaces else row[1:] for row in rows]))
 
 
 @click.command()
@@ -63,9 +49,9 @@ def list_jobs(cluster: Cluster, all_namespaces: bool, output: str) -> None:
 @with_cluster
 def status(cluster: Cluster, name: str, output: str) -> None:
     """Show a job's state and conditions, its pods per component and slice, and warning events."""
-    from pwdeploy.cluster.status import read_status, status_document, status_lines
+    from pwdeploy.cluster.status import status_document, status_lines
 
-    found = read_status(cluster.kube, cluster.namespace, name)
+    found = api.status(cluster, name)
     if output != "text":
         emit(status_document(found), output)
         return
@@ -126,8 +112,6 @@ def logs(
     output: str,
 ) -> None:
     """Print a job's container logs (`-f` follows them, as in kubectl); `--all` the whole job's timeline."""
-    from pwdeploy.cluster.logs import COMPONENTS, find_pod, log_bytes
-
     if all_containers:
         _timeline(cluster, name, component, slice_index, host, follow, tail, previous, timestamps, max_streams, output)
         return
@@ -138,10 +122,18 @@ def logs(
     if component not in ("worker", "sidecar") and (slice_index is not None or host is not None):
         flag = "--slice" if slice_index is not None else "--host"
         raise ConfigError(None, f"applies to --component worker or sidecar, not {component}", source=flag)
-    kube, ns = cluster
-    pod = find_pod(kube, ns, name, component, slice_index or 0, host or 0)
+    read = api.logs(
+        cluster,
+        name,
+        component=component,  # type: ignore[arg-type]  # click's Choice: one of the components
+        slice_index=slice_index or 0,
+        host=host or 0,
+        tail=tail,
+        previous=previous,
+        follow=follow,
+    )
     out = sys.stdout.buffer
-    for chunk in log_bytes(kube, ns, pod, COMPONENTS[component][1], follow=follow, tail=tail, previous=previous):
+    for chunk in read:
         out.write(chunk)  # byte-exact, as kubectl: the program's own output is not ours to rewrite
         out.flush()
 
@@ -207,30 +199,6 @@ def _timeline(
 @with_cluster
 def delete(cluster: Cluster, name: str, yes: bool, wait: bool) -> None:
     """Delete a pwdeploy-managed job (its JobSet, Jobs and pods)."""
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.errors import ClusterError, PwdeployError
-
-    kube, ns = cluster
-    announce(kube)
-    if not js.is_managed(js.require_jobset(kube, ns, name)):
-        raise ClusterError(
-            f"jobset {name} in namespace {ns} is not managed by pwdeploy; not deleting it",
-            hint="delete it with the tool that created it",
-        )
-    if not yes and not confirm(f"Delete jobset {name} in namespace {ns}? Its pods stop now."):
-        raise PwdeployError("not deleted")
-    js.delete_jobset(kube, ns, name)
-    said: list[str] = []
-
-    def progress(line: str) -> None:  # which pods still terminate, whenever that changes
-        said.append(line)
-        click.echo(line, err=True)
-
-    if wait and not js.wait_gone(kube, ns, name, said=progress):
-        raise ClusterError(
-            f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s"
-            + (f"; {said[-1]}" if said else ""),
-            hint=f"pods on a node that does not answer stay Terminating: pwdeploy status {name} -n {ns} shows them; "
-            "look for finalizers too (kubectl get jobset,jobs,pods -o yaml)",
-        )
+    announce(cluster.kube)
+    api.delete(cluster, name, wait=wait, confirm=None if yes else confirm, progress=sys.stderr)
     click.echo(f"jobset {name} deleted" if wait else f"jobset {name} deletion requested (pods stop in the background)")

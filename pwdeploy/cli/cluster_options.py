@@ -7,7 +7,7 @@ import functools
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -15,10 +15,11 @@ from pwdeploy.cli.seams import seams
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pwdeploy.api import ClientSettings, Cluster
     from pwdeploy.cluster.surroundings import Surroundings
     from pwdeploy.config import JobConfig
     from pwdeploy.errors import PwdeployError
-    from pwdeploy.kube.seam import Clock, Kube
+    from pwdeploy.kube.seam import Kube
     from pwdeploy.preflight import RowSource
     from pwdeploy.report import PreflightRow
 
@@ -61,26 +62,30 @@ def namespace_option(func: F) -> F:
     )(func)
 
 
-def clock() -> Clock | None:
-    """The clock the caller passed in the click context object (``Seams.clock``); None: the system's."""
-    return seams().clock
+def client_settings() -> ClientSettings:
+    """How the client waits: the real clock and bounds, or what the caller passed in the click context object
+    (``Seams.clock``, ``Seams.kube_limits``, ``Seams.plugin_limits``: the tests' shorter ones)."""
+    from pwdeploy.api import ClientSettings, RequestLimits
+
+    given = seams()
+    requests = None if given.kube_limits is None else RequestLimits(*given.kube_limits)
+    return ClientSettings(clock=given.clock, requests=requests, plugin=given.plugin_limits)
 
 
-def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
-    """The cluster the flags name; a request or a credential plugin that is slow says so on stderr. Tests shorten
-    the bounds of a request with the ``Seams.kube_limits`` seam and those of a credential plugin with
-    ``Seams.plugin_limits``."""
-    from pwdeploy.kube.kubeconfig import load_kube
+def open_cluster(kubeconfig: Path | None, context: str | None, namespace: str | None = None) -> Cluster:
+    """The cluster the flags name (``api.cluster``); a request or a credential plugin that is slow says so on
+    stderr."""
+    from pwdeploy import api
 
     def say(line: str) -> None:
         click.echo(line, err=True)
 
-    given = seams()
-    kube = load_kube(kubeconfig, context, clock=clock(), on_notice=say, plugin_limits=given.plugin_limits)
-    kube.on_wait = say
-    if given.kube_limits is not None:
-        kube.timeout, kube.deadline, kube.slow_after = given.kube_limits
-    return kube
+    return api.cluster(kubeconfig, context, namespace, on_notice=say, settings=client_settings())
+
+
+def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
+    """The client of the cluster the flags name (``open_cluster``)."""
+    return open_cluster(kubeconfig, context).kube
 
 
 def announce(kube: Kube) -> None:
@@ -124,28 +129,11 @@ def surroundings() -> Surroundings:
     return Surroundings(say, show, display, seams().installed_jax, run_command)
 
 
-class Cluster(NamedTuple):
-    """A connected cluster and the namespace a command works in (-n, else $PWDEPLOY_NAMESPACE, else the context's)."""
+def refuse_a_file(name: str, command: str) -> None:
+    """A file given where the job's name goes (``logs -f job.yaml``: -f is --follow there, as in kubectl) is
+    refused before any request, as the name itself is (``api``'s check)."""
+    from pwdeploy.api.cluster_api import check_name
 
-    kube: Kube
-    namespace: str
-
-
-def check_namespace(namespace: str | None) -> None:
-    """A namespace is a DNS-1123 label: a bad one is refused here, before any request is sent."""
-    from pwdeploy.names import dns1123_label
-
-    problem = None if namespace is None else dns1123_label(namespace)
-    if problem is not None:
-        raise ConfigError("--namespace", f"{namespace!r} is not a valid namespace: {problem}")
-
-
-def check_job_name(name: str, command: str) -> None:
-    """A job's name is the JobSet's name, a DNS-1035 label: a bad one, or a file given instead, is refused before
-    any request."""
-    from pwdeploy.names import dns1035_label
-
-    # os.path.exists, not Path.exists: a name longer than a file name may be (ENAMETOOLONG) is no file either.
     if name.endswith((".yaml", ".yml", ".json")) or os.path.exists(name):
         follow = " (-f means --follow, as in kubectl)" if command == "logs" else ""
         raise ConfigError(
@@ -153,27 +141,24 @@ def check_job_name(name: str, command: str) -> None:
             f"{name!r} looks like a file, but {command} takes the job's name{follow}",
             hint=f"pwdeploy {command} JOB_NAME  (the name is the config's `name`; `pwdeploy list` shows them)",
         )
-    problem = dns1035_label(name)
-    if problem is not None:
-        raise ConfigError(None, f"{name!r} is not a job name: {problem}", hint="`pwdeploy list` shows the jobs")
+    check_name(name)
 
 
 def with_cluster(func: F) -> F:
-    """Give a command -n/--namespace, --kubeconfig and --context, and call it with ``cluster=Cluster(...)``
-    instead. The namespace (and a ``name`` argument, when the command has one) are checked before connecting."""
+    """Give a command -n/--namespace, --kubeconfig and --context, and call it with ``cluster=api.Cluster(...)``
+    instead. A ``name`` argument, when the command has one, and the namespace are checked before connecting."""
 
     @namespace_option
     @cluster_options
     @functools.wraps(func)
     def command(namespace: str | None, kubeconfig: Path | None, context: str | None, **kwargs: Any) -> Any:
-        check_namespace(namespace)
         if isinstance(kwargs.get("name"), str):
-            check_job_name(kwargs["name"], click.get_current_context().info_name or "pwdeploy")
+            refuse_a_file(kwargs["name"], click.get_current_context().info_name or "pwdeploy")
         from pwdeploy.kube.seam import reading_answers
 
-        kube = open_kube(kubeconfig, context)
-        with reading_answers(kube):
-            return func(cluster=Cluster(kube, namespace or kube.namespace), **kwargs)
+        cluster = open_cluster(kubeconfig, context, namespace)
+        with reading_answers(cluster.kube):
+            return func(cluster=cluster, **kwargs)
 
     return command  # type: ignore[return-value]
 
@@ -200,8 +185,10 @@ def cluster_source(
 
 
 def _no_cluster_row(exc: PwdeployError, kubeconfig: Path | None) -> PreflightRow:
+    from pwdeploy.cli.argument_flags import as_flags
     from pwdeploy.report import PreflightRow, Status
 
-    message = exc.line() if isinstance(exc, ConfigError) else exc.message
+    shown = as_flags(exc)
+    message = shown.line() if isinstance(shown, ConfigError) else shown.message
     where = str(kubeconfig) if kubeconfig is not None else "kubeconfig"
     return PreflightRow(where, (), "cluster", Status.FAILED, f"not checked: {message}", exc.hint)

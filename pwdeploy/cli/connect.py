@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from pwdeploy.cli.cluster_options import Cluster, announce, surroundings, with_cluster
+from pwdeploy.cli.cluster_options import announce, surroundings, with_cluster
 from pwdeploy.session.attach import DEFAULT_LOCAL_PORT, SessionOptions, run_session
+
+if TYPE_CHECKING:
+    from pwdeploy.api import Cluster
 
 
 class _SeesTheDashes(click.Command):

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from pwdeploy.cli.cluster_options import Cluster, with_cluster
+from pwdeploy import api
+from pwdeploy.cli.cluster_options import with_cluster
 from pwdeploy.errors import DiagnosisError
 from pwdeploy.text import printable
+
+if TYPE_CHECKING:
+    from pwdeploy.api import Cluster
 
 
 @click.command()
@@ -22,9 +27,7 @@ def diagnose(cluster: Cluster, name: str, output: str) -> None:
 
     Exit code 0 without an error finding, 10 with one; 4 when the job does not exist.
     """
-    from pwdeploy.cluster.diagnose import diagnose as run
-
-    found = run(cluster.kube, cluster.namespace, name)
+    found = api.diagnose(cluster, name)
     if output == "json":
         click.echo(json.dumps(found.as_json(), indent=2))
     else:

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pwdeploy.cli.cluster_options import Cluster, announce, with_cluster
+from pwdeploy.cli.cluster_options import announce, with_cluster
 from pwdeploy.cli.output import confirm, emit
 from pwdeploy.errors import ClusterError, ConfigError, PwdeployError
 
 if TYPE_CHECKING:
+    from pwdeploy.api import Cluster
     from pwdeploy.drill.plan import Fault, Prediction
     from pwdeploy.kube.seam import Kube
 

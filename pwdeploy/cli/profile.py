@@ -3,10 +3,15 @@ server's port-forward to the head pod (no port open on the node)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from pwdeploy.cli.cluster_options import Cluster, with_cluster
+from pwdeploy.cli.cluster_options import with_cluster
 from pwdeploy.identifiers import PROFILER_PORT
+
+if TYPE_CHECKING:
+    from pwdeploy.api import Cluster
 
 
 @click.command()

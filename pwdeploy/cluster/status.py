@@ -153,18 +153,32 @@ def _pod_order(pod: dict[str, Any]) -> tuple[tuple[str, int], str]:
     return pod_group(pod), str(pod["metadata"].get("name", ""))
 
 
-def list_document(jobsets: list[dict[str, Any]], now: datetime) -> dict[str, Any]:
+class JobSummary(NamedTuple):
+    """One pwdeploy job as `pwdeploy list` shows it: where, what state, how many slices ready, since when."""
+
+    namespace: str
+    name: str
+    state: str
+    slices: str  # ready/total, or "-"
+    created: str | None
+    age: str
+
+
+def summaries(jobsets: list[dict[str, Any]], now: datetime) -> list[JobSummary]:
+    """The jobs' summaries, by namespace and name."""
+    return [
+        JobSummary(
+            js.namespace_of(obj),
+            js.name_of(obj),
+            job_state(obj).phase,
+            slices_text(obj),
+            js.created_at(obj),
+            age(js.created_at(obj), now),
+        )
+        for obj in sorted(jobsets, key=lambda o: (js.namespace_of(o), js.name_of(o)))
+    ]
+
+
+def list_document(jobs: list[JobSummary]) -> dict[str, Any]:
     """``list -o json|yaml``: one entry per pwdeploy JobSet (shape in docs/output.md)."""
-    return {
-        "jobs": [
-            {
-                "namespace": js.namespace_of(obj),
-                "name": js.name_of(obj),
-                "state": job_state(obj).phase,
-                "slices": slices_text(obj),
-                "created": js.created_at(obj),
-                "age": age(js.created_at(obj), now),
-            }
-            for obj in sorted(jobsets, key=lambda o: (js.namespace_of(o), js.name_of(o)))
-        ]
-    }
+    return {"jobs": [job._asdict() for job in jobs]}

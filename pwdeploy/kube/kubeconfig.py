@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.errors import ArgumentError, ClusterError, ConfigError
 from pwdeploy.kube.answers import without_userinfo
 from pwdeploy.kube.credential_plugin import (
     NOTICE_AFTER,
@@ -38,7 +38,7 @@ from pwdeploy.kube.http_client import (
 from pwdeploy.kube.impersonation import impersonation_headers
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
 from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http, usable_ca
-from pwdeploy.kube.seam import GET_CREDENTIALS, Clock, Kube, RetryPolicy, SystemClock
+from pwdeploy.kube.seam import GET_CREDENTIALS, Clock, Kube, RequestLimits, RetryPolicy, SystemClock
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -47,7 +47,7 @@ def kubeconfig_location(kubeconfig: Path | None) -> str | None:
     """The kubeconfig path(s) to load, or None when there is none (then only in-cluster config can work)."""
     if kubeconfig is not None:
         if not kubeconfig.expanduser().is_file():
-            raise ConfigError("--kubeconfig", f"{kubeconfig} does not exist or is not a file")
+            raise ArgumentError("kubeconfig", f"{kubeconfig} does not exist or is not a file")
         return str(kubeconfig.expanduser())
     from_env = os.environ.get("KUBECONFIG", "")
     if from_env.strip():
@@ -73,9 +73,12 @@ def load_kube(
     retry: RetryPolicy | None = None,
     on_notice: Callable[[str], None] | None = None,
     plugin_limits: PluginLimits | None = None,
+    request_limits: RequestLimits | None = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> Kube:
-    """A ``Kube`` for the chosen kubeconfig context, or the in-cluster identity when there is no kubeconfig.
-    ``on_notice`` hears what the user should know on the way (a slow credential plugin, credentials not sent)."""
+    """A ``Kube`` for the chosen kubeconfig context, or the in-cluster identity when there is no kubeconfig, built
+    whole: ``on_notice`` hears what the user should know on the way (a slow credential plugin, credentials not
+    sent), ``on_wait`` that a request is slow; ``request_limits`` bound each request (default: the seam's)."""
     location = kubeconfig_location(kubeconfig)
     configuration = Configuration()
     clock = clock or SystemClock()
@@ -90,7 +93,7 @@ def load_kube(
         context, namespace = resolved.context, resolved.namespace
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         if context is not None:
-            raise ConfigError("--context", f"{context!r} needs a kubeconfig, and none was found")
+            raise ArgumentError("context", f"{context!r} needs a kubeconfig, and none was found")
         namespace = _load_in_cluster(configuration)
     else:
         raise ConfigError(
@@ -101,19 +104,24 @@ def load_kube(
         )
     # Readiness checks send up to 16 requests at once: the pool keeps 16 connections (Kube.request owns retries).
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, 16)
+    limits = request_limits or RequestLimits()
     return Kube(
         ApiClient(configuration),
         context=context,
         namespace=namespace,
         clock=clock,
         retry=retry or RetryPolicy(),
+        timeout=limits.timeout,
+        deadline=limits.deadline,
+        slow_after=limits.slow_after,
+        on_wait=on_wait,
         impersonate=impersonate,
     )
 
 
 def _origin(location: str, *, flag_given: bool) -> Origin:
     if flag_given:
-        return Origin("--kubeconfig", None, location)
+        return Origin("kubeconfig", None, location)
     return Origin(None, "KUBECONFIG" if os.environ.get("KUBECONFIG", "").strip() else None, location)
 
 
@@ -136,11 +144,9 @@ def _configure(
     try:
         configure(configuration, resolved.cluster, user, whose)
     except ConfigError as exc:  # the message never quotes a user value
-        raise ConfigError(
-            origin.field,
+        raise origin.error(
             f"cannot use context {resolved.context!r} of {origin.location}: {exc.message}",
             hint=exc.hint or GET_CREDENTIALS,
-            source=origin.source,
         ) from None
     if token is not None:
         token.apply(configuration)

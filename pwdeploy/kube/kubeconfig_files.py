@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ArgumentError, ConfigError
 
 KINDS = ("clusters", "users", "contexts")
 PATH_KEYS = {"clusters": ("certificate-authority",), "users": ("client-certificate", "client-key", "tokenFile")}
@@ -28,11 +28,17 @@ NOT_A_KUBECONFIG = "it is not a kubeconfig (a YAML mapping with clusters, contex
 
 
 class Origin(NamedTuple):
-    """How to name the kubeconfig in an error: the flag (--kubeconfig), the variable (KUBECONFIG), or neither."""
+    """How to name the kubeconfig in an error: the argument (``kubeconfig``, the command line's --kubeconfig), the
+    variable (KUBECONFIG), or neither."""
 
     field: str | None
     source: str | None
     location: str  # the file, or the KUBECONFIG value
+
+    def error(self, message: str, *, hint: str | None = None) -> ConfigError:
+        """A problem of the kubeconfig: the caller's wrong argument when it was given as one."""
+        kind = ArgumentError if self.field else ConfigError
+        return kind(self.field, message, hint=hint, source=self.source)
 
 
 class Merged:
@@ -98,13 +104,13 @@ def resolve(merged: Merged, context: str | None, origin: Origin) -> Resolved:
     contexts = merged.entries["contexts"]
     available = ", ".join(contexts) or "none"
     if context is not None and context not in contexts:
-        raise ConfigError("--context", f"{context!r} is not a context in {origin.location}; available: {available}")
+        raise ArgumentError("context", f"{context!r} is not a context in {origin.location}; available: {available}")
     name = context or merged.current_context
     if not name:
-        raise ConfigError("--context", f"{origin.location} sets no current-context; pass one of: {available}")
+        raise ArgumentError("context", f"{origin.location} sets no current-context; pass one of: {available}")
     if name not in contexts:
-        raise ConfigError(
-            "--context",
+        raise ArgumentError(
+            "context",
             f"the current-context {name!r} of {origin.location} is not a context in it; pass one of: {available}",
         )
     body = contexts[name].get("context")
@@ -128,12 +134,7 @@ def resolve(merged: Merged, context: str | None, origin: Origin) -> Resolved:
 def _unusable(name: str, origin: Origin, why: str) -> ConfigError:
     from pwdeploy.kube.api_errors import GET_CREDENTIALS
 
-    return ConfigError(
-        origin.field,
-        f"cannot use context {name!r} of {origin.location}: {why}",
-        hint=GET_CREDENTIALS,
-        source=origin.source,
-    )
+    return origin.error(f"cannot use context {name!r} of {origin.location}: {why}", hint=GET_CREDENTIALS)
 
 
 def _read(path: Path, origin: Origin) -> dict[str, Any]:
@@ -191,7 +192,7 @@ def expanded_size(data: Any) -> int:
 
 
 def _unreadable(path: Path, origin: Origin, why: str) -> ConfigError:
-    return ConfigError(origin.field, f"cannot read kubeconfig {path}: {why}", source=origin.source)
+    return origin.error(f"cannot read kubeconfig {path}: {why}")
 
 
 def _entries(data: dict[str, Any], kind: str, path: Path, origin: Origin) -> list[dict[str, Any]]:

@@ -86,6 +86,7 @@ __all__ = [
     "Clock",
     "Kube",
     "Missing",
+    "RequestLimits",
     "Resource",
     "RetryPolicy",
     "SystemClock",
@@ -125,6 +126,14 @@ class SystemClock:
 
     def utc_now(self) -> datetime:
         return datetime.now(UTC)
+
+
+class RequestLimits(NamedTuple):
+    """The bounds of each request (``Kube``'s fields of these names): tests give shorter ones than the real."""
+
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT  # (connect, read) seconds per attempt
+    deadline: float = DEFAULT_DEADLINE  # seconds for one request, retries included
+    slow_after: float = SLOW_AFTER  # seconds before a request is announced as slow
 
 
 class RetryPolicy(NamedTuple):
