@@ -158,8 +158,9 @@ def mtc_options(environ: Mapping[str, str] | None = None) -> dict[str, Any] | No
     """The arguments of Orbax's ``initialize_multi_tier_checkpointing`` for this job; None without MTC.
 
     With ``mtc.enabled``: the local directory (``PWDEPLOY_MTC_DIR``: the workers' MTC ramdisk on the cluster, a
-    tmpfs folder beside a stand-in of the MTC driver in `local run`), the job's one backup interval, and colocated
-    Python, the Pathways path (its ``run_name`` defaults to ``JOBSET_NAME``)::
+    tmpfs folder beside a stand-in of the MTC driver in `local run`), the job's one backup interval, colocated
+    Python (the Pathways path), and the run's name: ``JOBSET_NAME``, Orbax's own default, else the job's name (the
+    JobSet's), the name the MTC driver keeps the job's checkpoints under across restarts::
 
         initialization.initialize_multi_tier_checkpointing(**runtime.mtc_options())
     """
@@ -168,6 +169,9 @@ def mtc_options(environ: Mapping[str, str] | None = None) -> dict[str, Any] | No
     if not directory:
         return None
     options: dict[str, Any] = {"local_checkpoint_directory": Path(directory), "use_colocated_python": True}
+    run_name = env.get("JOBSET_NAME") or env.get(ids.JOB_NAME_ENV)  # the JobSet's name, which Orbax's default reads
+    if run_name:
+        options["run_name"] = run_name
     for key, name in (
         ("backup_interval_minutes", ids.MTC_BACKUP_MINUTES_ENV),
         ("backup_interval_steps", ids.MTC_BACKUP_STEPS_ENV),

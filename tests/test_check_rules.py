@@ -413,6 +413,13 @@ QUIET = [
         + "    initialization.initialize_multi_tier_checkpointing('/local')\n",
     ),
     (
+        "mtc-colocated-off",  # pwdeploy.runtime.mtc_options() holds use_colocated_python=True
+        INIT
+        + "from pwdeploy import runtime\n"
+        + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization\n"
+        + "initialization.initialize_multi_tier_checkpointing(**runtime.mtc_options())\n",
+    ),
+    (
         "mtc-colocated-off",  # decided at run time
         INIT
         + "from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization\n"

@@ -139,6 +139,7 @@ def test_the_runtime_passes_the_jobs_mtc_settings_to_orbax() -> None:
     assert options == {
         "local_checkpoint_directory": Path("/tmp/mtc_checkpoints"),
         "use_colocated_python": True,
+        "run_name": "mtc",
         "backup_interval_minutes": 15,
     }
     steps = runtime.mtc_options(job_env(_load({"mtc.backup_interval_minutes": None, "mtc.backup_interval_steps": 9})))

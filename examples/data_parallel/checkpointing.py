@@ -41,7 +41,7 @@ KEEP = 3  # finished checkpoints kept: the latest, and earlier ones to fall back
 DEFAULT_SECONDS = 5  # between saves: more than 10 x the ~0.1-0.4 s a save of the example stalls its steps
 
 
-class _WithoutOcdbtMergeNotice(logging.Filter):
+class WithoutOcdbtMergeNotice(logging.Filter):
     """Orbax warns after every save that it found no OCDBT files to merge: true, since OCDBT is off on purpose."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -65,7 +65,7 @@ class Checkpoints:
 
         self.directory, self.steps = directory, steps
         self._ocp = ocp
-        logging.getLogger("absl").addFilter(_WithoutOcdbtMergeNotice())  # Orbax logs through absl
+        logging.getLogger("absl").addFilter(WithoutOcdbtMergeNotice())  # Orbax logs through absl
         self._unreadable: set[int] = set()
         self._manager = ocp.CheckpointManager(
             directory,

@@ -58,6 +58,8 @@ import dp_data  # noqa: E402
 from checkpointing import DEFAULT_SECONDS, Checkpoints, Restored  # noqa: E402
 from elastic_training import add_arguments, run_elastic_job  # noqa: E402
 from loaders import colocated_batches, grain_batches, write_records  # noqa: E402
+from mtc_checkpoints import DEFAULT_EVERY as MTC_EVERY  # noqa: E402
+from mtc_checkpoints import MtcCheckpoints  # noqa: E402
 
 FEATURES = dp_data.FEATURES
 HIDDEN = 32
@@ -93,6 +95,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_SECONDS,
         help="with PWDEPLOY_CHECKPOINT_DIR set and no --checkpoint-every, save at the first step at least this many "
         f"seconds after the last save (default {DEFAULT_SECONDS}; docs/checkpoints.md says how to choose it)",
+    )
+    parser.add_argument(
+        "--mtc",
+        action="store_true",
+        help="multi-tier checkpoints (a job with mtc.enabled): every --checkpoint-every steps (default "
+        f"{MTC_EVERY}) to the MTC ramdisk, restored from there on a restart (mtc_checkpoints.py)",
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -191,7 +199,7 @@ def batches(
                 yield made
 
         return counted(), info, lambda: None
-    if start and state is None:
+    if start and state is None and not args.mtc:  # multi-tier checkpoints resume the loader by index
         raise SystemExit(
             f"error: the checkpoint of step {start} holds no Grain loader position (it was written with "
             "--loader colocated_python); resume with that loader, or start in a new checkpoint directory"
@@ -261,13 +269,30 @@ def make_trainer(args: argparse.Namespace, params: dict[str, Any], replicated: A
     return Trainer(step, params, place, specs, mesh, lambda same: same)
 
 
-def open_checkpoints(args: argparse.Namespace, like: Any) -> tuple[Checkpoints | None, Restored | None]:
-    """(the checkpoints under PWDEPLOY_CHECKPOINT_DIR, the latest readable one): (None, None) when it is unset."""
+def open_checkpoints(
+    args: argparse.Namespace, like: Any
+) -> tuple[Checkpoints | MtcCheckpoints | None, Restored | None]:
+    """(the checkpoints under PWDEPLOY_CHECKPOINT_DIR, the latest readable one): (None, None) when it is unset;
+    with --mtc, the multi-tier checkpoints in the MTC directory and the step the MTC driver handed back."""
+    if args.mtc:
+        options = runtime.mtc_options()
+        if options is None:
+            raise SystemExit("error: --mtc needs a job with mtc.enabled (PWDEPLOY_MTC_DIR is not set)")
+        every = args.checkpoint_every or MTC_EVERY
+        mtc = MtcCheckpoints(options, args.steps, every=every, mesh=jax_mesh(like))
+        return mtc, mtc.restore(like)
     directory = runtime.checkpoint_dir()
     if not directory:
         return None, None
     checkpoints = Checkpoints(directory, args.steps, every=args.checkpoint_every, seconds=args.checkpoint_seconds)
     return checkpoints, checkpoints.restore(like)
+
+
+def jax_mesh(tree: Any) -> Any:
+    """The mesh the arrays of ``tree`` are placed on."""
+    import jax
+
+    return jax.tree.leaves(tree)[0].sharding.mesh
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:

@@ -91,7 +91,7 @@ def constraints(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[s
         (("image.repository", "sidecar.repository"), _repositories),
         (("tpu.type", "tpu.family", "tpu.topology"), _resolve_slice),
         (("main.cpu", "main.data_workers"), _data_workers),
-        (("scheduling.max_restarts", "storage.checkpoints"), _max_restarts),
+        (("scheduling.max_restarts", "storage.checkpoints", "mtc.enabled"), _max_restarts),
         (("storage.scratch",), _scratch),
         (("scheduling.queue", "scheduling.priority_class", "scheduling.service_account"), _scheduling),
         (("local.compile_cache",), lambda p: _compile_cache(p, base_dir)),
@@ -243,11 +243,12 @@ MAX_RESTARTS = 100  # JobSet takes an int32; past this a number is "for ever", w
 
 
 def _max_restarts(parsed: Mapping[str, Any]) -> dict[str, Any]:
-    """Unset: 3 when the job checkpoints (a restart costs the steps since the last checkpoint), else 0 (a restart
-    would start again from step 0; docs/resuming.md says why)."""
+    """Unset: 3 when the job checkpoints (storage.checkpoints, or multi-tier checkpoints: a restart costs the steps
+    since the last checkpoint), else 0 (a restart would start again from step 0; docs/resuming.md says why)."""
     restarts = parsed["scheduling.max_restarts"]
     if restarts is None:
-        restarts = RESTARTS_WITH_CHECKPOINTS if parsed["storage.checkpoints"] is not None else 0
+        checkpoints = parsed["storage.checkpoints"] is not None or parsed["mtc.enabled"]
+        restarts = RESTARTS_WITH_CHECKPOINTS if checkpoints else 0
     if restarts > MAX_RESTARTS:
         raise ConfigError(
             "scheduling.max_restarts",

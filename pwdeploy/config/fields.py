@@ -187,7 +187,8 @@ FIELDS: tuple[Field, ...] = (
     _("storage.checkpoints", Kind.GCS, None,
       "Checkpoint directory (PWDEPLOY_CHECKPOINT_DIR in the user's container)", "--checkpoint-dir"),
     _("scheduling.max_restarts", Kind.INT, None,
-      "JobSet failurePolicy.maxRestarts; default: 3 with storage.checkpoints (a restart resumes), else 0",
+      "JobSet failurePolicy.maxRestarts; default: 3 with storage.checkpoints or mtc.enabled (a restart resumes), "
+      "else 0",
       "--max-restarts", minimum=0),
     _("scheduling.retry_exit_codes", Kind.EXIT_CODES, (),
       f"Exit codes of main that restart the JobSet (counted in max_restarts) instead of failing it, besides "

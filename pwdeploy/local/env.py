@@ -144,6 +144,7 @@ def local_env(
     cache goes to the emulator, and gcsfs gets what it needs there (unless the caller set those variables).
     """
     env = job_env(job, hlo_dump=str(hlo_dir) if hlo_dir is not None else None)
+    env.pop(ids.MTC_DIR_ENV, None)  # the workers' ramdisk: `local run` gives a tmpfs of its own (mtc_stand_in)
     env.update({name: str(path) for name, path in (outputs or {}).items()})
     flags, _ = xla_flags(job, devices, hlo_dir)
     env.update(
@@ -238,6 +239,11 @@ def plan(
     if cache is not None and cache.startswith("gs://") and not gcs_supported():
         warnings.append(
             f"local.compile_cache {cache} needs gcsfs (pip install gcsfs); without it JAX runs with no persistent cache"
+        )
+    if job.mtc.enabled:
+        notes.append(
+            "mtc.enabled: `local run` gives the job a tmpfs folder as its MTC ramdisk (PWDEPLOY_MTC_DIR) and runs a "
+            "stand-in of the MTC driver beside it; `local env` sets neither (docs/local.md)"
         )
     command, where = job_command(job, override, cwd)
     outputs = local_outputs(job)

@@ -75,6 +75,7 @@ def run_local(
     command cannot start; slice events asked for never happened in a run that succeeded) and LocalLimitsError (a
     run that succeeded went over main.memory or main.shm_size)."""
     from pwdeploy.local.elastic import slice_events
+    from pwdeploy.local.mtc_stand_in import standing_in
     from pwdeploy.local.restarts import rendered_jobset
     from pwdeploy.local.runner import check_startable
     from pwdeploy.local.transfers import probed
@@ -109,7 +110,11 @@ def run_local(
             command = shlex.join(local_plan.command)
             say(f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {command}")
             private = _private_shm(probe, say)
-            with _elastic_events(events, child_env) as elastic, probed(child_env) as (probed_env, reports):
+            with (
+                standing_in(job, child_env, private, say),  # mtc.enabled: sets PWDEPLOY_MTC_DIR in child_env
+                _elastic_events(events, child_env) as elastic,
+                probed(child_env) as (probed_env, reports),
+            ):
                 attempts, usage = _run_attempts(local_plan, probed_env, job, manifest, options, say, private=private)
                 return _ended(job, local_plan, attempts, usage, options, around, reports, elastic, private=private)
 

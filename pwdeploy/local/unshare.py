@@ -4,6 +4,7 @@ On the cluster the job's container has a memory-backed ``emptyDir`` of ``main.sh
 PID namespace. Here a small launcher (``python -I -S``, a few ms) started by pwdeploy calls ``unshare(2)`` with
 ``CLONE_NEWNS | CLONE_NEWPID`` (and ``CLONE_NEWUSER``, mapping the user to itself, when it is not root: tmpfs may
 be mounted by the owner of a user namespace), makes every mount private (nothing it mounts reaches the machine),
+binds the MTC stand-in's tmpfs where the job looks for it (``pwdeploy.local.mtc_stand_in``; a job with mtc.enabled),
 mounts a tmpfs of ``main.shm_size`` bytes at /dev/shm, and forks the namespace's init, which mounts a /proc of the
 namespace and forks the job's main process (in a session of its own, as today). So:
 
@@ -32,6 +33,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+RAMDISK_SOURCE_ENV = "PWDEPLOY_LOCAL_RAMDISK_SOURCE"  # read (and dropped) by the launcher: SCRIPT
+RAMDISK_TARGET_ENV = "PWDEPLOY_LOCAL_RAMDISK_TARGET"
 PROBE_SECONDS = 30  # the probe sets up the namespaces and exits: a few ms; a stuck one is given up
 # argv: MODE SIZE GRACE FD PARENT [COMMAND...]; MODE "probe" sets up the namespaces and exits 0, "run" runs
 # COMMAND. Every line written to FD is one of: "init PID" (init's pid as pwdeploy sees it), "main STATUS" (the
@@ -71,6 +74,11 @@ if uid:
         os._exit(127)
 if libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None):  # MS_REC | MS_PRIVATE: nothing reaches the machine
     fail("making the mounts private")
+# The MTC stand-in's tmpfs (a folder of the machine's /dev/shm, kept across attempts) where the job looks for it;
+# bound before /dev/shm is covered. The variables are the launcher's own: the job does not get them.
+ramdisk = os.environ.pop("PWDEPLOY_LOCAL_RAMDISK_SOURCE", ""), os.environ.pop("PWDEPLOY_LOCAL_RAMDISK_TARGET", "")
+if ramdisk[0] and libc.mount(ramdisk[0].encode(), ramdisk[1].encode(), None, 0x1000, None):  # MS_BIND
+    fail("binding the MTC stand-in's tmpfs")
 if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", 0x2 | 0x4, f"size={size},mode=1777".encode()):  # nosuid, nodev
     fail("mounting a tmpfs at /dev/shm")
 if mode == "probe":

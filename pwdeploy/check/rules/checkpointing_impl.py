@@ -118,7 +118,8 @@ def mtc_uses(module: Module) -> tuple[MtcUse, ...]:
         what = name.rpartition(".")[2]
         if name.startswith("orbax.checkpoint") and what in (MTC_INIT, MTC_OPTIONS):
             flag = _keyword(call, "use_colocated_python")
-            colocated = False if flag is None else _true(flag)
+            splat = any(k.arg is None for k in call.keywords)  # **options may hold it: not known here
+            colocated = None if flag is None and splat else False if flag is None else _true(flag)
             found.append(MtcUse(call.lineno, module.code(call), what, colocated, pathways_guarded(module, call)))
     return tuple(found)
 

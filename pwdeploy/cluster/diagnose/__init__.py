@@ -1,13 +1,22 @@
 """`pwdeploy diagnose`: why a job is not running, with the evidence and the fix.
 
 ``diagnose`` reads a bounded set of objects (read.py), each family of causes turns them into observations
-(queueing, creation, scheduling, images, containers, pathways, lifecycle), findings.py groups them and causes.py
+(queueing, creation, scheduling, images, containers, mtc, pathways, lifecycle), findings.py groups them and causes.py
 orders them.
 ``from_snapshot`` runs the same rules on what `status` already read (no logs, no Kueue)."""
 
 from __future__ import annotations
 
-from pwdeploy.cluster.diagnose import containers, creation, images, lifecycle, pathways, queueing, scheduling
+from pwdeploy.cluster.diagnose import (
+    containers,
+    creation,
+    images,
+    lifecycle,
+    mtc,
+    pathways,
+    queueing,
+    scheduling,
+)
 from pwdeploy.cluster.diagnose.causes import CAUSES, order
 from pwdeploy.cluster.diagnose.findings import Diagnosis, Finding, Observation, group
 from pwdeploy.cluster.diagnose.pods import expected_pods
@@ -17,7 +26,7 @@ from pwdeploy.kube.seam import Kube
 
 __all__ = ["CAUSES", "Diagnosis", "Finding", "Snapshot", "diagnose", "from_snapshot"]
 
-FAMILIES = (queueing, creation, scheduling, images, containers, pathways, lifecycle)
+FAMILIES = (queueing, creation, scheduling, images, containers, mtc, pathways, lifecycle)
 
 
 def diagnose(kube: Kube, namespace: str, name: str) -> Diagnosis:

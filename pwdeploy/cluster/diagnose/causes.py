@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from pwdeploy.cluster.diagnose import containers, creation, images, lifecycle, pathways, queueing, scheduling
+from pwdeploy.cluster.diagnose import containers, creation, images, lifecycle, mtc, pathways, queueing, scheduling
 from pwdeploy.cluster.diagnose.findings import Cause, Finding, Stage
 from pwdeploy.severity import SEVERITIES
 
@@ -15,6 +15,7 @@ ROWS: tuple[Cause, ...] = (
     queueing.KUEUE_PENDING,
     queueing.KUEUE_DEACTIVATED,
     queueing.PODS_READY_TIMEOUT,
+    queueing.KUEUE_WAITING_PODS,
     creation.NO_JOBSET_CONTROLLER,
     creation.POD_CREATE_REFUSED,
     scheduling.SCALE_UP_FAILED,
@@ -29,10 +30,13 @@ ROWS: tuple[Cause, ...] = (
     containers.MISSING_SECRET,
     containers.CONTAINER_CONFIG,
     containers.SIDECAR_NOT_STARTED,
+    mtc.MTC_VOLUME,
     pathways.SCRATCH_BUCKET_MISSING,
     pathways.SCRATCH_LIFECYCLE_LIMIT,
     pathways.VERSION_MISMATCH,
     pathways.PROXY_IN_USE,
+    mtc.MTC_REPLICATOR_FAILED,
+    mtc.MTC_NO_DRIVER,
     pathways.SESSION_LOST,
     containers.OOM_KILLED,
     pathways.HBM_OOM,
@@ -54,7 +58,7 @@ READS: dict[Stage, str] = {
     "create": "the JobSet's status and its Jobs; the Jobs' `FailedCreate` events",
     "schedule": "the pod's PodScheduled condition, cluster-autoscaler events",
     "image": "ErrImagePull / ImagePullBackOff and the kubelet's `Failed to pull image` event",
-    "start": "container waiting reasons",
+    "start": "container waiting reasons; `FailedMount` events of the MTC volume",
     "run": "container states, pod conditions, the last 40 lines of container logs",
     "end": "JobSet conditions, `status.restarts` and its restart events",
 }

@@ -17,6 +17,13 @@ Texts matched:
   ``DeactivatedDueToRequeuingLimitExceeded``, message ``The workload is deactivated due to exceeding the maximum
   number of re-queuing retries``, pkg/controller/core/workload_controller_eviction_test.go): spec.active is
   false, and Kueue never requeues it by itself. Any other reason (``Preempted``, ...) is requeued.
+- the Workload's PodsReady=False reasons (apis/kueue/v1beta2/workload_types.go): ``WaitForStart`` (admitted, its
+  pods not all Ready yet: ``timeout`` runs), ``WaitForRecovery`` (a running job lost a Ready pod:
+  ``recoveryTimeout``), and from Kueue 0.20 ``WaitForScheduling`` (pods not all scheduled yet, with a
+  ``PodsScheduled`` condition, reasons ``AllRequiredPodsScheduled`` / ``WaitForScheduling``; with the feature gate
+  ``WaitForPodsReadyUnscheduledTimeout``, ``waitForPodsReady.unscheduledTimeout`` evicts such a job, again as
+  ``PodsReadyTimeout``: kubernetes-sigs/kueue#15402, KEP-13502). A PodsReadyTimeout finding says which wait ran out.
+  Kueue 0.20 no longer serves v1beta1 (kubernetes-sigs/kueue#14558): the Workload is read at v1beta2 where served.
 - ProvisioningRequest conditions (kubernetes/autoscaler cluster-autoscaler/apis/provisioningrequest
   autoscaling.x-k8s.io/v1): Provisioned, Failed, BookingExpired, CapacityRevoked.
 """
@@ -35,6 +42,16 @@ EXCEEDS = "ExceedsMaxQuota"  # the QuotaReserved=False reason when the request n
 TIMED_OUT = "PodsReadyTimeout"  # the Workload's Evicted reason
 DEACTIVATED = "Deactivated"
 DEFAULT_PODS_READY_TIMEOUT = "30 minutes"  # Kueue >= v0.19.0, apis/config/v1beta2/defaults.go
+# The Workload's PodsReady=False reasons: what Kueue waits for, and the waitForPodsReady setting that bounds it.
+WAITS = {
+    "WaitForScheduling": (
+        "its pods are not all scheduled",
+        "waitForPodsReady.unscheduledTimeout (Kueue 0.20, feature gate WaitForPodsReadyUnscheduledTimeout; "
+        "unset: timeout)",
+    ),
+    "WaitForStart": ("its pods are scheduled but not all Ready", "waitForPodsReady.timeout"),
+    "WaitForRecovery": ("a pod of the running job stopped being Ready", "waitForPodsReady.recoveryTimeout"),
+}
 SLOWEST = 3  # pods named in a PodsReadyTimeout finding
 
 KUEUE_PENDING = Cause(
@@ -43,6 +60,13 @@ KUEUE_PENDING = Cause(
     "Kueue has not admitted the job: an error when it never can (a request above the ClusterQueue's maximum, a "
     "missing LocalQueue, an inactive ClusterQueue, a rejected admission check, a failed ProvisioningRequest); a "
     "warning while others hold the quota; info while an admission check or provisioning is pending",
+)
+KUEUE_WAITING_PODS = Cause(
+    "kueue-waiting-pods",
+    "queue",
+    "Kueue admitted the job and waits for its pods (PodsReady=False `WaitForScheduling` or `WaitForRecovery`): it "
+    "evicts the job if the wait outlasts its timeout",
+    severity="info",
 )
 KUEUE_DEACTIVATED = Cause(
     "kueue-deactivated",
@@ -64,6 +88,10 @@ PODS_READY_TIMEOUT = Cause(
     "Configuration (ConfigMap kueue-manager-config in kueue-system), or start faster (pinned, smaller images; "
     "capacity that is there, not flex-start); check: pwdeploy preflight -f job.yaml --cluster",
 )
+RAISE_OR_START_FASTER = (
+    "raise it in Kueue's Configuration (ConfigMap kueue-manager-config in kueue-system), or start faster (pinned, "
+    "smaller images; capacity that is there, not flex-start); check: pwdeploy preflight -f job.yaml --cluster"
+)
 
 
 def observations(snap: Snapshot) -> list[Observation]:
@@ -74,8 +102,10 @@ def observations(snap: Snapshot) -> list[Observation]:
     wl = snap.workload
     name = f"{wl['metadata'].get('name', '')}"
     found = _evicted(wl, name, snap)
-    if _true(wl, "Admitted") or _true(wl, "Finished"):
+    if _true(wl, "Finished"):
         return found
+    if _true(wl, "Admitted"):
+        return found + _waiting_pods(wl, name)
     if any(obs.cause != PREEMPTED.id for obs in found):  # the eviction says why it waits; QuotaReserved repeats it
         return found
     reserved = p.condition(wl, "QuotaReserved")
@@ -203,6 +233,12 @@ def _evicted(wl: p.Object, name: str, snap: Snapshot) -> list[Observation]:
     if reason == TIMED_OUT:
         slowest = _slowest(snap)
         evidence += f"; not ready: {slowest}" if slowest else ""
+        waited = str((p.condition(wl, "PodsReady") or {}).get("reason") or "")
+        if waited in WAITS:
+            what, setting = WAITS[waited]
+            evidence += f"; PodsReady=False reason {waited}: {what}"
+            fix = f"{what} within {setting}, so Kueue evicted and requeued the job: {RAISE_OR_START_FASTER}"
+            return [PODS_READY_TIMEOUT.observe("workload", name, f"{reason}/{waited}", evidence, fix=fix)]
         return [PODS_READY_TIMEOUT.observe("workload", name, reason, evidence)]
     fix = "Kueue evicted the job (preemption by a higher priority workload, a stopped queue); it is requeued"
     return [PREEMPTED.observe("workload", name, reason, evidence, fix=fix)]
@@ -227,3 +263,16 @@ def _slowest(snap: Snapshot) -> str:
         waiting.append(f"{p.name(pod)} ({status.get('phase', 'Pending')}{', ' + why if why else ''})")
     more = f" (+{len(waiting) - SLOWEST} more)" if len(waiting) > SLOWEST else ""
     return ", ".join(waiting[:SLOWEST]) + more
+
+
+def _waiting_pods(wl: p.Object, name: str) -> list[Observation]:
+    """An admitted job whose pods Kueue still waits for: not scheduled (Kueue 0.20), or one lost."""
+    ready = p.condition(wl, "PodsReady")
+    reason = str((ready or {}).get("reason") or "")
+    if ready is None or ready.get("status") == "True" or reason not in ("WaitForScheduling", "WaitForRecovery"):
+        return []
+    what, setting = WAITS[reason]
+    message = str(ready.get("message") or "")
+    evidence = f"PodsReady=False reason {reason}" + (f": {quote(message)}" if message else "")
+    fix = f"{what}: Kueue evicts and requeues the job if that lasts longer than {setting}; the other findings say why"
+    return [KUEUE_WAITING_PODS.observe("workload", name, reason, evidence, fix=fix)]
