@@ -147,6 +147,10 @@ class LogRule(NamedTuple):
     matches: Callable[[str], bool]
 
 
+def _contains(text: str) -> Callable[[str], bool]:
+    return lambda line: text in line
+
+
 RULES = (
     LogRule(SCRATCH_BUCKET_MISSING, lambda line: "The specified bucket does not exist" in line),
     LogRule(SCRATCH_LIFECYCLE_LIMIT, lambda line: "cannot specify more than 50 prefixes" in line),
@@ -154,7 +158,7 @@ RULES = (
     LogRule(PROXY_IN_USE, lambda line: "Connection to IFRT proxy server was terminated: CANCELLED" in line),
     LogRule(SESSION_LOST, lambda line: "writes no longer allowed" in line),
     # Before GCS_PERMISSION: a driver refusing the job over its bucket names the bucket, but the fix is its own.
-    *(LogRule(cause, lambda line, text=text: text in line) for cause, text in mtc.log_rules()),
+    *(LogRule(cause, _contains(text)) for cause, text in mtc.log_rules()),
     LogRule(HBM_OOM, lambda line: "RESOURCE_EXHAUSTED" in line),
     LogRule(
         PROXY_BACKEND,
