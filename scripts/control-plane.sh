@@ -133,6 +133,30 @@ build_module_main() {  # build_module_main NAME MODULE VERSION PACKAGE
     build_main "$1" "$dir" "$4"
 }
 
+# The running plane's folder: its keys, tokens and kubeconfigs, and the env line `env` prints to be eval-ed. A
+# predictable path under /tmp, so it is trusted only when private: this user's own folder (not a link), mode 700.
+state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+
+private() {  # private FOLDER: exit 1 unless FOLDER is this user's own folder, not a link, that no one else may enter
+    local found
+    if [[ -L $1 || ! -d $1 ]]; then
+        say "$1 is not a folder (a link, or a file): not the control plane's; remove it"; exit 1
+    fi
+    found=$(stat -c '%u %a' "$1")
+    if [[ $found != "$(id -u) 700" ]]; then
+        say "$1 is not private (owner uid and mode: $found; it must be $(id -u) 700): not trusted; remove it"
+        exit 1
+    fi
+}
+
+running() {  # running FOLDER: the pid in FOLDER/pid is this user's control plane run for FOLDER, and alive
+    local pid cmdline
+    pid=$(cat "$1/pid" 2>/dev/null) || return 1
+    [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline && $(stat -c %u "/proc/$pid") == "$(id -u)" ]] || return 1
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+    [[ $cmdline == *" -m tests.control_plane run $1 "* ]]
+}
+
 case ${1:-} in
     build)
         command -v go >/dev/null || { say "Go is not installed (https://go.dev/doc/install; Debian: golang-go >= 1.26)"; exit 1; }
@@ -154,12 +178,15 @@ case ${1:-} in
         all_built
         ;;
     start)
-        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
         python=${PWDEPLOY_PYTHON:-$here/../.venv/bin/python}
-        if [[ -f $state/pid ]] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
-            say "already running (scripts/control-plane.sh stop first)"; cat "$state/env"; exit 0
+        if [[ -e $state || -L $state ]]; then
+            private "$state"
+            if running "$state"; then
+                say "already running (scripts/control-plane.sh stop first)"; cat "$state/env"; exit 0
+            fi
+            rm -rf "$state"
         fi
-        rm -rf "$state" && mkdir -p "$state"
+        mkdir -m 700 "$state"  # fails if someone made it meanwhile: never a folder of theirs
         "$0" build >/dev/null
         (cd "$here/.." && exec nohup "$python" -m tests.control_plane run "$state" >"$state/run.log" 2>&1) &
         echo $! >"$state/pid"
@@ -173,17 +200,23 @@ case ${1:-} in
         exit 1
         ;;
     env)
-        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+        [[ -e $state || -L $state ]] || { say "not running (scripts/control-plane.sh start)"; exit 1; }
+        private "$state"
         [[ -f $state/env ]] || { say "not running (scripts/control-plane.sh start)"; exit 1; }
         cat "$state/env"
         ;;
     stop)
-        state=${PWDEPLOY_CONTROL_PLANE_STATE:-${TMPDIR:-/tmp}/pwdeploy-control-plane-$(id -u)}
+        [[ -e $state || -L $state ]] || exit 0
+        private "$state"
         if [[ -f $state/pid ]]; then
             pid=$(cat "$state/pid")
-            kill "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+            if running "$state"; then
+                kill "$pid" && while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+                say "stopped"
+            else
+                say "pid $pid in $state/pid is not this control plane (it ended): nothing stopped"
+            fi
             rm -f "$state/pid" "$state/env"
-            say "stopped"
         fi
         ;;
     *)

@@ -135,3 +135,36 @@ def test_a_node_keeps_its_heartbeat_so_it_stays_ready(control_plane: ControlPlan
 
     first = beat()
     wait_for(beat, lambda now: now != first, timeout=30, every=0.2)
+
+
+def test_etcd_answers_only_a_client_with_a_certificate_of_the_planes_ca(control_plane: ControlPlane) -> None:
+    """On a plain http port of 127.0.0.1 etcd answered every local user, RBAC aside: the cluster's Secrets and its
+    state, to read and to write. Now a request without the CA's client certificate gets nothing, over http or TLS,
+    while the API server (which holds one) works."""
+    import base64
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    everything = json.dumps({"key": base64.b64encode(b"/").decode(), "range_end": "AA=="}).encode()
+    url = f"127.0.0.1:{control_plane.etcd_port}/v3/kv/range"
+    try:
+        with urllib.request.urlopen(f"http://{url}", data=everything, timeout=10) as answer:
+            read = answer.read()
+    except urllib.error.HTTPError as error:
+        read = error.read()  # Go's TLS server answers http with 400 "Client sent an HTTP request to an HTTPS server"
+    except ConnectionError:  # or closes the connection (etcd 3.6)
+        read = b""
+    assert b'"kvs"' not in read, read[:200]
+    trusting = ssl.create_default_context(cafile=str(control_plane.ca.cert))
+    with pytest.raises((ssl.SSLError, ConnectionError, urllib.error.URLError)):
+        urllib.request.urlopen(f"https://{url}", data=everything, timeout=10, context=trusting)
+    assert control_plane.kubectl("get", "namespaces", "-o", "name").stdout  # the API server reaches it
+
+
+def test_the_planes_secrets_are_readable_by_this_user_alone(control_plane: ControlPlane) -> None:
+    folder = control_plane.folder
+    secret = [p for p in folder.rglob("*") if p.suffix in (".key", ".kubeconfig") or p.name == "tokens.csv"]
+    assert {p.name for p in secret} >= {"ca.key", "sa.key", "admin.kubeconfig", "user.kubeconfig", "tokens.csv"}
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in secret if p.stat().st_mode & 0o077} == {}
+    assert folder.stat().st_mode & 0o777 == 0o700

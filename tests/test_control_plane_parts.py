@@ -4,8 +4,12 @@ preflight's permissions row checks. (The tier that runs it: tests/test_control_p
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pwdeploy.readiness.permissions import NEEDED
@@ -72,8 +76,6 @@ def test_the_users_role_is_what_the_permissions_row_checks() -> None:
 
 
 def test_webhooks_are_registered_as_the_components_kustomizations_deploy_them() -> None:
-    import pytest
-
     from tests.control_plane import binaries
     from tests.control_plane.cluster import _jobset_patches, _kueue_hook
 
@@ -102,3 +104,87 @@ def test_webhooks_are_registered_as_the_components_kustomizations_deploy_them() 
     ]
     assert {"mjob.kb.io", "vjobset.kb.io", "vworkload.kb.io"} <= set(kueue)
     assert "mpod.kb.io" not in kueue and "mdeployment.kb.io" not in kueue  # integrations not running
+
+
+# ---------------------------------------------------------------------------------------------- its folder is private
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "control-plane.sh"
+OTHER_UID = 65534  # nobody: another local user
+
+
+def _script(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PWDEPLOY_CONTROL_PLANE_STATE": str(state)}
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def _planted(tmp_path: Path, how: str) -> Path:
+    """A state folder someone else could have made first at the predictable path, holding an `env` to be eval-ed."""
+    state = tmp_path / "state"
+    if how == "a link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        (tmp_path / "elsewhere" / "env").write_text("echo planted\n")
+        state.symlink_to(tmp_path / "elsewhere")
+        return state
+    state.mkdir(mode=0o700)
+    (state / "env").write_text("echo planted\n")
+    if how == "another user's":
+        os.chown(state, OTHER_UID, OTHER_UID)
+    else:
+        state.chmod(0o777)
+    return state
+
+
+@pytest.mark.parametrize("how", ["another user's", "open to all", "a link"])
+def test_the_scripts_commands_refuse_a_state_folder_that_is_not_private(tmp_path: Path, how: str) -> None:
+    """`eval "$(scripts/control-plane.sh env)"` ran the text of a folder another local user made first."""
+    if how == "another user's" and os.getuid() != 0:
+        pytest.skip("making a folder another user's needs root")
+    state = _planted(tmp_path, how)
+    for command in ("env", "stop", "start"):
+        done = _script(state, command)
+        assert done.returncode == 1, (command, done.stderr)
+        assert done.stdout == "", (command, done.stdout)
+        assert "not private" in done.stderr or "not a folder" in done.stderr, done.stderr
+    assert (state / "env").read_text() == "echo planted\n"  # left as it was
+
+
+def test_stop_ends_only_the_process_that_is_the_control_plane(tmp_path: Path) -> None:
+    """A pid file naming any other process (a stale pid reused, a planted one) was killed."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (state / "pid").write_text(f"{bystander.pid}\n")
+        done = _script(state, "stop")
+        assert done.returncode == 0, done.stderr
+        assert f"pid {bystander.pid} in {state}/pid is not this control plane" in done.stderr
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_the_planes_keys_are_private_from_their_first_byte_and_its_folder_is_refused_unless_private(
+    tmp_path: Path,
+) -> None:
+    from tests.control_plane.cluster import ControlPlane
+    from tests.control_plane.processes import StartError
+
+    certs = tmp_path / "pki"
+    ca = pki.new_authority(certs)
+    ca.issue("admin", "admin", groups=("system:masters",))
+    pki.signing_key(certs)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in certs.iterdir() if p.suffix == ".key"}
+    assert modes == {"ca.key": 0o600, "admin.key": 0o600, "sa.key": 0o600}
+    assert certs.stat().st_mode & 0o777 == 0o700
+    loose = tmp_path / "loose"
+    loose.write_text("x")
+    loose.chmod(0o644)
+    assert pki.private_file(loose, b"secret").stat().st_mode & 0o777 == 0o600
+    (tmp_path / "link").symlink_to(loose)
+    with pytest.raises(OSError):  # a link is not followed
+        pki.private_file(tmp_path / "link", b"secret")
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o755)
+    with pytest.raises(StartError, match="is not private"):
+        ControlPlane(open_folder, tmp_path)

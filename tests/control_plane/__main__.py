@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.control_plane import binaries
+from tests.control_plane import binaries, pki
 from tests.control_plane.cluster import start
 from tests.control_plane.processes import StartError
 
@@ -18,7 +18,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m tests.control_plane run FOLDER", file=sys.stderr)
         return 2
     folder = Path(argv[1])
-    folder.mkdir(parents=True, exist_ok=True)
+    if not folder.exists() and not folder.is_symlink():
+        folder.mkdir(mode=0o700)  # a folder someone else made is refused by the plane (cluster.check_private)
     try:
         plane = start(binaries.build(), folder)
     except (StartError, binaries.BuildError) as e:
@@ -27,11 +28,12 @@ def main(argv: list[str]) -> int:
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stopped.set())
-    (folder / "env").write_text(
+    text = (
         f"export KUBECONFIG={plane.admin_kubeconfig}\n"
         f"# the namespace-scoped user: KUBECONFIG={plane.user_kubeconfig}\n"
         f"# logs: {plane.logs}\n"
     )
+    pki.private_file(folder / "env", text.encode())
     print(f"control-plane: up in {plane.started_in:.1f} s; KUBECONFIG={plane.admin_kubeconfig}", file=sys.stderr)
     try:
         stopped.wait()

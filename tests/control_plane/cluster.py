@@ -6,7 +6,6 @@ import base64
 import contextlib
 import datetime
 import functools
-import json
 import os
 import secrets
 import shutil
@@ -85,8 +84,23 @@ class NodePool:
         }
 
 
+def check_private(folder: Path) -> None:
+    """StartError unless ``folder`` is a folder of this user's that no one else may enter (0700, not a link): the
+    plane's keys, tokens and kubeconfigs go there, and scripts/control-plane.sh prints its ``env`` to be eval-ed."""
+    import stat
+
+    found = folder.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        kind = "a folder" if stat.S_ISDIR(found.st_mode) else "not a folder"
+        raise StartError(
+            f"the control plane's folder {folder} is not private ({kind}, owner uid {found.st_uid}, mode "
+            f"{stat.S_IMODE(found.st_mode):o}): it must be this user's (uid {os.getuid()}) with mode 700; remove it"
+        )
+
+
 class ControlPlane:
     def __init__(self, folder: Path, bin_dir: Path) -> None:
+        check_private(folder)
         self.folder = folder
         self.bin = bin_dir
         self.logs = folder / "logs"
@@ -96,6 +110,7 @@ class ControlPlane:
         self.user_kubeconfig = folder / "user.kubeconfig"
         self.user_namespace = USER_NAMESPACE
         self.server = ""
+        self.etcd_port = 0  # its client port: TLS, and a certificate of the plane's CA
         self.api: Api
         self.started_in = 0.0
         self._pod_logs = folder / "pod-logs"
@@ -286,16 +301,19 @@ class ControlPlane:
         sa = pki.signing_key(certs)
         self.user_token = secrets.token_hex(16)
         tokens = self.folder / "tokens.csv"
-        tokens.write_text(f'{self.user_token},{USER},{USER},"team-members"\n')
-        tokens.chmod(0o600)
+        pki.private_file(tokens, f'{self.user_token},{USER},{USER},"team-members"\n'.encode())
 
-        etcd = self._start_etcd()
+        etcd = self._start_etcd(ca)
+        etcd_client = ca.issue("apiserver-etcd-client", "kube-apiserver-etcd-client")
         self._write_kubeconfig(self.admin_kubeconfig, {"client-certificate": admin.cert, "client-key": admin.key})
         apiserver = self._process(
             "kube-apiserver",
             [
                 self.bin / "kube-apiserver",
-                f"--etcd-servers=http://127.0.0.1:{etcd}",
+                f"--etcd-servers=https://127.0.0.1:{etcd}",
+                f"--etcd-cafile={ca.cert}",
+                f"--etcd-certfile={etcd_client.cert}",
+                f"--etcd-keyfile={etcd_client.key}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={api_port}",
@@ -364,7 +382,7 @@ class ControlPlane:
         self._grant_user()
 
         webhook_certs = self.folder / "webhook-certs"
-        webhook_certs.mkdir()
+        webhook_certs.mkdir(mode=0o700)
         shutil.copy(local.cert, webhook_certs / "tls.crt")
         shutil.copy(local.key, webhook_certs / "tls.key")
         env = {**os.environ, "KUBECONFIG": str(self.admin_kubeconfig)}
@@ -403,34 +421,37 @@ class ControlPlane:
         self.started_in = time.monotonic() - began
         return self
 
-    def _start_etcd(self) -> int:
+    def _start_etcd(self, ca: pki.Authority) -> int:
+        """etcd, reached over TLS by clients (and its one peer) with a certificate of the plane's CA only: on a
+        plain http port of 127.0.0.1 every local user could read and write the cluster's state, RBAC aside."""
         client, peer = free_port(), free_port()
+        serving = ca.issue("etcd", "etcd", server=True, client=True, ips=("127.0.0.1",), dns=("localhost",))
+        self.etcd_port = client
+        tls = [f"--cert-file={serving.cert}", f"--key-file={serving.key}", f"--trusted-ca-file={ca.cert}"]
+        peer_tls = [f"--peer-cert-file={serving.cert}", f"--peer-key-file={serving.key}"]
         process = self._process(
             "etcd",
             [
                 self.bin / "etcd",
                 "--name=default",
                 f"--data-dir={self.folder / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{client}",
-                f"--advertise-client-urls=http://127.0.0.1:{client}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                f"--listen-client-urls=https://127.0.0.1:{client}",
+                f"--advertise-client-urls=https://127.0.0.1:{client}",
+                f"--listen-peer-urls=https://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=https://127.0.0.1:{peer}",
+                f"--initial-cluster=default=https://127.0.0.1:{peer}",
+                *tls,
+                "--client-cert-auth=true",
+                *peer_tls,
+                f"--peer-trusted-ca-file={ca.cert}",
+                "--peer-client-cert-auth=true",
                 "--unsafe-no-fsync=true",
                 "--log-level=warn",
             ],
         )
-
-        def healthy() -> bool:
-            import urllib.request
-
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{client}/health", timeout=2) as answer:
-                    return bool(json.loads(answer.read()).get("health") == "true")
-            except (OSError, ValueError):
-                return False
-
-        wait_until(process, healthy, 30, "healthy (/health)")
+        context = ssl.create_default_context(cafile=str(ca.cert))
+        context.load_cert_chain(serving.cert, serving.key)
+        wait_until(process, https_ok(f"https://127.0.0.1:{client}/health", context), 30, "healthy (/health)")
         return client
 
     def _client_context(self, pair: pki.Pair) -> ssl.SSLContext:
@@ -461,7 +482,7 @@ class ControlPlane:
             "contexts": [{"name": "control-plane", "context": context}],
             "current-context": "control-plane",
         }
-        path.write_text(yaml.safe_dump(config))
+        pki.private_file(path, yaml.safe_dump(config).encode())  # it holds a client key or a token
         path.chmod(0o600)
 
     def _install_crds(self) -> None:

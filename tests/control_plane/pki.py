@@ -11,6 +11,19 @@ from pathlib import Path
 from typing import Any
 
 
+def private_file(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` readable by this user alone (0600) from the first byte: a key, a token file, a
+    kubeconfig holding a client key. Written with a default umask and chmod-ed after, it was readable by every
+    local user in between; a link at ``path`` is not followed."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(fd, 0o600)  # a file that was there keeps its mode through O_CREAT
+        out.write(data)
+    return path
+
+
 @dataclass(frozen=True)
 class Pair:
     cert: Path
@@ -29,6 +42,7 @@ class Authority:
         common_name: str,
         *,
         server: bool = False,
+        client: bool = False,
         groups: tuple[str, ...] = (),
         ips: tuple[str, ...] = (),
         dns: tuple[str, ...] = (),
@@ -39,11 +53,13 @@ class Authority:
 
         key = _new_key()
         ca = x509.load_pem_x509_certificate(self.cert.read_bytes())
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        # A server's certificate serves; a client's (the default) authenticates; etcd's peers do both (``client``).
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+        usages += [ExtendedKeyUsageOID.CLIENT_AUTH] if client or not server else []
         builder = (
             _builder(_name(common_name, groups), ca.subject, key.public_key())
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
         )
         names = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips] + [x509.DNSName(d) for d in dns]
@@ -56,7 +72,7 @@ def new_authority(folder: Path) -> Authority:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
 
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = _new_key()
     name = _name("pwdeploy control-plane CA", ())
     cert = (
@@ -77,8 +93,9 @@ def signing_key(folder: Path) -> Pair:
 
     key = _new_key()
     private, public = folder / "sa.key", folder / "sa.pub"
-    private.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    private_file(
+        private,
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
     )
     public.write_bytes(
         key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -120,8 +137,8 @@ def _write(folder: Path, stem: str, cert: Any, key: Any) -> Pair:
 
     pair = Pair(folder / f"{stem}.crt", folder / f"{stem}.key")
     pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pair.key.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    private_file(
+        pair.key,
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
     )
-    pair.key.chmod(0o600)
     return pair
