@@ -49,6 +49,9 @@ RENDER_CLI = frozenset(
     }
 )
 RENDER_CLI |= {"pwdeploy.cli.render"}
+# The library's face, which render calls as every command does: its package (the table of names) and the job's
+# functions, not the argument checks (loaded only to say what is wrong) nor the other rooms' faces.
+RENDER_CLI |= {"pwdeploy.api", "pwdeploy.api.job_api"}
 # A job whose image is pinned from the lock file reads the lock and hashes the job's folder: these, not the build
 # (nor the sidecar's spec, when there is no sidecar image to pin).
 PIN_MODULES = frozenset(

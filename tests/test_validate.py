@@ -536,7 +536,7 @@ def test_native_sidecars_need_kubernetes_1_28() -> None:
 
 @pytest.mark.parametrize("version", ["1.99", "latest", "1.2"])
 def test_unsupported_kubernetes_version(version: str) -> None:
-    with pytest.raises(ConfigError, match=r"--kubernetes-version: .*valid: 1\.25 to"):
+    with pytest.raises(ConfigError, match=r"^kubernetes_version: .*valid: 1\.25 to"):
         validate_objects([jobset()], kubernetes_version=version)
 
 

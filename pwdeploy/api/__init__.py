@@ -13,7 +13,6 @@ resolves them); a job's name and a namespace are checked before any request is s
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,7 +29,21 @@ if TYPE_CHECKING:
         submit,
         wait,
     )
-    from pwdeploy.api.job_api import check, load, render, to_yaml, validate, warnings
+    from pwdeploy.api.images_api import build_image, build_sidecar, image_inputs, sidecar_inputs
+    from pwdeploy.api.job_api import (
+        ManifestCheck,
+        check,
+        config_reference,
+        load,
+        render,
+        schema,
+        to_json,
+        to_yaml,
+        validate,
+        validate_files,
+        warnings,
+        write_manifests,
+    )
     from pwdeploy.api.local_api import LocalRunOptions, plan_local, run_local
     from pwdeploy.check.results import Report
     from pwdeploy.cluster.diagnose.findings import Diagnosis
@@ -53,6 +66,8 @@ if TYPE_CHECKING:
         PwdeployError,
         ValidationError,
     )
+    from pwdeploy.images.build import BuildResult
+    from pwdeploy.images.inputs import ImageInputs
     from pwdeploy.kube.kubeconfig import PluginLimits
     from pwdeploy.kube.seam import RequestLimits
     from pwdeploy.local.env import LocalPlan
@@ -61,7 +76,24 @@ if TYPE_CHECKING:
 # Where each public name lives: the functions in this package's modules, the types they take and return in their
 # rooms, the errors in pwdeploy.errors. Read by ``__getattr__`` on first use.
 _PLACES: dict[str, str] = {
-    **dict.fromkeys(["load", "warnings", "render", "validate", "to_yaml", "check"], "pwdeploy.api.job_api"),
+    **dict.fromkeys(
+        [
+            "load",
+            "warnings",
+            "render",
+            "validate",
+            "to_yaml",
+            "to_json",
+            "write_manifests",
+            "schema",
+            "config_reference",
+            "validate_files",
+            "ManifestCheck",
+            "check",
+        ],
+        "pwdeploy.api.job_api",
+    ),
+    **dict.fromkeys(["image_inputs", "build_image", "sidecar_inputs", "build_sidecar"], "pwdeploy.api.images_api"),
     **dict.fromkeys(["LocalRunOptions", "plan_local", "run_local"], "pwdeploy.api.local_api"),
     **dict.fromkeys(
         ["Cluster", "ClientSettings", "cluster", "connect", "list_jobs", "submit", "status", "wait", "logs"],
@@ -69,6 +101,8 @@ _PLACES: dict[str, str] = {
     ),
     **dict.fromkeys(["diagnose", "delete"], "pwdeploy.api.cluster_api"),
     "JobConfig": "pwdeploy.config.model",
+    "ImageInputs": "pwdeploy.images.inputs",
+    "BuildResult": "pwdeploy.images.build",
     "Report": "pwdeploy.check.results",
     "LocalPlan": "pwdeploy.local.env",
     "LocalRun": "pwdeploy.local.outcome",
@@ -99,16 +133,26 @@ _PLACES: dict[str, str] = {
     ),
 }
 
-__all__ = [  # noqa: RUF022 - in the order of docs/api.md: the job, the cluster, the types, the errors
+__all__ = [  # noqa: RUF022 - in the order of docs/api.md: the job, images, the cluster, the types, the errors
     "load",
     "warnings",
     "render",
     "validate",
     "to_yaml",
+    "to_json",
+    "write_manifests",
+    "schema",
+    "config_reference",
+    "validate_files",
+    "ManifestCheck",
     "check",
     "plan_local",
     "run_local",
     "LocalRunOptions",
+    "image_inputs",
+    "build_image",
+    "sidecar_inputs",
+    "build_sidecar",
     "cluster",
     "Cluster",
     "ClientSettings",
@@ -122,6 +166,8 @@ __all__ = [  # noqa: RUF022 - in the order of docs/api.md: the job, the cluster,
     "delete",
     "JobConfig",
     "Report",
+    "ImageInputs",
+    "BuildResult",
     "LocalPlan",
     "LocalRun",
     "Outcome",
@@ -152,7 +198,8 @@ def __getattr__(name: str) -> Any:
     place = _PLACES.get(name)
     if place is None:
         raise AttributeError(f"module 'pwdeploy.api' has no attribute {name!r}")
-    value = getattr(importlib.import_module(place), name)
+    # __import__, not importlib.import_module: the import is timed (python -X importtime) as a statement's is.
+    value = getattr(__import__(place, fromlist=[name]), name)
     globals()[name] = value
     return value
 

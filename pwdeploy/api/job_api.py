@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,30 +22,92 @@ def load(
     config: PathLike | Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
     *,
+    sources: Mapping[str, str] | None = None,
+    pin_images: bool = False,
+    on_warning: Callable[[str], None] | None = None,
     installed_jax: Callable[[], str | None] | None = None,
 ) -> JobConfig:
     """The job config, validated: from a YAML file (a path) or a mapping as the file would hold it (nested:
     ``{"tpu": {"type": "v5p-8"}}``, or dotted keys: ``{"tpu.type": "v5p-8"}``), with ``overrides`` on top.
 
     ``overrides`` are dotted config paths (``{"tpu.slices": 4}``) and merge as the command-line flags do: an env
-    map key by key, XLA flags flag by flag. A mapping's relative paths are read from the current directory, a
-    file's from its folder. ``installed_jax`` gives the jax version the images must match (default: the installed
-    distribution's, read without importing jax). Every problem is raised at once: ``ConfigError`` (one) or
-    ``ConfigErrors`` (several), each naming its field.
+    map key by key, XLA flags flag by flag; ``sources`` says where each came from (``{"tpu.slices":
+    "--num-slices"}``), for the errors. A mapping's relative paths are read from the current directory, a file's
+    from its folder. With ``pin_images``, the images `pwdeploy image build --push` and `sidecar build --push`
+    recorded beside the config are pinned by digest, as `render` pins them. ``on_warning`` hears what may be
+    meant otherwise (a value an environment variable replaced, an HLO dump with nowhere to go, a stale pushed
+    image). ``installed_jax`` gives the jax version the images must match (default: the installed distribution's,
+    read without importing jax). Every problem is raised at once: ``ConfigError`` (one) or ``ConfigErrors``
+    (several), each naming its field.
     """
-    from pwdeploy import arguments
     from pwdeploy.config.load import flatten, load_job, merge
     from pwdeploy.errors import ArgumentError
 
-    overrides = arguments.mapping(overrides, "overrides")
+    if not (overrides is None or isinstance(overrides, Mapping)) or not _names_sources(sources):
+        from pwdeploy import arguments  # only to say what is wrong: render's path loads no argument checks
+
+        arguments.mapping(overrides, "overrides")
+        arguments.environment(sources, "sources")
+    named = dict(sources or {})
+    notes: list[str] = []  # values used as given where something else may have been meant
+    file = None
     if config is None or isinstance(config, str | os.PathLike):
-        return load_job(None if config is None else Path(config), overrides, installed_jax=installed_jax)
-    if not isinstance(config, Mapping):
+        file = None if config is None else Path(config)
+        job = load_job(file, overrides, sources=named, installed_jax=installed_jax, replaced=notes)
+    elif isinstance(config, Mapping):
+        flat = flatten(config)
+        given = merge(flat, overrides or {})
+        named = dict.fromkeys(flat, "the config mapping") | dict.fromkeys(overrides or {}, "overrides") | named
+        job = load_job(None, given, sources=named, installed_jax=installed_jax, replaced=notes)
+    else:
         raise ArgumentError("config", f"a job config is a path or a mapping, not a {type(config).__name__}")
-    flat = flatten(config)
-    given = merge(flat, overrides or {})
-    sources = dict.fromkeys(flat, "the config mapping") | dict.fromkeys(overrides or {}, "overrides")
-    return load_job(None, given, sources=sources, installed_jax=installed_jax)
+    warn = on_warning or _unheard
+    for line in [*notes, *_load_warnings(job, file)]:
+        warn(line)
+    if pin_images and (job.sidecar.repository or job.image.repository):
+        from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
+
+        job, pinned = pin_pushed(job, file)
+        for line in pinned:
+            warn(line)
+    return job
+
+
+def _load_warnings(job: JobConfig, file: Path | None) -> list[str]:
+    """What a valid config may mean otherwise: an HLO dump flag without storage.hlo_dump, flex-start on several
+    hosts, a config file inside the sidecar's source folder."""
+    from pwdeploy.config.capacity import flex_start_multi_host
+    from pwdeploy.config.constraints import dump_without_destination
+
+    found = [
+        dump_without_destination(job.xla_flags, job.storage.hlo_dump),
+        flex_start_multi_host(job.tpu.capacity, job.tpu.slice),
+    ]
+    if job.sidecar.source_dir is not None and file is not None:
+        from pwdeploy.images.inputs import config_file_warning  # a sidecar's folder only: not on a plain render's path
+
+        found.append(config_file_warning(job.sidecar.source_dir, file, "sidecar.source_dir"))
+    return [line for line in found if line]
+
+
+def _unheard(_line: str) -> None:
+    pass
+
+
+def _names_sources(sources: object) -> bool:
+    """Whether ``sources`` is None or maps config paths to where each value came from (text to text)."""
+    if sources is None:
+        return True
+    return isinstance(sources, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in sources.items())
+
+
+def _objects(objects: object) -> list[Manifest]:
+    """A caller's objects as a list; anything but a list or tuple of them is refused by name."""
+    if isinstance(objects, list | tuple):
+        return list(objects)
+    from pwdeploy import arguments
+
+    return list(arguments.sequence(objects, "objects", "api.render(job)"))  # type: ignore[arg-type]
 
 
 def warnings(job: JobConfig) -> list[str]:
@@ -81,9 +143,91 @@ def validate(objects: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def to_yaml(objects: Sequence[Manifest]) -> str:
     """The objects as ``pwdeploy render`` prints them (YAML documents, deterministic), for ``kubectl apply -f -``."""
-    from pwdeploy import arguments, manifests
+    from pwdeploy import manifests
 
-    return manifests.to_yaml(list(arguments.sequence(objects, "objects", "api.render(job)")))  # type: ignore[arg-type]
+    return manifests.to_yaml(_objects(objects))
+
+
+def to_json(objects: Sequence[Manifest]) -> str:
+    """The objects as ``pwdeploy render -o json`` prints them: one object as itself, several as a v1 List."""
+    from pwdeploy import manifests
+
+    return manifests.to_json(_objects(objects))
+
+
+def write_manifests(objects: Sequence[Manifest], output_dir: PathLike, *, output: str = "yaml") -> list[Path]:
+    """One file per object in ``output_dir`` (made when missing), as ``pwdeploy render --output-dir`` writes
+    them (``output``: ``"yaml"`` or ``"json"``); the files written. A folder that cannot be written is an
+    ``ArgumentError`` naming ``output_dir``."""
+    from pwdeploy import manifests
+    from pwdeploy.errors import ArgumentError
+
+    if not isinstance(output_dir, str | os.PathLike):
+        from pwdeploy import arguments
+
+        arguments.path(output_dir, "output_dir")
+    folder = Path(output_dir)
+    if output not in ("yaml", "json"):
+        raise ArgumentError("output", f"{output!r} is not a format; valid: yaml, json")
+    checked = _objects(objects)
+    try:
+        return manifests.write_dir(checked, folder, output)
+    except OSError as exc:
+        raise ArgumentError("output_dir", f"cannot write to {folder}: {exc.strerror or exc}") from None
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the job config (``pwdeploy schema``), for editors and other tools."""
+    from pwdeploy.config.json_schema import job_schema
+
+    return job_schema()
+
+
+def config_reference() -> str:
+    """The job config's fields as one Markdown table (``pwdeploy schema --markdown``)."""
+    from pwdeploy.config.json_schema import config_reference_markdown
+
+    return config_reference_markdown()
+
+
+def validate_files(paths: Sequence[PathLike], *, kubernetes_version: str | None = None) -> ManifestCheck:
+    """The manifests in ``paths`` (multi-document YAML or JSON; ``"-"``: standard input) against the Kubernetes
+    schemas of ``kubernetes_version`` (default: validation's), the JobSet schema and the rules of the JobSet
+    webhook and the API server (``pwdeploy validate``): how many objects were read, and the problems, each naming
+    its file. A pwdeploy job config given instead is a ``ConfigError`` saying to render it first."""
+    from pwdeploy import arguments
+    from pwdeploy.validation.validate import DEFAULT_KUBERNETES_VERSION, file_problems, read_manifests
+
+    files = [str(path) for path in arguments.paths(paths, "paths")]
+    version = arguments.optional_text(kubernetes_version, "kubernetes_version") or DEFAULT_KUBERNETES_VERSION
+    found = read_manifests(files)
+    _refuse_job_configs(found)
+    problems = file_problems(found, kubernetes_version=version)
+    return ManifestCheck(sum(map(len, found.values())), tuple(problems))
+
+
+class ManifestCheck(NamedTuple):
+    """What ``validate_files`` found: the objects read and the problems (empty: all valid)."""
+
+    objects: int
+    problems: tuple[str, ...]
+
+
+def _refuse_job_configs(found: Mapping[str, list[Any]]) -> None:
+    """A pwdeploy job config given instead of manifests: say to render it first, rather than list the fields a
+    Kubernetes object lacks."""
+    from pwdeploy.config.fields import FIELDS
+    from pwdeploy.errors import ConfigError
+
+    sections = {f.path.split(".")[0] for f in FIELDS} - {"name", "namespace"}
+    for path, objects in found.items():
+        if any(isinstance(o, dict) and not {"apiVersion", "kind"} & o.keys() and sections & o.keys() for o in objects):
+            source = "-f -" if path == "-" else f"-f {path}"
+            raise ConfigError(
+                None,
+                f"{path} is a pwdeploy job config, not Kubernetes manifests",
+                hint=f"render it (render validates what it writes): pwdeploy render {source}",
+            )
 
 
 def check(
@@ -106,10 +250,11 @@ def check(
 
 def given_job(job: object) -> JobConfig:
     """A caller's job: what ``load`` returns (a mapping or a path is ``load``'s to read first)."""
-    from pwdeploy.arguments import a_kind
     from pwdeploy.config.model import JobConfig
-    from pwdeploy.errors import ArgumentError
 
     if not isinstance(job, JobConfig):
+        from pwdeploy.arguments import a_kind
+        from pwdeploy.errors import ArgumentError
+
         raise ArgumentError("job", f"must be a JobConfig, not {a_kind(job)}", hint="job = api.load(...)")
     return job

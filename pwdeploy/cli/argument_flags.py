@@ -19,6 +19,8 @@ FLAG_OF_ARGUMENT: dict[str, str | None] = {
     "timeout": "--timeout",
     "dry_run": "--dry-run",
     "until": "--wait",
+    "output_dir": "--output-dir",
+    "kubernetes_version": "--kubernetes-version",
 }
 
 

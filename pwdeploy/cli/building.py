@@ -12,7 +12,7 @@ import click
 
 if TYPE_CHECKING:
     from pwdeploy.images.build import BuildResult
-    from pwdeploy.images.engine import BuildStep, Engine, Progress
+    from pwdeploy.images.engine import BuildStep, Progress
 
 
 class StreamProgress:
@@ -47,13 +47,11 @@ class StreamProgress:
             self._status = False
 
 
-def run_build(build: Callable[[Engine, Progress], BuildResult]) -> None:
-    """Run one spec's build on the docker engine with progress on stderr, then report it."""
-    from pwdeploy.images.engine import DockerCli
-
+def run_build(build: Callable[[Progress], BuildResult]) -> None:
+    """Run one image's build (``api.build_image``, ``api.build_sidecar``) with progress on stderr, then report it."""
     progress = StreamProgress(sys.stderr)
     try:
-        result = build(DockerCli(), progress)
+        result = build(progress)
     finally:
         progress.done()
     report(result)

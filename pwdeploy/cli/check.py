@@ -39,9 +39,9 @@ def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
     overrides, _ = overrides_from(job_params)
     file = job_params.get(FILE_PARAM)
     job = job_from_params(job_params, pin_images=False) if file is not None or overrides else None
-    from pwdeploy.check import check as read
+    from pwdeploy import api
 
-    report = read(job, list(paths), config_file=file)
+    report = api.check(job, paths, config_file=file)
     if output != "text":
         emit(report.as_json(), output)
     else:

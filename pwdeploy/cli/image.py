@@ -25,11 +25,11 @@ def image() -> None:
 @job_options
 def dockerfile(**params: Any) -> None:
     """Print the Dockerfile `pwdeploy image build` would build."""
-    from pwdeploy.images.job_image import collect
+    from pwdeploy import api
 
     file = params.get("job__file")
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
-    found = collect(job, file)
+    found = api.image_inputs(job, config_file=file)
     warn(found.warnings)
     click.echo(found.dockerfile, nl=False)
 
@@ -46,8 +46,8 @@ def build(push: bool, **params: Any) -> None:
     is the one DOCKER_HOST (or the current docker context) names. With --push, the pushed digest is recorded
     next to the config and `pwdeploy render` pins main.image to it.
     """
-    from pwdeploy.images import job_image as spec
+    from pwdeploy import api
 
     file = params.get("job__file")
     job = job_from_params(pop_job_params(params), pin_images=False)
-    run_build(lambda engine, progress: spec.build(job, engine, progress, push=push, config_file=file))
+    run_build(lambda progress: api.build_image(job, push=push, config_file=file, progress=progress))

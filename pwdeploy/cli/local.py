@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from pwdeploy.cli.check import NO_CHECK, run_check
+from pwdeploy.cli.check import NO_CHECK
 from pwdeploy.cli.options import FILE_PARAM, JobCommand, job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.cli.seams import seams
-
-if TYPE_CHECKING:
-    from pwdeploy.local.env import LocalPlan
 
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 _NO_INTERSPERSED = {"allow_interspersed_args": False}
@@ -106,27 +104,25 @@ def run(
     While the job runs, its process tree's memory and /dev/shm use are sampled; a job that used more than
     main.memory or main.shm_size (it would be killed on the cluster) exits 8, even when it succeeded.
     """
-    from pwdeploy.local.launch import RunOptions, Surroundings, run_local
-    from pwdeploy.local.restarts import Faults
+    from pwdeploy import api
 
     config_file = params.get(FILE_PARAM)
     job = job_from_params(pop_job_params(params), pin_images=False)  # a local run uses no image
-    options = RunOptions(
+    options = api.LocalRunOptions(
+        check_program=not no_check,
         check_limits=not no_limits_check,
         resume=resume,
-        faults=Faults(fail_at_step=fail_at_step, kill_after=kill_after),
-        lose_slice=lose_slice,
-        restore_slice=restore_slice,
+        fail_at_step=fail_at_step,
+        kill_after=kill_after,
+        lose_slices=lose_slice,
+        restore_slices=restore_slice,
         summary_json=summary_json,
     )
-    around = Surroundings(cwd=Path.cwd(), cores=cores(), environ=os.environ, say=_say)
-
-    def check_program(local_plan: LocalPlan) -> list[str]:
-        report = run_check(job, config_file, local_plan.command if command else (), local_plan.cwd)
-        return [finding.rule for finding in report.errors]
-
-    checker = None if no_check else check_program
-    return run_local(job, command, around, options, check_program=checker).exit_status
+    run = api.run_local(
+        job, command, options, cwd=Path.cwd(), config_file=config_file, cores=cores(), environ=os.environ,
+        progress=sys.stderr,
+    )  # fmt: skip
+    return run.exit_status
 
 
 @local.command("env", cls=JobCommand, context_settings=_NO_INTERSPERSED)
@@ -136,11 +132,11 @@ def run(
 def env(command: tuple[str, ...], output: str, **params: Any) -> None:
     """Print the variables a local run sets, as shell `export` lines, and the command it runs (-o json|yaml: one
     document with cwd, command, devices and env)."""
-    from pwdeploy.local.env import plan
+    from pwdeploy import api
     from pwdeploy.local.launch import plan_messages
 
     job = job_from_params(pop_job_params(params), pin_images=False)  # a local run uses no image
-    local_plan = plan(job, command, cwd=Path.cwd(), cores=cores(), environ=os.environ)
+    local_plan = api.plan_local(job, command, cwd=Path.cwd(), cores=cores(), environ=os.environ)
     for line in plan_messages(local_plan):
         _say(line)
     if output != "text":

@@ -11,9 +11,7 @@ import click
 
 from pwdeploy.cli.commands import JOB_PARAM_PREFIX
 from pwdeploy.cli.seams import seams
-from pwdeploy.config import JobConfig, load_job
-from pwdeploy.config.capacity import flex_start_multi_host
-from pwdeploy.config.constraints import dump_without_destination
+from pwdeploy.config import JobConfig
 from pwdeploy.config.fields import FIELDS, Field, Kind
 from pwdeploy.config.value_kinds import KINDS
 from pwdeploy.errors import ConfigError
@@ -150,11 +148,14 @@ def pop_job_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobConfig:
-    """The validated job from ``-f`` and the flags; errors name the flag, variable or file that set a bad value.
+    """The validated job from ``-f`` and the flags (``api.load``); errors name the flag, variable or file that set
+    a bad value, and the warnings go to stderr.
 
     With ``pin_images``, images pushed by `pwdeploy sidecar build --push` and `pwdeploy image build --push` are
     pinned by their recorded digests (sidecar.image, main.image).
     """
+    from pwdeploy import api
+
     overrides, sources = overrides_from(params)
     file = params.get(FILE_PARAM)
     if file is None and not overrides:
@@ -163,28 +164,12 @@ def job_from_params(params: dict[str, Any], *, pin_images: bool = True) -> JobCo
         command = " ".join(["pwdeploy", *names])
         raise ConfigError(None, "no job config given (-f FILE or flags)", hint=f"e.g. {command} -f job.yaml")
     for line in unread_variables():
-        click.echo(f"warning: {line}", err=True)
-    notes: list[str] = []  # values used as given where something else may have been meant
-    job = load_job(file, overrides, sources=sources, installed_jax=seams().installed_jax, replaced=notes)
-    found = (
-        dump_without_destination(job.xla_flags, job.storage.hlo_dump),
-        flex_start_multi_host(job.tpu.capacity, job.tpu.slice),
-        _config_in_sidecar_folder(job, file),
+        warn(line)
+    return api.load(
+        file, overrides, sources=sources, pin_images=pin_images, on_warning=warn, installed_jax=seams().installed_jax
     )
-    for line in [*notes, *(line for line in found if line)]:
-        click.echo(f"warning: {line}", err=True)
-    if pin_images and (job.sidecar.repository or job.image.repository):
-        from pwdeploy.images.pin import pin_pushed  # the lock files beside the config
-
-        job, warnings = pin_pushed(job, file)
-        for warning in warnings:
-            click.echo(f"warning: {warning}", err=True)
-    return job
 
 
-def _config_in_sidecar_folder(job: JobConfig, file: Path | None) -> str | None:
-    if job.sidecar.source_dir is None or file is None:
-        return None
-    from pwdeploy.images.inputs import config_file_warning  # a sidecar's folder only: not on a plain render's path
-
-    return config_file_warning(job.sidecar.source_dir, file, "sidecar.source_dir")
+def warn(line: str) -> None:
+    """A warning on stderr: valid input that may mean something else than what was meant."""
+    click.echo(f"warning: {line}", err=True)

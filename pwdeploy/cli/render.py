@@ -7,8 +7,7 @@ from typing import Any
 
 import click
 
-from pwdeploy.cli.options import JobCommand, job_from_params, job_options, pop_job_params
-from pwdeploy.errors import ConfigError
+from pwdeploy.cli.options import JobCommand, job_from_params, job_options, pop_job_params, warn
 
 
 @click.command(cls=JobCommand)
@@ -34,27 +33,17 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
 
     Output is deterministic: the same config always gives byte-identical manifests.
     """
-    from pwdeploy import manifests
-    from pwdeploy.advice import job_warnings
+    from pwdeploy import api
 
     job = job_from_params(pop_job_params(params))
-    for warning in job_warnings(job):
-        click.echo(f"warning: {warning}", err=True)
-    objects = manifests.build(job)
-    if not no_validate:
-        from pwdeploy.validation.validate import require_valid
-
-        require_valid(objects)
+    for line in api.warnings(job):
+        warn(line)
+    objects = api.render(job, validate=not no_validate)
     if output_dir is not None:
-        try:
-            written = manifests.write_dir(objects, output_dir, fmt)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise ConfigError(None, f"cannot write to {output_dir}: {reason}", source="--output-dir") from None
-        for path in written:
+        for path in api.write_manifests(objects, output_dir, output=fmt):
             click.echo(f"wrote {path}", err=True)
         return
-    click.echo(manifests.to_json(objects) if fmt == "json" else manifests.to_yaml(objects), nl=False)
+    click.echo(api.to_json(objects) if fmt == "json" else api.to_yaml(objects), nl=False)
 
 
 @click.command()
@@ -63,6 +52,6 @@ def schema(markdown: bool) -> None:
     """Print the JSON Schema of the job config (for editors: yaml-language-server, VS Code)."""
     import json
 
-    from pwdeploy.config.json_schema import config_reference_markdown, job_schema
+    from pwdeploy import api
 
-    click.echo(config_reference_markdown() if markdown else json.dumps(job_schema(), indent=2), nl=not markdown)
+    click.echo(api.config_reference() if markdown else json.dumps(api.schema(), indent=2), nl=not markdown)

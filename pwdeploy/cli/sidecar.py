@@ -30,10 +30,10 @@ def sidecar() -> None:
 @_allow_base_mismatch
 def dockerfile(allow_base_mismatch: bool, **params: Any) -> None:
     """Print the Dockerfile `pwdeploy sidecar build` would build."""
-    from pwdeploy.images.sidecar_image import prepare
+    from pwdeploy import api
 
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
-    found = prepare(job, allow_base_mismatch=allow_base_mismatch)
+    found = api.sidecar_inputs(job, allow_base_mismatch=allow_base_mismatch)
     warn(found.warnings)
     click.echo(found.dockerfile, nl=False)
 
@@ -49,9 +49,8 @@ def build(push: bool, allow_base_mismatch: bool, **params: Any) -> None:
     out. The engine is the one DOCKER_HOST (or the current docker context) names. With --push, the pushed
     digest is recorded next to the config and `pwdeploy render` pins the workers' sidecar to it.
     """
-    from pwdeploy.images import sidecar_image as spec
+    from pwdeploy import api
 
     job = job_from_params(pop_job_params(params), pin_images=False)  # the build reads the lock itself
-    run_build(
-        lambda engine, progress: spec.build(job, engine, progress, push=push, allow_base_mismatch=allow_base_mismatch)
-    )
+    mismatch = allow_base_mismatch
+    run_build(lambda progress: api.build_sidecar(job, push=push, allow_base_mismatch=mismatch, progress=progress))

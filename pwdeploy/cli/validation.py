@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from pwdeploy.errors import ConfigError, ValidationError
-from pwdeploy.validation.validate import DEFAULT_KUBERNETES_VERSION, file_problems, read_manifests
+from pwdeploy.errors import ValidationError
+from pwdeploy.validation.validate import DEFAULT_KUBERNETES_VERSION
 
 
 @click.command()
@@ -23,26 +21,9 @@ def validate(files: tuple[str, ...], kubernetes_version: str) -> None:
     """Check manifests (multi-document YAML or JSON; `-` for standard input) against the Kubernetes schemas, the
     JobSet schema and the rules of the JobSet webhook and the API server. Exits 3 when there are problems.
     """
-    manifests = read_manifests(files)
-    _refuse_job_configs(manifests)
-    problems = file_problems(manifests, kubernetes_version=kubernetes_version)
-    if problems:
-        raise ValidationError(problems)
-    count = sum(map(len, manifests.values()))
-    click.echo(f"ok: {count} object{'' if count == 1 else 's'} valid")
+    from pwdeploy import api
 
-
-def _refuse_job_configs(manifests: dict[str, list[Any]]) -> None:
-    """A pwdeploy job config given instead of manifests: say to render it first (exit 2), rather than list the
-    fields a Kubernetes object lacks."""
-    from pwdeploy.config.fields import FIELDS
-
-    sections = {f.path.split(".")[0] for f in FIELDS} - {"name", "namespace"}
-    for path, objects in manifests.items():
-        if any(isinstance(o, dict) and not {"apiVersion", "kind"} & o.keys() and sections & o.keys() for o in objects):
-            source = "-f -" if path == "-" else f"-f {path}"
-            raise ConfigError(
-                None,
-                f"{path} is a pwdeploy job config, not Kubernetes manifests",
-                hint=f"render it (render validates what it writes): pwdeploy render {source}",
-            )
+    found = api.validate_files(files, kubernetes_version=kubernetes_version)
+    if found.problems:
+        raise ValidationError(list(found.problems))
+    click.echo(f"ok: {found.objects} object{'' if found.objects == 1 else 's'} valid")

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ArgumentError
 from pwdeploy.names import short
 from pwdeploy.validation.checker import Checker, SchemaError, strip
 from pwdeploy.validation.kubernetes_schemas import cached_json, kind_schema, kubernetes_versions, version_folder
@@ -25,7 +25,8 @@ _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?")
 
 
 def resolve_version(requested: str) -> tuple[int, int]:
-    """The schema version to check ``requested`` (``1.31``, ``v1.31.2``) against; ConfigError when unsupported."""
+    """The schema version to check ``requested`` (``1.31``, ``v1.31.2``) against; an ArgumentError naming
+    ``kubernetes_version`` when unsupported."""
     match = _VERSION.fullmatch(requested.strip())
     wanted = (int(match[1]), int(match[2])) if match else None
     if wanted is not None and version_folder(wanted).is_dir():
@@ -33,10 +34,10 @@ def resolve_version(requested: str) -> tuple[int, int]:
     versions = kubernetes_versions()
     valid = f"{versions[0][0]}.{versions[0][1]} to {versions[-1][0]}.{versions[-1][1]}"
     if wanted is None:
-        raise ConfigError("--kubernetes-version", f"{requested!r} is not a version; valid: {valid}, e.g. 1.31")
+        raise ArgumentError("kubernetes_version", f"{requested!r} is not a version; valid: {valid}, e.g. 1.31")
     if wanted not in versions:
-        raise ConfigError(
-            "--kubernetes-version",
+        raise ArgumentError(
+            "kubernetes_version",
             f"{requested} is not supported by the installed kubernetes-validate; valid: {valid}",
             hint="upgrade kubernetes-validate for newer versions",
         )
