@@ -22,6 +22,18 @@ def job_warnings(job: JobConfig) -> list[str]:
         *_flex_start_duration(job),
         *_capacity_without_recovery(job),
         *_release_dates(job),
+        *_restarts_nothing(job),
+    ]
+
+
+def _restarts_nothing(job: JobConfig) -> list[str]:
+    scheduling = job.scheduling
+    if not scheduling.restart_on_user_code_failure or scheduling.max_restarts or job.headless:
+        return []
+    return [
+        "scheduling.restart_on_user_code_failure restarts the JobSet on any failure of main, but "
+        "scheduling.max_restarts is 0, so nothing is restarted; set --max-restarts N (a restart resumes only from "
+        "storage.checkpoints or the program's own checkpoints)"
     ]
 
 

@@ -112,6 +112,9 @@ MTC_DIR_ENV = "PWDEPLOY_MTC_DIR"
 MTC_BACKUP_MINUTES_ENV = "PWDEPLOY_MTC_BACKUP_INTERVAL_MINUTES"
 MTC_BACKUP_STEPS_ENV = "PWDEPLOY_MTC_BACKUP_INTERVAL_STEPS"
 LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
+# The JobSet's name in main's env, from the pod's annotation (as the workers and the resource manager get it): a
+# trainer names its run after it (MaxText's run_name), so a restart resumes the same run. Locally: the job's name.
+JOBSET_NAME_ENV = "JOBSET_NAME"
 RESTART_ATTEMPT_ENV = "PWDEPLOY_RESTART_ATTEMPT"  # 0 on the first run, then 1, 2, ... after each restart
 FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.step_done kills the job there
 # The pod's terminationGracePeriodSeconds (scheduling.termination_grace_seconds, else Kubernetes' 30): how long the
@@ -126,8 +129,8 @@ RETRY_EXIT_CODE = 75
 # podFailurePolicy leaves this code out of its FailJob rule: stopping a job is not the program failing.
 STOPPED_EXIT_CODE = 143
 ELASTIC_SLICES_ENV = "PWDEPLOY_ELASTIC_SLICES"  # tpu.elastic_slices, where > 0: slices the job may lose
-# Local runs of elastic jobs: which emulated devices make each slice (emulated CPU devices have no slice_index),
-# and the slice losses and returns runtime.step_done emulates (local run --lose-slice / --restore-slice).
+# Local runs: which emulated devices make each slice (the local run's probe gives each its slice_index), and, for
+# elastic jobs, the slice losses and returns runtime.step_done emulates (local run --lose-slice / --restore-slice).
 LOCAL_SLICE_LAYOUT_ENV = "PWDEPLOY_LOCAL_SLICE_LAYOUT"  # "0-3 4-7": slice 0 is devices 0..3, slice 1 is 4..7
 LOSE_SLICE_ENV = "PWDEPLOY_LOSE_SLICE"  # "1@40,0@90": SLICE@STEP, lost once step STEP is done
 RESTORE_SLICE_ENV = "PWDEPLOY_RESTORE_SLICE"  # "1@80": SLICE@STEP, back once step STEP is done

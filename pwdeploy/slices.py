@@ -2,10 +2,12 @@
 them, and (in a local run) the emulated loss and return of a slice.
 
 On Pathways every device has a ``slice_index`` and pathwaysutils' ``Manager`` groups devices by it
-(``pathwaysutils.elastic.elastic.get_slice_to_devices``). Emulated CPU devices have none, and jaxlib lets none be
-set, while wrapper objects fail the manager's health check (it runs a real computation on each slice's devices).
-So a local run supplies the grouping (``PWDEPLOY_LOCAL_SLICE_LAYOUT``) and the real ``Manager`` is built over the
-real devices with that grouping in place of the ``slice_index`` lookup.
+(``pathwaysutils.elastic.elastic.get_slice_to_devices``). A local run supplies the grouping
+(``PWDEPLOY_LOCAL_SLICE_LAYOUT``), and its probe gives the emulated CPU devices that ``slice_index``
+(``pwdeploy/local/transfer_probe``: a property on jax's ``Device`` class; an attribute cannot be set on a device,
+and wrapper objects fail the manager's health check, which runs a real computation on each slice's devices). A
+process without the probe (``local env``'s variables, a test) still groups by the layout: the real ``Manager`` is
+built over the real devices with that grouping in place of the ``slice_index`` lookup.
 
 The emulated loss is pathwaysutils' own ``DeviceLossSimulator`` (``pathwaysutils/test/mock_fault_injection.py``):
 once a slice is marked lost, reading an array that lives on one of its devices raises

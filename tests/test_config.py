@@ -68,7 +68,7 @@ def test_file_then_overrides(tmp_path: Path) -> None:
         ({"main__image": "img/train:latest"}, "main.image", "not pinned"),
         ({"main__command": ""}, "main.command", "must not be empty"),
         ({"main__command": "python3 'unclosed"}, "main.command", "cannot split"),
-        ({"main__env": {"JAX_PLATFORMS": "cpu"}}, "main.env.JAX_PLATFORMS", "set by pwdeploy"),
+        ({"main__env": {"JAX_PLATFORMS": "cpu"}}, "main.env.JAX_PLATFORMS", "proxy or proxy,cpu"),
         ({"main__env": {"1BAD": "x"}}, "main.env.1BAD", "not a valid environment variable name"),
         ({"storage__scratch": "s3://bucket/x"}, "storage.scratch", "gs://bucket"),
         ({"storage__scratch": None}, "storage.scratch", "is required"),

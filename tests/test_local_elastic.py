@@ -82,12 +82,13 @@ def test_cli_refuses_before_starting_anything_with_exit_2(runner: CliRunner, tmp
     assert "Traceback" not in result.output and "CPU devices, in" not in result.output  # never started
 
 
-def test_elastic_jobs_get_their_elastic_slices_and_locally_their_layout() -> None:
+def test_elastic_jobs_get_their_elastic_slices_and_every_local_run_its_layout() -> None:
     assert job_env(job())[ids.ELASTIC_SLICES_ENV] == "1"
     assert ids.ELASTIC_SLICES_ENV not in job_env(job(elastic=0))
     env = local_env(job(), 8, hlo_dir=None, compile_cache=None)
     assert env[ids.LOCAL_SLICE_LAYOUT_ENV] == "0-3 4-7"
-    assert ids.LOCAL_SLICE_LAYOUT_ENV not in local_env(job(elastic=0), 8, hlo_dir=None, compile_cache=None)
+    assert local_env(job(elastic=0), 8, hlo_dir=None, compile_cache=None)[ids.LOCAL_SLICE_LAYOUT_ENV] == "0-3 4-7"
+    assert ids.LOCAL_SLICE_LAYOUT_ENV not in local_env(job(elastic=0), 1, hlo_dir=None, compile_cache=None)
     assert runtime.elastic_slices(env) == 1 and runtime.elastic_slices({}) == 0
 
 

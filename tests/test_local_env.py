@@ -33,6 +33,7 @@ LOCAL_ONLY = {
     "JAX_COMPILATION_CACHE_DIR",
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+    "PWDEPLOY_LOCAL_SLICE_LAYOUT",  # the slice each emulated device stands for (its slice_index in the job)
 }
 
 
@@ -188,7 +189,10 @@ def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -
     main = next(c for c in containers if c["name"] == ids.MAIN_CONTAINER)
     cluster = {e["name"]: e["value"] for e in main["env"] if "value" in e}
     from_pod = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in main["env"] if "valueFrom" in e}
-    assert from_pod == {ids.RESTART_ATTEMPT_ENV: f"metadata.labels['{ids.RESTART_ATTEMPT_LABEL}']"}
+    assert from_pod == {
+        ids.RESTART_ATTEMPT_ENV: f"metadata.labels['{ids.RESTART_ATTEMPT_LABEL}']",
+        ids.JOBSET_NAME_ENV: f"metadata.annotations['{ids.JOBSET_NAME_LABEL}']",
+    }
     for name in proxy_env():
         assert cluster.pop(name, None) is not None, f"the manifest lacks the proxy variable {name}"
     assert cluster.pop(PROFILING_HOST_ENV) == "127.0.0.1"  # pathwaysutils' profiler server: Pathways only
@@ -197,6 +201,7 @@ def test_local_env_is_the_manifests_user_env_without_the_proxy(tmp_path: Path) -
     local = plan(config, cwd=tmp_path, cores=2).env
     assert local.pop("PWDEPLOY_HLO_DUMP_DIR") == str(tmp_path)
     assert local.pop(ids.RESTART_ATTEMPT_ENV) == "0"  # each restart of `local run` sets its own
+    assert local.pop(ids.JOBSET_NAME_ENV) == config.name  # the JobSet's name, its annotation on the cluster
     for name, folder in (("PWDEPLOY_PROFILE_DIR", "profiles"), ("PWDEPLOY_CHECKPOINT_DIR", "checkpoints")):
         assert cluster.pop(name).startswith("gs://bkt/")
         assert local.pop(name) == str(config.base_dir.resolve() / ".pwdeploy" / folder)

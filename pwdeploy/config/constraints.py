@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pwdeploy import catalog, names
-from pwdeploy.config import mtc_constraints, sidecar_constraints, storage_constraints
+from pwdeploy.config import mtc_constraints, sidecar_constraints, storage_constraints, storage_volumes
 from pwdeploy.config.capacity import DYNAMIC_SLICING_FIELDS, check_capacity, check_dynamic_slicing
 from pwdeploy.config.fields import BY_PATH
 from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
@@ -109,6 +109,7 @@ def constraints(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[s
         (mtc_constraints.NEEDS_SIDECAR_FIELDS, mtc_constraints.needs_sidecar),
         (mtc_constraints.RAMDISK_FIELDS, mtc_constraints.ramdisk_dir),
         (mtc_constraints.INTERVAL_FIELDS, mtc_constraints.backup_interval),
+        (storage_volumes.CHECK_FIELDS, storage_volumes.check_volumes),
         (storage_constraints.PLACEMENT_FIELDS, storage_constraints.checkpoints_apart),
         (("proxy_env", "rm_env", "rm_flags"), _components),
     ]

@@ -31,6 +31,7 @@ class Kind(Enum):
     LABELS = "labels"  # a mapping of Kubernetes label: value (KEY=VALUE flags)
     TOLERATIONS = "tolerations"  # KEY[=VALUE]:EFFECT items
     EXIT_CODES = "exit codes"  # process exit codes 1-255: one or a list
+    VOLUMES = "volumes"  # gcsfuse/ramdisk mounts: mappings, or KIND:SOURCE:PATH[@WHERE][:ro] items
 
 
 class Field(NamedTuple):
@@ -95,6 +96,10 @@ FIELDS: tuple[Field, ...] = (
     _("rm_flags", Kind.FLAG_LIST, (),
       "Extra flags of pathways-rm, each --name=value (those pwdeploy sets itself are refused)", "--rm-flag",
       envvar=False),
+    _("volumes", Kind.VOLUMES, (),
+      "Volumes of the user's: gcsfuse:BUCKET[/PREFIX]:PATH (a bucket through GCS FUSE) or ramdisk:SIZE:PATH (memory-"
+      "backed), in main (default), @workers or @main,workers, :ro for read-only (docs/config.md#volumes)",
+      "--volume", envvar=False),
     _("images.server", Kind.IMAGE, None,
       "Pathways server image (RM, and workers unless images.worker), tag or digest; default: "
       "<image_registry>/server:jax-<V>", "--server-image"),
@@ -194,6 +199,10 @@ FIELDS: tuple[Field, ...] = (
       f"Exit codes of main that restart the JobSet (counted in max_restarts) instead of failing it, besides "
       f"{RETRY_EXIT_CODE} (EX_TEMPFAIL: pwdeploy.runtime.retry_on_slice_loss exits with it on a lost slice), "
       "which always does", "--retry-exit-code"),
+    _("scheduling.restart_on_user_code_failure", Kind.BOOL, False,
+      "Restart the JobSet (counted in max_restarts) on any non-zero exit of main, as xpk's flag of that name, not "
+      "only on the retry exit codes; an OOM kill (137) then restarts too (docs/restarts.md)",
+      "--restart-on-user-code-failure"),
     _("scheduling.restart_strategy", Kind.STR, "BlockingRecreate",
       "JobSet failurePolicy.restartStrategy: BlockingRecreate (old pods gone before new ones start) or Recreate",
       "--restart-strategy", choices=("BlockingRecreate", "Recreate")),

@@ -51,6 +51,25 @@ class TpuConfig(NamedTuple):
         return self.slices * self.slice.chips
 
 
+class Volume(NamedTuple):
+    """A volume of the user's (``volumes``): a bucket through GCS FUSE or a memory-backed ramdisk, mounted at
+    ``path`` in main, in the workers (pathways-worker and the colocated-Python sidecar), or both (xpk's
+    ``--storage``, its ``--ramdisk-directory``)."""
+
+    kind: str  # "gcsfuse" or "ramdisk"
+    source: str  # the bucket (gcsfuse) or the size, a memory quantity (ramdisk)
+    path: str  # where it is mounted: absolute
+    where: tuple[str, ...]  # "main", "workers"
+    read_only: bool = False
+    mount_options: str | None = None  # GCS FUSE mount options (default implicit-dirs)
+
+    @property
+    def text(self) -> str:
+        """``KIND:SOURCE:PATH[@WHERE][:ro]``, as the flag gives it."""
+        where = "" if self.where == ("main",) else "@" + ",".join(self.where)
+        return f"{self.kind}:{self.source}:{self.path}{where}{':ro' if self.read_only else ''}"
+
+
 class SecretRef(NamedTuple):
     """An environment variable taken from one key of a Kubernetes Secret (``valueFrom.secretKeyRef``)."""
 
@@ -110,6 +129,7 @@ class SchedulingConfig(NamedTuple):
     service_account: str | None
     termination_grace_seconds: int | None
     ttl_after_finished: int | None = None  # seconds; None: the finished JobSet is kept
+    restart_on_user_code_failure: bool = False  # any non-zero exit of main restarts the JobSet (counted)
 
 
 class SidecarConfig(NamedTuple):
@@ -187,6 +207,7 @@ class JobConfig(NamedTuple):
     rm_env: tuple[tuple[str, str], ...] = ()
     rm_flags: tuple[str, ...] = ()
     mtc: MtcConfig = MtcConfig()
+    volumes: tuple[Volume, ...] = ()
 
     @property
     def proxy_image(self) -> str:

@@ -6,7 +6,9 @@ Config parsing (pwdeploy.config.load), the JSON Schema (pwdeploy.config.json_sch
 
 # No `from __future__ import annotations`: typing.NamedTuple compiles each string annotation into a ForwardRef
 # (tens of microseconds a field), which evaluated annotations skip; as in pwdeploy.config.model.
+import os
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,6 +17,7 @@ from pwdeploy import names, quantity
 from pwdeploy.config.capacity import EFFECTS, parse_duration, parse_labels, parse_tolerations
 from pwdeploy.config.fields import Field, Kind
 from pwdeploy.config.model import SecretRef
+from pwdeploy.config.storage_volumes import parse_volumes
 from pwdeploy.config.values import (
     check_name,
     kind_name,
@@ -105,11 +108,34 @@ def _path(field: Field, value: Any, base_dir: Path) -> Path:
     return path if path.is_absolute() else base_dir / path
 
 
+# JAX_PLATFORMS values main.env may give the user's container: the proxy first (pathwaysutils initialises it),
+# and the host CPU backend beside it for work kept on the controller (MaxText's RL recipes run proxy,cpu).
+MAIN_PLATFORMS = ("proxy", "proxy,cpu")
+# Set by pwdeploy in the user's container alone (other components' env fields keep their own rules).
+MAIN_RESERVED_ENV = frozenset({"JOBSET_NAME"})
+
+
 def _env(field: Field, value: Any, base_dir: Path) -> tuple[tuple[str, str], ...]:
     env = parse_env(value, field.path)
-    for name in env:
-        check_not_reserved(name, f"{field.path}.{name}")
+    for name, text in env.items():
+        where = f"{field.path}.{name}"
+        if field.path == "main.env" and name == "JAX_PLATFORMS":
+            check_main_platforms(text, where)
+            continue
+        if field.path == "main.env" and name in MAIN_RESERVED_ENV:
+            raise ConfigError(where, "is set by pwdeploy (the JobSet's name, from its annotation); remove it")
+        check_not_reserved(name, where)
     return tuple(sorted(env.items()))
+
+
+def check_main_platforms(value: str, where: str) -> None:
+    if value not in MAIN_PLATFORMS:
+        raise ConfigError(
+            where,
+            f"{value!r}: on Pathways the user's container runs JAX on the proxy backend, so JAX_PLATFORMS is "
+            f"{' or '.join(MAIN_PLATFORMS)} (the host CPU backend beside the proxy); pwdeploy sets proxy unless told",
+            hint="JAX_PLATFORMS: proxy,cpu for host computation beside the proxy, or leave it to pwdeploy",
+        )
 
 
 def _secret_env(field: Field, value: Any, base_dir: Path) -> tuple[SecretRef, ...]:
@@ -140,6 +166,64 @@ def check_not_reserved(name: str, where: str) -> None:
         )
     if name in RESERVED_ENV or name.startswith("PWDEPLOY_"):
         raise ConfigError(where, "is set by pwdeploy; remove it from the config")
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_ASSIGNMENT = _NAME + r"=(?:'[^']*'|\"[^\"]*\"|[^\s;&|'\"]*)"
+# Pattern text (compiled at first use, as above): exports before the command, and an assignment prefix.
+_EXPORTS = rf"\s*(?:export\s+)?((?:{_ASSIGNMENT}\s+)*{_ASSIGNMENT})\s*(?:&&|;)\s*"
+_PREFIX = rf"\s*((?:{_ASSIGNMENT}\s+)+)(?=[^\s=]+(?:\s|$))"
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
+
+
+def _command(field: Field, value: Any) -> tuple[str, ...]:
+    """``main.command``'s words: an xpk-style ``export X=Y && python3 ...`` (or ``X=Y python3 ...``) is answered
+    with ``main.env``, and a shell's script (``bash -c "..."``) may not set what pwdeploy sets."""
+    if isinstance(value, str) and "=" in value and (found := exported(value)) is not None:  # no "=": no regex
+        assignments, rest = found
+        env = ", ".join(f"{name}: {text}" for name, text in assignments.items())
+        raise ConfigError(
+            field.path,
+            f"{value!r} sets {', '.join(assignments)} in a shell, but the command runs without one",
+            hint=f"set them in main.env ({env}; --env NAME=VALUE) and make the command {rest!r}",
+        )
+    words = parse_command(value, field.path)
+    if os.path.basename(words[0]) in SHELLS and "-c" in words[1:-1]:
+        check_script(words[words.index("-c", 1) + 1], field.path)
+    return words
+
+
+def exported(text: str) -> tuple[dict[str, str], str] | None:
+    """The variables ``export A=1 B=2 && C=3; cmd ...`` or ``A=1 cmd ...`` sets before its command, and the command
+    (None when it sets none)."""
+    assignments: dict[str, str] = {}
+    rest = text.strip()
+    while match := re.match(_EXPORTS, rest):
+        assignments |= _assigned(match.group(1))
+        rest = rest[match.end() :]
+    if not assignments and (match := re.match(_PREFIX, rest)):
+        assignments, rest = _assigned(match.group(1)), rest[match.end() :]
+    return (assignments, rest.strip()) if assignments and rest.strip() else None
+
+
+def _assigned(text: str) -> dict[str, str]:
+    pairs = (word.partition("=") for word in shlex.split(text))
+    return {name: value for name, _, value in pairs}
+
+
+def check_script(script: str, path: str) -> None:
+    """A shell's script (``bash -c "export JAX_PLATFORMS=cpu && python3 ..."``) that sets a variable pwdeploy
+    sets in the user's container: refused as main.env refuses it, or the shell would override it unseen."""
+    for match in re.finditer(rf"(?:^|[\s;&|(])(?:export\s+|env\s+)?({_NAME})=", script):
+        name = match.group(1)
+        if name in RESERVED_ENV or name in MAIN_RESERVED_ENV or name.startswith("PWDEPLOY_"):
+            fix = "set JAX_PLATFORMS in main.env (proxy or proxy,cpu)" if name == "JAX_PLATFORMS" else "remove it"
+            raise ConfigError(
+                path,
+                f"its shell script sets {name}, which pwdeploy sets in the user's container: the script would "
+                "override it where no check sees it",
+                hint=f"{fix}; set other variables in main.env rather than in the script",
+            )
 
 
 def _image(field: Field, value: Any, base_dir: Path) -> Any:
@@ -245,7 +329,7 @@ KINDS: dict[Kind, KindSpec] = {
     Kind.PATH: KindSpec(_path, _fixed({"type": "string"}), _named("PATH")),
     Kind.IMAGE: KindSpec(_image, _fixed({"type": "string", "pattern": _IMAGE}), _named("IMAGE")),
     Kind.COMMAND: KindSpec(
-        lambda f, v, b: parse_command(v, f.path),
+        lambda f, v, b: _command(f, v),
         _fixed({"oneOf": [{"type": "string"}, {**_STRINGS, "minItems": 1}]}),
         _named("COMMAND"),
     ),
@@ -270,6 +354,34 @@ KINDS: dict[Kind, KindSpec] = {
     ),
     Kind.EXIT_CODES: KindSpec(
         _exit_codes, _fixed({"oneOf": [_EXIT_CODE, {"type": "array", "items": _EXIT_CODE}]}), _named("CODE"), True
+    ),
+    Kind.VOLUMES: KindSpec(
+        lambda f, v, b: parse_volumes(v, f.path),
+        _fixed(
+            {
+                "type": "array",
+                "items": {
+                    "oneOf": [
+                        {"type": "string", "pattern": "^(gcsfuse|ramdisk):[^:]+:/.*$"},
+                        {
+                            "type": "object",
+                            "properties": {
+                                "gcsfuse": {"type": "string"},
+                                "ramdisk": {"type": ["string", "number"]},
+                                "path": {"type": "string"},
+                                "where": {"oneOf": [{"type": "string"}, _STRINGS]},
+                                "read_only": {"type": "boolean"},
+                                "mount_options": {"type": "string"},
+                            },
+                            "required": ["path"],
+                            "additionalProperties": False,
+                        },
+                    ]
+                },
+            }
+        ),
+        _named("KIND:SOURCE:PATH[@WHERE][:ro]"),
+        True,
     ),
     Kind.DURATION: KindSpec(
         lambda f, v, b: parse_duration(v, f.path),

@@ -17,6 +17,7 @@ from pwdeploy.config import JobConfig
 from pwdeploy.envcontract import job_env
 from pwdeploy.errors import ConfigError
 from pwdeploy.local.flags import flag_name, split_cpu_flags
+from pwdeploy.local.gcs_redirect import Named, named_locations
 from pwdeploy.slices import format_layout
 
 # XLA's CPU client runs collectives on a thread pool of this size. Below ~2 threads per emulated device, a
@@ -57,6 +58,7 @@ class LocalPlan:
     dropped_flags: tuple[str, ...]
     warnings: tuple[str, ...]
     notes: tuple[str, ...] = ()  # informative: what differs from the cluster by design
+    gcs: tuple[Named, ...] = ()  # the gs:// locations the job names, which a local run sends to an emulator
 
 
 def device_count(job: JobConfig, cores: int) -> tuple[int, list[str]]:
@@ -154,9 +156,10 @@ def local_env(
             "PJRT_NPROC": str(THREADS_PER_DEVICE * devices),
             ids.LOCAL_DEVICES_ENV: str(devices),
             ids.RESTART_ATTEMPT_ENV: "0",  # each restart of `local run` sets its own attempt number
+            ids.JOBSET_NAME_ENV: job.name,  # the JobSet's name on the cluster (its annotation)
         }
     )
-    if job.tpu.elastic_slices and devices % job.tpu.slices == 0:  # emulated devices have no slice_index
+    if devices % job.tpu.slices == 0:  # the slice each emulated device stands for: its slice_index in the job
         env[ids.LOCAL_SLICE_LAYOUT_ENV] = format_layout(job.tpu.slices, devices)
     if job.sidecar.source_dir is not None:  # the sidecar image has it at /app, on PYTHONPATH
         inherited_path = (environ or {}).get("PYTHONPATH")
@@ -246,7 +249,13 @@ def plan(
             "stand-in of the MTC driver beside it; `local env` sets neither (docs/local.md)"
         )
     command, where = job_command(job, override, cwd)
+    notes += [
+        f"volume {v.text} is not mounted in a local run: the program finds {v.path} only if this machine has it"
+        for v in job.volumes
+        if "main" in v.where
+    ]
     outputs = local_outputs(job)
+    named = tuple(named_locations(job, command, where))
     return LocalPlan(
         command=command,
         cwd=where,
@@ -258,4 +267,5 @@ def plan(
         dropped_flags=tuple(dropped),
         warnings=tuple(warnings),
         notes=tuple(notes),
+        gcs=named,
     )

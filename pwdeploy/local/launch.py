@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError, LocalLimitsError, LocalRunError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
-from pwdeploy.local.env import LOCAL_OUTPUTS, LocalPlan, gcs_cache_supported, plan, without_compile_cache
+from pwdeploy.local.env import LOCAL_OUTPUTS, LOCAL_STATE, LocalPlan, gcs_cache_supported, plan, without_compile_cache
 from pwdeploy.local.outcome import LocalRun, Say, how_it_ended, report_transfers, summary_line, write_summary
 from pwdeploy.local.restarts import Faults
 
@@ -105,8 +105,9 @@ def run_local(
 
             for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
                 say(f"warning: {line}")
-        with _checkpoints_held(local_plan, fresh=not options.resume):
+        with _checkpoints_held(local_plan, fresh=not options.resume), ExitStack() as held:
             _prepare_dirs(local_plan, say, fresh_checkpoints=not options.resume)
+            child_env.update(held.enter_context(_gcs_redirected(job, local_plan, say, fresh=not options.resume)))
             command = shlex.join(local_plan.command)
             say(f"pwdeploy local: {local_plan.devices} CPU devices, in {local_plan.cwd}: {command}")
             private = _private_shm(probe, say)
@@ -183,9 +184,9 @@ def _ended(
     """The summary line, the transfers, the JSON summary and how it ended; LimitsExceeded if a run that succeeded
     went over a limit, LocalRunError if one never lost the slices it was asked to."""
     from pwdeploy.local.limits import exceeded, filled
-    from pwdeploy.local.notices import unfired_faults
+    from pwdeploy.local.notices import probe_notices, unfired_faults
     from pwdeploy.local.restarts import exhausted_hint
-    from pwdeploy.local.transfers import measured
+    from pwdeploy.local.transfers import measured, seen
 
     say = around.say
     say(summary_line(usage, attempts, job, cores=around.cores))
@@ -193,6 +194,8 @@ def _ended(
     found_events = read_events()
     found = measured(reports)
     report_transfers(found, say)
+    for line in probe_notices(found, seen(reports), local_plan.compile_cache):
+        say(f"pwdeploy local: {line}")
     last = attempts[-1]
     ending = how_it_ended(last, exhausted_hint(attempts, job.scheduling.max_restarts, options.faults))
     problems = exceeded(usage, job) if usage is not None else []
@@ -314,10 +317,25 @@ def _stop_grace(job: JobConfig) -> float:
     return float(seconds) if seconds is not None else STOP_GRACE_SECONDS
 
 
-def _usable_gcs_cache(local_plan: LocalPlan, say: Say) -> LocalPlan:
-    """The plan, with a gs:// compile cache turned off (and why, in one line) when the job could not use it."""
+def _gcs_redirected(
+    job: JobConfig, local_plan: LocalPlan, say: Say, *, fresh: bool
+) -> AbstractContextManager[dict[str, str]]:
+    """The emulator every gs:// the job names goes to (``pwdeploy.local.gcs_redirect``), with a gs:// compile
+    cache's bucket: the job's GCS clients all go there once it names one."""
+    from pwdeploy.local.gcs_cache import split_uri
+    from pwdeploy.local.gcs_redirect import FOLDER, redirected
+
     cache = local_plan.compile_cache
-    if cache is None or not cache.startswith("gs://"):
+    buckets = [split_uri(cache)[0]] if cache is not None and cache.startswith("gs://") else []
+    folder = (job.base_dir / LOCAL_STATE / FOLDER).resolve()
+    return redirected(list(local_plan.gcs), buckets, folder, fresh=fresh, say=say)
+
+
+def _usable_gcs_cache(local_plan: LocalPlan, say: Say) -> LocalPlan:
+    """The plan, with a gs:// compile cache turned off (and why, in one line) when the job could not use it; in
+    the local GCS emulator when the job's gs:// goes there (nothing of Google's is asked then)."""
+    cache = local_plan.compile_cache
+    if cache is None or not cache.startswith("gs://") or local_plan.gcs:
         return local_plan
     if not gcs_cache_supported():  # the plan's warnings said so already
         return without_compile_cache(local_plan)

@@ -8,6 +8,9 @@ from pathlib import Path
 
 from pwdeploy.local.restarts import Faults
 from pwdeploy.local.runner import Ended
+from pwdeploy.local.transfers import Seen, Transfers
+
+STEP_DONE = "runtime.step_done(step)"
 
 
 def unfired_faults(attempts: list[Ended], faults: Faults) -> list[str]:
@@ -39,3 +42,23 @@ def nothing_to_resume(checkpoints: Path | None) -> str | None:
     if not checkpoints.is_dir() or not any(checkpoints.iterdir()):
         return f"--resume has nothing to resume: no earlier run left checkpoints in {checkpoints}; this run starts at 0"
     return None
+
+
+def probe_notices(found: Transfers | None, seen: Seen, cache: str | None) -> list[str]:
+    """What the job's processes showed that the run's figures cannot: a JAX program that never called
+    ``runtime.step_done`` (no per-step figures, and why, with the one line to add), and a program whose own
+    ``jax_compilation_cache_dir`` overrode the compile cache local run set. Each once per run."""
+    lines = []
+    if found is None and seen.jax:
+        lines.append(
+            f"no per-step transfer figures: the program never called pwdeploy.runtime.step_done; add `{STEP_DONE}` "
+            "after each training step (`from pwdeploy import runtime`; a no-op on the cluster), which also lets "
+            "--fail-at-step and --lose-slice fault the run at a step"
+        )
+    own = [found_dir for found_dir in seen.cache_dirs if cache is not None and found_dir != cache]
+    if own:
+        lines.append(
+            f"the program set its own compilation cache (jax_compilation_cache_dir {', '.join(own)}), which "
+            f"overrides local run's {cache} (--compile-cache): its compiled steps are cached there"
+        )
+    return lines

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 PROBE_DIR = Path(__file__).resolve().parent / "transfer_probe"
 REPORT_ENV = "PWDEPLOY_TRANSFER_REPORT"  # the folder the probe writes <pid>.json into
@@ -84,6 +84,31 @@ def measured(folder: Path) -> Transfers | None:
         host_syncs_per_step=sum(w[2] for w in windows) / count,
         max_bytes_per_step=max(w[0] + w[1] for w in windows),
     )
+
+
+class Seen(NamedTuple):
+    """What the job's processes said besides the figures: whether any imported jax, and the compilation caches
+    they ended with."""
+
+    jax: bool
+    cache_dirs: tuple[str, ...]
+
+
+def seen(folder: Path) -> Seen:
+    jax, caches = False, []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            if path.stat().st_size > MAX_REPORT_BYTES:
+                continue
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(report, dict):
+            continue
+        jax = jax or report.get("jax") is True
+        if isinstance(report.get("cache_dir"), str):
+            caches.append(report["cache_dir"])
+    return Seen(jax, tuple(dict.fromkeys(caches)))
 
 
 def warning(transfers: Transfers, limit: int = WARN_BYTES_PER_STEP) -> str | None:

@@ -11,6 +11,7 @@ from pwdeploy.errors import ConfigError, raise_all
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.placement import head_pod_annotations
+from pwdeploy.manifests.user_volumes import fuse_annotations
 from pwdeploy.quantity import amount
 
 
@@ -109,7 +110,7 @@ def rm_container(job: JobConfig) -> Manifest:
             c.env_value("TPU_SKIP_MDS_QUERY", "true"),
             c.env_label("HOST_ADDRESS", ids.COORDINATOR_LABEL),
             # As the PathwaysJob controller sets them for its resource manager.
-            c.env_annotation("JOBSET_NAME", ids.JOBSET_NAME_LABEL),
+            c.env_annotation(ids.JOBSET_NAME_ENV, ids.JOBSET_NAME_LABEL),
             c.env_annotation("REPLICATED_JOB_NAME", ids.REPLICATED_JOB_LABEL),
             *c.env_list(dict(job.rm_env)),
         ],
@@ -139,6 +140,7 @@ def main_env(job: JobConfig) -> list[Manifest]:
         }
     )
     env.append(c.env_label(ids.RESTART_ATTEMPT_ENV, ids.RESTART_ATTEMPT_LABEL))  # the JobSet's, via downward API
+    env.append(c.env_annotation(ids.JOBSET_NAME_ENV, ids.JOBSET_NAME_LABEL))
     return env + [c.env_secret(ref.env, ref.secret, ref.key) for ref in job.main.secret_env]
 
 
@@ -247,12 +249,17 @@ def head_failure_policy(job: JobConfig) -> Manifest | None:
     Job controller deletes the pods with no DisruptionTarget condition; main, stopped by SIGTERM, exits 143, and
     while that pod is still listed the FailJob rule fails the suspended Job, so the JobSet fails instead of being
     requeued (the real Job, JobSet and Kueue controllers did so in tests/test_control_plane_diagnose.py). A pod
-    deleted by hand restarts the JobSet the same way."""
+    deleted by hand restarts the JobSet the same way.
+
+    With scheduling.restart_on_user_code_failure, the FailJob rule is left out: every failure of main is counted and
+    restarts the JobSet, within maxRestarts, as xpk's --restart-on-user-code-failure does (xpk's workload command
+    ends with `exit $EXIT_CODE` then, handing main's exit to JobSet; its Pathways workloads always set it, and it
+    warns that --max-restarts 0 restarts nothing, as advice.py does here)."""
     if job.headless:
         return None
-    return {
-        "rules": [
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    rules: list[Manifest] = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+    if not job.scheduling.restart_on_user_code_failure:  # else every exit of main is counted: a restart
+        rules.append(
             {
                 "action": "FailJob",
                 "onExitCodes": {
@@ -260,9 +267,9 @@ def head_failure_policy(job: JobConfig) -> Manifest | None:
                     "operator": "NotIn",
                     "values": [0, *retry_exit_codes(job)],
                 },
-            },
-        ]
-    }
+            }
+        )
+    return {"rules": rules}
 
 
 def head_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
@@ -277,7 +284,10 @@ def head_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
                 completions=1,
                 parallelism=1,
                 podFailurePolicy=head_failure_policy(job),
-                template={"metadata": {"annotations": head_pod_annotations()}, "spec": pod},
+                template={
+                    "metadata": {"annotations": {**head_pod_annotations(), **fuse_annotations(job, "main")}},
+                    "spec": pod,
+                },
             ),
         },
     }

@@ -1,5 +1,6 @@
 """Variants of the two pods, each one step over the built pod specs: the colocated-Python sidecar, the
-client-proxy transfer memory and the HLO uploader. A step that does not apply returns the pods unchanged.
+client-proxy transfer memory, the HLO uploader and the user's volumes. A step that does not apply returns the
+pods unchanged.
 
 The base builders (head.py, worker.py) know nothing of these; `apply_variants` chains them, optax-style.
 """
@@ -16,6 +17,7 @@ from pwdeploy.config import JobConfig
 from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.head import raise_unpushed, transfer_memory_on
+from pwdeploy.manifests.user_volumes import MAIN, WORKERS, add_user_volumes
 
 HLO_UPLOAD_INTERVAL_S = 60
 
@@ -152,7 +154,18 @@ def hlo_uploader(job: JobConfig, pods: Pods) -> Pods:
     return Pods(head, pods.worker)
 
 
-STEPS: tuple[Step, ...] = (colocated_python, multi_tier_checkpointing, transfer_memory, hlo_uploader)
+# ------------------------------------------------------------------------- the user's volumes
+
+
+def user_volumes(job: JobConfig, pods: Pods) -> Pods:
+    """``volumes``: after the sidecar's step, so that a volume on the workers is mounted in the sidecar too."""
+    if not job.volumes:
+        return pods
+    head = add_user_volumes(job, pods.head, "main", MAIN)
+    return Pods(head, add_user_volumes(job, pods.worker, "workers", WORKERS))
+
+
+STEPS: tuple[Step, ...] = (colocated_python, multi_tier_checkpointing, transfer_memory, hlo_uploader, user_volumes)
 
 
 def apply_variants(job: JobConfig, pods: Pods) -> Pods:

@@ -8,6 +8,7 @@ from pwdeploy.manifests import common as c
 from pwdeploy.manifests.common import Manifest
 from pwdeploy.manifests.head import rm_client_args
 from pwdeploy.manifests.placement import worker_node_selector, worker_pod_annotations, worker_tolerations
+from pwdeploy.manifests.user_volumes import fuse_annotations
 
 BACKOFF_PER_VM = 4  # restarts of a worker pod before its slice's Job fails
 
@@ -28,7 +29,7 @@ def default_worker_env() -> list[Manifest]:
         c.env_label("MEGASCALE_COORDINATOR_ADDRESS", ids.COORDINATOR_LABEL),
         c.env_label("MEGASCALE_NUM_SLICES", ids.REPLICATED_JOB_REPLICAS_LABEL),
         c.env_label("MEGASCALE_SLICE_ID", ids.JOB_INDEX_LABEL),
-        c.env_annotation("JOBSET_NAME", ids.JOBSET_NAME_LABEL),
+        c.env_annotation(ids.JOBSET_NAME_ENV, ids.JOBSET_NAME_LABEL),
         c.env_annotation("REPLICATED_JOB_NAME", ids.REPLICATED_JOB_LABEL),
     ]
 
@@ -79,7 +80,7 @@ def worker_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
     (Cluster Toolkit drops the exclusive topology there too)."""
     vms = job.tpu.slice.vms
     exclusive = {} if job.tpu.dynamic_slicing else {ids.EXCLUSIVE_TOPOLOGY_ANNOTATION: ids.NODE_POOL_LABEL}
-    annotations = worker_pod_annotations(job)
+    annotations = {**worker_pod_annotations(job), **fuse_annotations(job, "workers")}
     return {
         "name": ids.WORKER_JOB,
         "replicas": job.tpu.slices,

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 REPORT_ENV = "PWDEPLOY_TRANSFER_REPORT"
+LAYOUT_ENV = "PWDEPLOY_LOCAL_SLICE_LAYOUT"  # pwdeploy.identifiers.LOCAL_SLICE_LAYOUT_ENV (a test keeps them equal)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -41,6 +42,7 @@ class Counts:
         self.h2d = self.d2h = self.syncs = 0
         self.steps: list[tuple[int, int, int, int]] = []  # (step, h2d, d2h, syncs) at each step_done
         self.depth = threading.local()
+        self.jax: ModuleType | None = None  # once the program imported it
 
     def add(self, h2d: int = 0, d2h: int = 0, syncs: int = 0) -> None:
         with self.lock:
@@ -53,7 +55,18 @@ class Counts:
             self.steps.append((step, self.h2d, self.d2h, self.syncs))
 
     def as_json(self) -> dict[str, Any]:
-        return {"h2d": self.h2d, "d2h": self.d2h, "syncs": self.syncs, "steps": self.steps}
+        found = {"h2d": self.h2d, "d2h": self.d2h, "syncs": self.syncs, "steps": self.steps, "jax": bool(self.jax)}
+        return found | ({"cache_dir": _cache_dir(self.jax)} if self.jax is not None else {})
+
+
+def _cache_dir(jax: ModuleType) -> str | None:
+    """The compilation cache the program ended with (its own ``jax_compilation_cache_dir`` setting wins over the
+    ``JAX_COMPILATION_CACHE_DIR`` local run sets); None when JAX's config cannot say."""
+    try:
+        value = jax.config.jax_compilation_cache_dir
+    except Exception:
+        return None
+    return value if isinstance(value, str) else None
 
 
 COUNTS = Counts()
@@ -131,7 +144,38 @@ def _wrap_step_done(runtime: ModuleType) -> None:
     setattr(runtime, "step_done", step_done)  # noqa: B010
 
 
+def _slices_of(layout: str) -> dict[int, int]:
+    """``"0-3 4-7"`` -> device id -> the slice it stands for."""
+    slice_of = {}
+    for index, item in enumerate(layout.split()):
+        first, _, last = item.partition("-")
+        for device in range(int(first), int(last or first) + 1):
+            slice_of[device] = index
+    return slice_of
+
+
+def _give_slice_index(jax: ModuleType) -> None:
+    layout = os.environ.get(LAYOUT_ENV, "")
+    device_class: Any = jax.Device
+    if not layout.strip() or "slice_index" in vars(device_class):
+        return
+    slice_of = _slices_of(layout)
+
+    def slice_index(device: Any) -> int:
+        found = slice_of.get(device.id) if device.platform == "cpu" else None
+        if found is None:
+            raise AttributeError(f"Device {device} does not have attribute slice_index")
+        return found
+
+    device_class.slice_index = property(slice_index)
+
+
 def _wrap_jax(jax: ModuleType) -> None:
+    COUNTS.jax = jax
+    try:
+        _give_slice_index(jax)
+    except Exception as error:  # a jaxlib whose Device takes no property: the devices keep what they have
+        print(f"pwdeploy local: devices have no slice_index ({type(error).__name__}: {error})", file=sys.stderr)
     _wrap_device_put(jax)
     _wrap_array(jax)
 
@@ -181,7 +225,7 @@ class _Loader:
 
 def _write() -> None:
     folder = os.environ.get(REPORT_ENV)
-    if not folder or not COUNTS.steps:
+    if not folder or not (COUNTS.steps or COUNTS.jax):
         return
     import json
 
