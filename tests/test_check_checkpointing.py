@@ -74,3 +74,17 @@ def test_without_a_job_the_job_rules_say_nothing(tmp_path: Path) -> None:
     entry.write_text(INIT + V0_DEFAULT + MTC_INIT, encoding="utf-8")
     found = rules(list(check(None, [entry], cwd=tmp_path).findings))
     assert "colocated-no-sidecar" not in found and "mtc-no-volume" not in found
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "if config.enable_multi_tier_checkpointing:\n    " + MTC_INIT.splitlines()[1] + "\n",  # MaxText decides
+        "from pwdeploy import runtime\noptions = runtime.mtc_options()\n"
+        "initialization.initialize_multi_tier_checkpointing(**options)\n",  # the job decides
+    ],
+)
+def test_mtc_the_program_decides_at_run_time_is_not_judged_against_the_job(tmp_path: Path, program: str) -> None:
+    source = INIT + MTC_INIT.splitlines()[0] + "\n" + program
+    found = rules(findings(tmp_path, source))
+    assert "mtc-no-volume" not in found and "colocated-no-sidecar" not in found

@@ -70,7 +70,15 @@ def test_every_diagnose_cause_has_a_meaning_and_every_stage_its_sources() -> Non
 
 
 def test_the_readiness_table_names_every_check_in_report_order() -> None:
-    queued = small_job({"tpu.capacity": "queued", "scheduling.queue": "tpu", "main.secret_env": {"T": "s/k"}})
+    queued = small_job(
+        {
+            "tpu.capacity": "queued",
+            "scheduling.queue": "tpu",
+            "main.secret_env": {"T": "s/k"},
+            "mtc.enabled": True,
+            "sidecar.image": "us-docker.pkg.dev/p/r/sidecar:1",
+        }
+    )
     sliced = small_job(
         {
             "tpu.type": "tpu7x-128",

@@ -5,7 +5,8 @@ The control plane's version is asked first, alone: it also tells whether the API
 unreachable cluster costs one request (with its retries) instead of one per check. The checks then run side by
 side: ``kubernetes-version`` (version), ``jobset-api``, ``controllers``, ``namespace``, ``queue``,
 ``provisioning`` (capacity queued only), ``dynamic-slicing`` (tpu.dynamic_slicing only), ``tpu-capacity``,
-``head-capacity``, ``permissions`` and one ``secret`` row per Secret that ``main.secret_env`` references. The checks
+``head-capacity``, ``permissions``, one ``secret`` row per Secret that ``main.secret_env`` references, and (mtc.enabled
+only) ``mtc-version``, ``mtc-driver`` and ``mtc-configuration``. The checks
 read what the job asks of the cluster (selectors, tolerations, requests) from the rendered JobSet, never from
 constants of their own. Each node list, and the list of the cluster's active pods, is asked once however many
 checks read it. A check the API server will not answer for this identity is ``not verified``; the only writes are
@@ -23,6 +24,9 @@ from pwdeploy.readiness import (
     dynamic_slicing,
     head_capacity,
     jobset_api,
+    mtc_configuration,
+    mtc_driver,
+    mtc_version,
     namespace,
     permissions,
     provisioning,
@@ -50,6 +54,9 @@ MODULES = (
     head_capacity,
     permissions,
     secrets,
+    mtc_version,
+    mtc_driver,
+    mtc_configuration,
 )
 
 PLACEHOLDER_TAG = "unpushed"  # renders a job whose pushed image is missing: the image rows report it
@@ -68,6 +75,9 @@ def checks(job: JobConfig, *, max_workers: int) -> list[Check]:
         head_capacity.CHECK,
         permissions.check_with(max_workers),
         *secrets.checks(job),
+        *mtc_version.checks(job),
+        *mtc_driver.checks(job),
+        *mtc_configuration.checks(job),
     ]
 
 

@@ -35,6 +35,9 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
     "Logs": ("/apis/kwok.x-k8s.io/v1alpha1", "logs", True),
     "PortForward": ("/apis/kwok.x-k8s.io/v1alpha1", "portforwards", True),
+    "CSIDriver": ("/apis/storage.k8s.io/v1", "csidrivers", False),
+    "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
+    "CheckpointConfiguration": ("/apis/checkpointing.gke.io/v1", "checkpointconfigurations", True),
 }
 
 

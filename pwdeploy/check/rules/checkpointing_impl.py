@@ -49,6 +49,13 @@ class Selection(NamedTuple):
     code: str
     impl: str  # COLOCATED, PERSISTENCE or NO_DISPATCHER
     api: str  # how the program said it
+    conditional: bool = False  # under an ``if``: it may not run (MaxText chooses by its config)
+
+
+def conditional(module: Module, node: ast.AST) -> bool:
+    """Under an ``if`` (or a conditional expression) of its module: a program that decides at run time, as MaxText
+    decides on ``enable_multi_tier_checkpointing``, may never run it."""
+    return any(isinstance(parent, (ast.If, ast.IfExp)) for parent in module.ancestors(node))
 
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
@@ -85,18 +92,22 @@ def selections(module: Module) -> tuple[Selection, ...]:
             given = _keyword(call, "checkpointing_impl") or (call.args[1] if len(call.args) > 1 else None)
             impl = COLOCATED if given is None else impl_of(module, given)  # Orbax's default: colocated first
             if impl is not None:
-                found.append(Selection(call.lineno, module.code(call), impl, "Orbax v0 register_type_handlers"))
+                api = "Orbax v0 register_type_handlers"
+                found.append(Selection(call.lineno, module.code(call), impl, api, conditional(module, call)))
         elif name.startswith(V1) and name.endswith(".PathwaysOptions"):
             given = _keyword(call, "checkpointing_impl")
             if given is not None and (impl := impl_of(module, given)) is not None:
-                found.append(Selection(call.lineno, module.code(call), impl, "Orbax v1 PathwaysOptions"))
+                api = "Orbax v1 PathwaysOptions"
+                found.append(Selection(call.lineno, module.code(call), impl, api, conditional(module, call)))
     for node in module.of(ast.Assign):
         assert isinstance(node, ast.Assign)
         targets = [module.code(t) for t in node.targets]
         if any(t.endswith(".pathways.checkpointing_impl") for t in targets):
             impl = impl_of(module, node.value)
             if impl is not None:
-                found.append(Selection(node.lineno, module.code(node), impl, "Orbax v1 Context"))
+                found.append(
+                    Selection(node.lineno, module.code(node), impl, "Orbax v1 Context", conditional(module, node))
+                )
     return tuple(sorted(found))
 
 
@@ -108,6 +119,7 @@ class MtcUse(NamedTuple):
     what: str  # MTC_INIT or MTC_OPTIONS
     colocated: bool | None  # use_colocated_python as written: absent is False (Orbax's default); None: not literal
     guarded: bool  # under an ``if`` that asks about Pathways
+    conditional: bool  # under any ``if``, or its arguments in a ``**`` mapping: it may not run as written
 
 
 def mtc_uses(module: Module) -> tuple[MtcUse, ...]:
@@ -120,7 +132,8 @@ def mtc_uses(module: Module) -> tuple[MtcUse, ...]:
             flag = _keyword(call, "use_colocated_python")
             splat = any(k.arg is None for k in call.keywords)  # **options may hold it: not known here
             colocated = None if flag is None and splat else False if flag is None else _true(flag)
-            found.append(MtcUse(call.lineno, module.code(call), what, colocated, pathways_guarded(module, call)))
+            guarded, maybe = pathways_guarded(module, call), conditional(module, call) or splat
+            found.append(MtcUse(call.lineno, module.code(call), what, colocated, guarded, maybe))
     return tuple(found)
 
 
@@ -134,7 +147,7 @@ def colocated_without_sidecar(context: Context) -> Iterable[Hit]:
     for known in context.of("colocated-no-sidecar"):
         chosen, uses = known.facts
         for selection in chosen:
-            if selection.impl == COLOCATED:
+            if selection.impl == COLOCATED and not selection.conditional:
                 yield Hit(
                     known.file,
                     selection.line,
@@ -143,7 +156,7 @@ def colocated_without_sidecar(context: Context) -> Iterable[Hit]:
                     "and restore fails",
                 )
         for use in uses:
-            if use.colocated:
+            if use.colocated and not use.conditional:
                 yield Hit(
                     known.file,
                     use.line,
@@ -156,7 +169,7 @@ def mtc_without_volume(context: Context) -> Iterable[Hit]:
     job = context.job
     if job is None or job.mtc.enabled:
         return
-    first = next(((k.file, use) for k in context.of("mtc-no-volume") for use in k.facts), None)
+    first = next(((k.file, use) for k in context.of("mtc-no-volume") for use in k.facts if not use.conditional), None)
     if first is not None:
         file, use = first
         yield Hit(

@@ -1,8 +1,8 @@
 """`pwdeploy diagnose`: why a job is not running, with the evidence and the fix.
 
 ``diagnose`` reads a bounded set of objects (read.py), each family of causes turns them into observations
-(queueing, creation, scheduling, images, containers, mtc, pathways, lifecycle), findings.py groups them and causes.py
-orders them.
+(queueing, creation, scheduling, images, containers, multi_tier, pathways, lifecycle), findings.py groups them and
+causes.py orders them.
 ``from_snapshot`` runs the same rules on what `status` already read (no logs, no Kueue)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pwdeploy.cluster.diagnose import (
     creation,
     images,
     lifecycle,
-    mtc,
+    multi_tier,
     pathways,
     queueing,
     scheduling,
@@ -26,7 +26,7 @@ from pwdeploy.kube.seam import Kube
 
 __all__ = ["CAUSES", "Diagnosis", "Finding", "Snapshot", "diagnose", "from_snapshot"]
 
-FAMILIES = (queueing, creation, scheduling, images, containers, mtc, pathways, lifecycle)
+FAMILIES = (queueing, creation, scheduling, images, containers, multi_tier, pathways, lifecycle)
 
 
 def diagnose(kube: Kube, namespace: str, name: str) -> Diagnosis:

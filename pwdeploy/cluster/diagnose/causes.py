@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from typing import get_args
 
-from pwdeploy.cluster.diagnose import containers, creation, images, lifecycle, mtc, pathways, queueing, scheduling
+from pwdeploy.cluster.diagnose import (
+    containers,
+    creation,
+    images,
+    lifecycle,
+    multi_tier,
+    pathways,
+    queueing,
+    scheduling,
+)
 from pwdeploy.cluster.diagnose.findings import Cause, Finding, Stage
 from pwdeploy.severity import SEVERITIES
 
@@ -30,13 +39,13 @@ ROWS: tuple[Cause, ...] = (
     containers.MISSING_SECRET,
     containers.CONTAINER_CONFIG,
     containers.SIDECAR_NOT_STARTED,
-    mtc.MTC_VOLUME,
+    multi_tier.MTC_VOLUME,
     pathways.SCRATCH_BUCKET_MISSING,
     pathways.SCRATCH_LIFECYCLE_LIMIT,
     pathways.VERSION_MISMATCH,
     pathways.PROXY_IN_USE,
-    mtc.MTC_REPLICATOR_FAILED,
-    mtc.MTC_NO_DRIVER,
+    multi_tier.MTC_REPLICATOR_FAILED,
+    multi_tier.MTC_NO_DRIVER,
     pathways.SESSION_LOST,
     containers.OOM_KILLED,
     pathways.HBM_OOM,

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
-from pwdeploy.cluster.diagnose import mtc
+from pwdeploy.cluster.diagnose import multi_tier
 from pwdeploy.cluster.diagnose import pods as p
 from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.read import LogTail, Snapshot
@@ -158,7 +158,7 @@ RULES = (
     LogRule(PROXY_IN_USE, lambda line: "Connection to IFRT proxy server was terminated: CANCELLED" in line),
     LogRule(SESSION_LOST, lambda line: "writes no longer allowed" in line),
     # Before GCS_PERMISSION: a driver refusing the job over its bucket names the bucket, but the fix is its own.
-    *(LogRule(cause, _contains(text)) for cause, text in mtc.log_rules()),
+    *(LogRule(cause, _contains(text)) for cause, text in multi_tier.log_rules()),
     LogRule(HBM_OOM, lambda line: "RESOURCE_EXHAUSTED" in line),
     LogRule(
         PROXY_BACKEND,
