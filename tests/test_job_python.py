@@ -89,3 +89,23 @@ def test_a_project_no_candidate_python_meets_is_an_error_with_the_fix(tmp_path: 
     with pytest.raises(ConfigError) as raised:
         spec.collect(job_at(path))
     assert raised.value.field == "image.base" and "set image.base" in str(raised.value.hint)
+
+
+def test_packages_only_an_extra_brings_and_the_code_never_imports_are_named(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "trainer"\n[project.optional-dependencies]\ntpu = ["libtpu>=0.0.42", "numpy"]\n'
+    )
+    image = {"repository": REPOSITORY, "requirements": "requirements.txt"}
+    path = write_job(tmp_path, image, code="import numpy\nimport jax\n")
+    (tmp_path / "requirements.txt").write_text("-e .[tpu]\njax[tpu]\n")  # after write_job's own
+    found = spec.collect(job_at(path))
+    notes = [w for w in found.warnings if "its extras" in w]
+    assert len(notes) == 2, found.warnings
+    assert notes[0].startswith("image.requirements line 1 (-e .[tpu]): its extras tpu bring 1 package(s)")
+    assert notes[0].endswith(": libtpu; name what the job needs instead of the extra to leave the others out")
+    assert notes[1].startswith("image.requirements line 2 (jax[tpu]): its extras tpu bring") and "libtpu" in notes[1]
+
+
+def test_a_requirements_file_without_extras_says_nothing_of_them(tmp_path: Path) -> None:
+    found = spec.collect(job_at(write_job(tmp_path, {"repository": REPOSITORY, "requirements": "requirements.txt"})))
+    assert not [w for w in found.warnings if "its extras" in w]

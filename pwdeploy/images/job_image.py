@@ -98,9 +98,16 @@ def collect(
         warnings=(
             *found.code.credential_warnings(found.field),
             *filter(None, [choice_note(job, found.built_with.python)]),
+            *_extras_notes(job, found.code),
         ),
         built_with=found.built_with,
     )
+
+
+def _extras_notes(job: JobConfig, code: inputs.Folder) -> list[str]:
+    from pwdeploy.images.extras import extras_notes  # only when an image is made: render never reads extras
+
+    return extras_notes(job, (code.root / name for name in code.names if name.endswith(".py")))
 
 
 def inputs_hash(
