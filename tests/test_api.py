@@ -268,15 +268,17 @@ def test_cluster_is_built_whole_with_the_callers_bounds(kubeconfig: Path) -> Non
 
 def test_submit_status_diagnose_delete_against_the_stub(cluster: api.Cluster, stub: StubKubeApiServer) -> None:
     job = api.load(EXAMPLE, installed_jax=jax)
-    dry = api.submit(cluster, job, dry_run="client")
+    dry = api.submit(cluster, job, api.SubmitOptions(dry_run="client"))
     assert dry.result == "created" and stub.writes() == []
     outcome = api.submit(cluster, job)
     assert (outcome.name, outcome.namespace, outcome.result) == ("dp-example", "default", "created")
     assert stub.get("jobsets", "default", "dp-example") is not None
     assert api.submit(cluster, job).result == "unchanged"
-    with pytest.raises(ClusterError, match="--replace"):
+    with pytest.raises(ClusterError, match="pass `replace`"):
         api.submit(cluster, job._replace(tpu=job.tpu._replace(slices=3)))
-    assert api.submit(cluster, job._replace(tpu=job.tpu._replace(slices=3)), replace=True).result == "replaced"
+    changed = job._replace(tpu=job.tpu._replace(slices=3))
+    with pytest.warns(DeprecationWarning, match=r"submit\(replace=\.\.\.\) is deprecated"):
+        assert loose.submit(cluster, changed, replace=True).result == "replaced"
 
     found = api.status(cluster, "dp-example")
     assert found.name == "dp-example" and found.jobset["metadata"]["name"] == "dp-example"
@@ -293,7 +295,7 @@ def test_submit_refuses_a_bad_dry_run_mode_before_any_request_against_the_stub(
     cluster: api.Cluster, stub: StubKubeApiServer
 ) -> None:
     with pytest.raises(ConfigError, match="valid: none, client, server"):
-        api.submit(cluster, api.load(EXAMPLE, installed_jax=jax), dry_run="yes")  # type: ignore[arg-type]
+        api.submit(cluster, api.load(EXAMPLE, installed_jax=jax), api.SubmitOptions(dry_run="yes"))  # type: ignore[arg-type]
     assert stub.requests == []
 
 

@@ -388,10 +388,11 @@ def _all_options() -> dict[str, set[str]]:
 
 def test_each_argument_the_flag_table_names_is_given_by_a_flag_some_command_has() -> None:
     """The one table from API arguments to flags (cli/argument_flags.py) has no row for a flag no command has."""
-    from pwdeploy.cli.argument_flags import FLAG_OF_ARGUMENT
+    from pwdeploy.cli.argument_flags import FLAG_OF_ARGUMENT, flag_of
 
     options = _all_options()
-    stale = {arg: flag for arg, flag in FLAG_OF_ARGUMENT.items() if flag is not None and flag not in options}
+    flags = {arg: flag_of(arg) for arg in FLAG_OF_ARGUMENT}
+    stale = {arg: flag for arg, flag in flags.items() if flag and flag.startswith("-") and flag not in options}
     assert not stale, f"rows naming flags no command has: {stale}"
 
 
@@ -405,3 +406,19 @@ def test_an_api_argument_error_is_shown_with_its_flag() -> None:
     assert str(named) == "'Demo_1' is not a job name: ..."
     config = ConfigError("namespace", "bad", source="--namespace")  # a job field's error keeps its field
     assert as_flags(config) is config
+
+
+def test_the_arguments_an_error_names_in_backquotes_are_said_as_flags() -> None:
+    """How the API names what a caller can change (`local_port=0`, `check_program=False`) is said as the flags
+    that change it, in an argument's error and in any error's hint; a kubectl-style flag keeps its '='."""
+    from pwdeploy.cli.argument_flags import as_said
+    from pwdeploy.errors import ArgumentError, CheckError
+
+    port = ArgumentError("local_port", "port 80 is in use", hint="pass another `local_port=N`, or `local_port=0`")
+    assert as_said(port) == "--local-port: port 80 is in use\n  hint: pass another --local-port N, or --local-port 0"
+    mode = ArgumentError("wait", "a `dry_run=server` creates nothing to wait for")
+    assert as_said(mode) == "--wait: a --dry-run=server creates nothing to wait for"
+    stopped = CheckError("the program would fail; preflight stopped", hint="fix them, or pass `check_program=False`")
+    assert as_said(stopped) == "the program would fail; preflight stopped\n  hint: fix them, or pass --no-check"
+    quoted = CheckError("`timeout` in a quoted log line", hint="the config's `name`")  # not arguments with flags
+    assert as_said(quoted) == str(quoted)

@@ -90,7 +90,7 @@ def test_a_different_spec_is_refused_without_replace(kube: Kube, stub: StubKubeA
     submit(kube, mark_managed([tiny_jobset()], "default"))
     with pytest.raises(ClusterError, match="already exists in namespace default with a different config") as info:
         submit(kube, mark_managed([tiny_jobset(slices=3)], "default"))
-    assert "--replace" in str(info.value)
+    assert "pass `replace`" in str(info.value)
     assert len(stub.writes()) == 1
 
 
@@ -132,7 +132,7 @@ def test_a_render_applied_server_side_is_pwdeploys_of_unknown_config(kube: Kube,
     stub.put("jobsets", _applied_by_kubectl(tiny_jobset(), record=False))
     with pytest.raises(ClusterError, match="applied from `pwdeploy render` by another client") as info:
         submit(kube, mark_managed([tiny_jobset()], "default"))
-    assert "not created by pwdeploy" not in str(info.value) and "--replace" in (info.value.hint or "")
+    assert "not created by pwdeploy" not in str(info.value) and "pass `replace`" in (info.value.hint or "")
     assert stub.writes() == []
 
 

@@ -241,11 +241,13 @@ def test_region_values(given: str | None, expected: str | None) -> None:
     assert check_region(given) == expected
 
 
-@pytest.mark.parametrize(("given", "hint"), [("us-central1-a", "us-central1, not the zone"), ("mars", "--region")])
-def test_bad_region_names_the_flag(given: str, hint: str) -> None:
+@pytest.mark.parametrize(
+    ("given", "hint"), [("us-central1-a", "us-central1, not the zone"), ("mars", "`region=us-central1`")]
+)
+def test_bad_region_names_the_argument(given: str, hint: str) -> None:
     with pytest.raises(ConfigError) as caught:
         check_region(given)
-    assert caught.value.field == "--region" and caught.value.exit_code == 2
+    assert caught.value.field == "region" and caught.value.exit_code == 2
     assert hint in str(caught.value)
 
 

@@ -8,7 +8,7 @@ from functools import partial
 import pytest
 
 from pwdeploy import api
-from pwdeploy.cluster.deploy import SubmitOptions, submit_job
+from pwdeploy.cluster.deploy import DeployOptions, submit_job
 from pwdeploy.cluster.submit import DryRun
 from pwdeploy.cluster.surroundings import Surroundings
 from pwdeploy.config import JobConfig
@@ -47,7 +47,7 @@ def test_a_submit_tells_its_caller_and_prints_nothing(
     done = submit_job(
         kube,
         example()._replace(namespace=None),
-        SubmitOptions(),
+        DeployOptions(),
         heard.surroundings(),
         confirm=lambda q: False,
         preflight=preflight,
@@ -64,7 +64,7 @@ def test_a_submit_tells_its_caller_and_prints_nothing(
 
 
 def test_a_headless_job_is_told_how_to_connect(kube: Kube) -> None:
-    done = submit_job(kube, example(headless=True), SubmitOptions(), Heard().surroundings(), confirm=lambda q: False)
+    done = submit_job(kube, example(headless=True), DeployOptions(), Heard().surroundings(), confirm=lambda q: False)
     assert done.next_steps[0].startswith("Headless job: connect JAX to its IFRT proxy")
     assert "  pwdeploy connect dp-example -n default -- python3 explore.py" in done.next_steps
 
@@ -75,14 +75,14 @@ def test_a_failed_preflight_submits_nothing(kube: Kube, stub: StubKubeApiServer)
 
     with pytest.raises(PreflightError):
         submit_job(
-            kube, example(), SubmitOptions(), Heard().surroundings(), confirm=lambda q: True, preflight=preflight
+            kube, example(), DeployOptions(), Heard().surroundings(), confirm=lambda q: True, preflight=preflight
         )
     assert stub.writes() == []
 
 
 def test_a_dry_run_says_what_it_would_do_and_no_next_steps(kube: Kube, stub: StubKubeApiServer) -> None:
     heard = Heard()
-    options = SubmitOptions(dry_run=DryRun.CLIENT, wait="running")  # a dry run creates nothing to wait for
+    options = DeployOptions(dry_run=DryRun.CLIENT, wait="running")  # a dry run creates nothing to wait for
     done = submit_job(kube, example(), options, heard.surroundings(), confirm=lambda q: False)
     assert (done.status, done.state, done.next_steps) == (0, None, ())
     assert heard.shown == [done.outcome.describe(DryRun.CLIENT)] and stub.writes() == []
@@ -99,7 +99,7 @@ def test_ctrl_c_while_waiting_is_status_130_and_leaves_the_job(
     heard = Heard()
     around = heard.surroundings()
     session = None if connect is None else partial(run_session, options=connect, around=around)
-    options = SubmitOptions(wait=None if connect else "done", connect=session)  # --connect waits until it runs
+    options = DeployOptions(wait=None if connect else "done", connect=session)  # --connect waits until it runs
     done = submit_job(kube, example(headless=connect is not None), options, heard.surroundings(), confirm=bool)
     assert (done.status, done.state, done.next_steps) == (130, None, ())
     assert heard.said[-1].startswith("\nStopped waiting; job dp-example keeps running.")

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
         list_jobs,
         logs,
         status,
-        submit,
         wait,
     )
     from pwdeploy.api.images_api import build_image, build_sidecar, image_inputs, sidecar_inputs
@@ -45,11 +44,16 @@ if TYPE_CHECKING:
         write_manifests,
     )
     from pwdeploy.api.local_api import LocalRunOptions, plan_local, run_local
+    from pwdeploy.api.preflight_api import preflight
+    from pwdeploy.api.session_api import connect_session, profile
+    from pwdeploy.api.submit_api import SubmitOptions, submit
     from pwdeploy.check.results import Report
+    from pwdeploy.cluster.deploy import Submitted
     from pwdeploy.cluster.diagnose.findings import Diagnosis
     from pwdeploy.cluster.progress import JobState
     from pwdeploy.cluster.status import JobStatus, JobSummary
     from pwdeploy.cluster.submit import Outcome
+    from pwdeploy.cluster.surroundings import Surroundings
     from pwdeploy.config.model import JobConfig
     from pwdeploy.errors import (
         ArgumentError,
@@ -72,6 +76,9 @@ if TYPE_CHECKING:
     from pwdeploy.kube.seam import RequestLimits
     from pwdeploy.local.env import LocalPlan
     from pwdeploy.local.outcome import LocalRun
+    from pwdeploy.report import PreflightReport, PreflightRow
+    from pwdeploy.session.attach import SessionOptions
+    from pwdeploy.session.profiling import Capture
 
 # Where each public name lives: the functions in this package's modules, the types they take and return in their
 # rooms, the errors in pwdeploy.errors. Read by ``__getattr__`` on first use.
@@ -96,9 +103,12 @@ _PLACES: dict[str, str] = {
     **dict.fromkeys(["image_inputs", "build_image", "sidecar_inputs", "build_sidecar"], "pwdeploy.api.images_api"),
     **dict.fromkeys(["LocalRunOptions", "plan_local", "run_local"], "pwdeploy.api.local_api"),
     **dict.fromkeys(
-        ["Cluster", "ClientSettings", "cluster", "connect", "list_jobs", "submit", "status", "wait", "logs"],
+        ["Cluster", "ClientSettings", "cluster", "connect", "list_jobs", "status", "wait", "logs"],
         "pwdeploy.api.cluster_api",
     ),
+    **dict.fromkeys(["submit", "SubmitOptions"], "pwdeploy.api.submit_api"),
+    **dict.fromkeys(["connect_session", "profile"], "pwdeploy.api.session_api"),
+    "preflight": "pwdeploy.api.preflight_api",
     **dict.fromkeys(["diagnose", "delete"], "pwdeploy.api.cluster_api"),
     "JobConfig": "pwdeploy.config.model",
     "ImageInputs": "pwdeploy.images.inputs",
@@ -107,6 +117,12 @@ _PLACES: dict[str, str] = {
     "LocalPlan": "pwdeploy.local.env",
     "LocalRun": "pwdeploy.local.outcome",
     "Outcome": "pwdeploy.cluster.submit",
+    "Submitted": "pwdeploy.cluster.deploy",
+    "Surroundings": "pwdeploy.cluster.surroundings",
+    "SessionOptions": "pwdeploy.session.attach",
+    "Capture": "pwdeploy.session.profiling",
+    "PreflightReport": "pwdeploy.report",
+    "PreflightRow": "pwdeploy.report",
     "JobStatus": "pwdeploy.cluster.status",
     "JobSummary": "pwdeploy.cluster.status",
     "JobState": "pwdeploy.cluster.progress",
@@ -158,19 +174,29 @@ __all__ = [  # noqa: RUF022 - in the order of docs/api.md: the job, images, the 
     "ClientSettings",
     "connect",
     "list_jobs",
+    "preflight",
     "submit",
+    "SubmitOptions",
     "status",
     "wait",
     "logs",
     "diagnose",
     "delete",
+    "connect_session",
+    "SessionOptions",
+    "profile",
+    "Surroundings",
     "JobConfig",
     "Report",
     "ImageInputs",
     "BuildResult",
     "LocalPlan",
     "LocalRun",
+    "PreflightReport",
+    "PreflightRow",
     "Outcome",
+    "Submitted",
+    "Capture",
     "JobStatus",
     "JobSummary",
     "JobState",

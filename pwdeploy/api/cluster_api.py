@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from pwdeploy.api.job_api import PathLike, given_job
+from pwdeploy.api.job_api import PathLike
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.diagnose.findings import Diagnosis
     from pwdeploy.cluster.progress import JobState
     from pwdeploy.cluster.status import JobStatus, JobSummary
-    from pwdeploy.cluster.submit import Outcome
-    from pwdeploy.config.model import JobConfig
     from pwdeploy.kube.kubeconfig import PluginLimits
     from pwdeploy.kube.seam import Clock, Kube, RequestLimits
 
@@ -105,28 +103,6 @@ def list_jobs(cluster: Cluster, *, all_namespaces: bool = False) -> list[JobSumm
     with reading_answers(kube):
         found = js.list_jobsets(kube, None if all_namespaces else namespace)
     return summaries(found, kube.clock.utc_now())
-
-
-def submit(cluster: Cluster, job: JobConfig, *, dry_run: DryRun = "none", replace: bool = False) -> Outcome:
-    """Validate the job, then create its JobSet, as ``pwdeploy submit`` (without the preflight checks, and
-    without waiting: see ``wait``). The same config again changes nothing (``result == "unchanged"``); another
-    config under the same name is a ``ClusterError`` unless ``replace``, which deletes the old JobSet first.
-    ``dry_run``: ``"client"`` sends nothing that could change the cluster, ``"server"`` has the API server admit
-    it without persisting. The job's namespace is the cluster's when the config names none."""
-    from pwdeploy import manifests
-    from pwdeploy.cluster.deploy import SubmitOptions, submit_job
-    from pwdeploy.cluster.submit import DryRun as Mode
-    from pwdeploy.cluster.surroundings import Surroundings
-    from pwdeploy.validation.validate import require_valid
-
-    if dry_run not in ("none", "client", "server"):
-        from pwdeploy.errors import ArgumentError
-
-        raise ArgumentError("dry_run", f"{dry_run!r} is not a dry-run mode; valid: none, client, server")
-    job = given_job(job)._replace(namespace=job.namespace or given_cluster(cluster).namespace)
-    require_valid(manifests.build(job))
-    options = SubmitOptions(dry_run=Mode(dry_run), replace=replace)
-    return submit_job(cluster.kube, job, options, Surroundings(), confirm=lambda q: True).outcome
 
 
 def status(cluster: Cluster, name: str) -> JobStatus:

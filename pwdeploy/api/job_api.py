@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import TextIO
 
     from pwdeploy.check.results import Report
     from pwdeploy.config.model import JobConfig
@@ -246,6 +247,35 @@ def check(
     if job is None and config is not None:
         job = load(config)
     return run_check(None if job is None else given_job(job), list(checked), config_file=config)
+
+
+def check_before(
+    job: JobConfig,
+    say: Callable[[str], None],
+    *,
+    config_file: Path | None,
+    command: Sequence[str] = (),
+    cwd: Path | None = None,
+) -> Report:
+    """The program check a local run and preflight run first (over ``command``'s program, started in ``cwd``,
+    when one is given instead of main.command), each finding told to ``say`` as a line a terminal can show."""
+    from pwdeploy.check import check_before_run
+    from pwdeploy.text import printable
+
+    report = check_before_run(job, config_file=config_file, command=command, cwd=cwd)
+    for line in report.lines(fixes=False):
+        say(printable(line))
+    return report
+
+
+def say_to(progress: TextIO | None) -> Callable[[str], None]:
+    """A function that writes each line to ``progress`` at once (None: nowhere)."""
+
+    def say(line: str) -> None:
+        if progress is not None:
+            print(line, file=progress, flush=True)
+
+    return say
 
 
 def given_job(job: object) -> JobConfig:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pwdeploy.api.job_api import PathLike, given_job
+from pwdeploy.api.job_api import PathLike, check_before, given_job, say_to
 
 if TYPE_CHECKING:
     from typing import TextIO
@@ -90,10 +90,7 @@ def run_local(
     command = arguments.strings(command, "command", "['python3', 'train.py']")
     chosen = _options(options, flags)
 
-    def say(line: str) -> None:
-        if progress is not None:
-            print(line, file=progress, flush=True)
-
+    say = say_to(progress)
     around = Surroundings(
         cwd=arguments.optional_path(cwd, "cwd") or Path.cwd(),
         cores=_cores(cores),
@@ -103,14 +100,8 @@ def run_local(
     given = arguments.optional_path(config_file, "config_file")
 
     def program_check(local_plan: LocalPlan) -> list[str]:
-        from pwdeploy.check import check_before_run
-        from pwdeploy.text import printable
-
-        report = check_before_run(
-            job, config_file=given, command=local_plan.command if command else (), cwd=local_plan.cwd
-        )
-        for line in report.lines(fixes=False):
-            say(printable(line))
+        ran = local_plan.command if command else ()
+        report = check_before(job, say, config_file=given, command=ran, cwd=local_plan.cwd)
         return [finding.rule for finding in report.errors]
 
     checker = program_check if chosen.check_program else None

@@ -92,11 +92,11 @@ class PwdeployGroup(LazyGroup):
                 import traceback  # only with --debug: 2 ms of every command's start-up otherwise
 
                 traceback.print_exc()
-            from pwdeploy.cli.argument_flags import as_flags  # an API argument's error names its flag
+            from pwdeploy.cli.argument_flags import as_said  # an API argument's error names its flag
             from pwdeploy.text import printable  # an error may quote a server's or a stream's text
 
             for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
-                click.echo(printable(f"error: {as_flags(error)}"), err=True)
+                click.echo(printable(f"error: {as_said(error)}"), err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)

@@ -1,5 +1,5 @@
-"""`pwdeploy check`: will the job's program work on Pathways, and where will it be slow? Also the check that
-`local run` and `preflight` run first (``run_check``)."""
+"""`pwdeploy check` (``api.check``): will the job's program work on Pathways, and where will it be slow? Also the
+--no-check flag of `local run` and `preflight`, which run the check first."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import click
 
 from pwdeploy.cli.options import FILE_PARAM, JobCommand, job_from_params, job_options, overrides_from, pop_job_params
 from pwdeploy.cli.output import emit, output_option
-from pwdeploy.config import JobConfig
 from pwdeploy.errors import CheckError
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
-    from pwdeploy.check import Report
+    pass
 
 NO_CHECK = click.option("--no-check", is_flag=True, help="Do not run `pwdeploy check` over the job's program first.")
 
@@ -50,16 +49,3 @@ def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
     if report.errors:
         rules = ", ".join(dict.fromkeys(f.rule for f in report.errors))
         raise CheckError(f"{len(report.errors)} error finding(s): {rules}")
-
-
-def run_check(
-    job: JobConfig, config_file: Path | None, command: tuple[str, ...] = (), cwd: Path | None = None
-) -> Report:
-    """The check `local run` and `preflight` run before they start, its findings printed on stderr. ``command``
-    and ``cwd``: the program a local run starts instead of main.command (a command after --)."""
-    from pwdeploy.check import check_before_run
-
-    report = check_before_run(job, config_file=config_file, command=command, cwd=cwd)
-    for line in report.lines(fixes=False):
-        click.echo(printable(line), err=True)
-    return report

@@ -17,13 +17,10 @@ from pwdeploy.errors import ConfigError
 if TYPE_CHECKING:
     from pwdeploy.api import ClientSettings, Cluster
     from pwdeploy.cluster.surroundings import Surroundings
-    from pwdeploy.config import JobConfig
-    from pwdeploy.errors import PwdeployError
     from pwdeploy.kube.seam import Kube
-    from pwdeploy.preflight import RowSource
-    from pwdeploy.report import PreflightRow
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def cluster_options(func: F) -> F:
@@ -83,9 +80,19 @@ def open_cluster(kubeconfig: Path | None, context: str | None, namespace: str | 
     return api.cluster(kubeconfig, context, namespace, on_notice=say, settings=client_settings())
 
 
-def open_kube(kubeconfig: Path | None, context: str | None) -> Kube:
-    """The client of the cluster the flags name (``open_cluster``)."""
-    return open_cluster(kubeconfig, context).kube
+def flagged(call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, whose error names the flag of the argument it is about (--kubeconfig, --context): for an
+    error that becomes a line of a report (a preflight row) rather than the command's own error."""
+    from pwdeploy.cli.argument_flags import as_flags
+    from pwdeploy.errors import PwdeployError
+
+    try:
+        return call(*args)
+    except PwdeployError as exc:
+        shown = as_flags(exc)
+        if shown is exc:
+            raise
+        raise shown from None
 
 
 def announce(kube: Kube) -> None:
@@ -161,34 +168,3 @@ def with_cluster(func: F) -> F:
             return func(cluster=cluster, **kwargs)
 
     return command  # type: ignore[return-value]
-
-
-def cluster_source(
-    job: JobConfig, *, kube: Kube | None = None, kubeconfig: Path | None = None, context: str | None = None
-) -> RowSource:
-    """The cluster readiness rows as a preflight source (``preflight --cluster`` and ``submit``): passed as
-    ``extra_sources``, they run beside the GCS and image checks and come first in the report. Without ``kube``,
-    the cluster is found from ``kubeconfig`` and ``context`` now; when it cannot be (no kubeconfig, a bad one, an
-    unknown context), that is one failed ``cluster`` row saying why, and the GCS and image rows are still checked."""
-    from pwdeploy.errors import PwdeployError
-    from pwdeploy.readiness import check_cluster
-
-    if kube is not None:
-        connected = kube
-        return lambda: check_cluster(job, connected)
-    try:
-        found = open_kube(kubeconfig, context)
-    except PwdeployError as exc:
-        failure = exc
-        return lambda: [_no_cluster_row(failure, kubeconfig)]
-    return lambda: check_cluster(job, found)
-
-
-def _no_cluster_row(exc: PwdeployError, kubeconfig: Path | None) -> PreflightRow:
-    from pwdeploy.cli.argument_flags import as_flags
-    from pwdeploy.report import PreflightRow, Status
-
-    shown = as_flags(exc)
-    message = shown.line() if isinstance(shown, ConfigError) else shown.message
-    where = str(kubeconfig) if kubeconfig is not None else "kubeconfig"
-    return PreflightRow(where, (), "cluster", Status.FAILED, f"not checked: {message}", exc.hint)

@@ -1,4 +1,5 @@
-"""`pwdeploy connect`: a headless job's IFRT proxy on 127.0.0.1, through the Kubernetes API (no kubectl)."""
+"""`pwdeploy connect` (``api.connect_session``): a headless job's IFRT proxy on 127.0.0.1, through the Kubernetes
+API (no kubectl)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pwdeploy import api
 from pwdeploy.cli.cluster_options import announce, surroundings, with_cluster
-from pwdeploy.session.attach import DEFAULT_LOCAL_PORT, SessionOptions, run_session
+from pwdeploy.session.attach import DEFAULT_LOCAL_PORT
 
 if TYPE_CHECKING:
     from pwdeploy.api import Cluster
@@ -71,5 +73,5 @@ def connect(
     """
     if delete_on_exit:
         announce(cluster.kube)
-    options = SessionOptions(local_port, timeout, print_env, strict_version, delete_on_exit, command)
-    return run_session(cluster.kube, cluster.namespace, name, options, surroundings())
+    options = api.SessionOptions(local_port, timeout, print_env, strict_version, delete_on_exit, command)
+    return api.connect_session(cluster, name, options, surroundings=surroundings())

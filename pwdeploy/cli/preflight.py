@@ -1,18 +1,20 @@
-"""`pwdeploy preflight`: check a job's GCS locations and the images it references."""
+"""`pwdeploy preflight` (``api.preflight``): check a job's program, GCS locations, images and (--cluster) the
+cluster."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pwdeploy.cli.check import NO_CHECK, run_check
-from pwdeploy.cli.cluster_options import cluster_options, cluster_source, region_option
+from pwdeploy.cli.check import NO_CHECK
+from pwdeploy.cli.cluster_options import cluster_options, flagged, open_cluster, region_option
 from pwdeploy.cli.options import FILE_PARAM, JobCommand, job_from_params, job_options, pop_job_params
-from pwdeploy.errors import CheckError, PreflightError
+from pwdeploy.errors import PreflightError
 
 
 @click.command("preflight", cls=JobCommand)
@@ -52,17 +54,19 @@ def preflight(
     First `pwdeploy check` reads the job's program: an error finding stops preflight with exit 11 (--no-check
     skips it). Exits 0 when nothing failed (warnings and "not verified" do not fail), 6 when a check failed.
     """
-    from pwdeploy.preflight import run_preflight
+    from pwdeploy import api
 
     config_file = kwargs.get(FILE_PARAM)
     job = job_from_params(pop_job_params(kwargs))
-    if not no_check and run_check(job, config_file).errors:
-        raise CheckError(
-            "the job's program would fail on Pathways (the findings above); preflight stopped",
-            hint="fix them, or pass --no-check",
-        )
-    sources = [cluster_source(job, kubeconfig=kubeconfig, context=context)] if check_cluster else []
-    report = run_preflight(job, region=region, check_gcs=not no_gcs, extra_sources=sources)
+    report = api.preflight(
+        job,
+        region=region,
+        check_gcs=not no_gcs,
+        cluster=(lambda: flagged(open_cluster, kubeconfig, context)) if check_cluster else None,
+        check_program=not no_check,
+        config_file=config_file,
+        progress=sys.stderr,
+    )
     if output == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

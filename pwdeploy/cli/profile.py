@@ -3,6 +3,7 @@ server's port-forward to the head pod (no port open on the node)."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -46,10 +47,8 @@ def profile(cluster: Cluster, name: str, duration: float, port: int, hosts: int)
     pathwaysutils.collect_profile` does) through the Kubernetes API, so the server can stay on the head node's
     loopback (main.profiler_host, the default). Set PATHWAYS_PROFILING_AUTH_TOKEN here if the job sets one.
     """
-    from pwdeploy.session.profiling import plan, run
+    from pwdeploy import api
 
-    planned = plan(cluster.kube, cluster.namespace, name, duration_s=duration, port=port, hosts=hosts)
-    click.echo(f"tracing job {name} for {duration:g} s (profiler port {port}, pod/{planned.pod}) ...", err=True)
-    done = run(cluster.kube, planned)
+    done = api.profile(cluster, name, duration=duration, port=port, hosts=hosts, progress=sys.stderr)
     click.echo(f"trace of job {name} ({done.seconds:g} s, pod/{done.pod}) written under {done.trace_dir}")
     click.echo(f"tensorboard --logdir {done.log_dir}")

@@ -5,7 +5,7 @@ session of a headless job.
 Nothing here prints: each line for the user goes to ``Surroundings.say`` (the CLI writes it on stderr), the lines
 that are the command's output to ``Surroundings.show`` (stdout), and the result is a ``Submitted``. The preflight
 checks and the connect session belong to rooms above this one, so the caller passes them in (``preflight``,
-``SubmitOptions.connect``).
+``DeployOptions.connect``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pwdeploy.cluster.submit import DryRun, Outcome
+from pwdeploy.cluster.submit import DryRun, Outcome, Result
 from pwdeploy.cluster.surroundings import Surroundings
 from pwdeploy.text import printable
 
@@ -33,7 +33,7 @@ Connect = Callable[["Kube", str, str], int]
 
 
 @dataclass(frozen=True)
-class SubmitOptions:
+class DeployOptions:
     """How to submit: the flags of `pwdeploy submit` beyond the job's config."""
 
     dry_run: DryRun = DryRun.NONE
@@ -54,11 +54,28 @@ class Submitted:
     status: int = 0
     next_steps: tuple[str, ...] = ()
 
+    # The outcome's, as ``pwdeploy.api.submit`` returned them when it returned the outcome alone.
+    @property
+    def name(self) -> str:
+        return self.outcome.name
+
+    @property
+    def namespace(self) -> str:
+        return self.outcome.namespace
+
+    @property
+    def config_hash(self) -> str:
+        return self.outcome.config_hash
+
+    @property
+    def result(self) -> Result:
+        return self.outcome.result
+
 
 def submit_job(
     kube: Kube,
     job: JobConfig,
-    options: SubmitOptions,
+    options: DeployOptions,
     around: Surroundings,
     *,
     confirm: Callable[[str], bool],

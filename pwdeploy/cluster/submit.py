@@ -246,7 +246,7 @@ def _delete_for_replace(
         raise InterruptedReplace(
             f"interrupted while jobset {name} was being deleted: the old job is going away and the new config "
             "was not submitted",
-            hint="run the same `pwdeploy submit` again (--replace is no longer needed once it is gone)",
+            hint="run the same `pwdeploy submit` again (`replace` is no longer needed once it is gone)",
         ) from None
 
 
@@ -260,18 +260,18 @@ def _refuse_unless_replacing(
             f"jobset {name} already exists in namespace {namespace}: applied from `pwdeploy render` by another "
             f"client, without the {CONFIG_HASH_ANNOTATION} annotation submit records, so whether it runs this "
             "config is not known",
-            hint=f"pass --replace to delete it and create this job, keep it (pwdeploy status {name} -n {namespace}), "
+            hint=f"pass `replace` to delete it and create this job, keep it (pwdeploy status {name} -n {namespace}), "
             "or choose another name (--name)",
         )
     if not js.is_managed(existing) or old is None:
         raise ClusterError(
             f"jobset {name} already exists in namespace {namespace} and was not created by pwdeploy",
-            hint="choose another name (--name), or pass --replace to delete it and create this job instead",
+            hint="choose another name (--name), or pass `replace` to delete it and create this job instead",
         )
     raise ClusterError(
         f"jobset {name} already exists in namespace {namespace} with a different config "
         f"(running {old}, submitting {new}); a JobSet's spec cannot be changed in place",
-        hint="pass --replace to delete the running job and create this one, or choose another name (--name)",
+        hint="pass `replace` to delete the running job and create this one, or choose another name (--name)",
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pwdeploy.config import GcsPath, JobConfig
-from pwdeploy.errors import ConfigError
+from pwdeploy.errors import ArgumentError
 from pwdeploy.gcs import iam as perms
 from pwdeploy.gcs import storage_client as gcs_client
 from pwdeploy.gcs.facts import gather
@@ -67,15 +67,15 @@ def by_bucket(locations: dict[str, GcsPath]) -> dict[str, dict[str, GcsPath]]:
 
 
 def check_region(region: str | None) -> str | None:
-    """A GCP region such as us-central1 (lower-cased), or ConfigError naming --region."""
+    """A GCP region such as us-central1 (lower-cased), or an ArgumentError naming ``region``."""
     if region is None or not region.strip():
         return None
     value = region.strip().lower()
     if REGION.fullmatch(value):
         return value
     zone = re.fullmatch(r"([a-z]+-[a-z]+[0-9]+)-[a-z]", value)
-    hint = f"pass the region {zone.group(1)}, not the zone" if zone else "e.g. --region us-central1"
-    raise ConfigError("--region", f"{region!r} is not a GCP region", hint=hint)
+    hint = f"pass the region {zone.group(1)}, not the zone" if zone else "e.g. `region=us-central1`"
+    raise ArgumentError("region", f"{region!r} is not a GCP region", hint=hint)
 
 
 def _credentials_row(locations: dict[str, GcsPath], message: str) -> PreflightRow:

@@ -15,9 +15,11 @@ access reviews and one server dry run (nothing persisted).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from pwdeploy.config import JobConfig
+from pwdeploy.errors import ConfigError, PwdeployError
 from pwdeploy.kube.seam import ApiError, Kube
 from pwdeploy.readiness import (
     controllers,
@@ -102,6 +104,19 @@ def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[P
         first = version.check_with(found)
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         return list(pool.map(lambda check: check(target), [first, *rest]))
+
+
+def cluster_source(job: JobConfig, kube: Kube | PwdeployError) -> Callable[[], list[PreflightRow]]:
+    """The readiness rows as a preflight source (``preflight --cluster`` and ``submit``), run beside the GCS and
+    image checks and first in the report. A cluster that could not be found (the error ``kube`` holds: no
+    kubeconfig, a bad one, an unknown context) is one failed ``cluster`` row saying why, and the other sources are
+    still checked."""
+    if not isinstance(kube, PwdeployError):
+        found = kube
+        return lambda: check_cluster(job, found)
+    message = kube.line() if isinstance(kube, ConfigError) else kube.message
+    row = PreflightRow("kubeconfig", (), "cluster", Status.FAILED, f"not checked: {message}", kube.hint)
+    return lambda: [row]
 
 
 def renderable(job: JobConfig) -> JobConfig:

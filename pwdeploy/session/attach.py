@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pwdeploy.cluster.surroundings import Say, Surroundings
-from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.errors import ArgumentError, ClusterError
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
@@ -84,17 +84,17 @@ def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions, 
 
 def _check_flags(options: SessionOptions, around: Surroundings) -> None:
     if options.print_env and options.command:
-        raise ConfigError("--print-env", "prints the variables for another connect's forward; it runs no COMMAND")
+        raise ArgumentError("print_env", "prints the variables for another connect's forward; it runs no `command`")
     if options.print_env and options.delete_on_exit:
-        raise ConfigError("--delete-on-exit", "would delete the job the connect holding the forward is using")
+        raise ArgumentError("delete_on_exit", "would delete the job the connect holding the forward is using")
     if options.print_env and options.local_port == 0:
-        raise ConfigError("--local-port", "0 picks a free port, which --print-env cannot know", hint="pass the port")
+        raise ArgumentError("local_port", "0 picks a free port, which `print_env` cannot know", hint="pass the port")
     if options.command and around.run_command is None:
-        raise ConfigError("command", "this caller runs no command: pass a run_command to run one")
+        raise ArgumentError("command", "this caller runs no command: pass a run_command to run one")
 
 
 def bind_local(port: int) -> socket.socket:
-    """A listening socket on 127.0.0.1 only (never every interface); a port in use is a ConfigError naming it."""
+    """A listening socket on 127.0.0.1 only (never every interface); a port in use is an ArgumentError naming it."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port left in TIME_WAIT is free to reuse
     try:
@@ -102,11 +102,11 @@ def bind_local(port: int) -> socket.socket:
     except OSError as exc:
         listener.close()
         if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-            raise ConfigError(
-                "--local-port",
+            raise ArgumentError(
+                "local_port",
                 f"127.0.0.1:{port} is {'in use' if exc.errno == errno.EADDRINUSE else 'not allowed'}"
                 " (another connect or port-forward?)",
-                hint="pass another --local-port N, or --local-port 0 for any free port",
+                hint="pass another `local_port=N`, or `local_port=0` for any free port",
             ) from None
         raise
     listener.listen(64)
@@ -126,7 +126,7 @@ def _check_version(jobset: dict[str, Any], strict: bool, around: Surroundings) -
     if warning is None:
         return
     if strict:
-        raise ConfigError("--strict-version", warning)
+        raise ArgumentError("strict_version", warning)
     around.say(printable(f"warning: {warning}"))
 
 

@@ -105,7 +105,7 @@ class ProxyWatch:
             if deadline is not None and clock.now() >= deadline:
                 raise ClusterError(
                     f"the IFRT proxy of job {self.name} is not ready after {timeout:.0f} s ({waiting_for})",
-                    hint=f"see pwdeploy status {self.name} -n {self.namespace}; wait longer with --timeout",
+                    hint=f"see pwdeploy status {self.name} -n {self.namespace}; wait longer with `timeout`",
                 )
             clock.sleep(poll)
 

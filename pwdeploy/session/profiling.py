@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
-from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.errors import ArgumentError, ClusterError, ConfigError
 from pwdeploy.session.headless import head_template
 
 if TYPE_CHECKING:
@@ -89,12 +89,12 @@ def running_head(kube: Kube, namespace: str, name: str) -> str:
 
 
 def check_request(duration_s: float, hosts: int) -> int:
-    """The capture's length in milliseconds; a request the profiler server cannot carry out is a ConfigError."""
+    """The capture's length in milliseconds; a request the profiler server cannot carry out is an ArgumentError."""
     if not 0 < duration_s <= MAX_DURATION_S:
-        raise ConfigError("--duration", f"{duration_s:g} s is not in (0, {MAX_DURATION_S:g}] seconds")
+        raise ArgumentError("duration", f"{duration_s:g} s is not in (0, {MAX_DURATION_S:g}] seconds")
     if hosts != 1:
-        raise ConfigError(
-            "--hosts",
+        raise ArgumentError(
+            "hosts",
             f"{hosts}: pathwaysutils' profiler server (POST /profiling, pathwaysutils 0.1.13) takes a duration and a "
             "location only, and traces one TPU host",
             hint="to trace more hosts, trace from the program: jax.profiler.trace(dir, max_num_hosts=N) once "
@@ -128,7 +128,7 @@ class Plan(NamedTuple):
 
 
 def plan(kube: Kube, namespace: str, name: str, *, duration_s: float, port: int, hosts: int = 1) -> Plan:
-    """Check the request (``--duration``, ``--hosts``), that the job has a place for profiles and is not headless,
+    """Check the request (``duration_s``, ``hosts``), that the job has a place for profiles and is not headless,
     and find its running head pod: everything that can refuse, before the user is told that tracing begins."""
     duration_ms = check_request(duration_s, hosts)
     log_dir = profile_dir(js.require_jobset(kube, namespace, name))
