@@ -117,6 +117,10 @@ LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
 JOBSET_NAME_ENV = "JOBSET_NAME"
 RESTART_ATTEMPT_ENV = "PWDEPLOY_RESTART_ATTEMPT"  # 0 on the first run, then 1, 2, ... after each restart
 FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.step_done kills the job there
+# local run --evict-at-step N: once step N is done, runtime.step_done creates the file EVICT_FLAG names, and local
+# run stops the job from outside as the kubelet does (pwdeploy.local.eviction).
+EVICT_AT_STEP_ENV = "PWDEPLOY_EVICT_AT_STEP"
+EVICT_FLAG_ENV = "PWDEPLOY_EVICT_FLAG"
 # The pod's terminationGracePeriodSeconds (scheduling.termination_grace_seconds, else Kubernetes' 30): how long the
 # program has between the kubelet's SIGTERM and its SIGKILL (pwdeploy.runtime.stop_on_sigterm reads it).
 TERMINATION_GRACE_ENV = "PWDEPLOY_TERMINATION_GRACE_SECONDS"
@@ -154,6 +158,8 @@ JOB_ENV_NAMES = frozenset(
         LOCAL_DEVICES_ENV,
         RESTART_ATTEMPT_ENV,
         FAIL_AT_STEP_ENV,
+        EVICT_AT_STEP_ENV,
+        EVICT_FLAG_ENV,
         TERMINATION_GRACE_ENV,
         ELASTIC_SLICES_ENV,
         LOCAL_SLICE_LAYOUT_ENV,

@@ -45,26 +45,17 @@ def step_done(step: int, environ: Mapping[str, str] | None = None) -> None:
     restarts: with ``PWDEPLOY_FAIL_AT_STEP=N`` (`local run --fail-at-step N`) and on the first attempt only, the
     whole job process group is killed with SIGKILL when ``step`` reaches N, as a lost slice would end it: no
     clean-up runs, nothing but the one line on stderr that says so is flushed. `local run` starts the job in a
-    process group of its own, so that pwdeploy survives to restart it. Without it, this does nothing."""
+    process group of its own, so that pwdeploy survives to restart it. With ``PWDEPLOY_EVICT_AT_STEP=N``
+    (`--evict-at-step N`) local run evicts the job from outside once step N is done. Otherwise this does nothing."""
     env = os.environ if environ is None else environ
     if ids.LOSE_SLICE_ENV in env or ids.RESTORE_SLICE_ENV in env:
         from pwdeploy import slices as emulated  # a local run's slice losses (--lose-slice), applied at their step
 
         emulated.step_done(step)
-    value = env.get(FAIL_AT_STEP, "").strip()
-    if not value or restart_attempt(env) != 0:
-        return
-    try:
-        fail_at = int(value)
-    except ValueError:
-        raise ValueError(f"{FAIL_AT_STEP}={value!r} is not a whole number") from None
-    if step >= fail_at:
-        import signal
-        import sys
+    if FAIL_AT_STEP in env or ids.EVICT_AT_STEP_ENV in env:
+        from pwdeploy import stopping  # local run's faults at a step: --fail-at-step, --evict-at-step
 
-        print(f"pwdeploy.runtime: step {step} reached {FAIL_AT_STEP}={fail_at}: SIGKILL to the job", file=sys.stderr)
-        sys.stderr.flush()
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+        stopping.step_faults(step, env, first_attempt=restart_attempt(env) == 0)
 
 
 def retry_on_slice_loss(main: Callable[[], T], *, slice_down: Callable[[Exception], bool] | None = None) -> T:
@@ -94,13 +85,12 @@ def retry_on_slice_loss(main: Callable[[], T], *, slice_down: Callable[[Exceptio
         raise SystemExit(RETRY_EXIT_CODE) from exc
 
 
-def stop_on_sigterm(exit_code: int = ids.STOPPED_EXIT_CODE, *, margin: float = 3.0) -> Stop:
-    """Handle SIGTERM, the kubelet's stop (a Kueue eviction, a deleted pod), so that the program saves a last
-    checkpoint and exits ``exit_code`` (143: requeued or restarted, never failed) within the pod's grace period
-    (``PWDEPLOY_TERMINATION_GRACE_SECONDS``). Returns a ``pwdeploy.stopping.Stop``: check ``stop.requested`` at
-    each step boundary, save, then ``stop.exit()``; a loop that does not get there exits ``exit_code`` by itself
-    ``margin`` seconds before the kubelet's SIGKILL would make it 137 (docs/restarts.md, "Saving on SIGTERM").
-    Call it from the main thread."""
+def stop_on_sigterm(exit_code: int = ids.STOPPED_EXIT_CODE, *, margin: float | None = None) -> Stop:
+    """Handle SIGTERM, the kubelet's stop (a Kueue eviction, a deleted pod): check ``stop.requested`` at each step
+    boundary, save, then ``stop.exit()`` (143: requeued or restarted, never failed); a loop that does not get there
+    exits by itself ``margin`` seconds (default: a tenth of the grace period, at most 3 s) before the grace period
+    ends in SIGKILL (``pwdeploy.stopping``,
+    docs/restarts.md "Saving on SIGTERM"). Call it from the main thread."""
     from pwdeploy import stopping
 
     return stopping.install(exit_code, margin=margin)

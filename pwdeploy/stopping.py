@@ -12,6 +12,9 @@ exits with the same code ``margin`` seconds before the SIGKILL would come, so th
 restarted from its previous checkpoint rather than failed. A handler also makes SIGTERM reach a program that is PID 1
 of its container (a JobSet rendered without ``shareProcessNamespace``): the kernel delivers a signal from outside the
 namespace to its init only when init handles it (pid_namespaces(7)).
+
+``step_faults`` is `local run`'s side of the stops it injects at a step (runtime.step_done): ``--evict-at-step``
+(an eviction from outside) and ``--fail-at-step`` (a lost slice's SIGKILL).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,7 +32,9 @@ from typing import NoReturn
 from pwdeploy import identifiers as ids
 
 DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSeconds
-MARGIN_SECONDS = 3.0  # the timer exits this long before the kubelet's SIGKILL: the exit must be reported in time
+# The timer exits this long before the kubelet's SIGKILL, by default: a tenth of the grace period, at most 3 s.
+MARGIN_SECONDS = 3.0
+MARGIN_SHARE = 0.1
 KILLED_EXIT_CODE = 128 + signal.SIGKILL  # what the SIGKILL at the end of the grace period makes of the program
 
 
@@ -112,7 +118,7 @@ def grace_seconds(environ: Mapping[str, str] | None = None) -> float:
 def install(
     exit_code: int = ids.STOPPED_EXIT_CODE,
     *,
-    margin: float = MARGIN_SECONDS,
+    margin: float | None = None,
     environ: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Stop:
@@ -122,7 +128,9 @@ def install(
             f"exit_code {exit_code}: a stopped job must exit {ids.STOPPED_EXIT_CODE} (or {ids.RETRY_EXIT_CODE}, or a "
             "code of scheduling.retry_exit_codes), which requeues or restarts it; 0 would complete it and 137 fails it"
         )
-    stop = Stop(exit_code, grace_seconds(environ), margin, say=_say, clock=clock)
+    grace = grace_seconds(environ)
+    margin = min(MARGIN_SECONDS, grace * MARGIN_SHARE) if margin is None else margin
+    stop = Stop(exit_code, grace, margin, say=_say, clock=clock)
     signal.signal(signal.SIGTERM, stop.handle)
     return stop
 
@@ -131,3 +139,42 @@ def _say(line: str) -> None:
     """One line on stderr, written at once (from a signal handler or the timer's thread)."""
     with contextlib.suppress(OSError):
         os.write(2, (line + "\n").encode("utf-8", "replace"))
+
+
+def step_faults(step: int, env: Mapping[str, str], *, first_attempt: bool) -> None:
+    """`local run`'s faults at a step (runtime.step_done): ``--evict-at-step N`` tells local run, once step N is
+    done, to evict the job (the flag file it watches; it then sends SIGTERM from outside as the kubelet does);
+    ``--fail-at-step N`` kills the job's whole process group with SIGKILL there, as a lost slice would end it, on
+    the first attempt only (no clean-up runs; `local run` starts the job in a process group of its own)."""
+    evict_at = _whole(env, ids.EVICT_AT_STEP_ENV)
+    flag = env.get(ids.EVICT_FLAG_ENV, "")
+    if evict_at is not None and step >= evict_at and flag:
+        try:
+            with open(flag, "x", encoding="ascii") as made:  # once: only the first step past N makes it
+                made.write(f"{step}\n")
+            _said(f"pwdeploy.runtime: step {step} reached {ids.EVICT_AT_STEP_ENV}={evict_at}: local run evicts the job")
+        except FileExistsError:
+            pass
+    fail_at = _whole(env, ids.FAIL_AT_STEP_ENV)
+    if fail_at is None or not first_attempt or step < fail_at:
+        return
+    _said(f"pwdeploy.runtime: step {step} reached {ids.FAIL_AT_STEP_ENV}={fail_at}: SIGKILL to the job")
+    with contextlib.suppress(ProcessLookupError):  # a group of PID 1 alone: nothing the kernel lets it signal
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    # Still here: this process is PID 1 of its namespace (a head pod that does not share it), which the kernel
+    # shields from a SIGKILL sent from inside (pid_namespaces(7)). Its children are gone; end it as 137.
+    os._exit(KILLED_EXIT_CODE)
+
+
+def _whole(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a whole number") from None
+
+
+def _said(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

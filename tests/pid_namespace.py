@@ -125,12 +125,11 @@ class Launched:
         return int(said[-1].split()[1])
 
     def stop(self) -> None:
-        """Kill what is left (the command, the launcher), for a test's clean-up."""
-        if self.launcher.poll() is not None:  # it reaped the command: nothing is left, and the pid may be reused
-            return
-        for pid in (self.pid, self.launcher.pid):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        """Kill what is left (the command, the launcher) and close the pipes, for a test's clean-up."""
+        if self.launcher.poll() is None:  # once it reaped the command, nothing is left and the pid may be reused
+            for pid in (self.pid, self.launcher.pid):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         self.launcher.communicate()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -225,3 +226,31 @@ def test_local_run_fail_at_step_restarts_the_example_and_it_resumes(state: Path,
     again, _ = local_run()
     assert "an earlier run's were cleared" in again.stderr
     assert result(again)["start_step"] == 0
+
+
+@pytest.mark.slow
+def test_local_run_evict_at_step_requeues_the_example_which_saves_on_sigterm_and_resumes(
+    state: Path, tmp_path: Path
+) -> None:
+    """A Kueue eviction from step 7, as the rendered head pod takes it: train.py (runtime.stop_on_sigterm) saves
+    the step it is at and exits 143 within the grace period, the job is requeued (not restarted), and it resumes
+    from that step to the loss of a run never stopped."""
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLE.parent, project, ignore=shutil.ignore_patterns(".pwdeploy", "__pycache__", "*.lock"))
+    args = ["--steps", str(STEPS), "--checkpoint-every", "100", "--data-dir", str(state / "data")]
+    argv = [sys.executable, "-m", "pwdeploy", "local", "run", "-f", str(project / "job.yaml"), "--devices", "2",
+            "--data-workers", "0", "--compile-cache", str(state / "cache"), "--evict-at-step", "7",
+            "--summary-json", str(tmp_path / "summary.json"), "--", "python3", "train.py", *args]  # fmt: skip
+    evicted, _ = run_watched(argv, cwd=project, timeout=240)
+    resumed = result(evicted)
+    # The SIGTERM comes from outside, as the kubelet's does: a step or a few after the one the eviction began at.
+    stopped = re.search(r"stopped after step (\d+) \(SIGTERM\), checkpoint saved: exiting 143", evicted.stdout)
+    assert stopped is not None and 7 <= int(stopped.group(1)) < STEPS, evicted.stdout[-2000:]
+    assert "attempt 0 exited with status 143 after the eviction (--evict-at-step 7 --evict-by kueue)" in evicted.stderr
+    assert "requeued: Kueue admits the JobSet again" in evicted.stderr
+    assert resumed["start_step"] == int(stopped.group(1)) and resumed["restarts"] == 0  # a requeue is no restart
+    summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert (summary["requeues"], summary["restarts"]) == (1, 0)
+    assert abs(resumed["final_loss"] - result(train(job_env(state, 2, 0), None, *args))["final_loss"]) <= 1e-5

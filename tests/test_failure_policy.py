@@ -44,6 +44,12 @@ def worker_exits(failed_before: int = 0) -> PodFailure:
     return PodFailure(WORKER, exit_code=1, container=ids.WORKER_CONTAINER, failed_before=failed_before)
 
 
+def suspended(replicated_job: str, sig: int) -> PodFailure:
+    """A pod the Job controller deleted because Kueue's eviction suspended its Job, ended by ``sig``."""
+    container = ids.MAIN_CONTAINER if replicated_job == HEAD else ids.WORKER_CONTAINER
+    return PodFailure(replicated_job, signal=sig, container=container, suspended=True)
+
+
 class Scenario(NamedTuple):
     name: str
     failures: list[PodFailure]
@@ -109,10 +115,28 @@ SCENARIOS = [
         None,
     ),
     Scenario(
-        "SIGTERM to main without a DisruptionTarget condition (143: stopped from outside, as Kueue's suspension does)",
+        "a person deletes the head pod: SIGTERM, main stops (143, no DisruptionTarget)",
         [PodFailure(HEAD, signal=signal.SIGTERM)],
         Action.RESTART,
         "retry_exit_code",
+    ),
+    Scenario(
+        "a person deletes the head pod; main, PID 1 without a SIGTERM handler, is killed after the grace period (137)",
+        [PodFailure(HEAD, signal=signal.SIGKILL)],
+        Action.FAIL,
+        "user_program_failed",
+    ),
+    Scenario(
+        "Kueue evicts the job (its Jobs suspended, their pods deleted): main stops on SIGTERM (143)",
+        [suspended(HEAD, signal.SIGTERM), suspended(WORKER, signal.SIGTERM)],
+        Action.REQUEUE,
+        None,
+    ),
+    Scenario(
+        "Kueue evicts the job; main, PID 1 without a SIGTERM handler, is killed after the grace period (137)",
+        [suspended(HEAD, signal.SIGKILL), suspended(WORKER, signal.SIGKILL)],
+        Action.FAIL,
+        "user_program_failed",
     ),
     Scenario("main exits with the retry code 75", [main_exits(ids.RETRY_EXIT_CODE)], Action.RESTART, "retry_exit_code"),
     Scenario("main exits 76, not in scheduling.retry_exit_codes", [main_exits(76)], Action.FAIL, "user_program_failed"),
@@ -128,8 +152,14 @@ def test_each_scenario_ends_as_jobset_decides(scenario: Scenario) -> None:
 def scenario_table() -> str:
     rows = ["| failure | JobSet does | rule |", "|---|---|---|"]
     for s in SCENARIOS:
-        does = {Action.FAIL: "fails", Action.RESTART: "restarts (counted)", Action.NOTHING: "runs on"}[s.action]
-        rows.append(f"| {s.name} | {does} | {f'`{s.rule}`' if s.rule else 'none (the Job replaces the pod)'} |")
+        does = {
+            Action.FAIL: "fails",
+            Action.RESTART: "restarts (counted)",
+            Action.NOTHING: "runs on",
+            Action.REQUEUE: "waits suspended; Kueue requeues it",
+        }[s.action]
+        none = "none (the Jobs failed nothing)" if s.action is Action.REQUEUE else "none (the Job replaces the pod)"
+        rows.append(f"| {s.name} | {does} | {f'`{s.rule}`' if s.rule else none} |")
     return "\n".join(rows) + "\n"
 
 
@@ -251,3 +281,17 @@ def test_failure_messages_name_the_container_and_rule_index() -> None:
     policy = jobset({"maxRestarts": 1}, head={"podFailurePolicy": pod_policy})
     job = decide(policy, [PodFailure("a", conditions=("ConfigIssue",))]).jobs[0]
     assert re.fullmatch(r"Pod <pod> has condition ConfigIssue matching FailJob rule at index 0", job.message)
+
+
+def test_a_suspended_jobs_pods_are_never_counted_but_failjob_still_fails_it() -> None:
+    """kubernetes pkg/controller/job/job_controller.go: deleteJobPods takes the tracking finalizer off a suspended
+    Job's pods before deleting them, so counting (which reads only pods holding it) skips them, while
+    getFailJobMessage reads every failed pod the Job lists."""
+    requeued = decide(JOBSET, [suspended(HEAD, signal.SIGTERM)])
+    assert requeued.action is Action.REQUEUE and requeued.runs_again and not requeued.restarts
+    assert "not counted, its Job is suspended" in requeued.why
+    assert "waits suspended until Kueue admits it" in requeued.why
+    failed = decide(JOBSET, [suspended(HEAD, signal.SIGKILL)])
+    assert failed.action is Action.FAIL
+    assert "killed by SIGKILL (exit code 137) as its suspended Job's pod was deleted" in failed.why
+    assert "podFailurePolicy rule 2 (FailJob" in failed.why

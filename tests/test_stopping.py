@@ -67,11 +67,11 @@ def test_a_loop_saves_at_its_next_step_boundary_and_exits_143(tmp_path: Path) ->
 
 
 def test_a_loop_that_never_reaches_a_boundary_exits_143_before_the_grace_period_ends() -> None:
-    process = run(STUCK, grace="3.5")  # the timer: 3.5 - 3 = 0.5 s after the SIGTERM
+    process = run(STUCK, grace="1")  # the timer: 1 - 0.1 = 0.9 s after the SIGTERM
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=30)
     assert process.returncode == ids.STOPPED_EXIT_CODE, err
-    assert "no step boundary reached within 0.5 s of SIGTERM: exiting 143 without the last checkpoint" in err
+    assert "no step boundary reached within 0.9 s of SIGTERM: exiting 143 without the last checkpoint" in err
 
 
 @pytest.mark.skipif(why_not() is not None, reason="no PID namespaces here")

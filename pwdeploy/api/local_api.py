@@ -27,6 +27,9 @@ class LocalRunOptions(NamedTuple):
     resume: bool = False  # keep the checkpoints an earlier local run left
     fail_at_step: int | None = None  # attempt 0 dies at this step (runtime.step_done)
     kill_after: float | None = None  # attempt 0 is killed after these seconds
+    evict_at_step: int | None = None  # attempt 0's head pod is deleted once this step is done (runtime.step_done)
+    evict_after: float | None = None  # ... or after these seconds
+    evict_by: str = "kueue"  # what deletes it: "kueue", "delete" or "disruption" (pwdeploy.local.eviction.CAUSES)
     lose_slices: Sequence[str] = ()  # "SLICE@STEP": an elastic job loses the slice once the step is done
     restore_slices: Sequence[str] = ()  # "SLICE@STEP": the slice is back
     summary_json: PathLike | None = None  # also write the run's summary there
@@ -142,11 +145,28 @@ def _run_options(options: LocalRunOptions) -> RunOptions:
         faults=Faults(
             fail_at_step=arguments.optional_whole(options.fail_at_step, "fail_at_step", 1),
             kill_after=arguments.seconds(options.kill_after, "kill_after"),
+            evict_at_step=arguments.optional_whole(options.evict_at_step, "evict_at_step", 1),
+            evict_after=arguments.seconds(options.evict_after, "evict_after"),
+            evict_by=_evicted_by(options),
         ),
         lose_slice=arguments.strings(options.lose_slices, "lose_slices", "['1@40']"),
         restore_slice=arguments.strings(options.restore_slices, "restore_slices", "['1@80']"),
         summary_json=arguments.optional_path(options.summary_json, "summary_json"),
     )
+
+
+def _evicted_by(options: LocalRunOptions) -> str:
+    """``evict_by`` checked: a row of ``pwdeploy.local.eviction.CAUSES``, with one eviction (not two) asked for."""
+    from pwdeploy import arguments
+    from pwdeploy.errors import ArgumentError
+    from pwdeploy.local.eviction import CAUSES
+
+    cause = arguments.text(options.evict_by, "evict_by")
+    if cause not in CAUSES:
+        raise ArgumentError("evict_by", f"{cause!r} is not a cause of eviction; valid: {', '.join(CAUSES)}")
+    if options.evict_at_step is not None and options.evict_after is not None:
+        raise ArgumentError("evict_after", "give one of evict_at_step and evict_after: one eviction a run")
+    return cause
 
 
 def _cores(cores: object) -> int:

@@ -14,6 +14,8 @@ from pwdeploy.cli.options import FILE_PARAM, JobCommand, job_from_params, job_op
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.cli.seams import seams
 
+# --evict-by's values: the rows of pwdeploy.local.eviction.CAUSES (not imported here: the CLI starts without it).
+EVICTED_BY = ("kueue", "delete", "disruption")
 _COMMAND = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 _NO_INTERSPERSED = {"allow_interspersed_args": False}
 
@@ -43,6 +45,29 @@ def local() -> None:
     metavar="SECONDS",
     help="Fault on attempt 0: SIGKILL the job's whole process tree after SECONDS, from outside. Recovering needs "
     "scheduling.max_restarts >= 1.",
+)
+@click.option(
+    "--evict-at-step",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Fault on attempt 0: once runtime.step_done(N) is called, the head pod is deleted as --evict-by says: "
+    "SIGTERM to the job's main process from outside, SIGKILL after the rendered head pod's grace period; the "
+    "failure policy then decides (requeue, a new pod, a restart, or the end).",
+)
+@click.option(
+    "--evict-after",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Fault on attempt 0: the same eviction after SECONDS.",
+)
+@click.option(
+    "--evict-by",
+    type=click.Choice(sorted(EVICTED_BY)),
+    default="kueue",
+    show_default=True,
+    help="What deletes the head pod: kueue (an eviction or preemption: the JobSet suspended, no DisruptionTarget), "
+    "delete (a person deleting the pod: no DisruptionTarget), disruption (a drain, the scheduler's preemption: "
+    "DisruptionTarget).",
 )
 @click.option(
     "--resume",
@@ -83,6 +108,9 @@ def run(
     no_limits_check: bool,
     fail_at_step: int | None,
     kill_after: float | None,
+    evict_at_step: int | None,
+    evict_after: float | None,
+    evict_by: str,
     resume: bool,
     lose_slice: tuple[str, ...],
     restore_slice: tuple[str, ...],
@@ -97,15 +125,20 @@ def run(
     A job that dies is restarted from scratch when the JobSet `render` prints for it would restart (its failure
     policy decides, up to scheduling.max_restarts times), with PWDEPLOY_RESTART_ATTEMPT = 0, 1, ...: exit code 75
     (a lost slice) and scheduling.retry_exit_codes restart, any other non-zero exit fails as on the cluster, and
-    --fail-at-step and --kill-after stand for a lost slice. Each failed attempt gets one line naming the rule that
-    decided. Every process the job starts is ended with it, and the shared-memory files it left in /dev/shm are
-    removed. Ctrl-C and SIGTERM go to the job's main process; pwdeploy then exits 130 or 143.
+    --fail-at-step and --kill-after stand for a lost slice; --evict-after and --evict-at-step for the head pod
+    deleted from outside, which the job's main process sees as the rendered head pod makes it (PID 1 of its
+    container, where the kernel drops a SIGTERM it has no handler for, unless the pod shares its process
+    namespace). Each failed attempt gets one line naming the rule that decided. Every process the job starts is
+    ended with it, and the shared-memory files it left in /dev/shm are removed. Ctrl-C and SIGTERM go to the job's
+    main process; pwdeploy then exits 130 or 143.
 
     While the job runs, its process tree's memory and /dev/shm use are sampled; a job that used more than
     main.memory or main.shm_size (it would be killed on the cluster) exits 8, even when it succeeded.
     """
     from pwdeploy import api
 
+    if evict_at_step is not None and evict_after is not None:
+        raise click.UsageError("give one of --evict-at-step and --evict-after: one eviction a run")
     config_file = params.get(FILE_PARAM)
     job = job_from_params(pop_job_params(params), pin_images=False)  # a local run uses no image
     options = api.LocalRunOptions(
@@ -114,6 +147,9 @@ def run(
         resume=resume,
         fail_at_step=fail_at_step,
         kill_after=kill_after,
+        evict_at_step=evict_at_step,
+        evict_after=evict_after,
+        evict_by=evict_by,
         lose_slices=lose_slice,
         restore_slices=restore_slice,
         summary_json=summary_json,

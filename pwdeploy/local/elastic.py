@@ -130,6 +130,10 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return events
 
 
-def run_summary(attempts: int, status: int, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON summary of a local run: its attempts, restarts (a slice loss is not one) and elastic events."""
-    return {"attempts": attempts, "restarts": attempts - 1, "exit_status": status, "elastic_events": events}
+def run_summary(
+    attempts: int, status: int, events: list[dict[str, Any]], *, restarts: int | None = None
+) -> dict[str, Any]:
+    """The JSON summary of a local run: its attempts, restarts (a slice loss is not one; default: one per attempt
+    after the first) and elastic events."""
+    counted = attempts - 1 if restarts is None else restarts
+    return {"attempts": attempts, "restarts": counted, "exit_status": status, "elastic_events": events}

@@ -40,7 +40,7 @@ class RunOptions:
 
     check_limits: bool = True  # sample memory and /dev/shm against main.memory and main.shm_size
     resume: bool = False  # keep the checkpoints an earlier local run left
-    faults: Faults = field(default_factory=Faults)  # --fail-at-step, --kill-after (attempt 0 only)
+    faults: Faults = field(default_factory=Faults)  # --fail-at-step, --kill-after, --evict-* (attempt 0 only)
     lose_slice: tuple[str, ...] = ()  # SLICE@STEP
     restore_slice: tuple[str, ...] = ()  # SLICE@STEP
     summary_json: Path | None = None  # also write the JSON summary there
@@ -145,7 +145,7 @@ def _run_attempts(
     """Run the job with its restarts, each attempt's tree sampled when ``options.check_limits``; how each ended,
     and the peaks over all of them (None: not sampled)."""
     from pwdeploy.local.limits import merged, sampled
-    from pwdeploy.local.restarts import run_attempts
+    from pwdeploy.local.restarts import grace_seconds, run_attempts
 
     usages: list[Usage] = []
 
@@ -163,7 +163,7 @@ def _run_attempts(
         faults=options.faults,
         watch=watch if options.check_limits else None,
         say=say,
-        stop_grace=_stop_grace(job),
+        stop_grace=grace_seconds(manifest),  # what the rendered head pod gives main after SIGTERM
         private=private,
     )
     return attempts, merged(usages) if options.check_limits else None
@@ -185,7 +185,7 @@ def _ended(
     went over a limit, LocalRunError if one never lost the slices it was asked to."""
     from pwdeploy.local.limits import exceeded, filled
     from pwdeploy.local.notices import probe_notices, unfired_faults
-    from pwdeploy.local.restarts import exhausted_hint
+    from pwdeploy.local.restarts import ending_hint
     from pwdeploy.local.transfers import measured, seen
 
     say = around.say
@@ -197,12 +197,12 @@ def _ended(
     for line in probe_notices(found, seen(reports), local_plan.compile_cache):
         say(f"pwdeploy local: {line}")
     last = attempts[-1]
-    ending = how_it_ended(last, exhausted_hint(attempts, job.scheduling.max_restarts, options.faults))
+    ending = how_it_ended(last, ending_hint(attempts, job.scheduling.max_restarts, options.faults))
     problems = exceeded(usage, job) if usage is not None else []
     result = LocalRun(
         exit_status=last.status,
         attempts=len(attempts),
-        restarts=len(attempts) - 1,
+        restarts=sum(ended.next_run == "restart" for ended in attempts),
         command=local_plan.command,
         cwd=local_plan.cwd,
         devices=local_plan.devices,
@@ -215,6 +215,8 @@ def _ended(
         limits_exceeded=tuple(problems),
         transfers=found,
         elastic_events=tuple(found_events),
+        requeues=sum(ended.next_run == "requeue" for ended in attempts),
+        replaced=sum(ended.next_run == "replace" for ended in attempts),
     )
     if options.summary_json is not None:
         write_summary(options.summary_json, result, say)
@@ -307,14 +309,6 @@ def _private_shm(probe: Probe, say: Say) -> Private | None:
         "needs root or user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)"
     )
     return None
-
-
-def _stop_grace(job: JobConfig) -> float:
-    """What the cluster gives a pod after SIGTERM: scheduling.termination_grace_seconds, else Kubernetes' 30 s."""
-    from pwdeploy.local.runner import STOP_GRACE_SECONDS
-
-    seconds = job.scheduling.termination_grace_seconds
-    return float(seconds) if seconds is not None else STOP_GRACE_SECONDS
 
 
 def _gcs_redirected(

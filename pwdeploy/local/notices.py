@@ -25,12 +25,22 @@ def unfired_faults(attempts: list[Ended], faults: Faults) -> list[str]:
             f"--kill-after {faults.kill_after:g} never fired: attempt 0 {how} before {faults.kill_after:g} s, so "
             "no restart was tested; pass a shorter --kill-after"
         )
-    fired_by_step = first.returncode == -signal.SIGKILL and first.killed_after is None
+    fired_by_step = first.status == 128 + signal.SIGKILL and first.killed_after is None and first.evicted is None
     if faults.fail_at_step is not None and not fired_by_step:
         lines.append(
             f"--fail-at-step {faults.fail_at_step} never fired: attempt 0 {how} without reaching "
             f"runtime.step_done({faults.fail_at_step}), so no restart was tested; the job runs fewer steps, or "
             "never calls pwdeploy.runtime.step_done(step) after each step"
+        )
+    if faults.evicts and first.evicted is None:
+        when = (
+            f"before {faults.evict_after:g} s"
+            if faults.evict_at_step is None
+            else f"without reaching runtime.step_done({faults.evict_at_step})"
+        )
+        lines.append(
+            f"{faults.flags()} never fired: attempt 0 {how} {when}, so no eviction was tested; evict it sooner, or "
+            "call pwdeploy.runtime.step_done(step) after each step"
         )
     return lines
 

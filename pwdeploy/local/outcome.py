@@ -29,7 +29,7 @@ class LocalRun:
 
     exit_status: int  # the last attempt's, as the command exits (128 + N when pwdeploy was stopped by signal N)
     attempts: int
-    restarts: int  # attempts - 1: a slice lost and restored in the job's process is not one
+    restarts: int  # JobSet restarts: a slice lost and restored in the job's process is not one, nor a requeue
     command: tuple[str, ...]
     cwd: Path
     devices: int  # emulated CPU devices
@@ -42,6 +42,8 @@ class LocalRun:
     limits_exceeded: tuple[str, ...] = ()  # main.memory or main.shm_size overrun (the cluster would kill it)
     transfers: Transfers | None = None  # per training step, as the job's process measured (runtime.step_done)
     elastic_events: tuple[dict[str, Any], ...] = field(default=())  # slice losses and returns the job reported
+    requeues: int = 0  # runs Kueue started again after an eviction (--evict-by kueue): not restarts
+    replaced: int = 0  # runs the head Job started again in a new pod (an eviction with DisruptionTarget)
 
     @property
     def ok(self) -> bool:
@@ -58,12 +60,13 @@ class LocalRun:
         return self.outputs.get("profiles")
 
     def summary(self) -> dict[str, Any]:
-        """The JSON summary (``--summary-json``): attempts, restarts, exit status, elastic events, the peaks when
-        sampled, and the per-step transfers (null when unmeasured)."""
+        """The JSON summary (``--summary-json``): attempts, restarts, requeues and replaced pods, exit status,
+        elastic events, the peaks when sampled, and the per-step transfers (null when unmeasured)."""
         from pwdeploy.local.elastic import run_summary
         from pwdeploy.local.transfers import warning
 
-        summary = run_summary(self.attempts, self.exit_status, list(self.elastic_events))
+        summary = run_summary(self.attempts, self.exit_status, list(self.elastic_events), restarts=self.restarts)
+        summary |= {"requeues": self.requeues, "replaced": self.replaced}
         if self.peaks is not None:
             summary |= {"peak_memory_bytes": self.peaks.memory_bytes, "peak_shm_bytes": self.peaks.shm_bytes}
             summary["peak_children"] = self.peaks.children

@@ -25,6 +25,7 @@ from typing import Any
 
 from pwdeploy.errors import LocalRunError
 from pwdeploy.local import shm
+from pwdeploy.local.eviction import Evicted, Eviction, begin
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS, JobTree, subreaper, wait_for_exit
 from pwdeploy.local.unshare import Private, Reports
 from pwdeploy.local.watchdog import watchdog
@@ -76,6 +77,8 @@ class Ended:
     shm_removed: tuple[str, ...] = ()  # files the run left in /dev/shm, removed
     shm_left_alone: int = 0  # new files in /dev/shm nobody holds, not known to be the job's: left alone
     private_shm: bool = False  # the job had a /dev/shm of its own, gone with it
+    evicted: Evicted | None = None  # a --evict-* fault stopped it from outside
+    next_run: str | None = None  # how the run after this one started: "restart", "requeue" or "replace"
 
     @property
     def status(self) -> int:
@@ -88,6 +91,8 @@ class Ended:
         return self.stopped_by is None and self.returncode != 0
 
     def cause(self) -> str:
+        if self.evicted is not None and self.evicted.killed:
+            return f"killed with SIGKILL at the end of the grace period (exit status {self.status})"
         if self.killed_after is not None:
             return f"killed with SIGKILL by --kill-after {self.killed_after:g} (exit status {self.status})"
         if self.returncode < 0:
@@ -126,6 +131,7 @@ def run_child(
     leftover_grace: float = LEFTOVER_GRACE_SECONDS,
     shm_dir: Path = shm.SHM,
     private: Private | None = None,
+    eviction: Eviction | None = None,
 ) -> Ended:
     """Run ``command`` in ``cwd`` with ``env`` (the whole environment) until its whole process tree has ended.
 
@@ -133,16 +139,18 @@ def run_child(
     sampler). ``stops``: the stop signals' state when the caller runs several attempts (else installed here).
     ``kill_after``: SIGKILL the whole tree after that many seconds. ``private``: run it in namespaces of its own
     with a private /dev/shm (``pwdeploy.local.unshare``); the machine's ``shm_dir`` is then not looked at.
+    ``eviction``: stop the job from outside when it is due, as the kubelet does (``pwdeploy.local.eviction``).
     """
     check_startable(command, cwd=cwd, env=env)
     if stops is None:
         with stop_signals(stop_grace) as own:
             return run_child(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=own,
                              kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace,
-                             shm_dir=shm_dir, private=private)  # fmt: skip
+                             shm_dir=shm_dir, private=private, eviction=eviction)  # fmt: skip
     if private is not None:
         return _run_private(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=stops, kill_after=kill_after,
-                            stop_grace=stop_grace, leftover_grace=leftover_grace, private=private)  # fmt: skip
+                            stop_grace=stop_grace, leftover_grace=leftover_grace, private=private,
+                            eviction=eviction)  # fmt: skip
     before = shm.snapshot(shm_dir)
     seen: set[int] | None = None  # inodes of /dev/shm files the job's processes were seen holding
     ok = False
@@ -161,9 +169,8 @@ def run_child(
             with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
                 try:
                     with watch(Running(child.pid, shm_dir)) if watch is not None else nullcontext():
-                        returncode, killed_after = _wait(
-                            child, tree, stops, kill_after=kill_after, stop_grace=stop_grace
-                        )
+                        waited = _Waited(eviction, child.pid, emulate_pid_1=True)
+                        returncode, killed_after = _wait(child, tree, stops, waited, kill_after, stop_grace)
                 finally:  # also when pwdeploy fails meanwhile: the job never outlives it
                     leftovers = _end(child, tree, stops, seen, leftover_grace, shm_dir)
         ok = True
@@ -172,7 +179,8 @@ def run_child(
             shm.remove_left_behind(before, seen, shm_dir)
     cleanup = shm.remove_left_behind(before, seen, shm_dir)
     stopped_by = stops.received[0] if stops.received else None
-    return Ended(returncode, stopped_by, killed_after, leftovers, cleanup.removed, cleanup.left_alone)
+    return Ended(returncode, stopped_by, killed_after, leftovers, cleanup.removed, cleanup.left_alone,
+                 evicted=waited.evicted)  # fmt: skip
 
 
 def _run_private(
@@ -187,6 +195,7 @@ def _run_private(
     stop_grace: float,
     leftover_grace: float,
     private: Private,
+    eviction: Eviction | None,
 ) -> Ended:
     """``run_child`` in namespaces of the job's own: its init ends what the job left when the main process ended,
     and the kernel kills the rest with init; the private /dev/shm goes with them."""
@@ -213,9 +222,12 @@ def _run_private(
                 if reports.init is not None:
                     with suppress(OSError):
                         pinned = os.open(f"/proc/{child.pid}/root/dev/shm", os.O_RDONLY | os.O_DIRECTORY)
-                running = Running(reports.init or child.pid, Path(f"/proc/self/fd/{pinned}"), init=True)
+                # As PID 1 the main process is the namespace's init: the sampler counts it with its tree.
+                running = Running(reports.init or child.pid, Path(f"/proc/self/fd/{pinned}"), init=not private.pid1)
+                main_pid = reports.init if private.pid1 else None
+                waited = _Waited(eviction, main_pid, emulate_pid_1=False)
                 with watch(running) if watch is not None and pinned >= 0 else nullcontext():
-                    returncode, killed_after = _wait(child, tree, stops, kill_after=kill_after, stop_grace=stop_grace)
+                    returncode, killed_after = _wait(child, tree, stops, waited, kill_after, stop_grace)
             finally:
                 if child.poll() is None:  # pwdeploy failed meanwhile: the job never outlives it
                     tree.kill()
@@ -233,7 +245,7 @@ def _run_private(
     if reports.main is not None and returncode == 0:  # the launcher exits 0 when init did (else as init died)
         returncode = reports.main
     stopped_by = stops.received[0] if stops.received else None
-    return Ended(returncode, stopped_by, killed_after, reports.leftovers, private_shm=True)
+    return Ended(returncode, stopped_by, killed_after, reports.leftovers, private_shm=True, evicted=waited.evicted)
 
 
 def _pids(child: subprocess.Popen[bytes], tree: JobTree) -> list[int]:
@@ -257,10 +269,45 @@ def _end(
     return tree.end(grace)
 
 
+@dataclass
+class _Waited:
+    """The eviction of one attempt, if one was asked for: what it needs to begin, and how it went."""
+
+    eviction: Eviction | None
+    main_pid: int | None  # the job's main process as this machine sees it (None: not known)
+    emulate_pid_1: bool  # no PID namespace of the job's own: the kernel's rule for a PID 1 is played here
+    evicted: Evicted | None = None
+
+    def step(self, child: subprocess.Popen[bytes], elapsed: float, now: float) -> bool:
+        """Begin the eviction once it is due; True once its grace period is over (the tree is to be killed)."""
+        if self.eviction is None:
+            return False
+        if self.evicted is None:
+            if not self.eviction.due(elapsed):
+                return False
+            self.evicted = begin(self.eviction, child, self.main_pid, now, _say, emulate_pid_1=self.emulate_pid_1)
+        if now - self.evicted.at >= self.eviction.grace:
+            self.evicted.killed = True
+            return True
+        return False
+
+
+def _say(line: str) -> None:
+    """A line on stderr, written at once: from a signal handler, whatever the main thread was printing."""
+    with suppress(OSError):
+        os.write(2, (line + "\n").encode("utf-8", "replace"))
+
+
 def _wait(
-    child: subprocess.Popen[bytes], tree: JobTree, stops: Stops, *, kill_after: float | None, stop_grace: float
+    child: subprocess.Popen[bytes],
+    tree: JobTree,
+    stops: Stops,
+    waited: _Waited,
+    kill_after: float | None,
+    stop_grace: float,
 ) -> tuple[int, float | None]:
-    """Wait for the main process; kill the tree after ``kill_after`` s, or when a stop is not heeded in time."""
+    """Wait for the main process; kill the tree after ``kill_after`` s, when a stop is not heeded in time, or when
+    an eviction's grace period is over."""
     started = time.monotonic()
     killed_after: float | None = None
     killed = False
@@ -273,7 +320,7 @@ def _wait(
         now = time.monotonic()
         if kill_after is not None and now - started >= kill_after:
             killed_after = kill_after
-        if killed_after is not None or stops.overdue(stop_grace):
+        if waited.step(child, now - started, now) or killed_after is not None or stops.overdue(stop_grace):
             tree.kill()
             killed = True
 
@@ -292,20 +339,14 @@ class Stops:
         self.received.append(signum)
         if self.first_at is None:
             self.first_at = self.clock()
-            self._say(  # before the job hears of it: what it prints as it stops comes after
+            _say(  # before the job hears of it: what it prints as it stops comes after
                 f"pwdeploy local: stopping: {signal.Signals(signum).name} passed to the job's main process, which "
                 f"has {self.grace:g} s to end before every process of the job is killed; Ctrl-C again kills them "
                 "at once"
             )
             self._pass_on(signum)
         elif len(self.received) == 2:
-            self._say(f"pwdeploy local: {signal.Signals(signum).name} again: killing every process of the job")
-
-    @staticmethod
-    def _say(line: str) -> None:
-        """A line on stderr, written at once: from a signal handler, whatever the main thread was printing."""
-        with suppress(OSError):
-            os.write(2, (line + "\n").encode("utf-8", "replace"))
+            _say(f"pwdeploy local: {signal.Signals(signum).name} again: killing every process of the job")
 
     def started(self, child: subprocess.Popen[bytes]) -> None:
         """The job's main process started: a stop that arrived before it is passed on now (once: one that

@@ -15,6 +15,12 @@ namespace and forks the job's main process (in a session of its own, as today). 
   launcher and init through ``PR_SET_PDEATHSIG``), the kernel SIGKILLs every process of the namespace, those that
   called ``setsid()`` or double-forked included.
 
+How the main process stands in its namespace is the rendered head pod's: with ``shareProcessNamespace: true``
+(what pwdeploy renders) the pod's pause container is PID 1 and main an ordinary process, which init here stands
+for; without it, main is PID 1 of its container, and so it is here (mode ``pid1``): the kernel then drops a signal
+from outside the namespace that main has no handler for (pid_namespaces(7)), and when main ends the kernel kills
+every other process of the namespace at once, as in a container of its own.
+
 Init passes SIGINT, SIGTERM and SIGHUP on to the main process (the launcher passes them to init); when the main
 process has ended, init writes its status to a pipe pwdeploy reads, sends SIGTERM to every other process of the
 namespace, gives them ``leftover_grace`` seconds, and exits (the kernel kills the rest). Where unshare or the mount
@@ -37,8 +43,10 @@ RAMDISK_SOURCE_ENV = "PWDEPLOY_LOCAL_RAMDISK_SOURCE"  # read (and dropped) by th
 RAMDISK_TARGET_ENV = "PWDEPLOY_LOCAL_RAMDISK_TARGET"
 PROBE_SECONDS = 30  # the probe sets up the namespaces and exits: a few ms; a stuck one is given up
 # argv: MODE SIZE GRACE FD PARENT [COMMAND...]; MODE "probe" sets up the namespaces and exits 0, "run" runs
-# COMMAND. Every line written to FD is one of: "init PID" (init's pid as pwdeploy sees it), "main STATUS" (the
-# main process's status, -N for signal N), "started" (init forked the main process), "leftovers N", "error TEXT".
+# COMMAND as a child of the namespace's init (a pod sharing its process namespace: pause is PID 1), "pid1" runs it
+# as the init itself (a container of its own). Every line written to FD is one of: "init PID" (init's pid as
+# pwdeploy sees it), "main STATUS" (the main process's status, -N for signal N), "started" (the main process was
+# forked), "leftovers N", "error TEXT".
 SCRIPT = r"""
 import ctypes, os, signal, sys, time
 mode, size, grace, fd, parent = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -93,6 +101,30 @@ def forward(to):
     for signum in STOPS:
         signal.signal(signum, handler)
 
+def start(command):
+    for signum in STOPS:
+        signal.signal(signum, signal.SIG_DFL)
+    os.setsid()
+    os.set_inheritable(fd, False)  # the job does not hold the report pipe
+    try:
+        os.execvp(command[0], command)
+    except OSError as error:
+        say(f"error cannot start the job: {command[0]!r}: {error.strerror}")
+        os._exit(127)
+
+if mode == "pid1":  # the main process is PID 1: the kernel drops a signal from outside it has no handler for
+    init = os.fork()
+    if init == 0:
+        die_with_parent()
+        libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x4 | 0x8, None)
+        say("started")
+        start(command)
+    say(f"init {init}")
+    forward(init)
+    main_status = os.waitpid(init, 0)[1]  # the kernel killed the rest of the namespace as init ended
+    say(f"main {os.waitstatus_to_exitcode(main_status)}")
+    say("leftovers 0")
+    os._exit(0)
 init = os.fork()
 if init:  # the launcher: outside the PID namespace, it waits for init
     say(f"init {init}")
@@ -106,15 +138,7 @@ die_with_parent()
 libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x4 | 0x8, None)  # the namespace's own; without it, the machine's
 main = os.fork()
 if main == 0:
-    for signum in STOPS:
-        signal.signal(signum, signal.SIG_DFL)
-    os.setsid()
-    os.set_inheritable(fd, False)  # the job does not hold the report pipe
-    try:
-        os.execvp(command[0], command)
-    except OSError as error:
-        say(f"error cannot start the job: {command[0]!r}: {error.strerror}")
-        os._exit(127)
+    start(command)
 forward(main)
 say("started")
 while True:
@@ -173,13 +197,17 @@ os._exit(0)
 
 @dataclass(frozen=True)
 class Private:
-    """A private /dev/shm of ``size`` bytes for each attempt."""
+    """A private /dev/shm of ``size`` bytes for each attempt; ``pid1``: the job's main process is PID 1 of its
+    namespace, as in a container of its own (a head pod without ``shareProcessNamespace``), rather than a child of
+    an init that stands for the pod's pause container."""
 
     size: int
+    pid1: bool = False
 
     def argv(self, command: Sequence[str], *, grace: float, fd: int) -> list[str]:
         """The launcher's command line that runs ``command``, writing its report lines to ``fd``."""
-        return [sys.executable, "-I", "-S", "-c", SCRIPT, "run", str(self.size), f"{grace:g}", str(fd),
+        mode = "pid1" if self.pid1 else "run"
+        return [sys.executable, "-I", "-S", "-c", SCRIPT, mode, str(self.size), f"{grace:g}", str(fd),
                 str(os.getpid()), *command]  # fmt: skip
 
 

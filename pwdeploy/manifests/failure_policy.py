@@ -17,6 +17,13 @@ Two controllers decide, and this module follows both:
   none the action is RestartJobSet. RestartJobSet fails the JobSet instead (ReachedMaxRestarts) once
   ``status.restartsCountTowardsMax`` has reached ``maxRestarts``; RestartJobSetAndIgnoreMaxRestarts never counts.
 
+A suspended Job (Kueue evicting or preempting the JobSet suspends it, and the JobSet controller its Jobs) is one
+the Job controller deletes the pods of, taking its tracking finalizer off each first (``deleteJobPods``): such a pod
+is never counted against backoffLimit, but a FailJob rule still fails the Job on it while it is listed
+(``getFailJobMessage`` reads every failed pod; the counting, only those holding the finalizer; kubernetes
+pkg/controller/job/job_controller.go at v1.35). With no Job failed, the JobSet waits suspended and Kueue requeues
+it (``Action.REQUEUE``).
+
 Not modelled (ValueError where a JobSet uses them): RestartJob and RestartJobAndIgnoreMaxRestarts (v0.12,
 alpha, behind a feature gate), FailIndex (per-index backoff); nor activeDeadlineSeconds. The messages matched by
 ``onJobFailureMessagePatterns`` are the Job controller's formats with ``<pod>`` for the pod's name.
@@ -38,6 +45,7 @@ BACKOFF_LIMIT_MESSAGE = "Job has reached the specified backoff limit"  # the Job
 
 class Action(Enum):
     NOTHING = "nothing"  # no child Job failed: the Job replaced the pod (or restarted it) and the JobSet runs on
+    REQUEUE = "requeue"  # no child Job failed, its Jobs suspended: Kueue admits the JobSet again and it resumes
     RESTART = "RestartJobSet"
     RESTART_UNCOUNTED = "RestartJobSetAndIgnoreMaxRestarts"
     FAIL = "FailJobSet"
@@ -54,6 +62,7 @@ class PodFailure:
     conditions: tuple[str, ...] = ()  # the pod's conditions with status True, e.g. DisruptionTarget
     failed_before: int = 0  # pod failures this Job had counted already (against its backoffLimit)
     job_index: int = 0
+    suspended: bool = False  # the Job controller deleted the pod because its Job was suspended (a Kueue eviction)
 
     @property
     def code(self) -> int | None:
@@ -64,8 +73,10 @@ class PodFailure:
             how = f"killed by {signal.Signals(self.signal).name} (exit code {self.code})"
         else:
             how = f"exited {self.exit_code}" if self.exit_code is not None else "ended without an exit code"
-        return f"{self.container or 'the pod'} {how}" + (
-            f" with {', '.join(self.conditions)}" if self.conditions else ""
+        return (
+            f"{self.container or 'the pod'} {how}"
+            + (f" with {', '.join(self.conditions)}" if self.conditions else "")
+            + (" as its suspended Job's pod was deleted" if self.suspended else "")
         )
 
 
@@ -92,6 +103,11 @@ class Decision:
     def restarts(self) -> bool:
         return self.action in (Action.RESTART, Action.RESTART_UNCOUNTED)
 
+    @property
+    def runs_again(self) -> bool:
+        """The program starts again from the top: a restart, Kueue's requeue, or the head Job replacing its pod."""
+        return self.restarts or self.action in (Action.REQUEUE, Action.NOTHING)
+
 
 def decide(jobset: Mapping[str, Any], failures: Sequence[PodFailure], restarts: int = 0) -> Decision:
     """What JobSet does after ``failures`` (in the order they happened) at one reconcile; ``restarts``: its
@@ -101,7 +117,10 @@ def decide(jobset: Mapping[str, Any], failures: Sequence[PodFailure], restarts: 
     jobs = _job_results(str(_mapping(jobset.get("metadata")).get("name")), spec, failures)
     failed = [job for job in jobs if job.reason is not None]
     if not failed:
-        return Decision(Action.NOTHING, None, "no child Job failed: " + "; ".join(j.why for j in jobs), jobs)
+        why = "no child Job failed: " + "; ".join(j.why for j in jobs)
+        if any(failure.suspended for failure in failures):
+            return Decision(Action.REQUEUE, None, f"{why}; the JobSet waits suspended until Kueue admits it", jobs)
+        return Decision(Action.NOTHING, None, why, jobs)
     # The JobSet acts at the first reconcile that sees a failed Job. A Job failed by a container's restarts must
     # stop its still-running pod before the Job controller marks it Failed (terminationGracePeriodSeconds on a
     # node), so a Job that failed at once (FailJob on main's exit, a pod lost with its node) is seen first.
@@ -199,8 +218,11 @@ def _pod_failed(
         said = f"{what}: podFailurePolicy rule {index + 1} ({action} {_pod_rule_text(rule)})"
         if action == "FailJob":
             return JobResult(*job, "PodFailurePolicy", _fail_job_message(rule, failure, container, index), said)
-        if action == "Ignore":
+        if action == "Ignore" and not failure.suspended:
             return JobResult(*job, None, "", f"{said}: not counted, the pod is replaced")
+    if failure.suspended:
+        return JobResult(*job, None, "", f"{said}: not counted, its Job is suspended (the Job controller took off "
+                         "the pod's tracking finalizer before deleting it)")  # fmt: skip
     counted[key] += 1
     limit = _int(job_spec.get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
     if counted[key] > limit:
