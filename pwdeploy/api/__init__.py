@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         status,
         wait,
     )
+    from pwdeploy.api.drill_api import drill
     from pwdeploy.api.images_api import build_image, build_sidecar, image_inputs, sidecar_inputs
     from pwdeploy.api.job_api import (
         ManifestCheck,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.submit import Outcome
     from pwdeploy.cluster.surroundings import Surroundings
     from pwdeploy.config.model import JobConfig
+    from pwdeploy.drill.conduct import Drilled, DrillOptions
     from pwdeploy.errors import (
         ArgumentError,
         BuildError,
@@ -109,6 +111,8 @@ _PLACES: dict[str, str] = {
     **dict.fromkeys(["submit", "SubmitOptions"], "pwdeploy.api.submit_api"),
     **dict.fromkeys(["connect_session", "profile"], "pwdeploy.api.session_api"),
     "preflight": "pwdeploy.api.preflight_api",
+    "drill": "pwdeploy.api.drill_api",
+    **dict.fromkeys(["DrillOptions", "Drilled"], "pwdeploy.drill.conduct"),
     **dict.fromkeys(["diagnose", "delete"], "pwdeploy.api.cluster_api"),
     "JobConfig": "pwdeploy.config.model",
     "ImageInputs": "pwdeploy.images.inputs",
@@ -185,6 +189,9 @@ __all__ = [  # noqa: RUF022 - in the order of docs/api.md: the job, images, the 
     "connect_session",
     "SessionOptions",
     "profile",
+    "drill",
+    "DrillOptions",
+    "Drilled",
     "Surroundings",
     "JobConfig",
     "Report",

@@ -39,6 +39,13 @@ FLAG_OF_ARGUMENT: dict[str, str | None] = {
     "duration": "--duration",
     "port": "--port",
     "hosts": "--hosts",
+    "lose_slice": "--lose-slice",
+    "kill_worker": "--kill-worker",
+    "exit_code": "--exit-code",
+    "evict_head": "--evict-head",
+    "after_step": "--after-step",
+    "after": "--after",
+    "allow_fatal": "--allow-fatal",
 }
 # `argument` or `argument=value` in an error's text: how the API names what the caller can change.
 _NAMED = re.compile(r"`([a-z_]+)(?:=([^`]*))?`")
@@ -47,10 +54,11 @@ _NAMED = re.compile(r"`([a-z_]+)(?:=([^`]*))?`")
 def as_flags(error: PwdeployError) -> PwdeployError:
     """``error`` as the command line says it: an ``ArgumentError`` names the flag of its argument instead, and
     the arguments its message and hint name in backquotes (`local_port=0`) are said as flags (--local-port 0)."""
-    if not isinstance(error, ArgumentError) or error.field not in FLAG_OF_ARGUMENT:
+    if not isinstance(error, ArgumentError) or (error.field is not None and error.field not in FLAG_OF_ARGUMENT):
         return error
     hint = _flags_in(error.hint) if error.hint else None
-    return ConfigError(None, _flags_in(error.message), hint=hint, source=flag_of(error.field))
+    source = None if error.field is None else flag_of(error.field)
+    return ConfigError(None, _flags_in(error.message), hint=hint, source=source)
 
 
 def as_said(error: PwdeployError) -> str:

@@ -1,25 +1,24 @@
-"""`pwdeploy drill NAME`: inject one real fault into a running job, then follow it and report its recovery
-(docs/drill.md)."""
+"""`pwdeploy drill NAME` (``api.drill``): inject one real fault into a running job, then follow it and report its
+recovery (docs/drill.md)."""
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import TYPE_CHECKING
 
 import click
 
 from pwdeploy.cli.cluster_options import announce, with_cluster
 from pwdeploy.cli.output import confirm, emit
-from pwdeploy.errors import ClusterError, ConfigError, PwdeployError
+from pwdeploy.errors import ClusterError, ConfigError
 
 if TYPE_CHECKING:
     from pwdeploy.api import Cluster
-    from pwdeploy.drill.plan import Fault, Prediction
-    from pwdeploy.kube.seam import Kube
+    from pwdeploy.drill.conduct import Drilled
 
 _DURATION = re.compile(r"(\d{1,7}(?:\.\d+)?)(ms|s|m|h)?")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-STEP_WAIT_POLL_S = 2.0
 
 
 def parse_after(value: str | None) -> float | None:
@@ -97,111 +96,47 @@ def drill(
 
     The fault is never undone: Ctrl-C stops following only.
     """
-    from pwdeploy.drill import plan as dr
+    from pwdeploy import api
+    from pwdeploy.drill.verdict import report_lines
 
-    fault = dr.parse_fault(lose_slice, kill_worker, exit_code, evict_head)
-    wait_s = parse_after(after)
-    if after_step is not None and wait_s is not None:
-        raise ConfigError(None, "give --after-step or --after, not both", source="--after")
-    kube, ns = cluster
-    announce(kube)
-    plan = dr.plan(kube, ns, name, fault, needs_steps=after_step is not None)
-    prediction, fatal, target = plan.prediction, plan.fatal, plan.target
-    _say_plan(fault, prediction, target.pods, wait_s, after_step, dry_run)
+    options = api.DrillOptions(
+        lose_slice, kill_worker, exit_code, evict_head, after_step, parse_after(after), dry_run, allow_fatal, timeout
+    )
+    announce(cluster.kube)
+    drilled = api.drill(cluster, name, options, confirm=None if yes else confirm, progress=sys.stderr)
     if dry_run:
-        if fatal:
+        if drilled.plan.fatal:
             refusal = "needs --allow-fatal" if not allow_fatal else "allowed by --allow-fatal"
-            click.echo(f"  fatal: {fatal} ({refusal})", err=True)
+            click.echo(f"  fatal: {drilled.plan.fatal} ({refusal})", err=True)
         click.echo("dry run: nothing was done", err=True)
         return
-    if fatal and not allow_fatal:
-        raise ConfigError(
-            None,
-            f"{fault.flags()} would end job {name}: {fatal}",
-            source="--allow-fatal",
-            hint="pass --allow-fatal to inject it anyway (the job will not recover)",
-        )
-    if not yes and not confirm(f"Inject {fault.flags()} into job {name} in namespace {ns}? It cannot be undone."):
-        raise PwdeployError("no fault injected")
-    _wait_for_trigger(kube, ns, name, wait_s, after_step, timeout)
-    _inject_and_report(cluster, name, fault, prediction, output, timeout)
-
-
-def _say_plan(
-    fault: Fault, prediction: Prediction, pods: tuple[str, ...], wait_s: float | None, after_step: int | None, dry: bool
-) -> None:
-    when = (
-        f"once main reports step {after_step}"
-        if after_step is not None
-        else f"after {wait_s:g} s"
-        if wait_s is not None
-        else "now"
-    )
-    click.echo(f"{'would' if dry else 'will'} {fault.describe()} {when}", err=True)
-    click.echo(f"  pods: {', '.join(pods)}", err=True)
-    click.echo(f"  predicted: {prediction.outcome}: {prediction.why}", err=True)
-
-
-def _wait_for_trigger(
-    kube: Kube, ns: str, name: str, wait_s: float | None, after_step: int | None, timeout: float
-) -> None:
-    """Wait for --after or --after-step (the latter bounded by --timeout); Ctrl-C injects nothing."""
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.drill.follow import last_step, newest_head
-
-    try:
-        if wait_s is not None:
-            kube.clock.sleep(wait_s)
-        deadline = kube.clock.now() + timeout
-        while after_step is not None:
-            step = last_step(kube, ns, newest_head(js.list_pods(kube, ns, name)))
-            if step is not None and step >= after_step:
-                click.echo(f"main reported step {step}: injecting", err=True)
-                return
-            if kube.clock.now() >= deadline:
-                raise ClusterError(
-                    f"main did not report step {after_step} within --timeout {timeout:g} s (last: {step}); "
-                    "no fault was injected",
-                    hint="step reports are main's log lines `step N` (docs/drill.md)",
-                )
-            kube.clock.sleep(STEP_WAIT_POLL_S)
-    except KeyboardInterrupt:
-        click.echo("\nStopped before injecting: no fault was injected.", err=True)
-        raise click.exceptions.Exit(130) from None
-
-
-def _inject_and_report(
-    cluster: Cluster, name: str, fault: Fault, prediction: Prediction, output: str, timeout: float
-) -> None:
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.drill import follow as fol
-    from pwdeploy.drill import plan as dr
-    from pwdeploy.drill import verdict as rep
-    from pwdeploy.drill.inject import inject
-
-    kube, ns = cluster
-    jobset = js.require_jobset(kube, ns, name)
-    target = dr.find_target(kube, ns, name, fault)
-    was = fol.before(kube, ns, jobset, fault, js.list_pods(kube, ns, name), target.pods)
-
-    def say(line: str) -> None:
-        click.echo(line, err=True)
-
-    inject(kube, ns, fault, target, say)
-    seen = fol.follow(kube, ns, name, fault, was, elastic=dr.is_elastic(jobset), timeout=timeout, say=say)
-    doc = rep.report_document(name, ns, fault, target.pods, prediction, was, seen)
-    if output == "json":
-        emit(doc, "json")
+    if drilled.report is None:
+        _not_injected(drilled, after_step, timeout)
+    elif output == "json":
+        emit(drilled.report, "json")
     else:
-        for line in rep.report_lines(doc):
+        for line in report_lines(drilled.report):
             click.echo(line)
-    if seen.stopped == "interrupted":
+    ns = cluster.namespace
+    if drilled.stopped == "interrupted":
         click.echo(
             f"Stopped following; the fault is not undone. Job {name} goes on: pwdeploy status {name} -n {ns}", err=True
         )
         raise click.exceptions.Exit(130)
-    if seen.stopped == "timeout":
+    if drilled.stopped == "timeout":
         raise ClusterError(
             f"job {name} did not recover within --timeout {timeout:g} s (the report above says how far it got)",
             hint=f"look at it: pwdeploy diagnose {name} -n {ns}",
         )
+
+
+def _not_injected(drilled: Drilled, after_step: int | None, timeout: float) -> None:
+    """Nothing was injected: Ctrl-C came first, or main never reported the step asked for."""
+    if drilled.stopped == "interrupted":
+        click.echo("\nStopped before injecting: no fault was injected.", err=True)
+        raise click.exceptions.Exit(130)
+    raise ClusterError(
+        f"main did not report step {after_step} within --timeout {timeout:g} s (last: {drilled.last_step}); "
+        "no fault was injected",
+        hint="step reports are main's log lines `step N` (docs/drill.md)",
+    )

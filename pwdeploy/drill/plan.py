@@ -33,7 +33,7 @@ from typing import Literal
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.jobsets import Object
-from pwdeploy.errors import ClusterError, ConfigError
+from pwdeploy.errors import ArgumentError, ClusterError
 from pwdeploy.kube.seam import Kube
 from pwdeploy.manifests import failure_policy as fp
 
@@ -70,14 +70,14 @@ class Fault:
 
 
 def parse_fault(lose_slice: int | None, kill_worker: str | None, exit_code: int | None, evict_head: bool) -> Fault:
-    """The one fault the flags ask for; a ConfigError naming the flag for anything else."""
-    chosen = [f for f, v in (("--lose-slice", lose_slice), ("--kill-worker", kill_worker)) if v is not None]
-    chosen += ["--evict-head"] if evict_head else []
+    """The one fault the arguments ask for; an ArgumentError naming the argument for anything else."""
+    chosen = [f"`{f}`" for f, v in (("lose_slice", lose_slice), ("kill_worker", kill_worker)) if v is not None]
+    chosen += ["`evict_head`"] if evict_head else []
     if len(chosen) != 1:
         what = "none was given" if not chosen else f"got {', '.join(chosen)}"
-        raise ConfigError(None, f"give exactly one fault: --lose-slice, --kill-worker or --evict-head ({what})")
+        raise ArgumentError(None, f"give exactly one fault: `lose_slice`, `kill_worker` or `evict_head` ({what})")
     if exit_code is not None and kill_worker is None:
-        raise ConfigError("--exit-code", "applies only to --kill-worker", source="--exit-code")
+        raise ArgumentError("exit_code", "applies only to `kill_worker`")
     if lose_slice is not None:
         return Fault("lose_slice", slice_index=lose_slice)
     if evict_head:
@@ -85,15 +85,14 @@ def parse_fault(lose_slice: int | None, kill_worker: str | None, exit_code: int 
     assert kill_worker is not None
     m = re.fullmatch(r"(\d{1,6})/(\d{1,6})", kill_worker.strip())
     if m is None:
-        raise ConfigError(None, f"{kill_worker!r} is not SLICE/HOST (e.g. 0/1)", source="--kill-worker")
+        raise ArgumentError("kill_worker", f"{kill_worker!r} is not SLICE/HOST (e.g. 0/1)")
     if exit_code is None:
-        raise ConfigError(None, "--kill-worker needs --exit-code N (e.g. 137 for SIGKILL)", source="--exit-code")
+        raise ArgumentError("exit_code", "`kill_worker` needs `exit_code=N` (e.g. 137 for SIGKILL)")
     if not _signal_code(exit_code):
-        raise ConfigError(
-            None,
+        raise ArgumentError(
+            "exit_code",
             f"{exit_code} is not an exit code a signal gives: no Kubernetes API sets a container's exit code, "
             "pwdeploy can only signal the container's process (exit code 128 + signal)",
-            source="--exit-code",
             hint="use 143 (SIGTERM), 137 (SIGKILL), 134 (SIGABRT) or another 128 + N",
         )
     return Fault("kill_worker", slice_index=int(m[1]), host=int(m[2]), exit_code=exit_code)
@@ -127,21 +126,18 @@ def hosts_per_slice(jobset: Object) -> int:
 
 
 def check_fault_fits(fault: Fault, jobset: Object) -> None:
-    """A slice or host the job does not have is a ConfigError that says how many there are."""
+    """A slice or host the job does not have is an ArgumentError that says how many there are."""
     slices, hosts = slice_count(jobset), hosts_per_slice(jobset)
     if fault.slice_index is not None and fault.slice_index >= slices:
-        flag = "--lose-slice" if fault.kind == "lose_slice" else "--kill-worker"
-        raise ConfigError(
-            None,
+        raise ArgumentError(
+            fault.kind,
             f"job {js.name_of(jobset)} has no slice {fault.slice_index}: it has {slices} (slices 0 to {slices - 1})",
-            source=flag,
         )
     if fault.host is not None and fault.host >= hosts:
-        raise ConfigError(
-            None,
+        raise ArgumentError(
+            "kill_worker",
             f"slice {fault.slice_index} of job {js.name_of(jobset)} has no host {fault.host}: it has {hosts} "
             f"(hosts 0 to {hosts - 1})",
-            source="--kill-worker",
         )
 
 
@@ -285,11 +281,10 @@ def plan(kube: Kube, namespace: str, name: str, fault: Fault, *, needs_steps: bo
             hint=f"wait until it runs: pwdeploy status {name} -n {namespace}",
         )
     if needs_steps and not has_main(jobset):
-        raise ConfigError(
-            None,
+        raise ArgumentError(
+            "after_step",
             f"job {name} is headless: no program in the cluster reports steps",
-            source="--after-step",
-            hint="use --after DURATION",
+            hint="use `after=DURATION`",
         )
     prediction = predict(fault, jobset)
     fatal = capacity_fatal(fault, jobset) or (prediction.why if prediction.fatal else None)
