@@ -14,17 +14,23 @@ one answers it (a stub, not an API server: no controllers; a test moves the worl
   dies of the signal only when it is in ``pid1_handles`` (the kernel drops any other signal sent to a PID
   namespace's init from inside it, SIGKILL included: kill still succeeds), and the kubelet's part is played at
   once: the container's ``restartCount`` goes up and ``lastState.terminated.exitCode`` is 128 + the signal. The
-  exec's Status (``Success``) comes on channel 3, then the stream closes.
+  exec's Status (``Success``) comes on channel 3, then the stream closes. ``exec_answer``, when set, is what the
+  stream sends instead (raw frames: silence, a close without a Status, a broken frame), nothing run.
+- ``budgets[pod] = NAME``: a PodDisruptionBudget that allows no disruption covers the pod; its eviction is answered
+  429 with the Status the API server gives (details.causes of type DisruptionBudget, "The disruption budget NAME
+  needs N healthy pods and has N currently": pkg/registry/core/pod/storage/eviction.go, checkAndDecrement).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import math
 import re
 import signal
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -53,6 +59,8 @@ class DrillStub(StubKubeApiServer):
         self.signalled: list[tuple[str, str, str]] = []  # (pod, container, signal name)
         self.pid1_handles = {"TERM", "ABRT", "INT", "USR1"}
         self.image_has_kill = True  # False: the runtime's answer for an image without a `kill` command
+        self.exec_answer: Callable[[Any], None] | None = None  # raw frames sent instead of running the command
+        self.budgets: dict[str, str] = {}  # pod -> the PodDisruptionBudget that blocks its eviction
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         base = super()._handler_class()
@@ -108,6 +116,12 @@ class DrillStub(StubKubeApiServer):
         h.wfile.flush()
         h.close_connection = True
         stream = FakeStream(h.connection, h.rfile, 0)
+        if self.exec_answer is not None:
+            self.exec_answer(stream)
+            with contextlib.suppress(OSError):
+                while h.rfile.read(1):  # until the client goes: a silent stream stays open as long as it waits
+                    pass
+            return
         status = self._run_kill(m[1], m[2], r.q("container") or "", r.query.get("command") or [])
         stream.send_channel(3, json.dumps(status).encode())
         stream.send(CLOSE, b"\x03\xe8")
@@ -154,6 +168,11 @@ class DrillStub(StubKubeApiServer):
         current = self.objects.get(("pods", ns, pod))
         if current is None:
             raise _Reply(404, status_body(404, "NotFound", f'pods "{pod}" not found', {"name": pod, "kind": "pods"}))
+        if pod in self.budgets:
+            cause = f"The disruption budget {self.budgets[pod]} needs 1 healthy pods and has 1 currently"
+            message = "Cannot evict pod as it would violate the pod's disruption budget."
+            details = {"causes": [{"reason": "DisruptionBudget", "message": cause}]}  # StatusCause.Type is "reason"
+            raise _Reply(429, status_body(429, "TooManyRequests", message, details))
         conditions = current.setdefault("status", {}).setdefault("conditions", [])
         conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"})
         del self.objects[("pods", ns, pod)]

@@ -189,3 +189,31 @@ def test_an_evicted_head_is_replaced_without_a_restart_as_predicted(control_plan
     assert head in got["fault"]["pods"], got
     assert got["stopped"] == "recovered" and got["first_step_after"] == 4, got
     assert not [f for f in got["findings"] if f.startswith("local run predicts")], got["findings"]
+
+
+def test_a_disruption_budget_on_the_head_is_named_and_the_head_stays(control_plane: ControlPlane, pools: None) -> None:
+    """The real eviction registry answers 429 with a DisruptionBudget cause while a budget allows no disruption;
+    kubectl drain retries such a refusal, the drill says it is the budget and injects nothing (it once got 4 tries
+    in 4 s and the hint that the control plane was overloaded)."""
+    plane = control_plane
+    name = f"db-{secrets.token_hex(3)}"
+    head = started(plane, name)
+    selector = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": ids.HEAD_JOB}
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": f"{name}-head", "namespace": NS},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},  # maxUnavailable needs a scale subresource
+    }
+    plane.kubectl("apply", "-f", "-", input_text=json.dumps(budget))
+    try:
+        wait_for(  # the disruption controller has counted the head
+            lambda: json.loads(plane.kubectl("get", "pdb", f"{name}-head", "-n", NS, "-o", "json").stdout),
+            lambda pdb: pdb.get("status", {}).get("observedGeneration") == pdb["metadata"]["generation"],
+        )
+        out, err = drill(plane, name, "--evict-head").communicate(timeout=120)
+        assert "a PodDisruptionBudget refused to create pods/eviction" in err, err
+        assert f"The disruption budget {name}-head needs" in err and "overloaded" not in err, err
+        assert out == "" and running_head(plane, name, 0) == head  # nothing was injected
+    finally:
+        plane.kubectl("delete", "pdb", f"{name}-head", "-n", NS, "--ignore-not-found", check=False)

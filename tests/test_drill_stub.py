@@ -219,8 +219,9 @@ def test_asks_and_without_a_terminal_exits_2(drill_stub: DrillStub, run: Callabl
     result = run(["drill", NAME, "--lose-slice", "1"], FakeClock())
     assert result.exit_code == 2 and "pass -y to answer yes" in result.stderr
     assert drill_stub.sent("POST") == []
-    no = run(["drill", NAME, "--lose-slice", "1"], FakeClock(), input="n\n")
-    assert no.exit_code == 1 and "no fault injected" in no.stderr and drill_stub.sent("POST") == []
+    piped = run(["drill", NAME, "--lose-slice", "1"], FakeClock(), input="y\n")  # a `while read` loop's next line
+    assert piped.exit_code == 2 and "only a person at one may answer" in piped.stderr, piped.output
+    assert drill_stub.sent("POST") == []
 
 
 def test_refuses_a_fatal_fault_unless_allowed(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
@@ -316,7 +317,10 @@ def test_kill_worker_signals_the_container_through_exec(drill_stub: DrillStub, r
     doc = json.loads(result.stdout)
     (pod,) = [p["metadata"]["name"] for p in world.pods(ids.WORKER_JOB) if "-worker-1-0-" in p["metadata"]["name"]]
     assert drill_stub.signalled == [(pod, ids.WORKER_CONTAINER, "TERM")]
-    assert doc["fault"] == {"kind": "kill_worker", "slice": 1, "host": 0, "exit_code": 143, "pods": [pod]}
+    assert doc["fault"] == {
+        "kind": "kill_worker", "slice": 1, "host": 0, "exit_code": 143, "pods": [pod], "injection": "confirmed",
+        "injection_detail": "", "not_hit": [],
+    }  # fmt: skip
     assert doc["rule_fired"] == "container_restarted" and doc["predicted"]["outcome"] == "pod_replaced"
     assert doc["findings"] == [] and doc["seconds_to_detection"] == 0.0 and doc["steps_lost"] == 0
     (execed,) = drill_stub.sent("GET", "/exec")
@@ -340,7 +344,7 @@ def test_ctrl_c_stops_following_and_never_undoes_the_fault(drill_stub: DrillStub
     result = run(["drill", NAME, "--lose-slice", "1", "-y"], FakeClock(interrupt))
     assert result.exit_code == 130, result.output
     assert "stopped: interrupted" in result.stdout
-    assert "Stopped following; the fault is not undone." in result.stderr
+    assert "Stopped following; the fault is not undone (2 pods hit: " in result.stderr
     assert len(drill_stub.evicted) == 2 and [r.method for r in drill_stub.writes()] == ["POST", "POST"]
 
 
@@ -418,3 +422,175 @@ def test_allow_fatal_injects_and_reports_the_end(drill_stub: DrillStub, run: Cal
     assert doc["predicted"]["outcome"] == "job_ends" and doc["rule_fired"] == "job_ended"
     assert doc["first_failed_job"] == f"{NAME}-{ids.WORKER_JOB}-0" and doc["stopped"] == "job_ended"
     assert doc["findings"] == [] and "ReachedMaxRestarts" in doc["rule_detail"]
+
+
+# ---------------------------------------------------------------------------------------------- what is confirmed
+
+
+def test_a_jobset_pwdeploy_did_not_create_is_refused_as_delete_refuses_it(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    """A JobSet labelled `managed-by: xpk` was drilled on a prediction of pwdeploy's rendering."""
+    world = World(drill_stub)
+    world.jobset["metadata"]["labels"][ids.MANAGED_BY_LABEL] = "xpk"
+    for extra in (["-y"], ["--dry-run"]):
+        result = run(["drill", NAME, "--lose-slice", "1", *extra], FakeClock())
+        assert result.exit_code == 4, result.output
+        assert "is not managed by pwdeploy (app.kubernetes.io/managed-by: xpk): not drilling it" in result.stderr
+    assert drill_stub.sent("POST") == [] and drill_stub.sent("GET", "/exec") == []
+
+
+def _frame(first: int, length_bytes: bytes, payload: bytes = b"") -> bytes:
+    return bytes((first,)) + length_bytes + payload
+
+
+HOSTILE_EXEC = {
+    "silent": lambda stream: None,
+    "closed without a status": lambda stream: stream.send(0x8, b"\x03\xe8"),
+    "RSV1 set": lambda stream: stream.client.sendall(_frame(0xC2, b"\x05", b"\x03{}xx")),
+    "a 1 MiB ping": lambda stream: stream.client.sendall(_frame(0x89, b"\x7f" + (1 << 20).to_bytes(8, "big"))),
+    "a frame of 2^62 bytes": lambda stream: stream.client.sendall(_frame(0x82, b"\x7f" + (1 << 62).to_bytes(8, "big"))),
+    "the Status on stderr": lambda stream: (
+        stream.send_channel(2, json.dumps({"metadata": {}, "status": "Success"}).encode()),
+        stream.send(0x8, b"\x03\xe8"),
+    ),
+    "a Status nested 100,000 deep": lambda stream: (
+        stream.send_channel(3, b"[" * 100_000 + b"]" * 100_000),
+        stream.send(0x8, b"\x03\xe8"),
+    ),
+}
+
+
+@pytest.mark.parametrize("answer", list(HOSTILE_EXEC), ids=list(HOSTILE_EXEC))
+def test_a_signal_the_exec_never_confirmed_is_reported_as_unconfirmed_not_as_sent(
+    drill_stub: DrillStub, run: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    """The drill said the signal was sent and then found "no controller reacted": the exec's answer was silence, a
+    close without a Status, a broken frame, or a Status where none belongs."""
+    monkeypatch.setattr("pwdeploy.drill.inject.EXEC_TIMEOUT_S", 1.0)  # the silent stream: a second, not twenty
+    World(drill_stub)
+    drill_stub.exec_answer = HOSTILE_EXEC[answer]
+    args = ["drill", NAME, "--kill-worker", "0/1", "--exit-code", "143", "-y", "-o", "json", "--timeout", "4"]
+    result = run(args, FakeClock())
+    assert result.exit_code == 4, result.output
+    doc = json.loads(result.stdout)
+    assert doc["fault"]["injection"] == "unconfirmed" and doc["rule_fired"] == "none"
+    assert any(f.startswith("the signal was not confirmed (") for f in doc["findings"]), doc["findings"]
+    assert not any(f.startswith("no controller reacted") for f in doc["findings"])
+    assert "kill succeeded" not in result.stderr and ": not confirmed: the exec" in result.stderr
+    assert "the fault's injection was not confirmed and nothing reacted" in result.stderr
+    assert "internal error" not in result.stderr
+
+
+def test_a_disruption_budget_that_blocks_the_first_eviction_is_named_and_not_retried(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    """A PodDisruptionBudget's 429 got 4 tries in 4 s and the hint that the control plane was overloaded."""
+    world = World(drill_stub)
+    for pod in world.pods(ids.HEAD_JOB):
+        drill_stub.budgets[pod["metadata"]["name"]] = "head-budget"
+    result = run(["drill", NAME, "--evict-head", "-y"], FakeClock())
+    assert result.exit_code == 4, result.output
+    assert "a PodDisruptionBudget refused to create pods/eviction" in result.stderr, result.stderr
+    assert "The disruption budget head-budget needs 1 healthy pods and has 1 currently" in result.stderr
+    assert "kubectl get pdb" in result.stderr and "overloaded" not in result.stderr
+    assert len(drill_stub.sent("POST", "/eviction")) == 1 and drill_stub.evicted == []
+
+
+def test_a_fault_injected_in_part_says_which_pods_and_what_stopped_it(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    """The second eviction of a lost slice refused (a budget): the report said the slice was lost; the first pod's
+    eviction stays, so the job is followed, and the report and the exit say it was in part."""
+    world = World(drill_stub)
+    second = sorted(p["metadata"]["name"] for p in world.pods(ids.WORKER_JOB) if "-worker-1-" in p["metadata"]["name"])
+    drill_stub.budgets[second[1]] = "slice-budget"
+    result = run(["drill", NAME, "--lose-slice", "1", "-y", "-o", "json", "--timeout", "4"], FakeClock())
+    assert result.exit_code == 4, result.output
+    doc = json.loads(result.stdout)
+    assert doc["fault"]["pods"] == [second[0]] and doc["fault"]["injection"] == "partial"
+    assert [n["pod"] for n in doc["fault"]["not_hit"]] == [second[1]]
+    assert "slice-budget" in doc["fault"]["not_hit"][0]["why"]
+    assert doc["findings"][0].startswith("the fault was injected in part: 1 of 2 pods hit; not hit: ")
+    assert drill_stub.evicted == [second[0]] and "RBAC" not in result.stderr and "Aborted" not in result.stderr
+
+
+def test_ctrl_c_between_two_evictions_reports_what_was_hit_and_what_is_left(
+    drill_stub: DrillStub, run: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pwdeploy.drill import inject
+
+    sent = inject.evict
+
+    def second_interrupted(kube: Any, namespace: str, pod: str) -> bool:
+        if drill_stub.evicted:  # Ctrl-C while the second eviction is on its way
+            raise KeyboardInterrupt
+        return sent(kube, namespace, pod)
+
+    monkeypatch.setattr(inject, "evict", second_interrupted)
+    World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "1", "-y", "-o", "json"], FakeClock())
+    assert result.exit_code == 130, result.output
+    doc = json.loads(result.stdout)
+    assert doc["fault"]["injection"] == "interrupted" and doc["stopped"] == "interrupted"
+    assert doc["fault"]["pods"] == drill_stub.evicted and len(doc["fault"]["not_hit"]) == 1
+    assert "not evicted: interrupted (Ctrl-C)" in doc["fault"]["not_hit"][0]["why"]
+    assert "Stopped injecting; the fault is not undone (1 pod hit: " in result.stderr
+    assert "Aborted" not in result.stderr and "Interrupted." not in result.stderr
+
+
+def test_an_api_error_while_following_keeps_the_report_of_what_was_injected_and_measured(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    def controllers(sleeps: int) -> None:
+        if sleeps == 1:
+            world.replace_missing()  # detected at the next look
+        if sleeps == 2:
+            drill_stub.fail("GET", r"/jobsets/", 403, times=10)  # then the JobSet may no longer be read
+
+    clock = FakeClock(controllers)
+    world = World(drill_stub)
+    result = run(["drill", NAME, "--lose-slice", "0", "-y", "-o", "json"], clock)
+    assert result.exit_code == 4, result.output
+    doc = json.loads(result.stdout)
+    assert doc["stopped"] == "api_error" and doc["rule_fired"] == "pod_replaced"
+    assert doc["seconds_to_detection"] == 2.0 and len(doc["fault"]["pods"]) == world.hosts
+    assert any(f.startswith("following stopped on an error") for f in doc["findings"]), doc["findings"]
+    assert "following job dp-example stopped on an error (the report above says" in result.stderr
+
+
+def test_flags_a_drill_cannot_honour_are_refused_before_the_question(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    World(drill_stub)
+    cases = {
+        ("--evict-head", "--after", "9999999h"): "is not a wait a drill makes (0 to 7 days: 168h)",
+        ("--kill-worker", "0/0", "--exit-code", "147"): "147 is 128 + SIGSTOP, which does not end a process",
+        ("--kill-worker", "0/0", "--exit-code", "146"): "146 is 128 + SIGCONT",
+    }
+    for args, said in cases.items():
+        result = run(["drill", NAME, *args], FakeClock())  # no -y: refused before asking
+        assert result.exit_code == 2, (args, result.output)
+        assert said in result.stderr and "Inject" not in result.stderr, (args, result.stderr)
+    assert drill_stub.sent("POST") == []
+
+
+def test_at_a_terminal_the_question_is_asked_and_no_injects_nothing(drill_stub: DrillStub, tmp_path: Path) -> None:
+    """The one answer a drill takes is a person's at a terminal (a pseudo-terminal here, the installed command)."""
+    import os
+    import subprocess
+    import sys
+
+    World(drill_stub)
+    kubeconfig = drill_stub.write_kubeconfig(tmp_path / "kc", {"stub": ("stub-token", None)}, current="stub")
+    primary, secondary = os.openpty()
+    command = [str(Path(sys.executable).with_name("pwdeploy")), "drill", NAME, "--lose-slice", "1", "--kubeconfig",
+               str(kubeconfig)]  # fmt: skip
+    with subprocess.Popen(command, stdin=secondary, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as drill:
+        os.close(secondary)
+        os.write(primary, b"n\n")
+        _, err = drill.communicate(timeout=60)
+    os.close(primary)
+    assert drill.returncode == 1, err
+    assert "Inject --lose-slice 1 into job dp-example in namespace default?" in err and "no fault injected" in err
+    assert drill_stub.sent("POST") == []

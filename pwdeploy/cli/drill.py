@@ -103,7 +103,8 @@ def drill(
         lose_slice, kill_worker, exit_code, evict_head, after_step, parse_after(after), dry_run, allow_fatal, timeout
     )
     announce(cluster.kube)
-    drilled = api.drill(cluster, name, options, confirm=None if yes else confirm, progress=sys.stderr)
+    asked = None if yes else lambda question: confirm(question, terminal_only=True)  # never piped input: a person
+    drilled = api.drill(cluster, name, options, confirm=asked, progress=sys.stderr)
     if dry_run:
         if drilled.plan.fatal:
             refusal = "needs --allow-fatal" if not allow_fatal else "allowed by --allow-fatal"
@@ -117,16 +118,37 @@ def drill(
     else:
         for line in report_lines(drilled.report):
             click.echo(line)
-    ns = cluster.namespace
+    _end(drilled, name, cluster.namespace, timeout)
+
+
+def _end(drilled: Drilled, name: str, ns: str, timeout: float) -> None:
+    """The exit status after the report: 0 only for a whole, confirmed fault the job recovered from (or ended of)."""
+    assert drilled.report is not None
+    fault = drilled.report["fault"]
     if drilled.stopped == "interrupted":
-        click.echo(
-            f"Stopped following; the fault is not undone. Job {name} goes on: pwdeploy status {name} -n {ns}", err=True
-        )
+        hit = f"{len(fault['pods'])} pod{'' if len(fault['pods']) == 1 else 's'} hit: {', '.join(fault['pods'])}"
+        stopped = "Stopped injecting" if fault["injection"] == "interrupted" else "Stopped following"
+        click.echo(f"{stopped}; the fault is not undone ({hit}). Job {name} goes on: pwdeploy status {name} -n {ns}",
+                   err=True)  # fmt: skip
         raise click.exceptions.Exit(130)
-    if drilled.stopped == "timeout":
+    if drilled.stopped == "api_error":
         raise ClusterError(
-            f"job {name} did not recover within --timeout {timeout:g} s (the report above says how far it got)",
+            f"following job {name} stopped on an error (the report above says what was injected and measured)",
+            hint=f"the fault is not undone; look at the job: pwdeploy status {name} -n {ns}",
+        )
+    if drilled.stopped == "timeout":
+        unconfirmed = fault["injection"] == "unconfirmed" and drilled.report["rule_fired"] == "none"
+        raise ClusterError(
+            f"the fault's injection was not confirmed and nothing reacted within --timeout {timeout:g} s"
+            if unconfirmed
+            else f"job {name} did not recover within --timeout {timeout:g} s (the report above says how far it got)",
             hint=f"look at it: pwdeploy diagnose {name} -n {ns}",
+        )
+    if fault["injection"] == "partial":
+        raise ClusterError(
+            f"the fault reached {len(fault['pods'])} of {len(fault['pods']) + len(fault['not_hit'])} pods (the "
+            "report above says which, and what the job did)",
+            hint="what stopped the injection is in the report's findings",
         )
 
 

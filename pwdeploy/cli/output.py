@@ -48,9 +48,17 @@ def emit(document: dict[str, Any], output: str) -> None:
     click.echo(yaml.dump(document, Dumper=Dumper, sort_keys=False, allow_unicode=False, width=2**16), nl=False)
 
 
-def confirm(question: str, flag: str = "-y") -> bool:
+def confirm(question: str, flag: str = "-y", *, terminal_only: bool = False) -> bool:
     """The answer to a yes/no question on stderr. Without a terminal and with nothing piped in, asking cannot work:
-    that is a usage error (exit 2) naming ``flag``, not click's "Aborted." with Ctrl-C's exit 130."""
+    that is a usage error (exit 2) naming ``flag``, not click's "Aborted." with Ctrl-C's exit 130. ``terminal_only``
+    (drill): only a person at a terminal answers; piped input is not read (a ``while read`` loop would feed it the
+    next line)."""
+    if terminal_only and (sys.stdin is None or not sys.stdin.isatty()):
+        raise ConfigError(
+            None,
+            f"cannot ask {question!r}: the input is not a terminal, and only a person at one may answer this",
+            hint=f"pass {flag} to answer yes, or run the command in a terminal",
+        )
     try:
         return click.confirm(question, default=False, err=True)
     except click.exceptions.Abort:

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from pwdeploy.kube.seam import Kube
 
 STEP_WAIT_POLL_S = 2.0
+MAX_AFTER_S = 7 * 24 * 3600.0  # a wait before a fault: longer is a typo (9999999h once crashed after the question)
 Say = Callable[[str], None]
+Stopped = Literal["timeout", "interrupted", "api_error"]
 
 
 class DrillOptions(NamedTuple):
@@ -40,13 +42,14 @@ class Drilled(NamedTuple):
     """How a drill went: the fault and its plan (prediction, target pods, why it would be fatal), the report
     (docs/drill.md; None: nothing was injected) and how it stopped: None (the job recovered or ended),
     ``"timeout"`` (it did not recover within the options' timeout; without a report: main never reported
-    ``after_step``, ``last_step`` being the last it did) or ``"interrupted"`` (Ctrl-C; without a report: before
-    the injection)."""
+    ``after_step``, ``last_step`` being the last it did), ``"interrupted"`` (Ctrl-C; without a report: before
+    any pod was hit) or ``"api_error"`` (an error from the API server stopped following: the report has what was
+    measured before it). The report's ``fault.injection`` says how much of the fault was confirmed."""
 
     fault: Fault
     plan: Plan
     report: dict[str, Any] | None = None
-    stopped: Literal["timeout", "interrupted"] | None = None
+    stopped: Stopped | None = None
     last_step: int | None = None
 
 
@@ -59,6 +62,8 @@ def run_drill(
     fault = parse_fault(options.lose_slice, options.kill_worker, options.exit_code, options.evict_head)
     if options.after_step is not None and options.after is not None:
         raise ArgumentError("after", "give `after_step` or `after`, not both")
+    if options.after is not None and not 0 <= options.after <= MAX_AFTER_S:
+        raise ArgumentError("after", f"{options.after:g} s is not a wait a drill makes (0 to 7 days: 168h)")
     planned = plan(kube, namespace, name, fault, needs_steps=options.after_step is not None)
     for line in plan_lines(fault, planned, options):
         say(line)
@@ -94,7 +99,7 @@ def plan_lines(fault: Fault, planned: Plan, options: DrillOptions) -> list[str]:
 
 def _wait_for_moment(
     kube: Kube, namespace: str, name: str, options: DrillOptions, say: Say
-) -> tuple[Literal["timeout", "interrupted"] | None, int | None]:
+) -> tuple[Stopped | None, int | None]:
     """Wait for ``after`` seconds or main's step ``after_step`` (bounded by ``timeout``). Why nothing is to be
     injected (Ctrl-C, or the step never came), else None; and the last step main reported."""
     from pwdeploy.cluster import jobsets as js
@@ -120,7 +125,9 @@ def _wait_for_moment(
 
 def _inject_and_follow(
     kube: Kube, namespace: str, name: str, fault: Fault, planned: Plan, timeout: float, say: Say
-) -> tuple[dict[str, Any], Literal["timeout", "interrupted"] | None]:
+) -> tuple[dict[str, Any] | None, Stopped | None]:
+    """The report and how following stopped; (None, "interrupted") for Ctrl-C before any pod was hit. A fault
+    injected in part, or never confirmed, is followed and reported as such (``drill.inject.Injected``)."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.drill import follow as fol
     from pwdeploy.drill import plan as dr
@@ -130,8 +137,14 @@ def _inject_and_follow(
     jobset = js.require_jobset(kube, namespace, name)
     target = dr.find_target(kube, namespace, name, fault)
     was = fol.before(kube, namespace, jobset, fault, js.list_pods(kube, namespace, name), target.pods)
-    inject(kube, namespace, fault, target, say)
-    seen = fol.follow(kube, namespace, name, fault, was, elastic=dr.is_elastic(jobset), timeout=timeout, say=say)
-    report = rep.report_document(name, namespace, fault, target.pods, planned.prediction, was, seen)
-    stopped = seen.stopped if seen.stopped in ("timeout", "interrupted") else None
+    try:
+        injected = inject(kube, namespace, fault, target, say)
+    except KeyboardInterrupt:
+        return None, "interrupted"
+    if injected.state == "interrupted":  # Ctrl-C between two pods: what was hit stays hit, nothing is followed
+        seen = fol.Observed(last_step=was.last_step, stopped="interrupted")
+    else:
+        seen = fol.follow(kube, namespace, name, fault, was, elastic=dr.is_elastic(jobset), timeout=timeout, say=say)
+    report = rep.report_document(name, namespace, fault, injected, planned.prediction, was, seen)
+    stopped = seen.stopped if seen.stopped in ("timeout", "interrupted", "api_error") else None
     return report, stopped  # type: ignore[return-value]

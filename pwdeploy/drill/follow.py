@@ -28,7 +28,9 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.logs import read_lines
 from pwdeploy.cluster.progress import TERMINAL, job_state
 from pwdeploy.drill.plan import Fault
+from pwdeploy.errors import ClusterError
 from pwdeploy.kube.seam import Kube
+from pwdeploy.text import printable
 
 STEP_LINE = re.compile(r"^step (\d{1,12})\b")
 POLL_S = 2.0
@@ -169,8 +171,9 @@ class Observed:
     restarts: int = 0
     counted: int = 0
     first_failed_job: str | None = None  # the child Job the JobSet controller named when it acted
-    stopped: str = "timeout"  # recovered, job_ended, timeout, interrupted
+    stopped: str = "timeout"  # recovered, job_ended, timeout, interrupted, api_error
     notes: list[str] = field(default_factory=list)
+    error: str | None = None  # api_error: what the API server answered when following stopped
 
 
 RANK = {"none": 0, "container_restarted": 1, "pod_replaced": 1, "elastic_recovery": 2, "jobset_restart": 3}
@@ -209,7 +212,8 @@ def follow(
     poll: float = POLL_S,
 ) -> Observed:
     """Watch the job until every pod runs again and main reported a step (or the job ended, or ``timeout``
-    seconds passed since the fault); Ctrl-C stops watching and returns what was seen (``stopped`` interrupted)."""
+    seconds passed since the fault); Ctrl-C stops watching and returns what was seen (``stopped`` interrupted), and
+    so does an API error (``api_error``): what was measured before it is still the report's."""
     seen = Observed(last_step=was.last_step)
     try:
         while True:
@@ -221,7 +225,9 @@ def follow(
             kube.clock.sleep(poll)
     except KeyboardInterrupt:
         seen.stopped = "interrupted"
-        return seen
+    except ClusterError as exc:
+        seen.stopped, seen.error = "api_error", printable(str(exc), 500, one_line=True)
+    return seen
 
 
 def _look(

@@ -95,6 +95,7 @@ def parse_fault(lose_slice: int | None, kill_worker: str | None, exit_code: int 
             "pwdeploy can only signal the container's process (exit code 128 + signal)",
             hint="use 143 (SIGTERM), 137 (SIGKILL), 134 (SIGABRT) or another 128 + N",
         )
+    _check_ending(exit_code)
     return Fault("kill_worker", slice_index=int(m[1]), host=int(m[2]), exit_code=exit_code)
 
 
@@ -104,6 +105,25 @@ def _signal_code(code: int) -> bool:
     except ValueError:
         return False
     return code > 128
+
+
+# Signals whose default action does not end a process (signal(7): Stop, Cont, Ign): a container sent one goes on,
+# or stops, and never exits with 128 + the signal.
+NOT_ENDING = frozenset(
+    {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGCONT, signal.SIGCHLD, signal.SIGURG,
+     signal.SIGWINCH}
+)  # fmt: skip
+
+
+def _check_ending(exit_code: int) -> None:
+    sig = signal.Signals(exit_code - 128)
+    if sig in NOT_ENDING:
+        raise ArgumentError(
+            "exit_code",
+            f"{exit_code} is 128 + {sig.name}, which does not end a process (it stops, continues or is ignored): "
+            f"no container exits with {exit_code}",
+            hint="use 143 (SIGTERM), 137 (SIGKILL), 134 (SIGABRT) or another signal that ends a process",
+        )
 
 
 # ---------------------------------------------------------------------------------------------- the job and its pods
@@ -123,6 +143,20 @@ def slice_count(jobset: Object) -> int:
 
 def hosts_per_slice(jobset: Object) -> int:
     return next((rj.pods_per_job for rj in js.replicated_jobs(jobset) if rj.name == ids.WORKER_JOB), 0)
+
+
+def check_managed(jobset: Object, namespace: str) -> None:
+    """A JobSet another tool created is refused, as `delete` refuses it: the prediction reads pwdeploy's rendering
+    (its failure policy, replicated Jobs, labels and container names), and the job is that tool's to disturb."""
+    if js.is_managed(jobset):
+        return
+    other = ((jobset.get("metadata") or {}).get("labels") or {}).get(ids.MANAGED_BY_LABEL)
+    by = f" ({ids.MANAGED_BY_LABEL}: {other})" if other else ""
+    raise ClusterError(
+        f"jobset {js.name_of(jobset)} in namespace {namespace} is not managed by pwdeploy{by}: not drilling it",
+        hint="a drill predicts what pwdeploy's rendering does, and a JobSet another tool made is that tool's "
+        "(`delete` refuses it too); drill a job pwdeploy submitted",
+    )
 
 
 def check_fault_fits(fault: Fault, jobset: Object) -> None:
@@ -273,6 +307,7 @@ def plan(kube: Kube, namespace: str, name: str, fault: Fault, *, needs_steps: bo
     from pwdeploy.cluster.progress import job_state
 
     jobset = js.require_jobset(kube, namespace, name)
+    check_managed(jobset, namespace)
     check_fault_fits(fault, jobset)
     state = job_state(jobset)
     if state.phase != "Running":

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pwdeploy.drill.follow import Before, Observed
+from pwdeploy.drill.inject import Injected
 from pwdeploy.drill.plan import Fault, Prediction
 from pwdeploy.text import printable
 
@@ -24,25 +25,34 @@ def steps_lost(seen: Observed) -> int | None:
     return max(0, seen.last_step - seen.first_step + 1)
 
 
-def findings(prediction: Prediction, seen: Observed, was: Before) -> list[str]:
-    """Where the cluster did not do what `local run` predicts, and other things worth a look."""
-    found = []
+def findings(prediction: Prediction, seen: Observed, was: Before, injected: Injected) -> list[str]:
+    """Where the cluster did not do what `local run` predicts, what of the fault was not confirmed, and other
+    things worth a look."""
+    found = [f"the fault was injected in part: {injected.detail()}"] if injected.missed else []
     if seen.outcome != "none" and seen.outcome not in MATCHES[prediction.outcome]:
         found.append(
             f"local run predicts {prediction.outcome} ({prediction.why}); the cluster did {seen.outcome} "
             f"({seen.detail})"
         )
-    if seen.outcome == "none":
+    if seen.outcome == "none" and injected.unconfirmed is not None:
+        found.append(
+            f"the signal was not confirmed ({injected.unconfirmed}) and no controller reacted before following "
+            f"stopped ({seen.stopped}): the fault may not have happened"
+        )
+    elif seen.outcome == "none" and injected.state != "interrupted":
         found.append(f"no controller reacted to the fault before following stopped ({seen.stopped})")
+    if seen.error is not None:
+        found.append(f"following stopped on an error; what was measured before it is above: {seen.error}")
     if seen.counted - was.counted > 0 and was.max_restarts and seen.counted >= was.max_restarts:
         found.append(f"every restart of maxRestarts {was.max_restarts} is used: the next failure ends the job")
     return found + seen.notes
 
 
 def report_document(
-    name: str, namespace: str, fault: Fault, pods: tuple[str, ...], prediction: Prediction, was: Before, seen: Observed
+    name: str, namespace: str, fault: Fault, injected: Injected, prediction: Prediction, was: Before, seen: Observed
 ) -> dict[str, Any]:
-    """The report's ``-o json`` shape (docs/drill.md)."""
+    """The report's ``-o json`` shape (docs/drill.md): ``fault.pods`` are the pods the API server confirmed the
+    fault reached, ``fault.injection`` how much of it was confirmed."""
     decision = prediction.decision
     return {
         "job": name,
@@ -52,7 +62,10 @@ def report_document(
             "slice": fault.slice_index,
             "host": fault.host,
             "exit_code": fault.exit_code,
-            "pods": list(pods),
+            "pods": list(injected.hit),
+            "injection": injected.state,
+            "injection_detail": injected.detail(),
+            "not_hit": [{"pod": pod, "why": why} for pod, why in injected.missed],
         },
         "predicted": {
             "outcome": prediction.outcome,
@@ -72,7 +85,7 @@ def report_document(
         "restarts_total": seen.restarts,
         "max_restarts": was.max_restarts,
         "stopped": seen.stopped,
-        "findings": findings(prediction, seen, was),
+        "findings": findings(prediction, seen, was, injected),
     }
 
 
@@ -89,7 +102,9 @@ def report_lines(doc: dict[str, Any]) -> list[str]:
     lost = "unknown (no step reports)" if doc["steps_lost"] is None else str(doc["steps_lost"])
     lines = [
         f"drill report: job {doc['job']} (namespace {doc['namespace']}), stopped: {doc['stopped']}",
-        f"  fault:                {doc['fault']['kind']} ({', '.join(doc['fault']['pods'])})",
+        f"  fault:                {doc['fault']['kind']} ({', '.join(doc['fault']['pods'])}), "
+        f"{doc['fault']['injection']}"
+        + (f": {doc['fault']['injection_detail']}" if doc["fault"]["injection_detail"] else ""),
         f"  predicted (local run): {doc['predicted']['outcome']}: {doc['predicted']['why']}",
         f"  rule that fired:      {doc['rule_fired']}{': ' + doc['rule_detail'] if doc['rule_detail'] else ''}",
         f"  detection:            {secs('seconds_to_detection')}",

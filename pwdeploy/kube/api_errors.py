@@ -122,9 +122,18 @@ def failure_site(exc: Exception) -> Component:
 
 
 def deterministic(exc: Exception) -> bool:
-    """An error answer that the same request would get again: not the API server's own transient trouble."""
+    """An error answer that the same request would get again: not the API server's own transient trouble (a
+    PodDisruptionBudget's 429 is a policy, not overload)."""
     message = str(api_status(exc).get("message") or "")
-    return failure_site(exc) != "api-server" or _NOT_IN_SCHEMA in message
+    return failure_site(exc) != "api-server" or _NOT_IN_SCHEMA in message or budget_refusal(exc) is not None
+
+
+def budget_refusal(exc: Exception) -> str | None:
+    """What the PodDisruptionBudget said when it refused an eviction (a 429 whose Status has a ``DisruptionBudget``
+    cause: kubernetes pkg/registry/core/pod/storage/eviction.go, checkAndDecrement), or None."""
+    causes = api_status(exc).get("details", {}).get("causes", []) if getattr(exc, "status", None) == 429 else []
+    said = [str(c.get("message") or "") for c in causes if c.get("reason") == "DisruptionBudget"]  # Type, as JSON
+    return printable("; ".join(filter(None, said)) or "the budget allows no disruption now", 500) if said else None
 
 
 def unsendable(exc: Exception, action: Action, kube: Located) -> ApiError:
@@ -227,6 +236,13 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Lo
             status=code,
             lasting=True,
             hint=_schema_hint(action),
+        )
+    if (budget := budget_refusal(exc)) is not None:
+        return ApiError(
+            f"a PodDisruptionBudget refused to {action.describe()} (429): {budget}",
+            status=code,
+            hint="an eviction honours PodDisruptionBudgets, as `kubectl drain` does: see the budget (kubectl get "
+            "pdb -n NAMESPACE), wait until it allows a disruption, or change it",
         )
     if code in RETRYABLE_STATUS:
         return ApiError(
