@@ -94,7 +94,7 @@ def run_once(images: list[str], threads: int, config_dir: Path) -> float:
     elapsed = time.perf_counter() - start
     bad = [row for row in rows if row.status is not Status.OK]
     if bad:
-        sys.exit(f"not every image was found: {bad[0].location}: {bad[0].detail}")
+        sys.exit(f"not every image was found: {bad[0].where}: {bad[0].message}")
     return elapsed
 
 

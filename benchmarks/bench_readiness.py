@@ -42,7 +42,7 @@ def measure(runs: int, latency: float) -> None:
                 rows = check_cluster(job, kube, max_workers=workers)
                 times.setdefault(workers, []).append(time.perf_counter() - start)
                 sent[workers] = len(stub.requests) - before
-    print(f"{len(rows)} rows: " + ", ".join(f"{r.check} {r.status.value}" for r in rows))
+    print(f"{len(rows)} rows: " + ", ".join(f"{r.id} {r.status.value}" for r in rows))
     for workers in (1, 8):
         median = statistics.median(times[workers]) * 1000
         print(f"max_workers={workers}: {sent[workers]} requests, median {median:.0f} ms over {runs} runs")

@@ -5,6 +5,13 @@ Library code raises these; only the CLI layer turns them into a message and an e
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pwdeploy.finding import Finding
+
 # Exit statuses no error class carries: the CLI exits with them itself.
 STATUSES_WITHOUT_CLASS: dict[int, str] = {
     0: "success",
@@ -98,10 +105,11 @@ class ValidationError(PwdeployError):
 
     exit_code = 3
 
-    def __init__(self, problems: list[str]) -> None:
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"{len(problems)} problem(s) in the manifests:\n{lines}")
-        self.problems = problems
+    def __init__(self, findings: Sequence[Finding], *, listed: bool = True) -> None:
+        """``listed``: the message lists every finding (False: they were printed already, as `-o json`)."""
+        said = f"{len(findings)} problem(s) in the manifests"
+        super().__init__(f"{said}:" + "".join(f"\n  - {f.head()}" for f in findings) if listed else f"{said} (above)")
+        self.findings = list(findings)
 
 
 class ClusterError(PwdeployError):

@@ -1,12 +1,16 @@
-"""The preflight report: one row per check, whatever its source (GCS, images, ...), a table for people and a JSON
-document for scripts."""
+"""The preflight report: one row per check, whatever its source (GCS, images, the cluster), a table for people and a
+JSON document for scripts. A row is a finding (``pwdeploy.finding.Finding``) with the row's status and the config
+fields it is about."""
 
 from __future__ import annotations
 
 import enum
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from pwdeploy.finding import Finding
+from pwdeploy.severity import Severity
 
 
 class Status(enum.StrEnum):
@@ -16,24 +20,43 @@ class Status(enum.StrEnum):
     NOT_VERIFIED = "not verified"  # the backend could not answer; never counted as ok
 
 
-@dataclass(frozen=True)
-class PreflightRow:
-    location: str  # what was checked: gs://bucket, gs://bucket/prefix, an image reference
-    fields: tuple[str, ...]  # the config fields this row is about
-    check: str  # credentials, bucket, permissions, lifecycle, region, probe (GCS); image
-    status: Status
-    detail: str
-    fix: str | None = None
+# A row's severity, from its status: "not verified" is never counted as ok, and never fails preflight.
+SEVERITY: dict[Status, Severity] = {
+    Status.FAILED: "error",
+    Status.WARN: "warning",
+    Status.NOT_VERIFIED: "warning",
+    Status.OK: "info",
+}
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "location": self.location,
-            "fields": list(self.fields),
-            "check": self.check,
-            "status": str(self.status),
-            "detail": self.detail,
-            "fix": self.fix,
-        }
+
+class PreflightRow(Finding):
+    """One row: a finding whose ``id`` is the row's kind (credentials, bucket, permissions, lifecycle, retention,
+    region, probe, placement (GCS); image; a readiness check's name), ``where`` what was looked at (gs://bucket,
+    gs://bucket/prefix, an image reference, the cluster's context), ``message`` the detail; with the row's
+    ``status`` (its severity follows from it) and the config ``fields`` it is about."""
+
+    __slots__ = ("fields", "status")
+    _FIELDS: ClassVar[tuple[str, ...]] = (*Finding._FIELDS, "status", "fields")
+
+    def __init__(
+        self,
+        id: str,
+        status: Status,
+        where: str,
+        message: str,
+        fix: str | None = None,
+        source: str = "",
+        fields: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(id, SEVERITY[status], where, message, fix or "", source)
+        self.status = status
+        self.fields = fields
+
+    def as_json(self, **kept: str) -> dict[str, Any]:
+        """The one shape, with the keys `preflight -o json` printed before it (``location``, ``check``,
+        ``detail``, ``status``, ``fields``: a contract)."""
+        found = super().as_json(location="where", check="id", detail="message", **kept)
+        return found | {"status": str(self.status), "fields": list(self.fields)}
 
 
 @dataclass(frozen=True)
@@ -58,12 +81,12 @@ class PreflightReport:
             tuple(dict.fromkeys(note for part in parts for note in part.notes)),
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
         return {
             "failed": self.failed,
             "principal": self.principal,
             "summary": self.counts(),
-            "checks": [r.to_json() for r in self.results],
+            "checks": [r.as_json() for r in self.results],
             "notes": list(self.notes),
         }
 
@@ -71,7 +94,7 @@ class PreflightReport:
         if not self.results:
             return "\n".join(["No checks ran: nothing to check.", *self.notes])
         header = ("LOCATION", "CHECK", "STATUS", "DETAIL")
-        rows = [(_label(r), r.check, str(r.status), r.detail) for r in self.results]
+        rows = [(_label(r), r.id, str(r.status), r.message) for r in self.results]
         # Long locations (image references) get a line of their own rather than squeezing the details.
         loc_w = min(max(len(row[0]) for row in (header, *rows)), max(len(header[0]), width // 3))
         chk_w = max(len(h) for h in (header[1], *(row[1] for row in rows)))
@@ -110,4 +133,4 @@ def _row(cells: tuple[str, str, str, str], loc_w: int, chk_w: int, sts_w: int) -
 
 def _label(result: PreflightRow) -> str:
     names = ", ".join(f.removeprefix("storage.") for f in result.fields)
-    return f"{result.location} ({names})" if names else result.location
+    return f"{result.where} ({names})" if names else result.where

@@ -90,7 +90,7 @@ def test_render_validates_and_prints_as_the_command_does() -> None:
     assert list(yaml.safe_load_all(api.to_yaml(objects))) == list(yaml.safe_load_all(golden))
     objects[0]["spec"]["replicatedJobs"][0]["replicas"] = -1
     problems = api.validate(objects)
-    assert problems and any("replicas" in p for p in problems)
+    assert problems and any("replicas" in p.where for p in problems)
 
 
 def test_render_raises_the_validation_error_for_what_the_schemas_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,7 +102,7 @@ def test_render_raises_the_validation_error_for_what_the_schemas_refuse(monkeypa
     monkeypatch.setattr(manifests, "build", lambda job: broken)  # a public function: what render is given
     with pytest.raises(ValidationError) as caught:
         api.render(job)
-    assert caught.value.exit_code == 3 and any("replicas" in p for p in caught.value.problems)
+    assert caught.value.exit_code == 3 and any("replicas" in p.where for p in caught.value.findings)
 
 
 def test_manifests_are_written_and_validated_as_the_commands_do(tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_the_program_check_is_the_commands(tmp_path: Path) -> None:
     report = api.check(job)
     assert report == check_room(job, [])
     assert report.findings, "the planted program calls jax.distributed.initialize(): a rule says so"
-    assert all(f.file.endswith("train.py") for f in report.findings)
+    assert all(f.where.rpartition(":")[0].endswith("train.py") for f in report.findings)
 
 
 def test_the_local_plan_is_what_local_run_would_start(tmp_path: Path) -> None:

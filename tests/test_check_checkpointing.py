@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pwdeploy.check import check
-from pwdeploy.check.results import Finding
 from pwdeploy.config import load_job
+from pwdeploy.finding import Finding
 from tests.jobfiles import write_job
 
 INIT = "import jax\nimport pathwaysutils\npathwaysutils.initialize()\n"
@@ -40,12 +40,12 @@ def findings(tmp_path: Path, source: str, **fields: Any) -> list[Finding]:
 
 
 def rules(found: list[Finding]) -> list[str]:
-    return [f.rule for f in found]
+    return [f.id for f in found]
 
 
 @pytest.mark.parametrize("program", [V0_DEFAULT, V0_COLOCATED, V1_COLOCATED, MTC_INIT])
 def test_colocated_python_checkpointing_needs_the_sidecar(tmp_path: Path, program: str) -> None:
-    found = [f for f in findings(tmp_path, INIT + program) if f.rule == "colocated-no-sidecar"]
+    found = [f for f in findings(tmp_path, INIT + program) if f.id == "colocated-no-sidecar"]
     assert len(found) == 1 and found[0].severity == "error" and "sidecar" in found[0].fix
     assert "colocated-no-sidecar" not in rules(findings(tmp_path, INIT + program, sidecar=SIDECAR))
 
@@ -56,7 +56,7 @@ def test_the_persistence_handler_needs_no_sidecar(tmp_path: Path) -> None:
 
 
 def test_mtc_needs_the_mtc_volume(tmp_path: Path) -> None:
-    found = [f for f in findings(tmp_path, INIT + MTC_INIT, sidecar=SIDECAR) if f.rule == "mtc-no-volume"]
+    found = [f for f in findings(tmp_path, INIT + MTC_INIT, sidecar=SIDECAR) if f.id == "mtc-no-volume"]
     assert len(found) == 1 and "600 s" in found[0].message and "mtc.enabled" in found[0].fix
     with_volume = findings(tmp_path, INIT + MTC_INIT, sidecar=SIDECAR, mtc={"enabled": True})
     assert "mtc-no-volume" not in rules(with_volume)
@@ -64,7 +64,7 @@ def test_mtc_needs_the_mtc_volume(tmp_path: Path) -> None:
 
 def test_a_controller_side_handler_is_a_warning_sized_by_main_memory(tmp_path: Path) -> None:
     program = INIT + V0_COLOCATED.replace("COLOCATED_PYTHON", "NO_DISPATCHER")
-    (found,) = [f for f in findings(tmp_path, program) if f.rule == "orbax-array-handler"]
+    (found,) = [f for f in findings(tmp_path, program) if f.id == "orbax-array-handler"]
     assert found.severity == "warning"
     assert "main.memory 96Gi takes arrays up to about 8.0 GiB each" in found.message
 

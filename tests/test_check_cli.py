@@ -77,8 +77,10 @@ def test_json_findings_carry_every_field(runner: CliRunner, tmp_path: Path) -> N
     code, output = check(runner, str(entry), "-o", "json")
     first = json.loads(output[: output.rindex("}") + 1])["findings"][0]
     assert code == CheckError.exit_code
-    assert set(first) == {"rule", "severity", "file", "line", "message", "fix", "source"}
+    # The one shape of every finding (docs/output.md), and check's own keys from before it (a contract).
+    assert set(first) == {"id", "severity", "where", "message", "fix", "source", "count", "rule", "file", "line"}
     assert (first["rule"], first["severity"], first["line"]) == ("init-order", "error", 4)
+    assert (first["id"], first["where"]) == ("init-order", f"{first['file']}:4")
     assert "pathways-utils" in first["source"] and first["fix"]
 
 

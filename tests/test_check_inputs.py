@@ -201,4 +201,4 @@ def test_a_rule_that_runs_out_of_frames_is_a_note_and_the_other_rules_still_run(
     reader.rules = [planted, *reader.rules]
     reader.add(tmp_path / "train.py", "train", entry=True)
     assert reader.notes == ["train.py: nested too deeply for rule planted, which was not run on it"]
-    assert [f.rule for f in reader.findings] == ["cpu-count"]
+    assert [f.id for f in reader.findings] == ["cpu-count"]

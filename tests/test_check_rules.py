@@ -20,7 +20,7 @@ def rules_of(tmp_path: Path, source: str, **others: str) -> list[str]:
         (tmp_path / f"{name}.py").write_text(textwrap.dedent(text), encoding="utf-8")
     entry = tmp_path / "train.py"
     entry.write_text(textwrap.dedent(source), encoding="utf-8")
-    return [f.rule for f in check(None, [entry], cwd=tmp_path).findings]
+    return [f.id for f in check(None, [entry], cwd=tmp_path).findings]
 
 
 # Rules that fire only against a job config (-f): tests/test_check_cli.py, tests/test_check_checkpointing.py.
@@ -515,19 +515,20 @@ def test_an_import_time_backend_use_in_an_imported_job_module(tmp_path: Path) ->
     entry = tmp_path / "train.py"
     entry.write_text(source, encoding="utf-8")
     (finding,) = check(None, [entry], cwd=tmp_path).findings
-    assert (finding.rule, finding.file, finding.line) == ("init-order", "model.py", 2)
+    assert (finding.id, finding.where) == ("init-order", "model.py:2")
     assert "train.py:5" in finding.message
 
 
 def test_files_are_ordered_by_their_most_severe_finding() -> None:
-    from pwdeploy.check.results import Finding, Report
+    from pwdeploy.check.results import Report, at, place
+    from pwdeploy.finding import Finding
 
     def finding(file: str, line: int, severity: str) -> Finding:
-        return Finding("r", severity, file, line, "m", "f", "s")  # type: ignore[arg-type]
+        return Finding("r", severity, at(file, line), "m", "f", "s")  # type: ignore[arg-type]
 
     report = Report([finding("a.py", 3, "info"), finding("z.py", 9, "warning"), finding("m.py", 5, "info"),
                      finding("m.py", 1, "error"), finding("z.py", 2, "warning")])  # fmt: skip
-    assert [(f.file, f.line) for fs in report.by_file().values() for f in fs] == [
+    assert [place(f) for fs in report.by_file().values() for f in fs] == [
         ("m.py", 1), ("m.py", 5), ("z.py", 2), ("z.py", 9), ("a.py", 3)
     ]  # fmt: skip
     assert report.summary() == "pwdeploy check: 0 files: 1 error, 2 warnings, 2 info"
@@ -566,10 +567,10 @@ def test_a_sigterm_handler_exiting_a_retry_code_of_the_job_is_quiet_and_the_find
     base = {"name": "t", "tpu.type": "v5p-8", "main.image": "r.example/i:1", "main.command": "python3 train.py",
             "storage.scratch": "gs://bkt/s"}  # fmt: skip
     plain = load_job(None, base, installed_jax=lambda: "0.10.2")._replace(base_dir=tmp_path)
-    (finding,) = [f for f in check(plain, [entry], cwd=tmp_path).findings if f.rule == "sigterm-handler"]
+    (finding,) = [f for f in check(plain, [entry], cwd=tmp_path).findings if f.id == "sigterm-handler"]
     assert (
         "the handler exits 42: a stop from outside (a Kueue eviction, a deleted head pod) then fails" in finding.message
     )
     assert "stop_on_sigterm" in finding.fix
     retrying = plain._replace(scheduling=plain.scheduling._replace(retry_exit_codes=(42,)))
-    assert "sigterm-handler" not in [f.rule for f in check(retrying, [entry], cwd=tmp_path).findings]
+    assert "sigterm-handler" not in [f.id for f in check(retrying, [entry], cwd=tmp_path).findings]

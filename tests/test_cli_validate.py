@@ -20,7 +20,8 @@ def test_validate_files_returns_problem_lines(tmp_path: Path) -> None:
     bad.write_text(CONFIG_MAP.replace("name: x", "name: X_1"))
     assert validate_files([good]) == []
     problems = validate_files([good, bad])
-    assert len(problems) == 1 and problems[0].startswith(f"{bad}: ConfigMap/X_1: metadata.name")
+    assert len(problems) == 1 and problems[0].where == f"{bad}: ConfigMap/X_1: metadata.name"
+    assert (problems[0].id, problems[0].severity) == ("api-server", "error")
 
 
 @pytest.mark.parametrize(

@@ -160,9 +160,11 @@ def test_submit_reports_manifest_problems_before_it_looks_for_a_cluster(
 ) -> None:
     """Manifests the schemas reject (exit 3) are reported even when no cluster can be found (exit 2). No config
     renders invalid manifests today, so the validator is made to find a problem."""
+    from pwdeploy.finding import Finding
     from pwdeploy.validation import validate
 
-    monkeypatch.setattr(validate, "validate_objects", lambda objects, **_: ["JobSet/dp-example: stub problem"])
+    problem = Finding("api-server", "error", "JobSet/dp-example", "stub problem")
+    monkeypatch.setattr(validate, "validate_objects", lambda objects, **_: [problem])
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     result = cluster_cli(["submit", "-f", EXAMPLE, "--skip-preflight"])
     assert result.exit_code == 3, result.output

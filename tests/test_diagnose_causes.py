@@ -58,7 +58,7 @@ def test_a_cause_id_is_written_once_in_pwdeploy_in_its_row(cause: str) -> None:
 
 
 def test_the_scan_finds_an_id_written_outside_its_row() -> None:
-    planted = 'if finding.cause == "tpu-capacity":\n'
+    planted = 'if finding.id == "tpu-capacity":\n'
     SOURCES[PACKAGE / "planted.py"] = planted
     try:
         assert (PACKAGE / "planted.py", 1) in quoted("tpu-capacity")
@@ -87,11 +87,11 @@ def test_the_registry_lists_its_rows_stage_by_stage_in_ranking_order() -> None:
 
 
 def test_an_observation_takes_the_rows_severity_and_fix_unless_the_rule_says_otherwise() -> None:
-    row = Cause("x-cause", "run", "meaning", severity="error", fix="the fix")
+    row = Cause("x-cause", "run", "meaning", severity="error", fix="the fix", source="src")
     assert row.observe("head pod", "p", "k", "seen") == Observation(
-        "x-cause", "error", "head pod", "p", "k", "seen", "the fix"
+        "x-cause", "error", "head pod", "p", "k", "seen", "the fix", "src"
     )
     seen = row.observe("head pod", "p", "k", "seen", severity="warning", fix="another")
     assert (seen.severity, seen.fix) == ("warning", "another")
     with pytest.raises(ValueError, match="x-cause"):
-        Cause("x-cause", "run", "meaning").observe("head pod", "p", "k", "seen", fix="f")
+        Cause("x-cause", "run", "meaning", source="src").observe("head pod", "p", "k", "seen", fix="f")

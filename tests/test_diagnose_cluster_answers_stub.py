@@ -17,7 +17,7 @@ from tests.kube_stub import StubKubeApiServer
 
 
 def _only(found: Any, cause: str) -> Any:
-    (finding,) = [f for f in found.findings if f.cause == cause]
+    (finding,) = [f for f in found.findings if f.id == cause]
     return finding
 
 
@@ -26,7 +26,7 @@ def test_workers_on_nodes_whose_host_ports_are_held_are_capacity_not_a_selector_
 ) -> None:
     serve(stub, load("tpu-capacity-busy-ports"))
     found = diagnose(kube, "default", "dp-example")
-    assert [f.cause for f in found.findings] == ["tpu-capacity"]
+    assert [f.id for f in found.findings] == ["tpu-capacity"]
     fix = found.findings[0].fix
     assert "held by other pods on the same host ports" in fix and "create a TPU node pool" not in fix
     assert "(ports 8080, 8471, 29005, 29006; the workers use hostNetwork)" in fix  # the live pod's own ports
@@ -70,7 +70,7 @@ def test_a_log_the_kubelet_does_not_give_is_a_note_against_the_stub(stub: StubKu
     serve(stub, load("crash"))
     stub.fail("GET", r"/log$", 500, times=20)  # a kubelet behind the API server that refuses
     found = diagnose(kube, "default", "dp-example")
-    assert any(f.cause == "crash" for f in found.findings)
+    assert any(f.id == "crash" for f in found.findings)
     assert found.notes and all("could not be read" in note for note in found.notes)
 
 
@@ -93,7 +93,7 @@ def test_a_failed_pod_without_a_replacement_stays_an_error_against_the_stub(stub
     fixture = copy.deepcopy(load("crash-replaced"))
     fixture["pods"] = {"worker": {"status": fixture["extra_pods"][0]["status"]}}  # its successor failed too
     serve(stub, fixture)
-    assert {f.severity for f in diagnose(kube, "default", "dp-example").findings if f.cause == "crash"} == {"error"}
+    assert {f.severity for f in diagnose(kube, "default", "dp-example").findings if f.id == "crash"} == {"error"}
 
 
 def test_a_disrupted_head_is_replaced_by_its_job_without_a_restart_against_the_stub(
@@ -154,7 +154,7 @@ def test_the_leader_pod_deadlock_names_the_pod_and_the_jobset_version_against_th
     assert finding.severity == "error" and finding.where.startswith("2 of ")
     assert "kubectl delete pod dp-example-worker-0-0 -n default" in finding.fix
     assert "v0.12.0" in finding.fix and "kubernetes-sigs/jobset#1276" in finding.fix
-    assert "expected 1 leader pod (dp-example-worker-0-0), but got 2" in finding.evidence
+    assert "expected 1 leader pod (dp-example-worker-0-0), but got 2" in finding.message
 
 
 def test_a_leader_not_created_yet_is_transient_not_a_finding_against_the_stub(
@@ -181,7 +181,7 @@ def test_pod_security_and_quota_refusals_say_what_to_change_against_the_stub(
 def test_a_restart_says_which_job_failed_first_against_the_stub(stub: StubKubeApiServer, kube: Any) -> None:
     serve(stub, load("restarted"))
     finding = _only(diagnose(kube, "default", "dp-example"), "restarted")
-    assert finding.severity == "info" and "first failed job: dp-example-worker-1" in finding.evidence
+    assert finding.severity == "info" and "first failed job: dp-example-worker-1" in finding.message
 
 
 def test_pods_ready_timeout_names_the_pods_not_ready_and_the_timeouts_against_the_stub(
@@ -189,9 +189,9 @@ def test_pods_ready_timeout_names_the_pods_not_ready_and_the_timeouts_against_th
 ) -> None:
     serve(stub, load("pods-ready-timeout"))
     found = diagnose(kube, "default", "dp-example")
-    assert [f.cause for f in found.findings] == ["pods-ready-timeout"]
+    assert [f.id for f in found.findings] == ["pods-ready-timeout"]
     finding = found.findings[0]
-    assert "dp-example-worker-0-0-x7k2p (Pending, ContainerCreating)" in finding.evidence
+    assert "dp-example-worker-0-0-x7k2p (Pending, ContainerCreating)" in finding.message
     assert (
         "waitForPodsReady.timeout" in finding.fix and "recoveryTimeout" in finding.fix and "30 minutes" in finding.fix
     )

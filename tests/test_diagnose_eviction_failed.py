@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pwdeploy.cluster.diagnose import from_snapshot
+from pwdeploy.cluster.diagnose.findings import as_json
 from pwdeploy.cluster.diagnose.read import Snapshot
 
 NAME = "pr-b0eab0"
@@ -55,9 +56,9 @@ def diagnosis(job: dict[str, Any], evicted: bool = True) -> dict[str, Any]:
     snap = Snapshot(NAME, "default", jobset, [], [], datetime(2026, 12, 5, tzinfo=UTC), [job])
     if evicted:
         snap.workload = {"metadata": {"name": "jobset-pr-b0eab0-89235"}, "status": {"conditions": [EVICTED]}}
-    found = [f for f in from_snapshot(snap).findings if f.cause == "job-failed"]
+    found = [f for f in from_snapshot(snap).findings if f.id == "job-failed"]
     assert len(found) == 1
-    return found[0].as_json()
+    return as_json(found[0])
 
 
 def test_a_head_stopped_by_sigterm_when_kueue_evicted_the_job_is_named_with_the_fix() -> None:

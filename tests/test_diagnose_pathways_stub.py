@@ -16,7 +16,7 @@ from tests.kube_stub import StubKubeApiServer
 
 def causes(stub: StubKubeApiServer, kube: Any, fixture: dict[str, Any]) -> list[tuple[str, str, str]]:
     serve(stub, fixture)
-    return [(f.cause, f.severity, f.fix) for f in diagnose(kube, "default", "dp-example").findings]
+    return [(f.id, f.severity, f.fix) for f in diagnose(kube, "default", "dp-example").findings]
 
 
 def test_another_client_holding_the_proxy_is_not_a_proxy_that_is_down_against_the_stub(
@@ -46,8 +46,8 @@ def test_a_crash_looping_container_is_an_error_whatever_its_cause_against_the_st
 ) -> None:
     serve(stub, load("crash-loop-oom"))
     (finding,) = diagnose(kube, "default", "dp-example").findings
-    assert (finding.cause, finding.severity) == ("oom-killed", "error")
-    assert "CrashLoopBackOff" in finding.evidence
+    assert (finding.id, finding.severity) == ("oom-killed", "error")
+    assert "CrashLoopBackOff" in finding.message
 
 
 def test_a_crash_looping_sidecar_that_exits_0_is_still_an_error_against_the_stub(
@@ -58,7 +58,7 @@ def test_a_crash_looping_sidecar_that_exits_0_is_still_an_error_against_the_stub
     status["lastState"] = {"terminated": {"exitCode": 0, "reason": "Completed"}}
     serve(stub, fixture)
     (finding,) = diagnose(kube, "default", "dp-example").findings
-    assert (finding.cause, finding.severity) == ("crash", "error") and "exit 0" in finding.evidence
+    assert (finding.id, finding.severity) == ("crash", "error") and "exit 0" in finding.message
 
 
 def test_a_full_dev_shm_names_the_field_that_sizes_it_against_the_stub(stub: StubKubeApiServer, kube: Any) -> None:
@@ -85,8 +85,8 @@ def test_a_proxy_that_never_listens_is_its_probe_not_an_old_kubelet_against_the_
 ) -> None:
     serve(stub, load("sidecar-probe-pending"))
     findings = diagnose(kube, "default", "dp-example").findings
-    assert [(f.cause, f.severity) for f in findings] == [("sidecar-not-started", "error")]
-    assert "pathways-proxy has run for 4 min without passing its startup probe" in findings[0].evidence
-    assert "nothing listens on port 29000" in findings[0].evidence
+    assert [(f.id, f.severity) for f in findings] == [("sidecar-not-started", "error")]
+    assert "pathways-proxy has run for 4 min without passing its startup probe" in findings[0].message
+    assert "nothing listens on port 29000" in findings[0].message
     assert "pwdeploy logs dp-example --component proxy" in findings[0].fix
     assert "upgrade" not in findings[0].fix  # the RM (started, no probe) is not taken for an old kubelet

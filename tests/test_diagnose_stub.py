@@ -33,8 +33,10 @@ def test_each_fixture_names_its_cause_against_the_stub(
     expected = fixture["expect"]
     findings = report["findings"]
     for f in findings:
-        assert set(f) == {"cause", "severity", "where", "evidence", "fix"}
+        # The one shape of every finding (docs/output.md), and diagnose's own keys from before it (a contract).
+        assert set(f) == {"id", "severity", "where", "message", "fix", "source", "count", "cause", "evidence"}
         assert f["cause"] in CAUSES and f["severity"] in ("error", "warning", "info")
+        assert (f["id"], f["message"]) == (f["cause"], f["evidence"]) and f["source"]
     if expected["cause"] is None:
         assert findings == [] and code == 0
         assert report["summary"] == "running 3 of 3 pods"
@@ -124,8 +126,10 @@ def test_text_output_lists_findings_and_exit_code_10_against_the_stub(
     assert result.exit_code == 10
     lines = result.stdout.splitlines()
     assert lines[0].startswith("job dp-example  namespace default: scheduling: 1 of 3 pods scheduled")
-    assert "ERROR  tpu-capacity  2 of 2 worker pods: " in result.stdout
-    assert 'evidence: "0/6 nodes are available: 2 Insufficient google.com/tpu' in result.stdout
+    # The one text rendering of a finding (as check's): where, severity and id, the evidence; the fix indented.
+    assert lines[2].startswith("2 of 2 worker pods: dp-example-worker-0-0-x7k2p, dp-example-worker-1-0-x7k2p: ")
+    assert ': error tpu-capacity: "0/6 nodes are available: 2 Insufficient google.com/tpu' in lines[2]
+    assert lines[3].startswith("    fix: every TPU node that matches ")
     assert "error: job dp-example: 1 error finding(s): tpu-capacity" in result.stderr
 
 
@@ -174,7 +178,7 @@ def test_requests_do_not_grow_with_pods_and_logs_are_bounded_against_the_stub(
         found = diagnose(kube, "default", job)
         counts.append(len(stub.requests) - before)
         assert found.requests == counts[-1]
-        assert [f.cause for f in found.findings] == ["crash"]
+        assert [f.id for f in found.findings] == ["crash"]
         assert found.findings[0].severity == "warning"  # restarted, running again
     assert counts[0] == counts[1]
     logs = [r for r in stub.requests if r.path.endswith("/log")]
@@ -224,7 +228,7 @@ def test_waiting_for_quota_others_hold_is_a_warning_against_the_stub(stub: StubK
     )
     serve(stub, fixture)
     found = diagnose(kube, "default", "dp-example")
-    assert [(f.cause, f.severity) for f in found.findings] == [("kueue-pending", "warning")]
+    assert [(f.id, f.severity) for f in found.findings] == [("kueue-pending", "warning")]
 
 
 # ---------------------------------------------------------------------------------------------- status
@@ -242,8 +246,9 @@ def test_status_shows_the_first_findings_one_line_each_without_more_requests_aga
     assert len(stub.requests) - before == 3  # the JobSet, its pods, the warning events: as before
     lines = result.stdout.splitlines()
     start = lines.index("findings (evidence and fixes: pwdeploy diagnose dp-example -n default):")
-    assert lines[start + 1].startswith("  error tpu-capacity: 2 of 2 worker pods: dp-example-worker-0-0-x7k2p, ")
-    assert lines[start + 2].startswith("  error image-not-found: head pod dp-example-pathways-head-0-0-x7k2p: ")
+    assert lines[start + 1].startswith("  2 of 2 worker pods: dp-example-worker-0-0-x7k2p, ")
+    assert ": error tpu-capacity: " in lines[start + 1]
+    assert lines[start + 2].startswith("  head pod dp-example-pathways-head-0-0-x7k2p: error image-not-found: ")
     assert all(len(line) <= 162 for line in lines[start + 1 : start + 3])
     assert lines[start + 3] == ""
 
@@ -280,8 +285,8 @@ def test_proxy_and_server_images_of_different_releases_are_a_version_mismatch_ag
     serve(stub, {"pods": {"worker": {"containers": {"pathways-worker": {"image": old}}}}})
     found = diagnose(kube, "default", "dp-example")
     (finding,) = found.findings
-    assert (finding.cause, finding.severity, finding.where) == ("version-mismatch", "error", "jobset dp-example")
-    assert "server:jax-0.9.1" in finding.evidence and "proxy_server:jax-0.10.2" in finding.evidence
+    assert (finding.id, finding.severity, finding.where) == ("version-mismatch", "error", "jobset dp-example")
+    assert "server:jax-0.9.1" in finding.message and "proxy_server:jax-0.10.2" in finding.message
 
 
 def test_a_triggered_scale_up_makes_unschedulable_pods_a_warning_against_the_stub(
@@ -291,8 +296,8 @@ def test_a_triggered_scale_up_makes_unschedulable_pods_a_warning_against_the_stu
     fixture["events"] = [load("scale-up-failed")["events"][0]]  # TriggeredScaleUp only
     serve(stub, fixture)
     found = diagnose(kube, "default", "dp-example")
-    assert [(f.cause, f.severity) for f in found.findings] == [("node-selector", "warning")]
-    assert "pod triggered scale-up" in found.findings[0].evidence
+    assert [(f.id, f.severity) for f in found.findings] == [("node-selector", "warning")]
+    assert "pod triggered scale-up" in found.findings[0].message
     assert not found.errors
 
 
@@ -313,7 +318,7 @@ def test_not_triggered_scale_up_is_a_warning_beside_the_scheduler_error_against_
     ]
     serve(stub, fixture)
     found = diagnose(kube, "default", "dp-example")
-    assert [(f.cause, f.severity) for f in found.findings] == [
+    assert [(f.id, f.severity) for f in found.findings] == [
         ("node-selector", "error"),
         ("scale-up-failed", "warning"),
     ]
@@ -323,8 +328,8 @@ def test_a_queue_label_without_kueue_is_an_error_against_the_stub(stub: StubKube
     stub.kueue_version = None
     serve(stub, {"jobset": {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "q"}}, "spec": {"suspend": True}}})
     found = diagnose(kube, "default", "dp-example")
-    assert [(f.cause, f.severity) for f in found.findings] == [("kueue-pending", "error")]
-    assert "does not serve kueue.x-k8s.io" in found.findings[0].evidence
+    assert [(f.id, f.severity) for f in found.findings] == [("kueue-pending", "error")]
+    assert "does not serve kueue.x-k8s.io" in found.findings[0].message
 
 
 @pytest.mark.parametrize(

@@ -122,20 +122,20 @@ def _kueue(
 
 
 def _row(job: JobConfig, kube: Kube) -> PreflightRow:
-    (found,) = [r for r in check_cluster(job, kube) if r.check == "dynamic-slicing"]
+    (found,) = [r for r in check_cluster(job, kube) if r.id == "dynamic-slicing"]
     return found
 
 
 def test_no_row_without_dynamic_slicing_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
-    assert "dynamic-slicing" not in [r.check for r in check_cluster(_job(**{"tpu.dynamic_slicing": False}), kube)]
+    assert "dynamic-slicing" not in [r.id for r in check_cluster(_job(**{"tpu.dynamic_slicing": False}), kube)]
 
 
 def test_a_ready_cluster_is_ok_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.version = {"major": "1", "minor": "35+", "gitVersion": "v1.35.2-gke.1842000"}
     _kueue(stub, levels=["cloud.google.com/gke-tpu-partition-4x4x4-id", PARTITION, "kubernetes.io/hostname"])
     row = _row(_job(), kube)
-    assert row.status is Status.OK, row.detail
-    assert row.detail == (
+    assert row.status is Status.OK, row.message
+    assert row.message == (
         "GKE v1.35.2-gke.1842000 forms dynamic super-slices; Kueue Topology tpu7x-topology; slice admission check "
         f"slice with level {PARTITION}"
     )
@@ -156,15 +156,15 @@ def test_an_older_or_other_control_plane_fails_against_stub(
     stub.version = {"major": "1", "minor": "35", "gitVersion": git_version}
     _kueue(stub, levels=[PARTITION])
     row = _row(_job(**{"tpu.type": tpu_type}), kube)
-    assert row.status is Status.FAILED and says in row.detail
-    assert row.fix is not None and "--dynamic-slicing" in row.fix
+    assert row.status is Status.FAILED and says in row.message
+    assert row.fix and "--dynamic-slicing" in row.fix
 
 
 def test_a_sub_slice_on_a_new_enough_gke_is_judged_by_kueue_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.version = {"major": "1", "minor": "36+", "gitVersion": "v1.36.0-gke.3712000"}
     _kueue(stub, levels=["cloud.google.com/gke-tpu-partition-2x2x4-id"])
     row = _row(_job(**{"tpu.type": "tpu7x-32"}), kube)
-    assert row.status is Status.OK and "forms dynamic sub-slices" in row.detail
+    assert row.status is Status.OK and "forms dynamic sub-slices" in row.message
 
 
 @pytest.mark.parametrize(
@@ -181,15 +181,15 @@ def test_what_kueue_lacks_against_stub(
     stub.version = {"major": "1", "minor": "35+", "gitVersion": "v1.35.4-gke.2000000"}
     _kueue(stub, levels=levels, controller=controller)
     row = _row(_job(), kube)
-    assert row.status is status and says in row.detail
-    assert row.fix is not None and "docs/capacity.md" in row.fix
+    assert row.status is status and says in row.message
+    assert row.fix and "docs/capacity.md" in row.fix
 
 
 def test_without_kueue_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.version = {"major": "1", "minor": "35+", "gitVersion": "v1.35.4-gke.2000000"}
     stub.kueue_version = None
     row = _row(_job(), kube)
-    assert row.status is Status.FAILED and "Kueue is not installed" in row.detail
+    assert row.status is Status.FAILED and "Kueue is not installed" in row.message
 
 
 def test_unreadable_kueue_objects_are_not_verified_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
@@ -197,7 +197,7 @@ def test_unreadable_kueue_objects_are_not_verified_against_stub(stub: StubKubeAp
     _kueue(stub, levels=[PARTITION])
     stub.forbid("list", "topologies")
     row = _row(_job(), kube)
-    assert row.status is Status.NOT_VERIFIED and "not readable" in row.detail
+    assert row.status is Status.NOT_VERIFIED and "not readable" in row.message
 
 
 def test_tpu_capacity_counts_the_sub_block_pools_together_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
@@ -213,13 +213,13 @@ def test_tpu_capacity_counts_the_sub_block_pools_together_against_stub(stub: Stu
                     kubelet="v1.35.2-gke.1842000",
                 )
             )
-    (row,) = [r for r in check_cluster(_job(**{"tpu.slices": 1}), kube) if r.check == "tpu-capacity"]
-    assert row.status is Status.OK, row.detail
-    assert row.detail == (
+    (row,) = [r for r in check_cluster(_job(**{"tpu.slices": 1}), kube) if r.id == "tpu-capacity"]
+    assert row.status is Status.OK, row.message
+    assert row.message == (
         "2 node pools of 16 x tpu7x nodes labelled cloud.google.com/reservation-name=all-capacity (Ready, "
         "schedulable, 4 google.com/tpu free each): 32 nodes in all; the job needs 32 nodes (1 x 32), from any of these "
         "pools"
     )
-    (row,) = [r for r in check_cluster(_job(**{"tpu.slices": 2}), kube) if r.check == "tpu-capacity"]
-    assert row.status is Status.WARN and "needs 64 nodes (2 x 32)" in row.detail
+    (row,) = [r for r in check_cluster(_job(**{"tpu.slices": 2}), kube) if r.id == "tpu-capacity"]
+    assert row.status is Status.WARN and "needs 64 nodes (2 x 32)" in row.message
     assert row.fix == "add sub-block node pools of tpu7x until 64 nodes are Ready"

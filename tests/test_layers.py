@@ -14,16 +14,17 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pwdeploy"
 
 # Ground floor first; a room may import only the rooms named in its row (and itself). The CLI sits on top.
-LEAVES = frozenset({"errors", "identifiers", "names", "imageref", "atomic", "report", "severity", "text"})
+LEAVES = frozenset({"errors", "identifiers", "names", "imageref", "atomic", "report", "severity", "text", "finding"})
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "text": frozenset(),
     "severity": frozenset(),
+    "finding": frozenset({"severity", "text"}),  # one shape for every finding (check, diagnose, preflight, validation)
     "identifiers": frozenset(),
     "names": frozenset(),
     "imageref": frozenset({"errors"}),
     "atomic": frozenset({"errors"}),
-    "report": frozenset({"errors"}),
+    "report": frozenset({"errors", "finding", "severity"}),
     "quantity": frozenset({"errors"}),
     "arguments": frozenset({"errors"}),  # a library caller's arguments checked (the api's)
     "catalog": frozenset({"errors"}),
@@ -59,7 +60,7 @@ ALLOWED["api"] = frozenset(ALLOWED) - {"api", "cli", "__main__"}
 # ``__init__`` (the version) is open to all.
 SUB_ROOMS: dict[str, frozenset[str]] = {
     "cluster.diagnose": frozenset(
-        {"identifiers", "severity", "text", "kube", "cluster.jobsets", "cluster.logs", "cluster.progress"}
+        {"identifiers", "severity", "finding", "text", "kube", "cluster.jobsets", "cluster.logs", "cluster.progress"}
     ),
     "check.rules": frozenset({"identifiers", "envcontract", "quantity", "check.program", "check.rule"}),
     "local.transfer_probe": frozenset(),  # runs in the job's own process: nothing of pwdeploy

@@ -40,7 +40,7 @@ def facts(
 
 
 def rows_by_check(rows: list[PreflightRow]) -> dict[tuple[str, tuple[str, ...]], PreflightRow]:
-    return {(r.check, r.fields): r for r in rows}
+    return {(r.id, r.fields): r for r in rows}
 
 
 USES = {"storage.scratch": SCRATCH, "storage.hlo_dump": HLO}
@@ -49,10 +49,10 @@ USES = {"storage.scratch": SCRATCH, "storage.hlo_dump": HLO}
 def test_all_good_is_ok_everywhere_and_one_bucket_row_for_shared_bucket() -> None:
     rows = evaluate(facts(), USES, CTX)
     assert {r.status for r in rows} == {Status.OK}
-    assert [r.check for r in rows].count("bucket") == 1
-    assert [r.check for r in rows].count("region") == 1
-    probes = [r for r in rows if r.check == "probe"]
-    assert [(r.location, r.fields) for r in probes] == [
+    assert [r.id for r in rows].count("bucket") == 1
+    assert [r.id for r in rows].count("region") == 1
+    probes = [r for r in rows if r.id == "probe"]
+    assert [(r.where, r.fields) for r in probes] == [
         ("gs://bkt/pw/scratch", ("storage.scratch",)),
         ("gs://bkt/pw/hlo", ("storage.hlo_dump",)),
     ]
@@ -62,8 +62,8 @@ def test_missing_bucket_update_names_role_and_olm_escape() -> None:
     rows = rows_by_check(evaluate(facts(granted=ALL - {perms.BUCKETS_UPDATE}), USES, CTX))
     scratch = rows[("permissions", ("storage.scratch",))]
     assert scratch.status is Status.FAILED
-    assert scratch.detail == "missing storage.buckets.update"
-    assert scratch.fix is not None
+    assert scratch.message == "missing storage.buckets.update"
+    assert scratch.fix
     assert "--role=roles/storage.legacyBucketOwner" in scratch.fix
     assert "--member=serviceAccount:sa@p.iam.gserviceaccount.com" in scratch.fix
     assert "storage.enable_olm: false" in scratch.fix
@@ -79,7 +79,7 @@ def test_bucket_update_not_needed_when_olm_disabled() -> None:
 def test_locations_with_the_same_needs_share_a_permissions_row() -> None:
     uses = {"storage.scratch": SCRATCH, "storage.hlo_dump": HLO, "storage.profiles": GcsPath("bkt", "prof")}
     probes = {p.uri: ProbeOutcome(p.uri, None) for p in uses.values()}
-    rows = [r for r in evaluate(facts(probes=probes), uses, CTX) if r.check == "permissions"]
+    rows = [r for r in evaluate(facts(probes=probes), uses, CTX) if r.id == "permissions"]
     assert [r.fields for r in rows] == [("storage.scratch",), ("storage.hlo_dump", "storage.profiles")]
 
 
@@ -106,9 +106,9 @@ def test_needs_per_field() -> None:
 
 
 def test_unanswered_iam_is_not_verified_never_ok() -> None:
-    rows = [r for r in evaluate(facts(granted=None), USES, CTX) if r.check == "permissions"]
+    rows = [r for r in evaluate(facts(granted=None), USES, CTX) if r.id == "permissions"]
     assert rows and all(r.status is Status.NOT_VERIFIED for r in rows)
-    assert "backend did not answer" in rows[0].detail
+    assert "backend did not answer" in rows[0].message
 
 
 @pytest.mark.parametrize(
@@ -122,12 +122,12 @@ def test_lifecycle_cap(used: int, olm: bool, status: Status) -> None:
         ("lifecycle", ("storage.scratch",))
     ]
     assert row.status is status
-    assert f"{used} of 50" in row.detail
+    assert f"{used} of 50" in row.message
 
 
 def test_no_lifecycle_row_without_scratch() -> None:
     rows = evaluate(facts(), {"storage.hlo_dump": HLO}, CTX)
-    assert "lifecycle" not in [r.check for r in rows]
+    assert "lifecycle" not in [r.id for r in rows]
 
 
 @pytest.mark.parametrize(
@@ -142,7 +142,7 @@ def test_no_lifecycle_row_without_scratch() -> None:
 def test_region(location: str, region: str | None, status: Status) -> None:
     ctx = Context(enable_olm=True, region=region, member="MEMBER")
     rows = evaluate(facts(BucketMeta(location, "region", 0)), USES, ctx)
-    (row,) = [r for r in rows if r.check == "region"]
+    (row,) = [r for r in rows if r.id == "region"]
     assert row.status is status
     assert row.fields == ("storage.scratch", "storage.hlo_dump")
 
@@ -158,14 +158,14 @@ def test_region(location: str, region: str | None, status: Status) -> None:
 def test_multi_region_bucket_that_spans_the_cluster_region(location: str, region: str, says: str) -> None:
     ctx = Context(enable_olm=True, region=region, member="MEMBER")
     rows = evaluate(facts(BucketMeta(location, "multi-region", 0)), USES, ctx)
-    (row,) = [r for r in rows if r.check == "region"]
-    assert row.status is Status.WARN and says in row.detail and row.fix == f"use a bucket in {region}"
+    (row,) = [r for r in rows if r.id == "region"]
+    assert row.status is Status.WARN and says in row.message and row.fix == f"use a bucket in {region}"
 
 
 def test_missing_bucket_is_one_failed_row_with_create_command() -> None:
     missing = BucketFacts("bkt", None, GcsFailure("not_found", "404 Not Found"), None, {})
     (row,) = evaluate(missing, USES, CTX)
-    assert (row.check, row.status) == ("bucket", Status.FAILED)
+    assert (row.id, row.status) == ("bucket", Status.FAILED)
     assert row.fix == "create it in the cluster's region: gcloud storage buckets create gs://bkt --location=us-central1"
 
 
@@ -185,8 +185,8 @@ def test_probe_outcomes() -> None:
     }
     rows = rows_by_check(evaluate(facts(probes=probes), USES, CTX))
     read = rows[("probe", ("storage.scratch",))]
-    assert read.status is Status.FAILED and "cannot read it back" in read.detail
-    assert read.fix is not None and "roles/storage.objectAdmin" in read.fix
+    assert read.status is Status.FAILED and "cannot read it back" in read.message
+    assert read.fix and "roles/storage.objectAdmin" in read.fix
     undeleted = rows[("probe", ("storage.hlo_dump",))]
     assert undeleted.status is Status.WARN  # the compile cache needs no delete permission
     assert undeleted.fix == "remove it: gcloud storage rm gs://bkt/pw/hlo/.p"
@@ -194,29 +194,39 @@ def test_probe_outcomes() -> None:
 
 def test_report_failed_table_and_json() -> None:
     results = (
-        PreflightRow("gs://b", ("storage.scratch",), "bucket", Status.OK, "exists"),
-        PreflightRow("gs://b", ("storage.scratch",), "region", Status.WARN, "far away", "move it"),
-        PreflightRow("gs://b", ("storage.scratch",), "permissions", Status.NOT_VERIFIED, "no answer"),
+        PreflightRow("bucket", Status.OK, "gs://b", "exists", fields=("storage.scratch",)),
+        PreflightRow("region", Status.WARN, "gs://b", "far away", "move it", fields=("storage.scratch",)),
+        PreflightRow("permissions", Status.NOT_VERIFIED, "gs://b", "no answer", fields=("storage.scratch",)),
     )
     report = PreflightReport(results, principal="me")
     assert not report.failed  # warnings and not verified do not fail
-    data = json.loads(json.dumps(report.to_json()))
+    data = json.loads(json.dumps(report.as_json()))
     assert data["summary"] == {"ok": 1, "warn": 1, "failed": 0, "not verified": 1}
     assert data["checks"][1] == {
+        # the one shape of every finding (docs/output.md)
+        "id": "region",
+        "severity": "warning",
+        "where": "gs://b",
+        "message": "far away",
+        "fix": "move it",
+        "source": None,
+        "count": 1,
+        # and preflight's own keys from before it (a contract)
         "location": "gs://b",
         "fields": ["storage.scratch"],
         "check": "region",
         "status": "warn",
         "detail": "far away",
-        "fix": "move it",
     }
+    assert [row["severity"] for row in data["checks"]] == ["info", "warning", "warning"]
+    assert data["checks"][0]["fix"] is None  # nothing to do
     table = report.format_table().splitlines()
     assert table[0].split() == ["LOCATION", "CHECK", "STATUS", "DETAIL"]
     assert table[2].split()[:4] == ["gs://b", "(scratch)", "region", "warn"]
     assert table[3].strip() == "fix: move it"
     assert "not verified" in table[4]
-    failing = PreflightReport((*results, PreflightRow("gs://b", (), "probe", Status.FAILED, "no")))
-    assert failing.failed and failing.to_json()["failed"] is True
+    failing = PreflightReport((*results, PreflightRow("probe", Status.FAILED, "gs://b", "no")))
+    assert failing.failed and failing.as_json()["failed"] is True
 
 
 def test_empty_report() -> None:
@@ -308,7 +318,7 @@ from pwdeploy.preflight import run_preflight
 values = {"name": "pf", "tpu.type": "v5p-8", "main.image": "r/i:1", "main.command": "x",
           "storage.scratch": "gs://bkt/s", "storage.profiles": "gs://other/p"}
 report = run_preflight(load_job(None, values, installed_jax=lambda: "0.10.2"), check_images=False)
-rows = [[r.check, r.status.value, list(r.fields), r.detail, r.fix] for r in report.results]
+rows = [[r.id, r.status.value, list(r.fields), r.message, r.fix] for r in report.results]
 print(json.dumps({"failed": report.failed, "rows": rows}))
 """
 
@@ -330,7 +340,7 @@ def test_no_application_default_credentials_is_a_failed_row(tmp_path: Path) -> N
     ((check, status, fields, detail, fix),) = report["rows"]
     assert (check, status, fields) == ("credentials", Status.FAILED.value, ["storage.scratch", "storage.profiles"])
     assert "no Application Default Credentials" in detail
-    assert fix is not None and "gcloud auth application-default login" in fix
+    assert "gcloud auth application-default login" in fix
     assert report["failed"] is True
 
 
@@ -338,8 +348,8 @@ def test_long_locations_get_their_own_line_and_references_stay_whole() -> None:
     image = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:20260730-jax_0.10.2"
     digest = "sha256:" + "ab" * 32
     rows = (
-        PreflightRow("gs://b", ("storage.scratch",), "bucket", Status.OK, "exists"),
-        PreflightRow(image, ("images.server",), "image", Status.OK, f"exists, digest {digest}"),
+        PreflightRow("bucket", Status.OK, "gs://b", "exists", fields=("storage.scratch",)),
+        PreflightRow("image", Status.OK, image, f"exists, digest {digest}", fields=("images.server",)),
     )
     lines = PreflightReport(rows).format_table(width=100).splitlines()
     assert lines[1].split()[:3] == ["gs://b", "(scratch)", "bucket"]

@@ -53,7 +53,7 @@ def test_a_checkpoint_location_inside_the_scratch_location_fails_with_a_location
     scratch = parse_gcs("gs://bkt/pathways/scratch", "storage.scratch")
     inside = placement_row({"storage.scratch": scratch, "storage.checkpoints": scratch.child("ckpt")})
     assert inside is not None and inside.status is Status.FAILED
-    assert inside.detail.startswith("inside the scratch location gs://bkt/pathways/scratch")
+    assert inside.message.startswith("inside the scratch location gs://bkt/pathways/scratch")
     assert inside.fix == "use a location outside gs://bkt/pathways/scratch, e.g. gs://bkt/pathways/checkpoints"
     same = placement_row({"storage.scratch": scratch, "storage.checkpoints": scratch})
     assert same is not None and same.status is Status.FAILED
@@ -82,7 +82,7 @@ def preflight(job: JobConfig) -> PreflightReport:
 
 
 def row(report: PreflightReport, check: str) -> Any:
-    (found,) = [r for r in report.results if r.check == check]
+    (found,) = [r for r in report.results if r.id == check]
     return found
 
 
@@ -92,8 +92,8 @@ def test_emulator_a_lifecycle_rule_that_can_delete_checkpoints_is_a_warning(emul
     emulator_env.patch_bucket(bucket, {"lifecycle": {"rule": [delete(age=14)]}})
     report = preflight(job(scratch=f"gs://{bucket}/pw/scratch", checkpoints=f"gs://{bucket}/pw/ckpt"))
     retention = row(report, "retention")
-    assert (retention.location, retention.status) == (f"gs://{bucket}/pw/ckpt", Status.WARN)
-    assert "can delete checkpoints here (Delete; age >= 14 days)" in retention.detail
+    assert (retention.where, retention.status) == (f"gs://{bucket}/pw/ckpt", Status.WARN)
+    assert "can delete checkpoints here (Delete; age >= 14 days)" in retention.message
     assert retention.fix.startswith("give the rule(s) matchesPrefix conditions that leave pw/ckpt/ out")
     assert row(report, "placement").status is Status.OK
     assert not report.failed  # a warning: an age longer than the job is harmless
@@ -107,8 +107,8 @@ def test_emulator_rules_scoped_elsewhere_leave_checkpoints_alone(emulator_env: G
     emulator_env.patch_bucket(bucket, {"lifecycle": {"rule": rules}})
     report = preflight(job(scratch=f"gs://{bucket}/pw/scratch", checkpoints=f"gs://{bucket}/pw/ckpt"))
     retention = row(report, "retention")
-    assert retention.status is Status.OK and retention.detail.startswith("no lifecycle rule deletes live objects")
-    probes = {r.location: r.status for r in report.results if r.check == "probe"}
+    assert retention.status is Status.OK and retention.message.startswith("no lifecycle rule deletes live objects")
+    probes = {r.where: r.status for r in report.results if r.id == "probe"}
     assert probes[f"gs://{bucket}/pw/ckpt"] is Status.OK
     assert not report.failed
 

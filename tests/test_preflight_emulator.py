@@ -40,7 +40,7 @@ def gcs_preflight(job: JobConfig, **options: Any) -> PreflightReport:
 
 
 def rows(report: PreflightReport) -> dict[tuple[str, str], Status]:
-    return {(r.check, r.location): r.status for r in report.results}
+    return {(r.id, r.where): r.status for r in report.results}
 
 
 def lifecycle(rules: int) -> dict[str, Any]:
@@ -65,17 +65,17 @@ def test_emulator_iam_is_measured_as_not_verified(emulator_env: GcsEmulator) -> 
     # The emulator answers testIamPermissions by granting whatever is asked, a made-up permission included.
     bucket = emulator_env.create_bucket()
     report = gcs_preflight(job(scratch=f"gs://{bucket}/s", profiles=f"gs://{bucket}/p"))
-    permission_rows = [r for r in report.results if r.check == "permissions"]
+    permission_rows = [r for r in report.results if r.id == "permissions"]
     assert len(permission_rows) == 2
     assert all(r.status is Status.NOT_VERIFIED for r in permission_rows)
-    assert "made-up permission: it does not evaluate IAM" in permission_rows[0].detail
+    assert "made-up permission: it does not evaluate IAM" in permission_rows[0].message
 
 
 def test_missing_bucket_fails(emulator_env: GcsEmulator) -> None:
     present = emulator_env.create_bucket()
     report = gcs_preflight(job(scratch=f"gs://{present}/s", profiles="gs://pwd-test-no-such-bucket/p"))
-    missing = [r for r in report.results if r.location.startswith("gs://pwd-test-no-such-bucket")]
-    assert [(r.check, r.status, r.fields) for r in missing] == [("bucket", Status.FAILED, ("storage.profiles",))]
+    missing = [r for r in report.results if r.where.startswith("gs://pwd-test-no-such-bucket")]
+    assert [(r.id, r.status, r.fields) for r in missing] == [("bucket", Status.FAILED, ("storage.profiles",))]
     assert report.failed
     assert rows(report)[("probe", f"gs://{present}/s")] is Status.OK  # other buckets are still checked
 
@@ -87,9 +87,9 @@ def test_lifecycle_rules_counted(emulator_env: GcsEmulator, rules: int, olm: boo
     bucket = emulator_env.create_bucket()
     emulator_env.patch_bucket(bucket, lifecycle(rules))
     report = gcs_preflight(job(scratch=f"gs://{bucket}/s", enable_olm=olm))
-    (row,) = [r for r in report.results if r.check == "lifecycle"]
+    (row,) = [r for r in report.results if r.id == "lifecycle"]
     assert row.status is status
-    assert row.detail.startswith(f"{rules} of 50")
+    assert row.message.startswith(f"{rules} of 50")
     assert report.failed is (status is Status.FAILED)
 
 
@@ -152,15 +152,15 @@ def test_shared_bucket_is_asked_once(emulator_env: GcsEmulator) -> None:
     assert counting.calls["reload"] == 1
     assert counting.calls["test_iam_permissions"] == 2  # the needed set, then the made-up permission
     assert counting.calls["blob.upload_from_string"] == 2  # one probe per distinct location
-    (probe,) = [r for r in report.results if r.check == "probe" and r.location.endswith("/h")]
+    (probe,) = [r for r in report.results if r.id == "probe" and r.where.endswith("/h")]
     assert probe.fields == ("storage.hlo_dump", "storage.profiles")
 
 
 def test_probe_object_deleted_when_read_back_is_refused_by_wrapper(emulator_env: GcsEmulator) -> None:
     bucket = emulator_env.create_bucket()
     report = gcs_preflight(job(scratch=f"gs://{bucket}/s"), client_factory=lambda: CountingClient(refuse_reads=True))
-    (probe,) = [r for r in report.results if r.check == "probe"]
-    assert probe.status is Status.FAILED and "cannot read it back" in probe.detail
+    (probe,) = [r for r in report.results if r.id == "probe"]
+    assert probe.status is Status.FAILED and "cannot read it back" in probe.message
     assert report.failed
     assert emulator_env.list_objects(bucket) == []  # the real delete ran after the failure
 
@@ -172,9 +172,9 @@ def test_unreachable_endpoint_fails_within_the_retry_deadline(monkeypatch: pytes
     report = gcs_preflight(job(scratch="gs://pwd-test-bucket/s", profiles="gs://pwd-test-other/p"))
     assert time.monotonic() - started < gcs_client.RETRY_SECONDS + 5  # the client's own retries end in time
     first, second = report.results
-    assert (first.check, first.status) == ("bucket", Status.FAILED)
-    assert "cannot reach GCS" in first.detail
-    assert (second.location, second.status) == ("gs://pwd-test-other", Status.NOT_VERIFIED)  # not waited for again
+    assert (first.id, first.status) == ("bucket", Status.FAILED)
+    assert "cannot reach GCS" in first.message
+    assert (second.where, second.status) == ("gs://pwd-test-other", Status.NOT_VERIFIED)  # not waited for again
 
 
 def test_cli_json_and_exit_codes(emulator_env: GcsEmulator) -> None:

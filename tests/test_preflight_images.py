@@ -89,8 +89,8 @@ def job_with(images: list[str]) -> JobConfig:
 def test_pushed_image_is_ok_with_its_digest(pushed: dict[str, str], lookup: Any) -> None:
     image, digest = next(iter(pushed.items()))
     row = check_image(image, ("images.server",), lookup)
-    assert (row.location, row.fields, row.check, row.status) == (image, ("images.server",), "image", Status.OK)
-    assert row.detail == f"exists, digest {digest} (asked anonymously)" and row.fix is None
+    assert (row.where, row.fields, row.id, row.status) == (image, ("images.server",), "image", Status.OK)
+    assert row.message == f"exists, digest {digest} (asked anonymously)" and row.fix is None
     by_digest = image.rsplit(":", 1)[0] + f"@{digest}"
     assert check_image(by_digest, ("main.image",), lookup).status is Status.OK
 
@@ -101,13 +101,13 @@ def test_missing_tag_fails_and_names_the_tags_there(pushed: dict[str, str], look
     repository = image.rsplit(":", 1)[0]
     row = check_image(f"{repository}:20260101-jax_0.10.2", ("images.server",), lookup)
     assert row.status is Status.FAILED
-    assert row.detail == (
+    assert row.message == (
         f"tag '20260101-jax_0.10.2' is not in {repository}; it has 1 tag(s), e.g. 20260730-jax_0.10.2 "
         "(asked anonymously)"
     )
     assert row.fix == "pin an existing one with --server-image (images.server)"
     missing_digest = check_image(f"{repository}@sha256:{'0' * 64}", ("main.image",), lookup)
-    assert missing_digest.status is Status.FAILED and missing_digest.detail.startswith("digest sha256:000")
+    assert missing_digest.status is Status.FAILED and missing_digest.message.startswith("digest sha256:000")
 
 
 @pytest.mark.docker
@@ -115,7 +115,7 @@ def test_missing_repository_fails(pushed: dict[str, str], lookup: Any) -> None:
     image = f"{REGISTRY}/pwdeploy-test/no-such-{uuid.uuid4().hex[:8]}:v1"
     row = check_image(image, ("sidecar.image",), lookup)
     assert row.status is Status.FAILED
-    assert row.detail == f"repository {image.rsplit(':', 1)[0]} does not exist (asked anonymously)"
+    assert row.message == f"repository {image.rsplit(':', 1)[0]} does not exist (asked anonymously)"
     assert row.fix == "push it: pwdeploy sidecar build --push (or correct sidecar.image)"
 
 
@@ -123,20 +123,22 @@ def test_registry_down_is_not_verified_never_ok(lookup: Any) -> None:
     image = f"127.0.0.1:{free_port()}/team/app:v1"
     row = check_image(image, ("main.image",), lookup)
     assert row.status is Status.NOT_VERIFIED
-    assert row.detail.endswith("[Errno 111] Connection refused") and row.fix == f"check network access to {image[:15]}"
+    assert row.message.endswith("[Errno 111] Connection refused") and row.fix == f"check network access to {image[:15]}"
 
 
 @pytest.mark.docker
 def test_every_image_of_the_job_gets_a_row(pushed: dict[str, str], lookup: Any) -> None:
     images = list(pushed)
     rows = check_images(job_with(images), lookup)
-    assert [(r.location, r.fields, r.status) for r in rows] == [
+    assert [(r.where, r.fields, r.status) for r in rows] == [
         (images[1], ("images.proxy_server",), Status.OK),
         (images[0], ("images.server",), Status.OK),
         (images[2], ("main.image",), Status.OK),
         (images[3], ("sidecar.image",), Status.OK),
     ]
-    assert [r.detail for r in rows] == [f"exists, digest {pushed[images[i]]} (asked anonymously)" for i in (1, 0, 2, 3)]
+    assert [r.message for r in rows] == [
+        f"exists, digest {pushed[images[i]]} (asked anonymously)" for i in (1, 0, 2, 3)
+    ]
 
 
 @pytest.mark.docker
@@ -218,7 +220,7 @@ def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax
     }
     proxy_row, server_row = check_images(job, stub_lookup(answers))
     assert server_row.status is Status.FAILED
-    assert server_row.detail.endswith(
+    assert server_row.message.endswith(
         "it has 4 tag(s), e.g. 20260730-jax_0.10.2, 20260801-jax_0.10.2 (asked anonymously)"
     )
     assert server_row.fix == (
@@ -245,11 +247,11 @@ def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail
     job = load_job(None, values)
     job = job._replace(main=job.main._replace(image="Bad/Ref:1"))  # ... a reference from elsewhere is a row
     rows = check_images(job, stub_lookup({"127.0.0.1:5000/team/pw": Lookup("found", "sha256:" + "1" * 64)}))
-    assert [(r.location, r.fields, r.status) for r in rows] == [
+    assert [(r.where, r.fields, r.status) for r in rows] == [
         (same, ("images.proxy_server", "images.server"), Status.OK),
         ("Bad/Ref:1", ("main.image",), Status.FAILED),
     ]
-    assert rows[1].detail.startswith("not an image reference: 'Bad' is not a valid repository path component")
+    assert rows[1].message.startswith("not an image reference: 'Bad' is not a valid repository path component")
 
 
 def test_stub_lookup_hlo_uploader_image_is_checked_with_an_hlo_dump(jax_version: str) -> None:
@@ -272,7 +274,7 @@ def test_stub_lookup_hlo_uploader_image_is_checked_with_an_hlo_dump(jax_version:
     }
     *servers, row = check_images(job, stub_lookup({**answers, **found}))
     assert [r.status for r in servers] == [Status.OK, Status.OK]
-    assert (row.location, row.fields, row.status) == (uploader, ("storage.hlo_uploader_image",), Status.FAILED)
+    assert (row.where, row.fields, row.status) == (uploader, ("storage.hlo_uploader_image",), Status.FAILED)
     assert row.fix == "set --hlo-uploader-image (storage.hlo_uploader_image) to an existing image that has gcloud"
 
 
@@ -293,12 +295,12 @@ def test_stub_lookup_image_repository_without_a_pushed_image_fails(jax_version: 
     job, warnings = pin_pushed(load_job(None, values), config)
     assert job.main.image is None and warnings == []
     rows = check_images(job, lambda ref: Lookup("found", "sha256:" + "4" * 64))
-    assert [(r.location, r.fields, r.status) for r in rows] == [
+    assert [(r.where, r.fields, r.status) for r in rows] == [
         ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2", ("images.proxy_server",), Status.OK),
         ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2", ("images.server",), Status.OK),
         ("127.0.0.1:5000/team/jobs", ("image.repository",), Status.FAILED),
     ]
-    assert rows[-1].detail == "no pushed job image matches the current inputs"
+    assert rows[-1].message == "no pushed job image matches the current inputs"
     assert rows[-1].fix == "pwdeploy image build --push, or set main.image"
     headless = check_images(job._replace(headless=True), lambda ref: Lookup("found", "sha256:" + "4" * 64))
     assert [r.fields for r in headless] == [("images.proxy_server",), ("images.server",)]  # no main container
@@ -309,20 +311,20 @@ def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_versio
         raise MissingCredentials("none here")
 
     job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
-    further = PreflightRow("cluster", (), "cluster", Status.WARN, "a further source")
+    further = PreflightRow("cluster", Status.WARN, "cluster", "a further source")
     report = run_preflight(
         job,
         client_factory=no_credentials,
         image_lookup=lambda ref: Lookup("found", "sha256:" + "2" * 64),
         extra_sources=[lambda: [further]],
     )
-    assert [(r.check, r.status) for r in report.results] == [
+    assert [(r.id, r.status) for r in report.results] == [
         ("cluster", Status.WARN),
         ("credentials", Status.FAILED),
         ("image", Status.OK),
         ("image", Status.OK),
     ]
-    assert report.to_json()["summary"] == {"ok": 2, "warn": 1, "failed": 1, "not verified": 0}
+    assert report.as_json()["summary"] == {"ok": 2, "warn": 1, "failed": 1, "not verified": 0}
     assert any("node pool's service account" in note for note in report.notes)
     no_gcs = run_preflight(
         job,
@@ -331,7 +333,7 @@ def test_stub_lookup_rows_join_gcs_rows_and_a_further_source_slots_in(jax_versio
         check_gcs=False,
         extra_sources=[lambda: [further]],
     )
-    assert [r.check for r in no_gcs.results] == ["cluster", "image", "image"]
+    assert [r.id for r in no_gcs.results] == ["cluster", "image", "image"]
 
 
 def test_stub_lookup_sources_run_side_by_side(jax_version: str) -> None:
@@ -352,9 +354,9 @@ def test_stub_lookup_sources_run_side_by_side(jax_version: str) -> None:
 
     def source() -> list[PreflightRow]:
         meet("cluster")
-        return [PreflightRow("cluster", (), "cluster", Status.OK, "a further source")]
+        return [PreflightRow("cluster", Status.OK, "cluster", "a further source")]
 
     job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
     report = run_preflight(job, image_lookup=lookup, check_gcs=False, extra_sources=[source])
-    assert [r.check for r in report.results] == ["cluster", "image", "image"]
+    assert [r.id for r in report.results] == ["cluster", "image", "image"]
     assert sorted(met) == ["cluster", "image", "image"], "the sources ran one after another"

@@ -24,7 +24,7 @@ def test_the_hlo_uploader_image_is_checked_with_the_others() -> None:
             return Lookup("manifest_unknown", "tag '1' is not in r.example/tools/cloud-sdk", ("2",))
         return Lookup("found", "sha256:" + "0" * 64)
 
-    rows = {row.location: row for row in check_images(job, lookup)}
+    rows = {row.where: row for row in check_images(job, lookup)}
     uploader = rows[UPLOADER]
     assert uploader.status is Status.FAILED
     assert uploader.fix is not None and "--hlo-uploader-image (storage.hlo_uploader_image)" in uploader.fix

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pwdeploy import advice, text
-from pwdeploy.cluster.diagnose.findings import Finding
+from pwdeploy.finding import Finding
 from tests.conftest import REPO, ClusterCli
 from tests.diagnose_cases import load, serve
 from tests.kube_stub import StubKubeApiServer, status_body
@@ -72,7 +72,7 @@ def test_a_cut_never_leaves_half_an_escape(limit: int) -> None:
 
 def test_a_finding_line_cut_inside_an_osc_sequence_keeps_no_part_of_it() -> None:
     finding = Finding("crash", "error", "head pod p", "x" * 5 + "\x1b]0;title\x07" + "y" * 50, "fix it")
-    line = finding.line(36)  # "error crash: head pod p: xxxxx" is 30 characters: the cut falls in the OSC
+    line = finding.line(36)  # "head pod p: error crash: xxxxx" is 30 characters: the cut falls in the OSC
     assert line.endswith("...") and "\x1b" not in line and "\x07" not in line and len(line) <= 36
 
 

@@ -37,10 +37,10 @@ def test_nodes_another_job_holds_are_not_free_for_this_one_against_the_stub(stub
     other_jobs_pods(ready(stub))
     found = rows(small_job(), kube)
     tpu, head = found["tpu-capacity"], found["head-capacity"]
-    assert tpu.status is Status.WARN and "2 more held by other pods" in tpu.detail
-    assert "other pods hold the TPU nodes now" in tpu.detail and "spec.nodeName=NODE" in (tpu.fix or "")
-    assert head.status is Status.WARN and "other pods hold the head's host ports" in head.detail
-    assert "29000" in head.detail  # the proxy's port, which both heads listen on with hostNetwork
+    assert tpu.status is Status.WARN and "2 more held by other pods" in tpu.message
+    assert "other pods hold the TPU nodes now" in tpu.message and "spec.nodeName=NODE" in (tpu.fix or "")
+    assert head.status is Status.WARN and "other pods hold the head's host ports" in head.message
+    assert "29000" in head.message  # the proxy's port, which both heads listen on with hostNetwork
 
 
 def test_pods_that_ended_and_this_jobs_own_pods_hold_nothing_against_the_stub(
@@ -49,8 +49,8 @@ def test_pods_that_ended_and_this_jobs_own_pods_hold_nothing_against_the_stub(
     other_jobs_pods(ready(stub), phase="Succeeded")
     other_jobs_pods(stub, job="dp-example")  # the job itself, submitted before: a resubmit replaces its pods
     found = rows(small_job(), kube)
-    assert found["tpu-capacity"].status is Status.OK and "held by other pods" not in found["tpu-capacity"].detail
-    assert found["head-capacity"].status is Status.OK, found["head-capacity"].detail
+    assert found["tpu-capacity"].status is Status.OK and "held by other pods" not in found["tpu-capacity"].message
+    assert found["head-capacity"].status is Status.OK, found["head-capacity"].message
 
 
 def test_without_leave_to_list_pods_the_rows_say_what_they_did_not_count_against_the_stub(
@@ -61,4 +61,4 @@ def test_without_leave_to_list_pods_the_rows_say_what_they_did_not_count_against
     found = rows(small_job(), kube)
     for check in ("tpu-capacity", "head-capacity"):
         assert found[check].status is Status.OK
-        assert "what other pods hold is not counted" in found[check].detail
+        assert "what other pods hold is not counted" in found[check].message

@@ -38,10 +38,10 @@ def test_the_jobset_release_is_named_with_its_known_defect_for_a_multi_host_job_
 ) -> None:
     ready(stub)
     single = rows(small_job(), kube)["controllers"]  # v5p-8: one VM per slice, no follower pods to refuse
-    assert single.status is Status.OK and single.detail == "JobSet v0.12.0: no known defect that touches this job"
+    assert single.status is Status.OK and single.message == "JobSet v0.12.0: no known defect that touches this job"
     row = rows(small_job({"tpu.type": "v5p-16"}), kube)["controllers"]  # 2 VMs per slice
     assert row.status is Status.WARN
-    assert row.detail.startswith("JobSet v0.12.0: its pod webhook refuses") and "jobset#1276" in row.detail
+    assert row.message.startswith("JobSet v0.12.0: its pod webhook refuses") and "jobset#1276" in row.message
     assert "after v0.12.0" in (row.fix or "")
 
 
@@ -51,16 +51,18 @@ def test_kueue_0_19_evicts_a_flex_start_job_before_it_likely_starts_against_the_
     kueue(ready(stub), "v0.19.1")
     row = rows(small_job({**QUEUED_JOB, "tpu.capacity": "flex-start"}), kube)["controllers"]
     assert row.status is Status.WARN
-    assert "WaitForPodsReady is on by default since Kueue v0.19.0: timeout 30 min, recoveryTimeout 30 min" in row.detail
-    assert "likely needs 60 min or more" in row.detail and "PodsReadyTimeout" in row.detail
+    assert (
+        "WaitForPodsReady is on by default since Kueue v0.19.0: timeout 30 min, recoveryTimeout 30 min" in row.message
+    )
+    assert "likely needs 60 min or more" in row.message and "PodsReadyTimeout" in row.message
     assert "waitForPodsReady.timeout and recoveryTimeout" in (row.fix or "")
 
 
 def test_kueue_0_19_with_on_demand_capacity_is_only_said_against_the_stub(stub: StubKubeApiServer, kube: Any) -> None:
     kueue(ready(stub), "v0.19.1")
     row = rows(small_job(QUEUED_JOB), kube)["controllers"]
-    assert "Kueue v0.19.1: no known defect" in row.detail and "timeout 30 min" in row.detail
-    assert "PodsReadyTimeout" not in row.detail
+    assert "Kueue v0.19.1: no known defect" in row.message and "timeout 30 min" in row.message
+    assert "PodsReadyTimeout" not in row.message
 
 
 def test_a_short_configured_timeout_is_a_warning_and_an_old_kueue_is_off_by_default_against_the_stub(
@@ -68,10 +70,10 @@ def test_a_short_configured_timeout_is_a_warning_and_an_old_kueue_is_off_by_defa
 ) -> None:
     kueue(ready(stub), "v0.18.2", {"enable": True, "timeout": "5m"})
     row = rows(small_job(QUEUED_JOB), kube)["controllers"]
-    assert "WaitForPodsReady is configured: timeout 5 min, recoveryTimeout 5 min" in row.detail
-    assert "likely needs 10 min or more" in row.detail
+    assert "WaitForPodsReady is configured: timeout 5 min, recoveryTimeout 5 min" in row.message
+    assert "likely needs 10 min or more" in row.message
     kueue(stub, "v0.18.2")  # not configured: off before v0.19.0
-    assert "Kueue's WaitForPodsReady is off" in rows(small_job(QUEUED_JOB), kube)["controllers"].detail
+    assert "Kueue's WaitForPodsReady is off" in rows(small_job(QUEUED_JOB), kube)["controllers"].message
 
 
 def test_an_old_kueue_names_its_defect_and_its_fixed_releases_against_the_stub(
@@ -79,8 +81,8 @@ def test_an_old_kueue_names_its_defect_and_its_fixed_releases_against_the_stub(
 ) -> None:
     kueue(ready(stub), "v0.16.3")
     row = rows(small_job(QUEUED_JOB), kube)["controllers"]
-    assert "Kueue v0.16.3: a JobSet deleted with foreground propagation" in row.detail
-    assert "#10855" in row.detail and "v0.16.8" in (row.fix or "")
+    assert "Kueue v0.16.3: a JobSet deleted with foreground propagation" in row.message
+    assert "#10855" in row.message and "v0.16.8" in (row.fix or "")
 
 
 def test_versions_that_cannot_be_read_are_said_not_guessed_against_the_stub(stub: StubKubeApiServer, kube: Any) -> None:
@@ -89,7 +91,7 @@ def test_versions_that_cannot_be_read_are_said_not_guessed_against_the_stub(stub
     assert row.status is Status.NOT_VERIFIED
     assert (
         "JobSet version not read (this identity may not read deployment jobset-system/jobset-controller-manager)"
-        in (row.detail)
+        in (row.message)
     )
 
 

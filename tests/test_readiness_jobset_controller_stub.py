@@ -25,7 +25,7 @@ def test_a_cluster_whose_controller_answers_is_ok_and_nothing_is_persisted_again
 ) -> None:
     ready(stub)
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.OK and "the controller's webhooks answer a server dry run" in row.detail
+    assert row.status is Status.OK and "the controller's webhooks answer a server dry run" in row.message
     assert stub.objects.get(("jobsets", "default", "pwdeploy-probe")) is None
 
 
@@ -34,7 +34,7 @@ def test_only_the_crd_installed_is_failed_naming_the_missing_controller_against_
 ) -> None:
     ready(stub).jobset_webhook = False
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.FAILED and "installed without its controller" in row.detail
+    assert row.status is Status.FAILED and "installed without its controller" in row.message
     assert "kubectl apply --server-side" in (row.fix or "") and "jobset-system" in (row.fix or "")
 
 
@@ -43,8 +43,8 @@ def test_a_webhook_that_does_not_answer_is_failed_naming_the_controller_pods_aga
 ) -> None:
     ready(stub).answer("PATCH", PROBE, status_body(500, "InternalError", WEBHOOK_DOWN), status=500, times=20)
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.FAILED and "webhook 'mjobset.kb.io' does not answer" in row.detail
-    assert "connection refused" in row.detail and "kubectl get deployments,pods -n jobset-system" in (row.fix or "")
+    assert row.status is Status.FAILED and "webhook 'mjobset.kb.io' does not answer" in row.message
+    assert "connection refused" in row.message and "kubectl get deployments,pods -n jobset-system" in (row.fix or "")
 
 
 def test_a_webhook_that_refuses_the_rendered_jobset_is_failed_against_the_stub(
@@ -53,7 +53,7 @@ def test_a_webhook_that_refuses_the_rendered_jobset_is_failed_against_the_stub(
     denied = 'admission webhook "vjobset.kb.io" denied the request: spec.replicatedJobs[0].name: Invalid value'
     ready(stub).answer("PATCH", PROBE, status_body(400, "BadRequest", denied), status=400)
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.FAILED and "webhook 'vjobset.kb.io' refuses the rendered JobSet" in row.detail
+    assert row.status is Status.FAILED and "webhook 'vjobset.kb.io' refuses the rendered JobSet" in row.message
 
 
 def test_without_leave_to_create_jobsets_the_controller_is_not_verified_against_the_stub(
@@ -61,7 +61,7 @@ def test_without_leave_to_create_jobsets_the_controller_is_not_verified_against_
 ) -> None:
     ready(stub).forbid("patch", "jobsets")
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.NOT_VERIFIED and "the controller was not checked" in row.detail
+    assert row.status is Status.NOT_VERIFIED and "the controller was not checked" in row.message
 
 
 def test_an_existing_job_of_the_same_name_is_not_what_the_dry_run_touches_against_the_stub(

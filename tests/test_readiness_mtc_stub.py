@@ -30,13 +30,13 @@ def test_the_gke_version_row_against_the_stub(
     stub: StubKubeApiServer, kube: Kube, git_version: str, status: Status
 ) -> None:
     stub.version = {"major": "1", "minor": git_version.split(".")[1] + "+", "gitVersion": git_version}
-    rows = {r.check: r for r in check_cluster(small_job(MTC), kube)}
+    rows = {r.id: r for r in check_cluster(small_job(MTC), kube)}
     assert rows["mtc-version"].status is status, rows["mtc-version"]
-    assert "Autopilot" in rows["mtc-version"].detail
+    assert "Autopilot" in rows["mtc-version"].message
 
 
 def test_without_mtc_there_are_no_mtc_rows_against_the_stub(stub: StubKubeApiServer, kube: Kube) -> None:
-    assert not [r for r in check_cluster(small_job(), kube) if r.check.startswith("mtc-")]
+    assert not [r for r in check_cluster(small_job(), kube) if r.id.startswith("mtc-")]
 
 
 def test_gke_versions_parse() -> None:

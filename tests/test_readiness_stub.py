@@ -74,8 +74,8 @@ def controller_deployment(namespace: str, component: str, version: str) -> dict[
 
 def rows(job: JobConfig, kube: Kube) -> dict[str, PreflightRow]:
     found = check_cluster(job, kube)
-    assert len({r.check for r in found}) == len(found), "one row per check here"
-    return {r.check: r for r in found}
+    assert len({r.id for r in found}) == len(found), "one row per check here"
+    return {r.id: r for r in found}
 
 
 # ---------------------------------------------------------------------------------------------- a ready cluster
@@ -84,23 +84,23 @@ def rows(job: JobConfig, kube: Kube) -> dict[str, PreflightRow]:
 def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     ready(stub)
     found = check_cluster(small_job(), kube)
-    assert [r.check for r in found] == CHECK_NAMES
-    assert {r.status for r in found} == {Status.OK}, [(r.check, r.detail) for r in found]
-    assert {r.location for r in found} == {"stub"}
-    by_name = {r.check: r for r in found}
-    assert by_name["kubernetes-version"].detail == (
+    assert [r.id for r in found] == CHECK_NAMES
+    assert {r.status for r in found} == {Status.OK}, [(r.id, r.message) for r in found]
+    assert {r.where for r in found} == {"stub"}
+    by_name = {r.id: r for r in found}
+    assert by_name["kubernetes-version"].message == (
         "v1.31.4-gke.1256000: native sidecars are on; head node kubelets v1.31.4-gke.1256000"
     )
-    assert by_name["tpu-capacity"].detail == (
+    assert by_name["tpu-capacity"].message == (
         "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the job needs "
         "2 pools (one per slice) of 1 node"
     )
-    assert by_name["head-capacity"].detail == (
+    assert by_name["head-capacity"].message == (
         "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np have the head pod's 48 CPU and 232Gi "
         "memory free"
     )
     assert "create, patch, get, list, delete jobsets.jobset.x-k8s.io; list jobs.batch; list, delete pods; " in (
-        by_name["permissions"].detail
+        by_name["permissions"].message
     )
 
 
@@ -190,8 +190,8 @@ def test_each_check_name_is_written_once_in_the_package() -> None:
 def test_kubernetes_before_1_29_fails_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.version = {"major": "1", "minor": "28+", "gitVersion": "v1.28.15-gke.1"}
     row = rows(small_job(), kube)["kubernetes-version"]
-    assert row.status is Status.FAILED and row.detail.startswith("v1.28.15-gke.1: the head's proxy and resource")
-    assert "on by default from 1.29" in row.detail and row.fix is not None and "upgrade" in row.fix
+    assert row.status is Status.FAILED and row.message.startswith("v1.28.15-gke.1: the head's proxy and resource")
+    assert "on by default from 1.29" in row.message and row.fix is not None and "upgrade" in row.fix
 
 
 def test_head_pool_kubelet_before_1_29_fails_with_the_upgrade_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
@@ -202,7 +202,7 @@ def test_head_pool_kubelet_before_1_29_fails_with_the_upgrade_against_stub(stub:
     stub.add_node(node("cpu-old-down", CPU_POOL, BIG_CPU_NODE, kubelet="v1.27.1", ready=False))  # cannot run the head
     row = rows(small_job(), kube)["kubernetes-version"]
     assert row.status is Status.FAILED
-    assert row.detail == (
+    assert row.message == (
         "v1.31.4-gke.1256000: native sidecars are on; kubelet v1.28.15-gke.1 on 1 of 1 head node(s) (node pool "
         "cpu-np): before 1.29 it runs native sidecars as init containers that never finish, so the head pods stay "
         "in Init"
@@ -210,7 +210,7 @@ def test_head_pool_kubelet_before_1_29_fails_with_the_upgrade_against_stub(stub:
     assert row.fix == "upgrade the node pool: gcloud container node-pools upgrade cpu-np --cluster CLUSTER"
     stub.add_node(node("cpu-1", CPU_POOL, BIG_CPU_NODE, kubelet=KUBELET))
     mixed = rows(small_job(), kube)["kubernetes-version"]
-    assert mixed.status is Status.WARN and "kubelet v1.28.15-gke.1 on 1 of 2 head node(s)" in mixed.detail
+    assert mixed.status is Status.WARN and "kubelet v1.28.15-gke.1 on 1 of 2 head node(s)" in mixed.message
     assert len(stub.sent("GET", "/api/v1/nodes")) == 4, "each node list asked once per run"
 
 
@@ -222,17 +222,17 @@ def test_worker_kubelets_are_checked_when_workers_have_native_sidecars_against_s
     assert rows(small_job(), kube)["kubernetes-version"].status is Status.OK  # no sidecar: workers have none
     row = rows(small_job({"sidecar.image": "us-docker.pkg.dev/p/r/sidecar:1"}), kube)["kubernetes-version"]
     assert row.status is Status.WARN
-    assert "; worker node kubelets" not in row.detail
-    assert "kubelet v1.28.3 on 1 of 2 worker node(s) (node pool tpu-np-1)" in row.detail
+    assert "; worker node kubelets" not in row.message
+    assert "kubelet v1.28.3 on 1 of 2 worker node(s) (node pool tpu-np-1)" in row.message
     assert row.fix == "upgrade the node pool: gcloud container node-pools upgrade tpu-np-1 --cluster CLUSTER"
 
 
 def test_refused_credentials_fail_once_and_skip_the_rest_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.tokens = {"another": "carol"}
     found = check_cluster(small_job(), kube)
-    assert found[0].status is Status.FAILED and "401 Unauthorized" in found[0].detail
+    assert found[0].status is Status.FAILED and "401 Unauthorized" in found[0].message
     assert [r.status for r in found[1:]] == [Status.NOT_VERIFIED] * 7
-    assert found[1].detail == "not checked: the API server did not answer the version request"
+    assert found[1].message == "not checked: the API server did not answer the version request"
     assert [r.path for r in stub.requests] == ["/version"]
 
 
@@ -251,7 +251,7 @@ def test_released_crds_know_every_rendered_field_against_stub(
     stub.crd_version = version
     job = small_job({"sidecar.image": "us-docker.pkg.dev/p/r/sidecar:1", "tpu.elastic_slices": 1})
     row = rows(job, kube)["jobset-api"]
-    assert row.status is Status.OK, row.detail
+    assert row.status is Status.OK, row.message
 
 
 def test_a_crd_without_a_rendered_field_fails_naming_it_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
@@ -262,7 +262,8 @@ def test_a_crd_without_a_rendered_field_fails_naming_it_against_stub(stub: StubK
     row = rows(small_job(), kube)["jobset-api"]
     assert row.status is Status.FAILED
     assert (
-        row.detail == "the installed JobSet CRD does not know what pwdeploy renders: spec.failurePolicy.restartStrategy"
+        row.message
+        == "the installed JobSet CRD does not know what pwdeploy renders: spec.failurePolicy.restartStrategy"
     )
     assert row.fix is not None and "releases/download/v0.10.1/manifests.yaml" in row.fix
 
@@ -279,7 +280,7 @@ def test_a_crd_enum_without_the_rendered_value_fails_against_stub(stub: StubKube
     policy["properties"]["restartStrategy"]["enum"].remove(value)
     stub.jobset_crd = crd
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.FAILED and f"spec.failurePolicy.restartStrategy: {value} (known: " in row.detail
+    assert row.status is Status.FAILED and f"spec.failurePolicy.restartStrategy: {value} (known: " in row.message
 
 
 def test_unknown_fields_names_list_items_by_name() -> None:
@@ -296,7 +297,7 @@ def test_unknown_fields_names_list_items_by_name() -> None:
 def test_jobset_not_installed_fails_with_the_install_command_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.jobset_installed = False
     row = rows(small_job(), kube)["jobset-api"]
-    assert row.status is Status.FAILED and row.detail == "the JobSet API (jobset.x-k8s.io/v1alpha2) is not installed"
+    assert row.status is Status.FAILED and row.message == "the JobSet API (jobset.x-k8s.io/v1alpha2) is not installed"
     assert row.fix is not None and row.fix.startswith("install the JobSet controller: kubectl apply --server-side")
 
 
@@ -304,7 +305,7 @@ def test_crd_forbidden_falls_back_to_discovery_not_verified_against_stub(stub: S
     stub.forbid("get", "customresourcedefinitions")
     row = rows(small_job(), kube)["jobset-api"]
     assert row.status is Status.NOT_VERIFIED
-    assert row.detail.startswith("jobset.x-k8s.io/v1alpha2 is served; whether it knows every rendered field is not")
+    assert row.message.startswith("jobset.x-k8s.io/v1alpha2 is served; whether it knows every rendered field is not")
     assert stub.sent("GET", "/apis/jobset.x-k8s.io/v1alpha2"), "discovery asked"
     stub.jobset_installed = False
     assert rows(small_job(), kube)["jobset-api"].status is Status.FAILED
@@ -315,41 +316,41 @@ def test_crd_forbidden_falls_back_to_discovery_not_verified_against_stub(stub: S
 
 def test_namespace_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     missing = rows(small_job(namespace="ghost"), kube)["namespace"]
-    assert (missing.status, missing.detail) == (Status.FAILED, "namespace 'ghost' does not exist")
+    assert (missing.status, missing.message) == (Status.FAILED, "namespace 'ghost' does not exist")
     assert missing.fix == "kubectl create namespace ghost, or set `namespace` in the job"
     stub.forbid("get", "namespaces")  # common for users bound to one namespace
     hidden = rows(small_job(), kube)["namespace"]
-    assert (hidden.status, hidden.detail) == (Status.NOT_VERIFIED, "this identity may not read namespace 'default'")
+    assert (hidden.status, hidden.message) == (Status.NOT_VERIFIED, "this identity may not read namespace 'default'")
 
 
 def test_namespace_defaults_to_the_contexts_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     row = rows(small_job(namespace=None), kube)["namespace"]
-    assert (row.status, row.detail) == (Status.OK, "namespace 'default' exists")
+    assert (row.status, row.message) == (Status.OK, "namespace 'default' exists")
 
 
 def test_queue_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
-    assert rows(small_job(), kube)["queue"].detail == "scheduling.queue is not set: Kueue does not queue this job"
+    assert rows(small_job(), kube)["queue"].message == "scheduling.queue is not set: Kueue does not queue this job"
     stub.kueue_version = "v1beta2"
     for name in ("cpu-queue", "tpu-v6e"):
         stub.put("localqueues", {"metadata": {"name": name, "namespace": "default"}})
     ok = rows(small_job({"scheduling.queue": "tpu-v6e"}), kube)["queue"]
-    assert (ok.status, ok.detail) == (
+    assert (ok.status, ok.message) == (
         Status.OK,
         "LocalQueue 'tpu-v6e' exists in namespace 'default' (kueue.x-k8s.io/v1beta2)",
     )
     stub.kueue_version = "v1beta1"  # a Kueue before v0.15.0 serves only v1beta1
     stub.objects[("localqueues", "default", "tpu-v6e")]["apiVersion"] = "kueue.x-k8s.io/v1beta1"
     old = rows(small_job({"scheduling.queue": "tpu-v6e"}), kube)["queue"]
-    assert old.status is Status.OK and "a release before v0.15.0: v1beta1 is deprecated" in old.detail
+    assert old.status is Status.OK and "a release before v0.15.0: v1beta1 is deprecated" in old.message
     stub.kueue_version = "v1beta2"
     missing = rows(small_job({"scheduling.queue": "tpu"}), kube)["queue"]
     assert missing.status is Status.FAILED
-    assert missing.detail == "LocalQueue 'tpu' does not exist in namespace 'default'; available: cpu-queue, tpu-v6e"
+    assert missing.message == "LocalQueue 'tpu' does not exist in namespace 'default'; available: cpu-queue, tpu-v6e"
     stub.forbid("get", "localqueues")
     assert rows(small_job({"scheduling.queue": "tpu"}), kube)["queue"].status is Status.NOT_VERIFIED
     stub.kueue_version = None
     absent = rows(small_job({"scheduling.queue": "tpu"}), kube)["queue"]
-    assert absent.status is Status.FAILED and "Kueue (kueue.x-k8s.io) is not installed" in absent.detail
+    assert absent.status is Status.FAILED and "Kueue (kueue.x-k8s.io) is not installed" in absent.message
 
 
 # ---------------------------------------------------------------------------------------------- capacity
@@ -365,12 +366,12 @@ def test_too_few_tpu_pools_is_a_warning_naming_both_numbers_against_stub(stub: S
     stub.add_node(node("tpu-other-shape", other, TPU_NODE))
     row = rows(small_job(), kube)["tpu-capacity"]
     assert row.status is Status.WARN
-    assert row.detail.startswith(
+    assert row.message.startswith(
         "1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the "
         "job needs 2 "
         "pools (one per slice) of 1 node: the workers wait unless node pools autoscale"
     )
-    assert "queued provisioning" in row.detail
+    assert "queued provisioning" in row.message
     assert row.fix is not None and "one per slice with 1 node" in row.fix
     assert {r.q("labelSelector") for r in stub.sent("GET", "/api/v1/nodes")} == {
         "cloud.google.com/gke-tpu-accelerator=tpu-v5p-slice,cloud.google.com/gke-tpu-topology=2x2x1",
@@ -380,8 +381,8 @@ def test_too_few_tpu_pools_is_a_warning_naming_both_numbers_against_stub(stub: S
 
 def test_no_tpu_nodes_at_all_is_a_warning_against_stub(kube: Kube) -> None:
     row = rows(small_job({"tpu.type": "v5p-16", "tpu.slices": 3}), kube)["tpu-capacity"]
-    assert row.status is Status.WARN and row.detail.startswith("0 node pools of x tpu-v5p-slice 2x2x2 nodes")
-    assert "the job needs 3 pools (one per slice) of 2 nodes:" in row.detail
+    assert row.status is Status.WARN and row.message.startswith("0 node pools of x tpu-v5p-slice 2x2x2 nodes")
+    assert "the job needs 3 pools (one per slice) of 2 nodes:" in row.message
 
 
 def test_one_pool_of_two_nodes_holds_one_slice_not_two_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
@@ -390,7 +391,7 @@ def test_one_pool_of_two_nodes_holds_one_slice_not_two_against_stub(stub: StubKu
         stub.add_node(node(f"tpu-{i}", {**V5P, POOL: "tpu-np"}, TPU_NODE))
     row = rows(small_job(), kube)["tpu-capacity"]
     assert row.status is Status.WARN
-    assert row.detail.startswith(
+    assert row.message.startswith(
         "1 node pool of 2 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu free each); the "
         "job needs 2 "
         "pools (one per slice) of 1 node: "
@@ -405,14 +406,14 @@ def test_multi_host_slices_need_whole_pools_against_stub(stub: StubKubeApiServer
     job = small_job({"tpu.type": "v5p-16", "tpu.slices": 2})
     short = rows(job, kube)["tpu-capacity"]
     assert short.status is Status.WARN
-    assert short.detail.startswith(
+    assert short.message.startswith(
         "1 node pool of 2, 1 of 1 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu free "
         "each); the job "
         "needs 2 pools (one per slice) of 2 nodes, and 1 of them hold(s) a slice: the workers wait"
     )
     stub.add_node(node("tpu-np-1-1", {**v5p_16, POOL: "tpu-np-1"}, TPU_NODE))
     enough = rows(job, kube)["tpu-capacity"]
-    assert (enough.status, enough.detail) == (
+    assert (enough.status, enough.message) == (
         Status.OK,
         "2 node pools of 2 x tpu-v5p-slice 2x2x2 nodes (Ready, schedulable, 4 google.com/tpu free each); the job needs "
         "2 pools (one per slice) of 2 nodes",
@@ -424,7 +425,7 @@ def test_head_pod_that_fits_no_node_fails_with_the_numbers_against_stub(stub: St
     stub.add_node(node("cpu-medium", CPU_POOL, {"cpu": "31850m", "memory": "120Gi"}))
     row = rows(small_job(), kube)["head-capacity"]
     assert row.status is Status.FAILED
-    assert row.detail == (
+    assert row.message == (
         "the head pod requests 48 CPU and 232Gi memory; the 2 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np "
         "allocate at most 31.85 CPU and 120Gi memory"
     )
@@ -448,7 +449,7 @@ def test_head_nodes_not_ready_or_cordoned_do_not_count_against_stub(stub: StubKu
     stub.add_node(node("cpu-cordoned", CPU_POOL, BIG_CPU_NODE, cordoned=True))
     row = rows(small_job(), kube)["head-capacity"]
     assert row.status is Status.WARN
-    assert row.detail.startswith(
+    assert row.message.startswith(
         "none of the 2 node(s) with cloud.google.com/gke-nodepool=cpu-np is Ready and schedulable (NotReady or "
         "cordoned)"
     )
@@ -456,17 +457,17 @@ def test_head_nodes_not_ready_or_cordoned_do_not_count_against_stub(stub: StubKu
     stub.add_node(node("cpu-small", CPU_POOL, {"cpu": "15890m", "memory": "57Gi"}))
     small = rows(small_job(), kube)["head-capacity"]
     assert small.status is Status.FAILED
-    assert small.detail.endswith("allocate at most 15.89 CPU and 57Gi memory (2 more NotReady or cordoned)")
+    assert small.message.endswith("allocate at most 15.89 CPU and 57Gi memory (2 more NotReady or cordoned)")
     stub.add_node(node("cpu-big", CPU_POOL, BIG_CPU_NODE))
     ok = rows(small_job(), kube)["head-capacity"]
-    assert ok.status is Status.OK and ok.detail.startswith("1 of 2 Ready node(s) with")
+    assert ok.status is Status.OK and ok.message.startswith("1 of 2 Ready node(s) with")
 
 
 def test_no_node_for_the_head_is_a_warning_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.add_node(node("cpu-0", {"cloud.google.com/gke-nodepool": "other"}, BIG_CPU_NODE))
     row = rows(small_job(), kube)["head-capacity"]
     assert row.status is Status.WARN
-    assert row.detail.startswith("no node matches the head pod's nodeSelector cloud.google.com/gke-nodepool=cpu-np")
+    assert row.message.startswith("no node matches the head pod's nodeSelector cloud.google.com/gke-nodepool=cpu-np")
     assert row.fix is not None and "at least 48 CPU and 232Gi memory" in row.fix
 
 
@@ -475,10 +476,10 @@ def test_nodes_forbidden_is_not_verified_against_stub(stub: StubKubeApiServer, k
     found = rows(small_job(), kube)
     for check in ("tpu-capacity", "head-capacity"):
         row = found[check]
-        assert (row.status, row.detail) == (Status.NOT_VERIFIED, "this identity may not list nodes")
+        assert (row.status, row.message) == (Status.NOT_VERIFIED, "this identity may not list nodes")
         assert row.fix is not None and "kubectl auth can-i list nodes" in row.fix
     version = found["kubernetes-version"]
-    assert version.status is Status.OK and version.detail.startswith(
+    assert version.status is Status.OK and version.message.startswith(
         "v1.31.4-gke.1256000: native sidecars are on; kubelets of the head nodes not checked: "
     )
 
@@ -504,7 +505,7 @@ def test_denied_permissions_fail_naming_verb_and_resource_against_stub(stub: Stu
     stub.forbid("get", "pods/log")
     row = rows(small_job(), kube)["permissions"]
     assert row.status is Status.FAILED
-    assert row.detail == (
+    assert row.message == (
         "denied in namespace 'default': create jobsets.jobset.x-k8s.io (submit (server-side apply creates it)); "
         "get pods/log (status, logs, diagnose, connect)"
     )
@@ -524,21 +525,21 @@ def test_denied_permissions_fail_naming_verb_and_resource_against_stub(stub: Stu
 def test_one_denial_gives_the_rbac_rule_and_can_i_line_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.forbid("list", "events")
     row = rows(small_job(), kube)["permissions"]
-    assert row.detail == "denied in namespace 'default': list events (status, diagnose)"
+    assert row.message == "denied in namespace 'default': list events (status, diagnose)"
     assert row.fix is not None and row.fix.endswith("check with: kubectl auth can-i list events -n default")
 
 
 def test_secret_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.put("secrets", {"metadata": {"name": "hf", "namespace": "default"}, "data": {"token": "c2VjcmV0"}})
     job = small_job({"main.secret_env": {"HF_TOKEN": "hf/token", "WANDB_API_KEY": "wandb/key"}})
-    found = [r for r in check_cluster(job, kube) if r.check == "secret"]
+    found = [r for r in check_cluster(job, kube) if r.id == "secret"]
     present, missing = found
-    assert (present.status, present.detail) == (
+    assert (present.status, present.message) == (
         Status.OK,
         "Secret 'hf' exists in namespace 'default' (keys token not read)",
     )
     assert present.fields == ("main.secret_env.HF_TOKEN",)
-    assert (missing.status, missing.detail) == (
+    assert (missing.status, missing.message) == (
         Status.FAILED,
         "Secret 'wandb' (for WANDB_API_KEY) does not exist in namespace 'default'",
     )
@@ -546,7 +547,7 @@ def test_secret_rows_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     (read, _) = stub.sent("GET", "/secrets/")
     assert read.headers["Accept"] == "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
     stub.forbid("get", "secrets")
-    hidden = [r for r in check_cluster(job, kube) if r.check == "secret"]
+    hidden = [r for r in check_cluster(job, kube) if r.id == "secret"]
     assert [r.status for r in hidden] == [Status.NOT_VERIFIED] * 2
 
 
@@ -684,7 +685,7 @@ def test_spot_counts_only_labelled_pools_whose_taints_the_workers_tolerate_again
     stub.add_node(tainted(node("spot-dedicated", {**V5P, **SPOT, POOL: "tpu-spot-c"}, TPU_NODE), dedicated))
     job = small_job({"tpu.capacity": "spot"})
     row = rows(job, kube)["tpu-capacity"]
-    assert (row.status, row.detail) == (
+    assert (row.status, row.message) == (
         Status.OK,
         "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes labelled cloud.google.com/gke-spot=true (Ready, schedulable, "
         "4 google.com/tpu free each; 1 more with taints the workers do not tolerate); the job needs 2 pools (one per "
@@ -696,8 +697,8 @@ def test_spot_counts_only_labelled_pools_whose_taints_the_workers_tolerate_again
         "cloud.google.com/gke-spot=true" in selectors
     )
     tolerant = rows(small_job({"tpu.capacity": "spot", "tpu.tolerations": ["dedicated=ml:NoSchedule"]}), kube)
-    assert tolerant["tpu-capacity"].detail.startswith("3 node pools of 1 x")
-    on_demand = rows(small_job(), kube)["tpu-capacity"].detail  # any pool, but it tolerates neither taint
+    assert tolerant["tpu-capacity"].message.startswith("3 node pools of 1 x")
+    on_demand = rows(small_job(), kube)["tpu-capacity"].message  # any pool, but it tolerates neither taint
     assert on_demand.startswith("2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes (Ready, schedulable, 4 google.com/tpu ")
     assert "each; 2 more with taints the workers do not tolerate)" in on_demand
 
@@ -709,13 +710,13 @@ def test_shared_reservation_needs_both_labels_against_stub(stub: StubKubeApiServ
     stub.add_node(node("shared", {**V5P, **shared, POOL: "tpu-shared"}, TPU_NODE))
     job = small_job({"tpu.capacity": "reservation", "tpu.reservation": "projects/owner-project/reservations/rsv"})
     row = rows(job, kube)["tpu-capacity"]
-    assert row.status is Status.WARN and row.detail.startswith(
+    assert row.status is Status.WARN and row.message.startswith(
         "1 node pool of 1 x tpu-v5p-slice 2x2x1 nodes labelled "
         "cloud.google.com/reservation-name=rsv,cloud.google.com/"
         "reservation-project=owner-project"
     )
     local = rows(small_job({"tpu.capacity": "reservation", "tpu.reservation": "rsv"}), kube)["tpu-capacity"]
-    assert local.status is Status.OK and local.detail.startswith("2 node pools of 1 x")
+    assert local.status is Status.OK and local.message.startswith("2 node pools of 1 x")
 
 
 def test_reservation_pools_tainted_by_auto_provisioning_fit_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
@@ -726,7 +727,7 @@ def test_reservation_pools_tainted_by_auto_provisioning_fit_against_stub(stub: S
     for pool in ("tpu-nap-a", "tpu-nap-b"):
         stub.add_node(tainted(node(pool, {**V5P, **named, POOL: pool}, TPU_NODE), taint))
     row = rows(small_job({"tpu.capacity": "reservation", "tpu.reservation": "rsv"}), kube)["tpu-capacity"]
-    assert (row.status, row.detail) == (
+    assert (row.status, row.message) == (
         Status.OK,
         "2 node pools of 1 x tpu-v5p-slice 2x2x1 nodes labelled cloud.google.com/reservation-name=rsv (Ready, "
         "schedulable, 4 google.com/tpu free each); the job needs 2 pools (one per slice) of 1 node",
@@ -740,8 +741,8 @@ def test_pools_that_scale_from_zero_are_ok_with_the_gcloud_command_against_stub(
     kube: Kube, stub: StubKubeApiServer, capacity: str
 ) -> None:
     row = rows(small_job({"tpu.capacity": capacity, "scheduling.queue": "tpu"}), kube)["tpu-capacity"]
-    assert row.status is Status.OK and row.detail.startswith("0 node pools of x tpu-v5p-slice 2x2x1 nodes labelled ")
-    assert "gcloud container node-pools list --cluster CLUSTER --location LOCATION" in row.detail
+    assert row.status is Status.OK and row.message.startswith("0 node pools of x tpu-v5p-slice 2x2x1 nodes labelled ")
+    assert "gcloud container node-pools list --cluster CLUSTER --location LOCATION" in row.message
     assert rows(small_job(), kube)["tpu-capacity"].status is Status.WARN, "on-demand pools do not hide"
 
 
@@ -774,7 +775,7 @@ QUEUED = {"tpu.capacity": "queued", "scheduling.queue": "tpu"}
 
 def test_provisioning_row_only_for_queued_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     assert "provisioning" not in rows(small_job({"scheduling.queue": "tpu"}), kube)
-    names = [r.check for r in check_cluster(small_job(QUEUED), kube)]
+    names = [r.id for r in check_cluster(small_job(QUEUED), kube)]
     assert names == [*CHECK_NAMES[:5], "provisioning", *CHECK_NAMES[5:]]
 
 
@@ -783,7 +784,7 @@ def test_provisioning_scoped_to_the_tpu_flavor_is_ok_at_the_discovered_version_a
 ) -> None:
     kueue(stub, on_flavors=["tpu-v5p"])
     row = rows(small_job(QUEUED), kube)["provisioning"]
-    assert (row.status, row.detail) == (
+    assert (row.status, row.message) == (
         Status.OK,
         "ClusterQueue 'cq' runs admission check 'dws' (kueue.x-k8s.io/provisioning-request) on flavor(s) tpu-v5p; "
         "the head's CPU pod set is not gated",
@@ -797,37 +798,37 @@ def test_provisioning_for_every_flavor_is_ok_only_when_it_manages_tpus_alone_aga
     stub: StubKubeApiServer, kube: Kube
 ) -> None:
     kueue(stub)  # every flavor, managedResources [google.com/tpu]
-    assert rows(small_job(QUEUED), kube)["provisioning"].detail.endswith(
+    assert rows(small_job(QUEUED), kube)["provisioning"].message.endswith(
         "for google.com/tpu; the head's CPU pod set is not gated"
     )
     stub.objects[("provisioningrequestconfigs", "", "dws-config")]["spec"]["managedResources"] = []
     row = rows(small_job(QUEUED), kube)["provisioning"]
-    assert row.status is Status.WARN and "the head's CPU pod set is part of the ProvisioningRequest" in row.detail
+    assert row.status is Status.WARN and "the head's CPU pod set is part of the ProvisioningRequest" in row.message
     assert row.fix is not None and "onFlavors" in row.fix
 
 
 def test_provisioning_failures_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.kueue_version = None
     absent = rows(small_job(QUEUED), kube)["provisioning"]
-    assert absent.status is Status.FAILED and "kueue.x-k8s.io is not installed" in absent.detail
+    assert absent.status is Status.FAILED and "kueue.x-k8s.io is not installed" in absent.message
     kueue(stub, controller="example.com/other", on_flavors=["tpu"])
     other = rows(small_job(QUEUED), kube)["provisioning"]
     assert other.status is Status.FAILED
-    assert other.detail.startswith(
+    assert other.message.startswith(
         "ClusterQueue 'cq' has no admission check run by kueue.x-k8s.io/provisioning-request"
     )
     assert other.fix is not None and "queued-provisioning.gke.io" in other.fix
     kueue(stub, on_flavors=["tpu"], klass="best-effort-atomic-scale-up.autoscaling.x-k8s.io")
     wrong_class = rows(small_job(QUEUED), kube)["provisioning"]
-    assert wrong_class.status is Status.WARN and "not queued-provisioning.gke.io" in wrong_class.detail
+    assert wrong_class.status is Status.WARN and "not queued-provisioning.gke.io" in wrong_class.message
     del stub.objects[("clusterqueues", "", "cq")]
     missing = rows(small_job(QUEUED), kube)["provisioning"]
-    assert missing.status is Status.FAILED and "ClusterQueue 'cq', which does not exist" in missing.detail
+    assert missing.status is Status.FAILED and "ClusterQueue 'cq', which does not exist" in missing.message
 
 
 def test_provisioning_not_readable_is_not_verified_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     kueue(stub, on_flavors=["tpu"])
     stub.forbid("get", "clusterqueues")
     row = rows(small_job(QUEUED), kube)["provisioning"]
-    assert row.status is Status.NOT_VERIFIED and row.detail.startswith("Kueue's objects are not readable: ")
+    assert row.status is Status.NOT_VERIFIED and row.message.startswith("Kueue's objects are not readable: ")
     assert row.fix is not None and "clusterqueues" in row.fix

@@ -260,8 +260,8 @@ def test_stub_a_token_that_cannot_be_a_header_is_an_error_and_never_printed(stub
     token_registry(stub, token)
     row = check_image(f"{stub.host}/team/app:v1", ("main.image",), client().lookup)
     assert row.status is Status.NOT_VERIFIED
-    assert "cannot be sent in a header (not printed)" in row.detail
-    shown = json.dumps(row.to_json())
+    assert "cannot be sent in a header (not printed)" in row.message
+    shown = json.dumps(row.as_json())
     assert "secret-123" not in shown and "tkn" not in shown
 
 
@@ -291,7 +291,7 @@ def test_stub_realm_on_another_host_over_http_gets_no_credentials(stub: StubRegi
         f"the credentials from docker config were not sent to the token service at http://localhost:{port}: plain http"
     )
     row = check_image(f"{stub.host}/team/app:v1", ("main.image",), client(known).lookup)
-    assert row.detail == f"exists, digest {DIGEST} (asked anonymously; {answer.withheld})"
+    assert row.message == f"exists, digest {DIGEST} (asked anonymously; {answer.withheld})"
     assert asked[0] == stub.host
 
 
@@ -369,8 +369,8 @@ def test_stub_credentials_echoed_in_an_error_message_are_not_printed(stub: StubR
     stub.routes[("GET", MANIFEST_PATH)] = lambda s: (401, {"WWW-Authenticate": 'Basic realm="stub"'}, body)
     lookup = client(lambda host: Basic("alice", "s3cret-pw", "docker config")).lookup
     row = check_image(f"{stub.host}/team/app:v1", ("main.image",), lookup)
-    assert row.status is Status.NOT_VERIFIED and "refused access with credentials from docker config" in row.detail
-    shown = json.dumps(row.to_json())
+    assert row.status is Status.NOT_VERIFIED and "refused access with credentials from docker config" in row.message
+    shown = json.dumps(row.as_json())
     assert "s3cret-pw" not in shown and echoed not in shown and "<hidden>" in shown
 
 

@@ -16,8 +16,18 @@ from click.testing import CliRunner
 from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.errors import ConfigError
+from pwdeploy.finding import Finding
+from pwdeploy.validation.problems import RULES
 from pwdeploy.validation.validate import validate_files, validate_objects
 from tests.crd import CRD_VERSIONS, validate_against_crd
+
+
+def said(findings: list[Finding]) -> list[str]:
+    """Each finding as ``where: message`` (the old problem line), after checking the shape every one has."""
+    for f in findings:
+        assert (f.severity, f.source, f.fix) == ("error", RULES[f.id], ""), f
+    return [f"{f.where}: {f.message}" for f in findings]
+
 
 PATHWAYS_JOBSET = """
 apiVersion: jobset.x-k8s.io/v1alpha2
@@ -159,7 +169,7 @@ def test_other_kinds_and_several_objects() -> None:
         "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "i:1", "restartPolicy": "Always", "imagePull": "x"}]},
     }
-    assert validate_objects([bad_pod]) == [
+    assert said(validate_objects([bad_pod])) == [
         "Pod/p: spec.containers[0].imagePull: unknown field; did you mean 'imagePullPolicy'?",
         "Pod/p: spec.containers[0].restartPolicy: only initContainers may set restartPolicy (Always makes a native "
         "sidecar); remove it here",
@@ -502,7 +512,7 @@ def test_broken_variant_gives_its_problem(mutation: Mutation, expected: list[str
     obj = jobset()
     mutation(obj)
     label = f"JobSet/{obj['metadata']['name']}"
-    assert validate_objects([obj]) == [f"{label}: {line}" for line in expected]
+    assert said(validate_objects([obj])) == [f"{label}: {line}" for line in expected]
 
 
 def test_name_bound_is_exact() -> None:
@@ -510,18 +520,18 @@ def test_name_bound_is_exact() -> None:
     short spec.network.subdomain the head's pod name binds again: 39 fit (that name is then 63 characters)."""
     obj = jobset()
     obj["metadata"]["name"] = "a" * 22  # the label is then exactly 63 characters
-    assert validate_objects([obj]) == []
+    assert said(validate_objects([obj])) == []
     obj["metadata"]["name"] = "a" * 23
-    assert validate_objects([obj]) == [
+    assert said(validate_objects([obj])) == [
         f"JobSet/{'a' * 23}: metadata.name: '{'a' * 23}' is too long: the coordinator label "
         f"'{'a' * 23}-{ids.HEAD_JOB}-0-0.{'a' * 23}' has 65 characters (max 63); the subdomain defaults to the "
         "JobSet name, so that name may have at most 22"
     ]
     obj["spec"]["network"]["subdomain"] = "s"
     obj["metadata"]["name"] = "a" * 39
-    assert validate_objects([obj]) == []
+    assert said(validate_objects([obj])) == []
     obj["spec"]["network"]["subdomain"] = "s" * 6
-    assert validate_objects([obj]) == [
+    assert said(validate_objects([obj])) == [
         f"JobSet/{'a' * 39}: metadata.name: '{'a' * 39}' is too long: the coordinator label "
         f"'{'a' * 39}-{ids.HEAD_JOB}-0-0.ssssss' has 64 characters (max 63); with spec.network.subdomain 'ssssss' "
         "the JobSet name may have at most 38"
@@ -529,7 +539,7 @@ def test_name_bound_is_exact() -> None:
 
 
 def test_native_sidecars_need_kubernetes_1_28() -> None:
-    problems = validate_objects([jobset()], kubernetes_version="1.27")
+    problems = said(validate_objects([jobset()], kubernetes_version="1.27"))
     assert any(line.startswith(f"JobSet/demo: {PROXY}.restartPolicy: unknown field") for line in problems), problems
     assert validate_objects([jobset()], kubernetes_version="v1.33.1") == []
 
@@ -562,7 +572,7 @@ def test_unsupported_kubernetes_version(version: str) -> None:
     ],
 )
 def test_envelope_problems(obj: Any, expected: list[str]) -> None:
-    assert validate_objects([obj]) == expected
+    assert said(validate_objects([obj])) == expected
 
 
 # --- the shipped envelope schema against the real CRDs --------------------------------------------------------
@@ -604,7 +614,7 @@ def test_validate_files_yaml_and_json(tmp_path: Path) -> None:
     listed = tmp_path / "list.json"
     listed.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [good, bad]}))
     expected = "JobSet/demo: spec.replicatedJobs[1].replicas: 0 must be at least 1"
-    assert validate_files([multi, str(listed)]) == [f"{multi}: {expected}", f"{listed}: {expected}"]
+    assert said(validate_files([multi, str(listed)])) == [f"{multi}: {expected}", f"{listed}: {expected}"]
 
 
 @pytest.mark.parametrize(
@@ -665,9 +675,55 @@ def test_cli_problems_exit_3(runner: CliRunner, tmp_path: Path) -> None:
     assert result.exit_code == 3
     assert result.stdout == ""
     assert result.stderr.startswith("error: 2 problem(s) in the manifests:\n")
-    assert f"  - {path}: JobSet/demo: {MAIN}.restartPolicy: only initContainers may set restartPolicy" in result.stderr
-    assert f"  - {path}: JobSet/demo: spec.coordinator.replicatedJob: 'head' is not a replicatedJob" in result.stderr
+    # each problem in the one text rendering of a finding: where, severity and the rule, what is wrong
+    assert (
+        f"  - {path}: JobSet/demo: {MAIN}.restartPolicy: error api-server: only initContainers may set restartPolicy"
+    ) in result.stderr
+    assert (
+        f"  - {path}: JobSet/demo: spec.coordinator.replicatedJob: error jobset-webhook: 'head' is not a replicatedJob"
+    ) in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_cli_json_lists_the_findings_in_the_one_shape_exit_3(runner: CliRunner, tmp_path: Path) -> None:
+    obj = jobset()
+    obj["spec"]["coordinator"]["replicatedJob"] = "head"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump_all([obj, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}]))
+    result = runner.invoke(cli, ["validate", str(path), "-o", "json"])
+    assert result.exit_code == 3
+    assert result.stderr == "error: 1 problem(s) in the manifests (above)\n"
+    document = json.loads(result.stdout)
+    assert document == {
+        "objects": 2,
+        "findings": [
+            {
+                "id": "jobset-webhook",
+                "severity": "error",
+                "where": f"{path}: JobSet/demo: spec.coordinator.replicatedJob",
+                "message": "'head' is not a replicatedJob; valid: pathways-head, worker",
+                "fix": None,
+                "source": RULES["jobset-webhook"],
+                "count": 1,
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(jobset()))
+    fine = runner.invoke(cli, ["validate", str(path), "-o", "yaml"])
+    assert fine.exit_code == 0 and yaml.safe_load(fine.stdout) == {"objects": 1, "findings": []}
+
+
+def test_each_family_of_rules_names_itself() -> None:
+    """The rule a validation finding names is the part of the API server or JobSet that would refuse it."""
+    obj = jobset()
+    obj["spec"]["replicatedJobs"][0]["templat"] = {}  # the JobSet schema
+    obj["spec"]["coordinator"]["replicatedJob"] = "head"  # the JobSet webhook
+    main(obj)["imagePull"] = "x"  # the Kubernetes schema of a Job
+    main(obj)["restartPolicy"] = "Always"  # the API server's pod rules
+    found = {f.id: f for f in validate_objects([obj])}
+    assert set(found) == {"jobset-schema", "jobset-webhook", "kubernetes-schema", "api-server"}, found
+    assert found["jobset-schema"].where == "JobSet/demo: spec.replicatedJobs[0].templat"
+    assert found["kubernetes-schema"].where.endswith(".containers[0].imagePull")
 
 
 @pytest.mark.parametrize(

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
         PwdeployError,
         ValidationError,
     )
+    from pwdeploy.finding import Finding
     from pwdeploy.images.build import BuildResult
     from pwdeploy.images.inputs import ImageInputs
     from pwdeploy.kube.kubeconfig import PluginLimits
@@ -118,6 +119,7 @@ _PLACES: dict[str, str] = {
     "ImageInputs": "pwdeploy.images.inputs",
     "BuildResult": "pwdeploy.images.build",
     "Report": "pwdeploy.check.results",
+    "Finding": "pwdeploy.finding",
     "LocalPlan": "pwdeploy.local.env",
     "LocalRun": "pwdeploy.local.outcome",
     "Outcome": "pwdeploy.cluster.submit",
@@ -195,6 +197,7 @@ __all__ = [  # noqa: RUF022 - in the order of docs/api.md: the job, images, the 
     "Surroundings",
     "JobConfig",
     "Report",
+    "Finding",
     "ImageInputs",
     "BuildResult",
     "LocalPlan",

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from pwdeploy.check.results import Report
     from pwdeploy.config.model import JobConfig
+    from pwdeploy.finding import Finding
     from pwdeploy.manifests.common import Manifest
 
 PathLike = str | os.PathLike[str]
@@ -133,9 +134,9 @@ def render(job: JobConfig, *, validate: bool = True) -> list[Manifest]:
     return objects
 
 
-def validate(objects: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The problems the schemas and webhook rules find in ``objects`` (rendered or read from files); empty when
-    the API server and JobSet's webhook would accept them."""
+def validate(objects: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """The problems the schemas and webhook rules find in ``objects`` (rendered or read from files), one finding
+    each (``where``: ``Kind/name: field.path``); empty when the API server and JobSet's webhook would accept them."""
     from pwdeploy import arguments
     from pwdeploy.validation.validate import validate_objects
 
@@ -194,8 +195,8 @@ def config_reference() -> str:
 def validate_files(paths: Sequence[PathLike], *, kubernetes_version: str | None = None) -> ManifestCheck:
     """The manifests in ``paths`` (multi-document YAML or JSON; ``"-"``: standard input) against the Kubernetes
     schemas of ``kubernetes_version`` (default: validation's), the JobSet schema and the rules of the JobSet
-    webhook and the API server (``pwdeploy validate``): how many objects were read, and the problems, each naming
-    its file. A pwdeploy job config given instead is a ``ConfigError`` saying to render it first."""
+    webhook and the API server (``pwdeploy validate``): how many objects were read, and the problems, one finding
+    each placed in its file. A pwdeploy job config given instead is a ``ConfigError`` saying to render it first."""
     from pwdeploy import arguments
     from pwdeploy.validation.validate import DEFAULT_KUBERNETES_VERSION, file_problems, read_manifests
 
@@ -208,10 +209,10 @@ def validate_files(paths: Sequence[PathLike], *, kubernetes_version: str | None 
 
 
 class ManifestCheck(NamedTuple):
-    """What ``validate_files`` found: the objects read and the problems (empty: all valid)."""
+    """What ``validate_files`` found: the objects read and the problems, one finding each (empty: all valid)."""
 
     objects: int
-    problems: tuple[str, ...]
+    findings: tuple[Finding, ...]
 
 
 def _refuse_job_configs(found: Mapping[str, list[Any]]) -> None:

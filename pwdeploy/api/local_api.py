@@ -105,7 +105,7 @@ def run_local(
     def program_check(local_plan: LocalPlan) -> list[str]:
         ran = local_plan.command if command else ()
         report = check_before(job, say, config_file=given, command=ran, cwd=local_plan.cwd)
-        return [finding.rule for finding in report.errors]
+        return [finding.id for finding in report.errors]
 
     checker = program_check if chosen.check_program else None
     return launch(job, command, around, _run_options(chosen), check_program=checker)

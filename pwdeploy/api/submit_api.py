@@ -164,7 +164,7 @@ def unsettled_rows(report: PreflightReport) -> list[str]:
     from pwdeploy.report import Status
 
     word = {Status.WARN: "warning", Status.NOT_VERIFIED: "not verified", Status.FAILED: "failed"}
-    return [f"{word[r.status]}: {r.check} {r.location}: {r.detail}" for r in report.results if r.status in word]
+    return [f"{word[r.status]}: {r.id} {r.where}: {r.message}" for r in report.results if r.status in word]
 
 
 def _yes(_question: str) -> bool:

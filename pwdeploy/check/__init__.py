@@ -4,8 +4,8 @@ them; each rule is a small visitor with the public source it rests on (``pwdeplo
 
 from __future__ import annotations
 
-from pwdeploy.check.results import Finding, Report
+from pwdeploy.check.results import Report
 from pwdeploy.check.run import check, check_before_run
 from pwdeploy.severity import Severity
 
-__all__ = ["Finding", "Report", "Severity", "check", "check_before_run"]
+__all__ = ["Report", "Severity", "check", "check_before_run"]

@@ -1,6 +1,7 @@
-"""Findings are data: one rule's verdict on one line of one file (rule, severity, file, line, message, fix, source).
-The text view (``file:line: severity rule: message``, grouped by file, most severe first, as compilers and ruff
-print them) and the JSON view are two readings of the same list.
+"""What `pwdeploy check` found: each rule's verdict on one line of one file is a ``pwdeploy.finding.Finding``
+whose ``where`` is ``FILE:LINE`` (``at``; line 0: the whole file or the job config), as compilers and ruff write
+it. The text view (each finding as every finding prints, ``file:line: severity rule: message``, grouped by file,
+most severe first) and the JSON view are two readings of the same list.
 
 The text view of a whole repository stays short: a rule that fires on several lines of one file is printed once,
 with the other lines after it; a rule of severity info that fires more than ``INFO_SHOWN`` times is one line
@@ -14,34 +15,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pwdeploy.severity import SEVERITIES, Severity
+from pwdeploy.finding import Finding
+from pwdeploy.severity import SEVERITIES
 
 
-@dataclass(frozen=True)
-class Finding:
-    rule: str  # the rule's stable id (a contract: `-o json` readers and ignore comments match on it)
-    severity: Severity
-    file: str  # as shown: relative to the working directory when under it
-    line: int  # 1-based; 0 for a finding about the whole file or the job config
-    message: str  # what and why, quoting the code
-    fix: str
-    source: str  # the public page or code the rule rests on
+def at(file: str, line: int) -> str:
+    """A check finding's ``where``: the file as shown (relative to the working directory when under it), its line."""
+    return f"{file}:{line}"
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "severity": self.severity,
-            "file": self.file,
-            "line": self.line,
-            "message": self.message,
-            "fix": self.fix,
-            "source": self.source,
-        }
 
-    def line_text(self) -> str:
-        """One line: code quoted over several lines reads as one (the JSON keeps the message as it is)."""
-        message = " ".join(part.strip() for part in self.message.splitlines())
-        return f"{self.file}:{self.line}: {self.severity} {self.rule}: {message}"
+def place(finding: Finding) -> tuple[str, int]:
+    """(file, line) of a check finding's ``where`` (``at``'s inverse: the line is after the last colon)."""
+    file, _, line = finding.where.rpartition(":")
+    return file, int(line)
+
+
+def as_json(finding: Finding) -> dict[str, Any]:
+    """The one shape, with the keys `check -o json` printed before it (``rule``, ``file``, ``line``: a contract)."""
+    file, line = place(finding)
+    return finding.as_json(rule="id") | {"file": file, "line": line}
 
 
 INFO_SHOWN = 3  # an info rule with more findings than this is one line in the text view
@@ -49,7 +41,7 @@ SKIPS_SHOWN = 3  # files named in a note that groups the files skipped for one r
 
 
 def _rank(finding: Finding) -> tuple[int, int, str]:
-    return SEVERITIES.index(finding.severity), finding.line, finding.rule
+    return SEVERITIES.index(finding.severity), place(finding)[1], finding.id
 
 
 @dataclass(frozen=True)
@@ -70,7 +62,7 @@ class Report:
         """Files with their findings, the file with the most severe finding first; in a file, by severity, line."""
         groups: dict[str, list[Finding]] = {}
         for finding in self.findings:
-            groups.setdefault(finding.file, []).append(finding)
+            groups.setdefault(place(finding)[0], []).append(finding)
         for members in groups.values():
             members.sort(key=_rank)
         return dict(sorted(groups.items(), key=lambda item: (_rank(item[1][0])[0], item[0])))
@@ -82,7 +74,7 @@ class Report:
         ordered = [f for members in self.by_file().values() for f in members]
         return {
             "files": self.files,
-            "findings": [f.as_json() for f in ordered],
+            "findings": [as_json(f) for f in ordered],
             "counts": self.counts(),
             "ignored": self.ignored,
             "notes": self.notes,
@@ -92,12 +84,12 @@ class Report:
         many = self._many_infos()
         out = self._note_lines()
         for members in self.by_file().values():
-            out += _finding_lines([f for f in members if f.rule not in many], fixes)
+            out += _finding_lines([f for f in members if f.id not in many], fixes)
         for rule, found in many.items():
-            files = len({f.file for f in found})
+            files = len({place(f)[0] for f in found})
             out.append(
                 f"info {rule}: {len(found)} findings in {files} file{'' if files == 1 else 's'}, the first at "
-                f"{found[0].file}:{found[0].line}: {found[0].message} (-o json lists each)"
+                f"{found[0].where}: {found[0].message} (-o json lists each)"
             )
             out += [f"    fix: {found[0].fix}"] if fixes else []
         out.append(self.summary())
@@ -122,7 +114,7 @@ class Report:
         for members in self.by_file().values():
             for finding in members:
                 if finding.severity == "info":
-                    infos.setdefault(finding.rule, []).append(finding)
+                    infos.setdefault(finding.id, []).append(finding)
         return {rule: found for rule, found in infos.items() if len(found) > INFO_SHOWN}
 
     def summary(self) -> str:
@@ -149,10 +141,10 @@ def _finding_lines(members: list[Finding], fixes: bool) -> list[str]:
     """A file's findings, a rule's repeats in the file after its first (``also at lines ...``), each fix once."""
     out = []
     for first, repeats in _repeats(members):
-        lines = ", ".join(str(f.line) for f in repeats)
+        lines = ", ".join(str(place(f)[1]) for f in repeats)
         also = f" (also at line{'s' if len(repeats) > 1 else ''} {lines})" if repeats else ""
-        out.append(first.line_text() + also)
-        out += [f"    fix: {first.fix}"] if fixes else []
+        head, *fix = first.lines(fix=fixes)
+        out += [head + also, *fix]
     return out
 
 
@@ -160,6 +152,6 @@ def _repeats(members: list[Finding]) -> Iterator[tuple[Finding, list[Finding]]]:
     """(the first finding of a rule in a file, its later findings there), in the order of the first findings."""
     by_rule: dict[str, list[Finding]] = {}
     for finding in members:
-        by_rule.setdefault(finding.rule, []).append(finding)
+        by_rule.setdefault(finding.id, []).append(finding)
     for found in by_rule.values():
         yield found[0], found[1:]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pwdeploy.check.locate import locate
 from pwdeploy.check.program import Module
-from pwdeploy.check.results import Finding, Report
+from pwdeploy.check.results import Report, at
 from pwdeploy.check.rule import Context, Hit, Known, Rule
 from pwdeploy.check.rules import RULES
 from pwdeploy.check.sources import (
@@ -30,6 +30,7 @@ from pwdeploy.check.sources import (
 )
 from pwdeploy.config import JobConfig
 from pwdeploy.errors import ConfigError
+from pwdeploy.finding import Finding
 from pwdeploy.job_python import JobPython, job_python, python_near
 
 
@@ -170,7 +171,7 @@ class Reader:
                 self.ignored += 1
                 continue
             self.findings.append(
-                Finding(rule.id, rule.severity, file, hit.line, hit.message, hit.fix or rule.fix, rule.source)
+                Finding(rule.id, rule.severity, at(file, hit.line), hit.message, hit.fix or rule.fix, rule.source)
             )
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pwdeploy.check.program import Module
-from pwdeploy.check.results import Finding, quote
+from pwdeploy.check.results import at, quote
 from pwdeploy.errors import ConfigError
+from pwdeploy.finding import Finding
 from pwdeploy.job_python import JobPython
 
 MAX_BYTES = 2 * 2**20  # larger .py files are generated code, not a training program
@@ -178,7 +179,7 @@ TOO_LARGE = "one module may have: not read (generated code is not checked)"
 
 def _unreadable(label: str, line: int, message: str) -> Finding:
     fix = "fix the file so that `python -m py_compile FILE` accepts it; nothing else in it was checked"
-    return Finding("syntax-error", "error", label, line, message, fix, SYNTAX_SOURCE)
+    return Finding("syntax-error", "error", at(label, line), message, fix, SYNTAX_SOURCE)
 
 
 def ignores(text: str) -> dict[int, frozenset[str]]:

@@ -47,5 +47,5 @@ def check(paths: tuple[Path, ...], output: str, **params: Any) -> None:
         for line in report.lines():
             click.echo(printable(line))  # findings quote the program's own text: a planted escape stays inert
     if report.errors:
-        rules = ", ".join(dict.fromkeys(f.rule for f in report.errors))
+        rules = ", ".join(dict.fromkeys(f.id for f in report.errors))
         raise CheckError(f"{len(report.errors)} error finding(s): {rules}")

@@ -34,5 +34,5 @@ def diagnose(cluster: Cluster, name: str, output: str) -> None:
         for line in found.lines():
             click.echo(printable(line))  # evidence is quoted printable already; names and reasons come from outside too
     if found.errors:
-        causes = ", ".join(dict.fromkeys(f.cause for f in found.errors))
+        causes = ", ".join(dict.fromkeys(f.id for f in found.errors))
         raise DiagnosisError(f"job {name}: {len(found.errors)} error finding(s): {causes}")

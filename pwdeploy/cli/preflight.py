@@ -68,7 +68,7 @@ def preflight(
         progress=sys.stderr,
     )
     if output == "json":
-        click.echo(json.dumps(report.to_json(), indent=2))
+        click.echo(json.dumps(report.as_json(), indent=2))
     else:
         from pwdeploy.text import printable  # rows quote servers' answers (a version string, an error page)
 

@@ -58,12 +58,15 @@ def exit_codes() -> str:
 
 
 def diagnose_causes() -> str:
-    from pwdeploy.cluster.diagnose.causes import MEANINGS, READS, STAGES
+    from pwdeploy.cluster.diagnose.causes import MEANINGS, READS, ROWS, STAGES
 
+    sources = {row.id: row.source for row in ROWS}
     rows = [
-        (stage, f"`{cause}`", MEANINGS[cause], READS[stage]) for stage, causes in STAGES.items() for cause in causes
+        (stage, f"`{cause}`", MEANINGS[cause], READS[stage], sources[cause])
+        for stage, causes in STAGES.items()
+        for cause in causes
     ]
-    return _table(("stage", "cause", "meaning", "read from"), rows)
+    return _table(("stage", "cause", "meaning", "read from", "source"), rows)
 
 
 def capacity_modes() -> str:
@@ -119,8 +122,8 @@ def readiness_checks() -> str:
     rows = []
     for module in readiness_modules():
         name, _, what = _markdown(module.__doc__ or "").partition(": ")
-        rows.append((name, what))
-    return _table(("check", "what it checks"), rows)
+        rows.append((name, what, module.SOURCE))
+    return _table(("check", "what it checks", "source"), rows)
 
 
 def known_defects() -> str:

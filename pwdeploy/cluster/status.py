@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.diagnose import Finding, Snapshot, from_snapshot
+from pwdeploy.cluster.diagnose import Snapshot, from_snapshot
+from pwdeploy.cluster.diagnose.findings import as_json
 from pwdeploy.cluster.progress import (
     age,
     job_state,
@@ -23,6 +24,7 @@ from pwdeploy.cluster.progress import (
     table,
 )
 from pwdeploy.cluster.ready_slices import SlicesReady, read_slices, rm_running, unread_note, worker_slices
+from pwdeploy.finding import Finding
 from pwdeploy.identifiers import HEAD_JOB
 from pwdeploy.kube.seam import ApiError, Kube
 from pwdeploy.text import evidence, masked
@@ -140,7 +142,7 @@ def status_document(status: JobStatus) -> dict[str, Any]:
             }
             for e in status.warning_events
         ],
-        "findings": [f.as_json() for f in status.findings],
+        "findings": [as_json(f) for f in status.findings],
         "slices": status.slices._asdict() if status.slices is not None else None,
         "notes": list(status.notes),
     }

@@ -18,7 +18,7 @@ from pwdeploy.errors import ArgumentError
 from pwdeploy.gcs import iam as perms
 from pwdeploy.gcs import storage_client as gcs_client
 from pwdeploy.gcs.facts import gather
-from pwdeploy.preflight.gcs_evaluate import Context, evaluate, placement_row
+from pwdeploy.preflight.gcs_evaluate import Context, evaluate, gcs_row, placement_row
 from pwdeploy.report import PreflightReport, PreflightRow, Status
 
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
@@ -48,7 +48,7 @@ def check_gcs(job: JobConfig, *, client_factory: Callable[[], Any], region: str 
     for bucket, uses in by_bucket(locations).items():
         if unreachable is not None:  # the same endpoint and credentials: do not wait for them again
             detail = f"not checked: GCS did not answer for {unreachable}"
-            results.append(PreflightRow(f"gs://{bucket}", tuple(uses), "bucket", Status.NOT_VERIFIED, detail))
+            results.append(gcs_row("bucket", Status.NOT_VERIFIED, f"gs://{bucket}", detail, fields=tuple(uses)))
             continue
         needed = {p for field in uses for p in perms.needed(field, enable_olm=ctx.enable_olm)}
         facts = gather(client, bucket, needed, [path.prefix for path in uses.values()])
@@ -79,11 +79,11 @@ def check_region(region: str | None) -> str | None:
 
 
 def _credentials_row(locations: dict[str, GcsPath], message: str) -> PreflightRow:
-    return PreflightRow(
-        "-",
-        tuple(locations),
+    return gcs_row(
         "credentials",
         Status.FAILED,
+        "-",
         f"no Application Default Credentials found ({message})",
         "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file",
+        fields=tuple(locations),
     )

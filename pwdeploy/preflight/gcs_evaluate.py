@@ -14,9 +14,28 @@ from pwdeploy.gcs.storage_client import GcsFailure
 from pwdeploy.report import PreflightRow, Status
 
 LIFECYCLE_RULE_CAP = 50  # GCS allows at most 50 lifecycle rules per bucket
+# What each GCS row rests on (its ``source``): the Cloud Storage page of the request it makes or the rule it applies.
+GCS_DOCS = "https://cloud.google.com/storage/docs/"
+SOURCES = {
+    "credentials": "https://cloud.google.com/docs/authentication/application-default-credentials",
+    "bucket": GCS_DOCS + "json_api/v1/buckets/get",
+    "permissions": GCS_DOCS + "json_api/v1/buckets/testIamPermissions",
+    "lifecycle": GCS_DOCS + "lifecycle",
+    "retention": GCS_DOCS + "lifecycle",
+    "region": GCS_DOCS + "locations",
+    "probe": GCS_DOCS + "json_api/v1/objects",
+    "placement": GCS_DOCS + "lifecycle",
+}
 OLM_ESCAPE = (
     "or set storage.enable_olm: false (--no-gcs-olm; Pathways --enable_gcs_olm=false) so the cache sets no rule"
 )
+
+
+def gcs_row(
+    kind: str, status: Status, where: str, detail: str, fix: str | None = None, *, fields: tuple[str, ...] = ()
+) -> PreflightRow:
+    """A GCS row of ``kind`` (a key of ``SOURCES``), with the page it rests on."""
+    return PreflightRow(kind, status, where, detail, fix, SOURCES[kind], fields)
 
 
 @dataclass(frozen=True)
@@ -45,7 +64,7 @@ def evaluate(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -> l
 
 def _bucket_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> PreflightRow:
     def row(status: Status, detail: str, fix: str | None = None) -> PreflightRow:
-        return PreflightRow(uri, fields, "bucket", status, detail, fix)
+        return gcs_row("bucket", status, uri, detail, fix, fields=fields)
 
     if facts.meta is not None:
         kind = f", {facts.meta.location_type}" if facts.meta.location_type else ""
@@ -82,18 +101,18 @@ def _permission_rows(facts: BucketFacts, uri: str, uses: Mapping[str, GcsPath], 
         iam = facts.iam
         if iam is None or iam.granted is None:
             note = iam.note if iam is not None and iam.note else "not asked"
-            rows.append(PreflightRow(uri, tuple(fields), "permissions", Status.NOT_VERIFIED, note))
+            rows.append(gcs_row("permissions", Status.NOT_VERIFIED, uri, note, fields=tuple(fields)))
             continue
         missing = [p for p in needed if p not in iam.granted]
         if not missing:
             detail = "has " + ", ".join(needed)
-            rows.append(PreflightRow(uri, tuple(fields), "permissions", Status.OK, detail))
+            rows.append(gcs_row("permissions", Status.OK, uri, detail, fields=tuple(fields)))
             continue
         fix = _grant_fix(uri, set(missing), ctx)
         if perms.BUCKETS_UPDATE in missing:
             fix += f"; {OLM_ESCAPE}"
         detail = "missing " + ", ".join(missing)
-        rows.append(PreflightRow(uri, tuple(fields), "permissions", Status.FAILED, detail, fix))
+        rows.append(gcs_row("permissions", Status.FAILED, uri, detail, fix, fields=tuple(fields)))
     return rows
 
 
@@ -101,22 +120,22 @@ def _lifecycle_row(facts: BucketFacts, uri: str, ctx: Context) -> PreflightRow:
     fields = (perms.SCRATCH_FIELD,)
     if facts.meta is None:
         why = f": {facts.meta_error}" if facts.meta_error else ""
-        return PreflightRow(uri, fields, "lifecycle", Status.NOT_VERIFIED, f"lifecycle rules not readable{why}")
+        return gcs_row("lifecycle", Status.NOT_VERIFIED, uri, f"lifecycle rules not readable{why}", fields=fields)
     used = facts.meta.lifecycle_rules
     if not ctx.enable_olm:
         detail = f"{used} of {LIFECYCLE_RULE_CAP} rules used; the cache adds none (storage.enable_olm is false)"
-        return PreflightRow(uri, fields, "lifecycle", Status.OK, detail)
+        return gcs_row("lifecycle", Status.OK, uri, detail, fields=fields)
     if used >= LIFECYCLE_RULE_CAP:
-        return PreflightRow(
-            uri,
-            fields,
+        return gcs_row(
             "lifecycle",
             Status.FAILED,
+            uri,
             f"{used} of {LIFECYCLE_RULE_CAP} lifecycle rules used; the compile cache needs one free to set its TTL",
             f"delete unused rules or share a bucket that has room, {OLM_ESCAPE}",
+            fields=fields,
         )
     detail = f"{used} of {LIFECYCLE_RULE_CAP} rules used; room for the compile cache's TTL rule"
-    return PreflightRow(uri, fields, "lifecycle", Status.OK, detail)
+    return gcs_row("lifecycle", Status.OK, uri, detail, fields=fields)
 
 
 def _retention_row(facts: BucketFacts, checkpoints: GcsPath) -> PreflightRow:
@@ -126,7 +145,7 @@ def _retention_row(facts: BucketFacts, checkpoints: GcsPath) -> PreflightRow:
     uri = checkpoints.uri
     if facts.meta is None:
         why = f": {facts.meta_error}" if facts.meta_error else ""
-        return PreflightRow(uri, fields, "retention", Status.NOT_VERIFIED, f"lifecycle rules not readable{why}")
+        return gcs_row("retention", Status.NOT_VERIFIED, uri, f"lifecycle rules not readable{why}", fields=fields)
     rules = facts.meta.rules
     reaching = [describe(rule) for rule in rules.deletes if reaches(rule, checkpoints.prefix)]
     if reaching:
@@ -142,38 +161,38 @@ def _retention_row(facts: BucketFacts, checkpoints: GcsPath) -> PreflightRow:
             if checkpoints.prefix
             else f"put storage.checkpoints under a prefix the rule(s) do not match, or {where}"
         )
-        return PreflightRow(uri, fields, "retention", Status.WARN, detail, fix)
+        return gcs_row("retention", Status.WARN, uri, detail, fix, fields=fields)
     if rules.unreadable:
         detail = f"{len(rules.unreadable)} lifecycle rule(s) of gs://{facts.name} not understood"
-        return PreflightRow(uri, fields, "retention", Status.NOT_VERIFIED, detail)
+        return gcs_row("retention", Status.NOT_VERIFIED, uri, detail, fields=fields)
     detail = f"no lifecycle rule deletes live objects here ({facts.meta.lifecycle_rules} rule(s) in the bucket)"
-    return PreflightRow(uri, fields, "retention", Status.OK, detail)
+    return gcs_row("retention", Status.OK, uri, detail, fields=fields)
 
 
 def _region_row(facts: BucketFacts, uri: str, fields: tuple[str, ...], ctx: Context) -> PreflightRow:
     if facts.meta is None:
-        return PreflightRow(uri, fields, "region", Status.NOT_VERIFIED, "bucket location not readable")
+        return gcs_row("region", Status.NOT_VERIFIED, uri, "bucket location not readable", fields=fields)
     location = facts.meta.location
     if ctx.region is None:
         detail = f"bucket in {location}; the cluster's region is unknown (pass --region to compare)"
-        return PreflightRow(uri, fields, "region", Status.NOT_VERIFIED, detail)
+        return gcs_row("region", Status.NOT_VERIFIED, uri, detail, fields=fields)
     if location.lower() == ctx.region:
-        return PreflightRow(uri, fields, "region", Status.OK, f"bucket in {ctx.region}, the cluster's region")
+        return gcs_row("region", Status.OK, uri, f"bucket in {ctx.region}, the cluster's region", fields=fields)
     fix = f"use a bucket in {ctx.region}"
     if _multi_region_holds(location, ctx.region):
         detail = (
             f"bucket in the {location} multi-region, which includes {ctx.region}: no cross-region charge, "
             f"but a regional bucket in {ctx.region} answers with less latency"
         )
-        return PreflightRow(uri, fields, "region", Status.WARN, detail, fix)
+        return gcs_row("region", Status.WARN, uri, detail, fix, fields=fields)
     kind = f" ({facts.meta.location_type})" if facts.meta.location_type else ""
-    return PreflightRow(
-        uri,
-        fields,
+    return gcs_row(
         "region",
         Status.WARN,
+        uri,
         f"bucket in {location}{kind}, cluster in {ctx.region}: cross-region traffic adds latency and cost",
         fix,
+        fields=fields,
     )
 
 
@@ -194,7 +213,7 @@ def _probe_rows(facts: BucketFacts, uses: Mapping[str, GcsPath], ctx: Context) -
     for uri, fields in by_uri.items():
         outcome = facts.probes.get(uri)
         if outcome is None:
-            rows.append(PreflightRow(uri, tuple(fields), "probe", Status.NOT_VERIFIED, "no probe was run"))
+            rows.append(gcs_row("probe", Status.NOT_VERIFIED, uri, "no probe was run", fields=tuple(fields)))
             continue
         rows.append(_probe_row(outcome, uri, tuple(fields), f"gs://{facts.name}", ctx))
     return rows
@@ -206,9 +225,9 @@ def _probe_row(outcome: ProbeOutcome, uri: str, fields: tuple[str, ...], bucket:
     error = outcome.error
     if outcome.failed_step is None:
         if outcome.delete_error is None:
-            return PreflightRow(uri, fields, "probe", Status.OK, "wrote, read back and deleted a probe object")
+            return gcs_row("probe", Status.OK, uri, "wrote, read back and deleted a probe object", fields=fields)
         detail = f"wrote and read back a probe object, but could not delete it ({outcome.delete_error})"
-        return PreflightRow(uri, fields, "probe", Status.WARN, detail, cleanup)
+        return gcs_row("probe", Status.WARN, uri, detail, cleanup, fields=fields)
     assert error is not None
     if outcome.failed_step == "write":
         detail = f"cannot write under this prefix: {error}{left}"
@@ -219,7 +238,7 @@ def _probe_row(outcome: ProbeOutcome, uri: str, fields: tuple[str, ...], bucket:
     else:
         detail = f"wrote a probe object but {error}{left}"
         fix = cleanup or "check the bucket's object settings (retention, encryption) and rerun"
-    return PreflightRow(uri, fields, "probe", Status.FAILED, detail, fix)
+    return gcs_row("probe", Status.FAILED, uri, detail, fix, fields=fields)
 
 
 def _grant_fix(bucket_uri: str, missing: set[str], ctx: Context) -> str:
@@ -248,7 +267,7 @@ def placement_row(locations: Mapping[str, GcsPath]) -> PreflightRow | None:
     scratch = locations.get(perms.SCRATCH_FIELD)
     fields = (perms.CHECKPOINTS_FIELD, perms.SCRATCH_FIELD) if scratch else (perms.CHECKPOINTS_FIELD,)
     if scratch is None or not checkpoints.within(scratch):
-        return PreflightRow(checkpoints.uri, fields, "placement", Status.OK, "apart from the scratch location")
+        return gcs_row("placement", Status.OK, checkpoints.uri, "apart from the scratch location", fields=fields)
     fix = checkpoints_apart_fix(scratch)
     detail = f"inside the scratch location {scratch.uri}: the compile cache's lifecycle rule may delete checkpoints"
-    return PreflightRow(checkpoints.uri, fields, "placement", Status.FAILED, detail, fix)
+    return gcs_row("placement", Status.FAILED, checkpoints.uri, detail, fix, fields=fields)

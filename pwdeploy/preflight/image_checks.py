@@ -21,6 +21,8 @@ from pwdeploy.report import PreflightRow, Status
 
 MAX_THREADS = 8
 SHOWN_TAGS = 3
+# What an image row rests on: the registry's manifest endpoint (a HEAD or GET of the tag or digest).
+MANIFEST_API = "https://github.com/opencontainers/distribution-spec/blob/main/spec.md#pulling-manifests"
 VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
 
 ImageLookup = Callable[[ImageRef], Lookup]  # RegistryClient.lookup, or anything that answers like it
@@ -58,7 +60,7 @@ def check_images(job: JobConfig, lookup: ImageLookup, *, threads: int = MAX_THRE
 
 def check_image(image: str, fields: tuple[str, ...], lookup: ImageLookup) -> PreflightRow:
     def row(status: Status, detail: str, fix: str | None = None) -> PreflightRow:
-        return PreflightRow(image, fields, "image", status, detail, fix)
+        return PreflightRow("image", status, image, detail, fix, MANIFEST_API, fields)
 
     try:
         ref = parse_reference(image)
@@ -122,10 +124,11 @@ def _access_fix(ref: ImageRef, found: Lookup) -> str | None:
 
 def _unpushed_row(repository: str, field: str, what: str, command: str, image_field: str) -> PreflightRow:
     return PreflightRow(
-        repository,
-        (field,),
         "image",
         Status.FAILED,
+        repository,
         f"no pushed {what} image matches the current inputs",
         f"pwdeploy {command} build --push, or set {image_field}",
+        "docs/images.md (an image is pinned from the lock of the images built and pushed from these inputs)",
+        fields=(field,),
     )

@@ -96,8 +96,8 @@ def check_cluster(job: JobConfig, kube: Kube, *, max_workers: int = 8) -> list[P
         if exc.status in (None, 401):  # no answer, or the credentials are refused: nothing else can be asked
             skipped = "not checked: the API server did not answer the version request"
             return [
-                Row(target, version.NAME)(Status.FAILED, exc.message, exc.hint),
-                *(Row(target, check.name)(Status.NOT_VERIFIED, skipped) for check in rest),
+                Row(target, version.NAME, version.SOURCE)(Status.FAILED, exc.message, exc.hint),
+                *(Row(target, check.name, check.source)(Status.NOT_VERIFIED, skipped) for check in rest),
             ]
         first = version.check_failed(exc)
     else:
@@ -115,7 +115,8 @@ def cluster_source(job: JobConfig, kube: Kube | PwdeployError) -> Callable[[], l
         found = kube
         return lambda: check_cluster(job, found)
     message = kube.line() if isinstance(kube, ConfigError) else kube.message
-    row = PreflightRow("kubeconfig", (), "cluster", Status.FAILED, f"not checked: {message}", kube.hint)
+    source = "https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/"
+    row = PreflightRow("cluster", Status.FAILED, "kubeconfig", f"not checked: {message}", kube.hint, source)
     return lambda: [row]
 
 

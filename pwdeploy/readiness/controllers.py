@@ -25,6 +25,12 @@ from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = (
+    "kubernetes-sigs/jobset: config/default/kustomization.yaml; kubernetes-sigs/kueue: "
+    "config/default/kustomization.yaml, apis/config/v1beta2/defaults.go (WaitForPodsReady)"
+)
+
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 JOBSET_DEPLOYMENT = ("jobset-system", "jobset-controller-manager")
@@ -214,4 +220,4 @@ def _minutes(seconds: int) -> str:
     return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
-CHECK = Check("controllers", _run)
+CHECK = Check("controllers", _run, SOURCE)

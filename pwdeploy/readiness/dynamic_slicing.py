@@ -19,6 +19,12 @@ from pwdeploy.readiness import version
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = (
+    "GKE: Schedule dynamic slices with Kueue and TAS; GoogleCloudPlatform/cluster-toolkit: "
+    "pkg/orchestrator/gke/resource_resolver.go (hasKueueTopologies, hasSliceAdmissionCheck)"
+)
+
 NAME = "dynamic-slicing"
 FIELDS = ("tpu.dynamic_slicing", "scheduling.queue")
 SLICE_CONTROLLER = "accelerator.gke.io/slice"
@@ -31,7 +37,7 @@ SETUP = "docs/capacity.md, dynamic slicing"
 
 def checks(job: JobConfig) -> list[Check]:
     """The check, for a job that asks for dynamic slicing; none otherwise."""
-    return [Check(NAME, _run)] if job.tpu.dynamic_slicing else []
+    return [Check(NAME, _run, SOURCE)] if job.tpu.dynamic_slicing else []
 
 
 def gke_version(text: str) -> tuple[int, int, int, int] | None:

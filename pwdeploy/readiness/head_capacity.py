@@ -17,6 +17,9 @@ from pwdeploy.cluster.nodes import (
 from pwdeploy.readiness.target import Check, Row, Target, cpu_text, held_or_note, memory_text, nodes_or_none
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "kubernetes/kubernetes: pkg/scheduler/framework/plugins (nodeports, noderesources/fit.go)"
+
 FIELDS = ("head.node_pool",)
 
 
@@ -91,4 +94,4 @@ def _run(target: Target, row: Row) -> PreflightRow:
     )
 
 
-CHECK = Check("head-capacity", _run)
+CHECK = Check("head-capacity", _run, SOURCE)

@@ -21,6 +21,9 @@ from pwdeploy.kube.seam import CRDS, JOBSETS, Action, ApiError, rbac_hint
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "kubernetes-sigs/jobset: pkg/webhooks/jobset_webhook.go (Default), config/components/crd"
+
 JOBSET_CRD = f"{JOBSETS.plural}.{JOBSETS.group}"
 PROBE_NAME = "pwdeploy-probe"  # the dry run's name: never an existing job's, so an update is never what is tested
 WEBHOOK_DEFAULTED = ("network", "publishNotReadyAddresses")  # set by mjobset.kb.io, not by the CRD's schema
@@ -142,4 +145,4 @@ def unknown_fields(value: Any, schema: dict[str, Any], path: str = "") -> Iterat
         yield f"{path}: {value} (known: {', '.join(map(str, schema['enum']))})"
 
 
-CHECK = Check("jobset-api", _run)
+CHECK = Check("jobset-api", _run, SOURCE)

@@ -16,6 +16,9 @@ from pwdeploy.readiness.mtc_driver import FIELDS, NAMESPACE, SETUP, get_or_none
 from pwdeploy.readiness.target import Check, Row, Target, nodes_or_none
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "https://cloud.google.com/kubernetes-engine/docs/how-to/machine-learning/training/multi-tier-checkpointing"
+
 SERVICE_ACCOUNT = "gke-checkpointing-multitier-node"
 WI_ANNOTATION = "iam.gke.io/gcp-service-account"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
@@ -26,7 +29,7 @@ CHECKPOINT_CONFIGURATIONS = Resource(
 
 
 def checks(job: JobConfig) -> list[Check]:
-    return [Check("mtc-configuration", _configuration)] if job.mtc.enabled else []
+    return [Check("mtc-configuration", _configuration, SOURCE)] if job.mtc.enabled else []
 
 
 def _configuration(target: Target, row: Row) -> PreflightRow:

@@ -15,6 +15,12 @@ from pwdeploy.kube.seam import Action, ApiError, Resource
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = (
+    "kubernetes/kubernetes: pkg/volume/csi/csi_plugin.go (an inline volume needs its CSIDriver); "
+    "https://cloud.google.com/kubernetes-engine/docs/how-to/machine-learning/training/multi-tier-checkpointing"
+)
+
 FIELDS = ("mtc.enabled",)
 GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 NAMESPACE = "gke-managed-checkpointing"
@@ -24,7 +30,7 @@ SETUP = "set it up once per cluster: docs/checkpoints.md"
 
 
 def checks(job: JobConfig) -> list[Check]:
-    return [Check("mtc-driver", _driver)] if job.mtc.enabled else []
+    return [Check("mtc-driver", _driver, SOURCE)] if job.mtc.enabled else []
 
 
 def get_or_none(target: Target, resource: Resource, name: str, namespace: str | None = None) -> Object | None:

@@ -12,12 +12,15 @@ from pwdeploy.readiness.mtc_driver import FIELDS, SETUP
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "https://cloud.google.com/kubernetes-engine/docs/how-to/machine-learning/training/multi-tier-checkpointing"
+
 MIN_GKE = (1, 32, 4, 1415000)
 _GKE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)-gke\.(\d+)")
 
 
 def checks(job: JobConfig) -> list[Check]:
-    return [Check("mtc-version", _version)] if job.mtc.enabled else []
+    return [Check("mtc-version", _version, SOURCE)] if job.mtc.enabled else []
 
 
 def gke_version(text: str) -> tuple[int, ...] | None:

@@ -6,6 +6,9 @@ from pwdeploy.cluster import jobsets as js
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/"
+
 FIELDS = ("namespace",)
 
 
@@ -24,4 +27,4 @@ def _run(target: Target, row: Row) -> PreflightRow:
     return row(Status.OK, f"namespace {ns!r} exists", fields=FIELDS)
 
 
-CHECK = Check("namespace", _run)
+CHECK = Check("namespace", _run, SOURCE)

@@ -26,6 +26,9 @@ from pwdeploy.kube.seam import (
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "https://kubernetes.io/docs/reference/access-authn-authz/authorization/#checking-api-access"
+
 JOBS = Resource("batch", "v1", "jobs", "Job")
 POD_EVICTION = Resource("", "v1", "pods", "Pod", subresource="eviction")
 POD_EXEC = Resource("", "v1", "pods", "Pod", subresource="exec")
@@ -106,7 +109,7 @@ def role_yaml(namespace: str = "NAMESPACE") -> str:
 
 
 def check_with(max_workers: int) -> Check:
-    return Check("permissions", functools.partial(_run, max_workers=max_workers))
+    return Check("permissions", functools.partial(_run, max_workers=max_workers), SOURCE)
 
 
 def _run(target: Target, row: Row, *, max_workers: int) -> PreflightRow:

@@ -19,6 +19,9 @@ from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "https://kueue.sigs.k8s.io/docs/admission-check-controllers/provisioning/"
+
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 QUEUED_CLASS = "queued-provisioning.gke.io"
 FIELDS = ("tpu.capacity", "scheduling.queue")
@@ -39,7 +42,7 @@ class Provisioning(NamedTuple):
 
 def checks(capacity: str) -> list[Check]:
     """The check, for a capacity mode that goes through a ProvisioningRequest; none otherwise."""
-    return [Check("provisioning", _run)] if capacity_mode(capacity).provisioning_request else []
+    return [Check("provisioning", _run, SOURCE)] if capacity_mode(capacity).provisioning_request else []
 
 
 def _kind(version: str, plural: str, kind: str, *, namespaced: bool = False) -> Resource:

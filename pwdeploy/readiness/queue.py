@@ -8,6 +8,9 @@ from pwdeploy.cluster import jobsets as js
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "https://kueue.sigs.k8s.io/docs/concepts/local_queue/"
+
 FIELDS = ("scheduling.queue",)
 
 
@@ -41,4 +44,4 @@ def _run(target: Target, row: Row) -> PreflightRow:
     )
 
 
-CHECK = Check("queue", _run)
+CHECK = Check("queue", _run, SOURCE)

@@ -10,6 +10,9 @@ from pwdeploy.kube.seam import SECRETS, Action, ApiError
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "https://kubernetes.io/docs/concepts/configuration/secret/#using-secrets-as-environment-variables"
+
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"  # a Secret's metadata, no data
 
 Referenced = tuple[str, tuple[SecretRef, ...]]
@@ -24,7 +27,7 @@ def referenced_secrets(job: JobConfig) -> list[Referenced]:
 
 
 def checks(job: JobConfig) -> list[Check]:
-    return [Check("secret", functools.partial(_run, secret=s)) for s in referenced_secrets(job)]
+    return [Check("secret", functools.partial(_run, secret=s), SOURCE) for s in referenced_secrets(job)]
 
 
 def _run(target: Target, row: Row, *, secret: Referenced) -> PreflightRow:

@@ -52,15 +52,16 @@ class Target:
 
 @dataclass(frozen=True)
 class Row:
-    """Builds the rows of one check: its name and the target's location are filled in."""
+    """Builds the rows of one check: its name, its source and the target's location are filled in."""
 
     target: Target
     check: str
+    source: str
 
     def __call__(
         self, status: Status, detail: str, fix: str | None = None, fields: tuple[str, ...] = ()
     ) -> PreflightRow:
-        return PreflightRow(self.target.location, fields, self.check, status, detail, fix)
+        return PreflightRow(self.check, status, self.target.location, detail, fix, self.source, fields)
 
     def not_verified(self, exc: ApiError) -> PreflightRow:
         return self(Status.NOT_VERIFIED, exc.message, exc.hint)
@@ -70,13 +71,15 @@ class Row:
 
 
 class Check(NamedTuple):
-    """One readiness check: the name its rows carry, and what it does."""
+    """One readiness check: the name its rows carry, what it does, and the public page or code its verdict rests
+    on (every row names it)."""
 
     name: str
     run: Callable[[Target, Row], PreflightRow]
+    source: str
 
     def __call__(self, target: Target) -> PreflightRow:
-        row = Row(target, self.name)
+        row = Row(target, self.name, self.source)
         try:
             with reading_answers(target.kube):  # an answer of the wrong shape is an ApiError, not a crash
                 return self.run(target, row)

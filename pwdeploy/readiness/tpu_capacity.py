@@ -33,6 +33,12 @@ from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.readiness.target import Check, Row, Target, count, held_or_note, nodes_or_none
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = (
+    "kubernetes/kubernetes: pkg/scheduler/framework/plugins (nodeports, noderesources/fit.go, tainttoleration); "
+    "kubernetes-sigs/jobset: the exclusive-topology annotation (one slice per node pool)"
+)
+
 TPU_RESOURCE = ids.TPU_RESOURCE
 TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL = ids.TPU_ACCELERATOR_LABEL, ids.TPU_TOPOLOGY_LABEL
 FIELDS = ("tpu",)
@@ -146,4 +152,4 @@ def _pools(sizes: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-CHECK = Check("tpu-capacity", _run)
+CHECK = Check("tpu-capacity", _run, SOURCE)

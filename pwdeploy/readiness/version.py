@@ -13,6 +13,9 @@ from pwdeploy.kube.seam import Action, ApiError, Kube
 from pwdeploy.readiness.target import Check, Row, Target
 from pwdeploy.report import PreflightRow, Status
 
+# What this check's verdict rests on (its rows' ``source``).
+SOURCE = "https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/ (native sidecars: 1.29 and later)"
+
 NAME = "kubernetes-version"
 MIN_KUBERNETES = (1, 29)  # native sidecars (initContainers with restartPolicy Always) are on by default from 1.29
 _MIN = ".".join(map(str, MIN_KUBERNETES))
@@ -28,12 +31,12 @@ def kubernetes_version(kube: Kube) -> Version:
 
 
 def check_with(version: Version) -> Check:
-    return Check(NAME, functools.partial(_run, version=version))
+    return Check(NAME, functools.partial(_run, version=version), SOURCE)
 
 
 def check_failed(error: ApiError) -> Check:
     """The row when the version request got an answer that was not the version (e.g. 403)."""
-    return Check(NAME, lambda target, row: row.not_verified(error))
+    return Check(NAME, lambda target, row: row.not_verified(error), SOURCE)
 
 
 def version_row(row: Row, version: Version) -> PreflightRow:
@@ -67,7 +70,7 @@ def _run(target: Target, row: Row, *, version: Version) -> PreflightRow:
             fixes.append(fix)
         if status is Status.FAILED or (status is Status.WARN and worst is Status.OK):
             worst = status
-    return row(worst, "; ".join([first.detail, *notes]), "; ".join(fixes) or None)
+    return row(worst, "; ".join([first.message, *notes]), "; ".join(fixes) or None)
 
 
 def kubelet_lag(role: str, nodes: list[Object]) -> tuple[Status, str | None, str | None]:

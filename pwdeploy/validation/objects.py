@@ -9,7 +9,7 @@ from pwdeploy.names import dns1035_label, dns1123_label, dns1123_subdomain, labe
 from pwdeploy.validation.jobs import job_spec_problems
 from pwdeploy.validation.jobset_rules import jobset_problems
 from pwdeploy.validation.pod_rules import pod_spec_problems
-from pwdeploy.validation.problems import Problem, child, items, mapping
+from pwdeploy.validation.problems import Problem, child, items, mapping, tagged
 from pwdeploy.validation.schemas import jobset_validator, kubernetes_validator, schema_problems
 
 JOBSET_GROUP = "jobset.x-k8s.io/"
@@ -32,26 +32,29 @@ def label(obj: object, index: int) -> str:
 
 
 def object_problems(obj: object, version: tuple[int, int]) -> list[Problem]:
+    """Every problem of ``obj``, each naming the rule (``problems.RULES``) that found it."""
     if not isinstance(obj, Mapping):
-        return [Problem("", f"expected a Kubernetes object (a mapping), got {type(obj).__name__}")]
-    problems = envelope_problems(obj)
+        return [Problem("", f"expected a Kubernetes object (a mapping), got {type(obj).__name__}", "api-server")]
+    problems = tagged(envelope_problems(obj), "api-server")
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
         return problems
     if kind == "JobSet" and api_version.startswith(JOBSET_GROUP):
-        return problems + _jobset_structure_problems(obj, version) + jobset_problems(obj)
+        return problems + _jobset_structure_problems(obj, version) + tagged(jobset_problems(obj), "jobset-webhook")
     validator = kubernetes_validator(version, api_version, kind)
     if validator is None:
         where = f"{api_version} at Kubernetes {version[0]}.{version[1]}"
-        return [*problems, Problem("kind", f"no schema is known for {kind} in {where}, so it cannot be checked")]
-    problems += schema_problems(validator, obj)
+        unknown = f"no schema is known for {kind} in {where}, so it cannot be checked"
+        return [*problems, Problem("kind", unknown, "kubernetes-schema")]
+    problems += tagged(schema_problems(validator, obj), "kubernetes-schema")
     spec = mapping(obj.get("spec"))
     if kind == "Job" and api_version == "batch/v1":
-        problems += job_spec_problems(spec, "spec", in_jobset=False)
+        problems += tagged(job_spec_problems(spec, "spec", in_jobset=False), "api-server")
     elif kind == "Pod" and api_version == "v1":
-        problems += pod_spec_problems(spec, "spec")
+        problems += tagged(pod_spec_problems(spec, "spec"), "api-server")
     elif kind in _POD_TEMPLATE_KINDS:
-        problems += pod_spec_problems(mapping(mapping(spec.get("template")).get("spec")), "spec.template.spec")
+        template = mapping(mapping(spec.get("template")).get("spec"))
+        problems += tagged(pod_spec_problems(template, "spec.template.spec"), "api-server")
     return problems
 
 
@@ -93,7 +96,7 @@ def metadata_problems(metadata: Mapping[str, Any], path: str) -> list[Problem]:
 
 def _jobset_structure_problems(jobset: Mapping[str, Any], version: tuple[int, int]) -> list[Problem]:
     """The envelope against the shipped schema; each replicatedJob template as a batch/v1 Job."""
-    problems = schema_problems(jobset_validator(), jobset)
+    problems = tagged(schema_problems(jobset_validator(), jobset), "jobset-schema")
     job_validator = kubernetes_validator(version, "batch/v1", "Job")
     assert job_validator is not None, "kubernetes-validate ships batch/v1 Job for every version"
     for i, rj in items(mapping(jobset.get("spec")).get("replicatedJobs")):
@@ -102,10 +105,12 @@ def _jobset_structure_problems(jobset: Mapping[str, Any], version: tuple[int, in
             continue
         prefix = f"spec.replicatedJobs[{i}].template"
         problems += [
-            Problem(child(prefix, str(key)), "unknown field") for key in template if key not in ("metadata", "spec")
+            Problem(child(prefix, str(key)), "unknown field", "jobset-schema")
+            for key in template
+            if key not in ("metadata", "spec")
         ]
         if not isinstance(template.get("spec"), Mapping):
-            problems.append(Problem(f"{prefix}.spec", "required field is missing (the Job spec)"))
+            problems.append(Problem(f"{prefix}.spec", "required field is missing (the Job spec)", "jobset-schema"))
             continue
         job = {
             "apiVersion": "batch/v1",
@@ -113,9 +118,10 @@ def _jobset_structure_problems(jobset: Mapping[str, Any], version: tuple[int, in
             "metadata": template.get("metadata", {}),
             "spec": template["spec"],
         }
-        problems += schema_problems(job_validator, job, prefix)
-        problems += metadata_problems(mapping(template.get("metadata")), f"{prefix}.metadata")
+        problems += tagged(schema_problems(job_validator, job, prefix), "kubernetes-schema")
         pod_metadata = mapping(mapping(template["spec"].get("template")).get("metadata"))
-        problems += metadata_problems(pod_metadata, f"{prefix}.spec.template.metadata")
-        problems += job_spec_problems(template["spec"], f"{prefix}.spec", in_jobset=True)
+        rules = metadata_problems(mapping(template.get("metadata")), f"{prefix}.metadata")
+        rules += metadata_problems(pod_metadata, f"{prefix}.spec.template.metadata")
+        rules += job_spec_problems(template["spec"], f"{prefix}.spec", in_jobset=True)
+        problems += tagged(rules, "api-server")
     return problems

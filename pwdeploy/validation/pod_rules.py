@@ -9,7 +9,7 @@ from typing import Any
 
 from pwdeploy.names import dns1123_label, dns1123_subdomain, label_key, label_value, port_name, short
 from pwdeploy.validation.container_rules import env_problems, memory_limit, quantity, resource_problems
-from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping
+from pwdeploy.validation.problems import Problem, duplicates, integer, items, mapping, tagged
 from pwdeploy.validation.tpu_requests import tpu_request_problems
 
 _PROBES = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
@@ -46,7 +46,7 @@ def pod_spec_problems(pod: Mapping[str, Any], path: str) -> list[Problem]:
     problems += _port_problems(containers, bool(pod.get("hostNetwork")))
     problems += _volume_problems(pod, path, containers)
     problems += _scheduling_problems(pod, path)
-    problems += tpu_request_problems(pod, path)
+    problems += tagged(tpu_request_problems(pod, path), "tpu-chips")
     return problems
 
 

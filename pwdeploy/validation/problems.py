@@ -1,4 +1,6 @@
-"""One problem found in a manifest, and the field-path notation problems are written in."""
+"""One problem a validation rule found in a manifest (its path in the object, its message and the rule that found
+it), the rules and what each rests on, and the field-path notation problems are written in. ``validate`` makes each
+problem a finding (``pwdeploy.finding.Finding``) once its object and file are known."""
 
 from __future__ import annotations
 
@@ -9,18 +11,31 @@ from typing import Any
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+# The rules a validation finding names (its id: a contract), each with the code or schema it rests on.
+RULES: dict[str, str] = {
+    "kubernetes-schema": "the Kubernetes OpenAPI schemas of kubernetes-validate (strict: unknown fields are errors)",
+    "jobset-schema": "kubernetes-sigs/jobset: the JobSet v1alpha2 CRD's schema (shipped: jobset-v1alpha2.schema.json)",
+    "jobset-webhook": "kubernetes-sigs/jobset: pkg/webhooks/jobset_webhook.go (ValidateCreate)",
+    "api-server": "kubernetes/kubernetes: pkg/apis/core/validation, pkg/apis/batch/validation, "
+    "staging/src/k8s.io/apimachinery/pkg/api/validation (names, labels, pod and Job specs)",
+    "tpu-chips": "https://cloud.google.com/kubernetes-engine/docs/concepts/tpus (one TPU pod per VM: all its chips)",
+}
+
+
 class Problem:
-    """``path`` is where in the object (``spec.replicatedJobs[0].name``); empty for the object itself.
+    """``path`` is where in the object (``spec.replicatedJobs[0].name``); empty for the object itself. ``rule``:
+    the key of ``RULES`` that found it ("" until ``tagged`` names it).
 
     A plain class rather than a frozen dataclass, which costs most of a millisecond to build at import time, on
     the path of every `pwdeploy render`.
     """
 
-    __slots__ = ("message", "path")
+    __slots__ = ("message", "path", "rule")
 
-    def __init__(self, path: str, message: str) -> None:
+    def __init__(self, path: str, message: str, rule: str = "") -> None:
         self.path = path
         self.message = message
+        self.rule = rule
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Problem) and (self.path, self.message) == (other.path, other.message)
@@ -33,6 +48,13 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
+
+
+def tagged(problems: list[Problem], rule: str) -> list[Problem]:
+    """``problems``, each naming ``rule`` unless an inner rule already named its own."""
+    for problem in problems:
+        problem.rule = problem.rule or rule
+    return problems
 
 
 def child(path: str, key: str | int) -> str:

@@ -2,7 +2,9 @@
 pwdeploy, the Kubernetes OpenAPI schemas for everything else, strict) and the rules that the JobSet admission
 webhook and the API server enforce beyond them.
 
-Problems are lines ``Kind/name: field.path: what is wrong``; an empty list means valid.
+Each problem is a finding (``pwdeploy.finding.Finding``: the rule that found it, severity error, where
+``Kind/name: field.path`` (after the file's name, when read from one), what is wrong, the rule's source); an empty
+list means valid.
 
 The Kubernetes schemas come from the installed kubernetes-validate; the parts used are kept in a per-user cache
 (``$XDG_CACHE_HOME/pwdeploy``, else ``~/.cache/pwdeploy``) so that a render does not parse all of them again.
@@ -12,24 +14,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pwdeploy.errors import ConfigError, ValidationError
 from pwdeploy.validation.objects import label, object_problems
 from pwdeploy.validation.schemas import resolve_version
 
+if TYPE_CHECKING:
+    from pwdeploy.finding import Finding
+
 DEFAULT_KUBERNETES_VERSION = "1.31"
 
 
-def validate_objects(objects: Sequence[Any], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> list[str]:
-    """Every problem in ``objects``, one line each; ConfigError when ``kubernetes_version`` is unsupported."""
+def validate_objects(
+    objects: Sequence[Any], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION, file: str = ""
+) -> list[Finding]:
+    """Every problem in ``objects``, one finding each (where: ``file: Kind/name: path``, the file when given);
+    ConfigError when ``kubernetes_version`` is unsupported."""
     version = resolve_version(kubernetes_version)
-    lines = [
-        f"{label(obj, index)}: {problem}"
-        for index, obj in enumerate(objects)
-        for problem in object_problems(obj, version)
-    ]
-    return list(dict.fromkeys(lines))
+    found = [(label(obj, i), problem) for i, obj in enumerate(objects) for problem in object_problems(obj, version)]
+    if not found:
+        return []
+    from pwdeploy.finding import Finding  # only for a problem: render never pays for it
+    from pwdeploy.validation.problems import RULES
+
+    findings = (
+        Finding(p.rule, "error", ": ".join(filter(None, (file, obj, p.path))), p.message, source=RULES[p.rule])
+        for obj, p in found
+    )
+    return list(dict.fromkeys(findings))
 
 
 def require_valid(objects: Sequence[Any], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> None:
@@ -61,17 +74,19 @@ def read_manifests(paths: Iterable[str | Path]) -> dict[str, list[Any]]:
 
 def file_problems(
     manifests: dict[str, list[Any]], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
-) -> list[str]:
-    """Every problem in ``manifests`` (from read_manifests), each line prefixed by its file; empty: all valid."""
+) -> list[Finding]:
+    """Every problem in ``manifests`` (from read_manifests), each placed in its file; empty: all valid."""
     return [
-        f"{name}: {line}"
+        finding
         for name, objects in manifests.items()
-        for line in validate_objects(objects, kubernetes_version=kubernetes_version)
+        for finding in validate_objects(objects, kubernetes_version=kubernetes_version, file=name)
     ]
 
 
-def validate_files(paths: Iterable[str | Path], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION) -> list[str]:
-    """Every problem in the manifests in ``paths``, one line each prefixed by its file; an empty list means valid.
+def validate_files(
+    paths: Iterable[str | Path], *, kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+) -> list[Finding]:
+    """Every problem in the manifests in ``paths``, one finding each placed in its file; an empty list means valid.
 
     A missing or unreadable file, one that is not YAML/JSON or holds no object, or no file at all raises
     ConfigError (see read_manifests) rather than returning an empty list.

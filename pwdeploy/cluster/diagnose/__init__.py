@@ -18,13 +18,13 @@ from pwdeploy.cluster.diagnose import (
     scheduling,
 )
 from pwdeploy.cluster.diagnose.causes import CAUSES, order
-from pwdeploy.cluster.diagnose.findings import Diagnosis, Finding, Observation, group
+from pwdeploy.cluster.diagnose.findings import Diagnosis, Observation, group
 from pwdeploy.cluster.diagnose.pods import expected_pods
 from pwdeploy.cluster.diagnose.read import Snapshot, read_logs, read_snapshot
 from pwdeploy.cluster.diagnose.summary import summary
 from pwdeploy.kube.seam import Kube
 
-__all__ = ["CAUSES", "Diagnosis", "Finding", "Snapshot", "diagnose", "from_snapshot"]
+__all__ = ["CAUSES", "Diagnosis", "Snapshot", "diagnose", "from_snapshot"]
 
 FAMILIES = (queueing, creation, scheduling, images, containers, multi_tier, pathways, lifecycle)
 

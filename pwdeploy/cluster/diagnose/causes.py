@@ -16,7 +16,8 @@ from pwdeploy.cluster.diagnose import (
     queueing,
     scheduling,
 )
-from pwdeploy.cluster.diagnose.findings import Cause, Finding, Stage
+from pwdeploy.cluster.diagnose.findings import Cause, Stage
+from pwdeploy.finding import Finding
 from pwdeploy.severity import SEVERITIES
 
 # Stage by stage, in findings.Stage's order; this order ranks the findings of one severity.
@@ -84,4 +85,4 @@ RANK = {cause: rank for rank, cause in enumerate(CAUSES)}
 def order(findings: list[Finding]) -> list[Finding]:
     """Errors first; within a severity, what blocks first (queueing before scheduling before images ...); then
     the finding seen on more objects."""
-    return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), RANK[f.cause], -f.count, f.where))
+    return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), RANK[f.id], -f.count, f.where))

@@ -35,13 +35,22 @@ _SECRET = re.compile(
 SIGBUS_EXIT = 135
 LAST_LINES = 3
 
-MISSING_SECRET = Cause("missing-secret", "start", '`secret "x" not found`, `couldn\'t find key`', severity="error")
+# What each cause's rule rests on (its findings' ``source``).
+KUBELET_CONFIG = "kubernetes/kubernetes: pkg/kubelet/kubelet_pods.go (CreateContainerConfigError)"
+SIDECAR_DOCS = "https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/"
+OOM_KILL = "kubernetes/kubernetes: pkg/kubelet (terminated reason OOMKilled, exit code 137 = 128 + SIGKILL)"
+CRASH_LOOP = "kubernetes/kubernetes: pkg/kubelet/kuberuntime/kuberuntime_manager.go (doBackOff, CrashLoopBackOff)"
+
+MISSING_SECRET = Cause(
+    "missing-secret", "start", '`secret "x" not found`, `couldn\'t find key`', severity="error", source=KUBELET_CONFIG
+)
 CONTAINER_CONFIG = Cause(
     "container-config",
     "start",
     "the kubelet cannot create the container from its spec",
     severity="error",
     fix="the container's configuration refers to something missing (see the message): a ConfigMap, a key",
+    source=KUBELET_CONFIG,
 )
 SIDECAR_NOT_STARTED = Cause(
     "sidecar-not-started",
@@ -49,15 +58,19 @@ SIDECAR_NOT_STARTED = Cause(
     "`main` waits in PodInitializing for 2 min: the proxy has not passed its startup probe (it does not listen "
     "yet), or the native sidecars do not start (kubelet < 1.29)",
     severity="error",
+    source=SIDECAR_DOCS,
 )
 # A termination: an error while the container is down or crash-looping, a warning once it runs again or the
 # Job replaced its pod (_terminated, _recovered).
-OOM_KILLED = Cause("oom-killed", "run", "a container was OOM-killed: which container, against which memory field")
+OOM_KILLED = Cause(
+    "oom-killed", "run", "a container was OOM-killed: which container, against which memory field", source=OOM_KILL
+)
 CRASH = Cause(
     "crash",
     "run",
     "any other non-zero exit, with its last log lines: an error while the container is down or in "
     "CrashLoopBackOff (whatever its cause), a warning once it runs again or the Job replaced the failed pod",
+    source=CRASH_LOOP,
 )
 
 

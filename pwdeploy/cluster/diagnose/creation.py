@@ -39,11 +39,21 @@ _QUOTA = re.compile(r"exceeded quota: (?P<quota>[^,\s]+)")
 _POD_SECURITY = re.compile(r'violates PodSecurity "(?P<level>[^":]+)')
 LEADER_FIX_VERSION = "v0.12.0"  # the last JobSet release with the leader-pod deadlock (kubernetes-sigs/jobset#1276)
 
+# What each cause's rule rests on (its findings' ``source``).
+JOBSET_CONTROLLER = (
+    "kubernetes-sigs/jobset: pkg/controllers/jobset_controller.go (status and Jobs at the first reconcile)"
+)
+FAILED_CREATE = (
+    "kubernetes/kubernetes: pkg/controller/controller_utils.go (FailedCreate); "
+    "kubernetes-sigs/jobset: pkg/webhooks/pod_admission_webhook.go (the leader pod)"
+)
+
 NO_JOBSET_CONTROLLER = Cause(
     "no-jobset-controller",
     "create",
     "the JobSet has no status and no Jobs a minute after it was created: no JobSet controller runs",
     severity="error",
+    source=JOBSET_CONTROLLER,
 )
 POD_CREATE_REFUSED = Cause(
     "pod-create-refused",
@@ -51,6 +61,7 @@ POD_CREATE_REFUSED = Cause(
     "the API server refuses the Job's pods (`FailedCreate`): JobSet's leader-pod deadlock (up to v0.12.0), Pod "
     "Security forbidding hostNetwork, a full ResourceQuota, another admission refusal",
     severity="error",
+    source=FAILED_CREATE,
 )
 
 

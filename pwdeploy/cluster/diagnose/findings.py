@@ -1,6 +1,7 @@
-"""Findings are data: what one rule saw on one object (an ``Observation`` of a ``Cause``), grouped into ``Finding``
-rows (cause, severity, where, evidence, fix); causes.py orders them by severity and by what blocks first. Text and
-JSON are two views of the same list (``Diagnosis``)."""
+"""Findings are data: what one rule saw on one object (an ``Observation`` of a ``Cause``), grouped into findings
+(``pwdeploy.finding.Finding``: the cause's id, severity, where, the evidence as its message, fix and the cause's
+source); causes.py orders them by severity and by what blocks first. Text and JSON are two views of the same list
+(``Diagnosis``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from pwdeploy.finding import Finding
 from pwdeploy.severity import Severity
-from pwdeploy.text import evidence, printable
+from pwdeploy.text import evidence
 
 # The stages of a job, in the order they block it: a job is queued, then created, then scheduled, then pulls
 # images, then starts containers, then runs, then ends. Findings of one severity are ranked by their cause's stage.
@@ -29,6 +31,7 @@ class Observation(NamedTuple):
     key: str
     evidence: str
     fix: str
+    source: str
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,19 @@ class Cause:
     is a contract: tests, scripts and `-o json` readers match on it; ``meaning`` is its line in docs/diagnose.md.
     ``severity`` and ``fix`` are the row's when they are fixed text (a fix may hold placeholders its rule fills
     in); None says that what the rule saw decides them, and the rule passes them to ``observe`` (a rule that sees
-    more may pass them in place of the row's too)."""
+    more may pass them in place of the row's too). ``source``: the component's code or the public page that writes
+    the texts the rule matches, or says what they mean (every finding names it)."""
 
     id: str
     stage: Stage
     meaning: str
     severity: Severity | None = None
     fix: str | None = None
+    source: str = field(default="", kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not self.source:
+            raise ValueError(f"diagnose cause {self.id}: give the source its rule rests on (source=...)")
 
     def observe(
         self, role: str, obj: str, key: str, evidence: str, *, severity: Severity | None = None, fix: str | None = None
@@ -52,30 +61,12 @@ class Cause:
         fix = self.fix if fix is None else fix
         if severity is None or fix is None:
             raise ValueError(f"diagnose cause {self.id}: its rule gave no severity or fix, and its row has none")
-        return Observation(self.id, severity, role, obj, key, evidence, fix)
+        return Observation(self.id, severity, role, obj, key, evidence, fix, self.source)
 
 
-@dataclass(frozen=True)
-class Finding:
-    cause: str
-    severity: Severity
-    where: str
-    evidence: str
-    fix: str
-    count: int = 1  # objects it was seen on
-
-    def as_json(self) -> dict[str, str]:
-        return {
-            "cause": self.cause,
-            "severity": self.severity,
-            "where": self.where,
-            "evidence": self.evidence,
-            "fix": self.fix,
-        }
-
-    def line(self, width: int = 200) -> str:
-        """One line: ``error tpu-capacity: 16 of 16 worker pods: "0/5 nodes are available: ..."``."""
-        return printable(f"{self.severity} {self.cause}: {self.where}: {self.evidence}", width, one_line=True)
+def as_json(finding: Finding) -> dict[str, Any]:
+    """The one shape, with the keys `diagnose -o json` printed before it (``cause``, ``evidence``: a contract)."""
+    return finding.as_json(cause="id", evidence="message")
 
 
 def group(observations: Iterable[Observation], totals: dict[str, int]) -> list[Finding]:
@@ -97,7 +88,7 @@ def _finding(members: list[Observation], totals: dict[str, int]) -> Finding:
     else:
         plural = first.role if first.role.endswith("s") else first.role + "s"
         where = f"{len(names)} of {max(total, len(names))} {plural}: {listed}"
-    return Finding(first.cause, first.severity, where, first.evidence, first.fix, len(names))
+    return Finding(first.cause, first.severity, where, first.evidence, first.fix, first.source, len(names))
 
 
 @dataclass(frozen=True)
@@ -118,7 +109,7 @@ class Diagnosis:
             "job": self.job,
             "namespace": self.namespace,
             "summary": self.summary,
-            "findings": [f.as_json() for f in self.findings],
+            "findings": [as_json(f) for f in self.findings],
             "notes": list(self.notes),
         }
 
@@ -126,8 +117,8 @@ class Diagnosis:
         out = [f"job {self.job}  namespace {self.namespace}: {self.summary}"]
         if not self.findings:
             out.append("no findings" + (" in what could be read" if self.notes else ""))
-        for f in self.findings:
-            out += ["", f"{f.severity.upper()}  {f.cause}  {f.where}", f"  evidence: {f.evidence}", f"  fix: {f.fix}"]
+        out += [""] if self.findings else []
+        out += [line for f in self.findings for line in f.lines()]
         out += [""] if self.notes else []
         out += [f"note: {note}" for note in self.notes]
         return out

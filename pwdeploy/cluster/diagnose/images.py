@@ -17,7 +17,12 @@ PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 UNAUTHORIZED = ("403 Forbidden", "401 Unauthorized", "denied", "unauthorized", "PERMISSION_DENIED")
 NOT_FOUND = ("not found", "manifest unknown", "NotFound", "InvalidImageName", "invalid reference format")
 
-IMAGE_NOT_FOUND = Cause("image-not-found", "image", "the image or its tag does not exist", severity="error")
+# What the causes' rules rest on (their findings' ``source``).
+KUBELET_PULL = "kubernetes/kubernetes: pkg/kubelet/images/types.go (ErrImagePull, ImagePullBackOff, InvalidImageName)"
+
+IMAGE_NOT_FOUND = Cause(
+    "image-not-found", "image", "the image or its tag does not exist", severity="error", source=KUBELET_PULL
+)
 IMAGE_UNAUTHORIZED = Cause(
     "image-unauthorized",
     "image",
@@ -26,8 +31,9 @@ IMAGE_UNAUTHORIZED = Cause(
     fix="the node pool's service account may not pull from the registry: grant it roles/artifactregistry.reader "
     "(gcloud artifacts repositories add-iam-policy-binding REPO --location LOCATION "
     "--member serviceAccount:NODE_SA --role roles/artifactregistry.reader); check: pwdeploy preflight -f job.yaml",
+    source=KUBELET_PULL,
 )
-IMAGE_PULL = Cause("image-pull", "image", "another pull failure (warning)", severity="warning")
+IMAGE_PULL = Cause("image-pull", "image", "another pull failure (warning)", severity="warning", source=KUBELET_PULL)
 
 
 def observations(snap: Snapshot) -> list[Observation]:

@@ -32,12 +32,20 @@ from pwdeploy.cluster.diagnose.read import Snapshot
 REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
 RESTART_EVENTS = ("RestartJobSetFailurePolicyAction", "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction")
 
+# What each cause's rule rests on (its findings' ``source``).
+DISRUPTION = (
+    "kubernetes/kubernetes: pkg/apis/core/types.go (DisruptionTarget), pkg/controller/job/pod_failure_policy.go"
+)
+JOBSET_CONDITIONS = "kubernetes-sigs/jobset: pkg/constants/constants.go (ReachedMaxRestarts, FailedJobs)"
+JOBSET_RESTART = "kubernetes-sigs/jobset: pkg/controllers/failure_policy.go (RestartJobSetFailurePolicyAction)"
+
 PREEMPTED = Cause(  # also a Kueue eviction (queueing.py)
     "preempted",
     "run",
     "DisruptionTarget, Evicted, node shutdown, Kueue preemption (warning); a head pod is replaced by its Job "
     "without a restart",
     severity="warning",
+    source=DISRUPTION,
 )
 MAX_RESTARTS = Cause(
     "max-restarts",
@@ -46,6 +54,7 @@ MAX_RESTARTS = Cause(
     severity="error",
     fix="the job failed after its restarts (scheduling.max_restarts): the other findings say why each run failed; "
     "fix that and resubmit (pwdeploy submit -f job.yaml --replace)",
+    source=JOBSET_CONDITIONS,
 )
 JOB_FAILED = Cause(
     "job-failed",
@@ -53,12 +62,14 @@ JOB_FAILED = Cause(
     "the JobSet failed for another reason",
     severity="error",
     fix="a Job of the JobSet failed: the other findings say why; fix it and resubmit (pwdeploy submit --replace)",
+    source=JOBSET_CONDITIONS,
 )
 RESTARTED = Cause(
     "restarted",
     "end",
     "the JobSet restarted (`status.restarts`): its latest restart event names the first failed Job (info)",
     severity="info",
+    source=JOBSET_RESTART,
 )
 
 

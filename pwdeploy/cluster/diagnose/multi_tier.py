@@ -25,6 +25,11 @@ from pwdeploy.cluster.diagnose.read import Snapshot
 NOT_REGISTERED = "not found in the list of registered CSI drivers"
 NOT_EPHEMERAL = 'volume mode "Ephemeral" not supported'
 CLUSTER_ONCE = "set up once per cluster: docs/checkpoints.md; check: pwdeploy preflight -f job.yaml --cluster"
+# What each cause's rule rests on (its findings' ``source``).
+CSI_MOUNT = "kubernetes/kubernetes: pkg/volume/csi/csi_client.go, pkg/volume/csi/csi_plugin.go (FailedMount)"
+ORBAX_MTC = (
+    "google/orbax: checkpoint/orbax/checkpoint/experimental/emergency/multi_tier_checkpointing/initialization.py"
+)
 
 MTC_VOLUME = Cause(
     "mtc-volume",
@@ -32,6 +37,7 @@ MTC_VOLUME = Cause(
     "a worker's MTC volume cannot be mounted (`FailedMount` naming multitier-checkpoint.csi.storage.gke.io): the "
     "node runs no MTC driver",
     severity="error",
+    source=CSI_MOUNT,
 )
 MTC_REPLICATOR_FAILED = Cause(
     "mtc-replicator-failed",
@@ -41,6 +47,7 @@ MTC_REPLICATOR_FAILED = Cause(
     fix="the MTC driver refused the job (its message is quoted): most often its access to the "
     "CheckpointConfiguration's bucket (roles/storage.objectUser for the gke-checkpointing-multitier-node "
     "service account, a bucket with hierarchical namespace); " + CLUSTER_ONCE,
+    source=ORBAX_MTC,
 )
 MTC_NO_DRIVER = Cause(
     "mtc-no-driver",
@@ -50,6 +57,7 @@ MTC_NO_DRIVER = Cause(
     fix="no MTC driver read the replicator.yaml Orbax wrote within 600 s: the workers' nodes need the MTC driver (a "
     "CheckpointConfiguration whose nodeSelector names their machine type) and the job mtc.enabled, so that "
     "mtc.ramdisk_dir is the driver's volume; " + CLUSTER_ONCE,
+    source=ORBAX_MTC,
 )
 
 

@@ -56,6 +56,15 @@ _RESTART_HEAD = (
 )
 # The causes a log line names, in the order RULES tries them. Their fixes hold placeholders that _fix fills in from
 # the live pod: SCRATCH, gs://BUCKET, {job}, HEAD_POD, SHM_FIELD.
+# What each cause's rule rests on (its findings' ``source``).
+TROUBLESHOOTING = (
+    "https://docs.cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/troubleshooting-pathways"
+)
+PROXY_INIT = "jax-ml/jax: jax/_src/xla_bridge.py (Unable to initialize backend); " + TROUBLESHOOTING
+HANG_PLAYBOOK = "AI-Hypercomputer/maxtext: docs/guides/megascale_hang_playbook.md"
+GCS_IAM = "https://cloud.google.com/storage/docs/access-control/iam-permissions"
+TMPFS = "https://man7.org/linux/man-pages/man5/tmpfs.5.html (a memory-backed /dev/shm: full, a write fails)"
+
 SCRATCH_BUCKET_MISSING = Cause(
     "scratch-bucket-missing",
     "run",
@@ -63,6 +72,7 @@ SCRATCH_BUCKET_MISSING = Cause(
     severity="error",
     fix="storage.scratch (now SCRATCH) names a bucket that does not exist: create it (gcloud storage buckets "
     "create gs://BUCKET --location REGION) or fix storage.scratch; check: pwdeploy preflight -f job.yaml",
+    source=TROUBLESHOOTING,
 )
 SCRATCH_LIFECYCLE_LIMIT = Cause(
     "scratch-lifecycle-limit",
@@ -73,6 +83,7 @@ SCRATCH_LIFECYCLE_LIMIT = Cause(
     "longer used (gcloud storage buckets describe gs://BUCKET --format='default(lifecycle_config)', then "
     "gcloud storage buckets update gs://BUCKET --lifecycle-file=FILE), use a bucket of its own for "
     "storage.scratch, or set storage.enable_olm: false (--no-gcs-olm) so Pathways adds none",
+    source=TROUBLESHOOTING,
 )
 VERSION_MISMATCH = Cause(  # also the images' jax- tags (_image_versions, with a fix of its own)
     "version-mismatch",
@@ -81,6 +92,7 @@ VERSION_MISMATCH = Cause(  # also the images' jax- tags (_image_versions, with a
     severity="error",
     fix="the user's JAX (client) and the IFRT proxy differ: use the Pathways images of the job's JAX "
     "(pathways_version, or images.proxy_server / images.server) or rebuild the job image with that JAX",
+    source=TROUBLESHOOTING,
 )
 PROXY_IN_USE = Cause(
     "proxy-in-use",
@@ -89,6 +101,7 @@ PROXY_IN_USE = Cause(
     severity="error",
     fix="the IFRT proxy serves one client session at a time and another client holds it (a notebook, a connect): "
     "end that client; after an unexpected disconnection the proxy may keep the old session: " + _RESTART_HEAD,
+    source=TROUBLESHOOTING,
 )
 SESSION_LOST = Cause(
     "session-lost",
@@ -98,6 +111,7 @@ SESSION_LOST = Cause(
     fix="the connection to the IFRT proxy ended and the JAX session on it with it (a session does not resume on a "
     "new connection): restart the client (a notebook: restart its kernel); if the proxy or the head went away, "
     "read its log: pwdeploy logs {job} --component proxy",
+    source=TROUBLESHOOTING,
 )
 HBM_OOM = Cause(
     "hbm-oom",
@@ -107,6 +121,7 @@ HBM_OOM = Cause(
     fix="a TPU ran out of device memory (HBM) (if the quoted line names another resource, that one): lower what "
     "each device holds (a smaller per-device batch, parameters and optimizer state sharded over more devices, "
     "rematerialised activations) or use more chips",
+    source=TROUBLESHOOTING,
 )
 PROXY_BACKEND = Cause(
     "proxy-backend",
@@ -115,6 +130,7 @@ PROXY_BACKEND = Cause(
     severity="error",
     fix=f"the program could not reach the IFRT proxy at grpc://localhost:{ids.PROXY_PORT}: read its log "
     "(pwdeploy logs {job} --component proxy); call pathwaysutils.initialize() before the first JAX call",
+    source=PROXY_INIT,
 )
 HANG = Cause(
     "hang",
@@ -123,6 +139,7 @@ HANG = Cause(
     severity="error",
     fix="see the cause the digest names (MaxText megascale_hang_playbook.md): restart avoiding the named hosts; "
     "with --megascale_abort_on_hangs=true in worker_flags, workers exit instead of stalling",
+    source=HANG_PLAYBOOK,
 )
 GCS_PERMISSION = Cause(
     "gcs-permission",
@@ -132,6 +149,7 @@ GCS_PERMISSION = Cause(
     fix="the node pool's service account (host-network pods get no Workload Identity) lacks a role on the bucket: "
     "gcloud storage buckets add-iam-policy-binding gs://BUCKET --member serviceAccount:NODE_SA "
     "--role roles/storage.objectUser; check: pwdeploy preflight -f job.yaml",
+    source=GCS_IAM,
 )
 SHM_EXHAUSTED = Cause(  # also exit 135 (containers.py, with a severity and fix of its own)
     "shm-exhausted",
@@ -139,6 +157,7 @@ SHM_EXHAUSTED = Cause(  # also exit 135 (containers.py, with a severity and fix 
     "exit 135 (SIGBUS), or `No space left on device` on /dev/shm: which size field",
     severity="error",
     fix="/dev/shm is full: raise SHM_FIELD",
+    source=TMPFS,
 )
 
 

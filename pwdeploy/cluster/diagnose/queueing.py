@@ -54,12 +54,26 @@ WAITS = {
 }
 SLOWEST = 3  # pods named in a PodsReadyTimeout finding
 
+# What each cause's rule rests on (its findings' ``source``).
+KUEUE_SCHEDULER = (
+    "kubernetes-sigs/kueue: pkg/scheduler/flavorassigner/flavorassigner.go (QuotaReserved messages), "
+    "apis/kueue/v1beta2/workload_types.go (admission checks)"
+)
+KUEUE_PODS_READY = (
+    "kubernetes-sigs/kueue: apis/kueue/v1beta2/workload_types.go (PodsReady reasons WaitForScheduling, WaitForRecovery)"
+)
+KUEUE_EVICTION = (
+    "kubernetes-sigs/kueue: apis/kueue/v1beta2/workload_types.go (Evicted reasons), "
+    "pkg/controller/core/workload_controller.go (PodsReadyTimeout)"
+)
+
 KUEUE_PENDING = Cause(
     "kueue-pending",
     "queue",
     "Kueue has not admitted the job: an error when it never can (a request above the ClusterQueue's maximum, a "
     "missing LocalQueue, an inactive ClusterQueue, a rejected admission check, a failed ProvisioningRequest); a "
     "warning while others hold the quota; info while an admission check or provisioning is pending",
+    source=KUEUE_SCHEDULER,
 )
 KUEUE_WAITING_PODS = Cause(
     "kueue-waiting-pods",
@@ -67,6 +81,7 @@ KUEUE_WAITING_PODS = Cause(
     "Kueue admitted the job and waits for its pods (PodsReady=False `WaitForScheduling` or `WaitForRecovery`): it "
     "evicts the job if the wait outlasts its timeout",
     severity="info",
+    source=KUEUE_PODS_READY,
 )
 KUEUE_DEACTIVATED = Cause(
     "kueue-deactivated",
@@ -74,6 +89,7 @@ KUEUE_DEACTIVATED = Cause(
     "Kueue deactivated the Workload (`Deactivated*` eviction, e.g. the requeuing limit): it is never requeued; "
     "reactivate it or resubmit",
     severity="error",
+    source=KUEUE_EVICTION,
 )
 PODS_READY_TIMEOUT = Cause(
     "pods-ready-timeout",
@@ -87,6 +103,7 @@ PODS_READY_TIMEOUT = Cause(
     "Kueue evicted and requeued the job: raise waitForPodsReady.timeout and recoveryTimeout in Kueue's "
     "Configuration (ConfigMap kueue-manager-config in kueue-system), or start faster (pinned, smaller images; "
     "capacity that is there, not flex-start); check: pwdeploy preflight -f job.yaml --cluster",
+    source=KUEUE_EVICTION,
 )
 RAISE_OR_START_FASTER = (
     "raise it in Kueue's Configuration (ConfigMap kueue-manager-config in kueue-system), or start faster (pinned, "

@@ -27,33 +27,49 @@ BUSY_PORTS = "didn't have free ports for the requested pod ports"
 _FAILED_SCALE_UP = re.compile(r"associated with this pod failed: (?P<why>[^.]*)")
 PREFLIGHT = "pwdeploy preflight -f job.yaml --cluster"
 
+# What each cause's rule rests on (its findings' ``source``).
+SCHEDULER = "kubernetes/kubernetes: pkg/scheduler (PodScheduled=False, reason Unschedulable)"
+SCHEDULER_FIT = "kubernetes/kubernetes: pkg/scheduler/framework/plugins (noderesources/fit.go, nodeports/node_ports.go)"
+SCHEDULER_AFFINITY = "kubernetes/kubernetes: pkg/scheduler/framework/plugins/nodeaffinity"
+SCHEDULER_TAINTS = "kubernetes/kubernetes: pkg/scheduler/framework/plugins/tainttoleration"
+AUTOSCALER = "kubernetes/autoscaler: cluster-autoscaler (FailedScaleUp, NotTriggerScaleUp, TriggeredScaleUp events)"
+
 SCALE_UP_FAILED = Cause(
-    "scale-up-failed", "schedule", "FailedScaleUp (quota, stockout, reservation); NotTriggerScaleUp is a warning"
+    "scale-up-failed",
+    "schedule",
+    "FailedScaleUp (quota, stockout, reservation); NotTriggerScaleUp is a warning",
+    source=AUTOSCALER,
 )
 HEAD_UNSCHEDULABLE = Cause(
     "head-unschedulable",
     "schedule",
     "the head pod fits no node of `head.node_pool` (too small, or its host ports held by another job's head)",
+    source=SCHEDULER_FIT,
 )
 TPU_CAPACITY = Cause(
     "tpu-capacity",
     "schedule",
     "`Insufficient google.com/tpu`, or `didn't have free ports` (another job's hostNetwork pods hold the TPU "
     "nodes): no free TPU node; a pod whose scale-up was triggered is a warning",
+    source=SCHEDULER_FIT,
 )
-NODE_SELECTOR = Cause("node-selector", "schedule", "no node carries the labels the pod selects")
+NODE_SELECTOR = Cause(
+    "node-selector", "schedule", "no node carries the labels the pod selects", source=SCHEDULER_AFFINITY
+)
 UNTOLERATED_TAINT = Cause(
     "untolerated-taint",
     "schedule",
     "the nodes carry a taint the pod does not tolerate",
     fix="the nodes carry a taint the pod does not tolerate (see the message): remove the taint "
     "(kubectl taint nodes NODE KEY-) or wait for an unreachable/not-ready node to recover",
+    source=SCHEDULER_TAINTS,
 )
 UNSCHEDULABLE = Cause(
     "unschedulable",
     "schedule",
     "another reason of the scheduler",
     fix=f"the scheduler could place the pod nowhere; see the message; check: {PREFLIGHT}",
+    source=SCHEDULER,
 )
 
 
