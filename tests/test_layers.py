@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pwdeploy"
 # Ground floor first; a room may import only the rooms named in its row (and itself). The CLI sits on top.
 LEAVES = frozenset({"errors", "identifiers", "names", "imageref", "atomic", "report", "severity", "text", "finding"})
 ALLOWED: dict[str, frozenset[str]] = {
-    "errors": frozenset(),
+    "errors": frozenset({"finding"}),  # ValidationError holds findings (a type-only import)
     "text": frozenset(),
     "severity": frozenset(),
     "finding": frozenset({"severity", "text"}),  # one shape for every finding (check, diagnose, preflight, validation)
