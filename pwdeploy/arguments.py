@@ -97,6 +97,8 @@ def environment(value: object, name: str) -> Mapping[str, str] | None:
     for key, item in value.items():
         if not isinstance(key, str) or not isinstance(item, str):
             raise ArgumentError(f"{name}[{key!r}]", f"must map a str to a str, not {a_kind(key)} to {a_kind(item)}")
+        if "\0" in key + item or "=" in key or not key:  # what execve cannot pass (os.environ holds none of these)
+            raise ArgumentError(f"{name}[{key!r}]", "is not a variable a program can be given (empty, '=' or NUL)")
     return value
 
 

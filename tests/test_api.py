@@ -185,6 +185,7 @@ def test_a_str_where_a_list_is_meant_is_refused(call: Any, argument: str) -> Non
         (lambda job: loose.plan_local(job, ["python3", 3]), "command[1]"),
         (lambda job: loose.plan_local(job, cores="4"), "cores"),
         (lambda job: loose.plan_local(job, environ={"A": 1}), "environ['A']"),
+        (lambda job: loose.plan_local(job, environ={"A": "x\x00y"}), "environ['A']"),  # Popen's ValueError once
         (lambda job: loose.run_local(job, options=api.LocalRunOptions(fail_at_step="3")), "fail_at_step"),  # type: ignore[arg-type]
         (lambda job: loose.run_local(job, options=api.LocalRunOptions(kill_after="3")), "kill_after"),  # type: ignore[arg-type]
         (lambda job: loose.run_local(job, options=api.LocalRunOptions(kill_after=float("nan"))), "kill_after"),
