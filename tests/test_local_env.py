@@ -215,3 +215,8 @@ def test_sidecar_source_dir_goes_on_pythonpath_as_in_the_image() -> None:
     env = plan(job(sidecar / "job.yaml"), cwd=Path.cwd(), cores=2, environ={"PYTHONPATH": "/x"}).env
     assert env["PYTHONPATH"].split(":") == [str(sidecar / "src"), "/x"]
     assert "PYTHONPATH" not in plan(job(), cwd=Path.cwd(), cores=2, environ={"PYTHONPATH": "/x"}).env
+    src = job(sidecar / "job.yaml", main__env=["PYTHONPATH=src"])  # a src layout: main.env's stays after it
+    assert plan(src, cwd=Path.cwd(), cores=2, environ={"PYTHONPATH": "/x"}).env["PYTHONPATH"].split(":") == [
+        str(sidecar / "src"),
+        "src",
+    ]

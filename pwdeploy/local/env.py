@@ -162,7 +162,8 @@ def local_env(
     if devices % job.tpu.slices == 0:  # the slice each emulated device stands for: its slice_index in the job
         env[ids.LOCAL_SLICE_LAYOUT_ENV] = format_layout(job.tpu.slices, devices)
     if job.sidecar.source_dir is not None:  # the sidecar image has it at /app, on PYTHONPATH
-        inherited_path = (environ or {}).get("PYTHONPATH")
+        own = dict(job.main.env).get("PYTHONPATH")  # main.env's (src for a src layout) stays, after it
+        inherited_path = own if own is not None else (environ or {}).get("PYTHONPATH")
         env["PYTHONPATH"] = os.pathsep.join([str(job.sidecar.source_dir.resolve()), *filter(None, [inherited_path])])
     if compile_cache is not None:
         env.update(
