@@ -110,3 +110,35 @@ def test_without_an_emulator_the_run_is_refused_with_the_fix(tmp_path: Path, mon
     assert "never writes to production storage" in str(refused.value) and "local paths after --" in str(
         refused.value.hint
     )
+
+
+def test_examples_in_a_config_file_s_comments_name_no_bucket(tmp_path: Path) -> None:
+    (tmp_path / "base.yml").write_text(
+        '# e.g. gs://my-outputs/run\nout: "" # e.g. "gs://my-dataset/"\nkept: "gs://real-bucket/x # not a comment"\n'
+    )
+    main = {"image": "r.example/m:1", "command": "python3 train.py base.yml"}
+    job = load_job(write_job(tmp_path, "comments", main=main), {}, installed_jax=lambda: "0.10.2")
+    assert [n.uri for n in plan(job, cwd=tmp_path, cores=2).gcs] == ["gs://real-bucket/x"]
+
+
+MAKES_FOLDER = """\
+from etils import epath
+
+folder = epath.Path("gs://prod-bucket/run-1/checkpoints")
+folder.mkdir(parents=True, exist_ok=True)
+print(folder.exists(), folder.is_dir(), list(folder.iterdir()))
+"""
+
+
+@pytest.mark.slow
+def test_a_folder_epath_made_exists_as_tensorflow_s_client_has_it(tmp_path: Path) -> None:
+    """With TensorFlow in the job's environment (a stand-in package here: etils only looks it up), epath's gs://
+    would be tf.io.gfile's, which leaves a folder that exists; locally it is gcsfs's, which does not, unless the
+    probe keeps the folder (MaxText checks its checkpoint folder right after making it)."""
+    (tmp_path / "stand_in" / "tensorflow").mkdir(parents=True)
+    (tmp_path / "stand_in" / "tensorflow" / "__init__.py").write_text("")
+    (tmp_path / "folder.py").write_text(MAKES_FOLDER)
+    env = {"image": "r.example/m:1", "command": f"python3 folder.py {OUT}", "env": {"PYTHONPATH": "stand_in"}}
+    done = local_run(write_job(tmp_path, "folders", main=env, local={"devices": 1}))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True True []"

@@ -12,7 +12,13 @@ process against this emulator (``tests/test_local_gcs_redirect.py``):
 - tensorstore (Orbax's array data): ``TENSORSTORE_GCS_HTTP_URL`` (google/tensorstore docs/environment.rst), with
   ``GOOGLE_AUTH_TOKEN_FOR_TESTING`` so that it sends a fixed token instead of the user's credentials
   (tensorstore's ``google_auth_provider``: that variable is the first source it reads, as its own GCS test bench
-  sets it).
+  sets it);
+- etils.epath with TensorFlow installed (MaxText's environment) takes ``tf.io.gfile`` for ``gs://``, whose GCS
+  client has no emulator hook (its endpoint, www.googleapis.com, is built into TensorFlow): ``EPATH_USE_TF=false``
+  (etils ``epath/gpath.py``, ``_epath_use_tf``) makes it use gcsfs, which goes to the emulator (measured: MaxText's
+  checkpoint folder was made through TensorFlow's client, which tried www.googleapis.com, until this was set). The
+  probe on the job's PYTHONPATH keeps tf.io.gfile's folder semantics there (``PWDEPLOY_LOCAL_GCS``: a folder
+  epath made exists), which gcsfs lacks (``pwdeploy/local/transfer_probe``).
 
 A client without such a hook (TensorFlow's ``tf.io.gfile``, a ``gsutil`` or ``gcloud storage`` subprocess) would
 reach Google: the job's credentials are withheld (no ``GOOGLE_APPLICATION_CREDENTIALS``, an empty
@@ -42,8 +48,9 @@ URI = re.compile(r"gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/[^\s\"',;)}\]]*)?"
 CONFIG_SUFFIXES = (".yml", ".yaml", ".json")
 MAX_CONFIG_BYTES = 1 * 2**20
 START_SECONDS = 20.0
+MARKER = "PWDEPLOY_LOCAL_GCS"  # tells the job's probe that its gs:// is on the emulator
 TOKEN = "pwdeploy-local-run"  # what tensorstore sends the emulator instead of the user's credentials
-CLIENT_ENV = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "FSSPEC_GS_TOKEN": "anon"}
+CLIENT_ENV = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "FSSPEC_GS_TOKEN": "anon", "EPATH_USE_TF": "false"}
 NO_METADATA = "127.0.0.1:9"  # nothing listens there: a metadata lookup is refused at once
 WITHHELD = ("GOOGLE_APPLICATION_CREDENTIALS",)  # set empty: read as unset by google-auth
 
@@ -66,8 +73,28 @@ def named_locations(job: JobConfig, command: Sequence[str], cwd: Path) -> list[N
     for word in command[1:]:
         path = cwd / word
         if word.lower().endswith(CONFIG_SUFFIXES) and path.is_file() and path.stat().st_size <= MAX_CONFIG_BYTES:
-            found += _in_text(path.read_text(encoding="utf-8", errors="replace"), word)
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found += _in_text(text if word.lower().endswith(".json") else without_comments(text), word)
     return list(dict.fromkeys(found))
+
+
+def without_comments(text: str) -> str:
+    """A YAML file's text without its comments (a ``#`` at the start of a line or after a space, outside quotes):
+    the examples a config's comments give (MaxText's ``# e.g. gs://my-maxtext-outputs/``) name no bucket the job
+    uses."""
+    lines = []
+    for line in text.splitlines():
+        quote = ""
+        for index, char in enumerate(line):
+            if quote:
+                quote = "" if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            elif char == "#" and (index == 0 or line[index - 1].isspace()):
+                line = line[:index]
+                break
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _in_text(text: str, where: str) -> list[Named]:
@@ -84,7 +111,7 @@ class Redirect(NamedTuple):
     def env(self, home: Path) -> dict[str, str]:
         """What points the job's GCS clients at the emulator and withholds its credentials (``home``: an empty
         folder for CLOUDSDK_CONFIG)."""
-        hooks = {"STORAGE_EMULATOR_HOST": self.url, "TENSORSTORE_GCS_HTTP_URL": self.url}
+        hooks = {"STORAGE_EMULATOR_HOST": self.url, "TENSORSTORE_GCS_HTTP_URL": self.url, MARKER: "1"}
         fence = {"CLOUDSDK_CONFIG": str(home), "NO_GCE_CHECK": "true", "GOOGLE_AUTH_TOKEN_FOR_TESTING": TOKEN}
         fence |= {"GCE_METADATA_HOST": NO_METADATA, "GCE_METADATA_ROOT": NO_METADATA}
         return {**hooks, **CLIENT_ENV, **fence, **dict.fromkeys(WITHHELD, "")}

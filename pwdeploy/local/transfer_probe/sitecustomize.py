@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 REPORT_ENV = "PWDEPLOY_TRANSFER_REPORT"
 LAYOUT_ENV = "PWDEPLOY_LOCAL_SLICE_LAYOUT"  # pwdeploy.identifiers.LOCAL_SLICE_LAYOUT_ENV (a test keeps them equal)
+GCS_ENV = "PWDEPLOY_LOCAL_GCS"  # pwdeploy.local.gcs_redirect.MARKER: the job's gs:// is on the local emulator
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -180,7 +181,63 @@ def _wrap_jax(jax: ModuleType) -> None:
     _wrap_array(jax)
 
 
-_AFTER_IMPORT = {"jax": _wrap_jax, "pwdeploy.runtime": _wrap_step_done}
+def _wrap_epath(backend: ModuleType) -> None:
+    """With the job's gs:// on the local GCS emulator (``PWDEPLOY_LOCAL_GCS``), etils.epath goes through gcsfs
+    (``EPATH_USE_TF=false``: TensorFlow's GCS client has no emulator hook). Where the job's environment has
+    TensorFlow, epath's own choice on the cluster is tf.io.gfile, whose ``makedirs`` leaves a folder that
+    ``exists()`` (it writes a ``folder/`` object), where gcsfs makes nothing until a file is written under it; a
+    trainer that checks its output folder after making it (MaxText's ``mkdir_and_check_permissions``), or lists it
+    (Orbax's CheckpointManager, looking for earlier steps), then fails locally only. So, in this process, a gs://
+    folder epath made exists, is a folder and lists as empty until files are written in it, as tf.io.gfile has
+    it."""
+    import importlib.util
+
+    if os.environ.get(GCS_ENV) != "1" or importlib.util.find_spec("tensorflow") is None:
+        return
+    made: set[str] = set()
+    fsspec_backend: Any = backend._FileSystemSpecBackend
+    makedirs, mkdir, exists, isdir, listdir = (
+        fsspec_backend.makedirs,
+        fsspec_backend.mkdir,
+        fsspec_backend.exists,
+        fsspec_backend.isdir,
+        fsspec_backend.listdir,
+    )
+
+    def note(path: Any) -> None:
+        text = os.fspath(path).rstrip("/")
+        while text.startswith("gs://") and text.count("/") > 2:
+            made.add(text)
+            text = text.rsplit("/", 1)[0]
+
+    def making(original: Any) -> Any:
+        def wrapped(self: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(self, path, *args, **kwargs)
+            note(path)
+            return result
+
+        return wrapped
+
+    def seeing(original: Any) -> Any:
+        def wrapped(self: Any, path: Any) -> bool:
+            return bool(original(self, path)) or os.fspath(path).rstrip("/") in made
+
+        return wrapped
+
+    def listing(self: Any, path: Any) -> Any:
+        try:
+            return listdir(self, path)
+        except FileNotFoundError:
+            if os.fspath(path).rstrip("/") in made:
+                return []
+            raise
+
+    fsspec_backend.makedirs, fsspec_backend.mkdir = making(makedirs), making(mkdir)
+    fsspec_backend.exists, fsspec_backend.isdir = seeing(exists), seeing(isdir)
+    fsspec_backend.listdir = listing
+
+
+_AFTER_IMPORT = {"jax": _wrap_jax, "pwdeploy.runtime": _wrap_step_done, "etils.epath.backend": _wrap_epath}
 
 
 class _Finder:
