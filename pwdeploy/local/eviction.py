@@ -30,7 +30,7 @@ from typing import NamedTuple
 from pwdeploy import identifiers as ids
 
 
-class Cause(NamedTuple):
+class EvictionCause(NamedTuple):
     """What deleted the head pod, as `--evict-by` names it."""
 
     name: str
@@ -39,17 +39,17 @@ class Cause(NamedTuple):
     suspends: bool  # the Jobs are suspended first (their pods are then never counted)
 
 
-CAUSES: dict[str, Cause] = {
+CAUSES: dict[str, EvictionCause] = {
     cause.name: cause
     for cause in (
-        Cause(
+        EvictionCause(
             "kueue",
             "as Kueue evicts or preempts a job: the JobSet suspended, its pods deleted without DisruptionTarget",
             (),
             True,
         ),
-        Cause("delete", "as a person deleting the head pod does: no DisruptionTarget", (), False),
-        Cause(
+        EvictionCause("delete", "as a person deleting the head pod does: no DisruptionTarget", (), False),
+        EvictionCause(
             "disruption",
             "as a drain (the Eviction API), the scheduler's preemption or the taint manager does: DisruptionTarget",
             ("DisruptionTarget",),
@@ -64,7 +64,7 @@ class Eviction:
     """When to stop the job from outside (after ``after`` seconds, or once runtime.step_done reached a step and
     created ``flag``), what stops it, and the pod's grace period."""
 
-    cause: Cause
+    cause: EvictionCause
     grace: float  # the rendered head pod's terminationGracePeriodSeconds
     main_is_pid_1: bool  # the rendered head pod does not share its process namespace
     after: float | None = None
