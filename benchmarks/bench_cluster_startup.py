@@ -82,7 +82,7 @@ def pod(job: str, rj: str, index: int, host: int) -> dict[str, Any]:
 
 def serve(stub: Any) -> None:
     from pwdeploy import identifiers as ids
-    from tests.kube_stub import rendered_jobset
+    from tests.kube_objects import rendered_jobset
 
     for name, slices, tpu in (("small", 1, "v5p-8"), ("big", 256, "v5p-32")):
         stub.put("jobsets", rendered_jobset(name, slices=slices, tpu_type=tpu))

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from pwdeploy.kube.seam import Kube
     from tests.control_plane import ControlPlane
     from tests.drill_stub import DrillStub
-    from tests.kube_stub import FakeClock, StubKubeApiServer
+    from tests.fake_clock import FakeClock
+    from tests.kube_stub import StubKubeApiServer
     from tests.portforward_fake import PortForwardApiFake
 
 REPO = Path(__file__).resolve().parents[1]
@@ -120,7 +121,7 @@ def kubeconfig(stub: StubKubeApiServer, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    from tests.kube_stub import FakeClock
+    from tests.fake_clock import FakeClock
 
     return FakeClock()
 

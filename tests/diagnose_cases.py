@@ -21,7 +21,8 @@ from typing import Any
 import yaml
 
 from pwdeploy import identifiers as ids
-from tests.kube_stub import StubKubeApiServer, rendered_jobset
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 ROLES = {"head": ids.HEAD_JOB, "worker": ids.WORKER_JOB}

@@ -35,7 +35,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, peer_name, status_body
+from tests.kube_answers import Recorded, Reply, status_body
+from tests.kube_stub import StubKubeApiServer, peer_name
 
 EVICTION_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction")
 EXEC_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec")
@@ -162,32 +163,32 @@ class DrillStub(StubKubeApiServer):
         self._check_rbac(r, "create", "pods/eviction", "", ns, pod)
         body = r.body if isinstance(r.body, dict) else {}
         if body.get("kind") != "Eviction" or body.get("apiVersion") not in ("policy/v1", "policy/v1beta1"):
-            raise _Reply(400, status_body(400, "BadRequest", "stub: the body is not a policy/v1 Eviction"))
+            raise Reply(400, status_body(400, "BadRequest", "stub: the body is not a policy/v1 Eviction"))
         if (body.get("metadata") or {}).get("name") != pod:
-            raise _Reply(400, status_body(400, "BadRequest", "name in URL does not match name in Eviction object"))
+            raise Reply(400, status_body(400, "BadRequest", "name in URL does not match name in Eviction object"))
         current = self.objects.get(("pods", ns, pod))
         if current is None:
-            raise _Reply(404, status_body(404, "NotFound", f'pods "{pod}" not found', {"name": pod, "kind": "pods"}))
+            raise Reply(404, status_body(404, "NotFound", f'pods "{pod}" not found', {"name": pod, "kind": "pods"}))
         if pod in self.budgets:
             cause = f"The disruption budget {self.budgets[pod]} needs 1 healthy pods and has 1 currently"
             message = "Cannot evict pod as it would violate the pod's disruption budget."
             details = {"causes": [{"reason": "DisruptionBudget", "message": cause}]}  # StatusCause.Type is "reason"
-            raise _Reply(429, status_body(429, "TooManyRequests", message, details))
+            raise Reply(429, status_body(429, "TooManyRequests", message, details))
         conditions = current.setdefault("status", {}).setdefault("conditions", [])
         conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"})
         del self.objects[("pods", ns, pod)]
         self.evicted.append(pod)
-        raise _Reply(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
+        raise Reply(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
 
     def _timed_log(self, r: Any, ns: str, pod: str) -> None:
         self._check_rbac(r, "get", "pods/log", "", ns, pod)
         if ("pods", ns, pod) not in self.objects:
-            raise _Reply(404, status_body(404, "NotFound", f'pods "{pod}" not found', {"name": pod, "kind": "pods"}))
+            raise Reply(404, status_body(404, "NotFound", f'pods "{pod}" not found', {"name": pod, "kind": "pods"}))
         lines = list(self.timed_logs[(ns, pod, r.q("container") or "")])
         since = r.q("sinceTime")
         if since is not None:
             if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", since):
-                raise _Reply(400, status_body(400, "BadRequest", f"stub: sinceTime {since!r} is not RFC 3339"))
+                raise Reply(400, status_body(400, "BadRequest", f"stub: sinceTime {since!r} is not RFC 3339"))
             lines = [(s, t) for s, t in lines if s[:19] >= since[:19]]
         tail = r.q("tailLines")
         if tail is not None:
@@ -195,4 +196,4 @@ class DrillStub(StubKubeApiServer):
         with_stamps = r.q("timestamps") == "true"
         text = "".join(f"{s} {t}\n" if with_stamps else f"{t}\n" for s, t in lines).encode()
         limit = r.q("limitBytes")
-        raise _Reply(200, text[: int(limit)] if limit is not None else text, "text/plain")
+        raise Reply(200, text[: int(limit)] if limit is not None else text, "text/plain")

@@ -29,7 +29,8 @@ from io import BufferedIOBase
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.kube_stub import Recorded, StubKubeApiServer, _Reply, peer_name, status_body
+from tests.kube_answers import Recorded, Reply, status_body
+from tests.kube_stub import StubKubeApiServer, peer_name
 from tests.loopback import LoopbackServer, per_connection
 from tests.spdy_fake import SPDY_WEBSOCKET, SpdyPortForward
 
@@ -211,7 +212,7 @@ class PortForwardApiFake(StubKubeApiServer):
         namespace, pod = match[1], match[2]
         try:
             self._inject(record)  # fail(...): answer the upgrade with an error status, as an overloaded server does
-        except _Reply as reply:
+        except Reply as reply:
             return self._refuse(h, reply.code, str(reply.body.get("reason")), str(reply.body.get("message")))
         user = self.user_of(record)
         if user is None:

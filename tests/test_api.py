@@ -23,7 +23,9 @@ from pwdeploy.config import load_job
 from pwdeploy.errors import ArgumentError, ClusterError, ConfigError, ConfigErrors, ValidationError
 from pwdeploy.kube.seam import Kube
 from tests.conftest import REPO
-from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
+from tests.fake_clock import FakeClock
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
 MAIN = {"image": "python:3.11.9-slim", "command": "python3 train.py"}

@@ -14,7 +14,9 @@ from pwdeploy.cli import cli
 from pwdeploy.cli.seams import KubeLimits
 from pwdeploy.kube.seam import RetryPolicy
 from tests.conftest import REPO, ClusterCli, SeamRunner
-from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
+from tests.fake_clock import FakeClock
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")  # dp-example
 PROXY_PAGE = b"<html><body><h1>502 Bad Gateway</h1>\r\n<hr>nginx</body></html>"

@@ -19,7 +19,10 @@ from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube import answers
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.seam import JOBSETS, Action, ApiError, Kube, RetryPolicy
-from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
+from tests.fake_clock import FakeClock
+from tests.kube_answers import status_body
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 
 JOBSET = rendered_jobset("demo", slices=1)
 
@@ -251,11 +254,23 @@ def test_409_already_exists(kube: Kube, stub: StubKubeApiServer) -> None:
 
 
 def test_422_lists_the_api_field_paths(kube: Kube, stub: StubKubeApiServer) -> None:
-    stub.put("jobsets", {**JOBSET, "metadata": {"name": "demo", "namespace": "default"}, "spec": {"old": True}})
+    """The CRD's schema refusing a value, as the API server words it (a changed spec of an existing JobSet is the
+    JobSet webhook's 403 instead: tests/test_control_plane_stub_shapes.py)."""
+    field = "spec.replicatedJobs[0].replicas"
+    invalid = f"Invalid value: -1: {field} in body should be greater than or equal to 0"
+    refused = status_body(
+        422,
+        "Invalid",
+        f'JobSet.jobset.x-k8s.io "demo" is invalid: {field}: {invalid}',
+        {"name": "demo", "group": "jobset.x-k8s.io", "kind": "JobSet", "causes": [
+            {"reason": "FieldValueInvalid", "message": invalid, "field": field}
+        ]},
+    )  # fmt: skip
+    stub.answer("PATCH", "/jobsets/demo$", refused, status=422)
     with pytest.raises(ApiError) as info:
         apply_jobset(kube, JOBSET, dry_run=False)
     assert info.value.status == 422
-    assert "(422 Invalid):\n  - spec.replicatedJobs: Invalid value" in str(info.value)
+    assert f"(422 Invalid):\n  - {field}: Invalid value: -1" in str(info.value)
 
 
 # ---------------------------------------------------------------------------------------------- retries

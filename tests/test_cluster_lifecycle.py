@@ -13,7 +13,9 @@ from pwdeploy.cluster.progress import GroupProgress, JobState, age, job_state, p
 from pwdeploy.cluster.wait import Display
 from pwdeploy.kube.seam import POD_LOGS, Action, Kube
 from tests.conftest import REPO, ClusterCli
-from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
+from tests.fake_clock import FakeClock
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")  # dp-example: 2 slices of v5p-8 (1 VM each)
 

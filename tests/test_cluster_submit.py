@@ -24,7 +24,10 @@ from pwdeploy.cluster.submit import (
 from pwdeploy.errors import ClusterError, PwdeployError
 from pwdeploy.kube.seam import Kube
 from tests.conftest import REPO, ClusterCli, SeamRunner
-from tests.kube_stub import APPLY_PATCH, FakeClock, StubKubeApiServer, rendered_jobset
+from tests.fake_clock import FakeClock
+from tests.kube_answers import APPLY_PATCH
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
 JOBSET_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/demo"

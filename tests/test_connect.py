@@ -26,7 +26,8 @@ from pwdeploy.kube.portforward import Forwarder, PortStream, open_port_stream
 from pwdeploy.kube.seam import Kube
 from pwdeploy.session.headless import READY_LINE, Head, HeadStreams
 from tests.conftest import REPO, SeamRunner
-from tests.kube_stub import FakeClock, small_job
+from tests.fake_clock import FakeClock
+from tests.kube_objects import small_job
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
 
 JOB = "sess"

@@ -20,7 +20,7 @@ from pwdeploy.kube.portforward import Forwarder
 from pwdeploy.kube.seam import Kube
 from pwdeploy.session.headless import Head, HeadStreams, session_notes
 from tests.conftest import SeamRunner
-from tests.kube_stub import FakeClock
+from tests.fake_clock import FakeClock
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
 from tests.test_connect import HEAD, JOB, PORT, PROXY_LOG, Notes, head_pod, headless_jobset
 

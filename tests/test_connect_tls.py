@@ -21,7 +21,7 @@ import yaml
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import PortStream, open_port_stream
 from pwdeploy.kube.seam import PODS, Action, ApiError, Kube
-from tests.kube_stub import FakeClock
+from tests.fake_clock import FakeClock
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
 from tests.proxies import HttpConnectProxy, Socks5Proxy
 from tests.tls import SERVER_NAME, session_pki

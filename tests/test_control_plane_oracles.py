@@ -16,7 +16,7 @@ from pwdeploy.cluster.jobsets import get_jobset
 from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.kubeconfig import load_kube
 from tests.control_plane import ControlPlane
-from tests.kube_stub import FakeClock
+from tests.fake_clock import FakeClock
 
 pytestmark = [pytest.mark.control_plane, pytest.mark.slow, pytest.mark.timeout(240)]
 

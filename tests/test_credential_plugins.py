@@ -26,8 +26,9 @@ from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.kubeconfig import PluginLimits, load_kube
 from pwdeploy.text import masked as mask_secrets
 from tests.conftest import SeamRunner
+from tests.fake_clock import FakeClock
 from tests.https_stub import HttpsStubKubeApiServer
-from tests.kube_stub import FakeClock, StubKubeApiServer
+from tests.kube_stub import StubKubeApiServer
 
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
 GKE_PLUGIN = shutil.which("gke-gcloud-auth-plugin")

@@ -200,9 +200,9 @@ def test_a_list_answer_without_items_is_a_clear_error_against_the_stub(stub: Stu
 
     def broken(r: Any, plural: str, *args: Any) -> None:
         if plural == "events":
-            from tests.kube_stub import _Reply
+            from tests.kube_answers import Reply
 
-            raise _Reply(200, {"kind": "EventList", "items": "not a list"})
+            raise Reply(200, {"kind": "EventList", "items": "not a list"})
         original(r, plural, *args)
 
     stub._list = broken  # type: ignore[method-assign,assignment]

@@ -18,7 +18,7 @@ from pwdeploy.config import load_job
 from pwdeploy.config.json_schema import job_schema
 from pwdeploy.readiness import checks, version
 from tests.conftest import REPO
-from tests.kube_stub import small_job
+from tests.kube_objects import small_job
 
 DOCS = REPO / "docs"
 README = (REPO / "README.md").read_text(encoding="utf-8")

@@ -15,7 +15,8 @@ from pwdeploy import manifests
 from pwdeploy.drill import plan as dr
 from pwdeploy.drill.follow import parse_time, step_of
 from tests.drill_stub import DrillStub, stamp
-from tests.kube_stub import FakeClock, rendered_jobset, small_job
+from tests.fake_clock import FakeClock
+from tests.kube_objects import rendered_jobset, small_job
 
 NAME = "dp-example"
 NS = "default"

@@ -13,7 +13,8 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.kube.seam import Kube
 from pwdeploy.readiness import check_cluster
 from pwdeploy.report import PreflightRow, Status
-from tests.kube_stub import StubKubeApiServer, node
+from tests.kube_objects import node
+from tests.kube_stub import StubKubeApiServer
 
 SLICED = {
     "name": "ds",

@@ -11,7 +11,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.envcontract import PROFILING_HOST_ENV
 from pwdeploy.errors import ConfigError
-from tests.kube_stub import small_job
+from tests.kube_objects import small_job
 
 
 def head_spec(overrides: dict[str, Any] | None = None) -> dict[str, Any]:

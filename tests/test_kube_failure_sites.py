@@ -12,7 +12,10 @@ from pwdeploy.cli import cli
 from pwdeploy.kube.api_errors import KubeletError, WebhookError
 from pwdeploy.kube.seam import JOBSETS, POD_LOGS, Action, ApiError, Kube
 from tests.conftest import REPO, ClusterCli, SeamRunner
-from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset, status_body
+from tests.fake_clock import FakeClock
+from tests.kube_answers import status_body
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")  # dp-example
 

@@ -19,7 +19,8 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.seam import LIST_PAGE, PODS, Action, ApiError, Kube
 from tests.conftest import REPO, ClusterCli
-from tests.kube_stub import StubKubeApiServer, rendered_jobset
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 from tests.test_cluster_lifecycle import pod
 
 KUBECTL = shutil.which("kubectl")

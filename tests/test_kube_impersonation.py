@@ -18,7 +18,9 @@ from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.portforward import open_port_stream
 from pwdeploy.kube.seam import PODS, Action
 from tests.conftest import ClusterCli
-from tests.kube_stub import FakeClock, Recorded, StubKubeApiServer
+from tests.fake_clock import FakeClock
+from tests.kube_answers import Recorded
+from tests.kube_stub import StubKubeApiServer
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
 
 KUBECTL = shutil.which("kubectl")

@@ -19,7 +19,8 @@ from pwdeploy import advice, text
 from pwdeploy.finding import Finding
 from tests.conftest import REPO, ClusterCli
 from tests.diagnose_cases import load, serve
-from tests.kube_stub import StubKubeApiServer, status_body
+from tests.kube_answers import status_body
+from tests.kube_stub import StubKubeApiServer
 
 PLANTED = {
     "clear screen": "\x1b[2J",

@@ -19,7 +19,8 @@ from click.testing import Result
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from tests.conftest import SeamRunner
-from tests.kube_stub import FakeClock, small_job
+from tests.fake_clock import FakeClock
+from tests.kube_objects import small_job
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn
 
 JOB = "prof"

@@ -7,7 +7,8 @@ from typing import Any
 
 from pwdeploy import identifiers as ids
 from pwdeploy.report import Status
-from tests.kube_stub import StubKubeApiServer, rendered_jobset, small_job
+from tests.kube_objects import rendered_jobset, small_job
+from tests.kube_stub import StubKubeApiServer
 from tests.test_readiness_stub import ready, rows
 
 

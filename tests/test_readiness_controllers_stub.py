@@ -11,7 +11,8 @@ import yaml
 
 from pwdeploy.readiness.controllers import DEFECTS, duration_s
 from pwdeploy.report import Status
-from tests.kube_stub import StubKubeApiServer, small_job
+from tests.kube_objects import small_job
+from tests.kube_stub import StubKubeApiServer
 from tests.test_readiness_stub import controller_deployment, ready, rows
 
 QUEUED_JOB = {"scheduling.queue": "tpu"}

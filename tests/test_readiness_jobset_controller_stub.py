@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from pwdeploy.report import Status
-from tests.kube_stub import StubKubeApiServer, rendered_jobset, small_job, status_body
+from tests.kube_answers import status_body
+from tests.kube_objects import rendered_jobset, small_job
+from tests.kube_stub import StubKubeApiServer
 from tests.test_readiness_stub import ready, rows
 
 PROBE = r"/jobsets/pwdeploy-probe$"

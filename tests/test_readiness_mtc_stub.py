@@ -10,7 +10,8 @@ from pwdeploy.kube.seam import Kube
 from pwdeploy.readiness import check_cluster
 from pwdeploy.readiness.mtc_version import gke_version
 from pwdeploy.report import Status
-from tests.kube_stub import StubKubeApiServer, small_job
+from tests.kube_objects import small_job
+from tests.kube_stub import StubKubeApiServer
 
 MTC = {"mtc.enabled": True, "sidecar.image": "us-docker.pkg.dev/p/r/sidecar:1"}
 

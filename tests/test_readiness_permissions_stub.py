@@ -12,7 +12,8 @@ import yaml
 from pwdeploy.readiness.permissions import NEEDED, role_rules
 from tests.conftest import REPO, ClusterCli
 from tests.diagnose_cases import load, serve
-from tests.kube_stub import Recorded, StubKubeApiServer
+from tests.kube_answers import Recorded
+from tests.kube_stub import StubKubeApiServer
 
 EXAMPLE = str(REPO / "examples" / "data_parallel" / "job.yaml")
 _NAMESPACED = re.compile(r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)/namespaces/[^/]+/(?P<rest>.+)$")

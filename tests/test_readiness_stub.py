@@ -22,7 +22,8 @@ from tests import gcs_emulator as emulator
 from tests.conftest import REPO, ClusterCli
 from tests.crd import CRD_VERSIONS, crd_object
 from tests.gcs_emulator import GcsEmulator
-from tests.kube_stub import StubKubeApiServer, node, small_job
+from tests.kube_objects import node, small_job
+from tests.kube_stub import StubKubeApiServer
 
 gcs_emulator = emulator.gcs_emulator
 emulator_env = emulator.emulator_env

@@ -21,7 +21,9 @@ from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.seam import POD_LOGS, Action, ApiError
 from tests.conftest import ClusterCli
 from tests.diagnose_cases import load, serve
-from tests.kube_stub import FakeClock, StubKubeApiServer, status_body
+from tests.fake_clock import FakeClock
+from tests.kube_answers import status_body
+from tests.kube_stub import StubKubeApiServer
 from tests.loopback import LoopbackServer, per_connection
 
 RM_LOG = "I1101 04:52:41.967764 1 multi_job_allocator.cc:1063] *** 1/2 Pathways Slices Now Ready ***\n"

@@ -16,7 +16,8 @@ from pwdeploy.errors import PreflightError
 from pwdeploy.kube.seam import Kube
 from pwdeploy.session.attach import SessionOptions, run_session
 from tests.conftest import REPO
-from tests.kube_stub import FakeClock, StubKubeApiServer
+from tests.fake_clock import FakeClock
+from tests.kube_stub import StubKubeApiServer
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"  # dp-example
 

@@ -16,7 +16,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cluster.timeline import Entry, Selection, Timeline
 from pwdeploy.kube.seam import Kube
 from tests.drill_stub import DrillStub, stamp
-from tests.kube_stub import FakeClock
+from tests.fake_clock import FakeClock
 from tests.test_drill_stub import NAME, NS, World
 
 
