@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from pwdeploy import releases
 from pwdeploy.config import JobConfig
 from pwdeploy.config.capacity_modes import capacity_mode
 from pwdeploy.text import looks_like_credential as looks_like_credential  # the one rule, also for evidence
@@ -22,6 +23,7 @@ def job_warnings(job: JobConfig) -> list[str]:
         *_flex_start_duration(job),
         *_capacity_without_recovery(job),
         *_release_dates(job),
+        *_unreleased_jax(job),
         *_restarts_nothing(job),
     ]
 
@@ -146,4 +148,24 @@ def _release_dates(job: JobConfig) -> list[str]:
         f"Pathways images of different release dates ({listed}): a proxy and a server of different releases may "
         "not agree (a proxy of another release was seen dying with a cache-key mismatch); pin one release's tags "
         "(the same YYYYMMDD-jax_<V>) for all of them"
+    ]
+
+
+def _unreleased_jax(job: JobConfig) -> list[str]:
+    """A JAX with no Pathways release seen (a fresh install can resolve one newer than any), whose default images
+    would be a guess: jax-<V>, which no source shows."""
+    version = job.pathways_version
+    unpinned = [
+        path
+        for path, image in (("images.server", job.images.server), ("images.proxy_server", job.images.proxy_server))
+        if not image
+    ]
+    if releases.known(version) or not unpinned:
+        return []
+    near = ", ".join(f"{v} ({releases.default_tag(v)})" for v in releases.nearest(version))
+    return [
+        f"pathways_version {version}: no Pathways release for jax {version} is known (docs/images.md), so "
+        f"{' and '.join(unpinned)} default to a guess (jax-{version}); releases seen for the nearest JAX: {near}; "
+        f"install that jax (pip install jax=={releases.NEWEST} jaxlib=={releases.NEWEST}), or pin "
+        "--server-image and --proxy-server-image; check: pwdeploy preflight -f job.yaml"
     ]

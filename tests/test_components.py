@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from pwdeploy import manifests
+from pwdeploy import manifests, releases
 from pwdeploy.advice import job_warnings
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
@@ -211,8 +211,10 @@ def test_a_sidecar_base_of_another_release_is_a_warning() -> None:
 def test_each_jax_line_pins_its_own_pathways_images(version: str) -> None:
     job = _job(installed=version)
     assert job.pathways_version == version
-    assert _container(job, "pathways-proxy")["image"] == f"{REGISTRY}/proxy_server:jax-{version}"
-    assert _container(job, "pathways-worker")["image"] == f"{REGISTRY}/server:jax-{version}"
+    tag = releases.default_tag(version)  # the newest release seen for that jax: 20261001-jax_0.10.2, ...
+    assert tag.endswith(f"jax_{version}")
+    assert _container(job, "pathways-proxy")["image"] == f"{REGISTRY}/proxy_server:{tag}"
+    assert _container(job, "pathways-worker")["image"] == f"{REGISTRY}/server:{tag}"
     dated = _job(
         {
             "images.server": f"{REGISTRY}/server:20261101-jax_{version}",
@@ -232,7 +234,11 @@ def test_an_image_of_the_other_jax_line_is_refused(installed: str, other: str) -
 
 @pytest.mark.parametrize(
     ("python", "allowed", "refused"),
-    [("3.11", ["0.10.0", "0.10.2"], ["0.11.0", "0.9.2"]), ("3.12", ["0.10.2", "0.11.0", "0.11.2"], ["0.12.0"])],
+    # 0.11.2 has no Pathways release seen (pwdeploy.releases): a fresh install must not resolve it.
+    [
+        ("3.11", ["0.10.0", "0.10.2"], ["0.11.0", "0.9.2"]),
+        ("3.12", ["0.10.2", "0.11.0", "0.11.1"], ["0.11.2", "0.12.0"]),
+    ],
 )
 def test_pyproject_allows_jax_0_11_only_where_python_does(python: str, allowed: list[str], refused: list[str]) -> None:
     """JAX 0.11 has no wheels for Python 3.11 (the package index offers 0.10.2 at most there), so the 0.11 line is

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pwdeploy import releases
 from pwdeploy.config import JobConfig, load_job, merge
 from pwdeploy.errors import ConfigError, ConfigErrors
 
@@ -30,7 +31,7 @@ def test_defaults() -> None:
     assert j.main.data_workers == 23  # CPU limit 24 minus the main process
     assert j.main.command == ("python3", "train.py")
     assert j.storage.scratch is not None and j.storage.scratch.uri == "gs://bucket/scratch"
-    assert j.proxy_image.endswith("/proxy_server:jax-0.10.2")
+    assert j.proxy_image.endswith("/proxy_server:20261001-jax_0.10.2")  # the newest release seen (releases.py)
 
 
 def test_config_is_immutable() -> None:
@@ -99,9 +100,8 @@ def test_version_mismatch_can_be_forced() -> None:
     assert job(pathways_version="0.9.0", allow_version_mismatch=True).pathways_version == "0.9.0"
 
 
-def test_version_required_without_jax() -> None:
-    with pytest.raises(ConfigError, match="required when jax is not installed"):
-        load_job(None, BASE, installed_jax=lambda: None)
+def test_without_jax_the_newest_jax_with_a_release_is_the_version() -> None:
+    assert load_job(None, BASE, installed_jax=lambda: None).pathways_version == releases.NEWEST
 
 
 def test_namespace_may_start_with_a_digit() -> None:

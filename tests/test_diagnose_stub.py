@@ -286,7 +286,7 @@ def test_proxy_and_server_images_of_different_releases_are_a_version_mismatch_ag
     found = diagnose(kube, "default", "dp-example")
     (finding,) = found.findings
     assert (finding.id, finding.severity, finding.where) == ("version-mismatch", "error", "jobset dp-example")
-    assert "server:jax-0.9.1" in finding.message and "proxy_server:jax-0.10.2" in finding.message
+    assert "server:jax-0.9.1" in finding.message and "proxy_server:20261001-jax_0.10.2" in finding.message
 
 
 def test_a_triggered_scale_up_makes_unschedulable_pods_a_warning_against_the_stub(

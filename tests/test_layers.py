@@ -14,9 +14,12 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pwdeploy"
 
 # Ground floor first; a room may import only the rooms named in its row (and itself). The CLI sits on top.
-LEAVES = frozenset({"errors", "identifiers", "names", "imageref", "atomic", "report", "severity", "text", "finding"})
+LEAVES = frozenset(
+    {"errors", "identifiers", "names", "imageref", "atomic", "report", "severity", "text", "finding", "releases"}
+)
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset({"finding"}),  # ValidationError holds findings (a type-only import)
+    "releases": frozenset(),  # the Pathways releases seen: data, no imports
     "text": frozenset(),
     "severity": frozenset(),
     "finding": frozenset({"severity", "text"}),  # one shape for every finding (check, diagnose, preflight, validation)

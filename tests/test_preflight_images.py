@@ -102,7 +102,7 @@ def test_missing_tag_fails_and_names_the_tags_there(pushed: dict[str, str], look
     row = check_image(f"{repository}:20260101-jax_0.10.2", ("images.server",), lookup)
     assert row.status is Status.FAILED
     assert row.message == (
-        f"tag '20260101-jax_0.10.2' is not in {repository}; it has 1 tag(s), e.g. 20260730-jax_0.10.2 "
+        f"tag '20260101-jax_0.10.2' is not in {repository}; it has 1 tag(s); for jax 0.10.2: 20260730-jax_0.10.2 "
         "(asked anonymously)"
     )
     assert row.fix == "pin an existing one with --server-image (images.server)"
@@ -199,6 +199,9 @@ def test_cli_preflight_json_has_image_rows(
 # ------------------------------------------------------------------------------------------ no registry needed
 
 
+PATHWAYS = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
+
+
 def stub_lookup(answers: dict[str, Lookup]) -> Any:
     def lookup(ref: ImageRef) -> Lookup:
         return answers[ref.name]
@@ -209,19 +212,19 @@ def stub_lookup(answers: dict[str, Lookup]) -> Any:
 def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax_version: str) -> None:
     job = load_job(None, {"name": "pf", "tpu.type": "v5p-8", "headless": True, "storage.scratch": "gs://bkt/s"})
     assert job_images(job) == {
-        "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2": ("images.proxy_server",),
-        "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2": ("images.server",),
-    }  # headless: no main image
+        "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:20261001-jax_0.10.2": ("images.proxy_server",),
+        "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:20261001-jax_0.10.2": ("images.server",),
+    }  # headless: no main image; the newest release seen for jax 0.10.2 (pwdeploy.releases)
     tags = ("20260730-jax_0.10.2", "20260601-jax_0.10.1", "20260801-jax_0.10.2", "jax-0.9.2")
     server = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server"
     answers = {
-        server: Lookup("manifest_unknown", f"tag 'jax-0.10.2' is not in {server}", tags),
+        server: Lookup("manifest_unknown", f"tag '20261001-jax_0.10.2' is not in {server}", tags),
         server.replace("server", "proxy_server"): Lookup("denied", "us-docker.pkg.dev refused access anonymously"),
     }
     proxy_row, server_row = check_images(job, stub_lookup(answers))
     assert server_row.status is Status.FAILED
     assert server_row.message.endswith(
-        "it has 4 tag(s), e.g. 20260730-jax_0.10.2, 20260801-jax_0.10.2 (asked anonymously)"
+        "it has 4 tag(s); for jax 0.10.2: 20260730-jax_0.10.2, 20260801-jax_0.10.2 (asked anonymously)"
     )
     assert server_row.fix == (
         f"list the tags: gcloud artifacts docker tags list {server}; "
@@ -229,6 +232,15 @@ def test_stub_lookup_derived_pathways_image_missing_says_how_to_list_and_pin(jax
     )
     assert proxy_row.status is Status.NOT_VERIFIED
     assert proxy_row.fix is not None and proxy_row.fix.startswith("gcloud auth configure-docker us-docker.pkg.dev")
+
+
+def test_a_jax_without_a_release_there_names_the_nearest_releases_against_a_stub_lookup() -> None:
+    server = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server"
+    tags = ("20260901-jax_0.11.1", "20260911-jax_0.11.0", "20261001-jax_0.10.2", "20260730-jax_0.10.2", "latest")
+    lookup = stub_lookup({server: Lookup("manifest_unknown", f"tag 'jax-0.11.2' is not in {server}", tags)})
+    row = check_image(f"{server}:jax-0.11.2", ("images.server",), lookup)
+    assert row.status is Status.FAILED
+    assert "it has 5 tag(s), none for jax 0.11.2; nearest: jax 0.11.1: 20260901-jax_0.11.1; jax 0.11.0: " in row.message
 
 
 def test_stub_lookup_same_image_in_two_fields_is_one_row_and_bad_references_fail(jax_version: str) -> None:
@@ -296,8 +308,12 @@ def test_stub_lookup_image_repository_without_a_pushed_image_fails(jax_version: 
     assert job.main.image is None and warnings == []
     rows = check_images(job, lambda ref: Lookup("found", "sha256:" + "4" * 64))
     assert [(r.where, r.fields, r.status) for r in rows] == [
-        ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:jax-0.10.2", ("images.proxy_server",), Status.OK),
-        ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:jax-0.10.2", ("images.server",), Status.OK),
+        (
+            "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:20261001-jax_0.10.2",
+            ("images.proxy_server",),
+            Status.OK,
+        ),
+        ("us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:20261001-jax_0.10.2", ("images.server",), Status.OK),
         ("127.0.0.1:5000/team/jobs", ("image.repository",), Status.FAILED),
     ]
     assert rows[-1].message == "no pushed job image matches the current inputs"

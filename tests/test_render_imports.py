@@ -34,6 +34,7 @@ RENDER_ROOMS = frozenset(
         "identifiers",
         "names",
         "imageref",
+        "releases",  # the default images: the newest Pathways release seen for the job's JAX
         "atomic",
         "text",
     }

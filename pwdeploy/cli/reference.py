@@ -144,6 +144,13 @@ def rbac_role() -> str:
     return f"```yaml\n{role_yaml()}\n```\n"
 
 
+def pathways_releases() -> str:
+    """The Pathways releases seen, per JAX version (pwdeploy.releases)."""
+    from pwdeploy.releases import table
+
+    return table()
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "config-fields": config_fields,
     "commands": commands,
@@ -153,6 +160,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "readiness-checks": readiness_checks,
     "rbac-role": rbac_role,
     "known-defects": known_defects,
+    "pathways-releases": pathways_releases,
 }
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pwdeploy import catalog, names
+from pwdeploy import catalog, names, releases
 from pwdeploy.config import mtc_constraints, sidecar_constraints, storage_constraints, storage_volumes
 from pwdeploy.config.capacity import DYNAMIC_SLICING_FIELDS, check_capacity, check_dynamic_slicing
 from pwdeploy.config.fields import BY_PATH
@@ -200,12 +200,8 @@ def _resolve_slice(parsed: Mapping[str, Any]) -> dict[str, Any]:
 
 def _pathways_version(parsed: Mapping[str, Any], installed: str | None) -> dict[str, Any]:
     version = parsed["pathways_version"]
-    if version is None:
-        if installed is None:
-            raise ConfigError(
-                "pathways_version", "is required when jax is not installed; e.g. --pathways-version 0.10.2"
-            )
-        version = installed
+    if version is None:  # the installed jax; without one, the newest JAX with a Pathways release seen
+        version = installed if installed is not None else releases.NEWEST
     if not VERSION.fullmatch(version):
         hint = None
         if re.fullmatch(r"[0-9]+\.[0-9]+", version):  # what YAML makes of an unquoted 0.10: the number 0.1

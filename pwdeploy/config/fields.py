@@ -75,7 +75,8 @@ FIELDS: tuple[Field, ...] = (
       "Kubernetes namespace; default: the kubeconfig context's (render leaves it out, as kubectl expects)",
       "--namespace"),
     _("pathways_version", Kind.STR, None,
-      "JAX version the Pathways images are pinned to (jax-<V> tags); default: the installed jax",
+      "JAX version the Pathways images are built for (the newest release tag seen for it: docs/images.md); "
+      "default: the installed jax, else the newest JAX with a release",
       "--pathways-version"),
     _("allow_version_mismatch", Kind.BOOL, False,
       "Allow a pathways_version other than the installed jax (experts only)", "--allow-version-mismatch"),
@@ -102,9 +103,10 @@ FIELDS: tuple[Field, ...] = (
       "--volume", envvar=False),
     _("images.server", Kind.IMAGE, None,
       "Pathways server image (RM, and workers unless images.worker), tag or digest; default: "
-      "<image_registry>/server:jax-<V>", "--server-image"),
+      "<image_registry>/server:<the newest release tag seen for pathways_version>", "--server-image"),
     _("images.proxy_server", Kind.IMAGE, None,
-      "Pathways IFRT proxy image, tag or digest; default: <image_registry>/proxy_server:jax-<V>",
+      "Pathways IFRT proxy image, tag or digest; default: <image_registry>/proxy_server:<the newest release tag "
+      "seen for pathways_version>",
       "--proxy-server-image"),
     _("images.worker", Kind.IMAGE, None,
       "Image of the pathways-worker containers, tag or digest; default: the server image", "--worker-image"),

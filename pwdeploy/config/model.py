@@ -10,7 +10,7 @@ Everything downstream (manifests, local runs, sidecar builds, preflight, submit)
 from pathlib import Path
 from typing import NamedTuple
 
-from pwdeploy import catalog
+from pwdeploy import catalog, releases
 from pwdeploy.config.values import GcsPath
 from pwdeploy.quantity import Quantity
 
@@ -211,11 +211,16 @@ class JobConfig(NamedTuple):
 
     @property
     def proxy_image(self) -> str:
-        return self.images.proxy_server or f"{self.image_registry}/proxy_server:jax-{self.pathways_version}"
+        """images.proxy_server, else the newest release seen for pathways_version (pwdeploy.releases)."""
+        return (
+            self.images.proxy_server
+            or f"{self.image_registry}/proxy_server:{releases.default_tag(self.pathways_version)}"
+        )
 
     @property
     def server_image(self) -> str:
-        return self.images.server or f"{self.image_registry}/server:jax-{self.pathways_version}"
+        """images.server, else the newest release seen for pathways_version (pwdeploy.releases)."""
+        return self.images.server or f"{self.image_registry}/server:{releases.default_tag(self.pathways_version)}"
 
     @property
     def worker_image(self) -> str:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from pwdeploy import releases
 from pwdeploy.config import JobConfig
 from pwdeploy.imageref import BadReference, ImageRef, parse_reference
 from pwdeploy.registry.client import Lookup
@@ -24,6 +25,7 @@ SHOWN_TAGS = 3
 # What an image row rests on: the registry's manifest endpoint (a HEAD or GET of the tag or digest).
 MANIFEST_API = "https://github.com/opencontainers/distribution-spec/blob/main/spec.md#pulling-manifests"
 VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
+_JAX_TAG = re.compile(r"jax[-_]([0-9]+\.[0-9]+\.[0-9]+)")  # a Pathways release: jax-0.10.0, 20260730-jax_0.10.2
 
 ImageLookup = Callable[[ImageRef], Lookup]  # RegistryClient.lookup, or anything that answers like it
 
@@ -78,13 +80,29 @@ def check_image(image: str, fields: tuple[str, ...], lookup: ImageLookup) -> Pre
 
 
 def _some_tags(ref: ImageRef, tags: tuple[str, ...]) -> str:
-    """A few existing tags, those that share the missing tag's version first."""
+    """A few existing tags: for a Pathways release tag (``...jax_<V>`` / ``jax-<V>``), those of the same JAX, else
+    of the nearest JAX versions the repository has; otherwise those sharing the missing tag's version first."""
     if not tags:
         return ""
+    wanted = _JAX_TAG.search(ref.tag or "")
+    if wanted is not None:
+        return _release_tags(tags, wanted[1])
     version = VERSION.search(ref.tag or "")
     alike = [t for t in tags if version and version.group(0) in t]
     shown = sorted(alike or tags)[-SHOWN_TAGS:]
     return f"; it has {len(tags)} tag(s), e.g. {', '.join(shown)}"
+
+
+def _release_tags(tags: tuple[str, ...], jax: str) -> str:
+    by_jax: dict[str, list[str]] = {}
+    for tag in tags:
+        if (found := _JAX_TAG.search(tag)) is not None:
+            by_jax.setdefault(found[1], []).append(tag)
+    if jax in by_jax:
+        return f"; it has {len(tags)} tag(s); for jax {jax}: {', '.join(sorted(by_jax[jax])[-SHOWN_TAGS:])}"
+    near = [f"jax {v}: {', '.join(sorted(by_jax[v])[-3:])}" for v in releases.closest(by_jax, jax)]
+    nearby = f"; nearest: {'; '.join(near)}" if near else ""
+    return f"; it has {len(tags)} tag(s), none for jax {jax}{nearby}"
 
 
 def _missing_fix(ref: ImageRef, fields: tuple[str, ...]) -> str:

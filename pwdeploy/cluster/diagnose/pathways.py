@@ -47,6 +47,7 @@ _DENIED = (
     "does not have storage.",
 )
 _GCS = ("gs://", "storage.googleapis.com", "storage.objects.", "storage.buckets.", "Google Cloud Storage")
+_RELEASE_JAX = re.compile(r"jax[-_]([0-9]+\.[0-9]+\.[0-9]+)")
 _BUCKET = re.compile(r"gs://([a-z0-9][a-z0-9._-]*)|storage\.googleapis\.com/(?:storage/v1/b/)?([a-z0-9][a-z0-9._-]*)")
 
 
@@ -271,16 +272,17 @@ def _shm_field(pod: p.Object, container: str) -> str:
 
 
 def _image_versions(snap: Snapshot) -> list[Observation]:
-    """The proxy and the Pathways servers (resource manager, workers) must come from one release: their image
-    tags (``jax-<version>``) must agree."""
+    """The proxy and the Pathways servers (resource manager, workers) must come from one release: the JAX of their
+    image tags (``jax-<version>``, ``<date>-jax_<version>``) must agree."""
     tags: dict[str, set[str]] = {}
     for pod in snap.pods:
         for c in p.containers(pod):
             if c.spec.get("name") in (ids.PROXY_CONTAINER, ids.RM_CONTAINER, ids.WORKER_CONTAINER):
                 image = str(c.spec.get("image", ""))
-                tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] and "@" not in image else ""
-                if tag.startswith("jax-"):
-                    tags.setdefault(tag, set()).add(f"{c.spec['name']} {image}")
+                tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
+                found = _RELEASE_JAX.search(tag.split("@")[0])  # jax-0.10.0, 20261001-jax_0.10.2
+                if found:
+                    tags.setdefault(found[1], set()).add(f"{c.spec['name']} {image}")
     if len(tags) < 2:
         return []
     evidence = "; ".join(sorted(next(iter(sorted(images))) for images in tags.values()))
