@@ -138,7 +138,8 @@ class DrillStub(StubKubeApiServer):
             return {"status": "Failure", "message": f"stub: only `kill -s SIG 1` is served, not {command}"}
         with self._lock:
             obj = self.objects[("pods", ns, pod)]
-            statuses = obj.get("status", {}).get("containerStatuses") or []
+            status = obj.get("status", {})
+            statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
             found = next((c for c in statuses if c.get("name") == container), None)
             if found is None:
                 return {"status": "Failure", "message": f"container {container} is not valid for pod {pod}"}

@@ -298,7 +298,13 @@ def test_status_shows_pods_per_slice_and_warning_events(
             ],
         ),
     )
-    for i, who in enumerate(("dp-example-worker-0-1-x7k2p", "other-worker-0-0-aaaaa")):
+    # the pod's own event, and one about a pod of another JobSet whose name starts the same (JobSet
+    # "dp-example-worker-0" has pods dp-example-worker-0-...): only the uid tells them apart
+    pending = stub.get("pods", "default", "dp-example-worker-0-1-x7k2p")
+    assert pending is not None
+    for i, (who, uid) in enumerate(
+        (("dp-example-worker-0-1-x7k2p", pending["metadata"]["uid"]), ("dp-example-worker-0-worker-0-0-a", "other"))
+    ):
         stub.put(
             "events",
             {
@@ -306,7 +312,7 @@ def test_status_shows_pods_per_slice_and_warning_events(
                 "type": "Warning",
                 "reason": "FailedScheduling",
                 "message": f"no TPU for {who}",
-                "involvedObject": {"kind": "Pod", "name": who},
+                "involvedObject": {"kind": "Pod", "name": who, "uid": uid},
             },
         )
     result = cluster_cli(["status", "dp-example", *kc])
@@ -318,8 +324,12 @@ def test_status_shows_pods_per_slice_and_warning_events(
     assert rows["head"].endswith("Running 3/3 1")
     assert "ImagePullBackOff 0/1 0" in rows["slice 0 host 0"]
     assert "Unschedulable: 0/3 nodes are available: Insufficient google.com/tpu" in rows["slice 0 host 1"]
-    assert "dp-example-worker-0-1-x7k2p: FailedScheduling: no TPU" in out and "other-worker" not in out
-    assert stub.sent("GET", "/events")[0].q("fieldSelector") == "type=Warning"
+    assert "dp-example-worker-0-1-x7k2p: FailedScheduling: no TPU" in out and "worker-0-worker" not in out
+    selectors = {r.q("fieldSelector") for r in stub.sent("GET", "/events")}
+    assert selectors == {f"involvedObject.uid={pending['metadata']['uid']}"} | {
+        f"involvedObject.uid={stub.get(plural, 'default', name)['metadata']['uid']}"  # type: ignore[index]
+        for plural, name in (("jobsets", "dp-example"), ("pods", "dp-example-worker-0-0-x7k2p"))
+    }
 
 
 def test_status_of_a_missing_job(cluster_cli: ClusterCli, kc: list[str]) -> None:

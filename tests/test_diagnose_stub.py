@@ -192,22 +192,40 @@ def test_a_job_that_does_not_exist_is_exit_4_against_the_stub(cluster_cli: Clust
     assert "jobset nope not found in namespace team" in result.stderr
 
 
+def break_list(stub: StubKubeApiServer, which: str) -> None:
+    """The stub answers lists of ``which`` with ``items`` that is not a list."""
+    from tests.kube_answers import Reply
+
+    original = stub._list
+
+    def broken(r: Any, plural: str, *args: Any) -> None:
+        if plural == which:
+            raise Reply(200, {"kind": "List", "items": "not a list"})
+        original(r, plural, *args)
+
+    stub._list = broken  # type: ignore[method-assign,assignment]
+
+
 def test_a_list_answer_without_items_is_a_clear_error_against_the_stub(stub: StubKubeApiServer, kube: Any) -> None:
     from pwdeploy.errors import ClusterError
 
     serve(stub, load("crash"))
-    original = stub._list
-
-    def broken(r: Any, plural: str, *args: Any) -> None:
-        if plural == "events":
-            from tests.kube_answers import Reply
-
-            raise Reply(200, {"kind": "EventList", "items": "not a list"})
-        original(r, plural, *args)
-
-    stub._list = broken  # type: ignore[method-assign,assignment]
+    break_list(stub, "pods")
     with pytest.raises(ClusterError, match="with `items` that is a string, not a list"):
         diagnose(kube, "default", "dp-example")
+
+
+def test_an_events_answer_of_the_wrong_shape_is_a_note_beside_the_findings_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
+    """Events are context: a wrongly shaped events list is said (what was wrong with it), and the findings from
+    the pods still stand."""
+    serve(stub, load("image-not-found"))
+    break_list(stub, "events")
+    found = diagnose(kube, "default", "dp-example")
+    assert [f.cause for f in found.findings] == ["image-pull"]  # the pod's status, without the kubelet's event
+    (note,) = found.notes
+    assert "the job's events could not be read" in note and "`items` that is a string, not a list" in note, note
 
 
 def test_kueue_is_read_only_for_a_queued_job_against_the_stub(stub: StubKubeApiServer, kube: Any) -> None:
@@ -243,7 +261,11 @@ def test_status_shows_the_first_findings_one_line_each_without_more_requests_aga
     before = len(stub.requests)
     result = cluster_cli(["status", "dp-example", *kc])
     assert result.exit_code == 0, result.output  # status reports; only diagnose exits 10
-    assert len(stub.requests) - before == 3  # the JobSet, its pods, the warning events: as before
+    sent = stub.requests[before:]
+    events = [r for r in sent if r.path.endswith("/events")]
+    # the JobSet, its pods, its Jobs, and the events of the JobSet and of each pod in trouble (3), by uid
+    assert len(sent) == 3 + len(events) and len(events) == 1 + 3, [r.path for r in sent]
+    assert all((r.q("fieldSelector") or "").startswith("involvedObject.uid=") for r in events)
     lines = result.stdout.splitlines()
     start = lines.index("findings (evidence and fixes: pwdeploy diagnose dp-example -n default):")
     assert lines[start + 1].startswith("  2 of 2 worker pods: dp-example-worker-0-0-x7k2p, ")

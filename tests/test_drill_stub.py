@@ -58,7 +58,10 @@ class World:
 
     def pod(self, rj: str, index: int, host: int) -> dict[str, Any]:
         self.uid += 1
-        containers = [ids.MAIN_CONTAINER, ids.PROXY_CONTAINER] if rj == ids.HEAD_JOB else [ids.WORKER_CONTAINER]
+        containers = [ids.MAIN_CONTAINER] if rj == ids.HEAD_JOB else [ids.WORKER_CONTAINER]
+        # the proxy and the resource manager are native sidecars: init containers that run beside main, whose
+        # statuses the kubelet reports in initContainerStatuses (as pwdeploy renders the head)
+        sidecars = [ids.PROXY_CONTAINER, ids.RM_CONTAINER] if rj == ids.HEAD_JOB else []
         name = f"{NAME}-{rj}-{index}-{host}-a{self.attempt}u{self.uid}"
         return {
             "metadata": {
@@ -74,17 +77,23 @@ class World:
                     ids.RESTART_ATTEMPT_LABEL: str(self.attempt),
                 },
             },
-            "spec": {"containers": [{"name": c} for c in containers]},
+            "spec": {
+                "initContainers": [{"name": c, "restartPolicy": "Always"} for c in sidecars],
+                "containers": [{"name": c} for c in containers],
+            },
             "status": {
                 "phase": "Running",
                 "conditions": [{"type": "PodScheduled", "status": "True"}],
+                "initContainerStatuses": [
+                    {"name": c, "ready": True, "restartCount": 0, "started": True} for c in sidecars
+                ],
                 "containerStatuses": [{"name": c, "ready": True, "restartCount": 0} for c in containers],
             },
         }
 
     def add(self, pod: dict[str, Any]) -> None:
         self.stub.objects[("pods", NS, pod["metadata"]["name"])] = pod
-        for c in pod["spec"]["containers"]:
+        for c in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]:
             self.stub.timed_logs.setdefault((NS, pod["metadata"]["name"], c["name"]), [])
 
     def pods_for_attempt(self) -> None:
@@ -114,7 +123,7 @@ class World:
             message = f"applying RestartJobSet failure policy action (first failed job: {failed_job})"
             self.stub.put("events", {
                 "metadata": {"name": f"{NAME}.restart{self.attempt}", "namespace": NS},
-                "involvedObject": {"kind": "JobSet", "name": NAME},
+                "involvedObject": {"kind": "JobSet", "name": NAME, "uid": self.jobset["metadata"]["uid"]},
                 "reason": "RestartJobSetFailurePolicyAction", "type": "Warning", "message": message,
                 "lastTimestamp": stamp(clock.t - 1000.0),
             })  # fmt: skip

@@ -63,7 +63,17 @@ ALLOWED["api"] = frozenset(ALLOWED) - {"api", "cli", "__main__"}
 # ``__init__`` (the version) is open to all.
 SUB_ROOMS: dict[str, frozenset[str]] = {
     "cluster.diagnose": frozenset(
-        {"identifiers", "severity", "finding", "text", "kube", "cluster.jobsets", "cluster.logs", "cluster.progress"}
+        {
+            "identifiers",
+            "severity",
+            "finding",
+            "text",
+            "kube",
+            "cluster.jobsets",
+            "cluster.job_events",
+            "cluster.logs",
+            "cluster.progress",
+        }
     ),
     "check.rules": frozenset({"identifiers", "envcontract", "quantity", "check.program", "check.rule"}),
     "local.transfer_probe": frozenset(),  # runs in the job's own process: nothing of pwdeploy

@@ -65,6 +65,54 @@ def test_once_every_container_with_its_origin_and_milestones(drill_stub: DrillSt
     assert sum(" scheduled" in line for line in out) == 1 + 2 * world.hosts
 
 
+def event(name: str, about: dict[str, Any], reason: str, message: str) -> dict[str, Any]:
+    """A Warning event about the object ``about`` (kind, name, uid), as the API server lists it."""
+    return {
+        "metadata": {"name": name, "namespace": NS},
+        "involvedObject": about,
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": stamp(-1.0),
+    }
+
+
+def test_the_events_are_the_jobs_own_told_apart_by_uid_not_by_name(drill_stub: DrillStub, kubeconfig: Path) -> None:
+    """Job dp-example and job dp-example-2 (its pods dp-example-2-...) in one namespace: an event about the other
+    job's pod, whose name starts with this job's, is not this job's; one about this job's pod and one about its
+    JobSet are."""
+    world = World(drill_stub)
+    mine = world.pods(ids.WORKER_JOB)[0]["metadata"]
+    other = {"kind": "Pod", "name": f"{NAME}-2-{ids.WORKER_JOB}-0-0-zz9", "uid": "uid-of-another-job"}
+    jobset = {"kind": "JobSet", "name": NAME, "uid": world.jobset["metadata"]["uid"]}
+    drill_stub.put("events", event("e1", {"kind": "Pod", "name": mine["name"], "uid": mine["uid"]}, "OOMKilling", "a"))
+    drill_stub.put("events", event("e2", other, "OOMKilling", "the other job's"))
+    drill_stub.put("events", event("e3", jobset, "RestartJobSetFailurePolicyAction", "mine"))
+    result = cli(kubeconfig, ["logs", NAME, "--all"], FakeClock())
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stdout.splitlines() if line.startswith("[event]")]
+    assert said == [
+        f"[event] event Warning OOMKilling {mine['name']}: a",
+        f"[event] event Warning RestartJobSetFailurePolicyAction {NAME}: mine",
+    ], said
+
+
+def test_events_the_api_server_throttles_are_said_once_and_the_timeline_goes_on(
+    drill_stub: DrillStub, kubeconfig: Path
+) -> None:
+    import re
+
+    from tests.kube_stub import Injected
+
+    world = World(drill_stub)
+    drill_stub.injected.append(Injected("GET", re.compile(r"/events$"), 429, times=1000))
+    result = cli(kubeconfig, ["logs", NAME, "--all"], FakeClock())
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    assert sum("the job's events could not be read" in line for line in out) == 1, out
+    assert f"[head/{ids.MAIN_CONTAINER}] step 10: loss 0.0010" in out and world.hosts
+
+
 def test_json_one_object_a_line_and_a_selection(drill_stub: DrillStub, kubeconfig: Path) -> None:
     world = World(drill_stub)
     worker_lines(world, 1, 1, ["one", "two"], at=-2.0)
@@ -167,7 +215,7 @@ def test_streams_are_capped(drill_stub: DrillStub, kubeconfig: Path) -> None:
     clock.on_sleep = count
     timeline = Timeline(connect(kubeconfig, clock), NS, NAME, lambda e: None, max_streams=3, poll=0.01)
     timeline.run()
-    assert len(timeline.sources) == 2 + 4 * world.hosts and max(follows) <= 3
+    assert len(timeline.sources) == 3 + 4 * world.hosts and max(follows) <= 3  # main, proxy, rm; the workers
 
 
 def test_selection() -> None:

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.errors import ClusterError
-from pwdeploy.kube.seam import EVENTS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
+from pwdeploy.kube.seam import JOBS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
 from pwdeploy.text import printable
 
 FIELD_MANAGER = "pwdeploy"
@@ -116,18 +116,10 @@ def list_pods(kube: Kube, namespace: str, jobset: str, **labels: str) -> list[Ob
     return kube.list_items(Action("list", PODS, namespace), PODS.path(namespace), query=[("labelSelector", selector)])
 
 
-def warning_events(kube: Kube, namespace: str, jobset: str) -> list[Object]:
-    """Warning events about the JobSet, its Jobs and its pods (their names start with the JobSet's), oldest first."""
-    events = kube.list_items(
-        Action("list", EVENTS, namespace), EVENTS.path(namespace), query=[("fieldSelector", "type=Warning")]
-    )
-    own = [e for e in events if _about(e, jobset)]
-    return sorted(own, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-
-
-def _about(event: Object, jobset: str) -> bool:
-    name = str((event.get("involvedObject") or {}).get("name", ""))
-    return name == jobset or name.startswith((f"{jobset}-{ids.HEAD_JOB}-", f"{jobset}-{ids.WORKER_JOB}-"))
+def list_jobs(kube: Kube, namespace: str, jobset: str) -> list[Object]:
+    """The JobSet's Jobs (the JobSet controller labels them with its name)."""
+    query = [("labelSelector", f"{ids.JOBSET_NAME_LABEL}={jobset}")]
+    return kube.list_items(Action("list", JOBS, namespace), JOBS.path(namespace), query=query)
 
 
 # ---------------------------------------------------------------------------------------------- reading a JobSet

@@ -1,9 +1,10 @@
 """What `pwdeploy status` shows of a job: its state and conditions, the first findings of `diagnose` (from the
-objects status reads anyway: no logs, no Kueue, no extra request), its pods per component and slice, and the
-latest warning events while it is not running, and, while it has not ended, the resource manager's count of
-ready slices (the end of its log, once it runs: one try of at most ``LOG_WAIT_S`` seconds; a count that cannot be
-read is a note saying why, beside everything else). Reading (``read_status``) and formatting (``status_lines``) are
-apart, so other views (diagnose, tests) use the same objects."""
+objects status reads anyway: no logs, no Kueue), its pods per component and slice, and, while it is not running,
+the latest warning events of its objects in trouble (read by object: pwdeploy.cluster.job_events), and, while it
+has not ended, the resource manager's count of ready slices (the end of its log, once it runs: one try of at most
+``LOG_WAIT_S`` seconds; a count that cannot be read is a note saying why, beside everything else). Reading
+(``read_status``) and formatting (``status_lines``) are apart, so other views (diagnose, tests) use the same
+objects."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, NamedTuple
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.diagnose import Snapshot, from_snapshot
 from pwdeploy.cluster.diagnose.findings import as_json
+from pwdeploy.cluster.job_events import read_events
 from pwdeploy.cluster.progress import (
     age,
     job_state,
@@ -44,19 +46,25 @@ class JobStatus(NamedTuple):
     now: datetime
     findings: tuple[Finding, ...] = ()  # diagnose's findings from the objects above, most important first
     slices: SlicesReady | None = None  # the resource manager's count, while the job has not ended
-    notes: tuple[str, ...] = ()  # what could not be read (the count), and why
+    notes: tuple[str, ...] = ()  # what could not be read (events, the count), and why
 
 
 def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
-    """The JobSet (a missing one is a ClusterError naming it), its pods and, unless it runs, its warning events."""
+    """The JobSet (a missing one is a ClusterError naming it), its pods and, unless it runs, its Jobs and the
+    events of its objects in trouble (pwdeploy.cluster.job_events: events that cannot be read are a note)."""
     obj = js.require_jobset(kube, namespace, name)
     pods = js.list_pods(kube, namespace, name)
-    settled = job_state(obj).phase in ("Running", "Completed")
-    events = [] if settled else js.warning_events(kube, namespace, name)
+    jobs: list[dict[str, Any]] | None = None
+    events: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if job_state(obj).phase not in ("Running", "Completed"):
+        jobs = js.list_jobs(kube, namespace, name)
+        events, _, notes = read_events(kube, namespace, obj, jobs, pods)
     now = kube.clock.utc_now()
-    findings = tuple(from_snapshot(Snapshot(name, namespace, obj, pods, events, now)).findings)
-    slices, notes = _slices(kube, namespace, obj, pods)
-    return JobStatus(name, namespace, obj, pods, events[-LATEST_EVENTS:], now, findings, slices, notes)
+    findings = tuple(from_snapshot(Snapshot(name, namespace, obj, pods, events, now, jobs)).findings)
+    slices, unread = _slices(kube, namespace, obj, pods)
+    warnings = [e for e in events if e.get("type") == "Warning"][-LATEST_EVENTS:]
+    return JobStatus(name, namespace, obj, pods, warnings, now, findings, slices, (*notes, *unread))
 
 
 def _slices(

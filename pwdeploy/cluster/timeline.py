@@ -7,9 +7,11 @@ the last line it gave and how many lines it gave with that very timestamp. A str
 skipped. A replaced pod is a new source read from its start; a JobSet restart is new pods, so the same.
 
 Bounded concurrency: at most ``max_streams`` follow streams are open at once (one thread each); the sources beyond
-that are polled (``sinceTime``, not followed) every ``poll`` seconds, as are the pod list, the events and the
-JobSet, from which the milestones come (pods scheduled, containers ready, restarts, the end). Lines of the program
-that are milestones in themselves (``N/M Pathways Slices Now Ready``, the elastic manager's) are marked so in JSON.
+that are polled (``sinceTime``, not followed) every ``poll`` seconds, as are the pod and Job lists, the events and
+the JobSet, from which the milestones come (pods scheduled, containers ready, native sidecars' from their
+initContainerStatuses, restarts, the end). The events shown are those of the objects the job owns, told apart by
+uid (pwdeploy.cluster.job_events). Lines of the program that are milestones in themselves (``N/M Pathways Slices
+Now Ready``, the elastic manager's) are marked so in JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Literal
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.job_events import about, event_time, owned_uids
 from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.logs import COMPONENTS, split_stamp, stamp_key
 from pwdeploy.cluster.progress import TERMINAL, job_state
@@ -172,6 +175,8 @@ class Timeline:
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
         self.pod_phases: dict[str, str] = {}  # pod uid -> phase, at the last look
+        self.owned: frozenset[str] = frozenset()  # uids of the job's objects seen so far: whose events are its
+        self.events_unread = False  # said that the events could not be read
         self.end_line = ""  # how the job ended, said after the last lines
 
     # -------------------------------------------------------------------------------------- the loop
@@ -202,6 +207,8 @@ class Timeline:
             return "deleted"
         self._jobset_milestones(jobset)
         pods = js.list_pods(self.kube, self.namespace, self.name)
+        jobs = js.list_jobs(self.kube, self.namespace, self.name)
+        self.owned |= owned_uids(jobset, jobs, pods)
         for pod in sorted(pods, key=lambda p: str(p["metadata"].get("creationTimestamp") or "")):
             self._pod_milestones(pod)
             self._add_sources(pod)
@@ -372,7 +379,8 @@ class Timeline:
                 self._job_line(str(cond.get("lastTransitionTime") or ""), f"pod {name} scheduled")
             elif kind == "DisruptionTarget":
                 self._job_line(str(cond.get("lastTransitionTime") or ""), f"pod {name} disrupted ({reason})")
-        for c in status.get("containerStatuses") or []:
+        # native sidecars (the proxy, the resource manager) report in initContainerStatuses
+        for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
             self._container_milestones(name, c, facts)
 
     def _container_milestones(self, pod: str, c: dict[str, Any], facts: set[str]) -> None:
@@ -391,27 +399,23 @@ class Timeline:
         try:
             events = self.kube.list_items(Action("list", EVENTS, self.namespace), EVENTS.path(self.namespace))
         except ApiError as exc:
-            if exc.status == 403:
-                return  # events are context, not the timeline's core: without the permission there are none
-            raise
-        own = [e for e in events if _about(e, self.name)]
-        for event in sorted(own, key=_event_time):
+            # events are context, not the timeline's core: without the permission there are none, and a list the
+            # API server throttles (429 after the retries) or fails is said once and tried again at the next look
+            if exc.status not in (403, 429) and (exc.status or 0) < 500:
+                raise
+            if exc.status != 403 and not self.events_unread:
+                self.events_unread = True
+                self._job_line("", f"the job's events could not be read ({exc.message}): tried again at each look")
+            return
+        own = [e for e in events if about(e, self.owned)]
+        for event in sorted(own, key=event_time):
             key = (str((event.get("metadata") or {}).get("uid")), str(event.get("count") or ""))
             if key in self.events_seen:
                 continue
             self.events_seen.add(key)
             involved = (event.get("involvedObject") or {}).get("name", "")
             text = f"{event.get('type', '')} {event.get('reason', '')} {involved}: {event.get('message', '')}"
-            self.entries.put(Entry("event", _event_time(event), "event", text))
-
-
-def _event_time(event: Object) -> str:
-    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
-
-
-def _about(event: Object, jobset: str) -> bool:
-    name = str((event.get("involvedObject") or {}).get("name", ""))
-    return name == jobset or name.startswith(f"{jobset}-")
+            self.entries.put(Entry("event", event_time(event), "event", text))
 
 
 def format_entry(entry: Entry, *, timestamps: bool) -> str:

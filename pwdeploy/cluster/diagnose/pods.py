@@ -42,6 +42,16 @@ def name(pod: Object) -> str:
     return str(pod.get("metadata", {}).get("name", ""))
 
 
+def uid(obj: Object) -> str:
+    return str(obj.get("metadata", {}).get("uid") or "")
+
+
+def owner(pod: Object) -> str:
+    """The uid of the pod's controller (its Job), "" when it has none."""
+    refs = pod.get("metadata", {}).get("ownerReferences") or []
+    return next((str(r.get("uid") or "") for r in refs if isinstance(r, dict) and r.get("controller")), "")
+
+
 def role(pod: Object) -> str:
     """``head pod``, ``worker pod`` or ``<replicatedJob> pod``."""
     rj = str((pod.get("metadata", {}).get("labels") or {}).get(ids.REPLICATED_JOB_LABEL, ""))

@@ -1,8 +1,10 @@
 """What diagnose reads, in a bounded number of requests: the JobSet, then side by side one list each of its Jobs
-and its pods, three field-selected lists of the namespace's events, and, when Kueue manages the job, its Workload
-(and its ProvisioningRequests when an admission check asks for one); then the last lines of at most ``MAX_LOGS``
-containers, concurrently, each in one try of at most ``LOG_WAIT_S`` seconds (a log that cannot be read in time is a
-note, never silence, and never a wait of its own). The number of requests does not grow with the number of pods."""
+and its pods and, when Kueue manages the job, its Workload (and its ProvisioningRequests when an admission check
+asks for one); then the events of the job's objects in trouble, each by its uid, at most
+``job_events.MAX_OBJECTS`` lists (events that cannot be read are a note); then the last lines of at most
+``MAX_LOGS`` containers, concurrently, each in one try of at most ``LOG_WAIT_S`` seconds (a log that cannot be read
+in time is a note, never silence, and never a wait of its own). The number of requests grows neither with the
+number of pods nor with the namespace's events."""
 
 from __future__ import annotations
 
@@ -12,17 +14,13 @@ from datetime import datetime
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster import jobsets as js
+from pwdeploy.cluster.job_events import read_events
 from pwdeploy.cluster.jobsets import Object as Object  # re-exported: the diagnose rules read it here
 from pwdeploy.cluster.logs import log_tail, unread_reason
-from pwdeploy.kube.seam import EVENTS, PODS, Action, ApiError, Kube, Resource
+from pwdeploy.kube.seam import Action, ApiError, Kube, Resource
 
-JOBS = Resource("batch", "v1", "jobs", "Job")
 KUEUE_GROUP = "kueue.x-k8s.io"
 AUTOSCALING_GROUP = "autoscaling.x-k8s.io"
-# The events the rules read, by field selector: every Warning, and the autoscaler's Normal scale-up verdicts. The
-# namespace's other Normal events (Scheduled, Pulled, Created, Started: thousands on a big job) are not fetched.
-EVENT_SELECTORS = ("type=Warning", "reason=TriggeredScaleUp", "reason=NotTriggerScaleUp")
-_PARTS = ("metadata", "spec", "status", "involvedObject")  # what the rules read as objects
 MAX_LOGS = 4  # containers whose logs are read
 LOG_LINES = 40  # last lines of each
 LOG_BYTES = 64 * 1024  # and at most this many bytes (limitBytes)
@@ -47,64 +45,37 @@ class Snapshot:
     pods: list[Object]
     events: list[Object]
     now: datetime
-    jobs: list[Object] | None = None  # None: not read (status reads no Jobs)
+    jobs: list[Object] | None = None  # None: not read (status reads no Jobs while the job runs)
     workload: Object | None = None
     kueue_installed: bool | None = None  # None: not looked up
     provisioning: list[Object] = field(default_factory=list)
     logs: list[LogTail] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be read, said beside the findings
+    events_read: frozenset[str] | None = None  # uids whose events were read (None: every object's)
 
 
 def read_snapshot(kube: Kube, namespace: str, name: str) -> Snapshot:
     """Everything but the logs; a missing JobSet is a ClusterError (exit 4) naming it."""
     jobset = js.require_jobset(kube, namespace, name)
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        jobs = pool.submit(_list, kube, JOBS, namespace, f"{ids.JOBSET_NAME_LABEL}={name}")
-        pods = pool.submit(_list, kube, PODS, namespace, f"{ids.JOBSET_NAME_LABEL}={name}")
-        events = [pool.submit(_list, kube, EVENTS, namespace, None, field) for field in EVENT_SELECTORS]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        jobs = pool.submit(js.list_jobs, kube, namespace, name)
+        pods = pool.submit(js.list_pods, kube, namespace, name)
         kueue = pool.submit(_kueue, kube, namespace, jobset) if _queued(jobset) else None
-        all_events = _unique([e for listed in events for e in listed.result()])
         snap = Snapshot(name, namespace, jobset, pods.result(), [], kube.clock.utc_now(), jobs.result())
         if kueue is not None:
             snap.kueue_installed, snap.workload, unread = kueue.result()
             snap.notes += [unread] if unread else []
+    snap.events, snap.events_read, notes = read_events(kube, namespace, jobset, snap.jobs, snap.pods, snap.workload)
+    snap.notes += notes
     workload = str(snap.workload["metadata"].get("name", "")) if snap.workload is not None else None
-    prefixes = tuple(f"{name}-{rj.get('name')}-" for rj in (jobset.get("spec") or {}).get("replicatedJobs") or [])
-    snap.events = sorted((e for e in all_events if _about(e, name, prefixes, workload)), key=_event_time)
     if snap.workload is not None and workload and (snap.workload.get("status") or {}).get("admissionChecks"):
         snap.provisioning = _provisioning(kube, namespace, workload)
     return snap
 
 
-def _list(
-    kube: Kube, resource: Resource, namespace: str, selector: str | None = None, fields: str | None = None
-) -> list[Object]:
+def _list(kube: Kube, resource: Resource, namespace: str, selector: str | None = None) -> list[Object]:
     query = [("labelSelector", selector)] if selector else []
-    query += [("fieldSelector", fields)] if fields else []
     return kube.list_items(Action("list", resource, namespace), resource.path(namespace), query=query)
-
-
-def _unique(events: list[Object]) -> list[Object]:
-    """One of each event (a Warning TriggeredScaleUp would come in two lists)."""
-    seen: dict[str, Object] = {}
-    for e in events:
-        meta = e.get("metadata") or {}
-        seen.setdefault(str(meta.get("uid") or meta.get("name") or id(e)), e)
-    return list(seen.values())
-
-
-def _about(event: Object, jobset: str, prefixes: tuple[str, ...], workload: str | None) -> bool:
-    """Events of the JobSet, its Jobs (``<jobset>-<replicatedJob>-<index>``) and their pods, and of its Workload."""
-    involved = event.get("involvedObject") or {}
-    name = str(involved.get("name", ""))
-    if workload and involved.get("kind") == "Workload":
-        return name == workload
-    # <jobset>-<replicatedJob>-<digit>...: another JobSet named <jobset>-<replicatedJob>-x is not this one
-    return name == jobset or any(name.startswith(p) and name[len(p) : len(p) + 1].isdigit() for p in prefixes)
-
-
-def _event_time(event: Object) -> str:
-    return str(event.get("lastTimestamp") or event.get("eventTime") or "")
 
 
 def _queued(jobset: Object) -> bool:

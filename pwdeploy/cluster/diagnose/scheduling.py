@@ -83,7 +83,7 @@ def observations(snap: Snapshot) -> list[Observation]:
         if cond.get("reason") == "SchedulingGated":  # held on purpose (a Kueue or other gate): waiting, not stuck
             continue
         message = str(cond.get("message") or cond.get("reason") or "")
-        reasons = events.get(p.name(pod), {})
+        reasons = events.get(p.name(pod)) or _siblings(pod, snap, events)
         if "FailedScaleUp" not in reasons:  # when a scale-up failed, that is why no node fits
             found.append(_unschedulable(pod, message, reasons))
         found += _autoscaler(pod, reasons)
@@ -98,6 +98,20 @@ def _pod_events(snap: Snapshot) -> dict[str, dict[str, str]]:
         if involved.get("kind", "Pod") == "Pod":
             latest.setdefault(str(involved.get("name", "")), {})[str(e.get("reason", ""))] = str(e.get("message", ""))
     return latest
+
+
+def _siblings(pod: p.Object, snap: Snapshot, events: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The autoscaler's verdicts on a pod whose events were not read (diagnose reads a bounded number of objects'):
+    those on a pod of the same Job whose events were. The cluster autoscaler decides for a group of pods of one
+    controller and one spec at a time (kubernetes/autoscaler cluster-autoscaler/core/scaleup/equivalence/
+    groups.go, ``BuildPodGroups``), so it says the same of them."""
+    if snap.events_read is None or p.uid(pod) in snap.events_read:
+        return {}
+    owner = p.owner(pod)
+    for other in snap.pods:
+        if other is not pod and p.owner(other) == owner and p.uid(other) in snap.events_read:
+            return events.get(p.name(other), {})
+    return {}
 
 
 def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Observation:
