@@ -28,6 +28,7 @@ from tests.kube_stub import StubKubeApiServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diagnose"
 ROLES = {"head": ids.HEAD_JOB, "worker": ids.WORKER_JOB}
+RECENT = "2026-01-01T00:04:30Z"  # an event's time unless the fixture gives one: 30 s before FakeClock's now
 
 
 def load(name: str) -> dict[str, Any]:
@@ -91,6 +92,7 @@ def serve(
     for n, event in enumerate(fixture.get("events") or []):
         event = copy.deepcopy(event)
         role = event.pop("for")
+        event.setdefault("lastTimestamp", RECENT)
         for m, target in enumerate(targets[role]):
             stub.put(
                 "events",

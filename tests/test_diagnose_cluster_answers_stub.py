@@ -9,6 +9,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from pwdeploy.cluster.diagnose import diagnose
 from pwdeploy.cluster.diagnose.pathways import classify
 from tests.conftest import ClusterCli
@@ -157,13 +159,114 @@ def test_the_leader_pod_deadlock_names_the_pod_and_the_jobset_version_against_th
     assert "expected 1 leader pod (dp-example-worker-0-0), but got 2" in finding.message
 
 
-def test_a_leader_not_created_yet_is_transient_not_a_finding_against_the_stub(
-    stub: StubKubeApiServer, kube: Any
+TRANSIENT_REFUSALS = [  # kubernetes-sigs/jobset v0.11.1 pkg/webhooks/pod_admission_webhook.go, ValidateCreate
+    "expected 1 leader pod (dp-example-worker-0-0), but got 0. this is an expected, transient error",
+    "leader pod not yet scheduled, not creating follower pod. this is an expected, transient error",
+    "follower pod node selector not set",
+    "follower pod node selector for topology domain not found. missing selector: cloud.google.com/gke-nodepool",
+]
+
+
+@pytest.mark.parametrize("text", TRANSIENT_REFUSALS)
+def test_the_webhooks_transient_refusals_are_info_named_transient_while_they_block_against_the_stub(
+    stub: StubKubeApiServer, kube: Any, text: str
 ) -> None:
+    """While a slice starts, JobSet's webhook refuses its followers until the leader is scheduled: every healthy
+    multi-host job sees it. While the Jobs still lack their followers it is an info finding named transient (no
+    exit 10), counted in worker Jobs (one per slice), never an error."""
     fixture = copy.deepcopy(load("pod-create-refused-leader"))
-    fixture["events"][0]["message"] = fixture["events"][0]["message"].replace("but got 2", "but got 0")
+    fixture["events"][0]["message"] = f'Error creating: admission webhook "vpod.kb.io" denied the request: {text}'
+    serve(stub, fixture)
+    found = diagnose(kube, "default", "dp-example")
+    finding = _only(found, "pod-create-refused")
+    assert finding.severity == "info" and not found.errors
+    assert finding.where.startswith("2 of 2 worker jobs: ") and finding.count == 2
+    assert "(transient)" in finding.message and "transient" in finding.fix
+
+
+@pytest.mark.parametrize("text", [*TRANSIENT_REFUSALS, "but got 2"])
+def test_a_refusal_the_job_got_past_is_history_not_a_finding_against_the_stub(
+    stub: StubKubeApiServer, kube: Any, text: str
+) -> None:
+    """The Job has every pod it runs (the Job controller's next try got through): the refusal events, which stay
+    for an hour, are no finding, whatever they say; nor is a refusal last seen more than ten minutes ago."""
+    fixture = copy.deepcopy(load("pod-create-refused-leader"))
+    if text != "but got 2":
+        fixture["events"][0]["message"] = f'Error creating: admission webhook "vpod.kb.io" denied the request: {text}'
+    fixture["absent_hosts"] = []  # the follower was created after all
     serve(stub, fixture)
     assert diagnose(kube, "default", "dp-example").findings == []
+    stub.objects.clear()
+    fixture = copy.deepcopy(load("pod-create-refused-leader"))
+    fixture["events"][0]["lastTimestamp"] = "2026-01-01T00:00:00Z"  # 5 min before now: still refusing
+    serve(stub, fixture)
+    assert _only(diagnose(kube, "default", "dp-example"), "pod-create-refused").severity == "error"
+    stub.objects.clear()
+    fixture["events"][0]["lastTimestamp"] = "2025-12-31T23:50:00Z"  # 15 min: the Job waits on something else
+    serve(stub, fixture)
+    assert diagnose(kube, "default", "dp-example").findings == []
+
+
+def test_a_finding_about_jobs_counts_jobs_of_the_jobs_the_job_has_against_the_stub(
+    stub: StubKubeApiServer, cluster_cli: ClusterCli, kc: list[str]
+) -> None:
+    """4 slices of 2 hosts; every worker Job had a follower refused by a quota, and 3 of them still lack it: "3 of
+    4 worker jobs" (Jobs, one per slice, not pods), with the count as a field of -o json."""
+    fixture = copy.deepcopy(load("pod-create-refused-quota"))
+    fixture.pop("absent")
+    fixture["tpu_type"] = "v5p-16"
+    serve(stub, fixture, slices=4)
+    for index in range(3):
+        del stub.objects[("pods", "default", f"dp-example-worker-{index}-1-x7k2p")]
+    result = cluster_cli(["diagnose", "dp-example", *kc, "-o", "json"])
+    assert result.exit_code == 10, result.output
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert finding["where"] == ("3 of 4 worker jobs: dp-example-worker-0, dp-example-worker-1, dp-example-worker-2"), (
+        finding
+    )
+    assert finding["count"] == 3
+
+
+def test_a_crash_fix_names_the_slice_and_host_of_the_crashing_worker_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
+    """`pwdeploy logs NAME --component worker` reads slice 0 host 0: the fix for a worker that crashed on slice 1
+    host 1 names them, or it points at a healthy pod's log."""
+    serve(stub, {}, tpu_type="v5p-16")
+    pod = stub.get("pods", "default", "dp-example-worker-1-1-x7k2p")
+    assert pod is not None
+    pod["status"]["containerStatuses"] = [
+        {"name": "pathways-worker", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}
+    ]  # fmt: skip
+    finding = _only(diagnose(kube, "default", "dp-example"), "crash")
+    assert finding.where == "1 of 4 worker pods: dp-example-worker-1-1-x7k2p", finding
+    assert finding.fix == (
+        "read the whole log: pwdeploy logs dp-example --component worker --slice 1 --host 1 --previous"
+    ), finding.fix
+
+
+def test_a_taint_on_the_last_free_node_of_a_slices_pool_is_named_not_another_job_against_the_stub(
+    stub: StubKubeApiServer, kube: Any
+) -> None:
+    """A 2-host slice: host 0 runs, the pool's other node is tainted. The scheduler says "1 node(s) had
+    untolerated taint(s), 1 node(s) didn't have free ports": the busy node is the slice's own host 0, so the cause
+    is the taint, not another job's workers."""
+    serve(stub, {}, tpu_type="v5p-16", slices=1)
+    pod = stub.get("pods", "default", "dp-example-worker-0-1-x7k2p")
+    assert pod is not None
+    del pod["spec"]["nodeName"]
+    message = (
+        "0/4 nodes are available: 1 node(s) didn't have free ports for the requested pod ports, 1 node(s) had "
+        "untolerated taint(s), 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are "
+        "available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling."
+    )
+    pod["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}  # fmt: skip
+    finding = _only(diagnose(kube, "default", "dp-example"), "untolerated-taint")
+    assert finding.where == "1 of 2 worker pods: dp-example-worker-0-1-x7k2p", finding
+    assert "this job's own pods of the same slice hold 1 of the pool's nodes" in finding.fix, finding.fix
+    assert "another job" not in finding.fix and "kubectl taint nodes NODE KEY-" in finding.fix
 
 
 def test_pod_security_and_quota_refusals_say_what_to_change_against_the_stub(

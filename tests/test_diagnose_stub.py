@@ -37,6 +37,7 @@ def test_each_fixture_names_its_cause_against_the_stub(
         assert set(f) == {"id", "severity", "where", "message", "fix", "source", "count", "cause", "evidence"}
         assert f["cause"] in CAUSES and f["severity"] in ("error", "warning", "info")
         assert (f["id"], f["message"]) == (f["cause"], f["evidence"]) and f["source"]
+        assert f["count"] >= 1, f
     if expected["cause"] is None:
         assert findings == [] and code == 0
         assert report["summary"] == "running 3 of 3 pods"

@@ -35,7 +35,7 @@ def test_the_events_of_a_big_job_cost_a_bounded_number_of_lists_whatever_the_nam
         sent = event_lists(stub, before)
         assert all(re.fullmatch(r"involvedObject\.uid=[-0-9a-f]+", s) for s in sent), sent
         lists.append(len(sent))
-        (finding,) = [f for f in found.findings if f.cause == "tpu-capacity"]
+        (finding,) = [f for f in found.findings if f.id == "tpu-capacity"]
         assert finding.where.startswith(f"{slices} of {slices} worker pods: "), finding.where
         (note,) = found.notes
         assert f"the events of {MAX_OBJECTS} of the {slices + 1} objects that may have some were read" in note
@@ -66,7 +66,9 @@ def test_throttled_events_are_a_note_and_the_rest_of_the_answer_stands(
     assert "note: the job's events could not be read (throttled by the API server (429 after the retries)" in (
         shown.stdout
     ), shown.stdout
-    assert "error tpu-capacity: 2 of 2 worker pods" in shown.stdout
+    assert "2 of 2 worker pods: dp-example-worker-0-0-x7k2p, dp-example-worker-1-0-x7k2p: error tpu-capacity: " in (
+        shown.stdout
+    ), shown.stdout
     diagnosed = cluster_cli(["diagnose", "dp-example", *kc, "-o", "json"])
     assert diagnosed.exit_code == 10, diagnosed.output  # the error finding, not a failed command
     report = json.loads(diagnosed.stdout)

@@ -103,14 +103,24 @@ def _target(obj: Object | None, kind: str, group: str) -> Target | None:
 
 
 def _short_jobs(jobs: Sequence[Object], pods: Sequence[Object]) -> list[Target]:
-    """Jobs that have not ended, are not suspended, and have fewer live pods than they run at once (refused pods,
-    a backoff): their events say why (the Job controller's FailedCreate)."""
+    """The Jobs short of pods: their events say why (the Job controller's FailedCreate)."""
+    short = short_jobs(jobs, pods)
+    return [
+        Target(uid_of(job), "Job", str((job.get("metadata") or {}).get("name") or ""), f"job/{_replicated_job(job)}")
+        for job in jobs
+        if uid_of(job) in short
+    ]
+
+
+def short_jobs(jobs: Iterable[Object], pods: Iterable[Object]) -> set[str]:
+    """The uids of the Jobs that have not ended, are not suspended, and have fewer live pods than they run at once
+    (pods refused, or a backoff before a failed pod's replacement)."""
     live: dict[str, int] = {}
     for pod in pods:
         if _live(pod):
             for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
                 live[str(owner.get("uid"))] = live.get(str(owner.get("uid")), 0) + 1
-    found = []
+    found = set()
     for job in jobs:
         spec, status = job.get("spec") or {}, job.get("status") or {}
         ended = any(
@@ -119,9 +129,8 @@ def _short_jobs(jobs: Sequence[Object], pods: Sequence[Object]) -> list[Target]:
         )
         parallelism = spec.get("parallelism")
         wanted = parallelism if isinstance(parallelism, int) else 1
-        short = not ended and not spec.get("suspend") and live.get(uid_of(job), 0) < wanted
-        if short and (target := _target(job, "Job", "")):
-            found.append(target._replace(group=f"job/{_replicated_job(job)}"))
+        if not ended and not spec.get("suspend") and live.get(uid_of(job), 0) < wanted:
+            found.add(uid_of(job))
     return found
 
 

@@ -19,7 +19,7 @@ from pwdeploy.cluster.diagnose import (
 )
 from pwdeploy.cluster.diagnose.causes import CAUSES, order
 from pwdeploy.cluster.diagnose.findings import Diagnosis, Observation, group
-from pwdeploy.cluster.diagnose.pods import expected_pods
+from pwdeploy.cluster.diagnose.pods import expected_jobs, expected_pods
 from pwdeploy.cluster.diagnose.read import Snapshot, read_logs, read_snapshot
 from pwdeploy.cluster.diagnose.summary import summary
 from pwdeploy.kube.seam import Kube
@@ -42,9 +42,7 @@ def diagnose(kube: Kube, namespace: str, name: str) -> Diagnosis:
 
 def from_snapshot(snap: Snapshot) -> Diagnosis:
     observations: list[Observation] = [obs for family in FAMILIES for obs in family.observations(snap)]
-    totals = expected_pods(snap.jobset)
-    for obs in observations:  # pods the spec does not count (a restarted pod's successor) still count once
-        totals.setdefault(obs.role, 1)
+    totals = expected_pods(snap.jobset) | expected_jobs(snap.jobset)
     return Diagnosis(
         snap.name, snap.namespace, summary(snap), order(group(observations, totals)), notes=tuple(snap.notes)
     )

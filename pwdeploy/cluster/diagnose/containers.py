@@ -183,8 +183,8 @@ def _probe_pending(c: p.Container, name: str, since: int, job: str) -> Observati
         + "; the main containers wait for it"
     )
     fix = (
-        f"read its log: pwdeploy logs {job} --component {_component(name)}; the kubelet restarts it once the probe "
-        "gives up"
+        f"read its log: pwdeploy logs {job} --component {_component(name)}{_where(c.pod)}; the kubelet restarts it "
+        "once the probe gives up"
     )
     return SIDECAR_NOT_STARTED.observe(p.role(c.pod), p.name(c.pod), f"{name}/probe", evidence, fix=fix)
 
@@ -244,10 +244,21 @@ def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observati
         return []  # the Pathways rules name this one from its log
     tail = [line for line in (log.lines if log else []) if line.strip()][-LAST_LINES:]
     evidence = ran + (f"; last log lines: {' | '.join(quote(line, 200) for line in tail)}" if tail else "")
-    fix = f"read the whole log: pwdeploy logs {job} --component {_component(container)}" + (
+    fix = f"read the whole log: pwdeploy logs {job} --component {_component(container)}{_where(c.pod)}" + (
         " --previous" if not now else ""
     )
     return [CRASH.observe(role, pod, f"{container}/{code}", evidence, severity=severity, fix=fix)]
+
+
+def _where(pod: p.Object) -> str:
+    """`` --slice S --host H`` for a worker pod (`pwdeploy logs` reads slice 0 host 0 without them), else ""."""
+    if p.role(pod) != "worker pod":
+        return ""
+    labels = pod.get("metadata", {}).get("labels") or {}
+    slice_index, host = labels.get(ids.JOB_INDEX_LABEL), labels.get(ids.COMPLETION_INDEX_LABEL)
+    if not (str(slice_index).isdigit() and str(host).isdigit()):
+        return ""
+    return f" --slice {slice_index} --host {host}"
 
 
 def _component(container: str) -> str:

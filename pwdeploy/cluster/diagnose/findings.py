@@ -71,7 +71,8 @@ def as_json(finding: Finding) -> dict[str, Any]:
 
 def group(observations: Iterable[Observation], totals: dict[str, int]) -> list[Finding]:
     """One finding per (cause, severity, role, key), ``12 of 16 worker pods: a, b, c (+9 more)``, in the order
-    first seen (``causes.order`` ranks them)."""
+    first seen (``causes.order`` ranks them); ``totals``: role -> how many objects of it the job has (its pods of a
+    role, or its Jobs: ``worker job`` counts the Jobs, one per slice, never the pods)."""
     groups: dict[tuple[str, str, str, str], list[Observation]] = {}
     for obs in observations:
         groups.setdefault((obs.cause, obs.severity, obs.role, obs.key), []).append(obs)

@@ -54,8 +54,7 @@ def owner(pod: Object) -> str:
 
 def role(pod: Object) -> str:
     """``head pod``, ``worker pod`` or ``<replicatedJob> pod``."""
-    rj = str((pod.get("metadata", {}).get("labels") or {}).get(ids.REPLICATED_JOB_LABEL, ""))
-    return {ids.HEAD_JOB: "head pod", ids.WORKER_JOB: "worker pod"}.get(rj, f"{rj or 'other'} pod")
+    return job_role(str((pod.get("metadata", {}).get("labels") or {}).get(ids.REPLICATED_JOB_LABEL, ""))) + " pod"
 
 
 def containers(pod: Object) -> Iterator[Container]:
@@ -111,11 +110,23 @@ def expected_pods(jobset: Object) -> dict[str, int]:
     for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         spec = (rj.get("template") or {}).get("spec") or {}
         count = int(rj.get("replicas", 1)) * int(spec.get("parallelism") or spec.get("completions") or 1)
-        label = {ids.HEAD_JOB: "head pod", ids.WORKER_JOB: "worker pod"}.get(
-            str(rj.get("name")), f"{rj.get('name')} pod"
-        )
+        label = job_role(str(rj.get("name"))) + " pod"
         totals[label] = totals.get(label, 0) + count
     return totals
+
+
+def expected_jobs(jobset: Object) -> dict[str, int]:
+    """role -> the Jobs the JobSet makes (its replicas: the worker Jobs are one per slice), from its spec."""
+    totals: dict[str, int] = {}
+    for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        label = job_role(str(rj.get("name"))) + " job"
+        totals[label] = totals.get(label, 0) + int(rj.get("replicas", 1))
+    return totals
+
+
+def job_role(replicated_job: str) -> str:
+    """``head``, ``worker`` or the replicatedJob's own name."""
+    return {ids.HEAD_JOB: "head", ids.WORKER_JOB: "worker"}.get(replicated_job, replicated_job or "other")
 
 
 def replacement(pod: Object, pods: list[Object]) -> str | None:

@@ -85,7 +85,7 @@ def observations(snap: Snapshot) -> list[Observation]:
         message = str(cond.get("message") or cond.get("reason") or "")
         reasons = events.get(p.name(pod)) or _siblings(pod, snap, events)
         if "FailedScaleUp" not in reasons:  # when a scale-up failed, that is why no node fits
-            found.append(_unschedulable(pod, message, reasons))
+            found.append(_unschedulable(pod, message, reasons, snap))
         found += _autoscaler(pod, reasons)
     return found
 
@@ -114,7 +114,7 @@ def _siblings(pod: p.Object, snap: Snapshot, events: dict[str, dict[str, str]]) 
     return {}
 
 
-def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Observation:
+def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str], snap: Snapshot) -> Observation:
     role, selector = p.role(pod), _selector(pod)
     scaling = "TriggeredScaleUp" in reasons
     severity: Severity = "warning" if scaling else "error"
@@ -131,6 +131,8 @@ def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Obse
         fix = _head_fix(kind, selector)
         return HEAD_UNSCHEDULABLE.observe(role, p.name(pod), kind.id, evidence, severity=severity, fix=fix)
     cause = _kind(message)
+    if (own := _held_by_own_job(pod, message, snap)) is not None:
+        return _own_pods_hold(pod, message, own, evidence, severity)
     if cause is TPU_CAPACITY and BUSY_PORTS in message and f"Insufficient {TPU_RESOURCE}" not in message:
         fix = (
             f"the TPU nodes that match {selector} are held by other pods on the same host ports ({_host_ports(pod)}; "
@@ -149,6 +151,50 @@ def _unschedulable(pod: p.Object, message: str, reasons: dict[str, str]) -> Obse
         ),
     }
     return cause.observe(role, p.name(pod), cause.id, evidence, severity=severity, fix=fixes.get(cause))
+
+
+_BUSY_COUNT = re.compile(r"(\d+) " + re.escape("node(s) " + BUSY_PORTS))
+
+
+def _held_by_own_job(pod: p.Object, message: str, snap: Snapshot) -> int | None:
+    """How many nodes this job's own pods hold of those the scheduler found with busy host ports, when they hold
+    every one (else None: another job's pods hold some). A slice's pods go to one node pool (exclusive placement),
+    each on a node of its own (hostNetwork: one pod's ports per node), so the scheduled pods of the same Job are
+    the pool's nodes it holds itself."""
+    busy = _BUSY_COUNT.search(message)
+    owner = p.owner(pod)
+    if busy is None or not owner:
+        return None
+    own = sum(
+        1
+        for other in snap.pods
+        if p.owner(other) == owner
+        and (other.get("spec") or {}).get("nodeName")
+        and not other.get("metadata", {}).get("deletionTimestamp")
+        and (other.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    )
+    return own if own >= int(busy[1]) else None
+
+
+def _own_pods_hold(pod: p.Object, message: str, own: int, evidence: str, severity: Severity) -> Observation:
+    """Every node with busy ports is held by the pod's own slice: the cause is elsewhere, a taint on the pool's
+    other nodes when the scheduler names one, else a pool with fewer nodes than the slice has VMs."""
+    selector = _selector(pod)
+    held = f"this job's own pods of the same slice hold {own} of the pool's nodes (their host ports)"
+    if "untolerated taint" in message:
+        fix = (
+            f"{held}, and the node left for this pod carries a taint it does not tolerate: remove the taint (see "
+            f"them: kubectl get nodes -l {selector.split(',')[0] or 'SELECTOR'} -o custom-columns=NAME:.metadata.name,"
+            "TAINTS:.spec.taints; kubectl taint nodes NODE KEY-) or wait for an unreachable or not-ready node to "
+            f"recover (GKE repairs it); check: {PREFLIGHT}"
+        )
+        return UNTOLERATED_TAINT.observe(p.role(pod), p.name(pod), "own-slice", evidence, severity=severity, fix=fix)
+    fix = (
+        f"{held}, and no other node of the pool takes this pod: the pool has fewer nodes than the slice has VMs "
+        f"(one node per VM; a node may be missing or not ready): check the pool's nodes (kubectl get nodes -l "
+        f"{selector.split(',')[0] or 'SELECTOR'}); check: {PREFLIGHT}"
+    )
+    return TPU_CAPACITY.observe(p.role(pod), p.name(pod), "own-slice", evidence, severity=severity, fix=fix)
 
 
 def _head_fix(kind: Cause, selector: str) -> str:
