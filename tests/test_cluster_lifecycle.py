@@ -166,6 +166,26 @@ def test_wait_shows_progress_until_running(
     assert "job dp-example is Running" in result.stdout and clock.sleeps == [2.0, 2.0]
 
 
+def test_wait_says_running_once_every_pod_runs_while_the_jobsets_status_lags(
+    cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
+) -> None:
+    """The wait ends when every pod runs; the JobSet controller counts its Jobs ready a reconcile later, so its
+    status still says Starting: submit says the job runs, not "job is Starting"."""
+
+    def world(polls: int) -> None:
+        obj = stub.get("jobsets", "default", "dp-example")
+        assert obj is not None
+        obj["status"] = {"replicatedJobsStatus": [{"name": ids.HEAD_JOB, "ready": 0}, {"name": ids.WORKER_JOB}]}
+        for p in (pod(ids.HEAD_JOB), pod(ids.WORKER_JOB, 0), pod(ids.WORKER_JOB, 1)):
+            stub.put("pods", p)
+
+    clock.on_sleep = world
+    result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == "Running: head 1/1 running; slice 0 1/1 running; slice 1 1/1 running"
+    assert "job dp-example is Running" in result.stdout and "Starting" not in result.stdout
+
+
 def test_ctrl_c_while_waiting_leaves_the_job_running(
     cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
 ) -> None:

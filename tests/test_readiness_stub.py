@@ -382,7 +382,7 @@ def test_too_few_tpu_pools_is_a_warning_naming_both_numbers_against_stub(stub: S
 
 def test_no_tpu_nodes_at_all_is_a_warning_against_stub(kube: Kube) -> None:
     row = rows(small_job({"tpu.type": "v5p-16", "tpu.slices": 3}), kube)["tpu-capacity"]
-    assert row.status is Status.WARN and row.message.startswith("0 node pools of x tpu-v5p-slice 2x2x2 nodes")
+    assert row.status is Status.WARN and row.message.startswith("no tpu-v5p-slice 2x2x2 nodes (Ready, ")
     assert "the job needs 3 pools (one per slice) of 2 nodes:" in row.message
 
 
@@ -742,7 +742,7 @@ def test_pools_that_scale_from_zero_are_ok_with_the_gcloud_command_against_stub(
     kube: Kube, stub: StubKubeApiServer, capacity: str
 ) -> None:
     row = rows(small_job({"tpu.capacity": capacity, "scheduling.queue": "tpu"}), kube)["tpu-capacity"]
-    assert row.status is Status.OK and row.message.startswith("0 node pools of x tpu-v5p-slice 2x2x1 nodes labelled ")
+    assert row.status is Status.OK and row.message.startswith("no tpu-v5p-slice 2x2x1 nodes labelled ")
     assert "gcloud container node-pools list --cluster CLUSTER --location LOCATION" in row.message
     assert rows(small_job(), kube)["tpu-capacity"].status is Status.WARN, "on-demand pools do not hide"
 

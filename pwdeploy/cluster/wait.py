@@ -62,6 +62,10 @@ def wait_for(
                 raise ClusterError(f"jobset {name} disappeared from namespace {namespace} while waiting (deleted?)")
             state = job_state(jobset)
             groups = progress(jobset, js.list_pods(kube, namespace, name))
+            if until == "running" and all_running(groups) and state.phase in ("Pending", "Starting"):
+                # every pod runs: the job runs, though the JobSet controller counts its Jobs ready (its phase)
+                # only at a later reconcile
+                state = state._replace(phase="Running")
             display.update(progress_line(state, groups))
             if state.phase == "Failed":
                 raise ClusterError(

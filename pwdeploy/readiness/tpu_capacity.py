@@ -95,7 +95,7 @@ def _run(target: Target, row: Row) -> PreflightRow:
         return _shared_pools(row, ask, sizes, len(free_nodes), f"{labelled}{untolerated}{taken}{unread}")
     holding = sum(size >= ask.vms for size in sizes.values())
     what = (
-        f"{_pools(sizes)} x {ask.shape} nodes{labelled} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each"
+        f"{_pools(sizes, ask.shape)}{labelled} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each"
         f"{untolerated}{taken}{unread}); the job needs {count(ask.slices, 'pool')} (one per slice) of "
         f"{count(ask.vms, 'node')}"
     )
@@ -125,7 +125,7 @@ def _shared_pools(row: Row, ask: WorkerAsk, sizes: dict[str, int], nodes: int, n
     """A slice may span pools (no exclusive topology): the usable nodes of all pools together."""
     needed = ask.slices * ask.vms
     what = (
-        f"{_pools(sizes)} x {ask.shape} nodes{notes} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each): "
+        f"{_pools(sizes, ask.shape)}{notes} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each): "
         f"{count(nodes, 'node')} in all; the job needs {count(needed, 'node')} ({ask.slices} x {ask.vms}), from "
         "any of these pools"
     )
@@ -139,17 +139,18 @@ def _shared_pools(row: Row, ask: WorkerAsk, sizes: dict[str, int], nodes: int, n
     )
 
 
-def _pools(sizes: dict[str, int]) -> str:
-    """``1 node pool of 2``, ``2 node pools of 1``, ``1 node pool of 4, 2 of 1``; ``0 node pools of``."""
+def _pools(sizes: dict[str, int], shape: str) -> str:
+    """``1 node pool of 2 x SHAPE nodes``, ``2 node pools of 1 x ...``, ``1 node pool of 4, 2 of 1 x ...``; ``no
+    SHAPE nodes``."""
     if not sizes:
-        return "0 node pools of"
+        return f"no {shape} nodes"
     by_size: dict[int, int] = {}
     for size in sorted(sizes.values(), reverse=True):
         by_size[size] = by_size.get(size, 0) + 1
     parts = [f"{pools} of {size}" for size, pools in by_size.items()]
     first_pools = next(iter(by_size.values()))
     parts[0] = f"{count(first_pools, 'node pool')} of {next(iter(by_size))}"
-    return ", ".join(parts)
+    return f"{', '.join(parts)} x {shape} nodes"
 
 
 CHECK = Check("tpu-capacity", _run, SOURCE)
