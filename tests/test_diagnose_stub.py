@@ -224,7 +224,7 @@ def test_an_events_answer_of_the_wrong_shape_is_a_note_beside_the_findings_again
     serve(stub, load("image-not-found"))
     break_list(stub, "events")
     found = diagnose(kube, "default", "dp-example")
-    assert [f.cause for f in found.findings] == ["image-pull"]  # the pod's status, without the kubelet's event
+    assert [f.id for f in found.findings] == ["image-pull"]  # the pod's status, without the kubelet's event
     (note,) = found.notes
     assert "the job's events could not be read" in note and "`items` that is a string, not a list" in note, note
 

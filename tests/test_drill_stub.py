@@ -303,7 +303,7 @@ def test_prediction_uses_the_same_evaluator_as_local_run() -> None:
     head = dr.predict(dr.Fault("evict_head"), jobset)
     assert head.outcome == "pod_replaced" and "Ignore on DisruptionTarget" in head.why
     kill = dr.predict(dr.Fault("kill_worker", slice_index=0, host=0, exit_code=137), jobset)
-    assert kill.outcome == "pod_replaced" and "failure 1 of backoffLimit" in kill.why
+    assert kill.outcome == "pod_replaced" and "restart 1 of backoffLimit 8, restarted in its pod" in kill.why
 
 
 def test_step_lines_and_timestamps() -> None:

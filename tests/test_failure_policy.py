@@ -13,6 +13,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.config import load_job
 from pwdeploy.manifests.failure_policy import Action, PodFailure, backoff_limit, decide
+from pwdeploy.manifests.lost_slice import replacement_delay_s
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "data_parallel" / "job.yaml"
@@ -78,13 +79,13 @@ SCENARIOS = [
         "retry_exit_code",
     ),
     Scenario(
-        "a worker Job exhausts its pod retries (backoffLimit)",
+        "a worker host exhausts its pod retries (backoffLimitPerIndex)",
         [vm_lost(failed_before=WORKER_BACKOFF)],
         Action.RESTART,
         "slice_lost",
     ),
     Scenario(
-        "a lost VM uses up a worker Job's retries and main exits 1, both Jobs failed when JobSet looks",
+        "a lost VM uses up its host's retries and main exits 1, both Jobs failed when JobSet looks",
         [vm_lost(failed_before=WORKER_BACKOFF), main_exits(1)],
         Action.RESTART,
         "slice_lost",
@@ -295,3 +296,62 @@ def test_a_suspended_jobs_pods_are_never_counted_but_failjob_still_fails_it() ->
     assert failed.action is Action.FAIL
     assert "killed by SIGKILL (exit code 137) as its suspended Job's pod was deleted" in failed.why
     assert "podFailurePolicy rule 2 (FailJob" in failed.why
+
+
+# Per-host counting (backoffLimitPerIndex), as pwdeploy renders the worker Jobs, and the wait before a replacement.
+
+V5P_32 = rendered(**{"tpu.type": "v5p-32"})
+
+
+def test_a_lost_multi_host_slice_is_one_failure_per_host_and_the_pods_are_replaced() -> None:
+    """Four hosts lost at once (a v5p-32 slice whose node pool GKE recreates): each host counts one failure of its
+    own backoffLimitPerIndex; nothing fails."""
+    lost = [PodFailure(WORKER, conditions=DISRUPTED, host=h) for h in range(4)]
+    decision = decide(V5P_32, lost)
+    assert decision.action is Action.NOTHING
+    assert "failure 1 of index 3 of backoffLimitPerIndex 4, the pod is replaced" in decision.jobs[0].why
+
+
+def test_one_host_over_its_limit_fails_its_slice_and_the_jobset_restarts() -> None:
+    fifth = PodFailure(WORKER, conditions=DISRUPTED, host=2, failed_before=4)
+    decision = decide(V5P_32, [fifth])
+    assert decision.action is Action.RESTART and decision.rule == "slice_lost"
+    assert decision.jobs[0].reason == "MaxFailedIndexesExceeded"
+    assert "failure 5 of index 2 counted, over backoffLimitPerIndex 4; 1 failed index(es), over maxFailedIndexes 0" in (
+        decision.jobs[0].why
+    )
+
+
+def test_without_max_failed_indexes_a_failed_index_leaves_the_job_running() -> None:
+    policy = jobset({"maxRestarts": 1}, head={"backoffLimitPerIndex": 0, "completionMode": "Indexed"})
+    decision = decide(policy, [PodFailure("a", exit_code=1)])
+    assert decision.action is Action.NOTHING and "fails (FailedIndexes) after" in decision.jobs[0].why
+    fail_index = {"rules": [{"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [3]}}]}
+    limits = {"backoffLimitPerIndex": 5, "maxFailedIndexes": 0, "podFailurePolicy": fail_index}
+    decision = decide(jobset({"maxRestarts": 1}, head=limits), [PodFailure("a", exit_code=3)])
+    assert decision.action is Action.RESTART and decision.jobs[0].reason == "MaxFailedIndexesExceeded"
+
+
+def test_backoff_limit_defaults_to_the_largest_int32_beside_backoff_limit_per_index() -> None:
+    policy = jobset({"maxRestarts": 1}, head={"backoffLimitPerIndex": 10**6})
+    assert decide(policy, [PodFailure("a", exit_code=1, failed_before=10**5)]).action is Action.NOTHING
+
+
+def test_container_restarts_fail_the_job_once_they_reach_backoff_limit() -> None:
+    """pastBackoffLimitOnFailure: restarts >= backoffLimit (a Job of backoffLimit 4 fails at its 4th restart)."""
+    on_failure = {"template": {"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c"}]}}}
+    policy = jobset({"maxRestarts": 1}, head={"backoffLimit": 4, **on_failure})
+    assert decide(policy, [PodFailure("a", exit_code=1, failed_before=2)]).action is Action.NOTHING
+    fourth = decide(policy, [PodFailure("a", exit_code=1, failed_before=3)])
+    assert fourth.action is Action.RESTART and fourth.jobs[0].stops_pods_first
+    zero = jobset({"maxRestarts": 1}, head={"backoffLimit": 0, **on_failure})
+    assert decide(zero, [PodFailure("a", exit_code=1)]).action is Action.RESTART
+
+
+def test_a_lost_slice_waits_10_s_for_its_replacements_not_10_s_per_host_doubled() -> None:
+    """The Job controller's backoff: per Job, 10 s x 2^(failures - 1), every failed pod counted, so a lost 4-host
+    slice waited 80 s (5 hosts 160 s, the 10-minute cap from 7); per host with backoffLimitPerIndex: 10 s."""
+    assert replacement_delay_s(V5P_32, WORKER, hosts=4) == 10.0
+    assert replacement_delay_s(V5P_32, WORKER, hosts=4, failed_before=1) == 20.0
+    per_job = {"spec": {"replicatedJobs": [{"name": WORKER, "template": {"spec": {"backoffLimit": 16}}}]}}
+    assert [replacement_delay_s(per_job, WORKER, hosts=n) for n in (1, 4, 5, 7, 16)] == [10, 80, 160, 600, 600]

@@ -107,9 +107,9 @@ PROGRAM_FAILED = (
     "{how}: podFailurePolicy rule 2 (FailJob on exit codes of main NotIn [0, 75, 143]))"
 )
 SLICE_LOST = (
-    "rule slice_lost (RestartJobSet, restart 1 of 2): Job restart-test-worker-0 failed with BackoffLimitExceeded "
-    "(pathways-worker killed by SIGKILL (exit code 137): failure 5 counted, over backoffLimit 4; its pod still runs "
-    "and is stopped before the Job fails)"
+    "rule slice_lost (RestartJobSet, restart 1 of 2): Job restart-test-worker-0 failed with MaxFailedIndexesExceeded "
+    "(the pod ended with DisruptionTarget, no exit code: failure 5 of index 0 counted, over backoffLimitPerIndex 4; "
+    "1 failed index(es), over maxFailedIndexes 0)"
 )
 
 

@@ -36,6 +36,7 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ArgumentError, ClusterError
 from pwdeploy.kube.seam import Kube
 from pwdeploy.manifests import failure_policy as fp
+from pwdeploy.manifests.lost_slice import slice_lost
 
 FaultKind = Literal["lose_slice", "kill_worker", "evict_head"]
 
@@ -267,10 +268,7 @@ def predict(fault: Fault, jobset: Object) -> Prediction:
 def pod_failure(fault: Fault, jobset: Object) -> fp.PodFailure:
     """The pod failure the evaluator is given for the fault (a lost slice as `local run` models it)."""
     if fault.kind == "lose_slice":
-        limit = fp.backoff_limit(jobset, ids.WORKER_JOB)
-        return fp.PodFailure(
-            ids.WORKER_JOB, signal=signal.SIGKILL, failed_before=limit, job_index=fault.slice_index or 0
-        )
+        return slice_lost(jobset, fault.slice_index or 0)
     if fault.kind == "kill_worker":
         return fp.PodFailure(
             ids.WORKER_JOB, exit_code=fault.exit_code, container=ids.WORKER_CONTAINER, job_index=fault.slice_index or 0

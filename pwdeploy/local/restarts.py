@@ -34,8 +34,9 @@ from pwdeploy.local.runner import STOP_GRACE_SECONDS, Ended, Watch, run_child, s
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS
 from pwdeploy.local.unshare import Private
 from pwdeploy.manifests import Manifest
-from pwdeploy.manifests.failure_policy import Action, Decision, PodFailure, backoff_limit, decide
+from pwdeploy.manifests.failure_policy import Action, Decision, PodFailure, decide
 from pwdeploy.manifests.jobset import jobset
+from pwdeploy.manifests.lost_slice import slice_lost
 
 LOCAL_IMAGE = "local-run.invalid/unused:0"  # stands in for an image no push pinned yet: images decide no restart
 
@@ -128,16 +129,16 @@ def cause(ended: Ended, attempt: int, faults: Faults) -> str:
 
 def cluster_failure(manifest: Manifest, ended: Ended, attempt: int, faults: Faults) -> PodFailure:
     """The failure on the cluster a local attempt's death stands for. An injected fault is a lost slice: slice 0's
-    worker Job has used up its backoffLimit (on the cluster the program, dying first, exits with the retry code
-    through pwdeploy.runtime.retry_on_slice_loss, and restarts alike). Any other death is main's, in the head pod."""
+    worker pod gone with its VM (DisruptionTarget) once its host has used up its failures (backoffLimitPerIndex),
+    which fails the slice's Job (on the cluster the program, dying first, exits with the retry code through
+    pwdeploy.runtime.retry_on_slice_loss, and restarts alike). Any other death is main's, in the head pod."""
     if ended.evicted is not None:  # the head pod deleted: main's exit, with what the cause sets on the pod
         evicted_by = CAUSES[faults.evict_by]
         how = {"signal": -ended.returncode} if ended.returncode < 0 else {"exit_code": ended.returncode}
         return PodFailure(ids.HEAD_JOB, container=ids.MAIN_CONTAINER, conditions=evicted_by.conditions,
                           suspended=evicted_by.suspends, **how)  # fmt: skip
     if injected(ended, attempt, faults):
-        failed_before = backoff_limit(manifest, ids.WORKER_JOB)
-        return PodFailure(ids.WORKER_JOB, signal=signal.SIGKILL, failed_before=failed_before)
+        return slice_lost(manifest)
     return PodFailure(ids.HEAD_JOB, exit_code=ended.status, container=ids.MAIN_CONTAINER)
 
 

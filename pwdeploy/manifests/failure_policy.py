@@ -7,7 +7,14 @@ Two controllers decide, and this module follows both:
   order, the first that matches decides; ``onExitCodes`` looks at the terminated containers (``containerName``:
   only that one) whose exit code is not 0; ``onPodConditions`` at the pod's conditions. FailJob fails the Job
   (reason PodFailurePolicy), Ignore replaces the pod without counting it, Count (and no match) counts it, and
-  a Job that counted more failures than its ``backoffLimit`` (default 6) fails with BackoffLimitExceeded;
+  a Job that counted more failures than its ``backoffLimit`` (default 6) fails with BackoffLimitExceeded. With
+  ``backoffLimitPerIndex`` (an Indexed Job; pkg/controller/job/indexed_job_utils.go ``isIndexFailed``) the failures
+  are counted per completion index (per host of a slice): an index that counted more than that fails (FailIndex
+  fails it at once), and more failed indexes than ``maxFailedIndexes`` fail the Job (MaxFailedIndexesExceeded;
+  without it the Job runs its other indexes to their end, then fails with FailedIndexes); ``backoffLimit`` then
+  defaults to 2147483647. A container of a ``restartPolicy: OnFailure`` pod that exits is restarted in its pod,
+  and the Job fails once the restarts of its pods reach ``backoffLimit`` (``pastBackoffLimitOnFailure``:
+  restarts >= backoffLimit, or any restart when it is 0);
 - the JobSet controller, at the first reconcile that sees a failed child Job (kubernetes-sigs/jobset
   pkg/controllers/failure_policy.go, read at v0.11.0 and at 08dfbdfd: ``executeFailurePolicy``,
   ``findFirstFailedPolicyRuleAndJob``, ``ruleIsApplicable``, ``restartJobSetActionApplier``): no failurePolicy
@@ -24,9 +31,9 @@ is never counted against backoffLimit, but a FailJob rule still fails the Job on
 pkg/controller/job/job_controller.go at v1.35). With no Job failed, the JobSet waits suspended and Kueue requeues
 it (``Action.REQUEUE``).
 
-Not modelled (ValueError where a JobSet uses them): RestartJob and RestartJobAndIgnoreMaxRestarts (v0.12,
-alpha, behind a feature gate), FailIndex (per-index backoff); nor activeDeadlineSeconds. The messages matched by
-``onJobFailureMessagePatterns`` are the Job controller's formats with ``<pod>`` for the pod's name.
+Not modelled (ValueError where a JobSet uses them): RestartJob and RestartJobAndIgnoreMaxRestarts (v0.12, alpha,
+behind a feature gate); nor activeDeadlineSeconds, nor the wait before a replacement (pwdeploy.manifests.lost_slice).
+``onJobFailureMessagePatterns`` match the Job controller's formats with ``<pod>`` for the pod's name.
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ from enum import Enum
 from typing import Any
 
 DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job.spec.backoffLimit when unset
+PER_INDEX_BACKOFF_LIMIT = 2**31 - 1  # its default when backoffLimitPerIndex is set (batch/v1 defaults)
 BACKOFF_LIMIT_MESSAGE = "Job has reached the specified backoff limit"  # the Job controller's
+MAX_FAILED_INDEXES_MESSAGE = "Job has exceeded the specified maximal number of failed indexes"
 
 
 class Action(Enum):
@@ -60,8 +69,11 @@ class PodFailure:
     signal: int | None = None  # the signal that killed it instead: the exit code Kubernetes reports is 128 + N
     container: str | None = None  # which container failed; default: the pod's first container
     conditions: tuple[str, ...] = ()  # the pod's conditions with status True, e.g. DisruptionTarget
-    failed_before: int = 0  # pod failures this Job had counted already (against its backoffLimit)
-    job_index: int = 0
+    # failures counted already against the limit this one is counted against: its index's (backoffLimitPerIndex)
+    # where the Job sets one, else the Job's (backoffLimit; for a container restarted in place, its restarts)
+    failed_before: int = 0
+    job_index: int = 0  # which Job of the replicatedJob (a worker slice)
+    host: int = 0  # its completion index (the host in the slice)
     suspended: bool = False  # the Job controller deleted the pod because its Job was suspended (a Kueue eviction)
 
     @property
@@ -71,13 +83,13 @@ class PodFailure:
     def describe(self) -> str:
         if self.signal is not None:
             how = f"killed by {signal.Signals(self.signal).name} (exit code {self.code})"
-        else:
-            how = f"exited {self.exit_code}" if self.exit_code is not None else "ended without an exit code"
-        return (
-            f"{self.container or 'the pod'} {how}"
-            + (f" with {', '.join(self.conditions)}" if self.conditions else "")
-            + (" as its suspended Job's pod was deleted" if self.suspended else "")
-        )
+        elif self.exit_code is not None:
+            how = f"exited {self.exit_code}"
+        else:  # the pod went away with its node, or was stopped before its container ended
+            how = ""
+        conditions = f" with {', '.join(self.conditions)}" if self.conditions else ""
+        who = f"{self.container or 'the pod'} {how}" if how else f"the pod ended{conditions}, no exit code"
+        return who + (conditions if how else "") + (" as its suspended Job's pod was deleted" if self.suspended else "")
 
 
 @dataclass(frozen=True)
@@ -182,12 +194,25 @@ def _searches(pattern: str, message: str) -> bool:
         return False
 
 
+class _Counts:
+    """What the Job controller has counted so far, per Job: failures (per Job, or per index with
+    backoffLimitPerIndex) and failed indexes."""
+
+    def __init__(self) -> None:
+        self.failures: dict[tuple[str, int, int | None], int] = {}
+        self.failed_indexes: dict[tuple[str, int], set[int]] = {}
+
+    def count(self, key: tuple[str, int, int | None], before: int) -> int:
+        self.failures[key] = self.failures.get(key, before) + 1
+        return self.failures[key]
+
+
 def _job_results(jobset_name: str, spec: Mapping[str, Any], failures: Sequence[PodFailure]) -> tuple[JobResult, ...]:
     """Each child Job that had failures, with what they made of it, in the order of its last failure (for a
     failed Job: the one that failed it)."""
     by_name = {str(rj.get("name")): rj for rj in _list(spec.get("replicatedJobs"))}
     results: dict[tuple[str, int], JobResult] = {}
-    counted: dict[tuple[str, int], int] = {}
+    counts = _Counts()
     for failure in failures:
         rj = by_name.get(failure.replicated_job)
         if rj is None:
@@ -195,17 +220,13 @@ def _job_results(jobset_name: str, spec: Mapping[str, Any], failures: Sequence[P
         key = (failure.replicated_job, failure.job_index)
         if key in results and results[key].reason is not None:
             continue  # a failed Job takes no more failures
-        counted.setdefault(key, failure.failed_before)
         name = f"{jobset_name}-{failure.replicated_job}-{failure.job_index}"
         results.pop(key, None)  # moved to the end: failed Jobs come in the order they failed
-        results[key] = _pod_failed(name, _job_spec(rj), failure, counted)
+        results[key] = _pod_failed(name, _job_spec(rj), failure, counts)
     return tuple(results.values())
 
 
-def _pod_failed(
-    name: str, job_spec: Mapping[str, Any], failure: PodFailure, counted: dict[tuple[str, int], int]
-) -> JobResult:
-    key = (failure.replicated_job, failure.job_index)
+def _pod_failed(name: str, job_spec: Mapping[str, Any], failure: PodFailure, counts: _Counts) -> JobResult:
     job = (name, failure.replicated_job)
     container = failure.container or _first_container(job_spec)
     what = dataclasses.replace(failure, container=container).describe()
@@ -220,18 +241,58 @@ def _pod_failed(
             return JobResult(*job, "PodFailurePolicy", _fail_job_message(rule, failure, container, index), said)
         if action == "Ignore" and not failure.suspended:
             return JobResult(*job, None, "", f"{said}: not counted, the pod is replaced")
+        if action == "FailIndex":
+            return _index_failed(job, job_spec, failure, counts, f"{said}: index {failure.host} failed at once")
     if failure.suspended:
         return JobResult(*job, None, "", f"{said}: not counted, its Job is suspended (the Job controller took off "
                          "the pod's tracking finalizer before deleting it)")  # fmt: skip
-    counted[key] += 1
-    limit = _int(job_spec.get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
-    if counted[key] > limit:
-        why = f"{said}: failure {counted[key]} counted, over backoffLimit {limit}"
-        restarted = _restarts_in_place(job_spec, failure)
-        if restarted:
-            why += "; its pod still runs and is stopped before the Job fails"
-        return JobResult(*job, "BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE, why, stops_pods_first=restarted)
-    return JobResult(*job, None, "", f"{said}: failure {counted[key]} of backoffLimit {limit}, the pod is replaced")
+    if _restarts_in_place(job_spec, failure):
+        return _restarted(job, job_spec, failure, counts, said)
+    per_index = _optional_int(job_spec.get("backoffLimitPerIndex"))
+    if per_index is not None:
+        counted = counts.count((failure.replicated_job, failure.job_index, failure.host), failure.failed_before)
+        if counted > per_index:
+            why = f"{said}: failure {counted} of index {failure.host} counted, over backoffLimitPerIndex {per_index}"
+            return _index_failed(job, job_spec, failure, counts, why)
+        return JobResult(
+            *job, None, "", f"{said}: failure {counted} of index {failure.host} of backoffLimitPerIndex {per_index}, "
+            "the pod is replaced"
+        )  # fmt: skip
+    counted = counts.count((failure.replicated_job, failure.job_index, None), failure.failed_before)
+    limit = backoff_limit_of(job_spec)
+    if counted > limit:
+        why = f"{said}: failure {counted} counted, over backoffLimit {limit}"
+        return JobResult(*job, "BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE, why)
+    return JobResult(*job, None, "", f"{said}: failure {counted} of backoffLimit {limit}, the pod is replaced")
+
+
+def _restarted(
+    job: tuple[str, str], job_spec: Mapping[str, Any], failure: PodFailure, counts: _Counts, said: str
+) -> JobResult:
+    """A container restarted in its pod (restartPolicy OnFailure): the Job fails once its pods' restarts reach
+    backoffLimit (any restart when it is 0), and the still-running pod is stopped before the Job is marked
+    failed."""
+    restarts = counts.count((failure.replicated_job, failure.job_index, -1), failure.failed_before)
+    limit = backoff_limit_of(job_spec)
+    if restarts >= max(limit, 1):
+        why = f"{said}: restart {restarts} reaches backoffLimit {limit}; its pod still runs and is stopped first"
+        return JobResult(*job, "BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE, why, stops_pods_first=True)
+    return JobResult(*job, None, "", f"{said}: restart {restarts} of backoffLimit {limit}, restarted in its pod")
+
+
+def _index_failed(
+    job: tuple[str, str], job_spec: Mapping[str, Any], failure: PodFailure, counts: _Counts, why: str
+) -> JobResult:
+    """An index failed: the Job fails once more indexes failed than maxFailedIndexes allows."""
+    failed = counts.failed_indexes.setdefault((failure.replicated_job, failure.job_index), set())
+    failed.add(failure.host)
+    allowed = _optional_int(job_spec.get("maxFailedIndexes"))
+    if allowed is None:
+        return JobResult(*job, None, "", f"{why}; the Job runs its other indexes, and fails (FailedIndexes) after")
+    if len(failed) > allowed:
+        why += f"; {len(failed)} failed index(es), over maxFailedIndexes {allowed}"
+        return JobResult(*job, "MaxFailedIndexesExceeded", MAX_FAILED_INDEXES_MESSAGE, why)
+    return JobResult(*job, None, "", f"{why}; {len(failed)} failed index(es) of maxFailedIndexes {allowed}")
 
 
 def _restarts_in_place(job_spec: Mapping[str, Any], failure: PodFailure) -> bool:
@@ -241,11 +302,25 @@ def _restarts_in_place(job_spec: Mapping[str, Any], failure: PodFailure) -> bool
     return pod.get("restartPolicy") == "OnFailure" and not failure.conditions and failure.code is not None
 
 
+def backoff_limit_of(job_spec: Mapping[str, Any]) -> int:
+    """A Job's backoffLimit: 6 where unset, 2147483647 where unset beside backoffLimitPerIndex."""
+    per_index = _optional_int(job_spec.get("backoffLimitPerIndex")) is not None
+    return _int(job_spec.get("backoffLimit"), PER_INDEX_BACKOFF_LIMIT if per_index else DEFAULT_BACKOFF_LIMIT)
+
+
 def backoff_limit(jobset: Mapping[str, Any], replicated_job: str) -> int:
-    """The backoffLimit of the replicatedJob's Jobs (Kubernetes' default where unset)."""
+    """The limit a pod failure of the replicatedJob's Jobs is counted against: backoffLimitPerIndex (one host's
+    failures) where the Job sets it, else its backoffLimit (Kubernetes' default where unset)."""
+    spec = spec_of(jobset, replicated_job)
+    per_index = _optional_int(spec.get("backoffLimitPerIndex"))
+    return per_index if per_index is not None else backoff_limit_of(spec)
+
+
+def spec_of(jobset: Mapping[str, Any], replicated_job: str) -> Mapping[str, Any]:
+    """The Job spec of the JobSet's replicatedJob of that name."""
     for rj in _list(_mapping(jobset.get("spec")).get("replicatedJobs")):
         if rj.get("name") == replicated_job:
-            return _int(_job_spec(rj).get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
+            return _job_spec(rj)
     raise ValueError(f"{replicated_job!r} is not a replicatedJob")
 
 
@@ -264,9 +339,7 @@ def _first_pod_rule(rules: list[Any], failure: PodFailure, container: str) -> tu
     controller skips it."""
     for index, rule in enumerate(rules):
         action = rule.get("action")
-        if action == "FailIndex":
-            raise ValueError("podFailurePolicy action FailIndex (per-index backoff) is not modelled here")
-        if action in ("FailJob", "Ignore", "Count") and _pod_rule_matches(rule, failure, container):
+        if action in ("FailJob", "Ignore", "Count", "FailIndex") and _pod_rule_matches(rule, failure, container):
             return index, rule
     return None
 
@@ -317,4 +390,9 @@ def _list(value: object) -> list[Any]:
 
 
 def _int(value: object, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+    found = _optional_int(value)
+    return default if found is None else found
+
+
+def _optional_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

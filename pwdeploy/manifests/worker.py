@@ -10,7 +10,7 @@ from pwdeploy.manifests.head import rm_client_args
 from pwdeploy.manifests.placement import worker_node_selector, worker_pod_annotations, worker_tolerations
 from pwdeploy.manifests.user_volumes import fuse_annotations
 
-BACKOFF_PER_VM = 4  # restarts of a worker pod before its slice's Job fails
+BACKOFF_PER_VM = 4  # failures of one host's worker pod (and restarts of its container) before its slice's Job fails
 
 
 def worker_args(job: JobConfig) -> list[str]:
@@ -69,10 +69,32 @@ def worker_pod_spec(job: JobConfig) -> Manifest:
 
 
 def worker_backoff_limit(job: JobConfig) -> int:
-    vms = job.tpu.slice.vms
-    if job.tpu.elastic_slices:
-        return job.tpu.max_slice_restarts * vms
-    return BACKOFF_PER_VM * vms
+    """A slice's container restarts in place (restartPolicy OnFailure) before its Job fails: per host, times its
+    hosts (the Job controller sums the restarts of the Job's pods)."""
+    return host_backoff_limit(job) * job.tpu.slice.vms
+
+
+def host_backoff_limit(job: JobConfig) -> int:
+    """Failed pods of one host (a completion index) before its slice's Job fails."""
+    return job.tpu.max_slice_restarts if job.tpu.elastic_slices else BACKOFF_PER_VM
+
+
+def backoff(job: JobConfig) -> Manifest:
+    """The worker Job's limits. A failed pod (a disruption: eviction, preemption, a lost VM) is counted per host
+    (``backoffLimitPerIndex``), and the Job waits before the replacement of each host by that host's failures
+    only: 10 s after its first (kubernetes/kubernetes pkg/controller/job getRemainingTimePerIndex). Without it the
+    Job waits by every failure since its last success (backoff_utils.go ``newBackoffRecord``, each of them, those
+    a podFailurePolicy ignores included): a lost 4-VM slice, 4 failures at once, waited 10 s x 2^3 = 80 s before
+    any replacement was created. One host over its limit fails the Job (``maxFailedIndexes`` 0), which the
+    JobSet's ``slice_lost`` rule restarts. A container restarted in place still counts against
+    ``backoffLimit``. An Ignore rule on DisruptionTarget, as the head has, would not shorten the wait, needs
+    ``restartPolicy: Never``, and with it, with JobSet <= v0.12.0, a failed leader pod kept beside its replacement
+    refuses the slice's followers for ever (kubernetes-sigs/jobset#1276)."""
+    return {
+        "backoffLimit": worker_backoff_limit(job),
+        "backoffLimitPerIndex": host_backoff_limit(job),
+        "maxFailedIndexes": 0,
+    }
 
 
 def worker_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
@@ -87,7 +109,7 @@ def worker_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
         "template": c.drop_none(
             metadata=c.drop_none(annotations=exclusive),
             spec={
-                "backoffLimit": worker_backoff_limit(job),
+                **backoff(job),
                 "completionMode": "Indexed",
                 "completions": vms,
                 "parallelism": vms,
