@@ -25,6 +25,16 @@ JOB_TESTS = [
 ]
 HEAD_POOL = NodePool("cpu-np", nodes=1, cpu="64", memory="256Gi")  # the pool head.node_pool selects by default
 V5P_2X2X1 = TpuPool("tpu-v5p-slice", "2x2x1", 4)  # the nodes of one v5p-8 slice: one VM of 4 chips
+V5P_2X2X4 = TpuPool("tpu-v5p-slice", "2x2x4", 4)  # the nodes of one v5p-32 slice: four VMs of 4 chips
+V5P_32_VMS = 4
+
+
+def slice_pools(prefix: str, slices: int, tpu: TpuPool = V5P_2X2X4, vms: int = V5P_32_VMS) -> tuple[NodePool, ...]:
+    """One TPU node pool per slice, of one node per VM, as GKE makes a multi-host slice's node pool (its VMs are
+    an atomic unit, each a node labelled with the pool's name, accelerator and topology): ``PREFIX-0``, ... The
+    workers' exclusive placement puts each slice on a pool of its own, the leader pod first, its followers on the
+    nodes of the leader's pool."""
+    return tuple(NodePool(f"{prefix}-{s}", nodes=vms, tpu=tpu) for s in range(slices))
 
 
 def pwdeploy(
