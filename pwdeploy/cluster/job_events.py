@@ -168,7 +168,7 @@ def pod_trouble(pod: Object) -> str:
     statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
     for c in statuses:
         waiting = ((c.get("state") or {}).get("waiting") or {}).get("reason")
-        if waiting and waiting not in ("PodInitializing", "ContainerCreating"):
+        if waiting:  # ContainerCreating too: a volume that cannot be mounted says so only in FailedMount events
             return f"waiting/{waiting}"
     return "not-ready" if conditions.get("Ready") == "False" else ""
 
