@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The cluster tests (API seam, kubeconfig, credential plugins, connect, submit) in a second virtual environment that
-# holds the lowest version pyproject.toml declares for each direct dependency (tests/lowest-versions.txt): a floor
-# that is too low fails here, not at a user's first submit. Needs Python >= 3.11 and PyPI (a few minutes the first
-# time; the environment is reused after that).
+# The cluster tests (API seam, kubeconfig, credential plugins, connect, submit), the GCS preflight against the emulator
+# and the runtime's absl use in a second virtual environment that holds the lowest version pyproject.toml declares
+# for each direct dependency (tests/lowest-versions.txt): a floor that is too low fails here, not at a user's first
+# submit. Needs Python >= 3.11 and PyPI (a few minutes the first time; the environment is reused after that).
 # Usage: bash scripts/test-lowest.sh [pytest args...]   ($PWDEPLOY_LOWEST_VENV names the environment: .venv-lowest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +51,8 @@ tests=(
   tests/test_kubeconfig.py
   tests/test_credential_plugins.py
   tests/test_kube_proxies.py
+  tests/test_preflight_emulator.py
+  tests/test_runtime.py::test_prepare_data_workers_marks_absl_flags_parsed
 )
 echo "== cluster tests with the lowest versions"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}" "$@"

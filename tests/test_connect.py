@@ -269,6 +269,7 @@ def test_kubernetes_portforward_helper_leaves_its_socket_open_after_a_reset_stub
     socket the program holds never ends (the same reset gives connect's connection an end: the test above, over
     TLS). Plain http here: over TLS the helper sometimes takes the reset for the end of the WebSocket, so its hang
     shows every time only without it."""
+    pytest.importorskip("kubernetes", reason="the official client is a test dependency, not pwdeploy's")
     from kubernetes import client, config
     from kubernetes.stream import portforward
 

@@ -73,6 +73,27 @@ def cluster(
     return Cluster(kube, namespace or kube.namespace)
 
 
+def from_kubernetes(
+    client: object,
+    namespace: str = "default",
+    *,
+    on_notice: Callable[[str], None] | None = None,
+    settings: ClientSettings | None = None,
+) -> Cluster:
+    """The cluster a configured official client talks to (a ``kubernetes.client.ApiClient``, or its
+    ``Configuration``: what ``kubernetes.config.load_kube_config()`` or ``new_client_from_config()`` gave a
+    notebook), as a ``Cluster`` of pwdeploy's own bounded client: the same server, the same credentials (a token
+    the official client refreshes is asked of it again before each request), the same TLS settings and proxy.
+    Nothing of the official client is imported (pwdeploy does not depend on it). Credentials go to an https://
+    server only. ``namespace``: where the functions work (the official client's configuration holds none)."""
+    from pwdeploy.kube.official_client import kube_from_official
+
+    check_namespace(namespace)
+    given = settings or ClientSettings()
+    kube = kube_from_official(client, namespace, clock=given.clock, request_limits=given.requests, on_notice=on_notice)
+    return Cluster(kube, namespace)
+
+
 def connect(
     kubeconfig: PathLike | None = None,
     context: str | None = None,

@@ -156,7 +156,7 @@ def _configure(
     # proxy for a loopback server): pwdeploy.kube.reach.
     configuration.proxy = proxy
     configuration.no_proxy = None
-    _clean_credentials(configuration, whose)
+    clean_credentials(configuration, whose)
 
 
 def _credentials(
@@ -190,7 +190,7 @@ def _credentials(
     return rest, PluginToken(credential, fetch, clock.utc_now)
 
 
-def _clean_credentials(configuration: Configuration, whose: str) -> None:
+def clean_credentials(configuration: Configuration, whose: str) -> None:
     """Drop the server URL's userinfo and check the bearer token now and whenever the client refreshes it."""
     configuration.host = without_userinfo(str(configuration.host))
     refresh = configuration.refresh_api_key_hook
