@@ -59,6 +59,11 @@ def mtc_env(job: JobConfig, directory: str | None = None) -> dict[str, str]:
     return {ids.MTC_DIR_ENV: directory or mtc.ramdisk_dir, **{k: str(v) for k, v in optional.items() if v is not None}}
 
 
+def grpc_credentials_env(job: JobConfig) -> dict[str, str]:
+    """With head.insecure_grpc: what turns ALTS off on the IFRT proxy and on its client (the two must agree)."""
+    return {ids.INSECURE_GRPC_ENV: "true"} if job.head.insecure_grpc else {}
+
+
 DEFAULT_GRACE_SECONDS = 30  # Kubernetes' terminationGracePeriodSeconds when a pod sets none
 
 

@@ -115,6 +115,10 @@ LOCAL_DEVICES_ENV = "PWDEPLOY_LOCAL_DEVICES"
 # The JobSet's name in main's env, from the pod's annotation (as the workers and the resource manager get it): a
 # trainer names its run after it (MaxText's run_name), so a restart resumes the same run. Locally: the job's name.
 JOBSET_NAME_ENV = "JOBSET_NAME"
+# head.insecure_grpc: plain gRPC between the JAX client and the IFRT proxy instead of ALTS. XLA's IFRT proxy reads it
+# on both sides and takes exactly "true" (xla/python/ifrt_proxy/common/grpc_credentials_possibly_insecure_wrapper.cc,
+# compiled into jaxlib 0.10.2's libjax_common.so); a client and a proxy that disagree cannot connect.
+INSECURE_GRPC_ENV = "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS"
 RESTART_ATTEMPT_ENV = "PWDEPLOY_RESTART_ATTEMPT"  # 0 on the first run, then 1, 2, ... after each restart
 FAIL_AT_STEP_ENV = "PWDEPLOY_FAIL_AT_STEP"  # local run --fail-at-step: runtime.step_done kills the job there
 # local run --evict-at-step N: once step N is done, runtime.step_done creates the file EVICT_FLAG names, and local

@@ -179,6 +179,11 @@ FIELDS: tuple[Field, ...] = (
       "process does (143 on a stop from outside); false: main is PID 1 of its container, and the kernel drops a "
       "SIGTERM it has no handler for, so a stop ends in SIGKILL (137) after the grace period (docs/restarts.md)",
       "--share-process-namespace/--no-share-process-namespace"),
+    _("head.insecure_grpc", Kind.BOOL, False,
+      "Plain gRPC between the JAX client and the IFRT proxy instead of ALTS (IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS"
+      "=true on pathways-proxy and main, and in connect's exports), for a client the proxy refuses in the ALTS "
+      "handshake; anyone who reaches the proxy's port on the node may then use it (docs/sessions.md)",
+      "--insecure-grpc"),
     _("storage.scratch", Kind.GCS, None,
       "GCS compile-cache (scratch) location, gs://bucket[/prefix]; required", "--gcs-scratch"),
     _("storage.enable_olm", Kind.BOOL, True,

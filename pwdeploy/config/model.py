@@ -99,6 +99,7 @@ class HeadConfig(NamedTuple):
     rm_memory: Quantity
     transfer_shm_size: Quantity | None  # a cap on the client-proxy shared memory; None: no cap; "0": none at all
     share_process_namespace: bool = True  # the pause container is PID 1, not main (docs/manifests.md)
+    insecure_grpc: bool = False  # plain gRPC between the JAX client and the proxy, not ALTS (docs/sessions.md)
 
 
 class StorageConfig(NamedTuple):

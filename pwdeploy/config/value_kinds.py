@@ -31,6 +31,7 @@ from pwdeploy.config.values import (
     parse_str_list,
 )
 from pwdeploy.errors import ConfigError
+from pwdeploy.identifiers import INSECURE_GRPC_ENV
 from pwdeploy.imageref import REFERENCE_PATTERN
 
 # Quantities where 0 is a meaningful value: "off".
@@ -124,6 +125,13 @@ def _env(field: Field, value: Any, base_dir: Path) -> tuple[tuple[str, str], ...
             continue
         if field.path == "main.env" and name in MAIN_RESERVED_ENV:
             raise ConfigError(where, "is set by pwdeploy (the JobSet's name, from its annotation); remove it")
+        if field.path in ("main.env", "proxy_env") and name == INSECURE_GRPC_ENV:
+            raise ConfigError(
+                where,
+                "is set by head.insecure_grpc (--insecure-grpc), on the proxy and its client together: one side alone "
+                "cannot connect to the other; remove it",
+                hint="head.insecure_grpc: true (docs/sessions.md)",
+            )
         check_not_reserved(name, where)
     return tuple(sorted(env.items()))
 

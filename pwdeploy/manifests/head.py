@@ -48,12 +48,13 @@ def proxy_dump_flags(job: JobConfig) -> list[str]:
 
 
 def proxy_container_env(job: JobConfig) -> list[Manifest]:
-    """The proxy container's own environment: the head's address and the HLO dump flags (envcontract.proxy_env is the
-    client's, which points JAX at the proxy)."""
+    """The proxy container's own environment: the head's address, the HLO dump flags and, with head.insecure_grpc,
+    plain gRPC (envcontract.proxy_env is the client's, which points JAX at the proxy)."""
     dump = proxy_dump_flags(job)
     own = [c.env_label("PATHWAYS_HEAD", ids.COORDINATOR_LABEL)] + (
         [c.env_value("XLA_FLAGS", " ".join(dump))] if dump else []
     )
+    own += c.env_list(envcontract.grpc_credentials_env(job))
     return own + c.env_list(dict(job.proxy_env))  # the config constraints keep the user's names apart from these
 
 
@@ -135,6 +136,7 @@ def main_env(job: JobConfig) -> list[Manifest]:
     env = c.env_list(
         {
             **envcontract.proxy_env("localhost", transfer_dir),
+            **envcontract.grpc_credentials_env(job),  # as the proxy's: the two must agree
             **envcontract.profiler_env(job.main.profiler_host),
             **envcontract.job_env(job),  # last: the user's own main.env wins
         }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import shlex
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pwdeploy.cluster.surroundings import Say, Surroundings
@@ -41,7 +41,7 @@ def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions, 
     """The session: checks, wait, forward, command or hold; its exit status (the command's; 130 for a Ctrl-C
     while waiting; 0 for one while holding the forward)."""
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.session.headless import proxy_port
+    from pwdeploy.session.headless import client_env, proxy_port
 
     _check_flags(options, around)
     listener = None if options.print_env else bind_local(options.local_port)
@@ -49,6 +49,7 @@ def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions, 
         jobset = js.require_jobset(kube, namespace, name)
         port = proxy_port(jobset)  # a job that is not headless stops here, before anything is started or deleted
         _check_version(jobset, options.strict_version, around)
+        wanted = client_env(jobset)
     except BaseException:
         if listener is not None:
             listener.close()
@@ -59,14 +60,14 @@ def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions, 
     try:
         head = _wait_ready(kube, namespace, name, port, options.timeout, around)
         if listener is None:
-            return _print_env(options.local_port, around)
+            return _print_env(options.local_port, wanted, around)
         forwarder = _forward(kube, namespace, name, head, listener, say)
-        env = session_env(forwarder.port, name)
+        env = session_env(forwarder.port, name, wanted)
         if options.command:
             assert around.run_command is not None  # _check_flags
             say(f"running {shlex.join(options.command)} with JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
             return around.run_command(options.command, env)
-        _show_exports(forwarder.port, around)
+        _show_exports(forwarder.port, wanted, around)
         say(f"forwarding 127.0.0.1:{forwarder.port} to pod/{head.pod}:{head.port}; Ctrl-C to stop")
         holding = True
         _hold()
@@ -113,8 +114,9 @@ def bind_local(port: int) -> socket.socket:
     return listener
 
 
-def session_env(port: int, name: str) -> dict[str, str]:
-    return {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}", JOB_ENV: name}
+def session_env(port: int, name: str, wanted: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The client's variables; ``wanted``: what the job's proxy asks of its clients (headless.client_env)."""
+    return {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}", **(wanted or {}), JOB_ENV: name}
 
 
 def _check_version(jobset: dict[str, Any], strict: bool, around: Surroundings) -> None:
@@ -177,7 +179,7 @@ def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[
         return
 
 
-def _print_env(port: int, around: Surroundings) -> int:
+def _print_env(port: int, wanted: Mapping[str, str], around: Surroundings) -> int:
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     if probe.connect_ex(("127.0.0.1", port)) != 0:
@@ -187,14 +189,15 @@ def _print_env(port: int, around: Surroundings) -> int:
             )
         )
     probe.close()
-    _show_exports(port, around)
+    _show_exports(port, wanted, around)
     return 0
 
 
-def _show_exports(port: int, around: Surroundings) -> None:
-    env = session_env(port, "")
-    around.show(f"export JAX_PLATFORMS={env['JAX_PLATFORMS']}")
-    around.show(f"export JAX_BACKEND_TARGET={env['JAX_BACKEND_TARGET']}")
+def _show_exports(port: int, wanted: Mapping[str, str], around: Surroundings) -> None:
+    env = session_env(port, "", wanted)
+    env.pop(JOB_ENV)
+    for name, value in env.items():
+        around.show(f"export {name}={shlex.quote(value)}")
 
 
 def _hold() -> None:

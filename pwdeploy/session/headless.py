@@ -57,6 +57,14 @@ def proxy_port(jobset: Object) -> int:
     return int(ports[0]["containerPort"])
 
 
+def client_env(jobset: Object) -> dict[str, str]:
+    """What the job's proxy asks of a client beyond its address: plain gRPC when the proxy runs with it
+    (head.insecure_grpc puts the variable in its env), since a client on ALTS cannot connect to it."""
+    containers = {c.get("name"): c for c in head_template(jobset).get("containers") or []}
+    env = (containers.get(ids.PROXY_CONTAINER) or {}).get("env") or []
+    return {e["name"]: str(e["value"]) for e in env if e.get("name") == ids.INSECURE_GRPC_ENV and "value" in e}
+
+
 def version_warning(jobset: Object, local_jax: str | None) -> str | None:
     """What differs between the local jax and the job's Pathways version (the IFRT proxy client and server must
     agree), with the fix; None when they match or the job recorded none."""
