@@ -129,13 +129,14 @@ def list_jobs(cluster: Cluster, *, all_namespaces: bool = False) -> list[JobSumm
 def status(cluster: Cluster, name: str) -> JobStatus:
     """The job's JobSet, pods, recent warning events and diagnose's findings on them, as ``pwdeploy status``
     reads them; a job that is not there is a ``ClusterError``."""
+    from pwdeploy.cluster.diagnose import findings_from
     from pwdeploy.cluster.status import read_status
     from pwdeploy.kube.seam import reading_answers
 
     check_name(name)
     kube, namespace = given_cluster(cluster)
     with reading_answers(kube):
-        return read_status(kube, namespace, name)
+        return read_status(kube, namespace, name, explain=findings_from)  # the view, and the findings in it
 
 
 def wait(

@@ -1,19 +1,18 @@
-"""What `pwdeploy status` shows of a job: its state and conditions, the first findings of `diagnose` (from the
-objects status reads anyway: no logs, no Kueue), its pods per component and slice, and, while it is not running,
-the latest warning events of its objects in trouble (read by object: pwdeploy.cluster.job_events), and, while it
-has not ended, the resource manager's count of ready slices (the end of its log, once it runs: one try of at most
-``LOG_WAIT_S`` seconds; a count that cannot be read is a note saying why, beside everything else). Reading
-(``read_status``) and formatting (``status_lines``) are apart, so other views (diagnose, tests) use the same
-objects."""
+"""What `pwdeploy status` shows of a job: its state and conditions, the first findings of `diagnose` (found by the
+rules the caller passes in, ``explain``, in the objects status reads anyway: no logs, no Kueue), its pods per
+component and slice, and, while it is not running, the latest warning events of its objects in trouble (read by
+object: pwdeploy.cluster.job_events), and, while it has not ended, the resource manager's count of ready slices
+(the end of its log, once it runs: one try of at most ``LOG_WAIT_S`` seconds; a count that cannot be read is a note
+saying why, beside everything else). Reading (``read_status``) and formatting (``status_lines``) are apart, so
+other views (diagnose, tests) use the same objects."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.diagnose import Snapshot, from_snapshot
-from pwdeploy.cluster.diagnose.findings import as_json
 from pwdeploy.cluster.job_events import read_events
 from pwdeploy.cluster.progress import (
     age,
@@ -44,14 +43,24 @@ class JobStatus(NamedTuple):
     pods: list[dict[str, Any]]
     warning_events: list[dict[str, Any]]  # empty while the job runs or after it completed
     now: datetime
-    findings: tuple[Finding, ...] = ()  # diagnose's findings from the objects above, most important first
+    findings: tuple[Finding, ...] = ()  # the findings ``explain`` found in the objects above, most important first
     slices: SlicesReady | None = None  # the resource manager's count, while the job has not ended
     notes: tuple[str, ...] = ()  # what could not be read (events, the count), and why
 
 
-def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
+# What finds a job's findings in what status read of it: its name and namespace, the JobSet, pods, events, the time
+# and its Jobs (None: not read). diagnose's rules (cluster.diagnose.findings_from), passed in by the caller: status
+# is a view, and imports nothing of diagnose.
+Explain = Callable[
+    [str, str, dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], datetime, list[dict[str, Any]] | None],
+    Sequence[Finding],
+]
+
+
+def read_status(kube: Kube, namespace: str, name: str, explain: Explain | None = None) -> JobStatus:
     """The JobSet (a missing one is a ClusterError naming it), its pods and, unless it runs, its Jobs and the
-    events of its objects in trouble (pwdeploy.cluster.job_events: events that cannot be read are a note)."""
+    events of its objects in trouble (pwdeploy.cluster.job_events: events that cannot be read are a note); with
+    ``explain``, the findings it finds in them."""
     obj = js.require_jobset(kube, namespace, name)
     pods = js.list_pods(kube, namespace, name)
     jobs: list[dict[str, Any]] | None = None
@@ -61,7 +70,7 @@ def read_status(kube: Kube, namespace: str, name: str) -> JobStatus:
         jobs = js.list_jobs(kube, namespace, name)
         events, _, notes = read_events(kube, namespace, obj, jobs, pods)
     now = kube.clock.utc_now()
-    findings = tuple(from_snapshot(Snapshot(name, namespace, obj, pods, events, now, jobs)).findings)
+    findings = () if explain is None else tuple(explain(name, namespace, obj, pods, events, now, jobs))
     slices, unread = _slices(kube, namespace, obj, pods)
     warnings = [e for e in events if e.get("type") == "Warning"][-LATEST_EVENTS:]
     return JobStatus(name, namespace, obj, pods, warnings, now, findings, slices, (*notes, *unread))
@@ -150,7 +159,8 @@ def status_document(status: JobStatus) -> dict[str, Any]:
             }
             for e in status.warning_events
         ],
-        "findings": [as_json(f) for f in status.findings],
+        # The one finding shape, with the keys `status -o json` printed before it (cause, evidence: a contract).
+        "findings": [f.as_json(cause="id", evidence="message") for f in status.findings],
         "slices": status.slices._asdict() if status.slices is not None else None,
         "notes": list(status.notes),
     }

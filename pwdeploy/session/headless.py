@@ -77,9 +77,10 @@ def version_warning(jobset: Object, local_jax: str | None) -> str | None:
 
 def ended_error(kube: Kube, namespace: str, name: str, what: str) -> ClusterError:
     """A ClusterError saying ``what`` happened, followed by what `pwdeploy status` shows."""
+    from pwdeploy.cluster.diagnose import findings_from
     from pwdeploy.cluster.status import read_status, status_lines
 
-    lines = status_lines(read_status(kube, namespace, name))
+    lines = status_lines(read_status(kube, namespace, name, explain=findings_from))
     return ClusterError(
         "\n".join([what, *lines]),
         hint=f"pwdeploy logs {name} -n {namespace} --component proxy; remove it: pwdeploy delete {name} -n {namespace}",
