@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from pwdeploy.api.job_api import PathLike
+from pwdeploy.api.job_api import PathLike, say_to
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -231,13 +231,6 @@ def delete(
 
     check_name(name)
     kube, namespace = given_cluster(cluster)
-    said: list[str] = []
-
-    def heard(line: str) -> None:
-        said.append(line)
-        if progress is not None:
-            print(line, file=progress, flush=True)
-
     with reading_answers(kube):
         if not js.is_managed(js.require_jobset(kube, namespace, name)):
             raise ClusterError(
@@ -247,13 +240,28 @@ def delete(
         if confirm is not None and not confirm(f"Delete jobset {name} in namespace {namespace}? Its pods stop now."):
             raise PwdeployError("not deleted")
         js.delete_jobset(kube, namespace, name)
-        if wait and not js.wait_gone(kube, namespace, name, said=heard):
-            raise ClusterError(
-                f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s"
-                + (f"; {said[-1]}" if said else ""),
-                hint=f"pods on a node that does not answer stay Terminating: pwdeploy status {name} -n {namespace} "
-                "shows them; look for finalizers too (kubectl get jobset,jobs,pods -o yaml)",
-            )
+        if wait:
+            _wait_gone(kube, namespace, name, progress)
+
+
+def _wait_gone(kube: Kube, namespace: str, name: str, progress: TextIO | None) -> None:
+    """Until the JobSet is gone; ``progress`` hears which pods still terminate, whenever that changes."""
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.errors import ClusterError
+
+    said: list[str] = []
+
+    def heard(line: str) -> None:
+        said.append(line)
+        say_to(progress)(line)
+
+    if not js.wait_gone(kube, namespace, name, said=heard):
+        raise ClusterError(
+            f"jobset {name} is still being deleted after {js.DELETE_TIMEOUT_S:.0f} s"
+            + (f"; {said[-1]}" if said else ""),
+            hint=f"pods on a node that does not answer stay Terminating: pwdeploy status {name} -n {namespace} "
+            "shows them; look for finalizers too (kubectl get jobset,jobs,pods -o yaml)",
+        )
 
 
 def given_cluster(cluster: object) -> Cluster:

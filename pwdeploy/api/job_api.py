@@ -42,27 +42,14 @@ def load(
     read without importing jax). Every problem is raised at once: ``ConfigError`` (one) or ``ConfigErrors``
     (several), each naming its field.
     """
-    from pwdeploy.config.load import flatten, load_job, merge
-    from pwdeploy.errors import ArgumentError
-
     if not (overrides is None or isinstance(overrides, Mapping)) or not _names_sources(sources):
         from pwdeploy import arguments  # only to say what is wrong: render's path loads no argument checks
 
         arguments.mapping(overrides, "overrides")
         arguments.environment(sources, "sources")
-    named = dict(sources or {})
     notes: list[str] = []  # values used as given where something else may have been meant
-    file = None
-    if config is None or isinstance(config, str | os.PathLike):
-        file = None if config is None else Path(config)
-        job = load_job(file, overrides, sources=named, installed_jax=installed_jax, replaced=notes)
-    elif isinstance(config, Mapping):
-        flat = flatten(config)
-        given = merge(flat, overrides or {})
-        named = dict.fromkeys(flat, "the config mapping") | dict.fromkeys(overrides or {}, "overrides") | named
-        job = load_job(None, given, sources=named, installed_jax=installed_jax, replaced=notes)
-    else:
-        raise ArgumentError("config", f"a job config is a path or a mapping, not a {type(config).__name__}")
+    file = Path(config) if isinstance(config, str | os.PathLike) else None
+    job = _read(config, overrides or {}, dict(sources or {}), installed_jax, notes)
     warn = on_warning or _unheard
     for line in [*notes, *_load_warnings(job, file)]:
         warn(line)
@@ -73,6 +60,27 @@ def load(
         for line in pinned:
             warn(line)
     return job
+
+
+def _read(
+    config: object,
+    overrides: Mapping[str, Any],
+    named: dict[str, str],
+    installed_jax: Callable[[], str | None] | None,
+    notes: list[str],
+) -> JobConfig:
+    """The job from a file's path (or none) or a mapping, with the overrides on top."""
+    from pwdeploy.config.load import flatten, load_job, merge
+    from pwdeploy.errors import ArgumentError
+
+    if config is None or isinstance(config, str | os.PathLike):
+        file = None if config is None else Path(config)
+        return load_job(file, overrides, sources=named, installed_jax=installed_jax, replaced=notes)
+    if not isinstance(config, Mapping):
+        raise ArgumentError("config", f"a job config is a path or a mapping, not a {type(config).__name__}")
+    flat = flatten(config)
+    named = dict.fromkeys(flat, "the config mapping") | dict.fromkeys(overrides, "overrides") | named
+    return load_job(None, merge(flat, overrides), sources=named, installed_jax=installed_jax, replaced=notes)
 
 
 def _load_warnings(job: JobConfig, file: Path | None) -> list[str]:

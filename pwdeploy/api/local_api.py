@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pwdeploy.api.job_api import PathLike, check_before, given_job, say_to
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import TextIO
 
     from pwdeploy.config.model import JobConfig
@@ -101,14 +102,21 @@ def run_local(
         say=say,
     )
     given = arguments.optional_path(config_file, "config_file")
+    checker = _program_check(job, bool(command), given, say) if chosen.check_program else None
+    return launch(job, command, around, _run_options(chosen), check_program=checker)
+
+
+def _program_check(
+    job: JobConfig, own_command: bool, config_file: Path | None, say: Callable[[str], None]
+) -> Callable[[LocalPlan], list[str]]:
+    """The program check a local run makes of its plan: the rules of its error findings, each finding said."""
 
     def program_check(local_plan: LocalPlan) -> list[str]:
-        ran = local_plan.command if command else ()
-        report = check_before(job, say, config_file=given, command=ran, cwd=local_plan.cwd)
+        ran = local_plan.command if own_command else ()
+        report = check_before(job, say, config_file=config_file, command=ran, cwd=local_plan.cwd)
         return [finding.id for finding in report.errors]
 
-    checker = program_check if chosen.check_program else None
-    return launch(job, command, around, _run_options(chosen), check_program=checker)
+    return program_check
 
 
 def _options(options: object, flags: Mapping[str, Any]) -> LocalRunOptions:

@@ -52,22 +52,14 @@ def submit(
     session's own) and the ``next_steps`` to tell. ``SubmitOptions``' fields given as keywords (``dry_run=``,
     ``replace=``, as before ``SubmitOptions``) are read with a ``DeprecationWarning``.
     """
-    from pwdeploy import manifests
     from pwdeploy.advice import job_warnings
     from pwdeploy.cluster.deploy import submit_job
     from pwdeploy.cluster.surroundings import Surroundings
-    from pwdeploy.validation.validate import require_valid
 
     chosen = _options(options, flags)
     around = surroundings or Surroundings()
     job = given_job(job)
-    _check(chosen, job)
-    if chosen.connect is not None:
-        from pwdeploy.session.attach import bind_local
-
-        bind_local(chosen.connect.local_port).close()  # a port in use stops submit before the job is created
-    # Every problem of the config is told before the cluster is asked anything (or even found).
-    require_valid(manifests.build(job._replace(namespace=job.namespace or "default")))
+    _ready(chosen, job)
     kube, namespace = given_cluster(cluster if isinstance(cluster, Cluster) else cluster())
     job = job._replace(namespace=job.namespace or namespace)
     for warning in job_warnings(job):
@@ -95,6 +87,19 @@ def _options(options: object, flags: Mapping[str, Any]) -> SubmitOptions:
             stacklevel=3,
         )
     return (options or SubmitOptions())._replace(**flags)
+
+
+def _ready(options: SubmitOptions, job: JobConfig) -> None:
+    """Every problem of the options and the config, told before the cluster is asked anything (or even found)."""
+    from pwdeploy import manifests
+    from pwdeploy.validation.validate import require_valid
+
+    _check(options, job)
+    if options.connect is not None:
+        from pwdeploy.session.attach import bind_local
+
+        bind_local(options.connect.local_port).close()  # a port in use stops submit before the job is created
+    require_valid(manifests.build(job._replace(namespace=job.namespace or "default")))
 
 
 def _check(options: SubmitOptions, job: JobConfig) -> None:

@@ -106,10 +106,7 @@ def drill(
     asked = None if yes else lambda question: confirm(question, terminal_only=True)  # never piped input: a person
     drilled = api.drill(cluster, name, options, confirm=asked, progress=sys.stderr)
     if dry_run:
-        if drilled.plan.fatal:
-            refusal = "needs --allow-fatal" if not allow_fatal else "allowed by --allow-fatal"
-            click.echo(f"  fatal: {drilled.plan.fatal} ({refusal})", err=True)
-        click.echo("dry run: nothing was done", err=True)
+        _dry_run_end(drilled.plan.fatal, allow_fatal)
         return
     if drilled.report is None:
         _not_injected(drilled, after_step, timeout)
@@ -150,6 +147,13 @@ def _end(drilled: Drilled, name: str, ns: str, timeout: float) -> None:
             "report above says which, and what the job did)",
             hint="what stopped the injection is in the report's findings",
         )
+
+
+def _dry_run_end(fatal: str | None, allow_fatal: bool) -> None:
+    if fatal:
+        refusal = "needs --allow-fatal" if not allow_fatal else "allowed by --allow-fatal"
+        click.echo(f"  fatal: {fatal} ({refusal})", err=True)
+    click.echo("dry run: nothing was done", err=True)
 
 
 def _not_injected(drilled: Drilled, after_step: int | None, timeout: float) -> None:

@@ -21,7 +21,7 @@ from pwdeploy.cli.output import confirm
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pwdeploy.api import Cluster
+    from pwdeploy.api import Cluster, SessionOptions
 
 
 @click.command(cls=JobCommand)
@@ -84,17 +84,8 @@ def submit(
     """
     from pwdeploy import api
 
-    job_params = pop_job_params(params)
-    if namespace_alias is not None:
-        if job_params.get("job__namespace") not in (None, namespace_alias):
-            raise ConfigError("-n", f"{namespace_alias!r} contradicts --namespace {job_params['job__namespace']!r}")
-        job_params["job__namespace"] = namespace_alias
-    job = job_from_params(job_params)
-    if local_port is not None and not connect_after:
-        raise ConfigError("--local-port", "applies only to --connect", hint="add --connect, or drop --local-port")
-    session = None
-    if connect_after:
-        session = api.SessionOptions() if local_port is None else api.SessionOptions(local_port=local_port)
+    job = job_from_params(_namespaced(pop_job_params(params), namespace_alias))
+    session = _session(connect_after, local_port)
     options = api.SubmitOptions(
         dry_run=dry_run,  # type: ignore[arg-type]  # click's Choice: one of the modes
         replace=replace,
@@ -114,3 +105,23 @@ def submit(
     for line in submitted.next_steps:
         click.echo(line)
     return submitted.status
+
+
+def _namespaced(job_params: dict[str, Any], alias: str | None) -> dict[str, Any]:
+    """The job flags with -n (kubectl's) as --namespace; the two saying different things are refused."""
+    if alias is not None:
+        if job_params.get("job__namespace") not in (None, alias):
+            raise ConfigError("-n", f"{alias!r} contradicts --namespace {job_params['job__namespace']!r}")
+        job_params["job__namespace"] = alias
+    return job_params
+
+
+def _session(connect_after: bool, local_port: int | None) -> SessionOptions | None:
+    """--connect's session, on --local-port (which needs --connect)."""
+    from pwdeploy import api
+
+    if local_port is not None and not connect_after:
+        raise ConfigError("--local-port", "applies only to --connect", hint="add --connect, or drop --local-port")
+    if not connect_after:
+        return None
+    return api.SessionOptions() if local_port is None else api.SessionOptions(local_port=local_port)
