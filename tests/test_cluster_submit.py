@@ -267,6 +267,39 @@ def test_cli_submit_sends_exactly_the_rendered_manifest(
     assert "Traceback" not in changed.output and len(stub.writes()) == 1
 
 
+def test_a_submit_that_loses_a_race_to_another_config_says_so_without_the_dumped_spec(
+    cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer
+) -> None:
+    """Two submits of different configs under one name at once: both find no JobSet, the first creates it and
+    JobSet's webhook refuses the second's apply (403: its spec is immutable), quoting the whole new spec (6.8 KB
+    for a 2-slice job on the real webhook) before the reason. The error names the race and the reason, not the
+    dump."""
+    from tests.kube_answers import status_body
+
+    first = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
+    assert first.exit_code == 0, first.output
+    not_found = status_body(404, "NotFound", 'jobsets.jobset.x-k8s.io "dp-example" not found',
+                            {"name": "dp-example", "group": "jobset.x-k8s.io", "kind": "jobsets"})  # fmt: skip
+    stub.answer("GET", r"/jobsets/dp-example$", not_found, status=404, times=10)  # the other submit's look
+    raced = cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--num-slices", "3"])
+    assert raced.exit_code == 4, raced.output
+    said = raced.stderr
+    assert "JobSet's webhook: spec.replicatedJobs: Invalid value (" in said, said
+    assert "characters, left out): field is immutable" in said, said
+    assert "created meanwhile" in said and "--replace" in said, said
+    assert '"pathways-head"' not in said and len(said) < 1200, said
+
+
+def test_a_long_server_message_keeps_its_end_where_the_reason_is() -> None:
+    """Any error quoting a server's message longer than 2,000 characters keeps its start and its end."""
+    from pwdeploy.kube.api_errors import MESSAGE_CHARS, _fitted
+
+    message = "admission webhook denied the request: " + "x" * 5000 + " because the quota is spent"
+    shown = _fitted(message)
+    assert len(shown) < MESSAGE_CHARS + 60 and shown.endswith("because the quota is spent"), shown
+    assert "characters left out) ..." in shown and shown.startswith("admission webhook denied the request: xxx")
+
+
 def test_cli_submit_replace_asks_first(cluster_cli: ClusterCli, cli_env: list[str], stub: StubKubeApiServer) -> None:
     cluster_cli(["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight"])
     args = ["submit", "-f", EXAMPLE, *cli_env, "--skip-preflight", "--num-slices", "3", "--replace"]

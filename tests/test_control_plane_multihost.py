@@ -182,3 +182,33 @@ def test_a_lost_multi_host_slice_is_replaced_without_the_backoff_and_restarts_wh
     assert report["restarts_consumed"] == 1 and report["first_failed_job"] == f"{name}-{ids.HEAD_JOB}-0", report
     real = json.loads(plane.kubectl("get", "jobset", name, "-n", "default", "-o", "json").stdout)
     assert real["status"].get("restarts") == 1, real["status"]
+
+
+def test_the_webhooks_refusal_of_a_changed_spec_keeps_its_reason_not_the_quoted_spec(
+    control_plane: ControlPlane,
+) -> None:
+    """Item 9: a JobSet applied over one of another config (what a submit that loses a race to another does):
+    the real JobSet webhook quotes the whole new spec (6.8 KB) before its reason; the error pwdeploy raises leaves
+    the spec out and keeps the reason."""
+    import yaml
+
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.kube.api_errors import WebhookError
+    from pwdeploy.kube.kubeconfig import load_kube
+
+    plane = control_plane
+    name = f"im-{secrets.token_hex(3)}"
+    rendered = [
+        next(d for d in yaml.safe_load_all(pwdeploy(plane, "render", *v5p_32(name, "default", n)).stdout) if d)
+        for n in (1, 2)
+    ]
+    kube = load_kube(plane.admin_kubeconfig)
+    js.apply_jobset(kube, rendered[0], dry_run=False)
+    try:
+        with pytest.raises(WebhookError) as refused:
+            js.apply_jobset(kube, rendered[1], dry_run=False)
+    finally:
+        plane.kubectl("delete", "jobset", name, "-n", "default", "--wait=false", check=False)
+    message = refused.value.message
+    assert "spec.replicatedJobs: Invalid value (" in message and message.endswith("left out): field is immutable")
+    assert len(message) < 600 and '"pathways-head"' not in message, message

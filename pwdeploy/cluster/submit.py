@@ -24,6 +24,7 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.cluster.progress import TERMINAL, Phase, job_state
 from pwdeploy.errors import ClusterError, PwdeployError
 from pwdeploy.identifiers import CONFIG_HASH_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, VERSION_ANNOTATION
+from pwdeploy.kube.api_errors import WebhookError
 from pwdeploy.kube.seam import Kube
 
 Result = Literal["created", "unchanged", "replaced"]
@@ -148,6 +149,7 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be, so both leave the same report."""
 
 
+IMMUTABLE = "field is immutable"  # apimachinery's ValidateImmutableField, which JobSet's webhook applies to a spec
 CHECK_DEADLINE_S = 10.0  # how long the look-up after an interrupt may take: the user is waiting to be let go
 SETTLE_S = 1.0  # an apply the server took just before the connection closed may land a moment later
 
@@ -159,11 +161,27 @@ def _apply_saying_what_an_interrupt_left(kube: Kube, desired: Object, digest: st
     try:
         with _sigterm_as_interrupt():
             js.apply_jobset(kube, desired, dry_run=False)
+    except WebhookError as refused:
+        raise _lost_a_race(refused, name, namespace) from None
     except KeyboardInterrupt as interrupt:
         signal_name, code = ("SIGTERM", 143) if isinstance(interrupt, _Terminated) else ("Ctrl-C", 130)
         error = _what_the_interrupt_left(kube, namespace, name, digest, signal_name)
         error.exit_code = code
         raise error from None
+
+
+def _lost_a_race(refused: WebhookError, name: str, namespace: str) -> ClusterError:
+    """JobSet's webhook refused the apply of a JobSet that was not there when submit looked, as immutable: another
+    submit (of another config) created it meanwhile. Any other refusal is itself."""
+    if not (refused.denied and IMMUTABLE in refused.message):
+        return refused
+    reason = refused.message[refused.message.rfind("denied the request: ") :].removeprefix("denied the request: ")
+    return ClusterError(
+        f"jobset {name} was created meanwhile in namespace {namespace} with another config (another submit "
+        f"under this name?), and a JobSet's spec cannot be changed in place: JobSet's webhook: {reason}",
+        hint=f"see which runs: pwdeploy status {name} -n {namespace}; pass `replace` to delete it and create this "
+        "job, or choose another name (--name)",
+    )
 
 
 def _what_the_interrupt_left(kube: Kube, namespace: str, name: str, digest: str, signal_name: str) -> InterruptedApply:

@@ -203,7 +203,7 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Lo
             hint=f"check the network path to the cluster and the credentials ({GET_CREDENTIALS})",
         )
     status = api_status(exc)
-    message = printable(str(status.get("message") or "")) or _reason_and_excerpt(exc)
+    message = _fitted(str(status.get("message") or "")) or _reason_and_excerpt(exc)
     code = int(exc.status)
     elsewhere = _webhook_error(action, code, message) or _kubelet_error(action, code, message, where)
     if elsewhere is not None:
@@ -273,6 +273,39 @@ def no_answer_in_time(action: Action, within: float, kube: Located, *, arrived: 
         component="api-server",
         hint="the control plane may be upgrading or overloaded; try again in a minute",
     )
+
+
+# A field error quoting the object's new value before its reason (apimachinery's field.Error: ``<path>: Invalid
+# value: <the value as JSON>: <detail>``): JobSet's webhook quotes a changed spec whole, 6.8 KB for a 2-slice job
+# (kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go ValidateUpdate, ``field is immutable``).
+_QUOTED_VALUE = re.compile(
+    r"(?P<path>[\w.\[\]-]+): Invalid value: (?P<value>[\[{].{200,}[\]}]): (?P<detail>[^:\[\]{}]+)$", re.S
+)
+
+
+MESSAGE_CHARS = 2000  # of a server's message quoted in an error
+MESSAGE_END_CHARS = 400  # the end of a longer one, kept: a field error's reason comes last
+
+
+def _fitted(message: str) -> str:
+    """A server's message made printable, a long quoted value left out (``short_field_error``), and, when still
+    longer than MESSAGE_CHARS, its start and its end (where a reason is) with what lies between left out."""
+    shown = printable(short_field_error(message), 10 * MESSAGE_CHARS)
+    if len(shown) <= MESSAGE_CHARS:
+        return shown
+    head = printable(shown, MESSAGE_CHARS - MESSAGE_END_CHARS).removesuffix("...")
+    left = len(shown) - len(head) - MESSAGE_END_CHARS
+    return f"{head} ... ({left} characters left out) ... {shown[-MESSAGE_END_CHARS:]}"
+
+
+def short_field_error(message: str) -> str:
+    """The message with a long quoted value left out, so its reason shows: ``spec.replicatedJobs: Invalid value
+    (6700 characters, left out): field is immutable``."""
+    m = _QUOTED_VALUE.search(message)
+    if m is None:
+        return message
+    said = f"{m['path']}: Invalid value ({len(m['value'])} characters, left out): {m['detail']}"
+    return message[: m.start()] + said
 
 
 def _webhook_error(action: Action, code: int, message: str) -> WebhookError | None:
