@@ -53,7 +53,7 @@ class ObjectStore(Access):
         self.pages = 0  # list answers served (one per page)
         self.expire_continue = 0  # how many next list requests with a continue token get 410 Expired
         self.jobset_webhook = True  # JobSet's mutating webhook defaults a new JobSet (False: only its CRD)
-        self.linger_after_delete = 0  # GETs that still see a deleted object (foreground deletion in progress)
+        self.linger_after_delete = 0  # reads that still see a deleted object (foreground deletion in progress)
         self._lingering: dict[Key, int] = {}
         self._uid = 0
 
@@ -170,9 +170,12 @@ class ObjectStore(Access):
     # ------------------------------------------------------------------------------------------ lists
 
     def _list(self, r: Recorded, plural: str, group: str, version: str, ns: str | None) -> NoReturn:
+        if r.q("watch") in ("true", "1"):  # the stub serves no watch: refused as a Role without the verb refuses it
+            self._forbidden(r, "watch", plural, group, ns, None)
         self._check_rbac(r, "list", plural, group, ns, None)
         items = [o for (p, n, _), o in sorted(self.objects.items()) if p == plural and (ns is None or n == ns)]
         items = [o for o in items if _labels_match(o, r.q("labelSelector")) and _fields_match(o, r.q("fieldSelector"))]
+        items = [o for o in items if not self._gone_after_lingering(_key_of(plural, o))]  # as a get sees it
         meta: dict[str, Any] = {"resourceVersion": "1"}
         if r.q("continue") and self.expire_continue > 0:  # the API server keeps a token's snapshot ~5 minutes
             self.expire_continue -= 1
@@ -276,3 +279,7 @@ def _pairs(selector: str | None) -> Iterator[tuple[str, str]]:
         if item.strip():
             key, _, value = item.partition("=")
             yield key.strip(), value.strip()
+
+
+def _key_of(plural: str, obj: dict[str, Any]) -> Key:
+    return plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]

@@ -6,8 +6,10 @@ It serves HTTPS by default, as a GKE control plane does: a certificate from the 
 certificate from that CA authenticates as its CN, as the API server's x509 authenticator does. ``tls=False`` is
 plain http, for a test that asks for it.
 
-It is a stub, not an API server: no controllers, no admission webhooks, no watch, label selectors of the form
-``k=v,k2=v2`` only. What it does do like a real server: the real paths (discovery, ``/version``, jobsets with
+It is a stub, not an API server: no controllers, no admission webhooks, label selectors of the form ``k=v,k2=v2``
+only, and no watch: a watch is refused as it is for an identity whose Role lacks the ``watch`` verb (403; access
+reviews still allow it), so the commands that wait list again at each look instead, as they do there (watches are
+tested on the real control plane and, for what it cannot do on demand, against tests/watch_fake.py). What it does do like a real server: the real paths (discovery, ``/version``, jobsets with
 server-side apply and ``dryRun=All``, namespaces, nodes, pods and their logs, events, secrets (metadata-only reads),
 the pods of every namespace, Kueue localqueues (and, read-only, clusterqueues, admissionchecks and
 provisioningrequestconfigs), the JobSet

@@ -138,7 +138,13 @@ def test_display_rewrites_one_line_on_a_terminal_and_prints_changes_otherwise() 
 # ---------------------------------------------------------------------------------------------- submit --wait
 
 
-def test_wait_shows_progress_until_running(
+WATCH_REFUSED = (  # the stub refuses a watch as a Role without the verb does: the waits list at each look
+    "this identity may not watch jobsets.jobset.x-k8s.io, pods in namespace default (RBAC): listing them every 2 s "
+    "instead; the Role of docs/cluster.md grants `watch`"
+)
+
+
+def test_wait_shows_progress_until_running_listing_where_watching_is_forbidden_against_stub(
     cluster_cli: ClusterCli, kc: list[str], stub: StubKubeApiServer, clock: FakeClock
 ) -> None:
     def world(polls: int) -> None:  # what the controllers would do between two polls
@@ -159,6 +165,7 @@ def test_wait_shows_progress_until_running(
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [
         f"pwdeploy: context stub, server {stub.url}",
+        WATCH_REFUSED,
         "Pending: head 0/1 running; slice 0 0/1 running; slice 1 0/1 running",
         "Pending: head 0/1 running (1 scheduled); slice 0 0/1 running; slice 1 0/1 running",
         "Running: head 1/1 running; slice 0 1/1 running; slice 1 1/1 running",
@@ -228,7 +235,7 @@ def test_wait_done_reports_a_failed_job(
 def test_wait_timeout(cluster_cli: ClusterCli, kc: list[str], clock: FakeClock) -> None:
     result = cluster_cli(["submit", "-f", EXAMPLE, *kc, "--skip-preflight", "--wait", "--timeout", "5"])
     assert result.exit_code == 4 and "is not running after 5 s (it keeps going: Pending)" in result.stderr
-    assert clock.sleeps == [2.0, 2.0, 2.0]
+    assert clock.sleeps == [2.0, 2.0, 1.0]  # lists every 2 s (watching refused), and ends at the deadline
 
 
 # ---------------------------------------------------------------------------------------------- list / status

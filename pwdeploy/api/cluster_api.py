@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.status import JobStatus, JobSummary
     from pwdeploy.kube.kubeconfig import PluginLimits
     from pwdeploy.kube.seam import Clock, Kube, RequestLimits
+    from pwdeploy.kube.throttle import Limit
 
 DryRun = Literal["none", "client", "server"]
 Component = Literal["main", "proxy", "rm", "worker", "sidecar"]
@@ -34,12 +35,15 @@ class Cluster(NamedTuple):
 
 class ClientSettings(NamedTuple):
     """How pwdeploy's Kubernetes client waits, beyond what the kubeconfig says: the clock it sleeps on, the bounds
-    of each request (``RequestLimits``: per attempt, in all, and when a request is told to be slow) and those of a
-    credential plugin (``PluginLimits``). Each None is the default; tests give shorter ones."""
+    of each request (``RequestLimits``: per attempt, in all, and when a request is told to be slow), those of a
+    credential plugin (``PluginLimits``) and the client-side rate limit (``Limit``: requests a second and burst).
+    Each None is the default; tests give shorter ones."""
 
     clock: Clock | None = None
     requests: RequestLimits | None = None
     plugin: PluginLimits | None = None
+    rate: Limit | None = None  # the client-side rate limit (requests a second, burst); None: the environment's, else
+    # kube-scheduler's 50 and 100 (pwdeploy.kube.throttle)
 
 
 def cluster(
@@ -69,6 +73,7 @@ def cluster(
         plugin_limits=given.plugin,
         request_limits=given.requests,
         on_wait=on_notice,
+        rate=given.rate,
     )
     return Cluster(kube, namespace or kube.namespace)
 

@@ -24,6 +24,7 @@ T = TypeVar("T")
 
 
 def cluster_options(func: F) -> F:
+    func = rate_options(func)
     func = click.option(
         "--kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
@@ -36,6 +37,37 @@ def cluster_options(func: F) -> F:
         default=None,
         envvar="PWDEPLOY_CONTEXT",
         help="Kubeconfig context (default: its current-context) [env PWDEPLOY_CONTEXT]",
+    )(func)
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    """Keep a rate flag's value in the context's meta, where ``client_settings`` reads it (no command sees it)."""
+    ctx.meta[f"pwdeploy.{param.name}"] = value
+
+
+def rate_options(func: F) -> F:
+    """``--kube-api-qps`` and ``--kube-api-burst``: the client-side rate limit (pwdeploy.kube.throttle), as
+    kube-scheduler's flags of these names."""
+    func = click.option(
+        "--kube-api-burst",
+        "kube_api_burst",
+        type=click.IntRange(1, 100_000),
+        default=None,
+        envvar="PWDEPLOY_KUBE_API_BURST",
+        expose_value=False,
+        callback=_remember,
+        help="Requests sent at once before --kube-api-qps applies (default 100) [env PWDEPLOY_KUBE_API_BURST]",
+    )(func)
+    return click.option(
+        "--kube-api-qps",
+        "kube_api_qps",
+        type=click.FloatRange(0, 10_000),
+        default=None,
+        envvar="PWDEPLOY_KUBE_API_QPS",
+        expose_value=False,
+        callback=_remember,
+        help="Requests a second to the API server at most, as client-go limits them (default 50; 0: no limit) "
+        "[env PWDEPLOY_KUBE_API_QPS]",
     )(func)
 
 
@@ -61,12 +93,18 @@ def namespace_option(func: F) -> F:
 
 def client_settings() -> ClientSettings:
     """How the client waits: the real clock and bounds, or what the caller passed in the click context object
-    (``Seams.clock``, ``Seams.kube_limits``, ``Seams.plugin_limits``: the tests' shorter ones)."""
+    (``Seams.clock``, ``Seams.kube_limits``, ``Seams.plugin_limits``: the tests' shorter ones); its rate limit,
+    from --kube-api-qps and --kube-api-burst (kept in the context's meta), the environment, else the default."""
     from pwdeploy.api import ClientSettings, RequestLimits
+
+    from pwdeploy.kube.throttle import limit_from
 
     given = seams()
     requests = None if given.kube_limits is None else RequestLimits(*given.kube_limits)
-    return ClientSettings(clock=given.clock, requests=requests, plugin=given.plugin_limits)
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    rate = limit_from(meta.get("pwdeploy.kube_api_qps"), meta.get("pwdeploy.kube_api_burst"))
+    return ClientSettings(clock=given.clock, requests=requests, plugin=given.plugin_limits, rate=rate)
 
 
 def open_cluster(kubeconfig: Path | None, context: str | None, namespace: str | None = None) -> Cluster:

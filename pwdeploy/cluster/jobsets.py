@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from pwdeploy import identifiers as ids
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.seam import JOBS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
+from pwdeploy.kube.watch import Listing, Mirrors
 from pwdeploy.text import printable
 
 FIELD_MANAGER = "pwdeploy"
@@ -79,6 +80,16 @@ def delete_jobset(kube: Kube, namespace: str, name: str, *, dry_run: bool = Fals
             raise
 
 
+def jobset_listing(namespace: str, name: str) -> Listing:
+    """The JobSet of that name, as a list of at most one (what a watch of one object is: kubectl wait's)."""
+    return Listing(JOBSETS, namespace, fields=f"metadata.name={name}")
+
+
+def pods_listing(namespace: str, jobset: str) -> Listing:
+    """The JobSet's pods (its name label, which the JobSet controller puts on every pod it makes)."""
+    return Listing(PODS, namespace, labels=f"{ids.JOBSET_NAME_LABEL}={jobset}")
+
+
 def wait_gone(
     kube: Kube,
     namespace: str,
@@ -88,17 +99,22 @@ def wait_gone(
     poll: float = 2.0,
     said: Callable[[str], None] | None = None,
 ) -> bool:
-    """Whether the JobSet disappeared within ``timeout`` seconds. ``said`` hears, whenever it changes, which of its
-    pods are still terminating (foreground deletion removes the JobSet after them)."""
+    """Whether the JobSet disappeared within ``timeout`` seconds, followed by a watch of it (and, for ``said``, of
+    its pods), as ``kubectl delete --wait`` does: a list and a watch each, however long it takes. ``said`` hears,
+    whenever it changes, which of its pods are still terminating (foreground deletion removes the JobSet after
+    them). ``poll``: how often to list where watching is forbidden."""
     deadline = kube.clock.now() + timeout
     last = ""
-    while get_jobset(kube, namespace, name) is not None:
-        if said is not None and (now := terminating_text(list_pods(kube, namespace, name))) != last:
-            said(now)
-            last = now
-        if kube.clock.now() >= deadline:
-            return False
-        kube.clock.sleep(poll)
+    listings = [jobset_listing(namespace, name)] + ([pods_listing(namespace, name)] if said is not None else [])
+    with Mirrors(kube, listings, poll=poll) as seen:
+        while seen[0]:
+            if said is not None and (now := terminating_text(seen[1])) != last:
+                said(now)
+                last = now
+            left = deadline - kube.clock.now()
+            if left <= 0:
+                return False
+            seen.wait(left)
     return True
 
 

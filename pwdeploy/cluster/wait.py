@@ -9,9 +9,11 @@ from typing import Literal, TextIO
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.progress import JobState, all_running, job_state, progress, progress_line
 from pwdeploy.errors import ClusterError
-from pwdeploy.kube.seam import Kube
+from pwdeploy.kube.seam import Kube, reading_answers
+from pwdeploy.kube.watch import Mirrors
 
-POLL_S = 2.0
+POLL_S = 2.0  # where watching is forbidden: how often to list the JobSet and its pods
+QUIET_S = 60.0  # a look at least this often, changed or not
 Until = Literal["running", "done"]  # every expected pod Running, or the job ended
 
 
@@ -50,35 +52,55 @@ def wait_for(
     timeout: float | None = None,
     poll: float = POLL_S,
 ) -> JobState:
-    """Poll until the job runs (``until="running"``: every expected pod Running) or finishes (``"done"``).
+    """Follow the job until it runs (``until="running"``: every expected pod Running) or finishes (``"done"``),
+    by a watch of the JobSet and one of its pods (a list and a watch each, however long it takes; ``poll``: how
+    often to list where watching is forbidden).
 
     A failed job is a ClusterError; so is a timeout (the job itself is left alone).
     """
     deadline = kube.clock.now() + timeout if timeout else None
+    listings = [js.jobset_listing(namespace, name), js.pods_listing(namespace, name)]
     try:
-        while True:
-            jobset = js.get_jobset(kube, namespace, name)
-            if jobset is None:
-                raise ClusterError(f"jobset {name} disappeared from namespace {namespace} while waiting (deleted?)")
-            state = job_state(jobset)
-            groups = progress(jobset, js.list_pods(kube, namespace, name))
-            if until == "running" and all_running(groups) and state.phase in ("Pending", "Starting"):
-                # every pod runs: the job runs, though the JobSet controller counts its Jobs ready (its phase)
-                # only at a later reconcile
-                state = state._replace(phase="Running")
-            display.update(progress_line(state, groups))
-            if state.phase == "Failed":
-                raise ClusterError(
-                    f"job {name} failed: {state.reason}: {state.message}".rstrip(": "),
-                    hint=f"see pwdeploy status {name} -n {namespace} and pwdeploy logs {name} -n {namespace}",
-                )
-            if state.phase == "Completed" or (until == "running" and all_running(groups)):
-                return state
-            if deadline is not None and kube.clock.now() >= deadline:
-                raise ClusterError(
-                    f"job {name} is not {until} after {timeout:.0f} s (it keeps going: {state.phase})",
-                    hint=f"follow it with pwdeploy status {name} -n {namespace}",
-                )
-            kube.clock.sleep(poll)
+        with Mirrors(kube, listings, poll=poll) as seen:
+            return _follow(kube, seen, namespace, name, until, display, deadline, timeout)
     finally:
         display.close()
+
+
+def _follow(
+    kube: Kube,
+    seen: Mirrors,
+    namespace: str,
+    name: str,
+    until: Until,
+    display: Display,
+    deadline: float | None,
+    timeout: float | None,
+) -> JobState:
+    while True:
+        jobsets = seen[0]
+        if not jobsets:
+            raise ClusterError(f"jobset {name} disappeared from namespace {namespace} while waiting (deleted?)")
+        jobset = jobsets[0]
+        with reading_answers(kube):
+            state = job_state(jobset)
+            groups = progress(jobset, seen[1])
+        if until == "running" and all_running(groups) and state.phase in ("Pending", "Starting"):
+            # every pod runs: the job runs, though the JobSet controller counts its Jobs ready (its phase) only at
+            # a later reconcile
+            state = state._replace(phase="Running")
+        display.update(progress_line(state, groups))
+        if state.phase == "Failed":
+            raise ClusterError(
+                f"job {name} failed: {state.reason}: {state.message}".rstrip(": "),
+                hint=f"see pwdeploy status {name} -n {namespace} and pwdeploy logs {name} -n {namespace}",
+            )
+        if state.phase == "Completed" or (until == "running" and all_running(groups)):
+            return state
+        left = QUIET_S if deadline is None else deadline - kube.clock.now()
+        if left <= 0:
+            raise ClusterError(
+                f"job {name} is not {until} after {timeout:.0f} s (it keeps going: {state.phase})",
+                hint=f"follow it with pwdeploy status {name} -n {namespace}",
+            )
+        seen.wait(left)

@@ -40,6 +40,23 @@ AUTH_PROVIDER_HINT = (
 )
 
 
+def user_agent() -> str:
+    """``pwdeploy/0.2.0 (linux/amd64) python/3.12.3``: client-go's form (``kubectl/v1.35.0 (linux/amd64)
+    kubernetes/COMMIT``, rest.DefaultKubernetesUserAgent), so that a cluster's admin sees which requests are
+    pwdeploy's, of which version, in the API server's audit log (its ``userAgent``) and request logs."""
+    import sys
+
+    from pwdeploy import __version__
+
+    system, machine = os.uname().sysname.lower(), os.uname().machine
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"pwdeploy/{__version__} ({system}/{arch}) python/{python}"
+
+
+USER_AGENT = user_agent()
+
+
 class HttpFailure(Exception):
     """An answer with an error status: ``status``, ``reason``, the ``body`` (text) and the ``headers``."""
 
@@ -89,9 +106,9 @@ class ApiClient:
         return f"{self.configuration.host.rstrip('/')}{path}{encoded}"
 
     def headers(self, extra: Mapping[str, str]) -> dict[str, str]:
-        """``extra`` and the Authorization header."""
+        """``extra``, the User-Agent and the Authorization header."""
         auth = self.configuration.authorization()
-        return {**extra, **({"authorization": auth} if auth else {})}
+        return {"User-Agent": USER_AGENT, **extra, **({"authorization": auth} if auth else {})}
 
     def request(
         self,

@@ -39,6 +39,7 @@ from pwdeploy.kube.impersonation import impersonation_headers
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
 from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http, usable_ca
 from pwdeploy.kube.seam import GET_CREDENTIALS, Clock, Kube, RequestLimits, RetryPolicy, SystemClock
+from pwdeploy.kube.throttle import Limit, Throttle, limit_from
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -75,10 +76,12 @@ def load_kube(
     plugin_limits: PluginLimits | None = None,
     request_limits: RequestLimits | None = None,
     on_wait: Callable[[str], None] | None = None,
+    rate: Limit | None = None,
 ) -> Kube:
     """A ``Kube`` for the chosen kubeconfig context, or the in-cluster identity when there is no kubeconfig, built
     whole: ``on_notice`` hears what the user should know on the way (a slow credential plugin, credentials not
-    sent), ``on_wait`` that a request is slow; ``request_limits`` bound each request (default: the seam's)."""
+    sent), ``on_wait`` that a request is slow; ``request_limits`` bound each request (default: the seam's);
+    ``rate``: the client-side rate limit (pwdeploy.kube.throttle; None: the environment's, else the default)."""
     location = kubeconfig_location(kubeconfig)
     configuration = Configuration()
     clock = clock or SystemClock()
@@ -116,6 +119,7 @@ def load_kube(
         slow_after=limits.slow_after,
         on_wait=on_wait,
         impersonate=impersonate,
+        throttle=Throttle(rate or limit_from(), clock),
     )
 
 

@@ -67,6 +67,7 @@ from pwdeploy.kube.resources import (
     Resource,
     localqueues,
 )
+from pwdeploy.kube.throttle import TOLD_AFTER_S, Throttle
 
 # The seam's vocabulary, importable from here: resources, actions, errors.
 __all__ = [
@@ -150,6 +151,16 @@ class RetryPolicy(NamedTuple):
         return min(self.max_delay, retry_after) if retry_after is not None else backoff
 
 
+class WatchBounds(NamedTuple):
+    """What one watch's answer may do (pwdeploy.kube.watch): fall silent for ``silence`` seconds (a bookmark comes
+    about once a minute: longer is a dead connection), take ``event_wait`` seconds to finish an event it began,
+    send an event of ``event_bytes`` (an object is at most 1.5 MiB in etcd: its event a few times that)."""
+
+    silence: float = 90.0
+    event_wait: float = 60.0
+    event_bytes: int = 8 * 2**20
+
+
 class Request(NamedTuple):
     """One request as ``Kube.request`` was asked for it; each attempt sends it again."""
 
@@ -176,8 +187,11 @@ class Kube:
     slow_after: float = SLOW_AFTER  # wall seconds before ``on_wait`` hears that a request is slow
     on_wait: Callable[[str], None] | None = None  # the CLI prints these notices on stderr
     impersonate: tuple[tuple[str, str], ...] = ()  # Impersonate-* headers (pwdeploy.kube.impersonation), in order
+    throttle: Throttle | None = None  # the client-side rate limit (pwdeploy.kube.throttle); None: none
+    watch_bounds: WatchBounds = field(default_factory=WatchBounds)
     sent: int = 0  # HTTP requests sent, retries included
     _sent_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _told_throttled: bool = field(default=False, repr=False, compare=False)
 
     @property
     def host(self) -> str:
@@ -222,15 +236,22 @@ class Kube:
             try:
                 return items_of(self.request(action, "GET", path, query=query))
             except BadAnswer as bad:
-                raise _malformed(action, self, bad.what, bad.status) from None
+                raise malformed(action, self, bad.what, bad.status) from None
 
     def iter_items(
-        self, action: Action, path: str, *, query: Sequence[tuple[str, str]] = (), page: int = LIST_PAGE
+        self,
+        action: Action,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        page: int = LIST_PAGE,
+        versions: list[str] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The items of a list as its pages arrive: ``limit`` items an answer, then the answer's
         ``metadata.continue`` token, as kubectl's ``--chunk-size`` (500) reads (client-go tools/pager). A token
         that expired (410) is an ``ExpiredList`` (the items yielded so far are a part of an older list); a token
-        of the wrong shape, or more than ``MAX_PAGES`` pages, is an ``ApiError``."""
+        of the wrong shape, or more than ``MAX_PAGES`` pages, is an ``ApiError``. ``versions`` gets each page's
+        ``metadata.resourceVersion`` (every page of one list has the first page's: where a watch starts)."""
         token: str | None = None
         for _ in range(MAX_PAGES):
             paged = [*query, ("limit", str(page))] + ([("continue", token)] if token else [])
@@ -243,25 +264,27 @@ class Kube:
             try:
                 yield from items_of(answer)
             except BadAnswer as bad:
-                raise _malformed(action, self, bad.what, bad.status) from None
-            previous, token = token, (answer.get("metadata") or {}).get("continue")  # metadata: checked an object
+                raise malformed(action, self, bad.what, bad.status) from None
+            meta = answer.get("metadata") or {}  # checked to be an object
+            if versions is not None and isinstance(meta.get("resourceVersion"), str):
+                versions.append(meta["resourceVersion"])
+            previous, token = token, meta.get("continue")
             if not token:
                 return
             if not isinstance(token, str) or len(token) > MAX_CONTINUE or token == previous:
-                raise _malformed(action, self, "a `metadata.continue` that is not a new, short string", None)
-        raise _malformed(action, self, f"more than {MAX_PAGES} pages of {page} items", None)
+                raise malformed(action, self, "a `metadata.continue` that is not a new, short string", None)
+        raise malformed(action, self, f"more than {MAX_PAGES} pages of {page} items", None)
 
     def _attempts(self, action: Action, request: Request, started: float) -> Any:
         attempt = 0
         while True:
             attempt += 1
-            with self._sent_lock:
-                self.sent += 1
+            self._count_sent(action)
             left = self.deadline - (time.monotonic() - started)
             try:
                 answer = self._send_once(request, left)
             except BadAnswer as bad:
-                raise _malformed(action, self, bad.what, bad.status) from None
+                raise malformed(action, self, bad.what, bad.status) from None
             except PwdeployError:  # a ConfigError from a credential refresh, say
                 raise
             except Exception as exc:  # classified below: transport and API errors become ApiError
@@ -274,6 +297,21 @@ class Kube:
                 self.clock.sleep(delay)
                 continue
             return answer
+
+    def _count_sent(self, action: Action) -> None:
+        """Take a token of the client-side rate limit, then count the request as sent. A wait of over a second is
+        said once (client-go logs each: "Waited for ... due to client-side throttling, not priority and
+        fairness"), so a slow command is not blamed on the server."""
+        waited = self.throttle.take() if self.throttle is not None else 0.0
+        with self._sent_lock:
+            self.sent += 1
+            tell = waited > TOLD_AFTER_S and not self._told_throttled and self.on_wait is not None
+            self._told_throttled = self._told_throttled or tell
+        if tell and self.on_wait is not None and self.throttle is not None:
+            self.on_wait(
+                f"waited {waited:.1f} s to {action.describe()}: pwdeploy's own rate limit "
+                f"({self.throttle.limit.describe()}; --kube-api-qps, --kube-api-burst), not the API server"
+            )
 
     def _wait_notice(self, action: Action) -> threading.Timer | None:
         """A timer that tells ``on_wait`` once, after ``slow_after`` seconds, what this request waits for."""
@@ -297,9 +335,8 @@ class Kube:
         (``cluster_error``'s); no whole answer in time is a ``NoAnswerInTime``."""
         import urllib3
 
+        self._count_sent(action)
         deadline_at = time.monotonic() + within
-        with self._sent_lock:
-            self.sent += 1
         try:
             raw = self._send_once(
                 Request("GET", path, tuple(query), None, None, "application/json", True), within, once=True
@@ -308,7 +345,7 @@ class Kube:
         except OutOfTime as late:
             raise no_answer_in_time(action, within, self, arrived=late.arrived) from None
         except BadAnswer as bad:
-            raise _malformed(action, self, bad.what, bad.status) from None
+            raise malformed(action, self, bad.what, bad.status) from None
         except PwdeployError:
             raise
         except Exception as exc:
@@ -337,7 +374,9 @@ class Kube:
         stream = request.stream
         read = round(max(0.1, min(self.timeout[1], left)), 1)
         following = stream and ("follow", "true") in request.query  # `logs -f` may rightly wait long for a line
-        timeout = (min(self.timeout[0], read), None if following else self.timeout[1] if stream else read)
+        watching = stream and ("watch", "true") in request.query  # a watch is silent until a change or a bookmark
+        streamed = None if following else self.watch_bounds.silence if watching else self.timeout[1]
+        timeout = (min(self.timeout[0], read), streamed if stream else read)
         url = client.url(request.path, request.query)
         if once:
             response = client.request(request.method, url, sent, request.body, (left, left), total=left)
@@ -391,8 +430,7 @@ class Kube:
 
         from pwdeploy.kube.websockets import connect_websocket
 
-        with self._sent_lock:
-            self.sent += 1
+        self._count_sent(action)
         url, headers = self.api_client.url(path, query), self.api_client.headers({})
         try:
             return connect_websocket(
@@ -435,7 +473,8 @@ def stream_retryable(error: ApiError) -> bool:
 # ---------------------------------------------------------------------------------------------- answers
 
 
-def _malformed(action: Action, kube: Kube | None, what: str, status: int | None) -> ApiError:
+def malformed(action: Action, kube: Kube | None, what: str, status: int | None) -> ApiError:
+    """An answer of the wrong shape, as an ``ApiError`` naming the request and what was wrong with it."""
     where = kube.where() if kube is not None else ""
     return ApiError(
         f"the API server{where} answered the request to {action.describe()} with {what}",

@@ -28,15 +28,16 @@ def connect_websocket(
     impersonate: Sequence[tuple[str, str]] = (),
 ) -> Any:
     """A connected ``websocket.WebSocket`` to ``url`` (http(s):// becomes ws(s)://) that speaks one of
-    ``subprotocols``; of ``headers`` only Authorization is sent along, then the ``impersonate`` headers, each on
-    its own line. Raises websocket-client's exceptions, OSError, or ApiError (TLS, proxy, subprotocol)."""
+    ``subprotocols``; of ``headers`` only Authorization and User-Agent are sent along, then the ``impersonate``
+    headers, each on its own line. Raises websocket-client's exceptions, OSError, or ApiError (TLS, proxy,
+    subprotocol)."""
     import websocket
 
     from pwdeploy.kube.transport import open_socket
 
     sock = open_socket(conf, url, connect_timeout)
     ws = websocket.WebSocket(enable_multithread=True, skip_utf8_validation=True)
-    header = [f"{k}: {v}" for k, v in headers.items() if k.lower() == "authorization"]
+    header = [f"{k}: {v}" for k, v in headers.items() if k.lower() in ("authorization", "user-agent")]
     header += [f"{k}: {v}" for k, v in impersonate]
     if subprotocols:  # sent here, checked below: websocket-client's own check says only "Invalid WebSocket Header"
         header.append(f"Sec-WebSocket-Protocol: {', '.join(subprotocols)}")

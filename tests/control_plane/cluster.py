@@ -116,6 +116,7 @@ class ControlPlane:
         self._pod_logs = folder / "pod-logs"
         self._pod_logs.mkdir(exist_ok=True)
         self._log_files: dict[tuple[str, str], dict[str | None, Path]] = {}
+        self.audit_log = self.logs / "audit.log"
 
     # ------------------------------------------------------------------------------------------- what tests use
 
@@ -264,6 +265,28 @@ class ControlPlane:
             time.sleep(0.5)
             left = [p["metadata"]["name"] for ns in spaces for p in self.pods(ns, of_jobsets)]
 
+    def audit_lines(self) -> list[str]:
+        """The API server's audit log: one JSON event per line for each request of the user alice (the
+        namespace-scoped user), at its ResponseStarted (long-running requests: watches, log streams) and
+        ResponseComplete stages, with its ``auditID``, ``verb``, ``requestURI``, ``userAgent`` and times."""
+        return self.audit_log.read_text().splitlines() if self.audit_log.is_file() else []
+
+    def _audit_policy(self) -> Path:
+        """Metadata of every request of the namespace-scoped user, nothing of anyone else's (the controllers' and
+        KWOK's thousands a minute): what tests and the scale benchmark count, as the server saw it."""
+        policy = self.folder / "audit-policy.yaml"
+        policy.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived"],
+                    "rules": [{"level": "Metadata", "users": [USER]}, {"level": "None"}],
+                }
+            )
+        )
+        return policy
+
     def stop(self) -> None:
         for process in reversed(self.processes):
             process.stop()
@@ -334,6 +357,10 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--endpoint-reconciler-type=none",
+                f"--audit-policy-file={self._audit_policy()}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=512",
             ],
         )
         self.api = Api(self.server, self._client_context(admin))

@@ -1,0 +1,407 @@
+"""Watches, as client-go's reflector makes them (k8s.io/client-go tools/cache/reflector.go, ListAndWatch): list the
+objects once, then watch from the list's resourceVersion with ``allowWatchBookmarks=true`` and a ``timeoutSeconds``
+chosen at random between 5 and 10 minutes (its minWatchTimeout, doubled at most, so that many clients do not all
+come back at once); a watch that ends (its timeout, a dropped connection, a silent one) is opened again from the
+last resourceVersion seen, an event or a bookmark; a resourceVersion the server no longer keeps (410 Gone, as the
+watch's answer or as an ``ERROR`` event whose Status has code 410: "too old resource version") makes it list again.
+
+``Mirror`` keeps the objects of one list current that way, in a thread of its own; ``Mirrors`` runs several and
+tells the caller when any changed. What a command that waits costs is then a list and a watch per kind of object,
+not a list every two seconds.
+
+Every event is untrusted input (bounds: ``Kube.watch_bounds``): one JSON object per line (the API server's JSON
+stream framing), at most 8 MiB, whole within 60 s of its first byte, of a known type, holding an object of the
+kind asked for with a resourceVersion; anything else is an ``ApiError`` that says what was wrong. A stream silent
+for 90 s (bookmarks come about once a minute) is taken for a dead connection and opened again.
+
+Where this identity may not watch (403: a Role without the ``watch`` verb), a ``Mirror`` lists again every
+``POLL_S`` seconds instead, and says so once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+from pwdeploy.kube.answers import json_type, object_shape
+from pwdeploy.kube.api_errors import ApiError
+from pwdeploy.kube.resources import Action, Resource
+from pwdeploy.kube.seam import STREAM_CHUNK, Kube, malformed, stream_retryable
+
+WATCH_TIMEOUT_S = (300, 600)  # reflector.go: minWatchTimeout = 5 min, timeoutSeconds = min * (1 + rand)
+POLL_S = 2.0  # the list's period where watching is forbidden
+BACKOFF_S = (0.8, 30.0)  # reflector.go's backoff between failed attempts: 800 ms doubling to 30 s
+TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")
+
+Object = dict[str, Any]
+
+
+class Event(NamedTuple):
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    obj: Object
+
+    @property
+    def version(self) -> str:
+        return str(self.obj["metadata"]["resourceVersion"])
+
+
+class Expired(Exception):
+    """The resourceVersion a watch asked for is older than the server keeps (410 Gone): list again."""
+
+
+class Dropped(Exception):
+    """The watch's connection ended before its timeout (broken, silent, an event cut short): watch again from the
+    last resourceVersion seen."""
+
+
+class Listing(NamedTuple):
+    """What one list asks for: the resource, the namespace (None: every one) and the selectors."""
+
+    resource: Resource
+    namespace: str | None
+    labels: str | None = None
+    fields: str | None = None
+
+    def action(self, verb: str) -> Action:
+        return Action(verb, self.resource, self.namespace)
+
+    def query(self) -> list[tuple[str, str]]:
+        chosen = (("labelSelector", self.labels), ("fieldSelector", self.fields))
+        return [(key, value) for key, value in chosen if value]
+
+    def describe(self) -> str:
+        where = f" in namespace {self.namespace}" if self.namespace else ""
+        chosen = ", ".join(s for s in (self.labels, self.fields) if s)
+        return f"{self.resource.display}{where}" + (f" ({chosen})" if chosen else "")
+
+
+def list_at(kube: Kube, listing: Listing) -> tuple[list[Object], str]:
+    """The objects of ``listing`` and the list's resourceVersion, read in pages (``Kube.iter_items``)."""
+    versions: list[str] = []
+    items = list(
+        kube.iter_items(
+            listing.action("list"), listing.resource.path(listing.namespace), query=listing.query(), versions=versions
+        )
+    )
+    version = versions[-1] if versions else ""
+    if not version:
+        raise malformed(listing.action("list"), kube, "a list without metadata.resourceVersion", 200)
+    return items, version
+
+
+def open_watch(kube: Kube, listing: Listing, version: str, timeout: int | None = None) -> Any:
+    """The raw, streaming answer of a watch from ``version`` (``events`` reads it); ``Expired`` on 410.
+    ``timeout``: the watch's timeoutSeconds (default: at random, 5 to 10 minutes)."""
+    query = [
+        *listing.query(),
+        ("watch", "true"),
+        ("resourceVersion", version),
+        ("allowWatchBookmarks", "true"),
+        ("timeoutSeconds", str(timeout or random.randint(*WATCH_TIMEOUT_S))),
+    ]
+    try:
+        return kube.request(
+            listing.action("watch"), "GET", listing.resource.path(listing.namespace), query=query, stream=True
+        )
+    except ApiError as exc:
+        if exc.status == 410:
+            raise Expired(exc.message) from None
+        raise
+
+
+def events(raw: Any, listing: Listing, kube: Kube) -> Iterator[Event]:
+    """The events of one watch's answer as they arrive, until the server ends it (its timeoutSeconds: the iterator
+    ends). ``Expired`` for an ``ERROR`` event of code 410, ``Dropped`` when the connection breaks, falls silent or
+    cuts an event short; an ``ApiError`` for an event of the wrong shape or any other ``ERROR`` event."""
+    action = listing.action("watch")
+    try:
+        for line in _lines(raw, action, kube):
+            event = parse_event(line, listing.resource, action, kube)
+            if event.type == "ERROR":
+                raise _error_event(event.obj, action, kube)
+            yield event
+    finally:
+        raw.release_conn()
+
+
+def _lines(raw: Any, action: Action, kube: Kube) -> Iterator[bytes]:
+    """The lines of a watch's answer, each within ``Kube.watch_bounds`` (its size, the time to finish it)."""
+    import urllib3
+
+    bounds = kube.watch_bounds
+    pending: list[bytes] = []
+    size, began = 0, 0.0
+    try:
+        for chunk in raw.stream(STREAM_CHUNK, decode_content=True):
+            if pending and time.monotonic() - began > bounds.event_wait:
+                raise Dropped(f"an event still arriving {bounds.event_wait:g} s after its first byte")
+            start = 0
+            while (end := chunk.find(b"\n", start)) != -1:
+                pending.append(chunk[start:end])
+                yield b"".join(pending)
+                pending, size, start = [], 0, end + 1
+            if start < len(chunk):
+                if not pending:
+                    began = time.monotonic()
+                pending.append(chunk[start:])
+                size += len(chunk) - start
+                if size > bounds.event_bytes:
+                    raise malformed(action, kube, f"a watch event larger than {bounds.event_bytes} bytes", 200)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise Dropped(f"{type(exc).__name__}: {exc}") from None
+    if pending and b"".join(pending).strip():  # a whole answer without a newline: not a watch (the event says what)
+        yield b"".join(pending)
+
+
+def parse_event(line: bytes, resource: Resource, action: Action, kube: Kube | None = None) -> Event:
+    """One line of a watch as an ``Event``; a line that is not one (not JSON, an unknown type, an object of another
+    kind, without a resourceVersion) is an ``ApiError`` naming what was wrong."""
+    try:
+        parsed = json.loads(line)
+    except (ValueError, RecursionError):
+        raise malformed(action, kube, f"a watch event that is not JSON: {line[:80]!r}", 200) from None
+    if not isinstance(parsed, dict):
+        raise malformed(action, kube, f"a watch event that is {json_type(parsed)}, not an object", 200)
+    kind, obj = parsed.get("type"), parsed.get("object")
+    if "type" not in parsed and str(parsed.get("kind", "")).endswith("List"):
+        raise malformed(
+            action, kube, f"a {str(parsed['kind'])[:60]}, not a watch stream (was `watch=true` dropped?)", 200
+        )
+    if kind not in TYPES or not isinstance(obj, dict):
+        raise malformed(action, kube, f"a watch event of type {str(kind)[:40]!r} holding {json_type(obj)}", 200)
+    if kind != "ERROR" and (problem := object_problem(obj, str(kind), resource)) is not None:
+        raise malformed(action, kube, f"a {kind} watch event whose {problem}", 200)
+    return Event(str(kind), obj)
+
+
+def object_problem(obj: Object, kind: str, resource: Resource) -> str | None:
+    """What is wrong with the object of an event of type ``kind``, or None."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return "`metadata` is missing"
+    problem = object_shape(obj)
+    if problem is not None:
+        return problem
+    if not (isinstance(meta.get("resourceVersion"), str) and meta["resourceVersion"]):
+        return "`metadata.resourceVersion` is not a string"
+    if kind != "BOOKMARK" and not isinstance(meta.get("name"), str):
+        return "`metadata.name` is not a string"
+    if obj.get("kind") not in (None, resource.kind):
+        return f"`kind` is {str(obj.get('kind'))[:40]!r}, not {resource.kind}"
+    return None
+
+
+def _error_event(status: Object, action: Action, kube: Kube) -> Exception:
+    """An ``ERROR`` event's Status: ``Expired`` for code 410 (reason Expired or Gone), else an ``ApiError``."""
+    code = status.get("code")
+    message = str(status.get("message") or status.get("reason") or "")[:500]
+    if code == 410:
+        return Expired(message)
+    from pwdeploy.kube.answers import printable
+
+    return ApiError(
+        f"the API server{kube.where()} ended the watch to {action.describe()} with an error"
+        + (f" ({code})" if isinstance(code, int) else "")
+        + f": {printable(message, 300)}",
+        status=code if isinstance(code, int) else None,
+        hint="run the command again",
+    )
+
+
+# ---------------------------------------------------------------------------------------------- a kept list
+
+
+class Mirror:
+    """The objects of one ``Listing``, by uid, kept current by a watch read in a thread of its own.
+
+    ``start`` lists and opens the first watch in the caller's thread (so that a refusal is the caller's error);
+    ``changed`` is called after each change worth a look (every event but a bookmark, each list again). A failure
+    that retries cannot mend (an answer of the wrong shape, a refusal) ends the thread: ``failure`` holds it and
+    ``changed`` is called. Where this identity may not watch (403 on the watch, the list allowed), the mirror is
+    ``polling``: its caller lists again (``relist``) when it looks."""
+
+    def __init__(self, kube: Kube, listing: Listing, changed: Callable[[], None]) -> None:
+        self.kube, self.listing, self.changed = kube, listing, changed
+        self.failure: BaseException | None = None
+        self.polling = False
+        self.relists = 0  # lists read again after the first (a 410, or polling)
+        self.version = ""  # the last resourceVersion seen: of the list, an event or a bookmark
+        self._objects: dict[str, Object] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._raw: Any = None
+        self._thread: threading.Thread | None = None
+
+    def objects(self) -> list[Object]:
+        with self._lock:
+            return list(self._objects.values())
+
+    def start(self, listed: tuple[list[Object], str] | None = None) -> None:
+        """List (or take ``listed``: objects and the list's resourceVersion the caller read), open the watch, and
+        read it in a thread; a 403 on the watch makes the mirror ``polling`` (no thread)."""
+        items, version = listed if listed is not None else list_at(self.kube, self.listing)
+        self._replace(items)
+        self.version = version
+        try:
+            raw = open_watch(self.kube, self.listing, version)
+        except Expired:  # the list's own version already gone: the thread lists again
+            raw, version = None, ""
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            self._start_polling()
+            return
+        self._raw = raw
+        self._thread = threading.Thread(target=self._run, args=(raw, version), daemon=True, name="pwdeploy-watch")
+        self._thread.start()
+
+    def relist(self) -> None:
+        """List again (a polling mirror, when its caller looks)."""
+        items, _ = list_at(self.kube, self.listing)
+        self.relists += 1
+        self._replace(items)
+
+    def stop(self) -> None:
+        self._stop.set()
+        _shut(self._raw)
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+    def _start_polling(self) -> None:
+        self.polling = True
+
+    def _run(self, raw: Any, version: str) -> None:
+        try:
+            self._keep(raw, version)
+        except BaseException as exc:  # handed to the caller's thread: Mirrors.wait raises it there
+            if not self._stop.is_set():
+                self.failure = exc
+                self.changed()
+
+    def _keep(self, raw: Any, version: str) -> None:
+        """Read watch after watch from the last resourceVersion seen, listing again on 410, until stopped."""
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if raw is None:
+                    version = version or self._relisted()
+                    raw = self._reopen(version)
+                heard = False
+                for event in events(raw, self.listing, self.kube):
+                    version, failures, heard = event.version, 0, True
+                    self.version = version
+                    if event.type != "BOOKMARK":
+                        self._apply(event)
+                        self.changed()
+                failures += not heard  # ended with nothing said: a server that ends watches at once is not hammered
+            except Expired:
+                version = ""  # listed again before the next watch
+            except Dropped:
+                failures += 1
+            except ApiError as exc:
+                if not stream_retryable(exc):
+                    raise
+                failures += 1
+            raw = None
+            if failures > 1:  # a watch that drops at once, again and again: back off as the reflector does
+                self._stop.wait(min(BACKOFF_S[1], BACKOFF_S[0] * 2 ** (failures - 2)))
+
+    def _reopen(self, version: str) -> Any:
+        raw = open_watch(self.kube, self.listing, version)
+        self._raw = raw
+        if self._stop.is_set():
+            _shut(raw)
+        return raw
+
+    def _relisted(self) -> str:
+        items, version = list_at(self.kube, self.listing)
+        self.relists, self.version = self.relists + 1, version
+        self._replace(items)
+        self.changed()
+        return version
+
+    def _replace(self, items: Sequence[Object]) -> None:
+        with self._lock:
+            self._objects = {_key(item): item for item in items}
+
+    def _apply(self, event: Event) -> None:
+        key = _key(event.obj)
+        with self._lock:
+            if event.type == "DELETED":
+                self._objects.pop(key, None)
+            else:
+                self._objects[key] = event.obj
+
+
+def _key(obj: Object) -> str:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+
+def _shut(raw: Any) -> None:
+    """Shut the socket under a streaming response, so that the thread reading it returns at once (closing alone
+    does not wake a blocked read)."""
+    import socket
+
+    sock = getattr(getattr(raw, "connection", None), "sock", None) if raw is not None else None
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class Mirrors:
+    """Several mirrors whose changes wake one caller. ``wait`` returns when any changed since the last call (or
+    ``timeout`` seconds passed) and raises a mirror's failure in the caller's thread; where a mirror is polling,
+    it sleeps ``poll`` seconds on the connection's clock and lists again (what pwdeploy did before it watched), and
+    ``Kube.on_wait`` hears so once."""
+
+    def __init__(self, kube: Kube, listings: Sequence[Listing], poll: float = POLL_S) -> None:
+        self.kube, self.poll = kube, poll
+        self._changed = threading.Event()
+        self.mirrors = [Mirror(kube, listing, self._changed.set) for listing in listings]
+
+    def __enter__(self) -> Mirrors:
+        try:
+            for mirror in self.mirrors:
+                mirror.start()
+        except BaseException:
+            self.__exit__()
+            raise
+        polled = [m.listing for m in self.mirrors if m.polling]
+        if polled and self.kube.on_wait is not None:
+            kinds = sorted({listing.resource.display for listing in polled})
+            self.kube.on_wait(
+                f"this identity may not watch {', '.join(kinds)} in namespace {polled[0].namespace} (RBAC): "
+                f"listing them every {self.poll:g} s instead; the Role of docs/cluster.md grants `watch`"
+            )
+        return self
+
+    def __getitem__(self, index: int) -> list[Object]:
+        """The objects the ``index``-th listing holds now."""
+        return self.mirrors[index].objects()
+
+    def __exit__(self, *exc: object) -> None:
+        for mirror in self.mirrors:
+            mirror.stop()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether something changed (False: ``timeout`` seconds passed first)."""
+        polled = [m for m in self.mirrors if m.polling]
+        if polled:
+            self.kube.clock.sleep(min(self.poll, timeout))
+            for mirror in polled:
+                mirror.relist()
+            changed = True
+        else:
+            changed = self._changed.wait(timeout)
+        self._changed.clear()
+        for mirror in self.mirrors:
+            if mirror.failure is not None:
+                raise mirror.failure
+        return changed

@@ -1,0 +1,189 @@
+"""Watches (pwdeploy.kube.watch) against the real kube-apiserver of the control plane: a list and one watch
+whatever changes, a connection the network drops resumed from the last resourceVersion (through CutWire, a TCP
+forwarder a test cuts), a resourceVersion the server no longer keeps answered with 410 and listed again, the
+server's bookmarks, the User-Agent the server sees. What it cannot do on demand is in test_kube_watch_fake.py."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+from pwdeploy.kube.kubeconfig import load_kube
+from pwdeploy.kube.resources import PODS
+from pwdeploy.kube.seam import Kube
+from pwdeploy.kube.watch import Expired, Listing, Mirror, events, open_watch
+from tests.control_plane import ControlPlane
+from tests.cut_wire import CutWire
+
+pytestmark = [pytest.mark.control_plane, pytest.mark.timeout(180)]
+NAMESPACE = "default"
+NOWHERE = {"pwdeploy.test/nowhere": "x"}  # a nodeSelector no node has: the pods stay Pending, KWOK leaves them be
+
+
+@pytest.fixture
+def label(control_plane: ControlPlane) -> Iterator[str]:
+    """A label value of this test's own pods, deleted after it."""
+    value = f"w{secrets.token_hex(4)}"
+    yield value
+    for pod in control_plane.pods(NAMESPACE, f"pwdeploy.test/watch%3D{value}"):
+        control_plane.api.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}")
+
+
+def make_pod(plane: ControlPlane, name: str, label: str) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"pwdeploy.test/watch": label}},
+        "spec": {"nodeSelector": NOWHERE, "containers": [{"name": "main", "image": "busybox"}]},
+    }
+    plane.api.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
+
+
+class Seen:
+    """``changed`` for a mirror, and a wait on what it holds."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def __call__(self) -> None:
+        self.event.set()
+
+    def until(self, holds: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not holds():
+            assert time.monotonic() < deadline, "not in time"
+            self.event.wait(0.1)
+            self.event.clear()
+
+
+def names(mirror: Mirror) -> set[str]:
+    return {str(o["metadata"]["name"]) for o in mirror.objects()}
+
+
+def spied(kube: Kube) -> list[str]:
+    """The URLs of the requests ``kube`` sends from now on (its own client's, recorded on the way)."""
+    urls: list[str] = []
+    send = kube.api_client.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        urls.append(url)
+        return send(method, url, *args, **kwargs)
+
+    kube.api_client.request = request
+    return urls
+
+
+def watched_versions(urls: list[str]) -> list[str]:
+    queries = [parse_qs(urlsplit(u).query) for u in urls]
+    return [q["resourceVersion"][0] for q in queries if q.get("watch") == ["true"]]
+
+
+def test_a_mirror_costs_one_list_and_one_watch_however_many_changes(control_plane: ControlPlane, label: str) -> None:
+    plane = control_plane
+    make_pod(plane, f"{label}-0", label)
+    kube = load_kube(plane.admin_kubeconfig)
+    seen = Seen()
+    mirror = Mirror(kube, Listing(PODS, NAMESPACE, labels=f"pwdeploy.test/watch={label}"), seen)
+    mirror.start()
+    try:
+        for index in range(1, 6):
+            make_pod(plane, f"{label}-{index}", label)
+        plane.api.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{label}-2")
+        seen.until(lambda: names(mirror) == {f"{label}-{i}" for i in (0, 1, 3, 4, 5)})
+        phases = {str((o.get("status") or {}).get("phase")) for o in mirror.objects()}
+    finally:
+        mirror.stop()
+    assert kube.sent == 2 and mirror.relists == 0  # the list and the watch
+    assert phases == {"Pending"}
+
+
+def test_a_dropped_connection_is_watched_again_from_the_last_version_seen(
+    control_plane: ControlPlane, label: str, tmp_path: Path
+) -> None:
+    plane = control_plane
+    config = yaml.safe_load(plane.admin_kubeconfig.read_text())
+    with CutWire(("127.0.0.1", int(urlsplit(plane.server).port or 0))) as wire:
+        config["clusters"][0]["cluster"]["server"] = wire.url
+        path = tmp_path / "through-the-wire.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        kube = load_kube(path)
+        urls = spied(kube)
+        seen = Seen()
+        mirror = Mirror(kube, Listing(PODS, NAMESPACE, labels=f"pwdeploy.test/watch={label}"), seen)
+        mirror.start()
+        try:
+            make_pod(plane, f"{label}-a", label)
+            seen.until(lambda: names(mirror) == {f"{label}-a"})
+            last = mirror.version
+            assert wire.cut() >= 1  # the watch's connection, and any idle one of the pool
+            make_pod(plane, f"{label}-b", label)  # made while the watch is down: the resumed watch brings it
+            seen.until(lambda: names(mirror) == {f"{label}-a", f"{label}-b"})
+        finally:
+            mirror.stop()
+    versions = watched_versions(urls)
+    assert versions[1] == last and mirror.relists == 0, versions
+    assert wire.connections >= 2
+
+
+def test_a_version_the_server_no_longer_keeps_is_answered_410_and_listed_again(
+    control_plane: ControlPlane, label: str
+) -> None:
+    plane = control_plane
+    make_pod(plane, f"{label}-0", label)
+    kube = load_kube(plane.admin_kubeconfig)
+    listing = Listing(PODS, NAMESPACE, labels=f"pwdeploy.test/watch={label}")
+    # The real answer to a version older than the API server's watch cache holds: which form, and its Status.
+    answered: list[str] = []
+    try:
+        raw = open_watch(kube, listing, "1", timeout=5)
+        with pytest.raises(Expired) as expired:
+            list(events(raw, listing, kube))
+        answered.append(f"ERROR event: {expired.value}")
+    except Expired as exc:
+        answered.append(f"HTTP 410: {exc}")
+    assert "too old resource version" in answered[0], answered
+    # A mirror whose version aged out (it slept through the server's window) lists again and goes on watching.
+    seen = Seen()
+    mirror = Mirror(kube, listing, seen)
+    mirror.start(listed=([], "1"))
+    try:
+        seen.until(lambda: names(mirror) == {f"{label}-0"})
+        make_pod(plane, f"{label}-1", label)
+        seen.until(lambda: names(mirror) == {f"{label}-0", f"{label}-1"})
+    finally:
+        mirror.stop()
+    assert mirror.relists == 1
+
+
+def test_the_server_sends_bookmarks_that_carry_only_a_version(control_plane: ControlPlane, label: str) -> None:
+    kube = load_kube(control_plane.admin_kubeconfig)
+    listing = Listing(PODS, NAMESPACE, labels=f"pwdeploy.test/watch={label}")
+    from pwdeploy.kube.watch import list_at
+
+    _, version = list_at(kube, listing)
+    raw = open_watch(kube, listing, version, timeout=4)  # the API server sends a bookmark before a watch times out
+    kinds = [(e.type, sorted(e.obj["metadata"])) for e in events(raw, listing, kube)]
+    assert ("BOOKMARK", ["annotations", "resourceVersion"]) in kinds or ("BOOKMARK", ["resourceVersion"]) in kinds, (
+        kinds
+    )
+
+
+def test_the_api_server_sees_pwdeploys_user_agent(control_plane: ControlPlane) -> None:
+    """The audit log of the control plane (every request of the user alice) records the User-Agent."""
+    from tests.control_plane.commands import pwdeploy
+
+    answer = pwdeploy(control_plane, "list", "-n", control_plane.user_namespace)
+    assert answer.returncode == 0, answer.stderr
+    from pwdeploy import __version__
+
+    agents = {json.loads(line).get("userAgent", "") for line in control_plane.audit_lines()}
+    assert any(a.startswith(f"pwdeploy/{__version__} (linux/") and " python/3." in a for a in agents), agents
