@@ -7,7 +7,8 @@ one answers it (a stub, not an API server: no controllers; a test moves the worl
   pkg/registry/core/pod/storage/eviction.go); RBAC verb ``create`` on ``pods/eviction``.
 - pod logs with timestamps: ``timed_logs[(ns, pod, container)]`` holds ``(RFC 3339 nano timestamp, text)`` lines;
   ``timestamps=true`` puts the timestamp and a space before each, ``sinceTime`` (whole seconds, as the API server
-  takes it) keeps lines at or after it, ``tailLines`` and ``limitBytes`` cut as kubelet does. ``follow=true`` sends
+  takes it) keeps lines at or after it, ``tailLines`` and ``limitBytes`` cut as kubelet does (``ignores_limit_bytes``:
+  a server that does not); ``timed_tails`` holds a last line not ended by a newline yet. ``follow=true`` sends
   what there is and ends the stream: every follow is a stream that drops, which a reader must resume.
 - ``GET /api/v1/namespaces/NS/pods/NAME/exec?command=...`` upgraded to a WebSocket (``v4.channel.k8s.io``, RBAC
   verb ``create`` on ``pods/exec``): the command ``kill -s SIG 1`` is the only one served; the container's PID 1
@@ -56,6 +57,9 @@ class DrillStub(StubKubeApiServer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.timed_logs: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        # (ns, pod, container) -> (timestamp, text) written after the lines with no newline yet (a progress bar)
+        self.timed_tails: dict[tuple[str, str, str], tuple[str, str]] = {}
+        self.ignores_limit_bytes = False  # a server that sends more than the limitBytes asked for
         self.evicted: list[str] = []
         self.signalled: list[tuple[str, str, str]] = []  # (pod, container, signal name)
         self.pid1_handles = {"TERM", "ABRT", "INT", "USR1"}
@@ -196,5 +200,9 @@ class DrillStub(StubKubeApiServer):
             lines = lines[-int(tail) :] if int(tail) else []
         with_stamps = r.q("timestamps") == "true"
         text = "".join(f"{s} {t}\n" if with_stamps else f"{t}\n" for s, t in lines).encode()
+        if (ns, pod, r.q("container") or "") in self.timed_tails:
+            tail_stamp, tail = self.timed_tails[(ns, pod, r.q("container") or "")]
+            text += (f"{tail_stamp} {tail}" if with_stamps else tail).encode()
         limit = r.q("limitBytes")
-        raise Reply(200, text[: int(limit)] if limit is not None else text, "text/plain")
+        cut = limit is not None and not self.ignores_limit_bytes
+        raise Reply(200, text[: int(limit)] if cut and limit is not None else text, "text/plain")

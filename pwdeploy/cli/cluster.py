@@ -174,6 +174,9 @@ def _timeline(
         else:
             click.echo(printable(format_entry(entry, timestamps=timestamps)))
 
+    def progress(line: str) -> None:  # how many pods are still being read, on stderr beside the timeline
+        click.echo(f"pwdeploy: {line}", err=True)
+
     timeline = Timeline(
         kube,
         ns,
@@ -182,6 +185,7 @@ def _timeline(
         selection=Selection(component, slice_index, host),
         follow=follow,
         max_streams=max_streams,
+        on_progress=progress,
     )
     try:
         end = timeline.run()

@@ -96,7 +96,6 @@ def client_settings() -> ClientSettings:
     (``Seams.clock``, ``Seams.kube_limits``, ``Seams.plugin_limits``: the tests' shorter ones); its rate limit,
     from --kube-api-qps and --kube-api-burst (kept in the context's meta), the environment, else the default."""
     from pwdeploy.api import ClientSettings, RequestLimits
-
     from pwdeploy.kube.throttle import limit_from
 
     given = seams()

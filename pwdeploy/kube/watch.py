@@ -267,7 +267,7 @@ class Mirror:
 
     def stop(self) -> None:
         self._stop.set()
-        _shut(self._raw)
+        shut(self._raw)
         if self._thread is not None:
             self._thread.join(5.0)
 
@@ -314,7 +314,7 @@ class Mirror:
         raw = open_watch(self.kube, self.listing, version)
         self._raw = raw
         if self._stop.is_set():
-            _shut(raw)
+            shut(raw)
         return raw
 
     def _relisted(self) -> str:
@@ -342,9 +342,9 @@ def _key(obj: Object) -> str:
     return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
 
 
-def _shut(raw: Any) -> None:
-    """Shut the socket under a streaming response, so that the thread reading it returns at once (closing alone
-    does not wake a blocked read)."""
+def shut(raw: Any) -> None:
+    """Shut the socket under a streaming response (urllib3's), so that the thread reading it returns at once
+    (closing alone does not wake a read blocked in another thread)."""
     import socket
 
     sock = getattr(getattr(raw, "connection", None), "sock", None) if raw is not None else None
@@ -357,19 +357,34 @@ def _shut(raw: Any) -> None:
 
 class Mirrors:
     """Several mirrors whose changes wake one caller. ``wait`` returns when any changed since the last call (or
-    ``timeout`` seconds passed) and raises a mirror's failure in the caller's thread; where a mirror is polling,
-    it sleeps ``poll`` seconds on the connection's clock and lists again (what pwdeploy did before it watched), and
+    ``timeout`` seconds passed) and raises a mirror's failure in the caller's thread, unless the mirror is
+    ``optional`` (by index: the caller reads its ``failure`` and does without it); where a mirror is polling, it
+    sleeps ``poll`` seconds on the connection's clock and lists again (what pwdeploy did before it watched), and
     ``Kube.on_wait`` hears so once."""
 
-    def __init__(self, kube: Kube, listings: Sequence[Listing], poll: float = POLL_S) -> None:
-        self.kube, self.poll = kube, poll
+    def __init__(
+        self,
+        kube: Kube,
+        listings: Sequence[Listing],
+        poll: float = POLL_S,
+        listed: Sequence[tuple[list[Object], str] | None] = (),
+        optional: frozenset[int] | set[int] = frozenset(),
+    ) -> None:
+        self.kube, self.poll, self.optional = kube, poll, frozenset(optional)
         self._changed = threading.Event()
         self.mirrors = [Mirror(kube, listing, self._changed.set) for listing in listings]
+        self._listed = list(listed) + [None] * (len(listings) - len(listed))  # what the caller already read
+        self._polled_at = kube.clock.now()
 
     def __enter__(self) -> Mirrors:
         try:
-            for mirror in self.mirrors:
-                mirror.start()
+            for index, (mirror, listed) in enumerate(zip(self.mirrors, self._listed, strict=True)):
+                try:
+                    mirror.start(listed)
+                except ApiError as exc:
+                    if index not in self.optional:
+                        raise
+                    mirror.failure = exc  # an optional list the caller does without (it reads ``failure``)
         except BaseException:
             self.__exit__()
             raise
@@ -382,6 +397,14 @@ class Mirrors:
             )
         return self
 
+    def _relist(self, index: int, mirror: Mirror) -> None:
+        try:
+            mirror.relist()
+        except ApiError as exc:
+            if index not in self.optional:
+                raise
+            mirror.failure = exc
+
     def __getitem__(self, index: int) -> list[Object]:
         """The objects the ``index``-th listing holds now."""
         return self.mirrors[index].objects()
@@ -392,16 +415,19 @@ class Mirrors:
 
     def wait(self, timeout: float) -> bool:
         """Whether something changed (False: ``timeout`` seconds passed first)."""
-        polled = [m for m in self.mirrors if m.polling]
-        if polled:
-            self.kube.clock.sleep(min(self.poll, timeout))
-            for mirror in polled:
-                mirror.relist()
-            changed = True
+        polled = [m for m in self.mirrors if m.polling and m.failure is None]
+        if polled:  # listed again every ``poll`` seconds on the connection's clock, whatever ``timeout`` is
+            self.kube.clock.sleep(max(0.0, min(timeout, self._polled_at + self.poll - self.kube.clock.now())))
+            changed = self.kube.clock.now() >= self._polled_at + self.poll
+            if changed:
+                for index, mirror in enumerate(self.mirrors):
+                    if mirror in polled:
+                        self._relist(index, mirror)
+                self._polled_at = self.kube.clock.now()
         else:
             changed = self._changed.wait(timeout)
         self._changed.clear()
-        for mirror in self.mirrors:
-            if mirror.failure is not None:
+        for index, mirror in enumerate(self.mirrors):
+            if mirror.failure is not None and index not in self.optional:
                 raise mirror.failure
         return changed
