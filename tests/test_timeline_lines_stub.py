@@ -32,11 +32,13 @@ def kubeconfig(drill_stub: DrillStub, tmp_path: Path) -> Path:
 
 
 def worker_pod(world: World) -> str:
-    return str(next(
-        p["metadata"]["name"]
-        for p in world.pods(ids.WORKER_JOB)
-        if p["metadata"]["labels"][ids.JOB_INDEX_LABEL] == "0"
-        and p["metadata"]["labels"][ids.COMPLETION_INDEX_LABEL] == "0"
+    return str(
+        next(
+            p["metadata"]["name"]
+            for p in world.pods(ids.WORKER_JOB)
+            if p["metadata"]["labels"][ids.JOB_INDEX_LABEL] == "0"
+            and p["metadata"]["labels"][ids.COMPLETION_INDEX_LABEL] == "0"
+        )
     )
 
 
