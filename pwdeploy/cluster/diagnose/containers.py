@@ -98,8 +98,7 @@ def _recovered(obs: Observation, successor: str) -> Observation:
 
 def _kind(c: p.Container) -> tuple[str, str, int] | None:
     """(role, container, exit code) of a failed run: wanted_logs reads one log per kind, which stands for all."""
-    ended = _ended(c)
-    return (p.role(c.pod), str(c.spec.get("name")), int(str(ended[0].get("exitCode")))) if ended else None
+    return p.failure_kind(c)
 
 
 def _logs_by_kind(snap: Snapshot, logs: dict[tuple[str, str], LogTail]) -> dict[tuple[str, str, int] | None, LogTail]:
@@ -198,11 +197,7 @@ def _seconds_since(timestamp: str, now: datetime) -> int | None:
 
 def _ended(c: p.Container) -> tuple[dict[str, object], bool] | None:
     """(the termination, whether it is the container's current state) of a failed run, or None."""
-    current = (c.status.get("state") or {}).get("terminated") or {}
-    if current.get("exitCode"):
-        return current, True
-    last = (c.status.get("lastState") or {}).get("terminated") or {}
-    return (last, False) if last.get("exitCode") else None
+    return p.failed_run(c)
 
 
 def crash_looping(c: p.Container) -> bool:

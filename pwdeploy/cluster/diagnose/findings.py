@@ -82,13 +82,13 @@ def group(observations: Iterable[Observation], totals: dict[str, int]) -> list[F
 def _finding(members: list[Observation], totals: dict[str, int]) -> Finding:
     first = members[0]
     names = sorted(dict.fromkeys(m.obj for m in members))
-    listed = ", ".join(names[:MAX_NAMES]) + (f" (+{len(names) - MAX_NAMES} more)" if len(names) > MAX_NAMES else "")
+    listed = ", ".join(names[:MAX_NAMES]) + (f" (+{len(names) - MAX_NAMES:,} more)" if len(names) > MAX_NAMES else "")
     total = totals.get(first.role, 0)
     if len(names) == 1 and total <= 1:
         where = f"{first.role} {listed}"
     else:
         plural = first.role if first.role.endswith("s") else first.role + "s"
-        where = f"{len(names)} of {max(total, len(names))} {plural}: {listed}"
+        where = f"{len(names):,} of {max(total, len(names)):,} {plural}: {listed}"
     return Finding(first.cause, first.severity, where, first.evidence, first.fix, first.source, len(names))
 
 

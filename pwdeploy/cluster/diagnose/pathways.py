@@ -222,9 +222,33 @@ def _shm_in_traceback(lines: list[str], index: int) -> bool:
 
 
 def observations(snap: Snapshot) -> list[Observation]:
+    """What the logs read say; the log of a failed run stands for every container that failed the same way (the
+    same role, container and exit code: diagnose reads one log of each kind), so the finding counts them all."""
     by_name = {p.name(pod): pod for pod in snap.pods}
-    found = [obs for tail in snap.logs if (obs := _from_log(tail, by_name.get(tail.pod, {}), snap.name)) is not None]
+    found: list[Observation] = []
+    for tail in snap.logs:
+        obs = _from_log(tail, by_name.get(tail.pod, {}), snap.name)
+        if obs is None:
+            continue
+        alike = _ended_alike(snap, tail)
+        more = [name for name in alike if name != tail.pod]
+        if more:
+            obs = obs._replace(evidence=f"{obs.evidence} (the log of {tail.pod}; {len(more):,} more ended alike, "
+                                        f"their logs not read)")  # fmt: skip
+        found += [obs, *(obs._replace(obj=name) for name in more)]
     return found + _image_versions(snap)
+
+
+def _ended_alike(snap: Snapshot, tail: LogTail) -> list[str]:
+    """The pods whose container ended as the one whose log ``tail`` is (its kind: role, container, exit code);
+    none when that run did not fail (a log of a running container stands only for itself)."""
+    kinds = {p.failure_kind(c) for pod in snap.pods if p.name(pod) == tail.pod for c in p.containers(pod)
+             if c.spec.get("name") == tail.container}  # fmt: skip
+    kind = next(iter(kinds), None)
+    if kind is None:
+        return []
+    return [p.name(pod) for pod in snap.pods if not (pod.get("metadata") or {}).get("deletionTimestamp")
+            and any(p.failure_kind(c) == kind for c in p.containers(pod))]  # fmt: skip
 
 
 def _from_log(tail: LogTail, pod: p.Object, job: str) -> Observation | None:

@@ -147,3 +147,18 @@ def replacement(pod: Object, pods: list[Object]) -> str | None:
         if (other.get("status") or {}).get("phase") in ("Pending", "Running", "Succeeded"):
             return name(other)
     return None
+
+
+def failed_run(c: Container) -> tuple[Object, bool] | None:
+    """(the termination, whether it is the container's current state) of a failed run (a non-zero exit), or None."""
+    current = (c.status.get("state") or {}).get("terminated") or {}
+    if current.get("exitCode"):
+        return current, True
+    last = (c.status.get("lastState") or {}).get("terminated") or {}
+    return (last, False) if last.get("exitCode") else None
+
+
+def failure_kind(c: Container) -> tuple[str, str, int] | None:
+    """(role, container, exit code) of a failed run: one log read of a kind stands for every container of it."""
+    ended = failed_run(c)
+    return (role(c.pod), str(c.spec.get("name")), int(str(ended[0].get("exitCode")))) if ended else None
