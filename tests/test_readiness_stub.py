@@ -100,7 +100,7 @@ def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube
         "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np have the head pod's 48 CPU and 232Gi "
         "memory free"
     )
-    assert "create, patch, get, list, delete jobsets.jobset.x-k8s.io; list jobs.batch; list, delete pods; " in (
+    assert "create, patch, get, list, watch, delete jobsets.jobset.x-k8s.io; list jobs.batch; list, watch, delete pods; " in (
         by_name["permissions"].message
     )
 
@@ -526,7 +526,7 @@ def test_denied_permissions_fail_naming_verb_and_resource_against_stub(stub: Stu
 def test_one_denial_gives_the_rbac_rule_and_can_i_line_against_stub(stub: StubKubeApiServer, kube: Kube) -> None:
     stub.forbid("list", "events")
     row = rows(small_job(), kube)["permissions"]
-    assert row.message == "denied in namespace 'default': list events (status, diagnose)"
+    assert row.message == "denied in namespace 'default': list events (status, diagnose, logs --all)"
     assert row.fix is not None and row.fix.endswith("check with: kubectl auth can-i list events -n default")
 
 

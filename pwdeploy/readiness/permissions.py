@@ -49,10 +49,12 @@ PERMISSIONS: tuple[Need, ...] = (
     Need("create", JOBSETS, "submit (server-side apply creates it)"),
     Need("patch", JOBSETS, "submit (server-side apply)"),
     Need("get", JOBSETS, "submit, status, logs, diagnose, delete, connect, profile, drill"),
-    Need("list", JOBSETS, "list"),
+    Need("list", JOBSETS, "list, and where a wait or follow starts"),
+    Need("watch", JOBSETS, "submit --wait, delete --wait, logs --all -f, drill (a watch instead of polls)"),
     Need("delete", JOBSETS, "delete, submit --replace"),
     Need("list", JOBS, "diagnose"),
     Need("list", PODS, "status, logs, diagnose, delete --wait, connect, profile, drill"),
+    Need("watch", PODS, "submit --wait, delete --wait, logs --all -f, drill (a watch instead of polls)"),
     Need("delete", PODS, "drill"),
     Need("create", POD_EVICTION, "drill"),
     Need("get", POD_EXEC, "drill (a signal to a container: the exec WebSocket upgrade)"),
@@ -63,7 +65,8 @@ PERMISSIONS: tuple[Need, ...] = (
     # kubernetes/kubernetes#134577, KEP-4006), which SPDY clients (kubectl before 1.31) always needed
     Need("get", POD_PORTFORWARD, "connect, profile (the WebSocket upgrade)"),
     Need("create", POD_PORTFORWARD, "connect, profile"),
-    Need("list", EVENTS, "status, diagnose"),
+    Need("list", EVENTS, "status, diagnose, logs --all"),
+    Need("watch", EVENTS, "logs --all -f"),
     Need("list", WORKLOADS, "diagnose", "queue"),
     Need("list", PROVISIONING_REQUESTS, "diagnose", "queued"),
 )
