@@ -17,6 +17,7 @@ from pwdeploy.errors import ArgumentError, PwdeployError
 
 if TYPE_CHECKING:
     from pwdeploy.kube.seam import Kube
+    from pwdeploy.kube.watch import Mirrors
 
 STEP_WAIT_POLL_S = 2.0
 MAX_AFTER_S = 7 * 24 * 3600.0  # a wait before a fault: longer is a typo (9999999h once crashed after the question)
@@ -104,23 +105,36 @@ def _wait_for_moment(
     injected (Ctrl-C, or the step never came), else None; and the last step main reported."""
     from pwdeploy.cluster import jobsets as js
     from pwdeploy.drill.follow import last_step, newest_head
+    from pwdeploy.kube.watch import Mirrors
 
     step = None
     try:
         if options.after is not None:
             kube.clock.sleep(options.after)
+        if options.after_step is None:
+            return None, step
         deadline = kube.clock.now() + options.timeout
-        while options.after_step is not None:
-            step = last_step(kube, namespace, newest_head(js.list_pods(kube, namespace, name)))
-            if step is not None and step >= options.after_step:
-                say(f"main reported step {step}: injecting")
-                break
-            if kube.clock.now() >= deadline:
-                return "timeout", step
-            kube.clock.sleep(STEP_WAIT_POLL_S)
+        with Mirrors(kube, [js.pods_listing(namespace, name)], poll=STEP_WAIT_POLL_S) as pods:  # main's log: polled
+            while True:
+                step = last_step(kube, namespace, newest_head(pods[0]))
+                if step is not None and step >= options.after_step:
+                    say(f"main reported step {step}: injecting")
+                    return None, step
+                if kube.clock.now() >= deadline:
+                    return "timeout", step
+                _pause(kube, pods, STEP_WAIT_POLL_S)
     except KeyboardInterrupt:
         return "interrupted", step
-    return None, step
+
+
+def _pause(kube: Kube, pods: Mirrors, seconds: float) -> None:
+    """``seconds`` on the connection's clock, the pods' watch kept (listed again where watching is forbidden)."""
+    until = kube.clock.now() + seconds
+    while (left := until - kube.clock.now()) > 0:
+        if any(m.polling for m in pods.mirrors):
+            pods.wait(left)
+        else:
+            kube.clock.sleep(left)
 
 
 def _inject_and_follow(

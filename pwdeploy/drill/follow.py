@@ -9,9 +9,12 @@ What is measured, on the connection's clock from the moment the fault was inject
   restart attempt (label ``jobset.sigs.k8s.io/restart-attempt``);
 - the first step after the fault: the first step report (a line ``step N`` of main's log, as the examples print
   after ``runtime.step_done``) of a new head pod (a restart, or the head replaced), or, on the same head pod,
-  timestamped after detection (detection is seen at a poll, up to 2 s after a replacement pod may have started
-  reporting: on the real controllers its first steps came before it); steps lost: the last step reported before
-  detection minus the first after it, plus one (the steps done again).
+  timestamped after detection (on the real controllers a replacement pod's first steps can come before the change
+  that shows detection arrives); steps lost: the last step reported before detection minus the first after it,
+  plus one (the steps done again).
+
+The JobSet and its pods are watched (pwdeploy.kube.watch: a list and a watch each, however long the recovery
+takes), so a change is seen when it happens; main's log, which has no watch, is read at most every ``POLL_S``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pwdeploy.cluster.progress import TERMINAL, job_state
 from pwdeploy.drill.plan import Fault
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.seam import Kube
+from pwdeploy.kube.watch import Mirrors
 from pwdeploy.text import printable
 
 STEP_LINE = re.compile(r"^step (\d{1,12})\b")
@@ -174,6 +178,7 @@ class Observed:
     stopped: str = "timeout"  # recovered, job_ended, timeout, interrupted, api_error
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # api_error: what the API server answered when following stopped
+    steps_read_at: float | None = None  # when main's log was last read (kube.clock)
 
 
 RANK = {"none": 0, "container_restarted": 1, "pod_replaced": 1, "elastic_recovery": 2, "jobset_restart": 3}
@@ -213,21 +218,37 @@ def follow(
 ) -> Observed:
     """Watch the job until every pod runs again and main reported a step (or the job ended, or ``timeout``
     seconds passed since the fault); Ctrl-C stops watching and returns what was seen (``stopped`` interrupted), and
-    so does an API error (``api_error``): what was measured before it is still the report's."""
+    so does an API error (``api_error``): what was measured before it is still the report's. ``poll``: how often
+    main's log is read (and the job listed, where watching is forbidden)."""
     seen = Observed(last_step=was.last_step)
+    listings = [js.jobset_listing(namespace, name), js.pods_listing(namespace, name)]
     try:
-        while True:
-            if _look(kube, namespace, name, fault, was, seen, elastic, say):
-                return seen
-            if kube.clock.now() - was.at >= timeout:
-                seen.stopped = "timeout"
-                return seen
-            kube.clock.sleep(poll)
+        with Mirrors(kube, listings, poll=poll) as watched:
+            while True:
+                jobsets = watched[0]
+                look = Look(jobsets[0] if jobsets else None, watched[1], poll)
+                if _look(kube, namespace, name, fault, was, seen, elastic, say, look):
+                    return seen
+                left = timeout - (kube.clock.now() - was.at)
+                if left <= 0:
+                    seen.stopped = "timeout"
+                    return seen
+                watched.wait(min(left, poll))
     except KeyboardInterrupt:
         seen.stopped = "interrupted"
     except ClusterError as exc:
         seen.stopped, seen.error = "api_error", printable(str(exc), 500, one_line=True)
     return seen
+
+
+@dataclass(frozen=True)
+class Look:
+    """What the watches hold at one look: the JobSet (None once it is gone) and its pods; ``poll``: how often
+    main's log may be read."""
+
+    jobset: Object | None
+    pods: list[Object]
+    poll: float
 
 
 def _look(
@@ -239,9 +260,10 @@ def _look(
     seen: Observed,
     elastic: bool,
     say: Callable[[str], None],
+    look: Look,
 ) -> bool:
     """One look at the job; True when following is done."""
-    jobset = js.get_jobset(kube, namespace, name)
+    jobset = look.jobset
     elapsed = kube.clock.now() - was.at
     if jobset is None:
         _detect(seen, "job_ended", "the JobSet was deleted", elapsed, kube, say)
@@ -260,12 +282,14 @@ def _look(
             seen.first_failed_job = restart_event_job(kube, namespace, name)
         failed = f"; first failed job: {seen.first_failed_job}" if seen.first_failed_job else ""
         _detect(seen, "jobset_restart", f"the JobSet restarted (restart {seen.restarts}{failed})", elapsed, kube, say)
-    pods = js.list_pods(kube, namespace, name)
+    pods = look.pods
     _pod_reactions(pods, fault, was, seen, elastic, elapsed, kube, say)
     if seen.detected_s is not None and seen.running_s is None and all_running(jobset, pods):
         seen.running_s = elapsed
         say(f"+{elapsed:.1f}s every pod runs again")
-    _steps(kube, namespace, newest_head(pods), was, seen, elapsed, say)
+    if seen.steps_read_at is None or kube.clock.now() - seen.steps_read_at >= look.poll:
+        seen.steps_read_at = kube.clock.now()
+        _steps(kube, namespace, newest_head(pods), was, seen, elapsed, say)
     if seen.running_s is not None and (seen.first_step_s is not None or was.last_step is None):
         seen.stopped = "recovered"
         if was.last_step is None:
