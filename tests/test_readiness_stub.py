@@ -100,8 +100,9 @@ def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube
         "1 of 1 Ready node(s) with cloud.google.com/gke-nodepool=cpu-np have the head pod's 48 CPU and 232Gi "
         "memory free"
     )
-    assert "create, patch, get, list, watch, delete jobsets.jobset.x-k8s.io; list jobs.batch; list, watch, delete pods; " in (
-        by_name["permissions"].message
+    assert (
+        "create, patch, get, list, watch, delete jobsets.jobset.x-k8s.io; list jobs.batch; list, watch, delete pods; "
+        in (by_name["permissions"].message)
     )
 
 

@@ -186,6 +186,7 @@ def _timeline(
         follow=follow,
         max_streams=max_streams,
         on_progress=progress,
+        jobset=jobset,
     )
     try:
         end = timeline.run()

@@ -121,6 +121,7 @@ class Timeline:
         poll: float = POLL_S,
         window: float = WINDOW_S,
         on_progress: Callable[[str], None] | None = None,
+        jobset: Object | None = None,
     ) -> None:
         self.kube, self.namespace, self.name, self.selection = kube, namespace, name, selection
         self.following, self.on_progress = follow, on_progress
@@ -130,6 +131,7 @@ class Timeline:
         self.sources: dict[tuple[str, str], Source] = {}  # (pod uid, container) -> source
         self.poll = poll
         self.end_line = ""
+        self.jobset = jobset  # the JobSet as the caller read it (None: read it first)
         self._said = ("", -PROGRESS_S)
         self._discovered = False  # every pod listed: the count of those still being read is worth saying
 
@@ -137,7 +139,7 @@ class Timeline:
         """Follow until the job ends: its end (Completed, Failed, deleted); without ``follow``, one pass: "now"."""
         try:
             self.readers.start()
-            jobset = js.get_jobset(self.kube, self.namespace, self.name)
+            jobset = self.jobset or js.get_jobset(self.kube, self.namespace, self.name)
             if jobset is None:
                 return self._ended("deleted", "the JobSet is gone")
             self.milestones.jobset(jobset)

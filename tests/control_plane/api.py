@@ -34,6 +34,7 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
     "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
     "Logs": ("/apis/kwok.x-k8s.io/v1alpha1", "logs", True),
+    "ClusterLogs": ("/apis/kwok.x-k8s.io/v1alpha1", "clusterlogs", False),
     "PortForward": ("/apis/kwok.x-k8s.io/v1alpha1", "portforwards", True),
     "CSIDriver": ("/apis/storage.k8s.io/v1", "csidrivers", False),
     "DaemonSet": ("/apis/apps/v1", "daemonsets", True),

@@ -117,6 +117,7 @@ class ControlPlane:
         self._pod_logs.mkdir(exist_ok=True)
         self._log_files: dict[tuple[str, str], dict[str | None, Path]] = {}
         self.audit_log = self.logs / "audit.log"
+        self.etcd_client: pki.Pair | None = None  # the API server's client certificate for etcd (compact_etcd's)
 
     # ------------------------------------------------------------------------------------------- what tests use
 
@@ -265,6 +266,25 @@ class ControlPlane:
             time.sleep(0.5)
             left = [p["metadata"]["name"] for ns in spaces for p in self.pods(ns, of_jobsets)]
 
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to now, as the API server does every 5 minutes (--etcd-compaction-interval):
+        a watch from a resourceVersion before it is answered 410 Gone, "too old resource version". The revision."""
+        import urllib.request
+
+        assert self.etcd_client is not None, "compact_etcd needs a plane this process started"
+        context = self._client_context(self.etcd_client)
+
+        def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            url = f"https://127.0.0.1:{self.etcd_port}{path}"
+            request = urllib.request.Request(url, json.dumps(body).encode(), method="POST")
+            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+                parsed: dict[str, Any] = json.loads(answer.read())
+                return parsed
+
+        revision = int(call("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+        call("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
     def audit_lines(self) -> list[str]:
         """The API server's audit log: one JSON event per line for each request of the user alice (the
         namespace-scoped user), at its ResponseStarted (long-running requests: watches, log streams) and
@@ -328,6 +348,7 @@ class ControlPlane:
 
         etcd = self._start_etcd(ca)
         etcd_client = ca.issue("apiserver-etcd-client", "kube-apiserver-etcd-client")
+        self.etcd_client = etcd_client
         self._write_kubeconfig(self.admin_kubeconfig, {"client-certificate": admin.cert, "client-key": admin.key})
         apiserver = self._process(
             "kube-apiserver",
@@ -717,6 +738,20 @@ def _ready(node: Mapping[str, Any]) -> bool:
 def _established(crd: Mapping[str, Any]) -> bool:
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def attach(folder: Path, bin_dir: Path) -> ControlPlane:
+    """The control plane ``scripts/control-plane.sh start`` (``python -m tests.control_plane run FOLDER``) keeps
+    running in ``folder``: its API, kubeconfigs and audit log, for a benchmark run by hand against it. Its etcd
+    is not known (``compact_etcd`` needs a plane this process started)."""
+    plane = ControlPlane(folder, bin_dir)
+    config = yaml.safe_load(plane.admin_kubeconfig.read_text())
+    plane.server = str(config["clusters"][0]["cluster"]["server"])
+    certs = folder / "pki"
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    context.load_cert_chain(certs / "admin.crt", certs / "admin.key")
+    plane.api = Api(plane.server, context)
+    return plane
 
 
 def start(bin_dir: Path, folder: Path | None = None) -> ControlPlane:

@@ -1,0 +1,223 @@
+"""pwdeploy at scale on the real control plane (tests/control_plane: kube-apiserver 1.35, JobSet, the scheduler,
+KWOK's simulated TPU nodes), beside kubectl doing the same: for each size, a job of N slices of v5p-32 (4 worker
+pods a slice, and the head: 4N + 1 pods, each slice on a node pool of its own as on GKE), then
+
+- ``render`` (CPU: what ``status`` is measured against) and ``submit --wait`` (kubectl: ``apply`` + ``wait``);
+- waiting: ``submit --wait=done`` on the running job for ``--window`` seconds, against ``kubectl wait
+  --for=condition=Completed`` for as long: the requests each makes in that minute;
+- ``status`` (kubectl: ``get pods -l``), ``diagnose``;
+- ``logs --all`` (kubectl: ``logs -l ... --all-containers --prefix --max-log-requests 16``): the first line, the
+  whole read; ``logs --all -f``: its first line (stopped with Ctrl-C ``--follow-s`` seconds after it);
+- ``drill --lose-slice 1`` (with ``--drill``): the recovery, end to end, as the drill reports it;
+- ``delete --wait`` (kubectl: ``delete --cascade=foreground --wait`` of the same job submitted again).
+
+Each command is a process run as the namespace-scoped user: wall and CPU seconds and peak memory of the process
+(``os.wait4``), its first line on stdout, and its requests as the API server counted them (the control plane's
+audit log, by User-Agent: a watch or a log stream is one request however long it lasts). With ``--users N``, N
+users at once (each a job of 1 slice of v5p-8) submit --wait, status, logs --all -f for ``--follow-s`` seconds and
+delete --wait: every command's exit status, and the requests a second against the API server while they run.
+
+The machine is shared: each table says the load average it was measured under. ``--plane FOLDER`` uses a control
+plane ``scripts/control-plane.sh start`` keeps running (its folder); without it one is started for the run.
+
+Usage: python3 benchmarks/bench_scale.py [--slices 4,16,64,256] [--users 20] [--window 60] [--drill] [--plane DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.control_plane import NodePool, TpuPool, binaries  # noqa: E402
+from tests.control_plane.cluster import ControlPlane, attach, start  # noqa: E402
+from tests.control_plane.commands import HEAD_POOL  # noqa: E402
+from tests.control_plane.scale import Run, job_flags, pools, run, serve_logs  # noqa: E402
+
+LINES = [f"step {i}: loss 0.{i:04d}" for i in range(5)]  # what every container's log holds
+SELECTOR = "jobset.sigs.k8s.io/jobset-name"
+
+
+def row(what: str, done: Run, extra: str = "") -> list[str]:
+    first = f"{done.first_line:.1f} s" if done.first_line is not None else "-"
+    verbs = ", ".join(f"{n} {verb}" for verb, n in sorted(done.requests.items()))
+    status = "" if done.returncode == 0 else f" (exit {done.returncode})"
+    return [what + status, f"{done.wall:.1f} s", f"{done.cpu:.2f} s", f"{done.max_rss_mib:.0f} MiB", first,
+            f"{done.sent} ({verbs})", extra]  # fmt: skip
+
+
+def table(title: str, rows: list[list[str]]) -> None:
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\n{title} (load average {load} at the end)\n")
+    head = ["command", "wall", "CPU", "peak RSS", "first line", "requests", ""]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    sys.stdout.flush()
+
+
+def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> None:
+    ns = plane.user_namespace
+    name, again = f"sc{slices}-{secrets.token_hex(2)}", f"sk{slices}-{secrets.token_hex(2)}"
+    flags = job_flags(name, ns, slices)
+    began = time.monotonic()
+    for pool in pools(slices):
+        plane.add_node_pool(pool)
+    rows: list[list[str]] = [["(nodes: " + f"{4 * slices + 1} made in {time.monotonic() - began:.0f} s)"] + [""] * 6]
+    serve_logs(plane, ns, LINES)
+    try:
+        rows.append(row("pwdeploy render", run(plane, ["pwdeploy", "render", *flags])))
+        rows.append(row("pwdeploy submit --wait", run(plane, ["pwdeploy", "submit", *flags, "--skip-preflight",
+                                                                "--wait"], timeout=3600)))  # fmt: skip
+        window = args.window
+        waited = run(plane, ["pwdeploy", "submit", *flags, "--skip-preflight", "--wait=done", "--timeout",
+                             str(window)], timeout=window + 120)  # fmt: skip
+        rows.append(row(f"pwdeploy submit --wait=done, {window} s on the running job", waited))
+        kwaited = run(plane, ["kubectl", "wait", "-n", ns, "--for=condition=Completed", f"jobset/{name}",
+                              f"--timeout={window}s"], agent="kubectl/", timeout=window + 120)  # fmt: skip
+        rows.append(row(f"kubectl wait --for=condition=Completed, {window} s", kwaited))
+        rows.append(row("pwdeploy status", run(plane, ["pwdeploy", "status", name, "-n", ns])))
+        rows.append(row("kubectl get pods -l", run(plane, ["kubectl", "get", "pods", "-n", ns, "-l",
+                                                           f"{SELECTOR}={name}"], agent="kubectl/")))  # fmt: skip
+        rows.append(row("pwdeploy diagnose", run(plane, ["pwdeploy", "diagnose", name, "-n", ns])))
+        logs = run(plane, ["pwdeploy", "logs", name, "-n", ns, "--all"], timeout=3600)
+        rows.append(row("pwdeploy logs --all", logs, f"{logs.stdout.count(LINES[-1])} containers read"))
+        klogs = run(plane, ["kubectl", "logs", "-n", ns, "-l", f"{SELECTOR}={name}", "--all-containers", "--prefix",
+                            "--max-log-requests", "16"], agent="kubectl/", timeout=3600)  # fmt: skip
+        rows.append(row("kubectl logs -l --all-containers --prefix --max-log-requests 16", klogs,
+                        f"{klogs.stdout.count(LINES[-1])} containers read"))  # fmt: skip
+        follow = run(plane, ["pwdeploy", "logs", name, "-n", ns, "--all", "-f"], interrupt_after=args.follow_s,
+                     timeout=3600)  # fmt: skip
+        rows.append(row(f"pwdeploy logs --all -f (stopped {args.follow_s:g} s after its first line)", follow))
+        if args.drill:
+            drill = run(plane, ["pwdeploy", "drill", name, "-n", ns, "--lose-slice", "1", "--yes", "-o", "json",
+                                "--timeout", "1800"], timeout=3600)  # fmt: skip
+            rows.append(row("pwdeploy drill --lose-slice 1", drill, _recovery(drill)))
+        rows.append(row("pwdeploy delete --wait", run(plane, ["pwdeploy", "delete", name, "-n", ns, "--yes",
+                                                                "--wait"], timeout=3600)))  # fmt: skip
+        resubmitted = run(plane, ["pwdeploy", "submit", *job_flags(again, ns, slices), "--skip-preflight", "--wait"],
+                          timeout=3600)  # fmt: skip
+        assert resubmitted.returncode == 0, resubmitted.stderr
+        rows.append(row("kubectl delete --cascade=foreground --wait", run(plane, [
+            "kubectl", "delete", "-n", ns, "jobset", again, "--cascade=foreground", "--wait"], agent="kubectl/",
+            timeout=3600)))  # fmt: skip
+    finally:
+        plane.clear_jobs(ns, timeout=1800)
+        for pool in pools(slices):
+            plane.remove_node_pool(pool.name)
+    table(f"{slices} slices of v5p-32 ({4 * slices + 1} pods)", rows)
+
+
+def _recovery(drill: Run) -> str:
+    try:
+        found = json.loads(drill.stdout)
+    except ValueError:
+        return drill.stderr[-200:]
+    measured = found.get("measured") or found
+    keys = ("detected_s", "running_s", "first_step_s", "stopped")
+    return ", ".join(f"{k} {measured.get(k)}" for k in keys if k in measured)
+
+
+def measure_users(plane: ControlPlane, users: int, follow_s: float) -> None:
+    """``users`` at once, each with a job of its own: submit --wait, status, logs --all -f, delete --wait."""
+    ns = plane.user_namespace
+    tpu = [NodePool(f"tpu-u{i}", nodes=1, tpu=TpuPool("tpu-v5p-slice", "2x2x1", 4)) for i in range(users)]
+    cpu = NodePool(HEAD_POOL.name, nodes=users, cpu=HEAD_POOL.cpu, memory=HEAD_POOL.memory)
+    for pool in (cpu, *tpu):
+        plane.add_node_pool(pool)
+    serve_logs(plane, ns, LINES)
+    start_mark = len(plane.audit_lines())
+    began = time.monotonic()
+    try:
+        with ThreadPoolExecutor(users) as workers:
+            results = list(workers.map(lambda i: _one_user(plane, ns, i, follow_s), range(users)))
+    finally:
+        elapsed = time.monotonic() - began
+        plane.clear_jobs(ns, timeout=600)
+        for node_pool in (cpu, *tpu):
+            plane.remove_node_pool(node_pool.name)
+    per_second = _per_second(plane.audit_lines()[start_mark:])
+    rows = []
+    for step in ("submit --wait", "status", "logs --all -f", "delete --wait"):
+        done = [r[step] for r in results]
+        failed = sum(d.returncode not in (0, 130) for d in done)
+        sent = sorted(d.sent for d in done)
+        walls = sorted(d.wall for d in done)
+        rows.append([f"{users} x pwdeploy {step}", f"{walls[0]:.1f}-{walls[-1]:.1f} s", "", "", "",
+                     f"{sent[0]}-{sent[-1]} each", f"{failed} failed"])  # fmt: skip
+    total = sum(per_second.values())
+    rows.append(
+        [
+            f"all of it, {elapsed:.0f} s",
+            "",
+            "",
+            "",
+            "",
+            f"{total} in all",
+            f"{total / elapsed:.1f}/s on average, at most {max(per_second.values(), default=0)} in one second",
+        ]
+    )
+    table(f"{users} users at once, each a job of 1 slice of v5p-8", rows)
+
+
+def _one_user(plane: ControlPlane, ns: str, index: int, follow_s: float) -> dict[str, Run]:
+    name = f"u{index}-{secrets.token_hex(2)}"
+    flags = ["--name", name, "--namespace", ns, "--tpu-type", "v5p-8", "--num-slices", "1", "--image",
+             "python:3.11.9-slim", "--command", "python3 train.py", "--gcs-scratch", "gs://pwdeploy-e2e/scratch",
+             "--head-node-pool", HEAD_POOL.name]  # fmt: skip
+    done = {"submit --wait": run(plane, ["pwdeploy", "submit", *flags, "--skip-preflight", "--wait"], settle=0)}
+    done["status"] = run(plane, ["pwdeploy", "status", name, "-n", ns], settle=0)
+    done["logs --all -f"] = run(plane, ["pwdeploy", "logs", name, "-n", ns, "--all", "-f"], settle=0,
+                                interrupt_after=follow_s)  # fmt: skip
+    done["delete --wait"] = run(plane, ["pwdeploy", "delete", name, "-n", ns, "--yes", "--wait"], settle=0)
+    return done
+
+
+def _per_second(lines: list[str]) -> Counter[int]:
+    """pwdeploy's requests (audit IDs) by the second they were received in."""
+    seconds: dict[str, int] = {}
+    for line in lines:
+        event: dict[str, Any] = json.loads(line)
+        if str(event.get("userAgent", "")).startswith("pwdeploy/"):
+            at = datetime.fromisoformat(str(event["requestReceivedTimestamp"]).replace("Z", "+00:00"))
+            seconds[str(event["auditID"])] = int(at.timestamp())
+    return Counter(seconds.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--slices", default="4,16,64,256", help="sizes, comma-separated")
+    parser.add_argument("--users", type=int, default=0, help="users at once (0: not measured)")
+    parser.add_argument("--window", type=int, default=60, help="seconds a wait on the running job is measured")
+    parser.add_argument("--follow-s", type=float, default=10.0, help="seconds logs --all -f runs after its first line")
+    parser.add_argument("--drill", action="store_true", help="drill --lose-slice 1 on each size")
+    parser.add_argument("--plane", type=Path, help="a running control plane's folder (scripts/control-plane.sh)")
+    args = parser.parse_args()
+    bins = binaries.built()
+    if bins is None:
+        sys.exit("the control plane is not built: bash scripts/control-plane.sh build")
+    plane = attach(args.plane, bins) if args.plane else start(bins)
+    try:
+        for slices in [int(s) for s in args.slices.split(",") if s]:
+            measure_size(plane, slices, args)
+        if args.users:
+            measure_users(plane, args.users, args.follow_s)
+    finally:
+        if not args.plane:
+            plane.stop()
+
+
+if __name__ == "__main__":
+    main()
