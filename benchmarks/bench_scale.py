@@ -7,7 +7,8 @@ pods a slice, and the head: 4N + 1 pods, each slice on a node pool of its own as
   --for=condition=Completed`` for as long: the requests each makes in that minute;
 - ``status`` (kubectl: ``get pods -l``), ``diagnose``;
 - ``logs --all`` (kubectl: ``logs -l ... --all-containers --prefix --max-log-requests 16``): the first line, the
-  whole read; ``logs --all -f``: its first line (stopped with Ctrl-C ``--follow-s`` seconds after it);
+  whole read, for each ``--streams`` value of ``--max-streams``; ``logs --all -f``: its first line (stopped with
+  Ctrl-C ``--follow-s`` seconds after it);
 - ``drill --lose-slice 1`` (with ``--drill``): the recovery, end to end, as the drill reports it;
 - ``delete --wait`` (kubectl: ``delete --cascade=foreground --wait`` of the same job submitted again).
 
@@ -20,7 +21,8 @@ delete --wait: every command's exit status, and the requests a second against th
 The machine is shared: each table says the load average it was measured under. ``--plane FOLDER`` uses a control
 plane ``scripts/control-plane.sh start`` keeps running (its folder); without it one is started for the run.
 
-Usage: python3 benchmarks/bench_scale.py [--slices 4,16,64,256] [--users 20] [--window 60] [--drill] [--plane DIR]
+Usage: python3 benchmarks/bench_scale.py [--slices 4,16,64,256] [--users 20] [--window 60] [--drill]
+       [--streams 4,16,64] [--plane DIR]
 """
 
 from __future__ import annotations
@@ -92,8 +94,11 @@ def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> 
         rows.append(row("kubectl get pods -l", run(plane, ["kubectl", "get", "pods", "-n", ns, "-l",
                                                            f"{SELECTOR}={name}"], agent="kubectl/")))  # fmt: skip
         rows.append(row("pwdeploy diagnose", run(plane, ["pwdeploy", "diagnose", name, "-n", ns])))
-        logs = run(plane, ["pwdeploy", "logs", name, "-n", ns, "--all"], timeout=3600)
-        rows.append(row("pwdeploy logs --all", logs, f"{logs.stdout.count(LINES[-1])} containers read"))
+        for streams in args.streams:
+            logs = run(plane, ["pwdeploy", "logs", name, "-n", ns, "--all", "--max-streams", str(streams)],
+                       timeout=3600)  # fmt: skip
+            rows.append(row(f"pwdeploy logs --all --max-streams {streams}", logs,
+                            f"{logs.stdout.count(LINES[-1])} containers read"))  # fmt: skip
         klogs = run(plane, ["kubectl", "logs", "-n", ns, "-l", f"{SELECTOR}={name}", "--all-containers", "--prefix",
                             "--max-log-requests", "16"], agent="kubectl/", timeout=3600)  # fmt: skip
         rows.append(row("kubectl logs -l --all-containers --prefix --max-log-requests 16", klogs,
@@ -203,8 +208,10 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=60, help="seconds a wait on the running job is measured")
     parser.add_argument("--follow-s", type=float, default=10.0, help="seconds logs --all -f runs after its first line")
     parser.add_argument("--drill", action="store_true", help="drill --lose-slice 1 on each size")
+    parser.add_argument("--streams", default="16", help="logs --all --max-streams values, comma-separated")
     parser.add_argument("--plane", type=Path, help="a running control plane's folder (scripts/control-plane.sh)")
     args = parser.parse_args()
+    args.streams = [int(v) for v in args.streams.split(",") if v]
     bins = binaries.built()
     if bins is None:
         sys.exit("the control plane is not built: bash scripts/control-plane.sh build")

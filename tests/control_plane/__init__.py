@@ -30,8 +30,12 @@ For tests: the session fixture ``control_plane`` (tests/conftest.py; marker ``co
 - ``plane.forward_port(ns, pod, port, to_port)``: a port-forward to the pod's ``port`` reaches 127.0.0.1:to_port.
 - ``plane.evict(ns, pod)`` (the Eviction API: DisruptionTarget, then deleted), ``plane.pods(ns, selector)``,
   ``plane.api`` (the admin's JSON client for anything else).
+- ``plane.audit_lines()``: the API server's audit log of every request of alice (verb, URI, User-Agent);
+  ``plane.compact_etcd()``: etcd's history compacted, as the API server does every 5 minutes (a watch from before
+  it gets 410); ``tests/control_plane/scale.py``: a job of N slices of v5p-32 and what commands cost on it.
 
-For people: ``scripts/control-plane.sh start`` starts one and prints its KUBECONFIG; ``stop`` stops it.
+For people: ``scripts/control-plane.sh start`` starts one and prints its KUBECONFIG; ``stop`` stops it;
+``cluster.attach(FOLDER, bin_dir)`` is a ``ControlPlane`` of the one running there (a benchmark run by hand).
 """
 
 from tests.control_plane.cluster import ControlPlane, NodePool, TpuPool, start

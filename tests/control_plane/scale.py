@@ -129,6 +129,8 @@ def run(
     err = "".join(errors)
     _, status, usage = os.wait4(process.pid, 0)
     done.set()
+    process.stdout.close()
+    process.stderr.close()
     process.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
     time.sleep(settle)
