@@ -45,7 +45,7 @@ def test_the_one_bad_pod_among_1024_is_named_and_counted_as_one() -> None:
     snap = snapshot({(137, 2)})
     assert wanted_logs(snap)[0] == (f"{NAME}-worker-137-2-abcde", ids.WORKER_CONTAINER, False)
     snap.logs = [LogTail(f"{NAME}-worker-137-2-abcde", ids.WORKER_CONTAINER, False, ["Traceback", "ValueError: x"])]
-    (crash,) = [f for f in from_snapshot(snap).findings if f.cause == "crash"]
+    (crash,) = [f for f in from_snapshot(snap).findings if f.id == "crash"]
     assert crash.where == f"1 of 1,024 worker pods: {NAME}-worker-137-2-abcde", crash.where
 
 
@@ -55,11 +55,11 @@ def test_all_1024_failing_alike_count_all_though_one_log_was_read() -> None:
     assert len(wanted) == 1  # one log stands for its kind
     snap.logs = [LogTail(wanted[0][0], ids.WORKER_CONTAINER, False, [MISSING])]
     (found,) = from_snapshot(snap).findings
-    assert found.cause == "scratch-bucket-missing" and found.count == 1024
+    assert found.id == "scratch-bucket-missing" and found.count == 1024
     assert (
         found.where.startswith("1,024 of 1,024 worker pods: big-worker-0-0-abcde, ") and "(+1,021 more)" in found.where
     )
-    assert f"(the log of {wanted[0][0]}; 1,023 more ended alike, their logs not read)" in found.evidence
+    assert f"(the log of {wanted[0][0]}; 1,023 more ended alike, their logs not read)" in found.message
 
 
 def test_a_log_of_a_running_container_stands_for_itself_only() -> None:

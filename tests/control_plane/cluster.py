@@ -6,6 +6,7 @@ import base64
 import contextlib
 import datetime
 import functools
+import json
 import os
 import secrets
 import shutil
