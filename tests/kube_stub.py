@@ -9,16 +9,16 @@ plain http, for a test that asks for it.
 It is a stub, not an API server: no controllers, no admission webhooks, label selectors of the form ``k=v,k2=v2``
 only, and no watch: a watch is refused as it is for an identity whose Role lacks the ``watch`` verb (403; access
 reviews still allow it), so the commands that wait list again at each look instead, as they do there (watches are
-tested on the real control plane and, for what it cannot do on demand, against tests/watch_fake.py). What it does do like a real server: the real paths (discovery, ``/version``, jobsets with
-server-side apply and ``dryRun=All``, namespaces, nodes, pods and their logs, events, secrets (metadata-only reads),
-the pods of every namespace, Kueue localqueues (and, read-only, clusterqueues, admissionchecks and
-provisioningrequestconfigs), the JobSet
+tested on the real control plane and, for what it cannot do on demand, against tests/watch_fake.py). What it does
+do like a real server: the real paths (discovery, ``/version``, jobsets with server-side apply and ``dryRun=All``,
+namespaces, nodes, pods and their logs, events, secrets (metadata-only reads), the pods of every namespace, Kueue
+localqueues (and, read-only, clusterqueues, admissionchecks and provisioningrequestconfigs), the JobSet
 CustomResourceDefinition, SelfSubjectAccessReviews answered from the same forbidden rules as every other request),
 bearer-token authentication, and the real error shapes (``Status`` objects for 401/403/404/409/422/5xx). Every
 request is recorded so tests can assert what the official client actually sent; ``latency`` delays every answer,
-to measure what concurrent requests save. Faults can be injected: an error status
-(``fail``), any body in place of the real answer (``answer``: an HTML page, JSON of the wrong shape, a body cut off
-mid-way) and no answer at all until the stub stops (``hang``).
+to measure what concurrent requests save. Faults can be injected: an error status (``fail``), any body in place of
+the real answer (``answer``: an HTML page, JSON of the wrong shape, a body cut off mid-way) and no answer at all
+until the stub stops (``hang``).
 
 By role: this module is the server (TLS, recording, faults, authentication's 401, a kubeconfig for it);
 tests/kube_routes.py the paths it serves; tests/kube_store.py its objects and what the API server does with them;

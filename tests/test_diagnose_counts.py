@@ -11,7 +11,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import from_snapshot
 from pwdeploy.cluster.diagnose.containers import wanted_logs
 from pwdeploy.cluster.diagnose.read import LogTail, Snapshot
-from tests.kube_stub import rendered_jobset
+from tests.kube_objects import rendered_jobset
 
 NAME, SLICES, HOSTS = "big", 256, 4
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

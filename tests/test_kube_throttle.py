@@ -9,7 +9,9 @@ import pytest
 from pwdeploy.errors import ConfigError
 from pwdeploy.kube.throttle import DEFAULT_BURST, DEFAULT_QPS, Limit, Throttle, limit_from
 from tests.conftest import ClusterCli
-from tests.kube_stub import FakeClock, StubKubeApiServer, rendered_jobset
+from tests.fake_clock import FakeClock
+from tests.kube_objects import rendered_jobset
+from tests.kube_stub import StubKubeApiServer
 
 
 class Stopped:

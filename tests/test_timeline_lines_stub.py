@@ -18,7 +18,7 @@ from pwdeploy.cluster.log_reads import MAX_LINE_BYTES, Position, pieces, shown
 from pwdeploy.cluster.milestones import Milestones
 from pwdeploy.cluster.timeline import Entry, Selection, Timeline
 from tests.drill_stub import DrillStub, stamp
-from tests.kube_stub import FakeClock
+from tests.fake_clock import FakeClock
 from tests.test_drill_stub import NAME, NS, World
 from tests.test_timeline_stub import connect, worker_lines
 
