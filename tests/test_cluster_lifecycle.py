@@ -139,8 +139,8 @@ def test_display_rewrites_one_line_on_a_terminal_and_prints_changes_otherwise() 
 
 
 WATCH_REFUSED = (  # the stub refuses a watch as a Role without the verb does: the waits list at each look
-    "this identity may not watch jobsets.jobset.x-k8s.io, pods in namespace default (RBAC): listing them every 2 s "
-    "instead; the Role of docs/cluster.md grants `watch`"
+    "this identity's Role does not grant `watch` on jobsets.jobset.x-k8s.io, pods in namespace default: listing them "
+    "every 2 s instead (the Role of docs/cluster.md grants it)"
 )
 
 

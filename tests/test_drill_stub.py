@@ -556,7 +556,7 @@ def test_an_api_error_while_following_keeps_the_report_of_what_was_injected_and_
         if sleeps == 1:
             world.replace_missing()  # detected at the next look
         if sleeps == 2:
-            drill_stub.fail("GET", r"/jobsets/", 403, times=10)  # then the JobSet may no longer be read
+            drill_stub.fail("GET", r"/jobsets", 403, times=10)  # then the JobSet may no longer be read (nor listed)
 
     clock = FakeClock(controllers)
     world = World(drill_stub)

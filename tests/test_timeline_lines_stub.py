@@ -130,11 +130,14 @@ def test_a_read_stops_at_the_limit_it_asked_for_when_the_server_sends_more(
 def test_events_without_a_uid_stay_apart() -> None:
     said: list[str] = []
     milestones = Milestones(NAME, lambda kind, time, origin, text: said.append(text))
-    events = [
-        {"metadata": {"name": f"{NAME}.a"}, "involvedObject": {"name": NAME}, "reason": "A", "message": "one"},
-        {"metadata": {"name": f"{NAME}.b"}, "involvedObject": {"name": NAME}, "reason": "B", "message": "two"},
-        {"metadata": {}, "involvedObject": {"name": f"{NAME}-worker-0"}, "reason": "C", "message": "three"},
-        {"metadata": {}, "involvedObject": {"name": f"{NAME}-worker-1"}, "reason": "C", "message": "four"},
+    milestones.own(frozenset({"js", "w0", "w1"}))  # the job's objects: its JobSet and two worker Jobs
+    jobset, w0, w1 = ({"name": n, "uid": u} for n, u in ((NAME, "js"), (f"{NAME}-worker-0", "w0"),
+                                                         (f"{NAME}-worker-1", "w1")))  # fmt: skip
+    events = [  # none has a uid of its own; the last two no name either
+        {"metadata": {"name": f"{NAME}.a"}, "involvedObject": jobset, "reason": "A", "message": "one"},
+        {"metadata": {"name": f"{NAME}.b"}, "involvedObject": jobset, "reason": "B", "message": "two"},
+        {"metadata": {}, "involvedObject": w0, "reason": "C", "message": "three"},
+        {"metadata": {}, "involvedObject": w1, "reason": "C", "message": "four"},
     ]
     milestones.events(events)
     milestones.events(events)  # the next look: nothing again

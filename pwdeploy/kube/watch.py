@@ -392,8 +392,9 @@ class Mirrors:
         if polled and self.kube.on_wait is not None:
             kinds = sorted({listing.resource.display for listing in polled})
             self.kube.on_wait(
-                f"this identity may not watch {', '.join(kinds)} in namespace {polled[0].namespace} (RBAC): "
-                f"listing them every {self.poll:g} s instead; the Role of docs/cluster.md grants `watch`"
+                f"this identity's Role does not grant `watch` on {', '.join(kinds)} in namespace "
+                f"{polled[0].namespace}: listing them every {self.poll:g} s instead (the Role of docs/cluster.md "
+                "grants it)"
             )
         return self
 
