@@ -10,7 +10,7 @@ main.image set (nothing to pin, the folder is never read). Whole processes, as a
    run after touching one file (its mtime changes: it is hashed again, the rest comes from the cache; the median
    of three such runs).
 2. In this process, what render does to the folder: the walk alone (one listing per folder, one stat per file)
-   against `inputs.scan` (the walk, the digest cache and its record) and the flags render reads from it
+   against `source_folder.scan` (the walk, the digest cache and its record) and the flags render reads from it
    (interleaved, median of 3 x --runs): what the cache adds to the walk of an unchanged folder. In CPU time
    (user + system: the stats are system time), so that other programs on a shared machine count less.
 3. `pwdeploy image build --push` when the lock already holds these inputs (no engine call: the check is the
@@ -128,16 +128,16 @@ def render_figures(folder: Path, plain: Path, runs: int) -> None:
 
 
 def cache_figures(folder: Path, runs: int) -> None:
-    from pwdeploy.images import inputs
+    from pwdeploy.images import source_folder
     from pwdeploy.images.ignore import IgnoreRules
 
     field = "image.source_dir"
 
     def walk() -> None:
-        inputs._walk(folder, IgnoreRules.read(folder), set())
+        source_folder._walk(folder, IgnoreRules.read(folder), set())
 
     def files() -> None:  # what render's pin does with the folder, less the hash
-        found = inputs.scan(folder, field, "code")
+        found = source_folder.scan(folder, field, "code")
         found.imports_pwdeploy(), found.credential_warnings(field)
 
     samples: dict[str, list[float]] = {"walk": [], "files": []}

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pwdeploy.errors import ConfigError
-from pwdeploy.images import digests, ignore, inputs, lock, pin
+from pwdeploy.images import digests, ignore, inputs, lock, pin, source_folder
 from pwdeploy.images import job_image as spec
 from tests.test_image import REPOSITORY, job_at, write_job
 
@@ -64,7 +64,7 @@ def _settle(root: Path) -> None:
 
 
 def _digests(root: Path) -> dict[str, str]:
-    return {item.name: str(item.digest) for item in inputs.scan(root, "image.source_dir", "code").files()}
+    return {item.name: str(item.digest) for item in source_folder.scan(root, "image.source_dir", "code").files()}
 
 
 def _sha(path: Path) -> str:
@@ -246,10 +246,10 @@ def test_which_python_files_import_pwdeploy_is_cached_too(tmp_path: Path, reads:
     (root / "notes.txt").write_text("import pwdeploy\n")
     (root / "util.py").write_text("def f():\n    from pwdeploy import runtime\n")
     _settle(root)
-    first = {item.name: item.imports_pwdeploy for item in inputs.scan(root, "f", "code").files()}
+    first = {item.name: item.imports_pwdeploy for item in source_folder.scan(root, "f", "code").files()}
     assert first["code/train.py"] and first["code/util.py"] and not first["code/notes.txt"]
     reads.clear()
-    again = {item.name: item.imports_pwdeploy for item in inputs.scan(root, "f", "code").files()}
+    again = {item.name: item.imports_pwdeploy for item in source_folder.scan(root, "f", "code").files()}
     assert again == first and reads == []
 
 
@@ -305,7 +305,7 @@ def test_names_that_look_like_credentials_are_judged_once_and_warned_about_each_
     _settle(root)
 
     def warnings() -> tuple[str, ...]:
-        return inputs.scan(root, "f", "code").credential_warnings("f")
+        return source_folder.scan(root, "f", "code").credential_warnings("f")
 
     first = warnings()
     assert len(first) == 1 and first[0].startswith(f"f {root}: .env, keys/sa-key.json look like credentials")
@@ -594,7 +594,7 @@ def test_a_file_dated_past_64_bits_after_the_skipped_config_keeps_its_own_stamps
     if late.stat().st_mtime_ns < 2**63:
         pytest.skip(f"the file system of {tmp_path} cannot date a file in 2300")
     _settle(root)
-    found = inputs.scan(root, "f", "code", skip=frozenset({(root / "job.yaml").resolve()}))
+    found = source_folder.scan(root, "f", "code", skip=frozenset({(root / "job.yaml").resolve()}))
     files = {item.name: item for item in found.files()}
     assert "code/job.yaml" not in files and files["code/zz.sh"].executable
     assert files["code/zz.sh"].digest == _sha(late) and not files["code/train.py"].executable
@@ -623,14 +623,14 @@ def test_the_walk_takes_the_same_files_whether_a_folder_is_plain_or_holds_odd_en
     (root / "odd" / "skip.me").write_text("left out\n")
     (root / "odd" / "link.txt").symlink_to("b.txt")
     _settle(root)
-    one_by_one = inputs._one_by_one
+    one_by_one = source_folder._one_by_one
     judged: list[str] = []
 
     def judging(folder: int, at: str, *args: Any) -> Any:
         judged.append(at)
         return one_by_one(folder, at, *args)
 
-    monkeypatch.setattr(inputs, "_one_by_one", judging)
+    monkeypatch.setattr(source_folder, "_one_by_one", judging)
     expected = [
         f"code/{folder}/{name}"
         for folder in ("odd", "plain")
@@ -643,7 +643,7 @@ def test_the_walk_takes_the_same_files_whether_a_folder_is_plain_or_holds_odd_en
             (root / ".dockerignore").write_text(ignored)
             expected = ["code/.dockerignore", *(name for name in expected if name != "code/odd/skip.me")]
         judged.clear()
-        found = {item.name: item for item in inputs.scan(root, "f", "code").files()}
+        found = {item.name: item for item in source_folder.scan(root, "f", "code").files()}
         assert list(found) == expected
         for name, item in found.items():
             path = root / name.removeprefix("code/")
@@ -658,11 +658,11 @@ def test_a_file_name_that_is_not_utf8_is_refused_by_name_unless_left_out(tmp_pat
     root = _folder(tmp_path)
     (root / "data").joinpath(os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")
     with pytest.raises(ConfigError) as caught:
-        inputs.scan(root, "image.source_dir", "code")
+        source_folder.scan(root, "image.source_dir", "code")
     assert caught.value.field == "image.source_dir" and "data/caf\\xe9.txt" in caught.value.message
     assert "not UTF-8" in caught.value.message and ".dockerignore" in str(caught.value.hint)
     (root / ".dockerignore").write_text("data/caf?.txt\n")
-    assert "code/data/f0.bin" in {item.name for item in inputs.scan(root, "image.source_dir", "code").files()}
+    assert "code/data/f0.bin" in {item.name for item in source_folder.scan(root, "image.source_dir", "code").files()}
 
 
 def test_a_file_that_cannot_be_read_is_a_config_error_naming_it_read_refused_by_a_stand_in(
@@ -678,7 +678,7 @@ def test_a_file_that_cannot_be_read_is_a_config_error_naming_it_read_refused_by_
 
     monkeypatch.setattr(digests, "_read_facts", refused)
     with pytest.raises(ConfigError) as caught:
-        inputs.scan(root, "image.source_dir", "code")
+        source_folder.scan(root, "image.source_dir", "code")
     assert caught.value.field == "image.source_dir" and "Permission denied" in caught.value.message
     assert str(root) in caught.value.message and ".dockerignore" in str(caught.value.hint)
 
@@ -698,10 +698,10 @@ def test_a_folder_that_cannot_be_listed_is_a_config_error_naming_it_refused_by_a
 
     monkeypatch.setattr(os, "open", refusing)
     with pytest.raises(ConfigError) as caught:
-        inputs.scan(root, "image.source_dir", "code")
+        source_folder.scan(root, "image.source_dir", "code")
     assert caught.value.message.startswith(f"cannot read {root / 'data'}: Permission denied")
     monkeypatch.setattr(os, "open", real_open)
-    assert "code/data/f0.bin" in {item.name for item in inputs.scan(root, "image.source_dir", "code").files()}
+    assert "code/data/f0.bin" in {item.name for item in source_folder.scan(root, "image.source_dir", "code").files()}
 
 
 @pytest.mark.parametrize("odd", [False, True], ids=["plain-folder", "folder-judged-one-by-one"])
@@ -724,6 +724,6 @@ def test_a_folder_whose_entries_cannot_be_looked_into_is_a_config_error_refused_
 
     monkeypatch.setattr(os, "lstat", refusing)
     with pytest.raises(ConfigError) as caught:
-        inputs.scan(root, "image.source_dir", "code")
+        source_folder.scan(root, "image.source_dir", "code")
     assert caught.value.message.startswith(f"cannot read {root / 'data'}: Permission denied")
     assert caught.value.field == "image.source_dir" and ".dockerignore" in str(caught.value.hint)

@@ -65,6 +65,7 @@ PIN_MODULES = frozenset(
         ".job_image",
         ".lock",
         ".pin",
+        ".source_folder",
         ".template",
     )
 ) | {"pwdeploy.job_python"}  # the job's Python: an official base's, or what its project's requires-python allows

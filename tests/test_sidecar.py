@@ -25,7 +25,7 @@ from pwdeploy import identifiers as ids
 from pwdeploy.cli import cli
 from pwdeploy.config import JobConfig, load_job
 from pwdeploy.errors import BuildError, ConfigError
-from pwdeploy.images import engine, inputs, lock, pin, template
+from pwdeploy.images import build, engine, inputs, lock, pin, template
 from pwdeploy.images import sidecar_image as spec
 from tests import jobfiles
 from tests.conftest import REPO
@@ -256,7 +256,7 @@ def test_build_context_tar_holds_exactly_the_inputs(tmp_path: Path) -> None:
     blobs = []
     for _ in range(2):
         out = io.BytesIO()
-        inputs.write_context(found, out)
+        build.write_context(found, out)
         blobs.append(out.getvalue())
     assert blobs[0] == blobs[1], "same inputs, same context bytes"
     with tarfile.open(fileobj=io.BytesIO(blobs[0])) as tar:

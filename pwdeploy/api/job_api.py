@@ -94,7 +94,9 @@ def _load_warnings(job: JobConfig, file: Path | None) -> list[str]:
         flex_start_multi_host(job.tpu.capacity, job.tpu.slice),
     ]
     if job.sidecar.source_dir is not None and file is not None:
-        from pwdeploy.images.inputs import config_file_warning  # a sidecar's folder only: not on a plain render's path
+        from pwdeploy.images.source_folder import (
+            config_file_warning,  # a sidecar's folder only: not on a plain render's path
+        )
 
         found.append(config_file_warning(job.sidecar.source_dir, file, "sidecar.source_dir"))
     return [line for line in found if line]

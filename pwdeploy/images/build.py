@@ -7,16 +7,21 @@ build (its Dockerfile runs ``import jax`` and compares) and, after the build, ``
 
 from __future__ import annotations
 
+import os
 import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from pwdeploy.errors import BuildError
 from pwdeploy.images import lock
 from pwdeploy.images.engine import Engine, Progress
-from pwdeploy.images.inputs import HASH_LABEL, ImageInputs, write_context
+from pwdeploy.images.inputs import HASH_LABEL, ImageInputs
+
+if TYPE_CHECKING:
+    import tarfile
 
 
 @dataclass(frozen=True)
@@ -120,3 +125,30 @@ def verify_jax(engine: Engine, tag: str, expected: str, destination: ImageDestin
             "the requirements install (the image was untagged, nothing was pushed)",
         )
     return f"{destination.jax_check} and `{shlex.join(command)}` in the image"
+
+
+def write_context(inputs: ImageInputs, out: IO[bytes]) -> None:
+    """Write the build context as a tar with fixed owners and times (same inputs, same bytes)."""
+    import io
+    import tarfile  # here, not at the top: render never writes a context
+
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        data = inputs.dockerfile.encode()
+        _add(tar, "Dockerfile", len(data), 0o644, io.BytesIO(data))
+        for item in inputs.files:
+            mode = 0o755 if item.executable else 0o644
+            if isinstance(item.source, bytes):
+                _add(tar, item.name, len(item.source), mode, io.BytesIO(item.source))
+                continue
+            with open(item.source, "rb") as handle:
+                _add(tar, item.name, os.fstat(handle.fileno()).st_size, mode, handle)
+
+
+def _add(tar: tarfile.TarFile, name: str, size: int, mode: int, handle: IO[bytes]) -> None:
+    import tarfile
+
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = size, mode, 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    tar.addfile(info, handle)

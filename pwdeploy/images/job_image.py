@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned, installed_version
 from pwdeploy.errors import ConfigError, DependencyError
-from pwdeploy.images import inputs, lock
+from pwdeploy.images import inputs, lock, source_folder
 from pwdeploy.images.digests import sha256
 from pwdeploy.images.inputs import client_python, running_python
 from pwdeploy.job_python import check_allowed, choice_note, official_python
@@ -165,7 +165,7 @@ def _gather(
     source = job.image.source_dir or job.base_dir
     field = "image.source_dir"
     skip = frozenset({config_file.resolve()}) if config_file is not None else frozenset()
-    code = inputs.scan(source, field, "code", skip=skip)
+    code = source_folder.scan(source, field, "code", skip=skip)
     if not code.names:
         raise ConfigError(field, f"{source} holds no files to copy into the image")
     before: tuple[inputs.ContextFile, ...] = ()

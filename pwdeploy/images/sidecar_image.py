@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pwdeploy import __version__
 from pwdeploy.config import JobConfig, check_image_pinned
 from pwdeploy.errors import ConfigError
-from pwdeploy.images import inputs, lock
+from pwdeploy.images import inputs, lock, source_folder
 from pwdeploy.images.inputs import client_python, running_python
 
 if TYPE_CHECKING:  # the build flow is imported by the builds only: render pins without it (subprocess, tempfile)
@@ -144,7 +144,7 @@ def _parts(job: JobConfig) -> tuple[list[inputs.ContextFile], inputs.Folder | No
         files.append(inputs.requirements_file(job.sidecar.requirements, "sidecar.requirements"))
     code = None
     if job.sidecar.source_dir is not None:
-        code = inputs.scan(job.sidecar.source_dir, "sidecar.source_dir", "code")
+        code = source_folder.scan(job.sidecar.source_dir, "sidecar.source_dir", "code")
     return files, code
 
 
