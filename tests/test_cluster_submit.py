@@ -292,10 +292,10 @@ def test_a_submit_that_loses_a_race_to_another_config_says_so_without_the_dumped
 
 def test_a_long_server_message_keeps_its_end_where_the_reason_is() -> None:
     """Any error quoting a server's message longer than 2,000 characters keeps its start and its end."""
-    from pwdeploy.kube.api_errors import MESSAGE_CHARS, _fitted
+    from pwdeploy.kube.answers import MESSAGE_CHARS, quoted_message
 
     message = "admission webhook denied the request: " + "x" * 5000 + " because the quota is spent"
-    shown = _fitted(message)
+    shown = quoted_message(message)
     assert len(shown) < MESSAGE_CHARS + 60 and shown.endswith("because the quota is spent"), shown
     assert "characters left out) ..." in shown and shown.startswith("admission webhook denied the request: xxx")
 

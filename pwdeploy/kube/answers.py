@@ -5,6 +5,7 @@ wrong is a ``BadAnswer``; ``Kube.request`` (seam.py) turns it into an ``ApiError
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any, NamedTuple
 
@@ -185,3 +186,36 @@ def without_userinfo(url: str) -> str:
     end = min((i for i in (rest.find("?"), rest.find("#")) if i != -1), default=len(rest))
     at = rest.rfind("@", 0, end)
     return f"{scheme}{sep}{rest[at + 1 :]}"
+
+
+# A field error quoting the object's new value before its reason (apimachinery's field.Error: ``<path>: Invalid
+# value: <the value as JSON>: <detail>``): JobSet's webhook quotes a changed spec whole, 6.8 KB for a 2-slice job
+# (kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go ValidateUpdate, ``field is immutable``).
+_QUOTED_VALUE = re.compile(
+    r"(?P<path>[\w.\[\]-]+): Invalid value: (?P<value>[\[{].{200,}[\]}]): (?P<detail>[^:\[\]{}]+)$", re.S
+)
+
+
+MESSAGE_CHARS = 2000  # of a server's message quoted in an error
+MESSAGE_END_CHARS = 400  # the end of a longer one, kept: a field error's reason comes last
+
+
+def quoted_message(message: str) -> str:
+    """A server's message made printable, a long quoted value left out (``short_field_error``), and, when still
+    longer than MESSAGE_CHARS, its start and its end (where a reason is) with what lies between left out."""
+    shown = printable(short_field_error(message), 10 * MESSAGE_CHARS)
+    if len(shown) <= MESSAGE_CHARS:
+        return shown
+    head = printable(shown, MESSAGE_CHARS - MESSAGE_END_CHARS).removesuffix("...")
+    left = len(shown) - len(head) - MESSAGE_END_CHARS
+    return f"{head} ... ({left} characters left out) ... {shown[-MESSAGE_END_CHARS:]}"
+
+
+def short_field_error(message: str) -> str:
+    """The message with a long quoted value left out, so its reason shows: ``spec.replicatedJobs: Invalid value
+    (6700 characters, left out): field is immutable``."""
+    m = _QUOTED_VALUE.search(message)
+    if m is None:
+        return message
+    said = f"{m['path']}: Invalid value ({len(m['value'])} characters, left out): {m['detail']}"
+    return message[: m.start()] + said

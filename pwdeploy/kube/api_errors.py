@@ -27,76 +27,51 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from pwdeploy.errors import ClusterError
-from pwdeploy.kube.answers import excerpt, printable
+from pwdeploy.kube.answers import excerpt, printable, quoted_message
+from pwdeploy.kube.api_failures import (
+    KUBELET_SUBRESOURCES,
+    ApiError,
+    Component,
+    KubeletError,
+    Located,
+    Missing,
+    NoAnswerInTime,
+    WebhookError,
+    no_answer_in_time,
+)
 from pwdeploy.kube.http_client import HttpFailure
 from pwdeploy.kube.resources import Action
 
-
-class Located(Protocol):
-    """What an error message needs of the client: where the API server is (`` at https://...``, or '')."""
-
-    def where(self) -> str: ...
-
+# The failures themselves are pwdeploy.kube.api_failures' (named here too: this module is where callers meet them).
+__all__ = [
+    "GET_CREDENTIALS",
+    "KUBELET_SUBRESOURCES",
+    "RETRYABLE_STATUS",
+    "ApiError",
+    "Component",
+    "KubeletError",
+    "Located",
+    "Missing",
+    "NoAnswerInTime",
+    "WebhookError",
+    "api_status",
+    "budget_refusal",
+    "cluster_error",
+    "deterministic",
+    "failure_site",
+    "is_transport_or_api_error",
+    "no_answer_in_time",
+    "rbac_hint",
+    "retry_after",
+    "retryable",
+    "unsendable",
+]
 
 GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-
-Missing = Literal["object", "namespace", "type"]  # what a 404 lacked; "type": the API type is not served
-Component = Literal["api-server", "kubelet", "webhook"]  # which one failed (see the module's docstring)
-
-
-class ApiError(ClusterError):
-    """A failed request, or an answer that is not what the API promises; ``status`` is the HTTP status (None when no
-    answer came back); ``lasting``: trying again cannot help, whatever the status says (a certificate the client
-    does not trust, a WebSocket subprotocol the server does not speak)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        missing: Missing | None = None,
-        hint: str | None = None,
-        lasting: bool = False,
-        component: Component = "api-server",
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.status = status
-        self.missing = missing
-        self.lasting = lasting
-        self.component: Component = component
-
-
-class KubeletError(ApiError):
-    """The API server answered, but the kubelet it passes the request to (logs, port-forward) failed: ``node`` is
-    the address the API server dialled (``10.0.0.5``), '' when its message names none. Catch it to tell a node
-    that cannot serve a log from a control plane in trouble; trying again within seconds does not help."""
-
-    def __init__(self, message: str, *, status: int | None, node: str, hint: str) -> None:
-        super().__init__(message, status=status, hint=hint, lasting=True, component="kubelet")
-        self.node = node
-
-
-class NoAnswerInTime(ApiError):
-    """A request sent once with a short bound (``Kube.read_once``) that got no whole answer in time: ``within``
-    seconds. For a request the API server passes to a kubelet (a pod's log), the kubelet is the likely one late
-    (``component``): an API server that cannot reach it answers 500 by itself (a ``KubeletError``)."""
-
-    def __init__(self, message: str, *, within: float, component: Component, hint: str) -> None:
-        super().__init__(message, hint=hint, component=component)
-        self.within = within
-
-
-class WebhookError(ApiError):
-    """An admission webhook (``webhook``: its name, ``mjobset.kb.io``) refused the object (``denied``) or could
-    not be called by the API server (down, or it timed out). Never an RBAC matter; never retried."""
-
-    def __init__(self, message: str, *, status: int | None, webhook: str, denied: bool, hint: str) -> None:
-        super().__init__(message, status=status, hint=hint, lasting=True, component="webhook")
-        self.webhook, self.denied = webhook, denied
 
 
 # What the API server's message says when the failure was not its own (see the module's docstring).
@@ -106,7 +81,6 @@ _KUBELET_DIAL = re.compile(
     r'"https?://(\[[0-9a-fA-F:]+\]|[^/":\s]{1,253}):10250/(containerLogs|portForward|exec|attach|logs)/'
 )
 _NOT_IN_SCHEMA = "field not declared in schema"
-KUBELET_SUBRESOURCES = frozenset({"log", "portforward", "exec", "attach"})  # served by the pod's node
 # Kubelets that the API server reaches through a tunnel (GKE's Konnectivity) fail with the tunnel's words.
 _KUBELET_TUNNEL = ("No agent available", "error dialing backend")
 
@@ -203,109 +177,80 @@ def cluster_error(exc: Exception, action: Action, *, attempts: int = 1, kube: Lo
             hint=f"check the network path to the cluster and the credentials ({GET_CREDENTIALS})",
         )
     status = api_status(exc)
-    message = _fitted(str(status.get("message") or "")) or _reason_and_excerpt(exc)
-    code = int(exc.status)
-    elsewhere = _webhook_error(action, code, message) or _kubelet_error(action, code, message, where)
+    answer = Refused(
+        action,
+        int(exc.status),
+        quoted_message(str(status.get("message") or "")) or _reason_and_excerpt(exc),
+        status,
+        where,
+        tried,
+    )
+    elsewhere = _webhook_error(action, answer.code, answer.message) or _kubelet_error(
+        action, answer.code, answer.message, where
+    )
     if elsewhere is not None:
         return elsewhere
-    if code == 401:
-        return ApiError(
-            f"the API server{where} rejected the credentials (401 Unauthorized) to {action.describe()}",
-            status=code,
-            hint=f"the kubeconfig's token or certificate is missing or expired; refresh it ({GET_CREDENTIALS})",
-        )
-    if code == 403:
-        return ApiError(
-            f"forbidden (403): {message}",
-            status=code,
-            hint=f"the API server's authorization (RBAC) refused this identity: {rbac_hint(action)}",
-        )
-    if code == 404:
-        return _not_found(action, status, message)
-    if code == 409:
-        return ApiError(
-            f"conflict (409) to {action.describe()}: {message}",
-            status=code,
-            hint="the object changed or already exists; `pwdeploy submit --replace` recreates a job",
-        )
-    if code == 422:
-        return _invalid(action, status, message)
+    worded = BY_STATUS.get(answer.code)
+    return worded(answer) if worded is not None else _otherwise(exc, answer)
+
+
+class Refused(NamedTuple):
+    """An error answer of the API server itself, as the message builders read it."""
+
+    action: Action
+    code: int
+    message: str  # the Status's message, printable (or the answer's reason and first bytes)
+    status: dict[str, Any]  # the Status object ({} when the answer was not one)
+    where: str  # " at https://...", or ""
+    tried: str  # " after N attempts", or ""
+
+
+def _unauthorized(answer: Refused) -> ApiError:
+    return ApiError(
+        f"the API server{answer.where} rejected the credentials (401 Unauthorized) to {answer.action.describe()}",
+        status=401,
+        hint=f"the kubeconfig's token or certificate is missing or expired; refresh it ({GET_CREDENTIALS})",
+    )
+
+
+def _forbidden(answer: Refused) -> ApiError:
+    return ApiError(
+        f"forbidden (403): {answer.message}",
+        status=403,
+        hint=f"the API server's authorization (RBAC) refused this identity: {rbac_hint(answer.action)}",
+    )
+
+
+def _conflict(answer: Refused) -> ApiError:
+    return ApiError(
+        f"conflict (409) to {answer.action.describe()}: {answer.message}",
+        status=409,
+        hint="the object changed or already exists; `pwdeploy submit --replace` recreates a job",
+    )
+
+
+def _otherwise(exc: Exception, answer: Refused) -> ApiError:
+    """Any other status: a CRD older than the object, a PodDisruptionBudget's refusal, the server's own trouble."""
+    code, message, what = answer.code, answer.message, answer.action.describe()
     if _NOT_IN_SCHEMA in message:
+        hint = _schema_hint(answer.action)
         return ApiError(
-            f"the API server{where} cannot {action.describe()}: {code} {message}",
-            status=code,
-            lasting=True,
-            hint=_schema_hint(action),
+            f"the API server{answer.where} cannot {what}: {code} {message}", status=code, lasting=True, hint=hint
         )
     if (budget := budget_refusal(exc)) is not None:
         return ApiError(
-            f"a PodDisruptionBudget refused to {action.describe()} (429): {budget}",
+            f"a PodDisruptionBudget refused to {what} (429): {budget}",
             status=code,
             hint="an eviction honours PodDisruptionBudgets, as `kubectl drain` does: see the budget (kubectl get "
             "pdb -n NAMESPACE), wait until it allows a disruption, or change it",
         )
     if code in RETRYABLE_STATUS:
         return ApiError(
-            f"the API server{where} failed to {action.describe()}{tried}: {code} {message}".rstrip(),
+            f"the API server{answer.where} failed to {what}{answer.tried}: {code} {message}".rstrip(),
             status=code,
             hint="the control plane may be upgrading or overloaded; try again in a minute",
         )
-    return ApiError(f"the API server refused to {action.describe()}: {code} {message}".rstrip(), status=code)
-
-
-def no_answer_in_time(action: Action, within: float, kube: Located, *, arrived: int) -> NoAnswerInTime:
-    """No whole answer within ``within`` seconds (``arrived``: bytes of it that did); which component is late."""
-    late = f" ({arrived} bytes arrived)" if arrived else ""
-    res = action.resource
-    if res is not None and res.subresource in KUBELET_SUBRESOURCES:
-        return NoAnswerInTime(
-            f"no answer within {within:g} s{late} to {action.describe()}: the API server{kube.where()} passes it "
-            "to the kubelet of the pod's node, which is the likely one not answering",
-            within=within,
-            component="kubelet",
-            hint="if `kubectl get --raw /readyz` answers at once, the API server is fine and the node's kubelet "
-            "(port 10250) is slow or unreachable: check the node (kubectl get pods -o wide names it; kubectl get "
-            "node NODE); otherwise the control plane is slow or overloaded",
-        )
-    return NoAnswerInTime(
-        f"the API server{kube.where()} did not answer the request to {action.describe()} within {within:g} s{late}",
-        within=within,
-        component="api-server",
-        hint="the control plane may be upgrading or overloaded; try again in a minute",
-    )
-
-
-# A field error quoting the object's new value before its reason (apimachinery's field.Error: ``<path>: Invalid
-# value: <the value as JSON>: <detail>``): JobSet's webhook quotes a changed spec whole, 6.8 KB for a 2-slice job
-# (kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go ValidateUpdate, ``field is immutable``).
-_QUOTED_VALUE = re.compile(
-    r"(?P<path>[\w.\[\]-]+): Invalid value: (?P<value>[\[{].{200,}[\]}]): (?P<detail>[^:\[\]{}]+)$", re.S
-)
-
-
-MESSAGE_CHARS = 2000  # of a server's message quoted in an error
-MESSAGE_END_CHARS = 400  # the end of a longer one, kept: a field error's reason comes last
-
-
-def _fitted(message: str) -> str:
-    """A server's message made printable, a long quoted value left out (``short_field_error``), and, when still
-    longer than MESSAGE_CHARS, its start and its end (where a reason is) with what lies between left out."""
-    shown = printable(short_field_error(message), 10 * MESSAGE_CHARS)
-    if len(shown) <= MESSAGE_CHARS:
-        return shown
-    head = printable(shown, MESSAGE_CHARS - MESSAGE_END_CHARS).removesuffix("...")
-    left = len(shown) - len(head) - MESSAGE_END_CHARS
-    return f"{head} ... ({left} characters left out) ... {shown[-MESSAGE_END_CHARS:]}"
-
-
-def short_field_error(message: str) -> str:
-    """The message with a long quoted value left out, so its reason shows: ``spec.replicatedJobs: Invalid value
-    (6700 characters, left out): field is immutable``."""
-    m = _QUOTED_VALUE.search(message)
-    if m is None:
-        return message
-    said = f"{m['path']}: Invalid value ({len(m['value'])} characters, left out): {m['detail']}"
-    return message[: m.start()] + said
+    return ApiError(f"the API server refused to {what}: {code} {message}".rstrip(), status=code)
 
 
 def _webhook_error(action: Action, code: int, message: str) -> WebhookError | None:
@@ -387,12 +332,14 @@ def _reason_and_excerpt(exc: Any) -> str:
     return f"{exc.reason or ''}{quoted}".strip()
 
 
-def _invalid(action: Action, status: dict[str, Any], message: str) -> ApiError:
+def _invalid(answer: Refused) -> ApiError:
     """422: one line per field path the API server named."""
-    causes = (status.get("details") or {}).get("causes") or []
-    lines = [printable(f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}") for c in causes] or [message]
-    detail = "\n".join(f"  - {line}" for line in lines)
-    return ApiError(f"the API server rejected the request to {action.describe()} (422 Invalid):\n{detail}", status=422)
+    causes = (answer.status.get("details") or {}).get("causes") or []
+    said = [printable(f"{c.get('field', '?')}: {c.get('message', c.get('reason', ''))}") for c in causes]
+    detail = "\n".join(f"  - {line}" for line in said or [answer.message])
+    return ApiError(
+        f"the API server rejected the request to {answer.action.describe()} (422 Invalid):\n{detail}", status=422
+    )
 
 
 def rbac_hint(action: Action) -> str:
@@ -410,8 +357,9 @@ def rbac_hint(action: Action) -> str:
     )
 
 
-def _not_found(action: Action, status: dict[str, Any], message: str) -> ApiError:
-    details = status.get("details") or {}
+def _not_found(answer: Refused) -> ApiError:
+    action, message = answer.action, answer.message
+    details = answer.status.get("details") or {}
     res = action.resource
     if res is None or not details.get("name"):
         # A Status without details.name is the server's answer for an unknown path: the type is not served.
@@ -433,3 +381,13 @@ def _not_found(action: Action, status: dict[str, Any], message: str) -> ApiError
     return ApiError(
         f"{res.kind} {action.name!r} not found in namespace {action.namespace!r}", status=404, missing="object"
     )
+
+
+# The API server's own refusals, by status; any other goes to ``_otherwise``.
+BY_STATUS: dict[int, Callable[[Refused], ApiError]] = {
+    401: _unauthorized,
+    403: _forbidden,
+    404: _not_found,
+    409: _conflict,
+    422: _invalid,
+}
