@@ -14,13 +14,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pwdeploy import identifiers as ids  # names only, no imports of its own
+# The data loader's helpers (pwdeploy.loader_workers), which job code reaches through this module.
+from pwdeploy.loader_workers import DATA_WORKERS as DATA_WORKERS
+from pwdeploy.loader_workers import MAX_PREFETCH_BUFFER as MAX_PREFETCH_BUFFER
+from pwdeploy.loader_workers import SHM_HEADROOM as SHM_HEADROOM
+from pwdeploy.loader_workers import SHM_PATH as SHM_PATH
+from pwdeploy.loader_workers import SharedMemoryTooSmall as SharedMemoryTooSmall
+from pwdeploy.loader_workers import cgroup_cpus as cgroup_cpus
+from pwdeploy.loader_workers import close_data_loader as close_data_loader
+from pwdeploy.loader_workers import data_workers as data_workers
+from pwdeploy.loader_workers import prefetch_buffer as prefetch_buffer
+from pwdeploy.loader_workers import prepare_data_workers as prepare_data_workers
+from pwdeploy.loader_workers import shm_free_bytes as shm_free_bytes
+from pwdeploy.loader_workers import shm_peak_bytes as shm_peak_bytes
 
 if TYPE_CHECKING:
     from pwdeploy.stopping import Stop
 
 T = TypeVar("T")
 
-DATA_WORKERS = ids.DATA_WORKERS_ENV
 NUM_SLICES = ids.NUM_SLICES_ENV
 RESTART_ATTEMPT = ids.RESTART_ATTEMPT_ENV
 FAIL_AT_STEP = ids.FAIL_AT_STEP_ENV
@@ -104,34 +116,6 @@ def _pathways_slice_down(error: Exception) -> bool:
     return bool(elastic.is_error_due_to_slice_down(error, log_traceback=False))
 
 
-def data_workers(
-    environ: Mapping[str, str] | None = None,
-    *,
-    root: Path = Path("/"),
-    affinity: Callable[[], int] | None = None,
-) -> int:
-    """Data-loader worker processes: ``PWDEPLOY_DATA_WORKERS``, else CPUs - 1 (one CPU for the training loop).
-
-    CPUs are the container's cgroup CPU quota (v2 ``cpu.max``, else v1 ``cpu.cfs_quota_us``), else the CPUs
-    this process may run on. Never ``os.cpu_count()``: in a container that is the node's count, not the
-    container's limit. ``root`` and ``affinity`` exist for tests.
-    """
-    env = os.environ if environ is None else environ
-    value = env.get(DATA_WORKERS, "").strip()
-    if value:
-        try:
-            workers = int(value)
-        except ValueError:
-            raise ValueError(f"{DATA_WORKERS}={value!r} is not a whole number") from None
-        if workers < 0:
-            raise ValueError(f"{DATA_WORKERS}={value!r} must be 0 or more")
-        return workers
-    cpus = cgroup_cpus(root)
-    if cpus is None:
-        cpus = (affinity or _affinity)()
-    return max(1, cpus - 1)
-
-
 def checkpoint_dir(environ: Mapping[str, str] | None = None) -> str | None:
     """Where the job keeps its checkpoints: ``PWDEPLOY_CHECKPOINT_DIR``, from ``storage.checkpoints`` (a
     ``gs://`` location on the cluster, a folder beside the config in `local run`); None when the job has none."""
@@ -175,43 +159,6 @@ def mtc_options(environ: Mapping[str, str] | None = None) -> dict[str, Any] | No
 def _location(name: str, environ: Mapping[str, str] | None) -> str | None:
     value = (os.environ if environ is None else environ).get(name, "").strip()
     return value or None
-
-
-def cgroup_cpus(root: Path = Path("/")) -> int | None:
-    """Whole CPUs of the cgroup's quota (rounded up), or None when no quota is set or readable."""
-    cgroup = root / "sys/fs/cgroup"
-    v2 = _read(cgroup / "cpu.max")
-    if v2 is not None:
-        quota, _, period = v2.partition(" ")
-        return _cpus(quota, period or "100000")
-    for v1 in (cgroup / "cpu", cgroup / "cpu,cpuacct"):
-        quota_text = _read(v1 / "cpu.cfs_quota_us")
-        if quota_text is not None:
-            return _cpus(quota_text, _read(v1 / "cpu.cfs_period_us") or "100000")
-    return None
-
-
-def _cpus(quota: str, period: str) -> int | None:
-    if quota in ("max", "-1"):
-        return None
-    try:
-        quota_us, period_us = int(quota), int(period)
-    except ValueError:
-        return None
-    if quota_us <= 0 or period_us <= 0:
-        return None
-    return max(1, math.ceil(quota_us / period_us))
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _affinity() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 def on_pathways(environ: Mapping[str, str] | None = None) -> bool:
@@ -300,104 +247,3 @@ def slice_count(devices: list[Any], environ: Mapping[str, str] | None = None) ->
     except ValueError:
         raise ValueError(f"{NUM_SLICES}={value!r} is not a whole number") from None
     return max(1, count)
-
-
-# --- data-loader workers: the two things Grain's worker processes need, and their /dev/shm budget ---
-
-SHM_PATH = Path("/dev/shm")
-SHM_HEADROOM = 1.25  # keep the measured peak under 80% of /dev/shm: other processes use it too
-MAX_PREFETCH_BUFFER = 4
-
-
-class SharedMemoryTooSmall(RuntimeError):
-    """/dev/shm cannot hold the loader's batches even with the smallest prefetch buffer."""
-
-
-def prepare_data_workers(workers: int) -> None:
-    """Make Grain's worker processes (``worker_count`` = ``workers``) start; call it before building the loader.
-
-    - Grain reads an absl flag in each worker; without parsed absl flags that read fails
-      (``UnparsedFlagAccessError``), so they are marked parsed here, where no absl app parsed them.
-    - Workers start with spawn, which imports the main script again in each worker: a script whose loader is
-      built at module level (no ``if __name__ == "__main__":`` guard) would start workers from the workers.
-      Here that case stops at once with the fix, instead of multiprocessing's bootstrapping error.
-    """
-    if workers <= 0:
-        return
-    import multiprocessing.process
-
-    if getattr(multiprocessing.process.current_process(), "_inheriting", False):
-        raise RuntimeError(
-            "a data-loader worker was asked to start more workers: the main script builds its loader at module "
-            'level; put the training code under `if __name__ == "__main__":` (workers start with spawn and '
-            "import the script again)"
-        )
-    from absl import flags
-
-    if not flags.FLAGS.is_parsed():
-        flags.FLAGS.mark_as_parsed()
-
-
-def close_data_loader(iterator: Any) -> None:
-    """Stop a Grain loader's workers and free the /dev/shm blocks it still holds; call it once the loop is done.
-
-    Grain's prefetch threads end on an exception whose traceback keeps each worker's last batch alive in a
-    reference cycle, and Grain unlinks the blocks of batches it received on a background thread. Without a
-    collection and a wait for that thread, those blocks outlive the job and Python reports them at exit as
-    ``resource_tracker: There appear to be N leaked shared_memory objects``.
-    """
-    import gc
-    import importlib
-
-    iterator.close()
-    gc.collect()
-    try:
-        arrays = importlib.import_module("grain._src.python.ipc.shared_memory_array")
-    except ImportError:  # another Grain layout: nothing to wait for that can be named
-        return
-    pending = getattr(arrays.SharedMemoryArray, "_del_thread_pool", None)
-    if pending is not None:
-        pending.apply(int)  # one thread, first in first out: returns once every queued unlink has run
-
-
-def shm_peak_bytes(batch_bytes: int, workers: int, buffer: int) -> int:
-    """Peak /dev/shm use of a Grain loader, as measured: ``(workers x (2 x buffer + 1) + 3) x batch_bytes``."""
-    return (workers * (2 * buffer + 1) + 3) * batch_bytes
-
-
-def shm_free_bytes(path: Path = SHM_PATH) -> int:
-    """Bytes free in the (memory-backed) /dev/shm of this container."""
-    stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize
-
-
-def prefetch_buffer(
-    batch_bytes: int,
-    workers: int,
-    *,
-    shm_bytes: int | None = None,
-    max_buffer: int = MAX_PREFETCH_BUFFER,
-    headroom: float = SHM_HEADROOM,
-) -> int:
-    """The largest per-worker prefetch buffer (1 .. ``max_buffer``) whose peak /dev/shm use, times ``headroom``,
-    fits in ``shm_bytes`` (default: what /dev/shm has free now). 0 workers load in-process: no /dev/shm.
-
-    Raises SharedMemoryTooSmall, with the numbers and the config field to raise, when even a buffer of 1 does not
-    fit: a Grain worker would otherwise die of SIGBUS mid-run.
-    """
-    if workers <= 0:
-        return max_buffer
-    free = shm_free_bytes() if shm_bytes is None else shm_bytes
-    for buffer in range(max_buffer, 0, -1):
-        if shm_peak_bytes(batch_bytes, workers, buffer) * headroom <= free:
-            return buffer
-    need = math.ceil(shm_peak_bytes(batch_bytes, workers, 1) * headroom)
-    raise SharedMemoryTooSmall(
-        f"/dev/shm has {_mib(free)} free, but {workers} data workers with {_mib(batch_bytes)} batches need "
-        f"{_mib(need)} (({workers} x 3 + 3) batches, x{headroom} headroom): raise main.shm_size to at least "
-        f"{math.ceil(need / 2**20)}Mi, or lower main.data_workers or the batch size"
-    )
-
-
-def _mib(size: float) -> str:
-    return f"{size / 2**20:.1f} MiB"

@@ -33,7 +33,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "catalog": frozenset({"errors"}),
     "slices": frozenset({"identifiers"}),
     "stopping": frozenset({"identifiers"}),
-    "runtime": frozenset({"identifiers", "slices", "stopping"}),
+    "loader_workers": frozenset({"identifiers"}),  # the job's data loader (runtime names its helpers)
+    "runtime": frozenset({"identifiers", "slices", "stopping", "loader_workers"}),
     "config": LEAVES | {"quantity", "catalog"},
     "job_python": LEAVES | {"config"},
     "advice": LEAVES | {"config"},
