@@ -43,7 +43,8 @@ from typing import Any, Protocol
 import psutil
 
 from pwdeploy.kube.kubeconfig import load_kube
-from pwdeploy.kube.portforward import CHUNK, Forwarder, PortStream, open_port_stream
+from pwdeploy.kube.port_stream import PortStream, open_port_stream
+from pwdeploy.kube.portforward import CHUNK, Forwarder
 from pwdeploy.kube.websockets import OP_BINARY, frame
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pwdeploy import identifiers as ids  # names only, no imports of its own
+
 # The data loader's helpers (pwdeploy.loader_workers), which job code reaches through this module.
 from pwdeploy.loader_workers import DATA_WORKERS as DATA_WORKERS
 from pwdeploy.loader_workers import MAX_PREFETCH_BUFFER as MAX_PREFETCH_BUFFER

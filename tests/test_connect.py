@@ -22,7 +22,8 @@ from click.testing import Result
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
 from pwdeploy.kube.kubeconfig import load_kube
-from pwdeploy.kube.portforward import Forwarder, PortStream, open_port_stream
+from pwdeploy.kube.port_stream import PortStream, open_port_stream
+from pwdeploy.kube.portforward import Forwarder
 from pwdeploy.kube.seam import Kube
 from pwdeploy.session.headless import READY_LINE, Head, HeadStreams
 from tests.conftest import REPO, SeamRunner

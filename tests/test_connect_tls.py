@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from pwdeploy.kube.kubeconfig import load_kube
-from pwdeploy.kube.portforward import PortStream, open_port_stream
+from pwdeploy.kube.port_stream import PortStream, open_port_stream
 from pwdeploy.kube.seam import PODS, Action, ApiError, Kube
 from tests.fake_clock import FakeClock
 from tests.portforward_fake import PortForwardApiFake, TcpStandIn

@@ -15,7 +15,7 @@ import yaml
 from pwdeploy.errors import ConfigError
 from pwdeploy.kube.impersonation import escape_key
 from pwdeploy.kube.kubeconfig import load_kube
-from pwdeploy.kube.portforward import open_port_stream
+from pwdeploy.kube.port_stream import open_port_stream
 from pwdeploy.kube.seam import PODS, Action
 from tests.conftest import ClusterCli
 from tests.fake_clock import FakeClock

@@ -19,7 +19,8 @@ from pwdeploy.errors import ArgumentError, ClusterError
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
-    from pwdeploy.kube.portforward import Forwarder, PortStream
+    from pwdeploy.kube.port_stream import PortStream
+    from pwdeploy.kube.portforward import Forwarder
     from pwdeploy.kube.seam import Kube
     from pwdeploy.session.headless import Head
 
@@ -157,7 +158,8 @@ def _forward(kube: Kube, namespace: str, name: str, head: Head, listener: socket
 
 def _probe(open_stream: Callable[[], PortStream], target: str, sleep: Callable[[float], None], say: Say) -> None:
     """One stream opened and closed; transient refusals (no answer, 429, 5xx) are retried as the forwarder's."""
-    from pwdeploy.kube.portforward import OPEN_RETRY, StreamBroken
+    from pwdeploy.kube.port_stream import StreamBroken
+    from pwdeploy.kube.portforward import OPEN_RETRY
     from pwdeploy.kube.seam import ApiError, stream_retryable
 
     for attempt in range(1, OPEN_RETRY.attempts + 1):

@@ -16,7 +16,7 @@ from pwdeploy.errors import ClusterError, ConfigError
 from pwdeploy.kube.seam import POD_LOGS, Action, ApiError, Kube
 
 if TYPE_CHECKING:
-    from pwdeploy.kube.portforward import PortStream
+    from pwdeploy.kube.port_stream import PortStream
 
 # The proxy's log line once it serves: "pathways-proxy is ready to serve new connection requests when the following
 # log is written" (https://docs.cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/
@@ -239,7 +239,7 @@ class HeadStreams:
         self._lock = threading.Lock()
 
     def open(self) -> PortStream:
-        from pwdeploy.kube.portforward import open_port_stream
+        from pwdeploy.kube.port_stream import open_port_stream
 
         head = self.head
         try:

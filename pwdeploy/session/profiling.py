@@ -23,7 +23,7 @@ from pwdeploy.errors import ArgumentError, ClusterError, ConfigError
 from pwdeploy.session.headless import head_template
 
 if TYPE_CHECKING:
-    from pwdeploy.kube.portforward import PortStream
+    from pwdeploy.kube.port_stream import PortStream
     from pwdeploy.kube.seam import Kube
 
 PROFILE_PATH = "/profiling"
@@ -138,7 +138,7 @@ def plan(kube: Kube, namespace: str, name: str, *, duration_s: float, port: int,
 def run(kube: Kube, planned: Plan) -> Capture:
     """Ask the profiler server for the planned trace; returns once the server says, in a whole answer, that it
     is written."""
-    from pwdeploy.kube.portforward import open_port_stream
+    from pwdeploy.kube.port_stream import open_port_stream
 
     name, pod, port = planned.job, planned.pod, planned.port
     stream = open_port_stream(kube, planned.namespace, pod, port)
@@ -159,7 +159,7 @@ def capture(kube: Kube, namespace: str, name: str, *, duration_s: float, port: i
 
 def read_answer(stream: PortStream, target: str, job: str) -> tuple[int, str]:
     """(HTTP status, body) of the server's answer, at most MAX_ANSWER bytes of it."""
-    from pwdeploy.kube.portforward import StreamBroken
+    from pwdeploy.kube.port_stream import StreamBroken
 
     data = b""
     try:
