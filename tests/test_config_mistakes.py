@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from pwdeploy import envcontract
 from pwdeploy.cli import cli
-from pwdeploy.config.value_kinds import RESERVED_ENV, check_not_reserved
+from pwdeploy.config.main_env import RESERVED_ENV, check_not_reserved
 from pwdeploy.errors import ConfigError
 from tests.conftest import REPO
 

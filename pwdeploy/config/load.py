@@ -19,8 +19,9 @@ from pwdeploy.config.agreement import ModelMismatch, check_agreement
 from pwdeploy.config.capacity import parse_labels, parse_tolerations
 from pwdeploy.config.constraints import RESOLVED, apply_constraint, constraints, unknown_inputs
 from pwdeploy.config.fields import BY_PATH, FIELDS, SECTIONS, Field
+from pwdeploy.config.main_env import RESERVED_ENV
 from pwdeploy.config.model import LOADER_FIELDS, SECTION_MODELS, JobConfig, SecretRef
-from pwdeploy.config.value_kinds import RESERVED_ENV, parse_field
+from pwdeploy.config.value_kinds import parse_field
 from pwdeploy.config.values import (
     GcsPath,
     check_image_pinned,
