@@ -4,7 +4,9 @@ A fixture holds the objects as the API returns them, per role: ``pods.head`` / `
 (and optional ``spec`` container patches) of every pod of that role, built on the pod template of the rendered
 JobSet (so names, labels and specs are what `pwdeploy render` makes); ``events`` are Event objects whose
 ``involvedObject`` is given as ``for: head|worker|jobset|workload`` (one event per matching object);
-``jobset`` is merged into the rendered JobSet; ``jobs: false`` serves no Jobs and no pods (no JobSet controller
+``jobset`` is merged into the rendered JobSet (a ``null`` removes a key), ``head_pod_spec`` into its head pod
+template (``shareProcessNamespace: null``: a JobSet rendered before pwdeploy rendered it) and ``head_job`` into
+each head Job; ``jobs: false`` serves no Jobs and no pods (no JobSet controller
 made them); ``absent: [worker]`` serves no pods of that role (their creation was refused);
 ``absent_hosts`` serves no pods of those hosts of every worker Job (the followers JobSet's webhook refused);
 ``tpu_type`` is the job's (v5p-8 unless given); ``extra_pods`` are more pods (``for``, ``index``, ``host``,
@@ -52,6 +54,8 @@ def serve(
     stub.provisioning_version = fixture.get("provisioning")
     jobset = rendered_jobset(job, tpu_type=fixture.get("tpu_type", tpu_type), slices=slices)
     _merge(jobset, fixture.get("jobset") or {})
+    head = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == ids.HEAD_JOB)
+    _merge(head["template"]["spec"]["template"]["spec"], fixture.get("head_pod_spec") or {})
     stub.put("jobsets", jobset)
     pods: dict[str, list[str]] = {"head": [], "worker": []}
     jobs: dict[str, list[str]] = {"head-job": [], "worker-job": []}
@@ -63,6 +67,7 @@ def serve(
             made = _job(job, rj, index, spec_rj["template"]["spec"])
             jobs[f"{role}-job"].append(made["metadata"]["name"])
             if fixture.get("jobs", True):
+                _merge(made, (fixture.get("head_job") or {}) if rj == ids.HEAD_JOB else {})
                 uids[made["metadata"]["name"]] = stub.put("jobs", made)["metadata"]["uid"]
             if not fixture.get("jobs", True) or role in (fixture.get("absent") or []):
                 continue  # no Job, or its pods were refused: no pods
@@ -116,7 +121,9 @@ def serve(
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
             _merge(target[key], value)
         else:
             target[key] = copy.deepcopy(value)

@@ -15,6 +15,7 @@ from pwdeploy.cluster.diagnose import (
     pathways,
     queueing,
     scheduling,
+    stops,
 )
 from pwdeploy.cluster.diagnose.findings import Cause, Stage
 from pwdeploy.finding import Finding
@@ -56,6 +57,7 @@ ROWS: tuple[Cause, ...] = (
     pathways.HANG,
     containers.CRASH,
     lifecycle.PREEMPTED,
+    stops.SIGTERM_IGNORED,
     lifecycle.MAX_RESTARTS,
     lifecycle.JOB_FAILED,
     lifecycle.RESTARTED,

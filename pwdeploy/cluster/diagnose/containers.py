@@ -233,8 +233,8 @@ def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observati
         field = p.shm_field(c, shm[0]) if shm else "main.shm_size / tpu.shm_size"
         fix = f"/dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
         return [SHM_EXHAUSTED.observe(role, pod, container, f"{ran}; {size}", severity=severity, fix=fix)]
-    if c.init and c.spec.get("restartPolicy") == "Always" and code == 143 and not looping:
-        return []  # a sidecar stopped by SIGTERM once the main container ended
+    if _stopped_by_kubelet(c, code) and not looping:
+        return []  # a sidecar stopped with its pod
     if log is not None and pathways.classify(log.lines) is not None:
         return []  # the Pathways rules name this one from its log
     tail = [line for line in (log.lines if log else []) if line.strip()][-LAST_LINES:]
@@ -254,6 +254,13 @@ def _where(pod: p.Object) -> str:
     if not (str(slice_index).isdigit() and str(host).isdigit()):
         return ""
     return f" --slice {slice_index} --host {host}"
+
+
+def _stopped_by_kubelet(c: p.Container, code: int) -> bool:
+    """A native sidecar the kubelet stopped once the regular containers ended (kubernetes
+    kuberuntime_termination_order.go): SIGTERM (143), or the SIGKILL that ends a sidecar ignoring it as PID 1 of its
+    container (137; an OOM kill is named before this). A deleted pod's containers are not read at all."""
+    return c.init and c.spec.get("restartPolicy") == "Always" and code in (128 + 15, 128 + 9)
 
 
 def _component(container: str) -> str:

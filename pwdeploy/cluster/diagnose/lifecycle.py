@@ -12,11 +12,9 @@ Texts matched:
   live JobSet: an ``Ignore`` rule on DisruptionTarget (what pwdeploy renders for the head) makes the Job replace
   the pod without counting a failure, so the JobSet does not restart (kubernetes/kubernetes
   pkg/controller/job/pod_failure_policy.go).
-- a head Job failed on SIGTERM: condition Failed reason ``PodFailurePolicy``, ``Container main for pod <ns>/<pod>
-  failed with exit code 143 matching FailJob rule at index <i>`` (kubernetes/kubernetes
-  pkg/controller/job/pod_failure_policy.go), with the Workload's condition ``Evicted`` when Kueue evicted it
-  (message ``Previously: ...`` once requeued): a head policy that fails on 143 failed the JobSet (seen on the real
-  Job, JobSet and Kueue controllers).
+- a head Job failed on main's exit after a stop from outside (``stops``): 137 is a finding of its own
+  (``sigterm-ignored``); 143, under a head policy that fails on 143, is ``job-failed`` with its fix (seen on the
+  real Job, JobSet and Kueue controllers).
 - a restart: ``status.restarts`` and the JobSet's Warning event ``RestartJobSetFailurePolicyAction`` (or
   ``RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction``) ``applying RestartJobSet failure policy action (first
   failed job: <job>)`` (kubernetes-sigs/jobset v0.11.1 pkg/controllers/failure_policy.go, pkg/constants).
@@ -26,6 +24,7 @@ from __future__ import annotations
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pods as p
+from pwdeploy.cluster.diagnose import stops
 from pwdeploy.cluster.diagnose.findings import Cause, Observation, quote
 from pwdeploy.cluster.diagnose.read import Snapshot
 
@@ -111,46 +110,23 @@ def _jobset(snap: Snapshot) -> list[Observation]:
     )
     if reason == REACHED_MAX_RESTARTS:
         return [MAX_RESTARTS.observe("jobset", snap.name, reason, evidence)]
-    stopped = _stopped_by_sigterm(snap)
-    if stopped is None:
+    ignored = stops.sigterm_ignored(snap)
+    if ignored is not None:
+        evidence_more, fix = ignored
+        return [stops.SIGTERM_IGNORED.observe("jobset", snap.name, reason, f"{evidence}; {evidence_more}", fix=fix)]
+    failed_on_143 = stops.failed_on_exit(snap, ids.STOPPED_EXIT_CODE)
+    if failed_on_143 is None:
         return [JOB_FAILED.observe("jobset", snap.name, reason, evidence)]
-    job_failed, evicted = stopped
+    job, message = failed_on_143
+    evicted = stops.eviction(snap)
     why = f"when Kueue evicted the job ({evicted})" if evicted else "from outside (a deleted pod, a Kueue eviction)"
     fix = (
         f"main was stopped by SIGTERM (exit code 143) {why}, and this JobSet's head podFailurePolicy fails on 143, "
         "so the JobSet failed instead of being requeued or restarted: render it with this pwdeploy (143 restarts "
         "the JobSet; docs/restarts.md) and resubmit (pwdeploy submit -f job.yaml --replace)"
     )
-    return [JOB_FAILED.observe("jobset", snap.name, reason, f"{evidence}; {job_failed}", fix=fix)]
-
-
-def _stopped_by_sigterm(snap: Snapshot) -> tuple[str, str] | None:
-    """(the head Job's failure, Kueue's eviction or "") when the head Job failed on main's exit 143 matching its
-    FailJob rule. Kueue evicts a job by suspending it: the Job controller deletes the pods, main gets SIGTERM, and
-    while the stopped pod is still listed the rule fails the Job, whether it is still suspended or already resumed
-    by the requeue. pwdeploy now renders 143 outside that rule; a JobSet rendered before that fails this way."""
-    for job in snap.jobs or []:
-        labels = (job.get("metadata") or {}).get("labels") or {}
-        failed = p.condition(job, "Failed")
-        if labels.get(ids.REPLICATED_JOB_LABEL) != ids.HEAD_JOB or failed is None or failed.get("status") != "True":
-            continue
-        message = str(failed.get("message") or "")
-        if (
-            failed.get("reason") == "PodFailurePolicy"
-            and message.startswith(f"Container {ids.MAIN_CONTAINER} ")
-            and (f" failed with exit code {ids.STOPPED_EXIT_CODE} matching FailJob " in message)
-        ):
-            return f"Job {(job.get('metadata') or {}).get('name')} failed: {quote(message)}", _eviction(snap)
-    return None
-
-
-def _eviction(snap: Snapshot) -> str:
-    """Kueue's eviction of the job, from its Workload's Evicted condition (False again once it was requeued, the
-    message then "Previously: ..."); "" when there is none."""
-    evicted = p.condition(snap.workload, "Evicted") if snap.workload is not None else None
-    if evicted is None:
-        return ""
-    return f"Evicted {evicted.get('reason')}: {quote(str(evicted.get('message') or ''))}"
+    said = f"Job {job} failed: {quote(message)}"
+    return [JOB_FAILED.observe("jobset", snap.name, reason, f"{evidence}; {said}", fix=fix)]
 
 
 def _disrupted(pod: p.Object, jobset: p.Object) -> Observation | None:
