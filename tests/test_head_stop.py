@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from pwdeploy import identifiers as ids
 from pwdeploy import manifests
@@ -123,3 +124,18 @@ def test_pid_1_with_a_sigterm_handler_gets_the_signal() -> None:
 
 def test_a_headless_head_pod_has_no_main_and_leaves_the_field_out() -> None:
     assert "shareProcessNamespace" not in head_pod(headless=True)
+
+
+def test_no_rendered_container_has_a_prestop_hook_so_the_grace_period_is_all_the_programs() -> None:
+    """The kubelet runs a container's preStop hook before its SIGTERM, and the hook's time comes out of the grace
+    period (kuberuntime_container.go killContainer). pwdeploy renders none, in any golden manifest."""
+    golden = REPO / "tests" / "golden"
+    hooks = []
+    for path in sorted(golden.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            for rj in ((doc or {}).get("spec") or {}).get("replicatedJobs") or []:
+                pod = rj["template"]["spec"]["template"]["spec"]
+                for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+                    if (c.get("lifecycle") or {}).get("preStop"):
+                        hooks.append(f"{path.name}: {c['name']}")
+    assert sorted(golden.glob("*.yaml")) and hooks == []

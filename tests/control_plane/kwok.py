@@ -11,15 +11,26 @@ object, with KWOK's functions ``Now``, ``Quote``, ``NodeConditions``, ``NodeIP``
 - a running pod end when it carries the annotation EXIT_CODE: every container terminated with that code (or only
   the container EXIT_CONTAINER names, the others with 0), phase Failed, or Succeeded for 0, as a kubelet reports
   a pod of restartPolicy Never whose containers ended;
-- a deleted pod (deletionTimestamp set) that still runs end as a kubelet stops it, a second later (SIGTERM: exit
-  code 143, phase Failed; a node takes up to terminationGracePeriodSeconds), then go away (KWOK deletes it; the
-  Job controller's finalizer still holds it until it counted it).
+- a deleted pod (deletionTimestamp set) that still runs end as a kubelet stops it: SIGTERM to each container's
+  first process, SIGKILL once the grace period is over (kubernetes pkg/kubelet/kuberuntime/kuberuntime_container.go
+  ``killContainer``). Whether the SIGTERM ends a process is the kernel's to say: a container's first process that is
+  PID 1 of its own PID namespace receives a signal from outside only when it has a handler for it
+  (pid_namespaces(7)); in a pod with ``shareProcessNamespace: true`` the pause container is PID 1 and the others
+  are ordinary processes. So a pod with ``shareProcessNamespace: true``, or whose program handles SIGTERM (the
+  annotation ON_SIGTERM: the code it exits with), ends a second later with 143 (or that code); any other pod's
+  processes, PID 1 without a handler, run until the grace period is over and end with 137 at the pod's
+  deletionTimestamp (now plus the grace period: KWOK's ``durationFrom`` takes a timestamp's distance from now).
+  The native sidecars end with them, after the regular containers as the kubelet orders them (KEP-753; their own
+  SIGTERM comes only once the regular containers ended), with the code the same rule gives them. A pod deleted
+  while still Pending ends a second later with 143 (its containers never ran; not modelled further). Then the
+  pod goes away (KWOK deletes it; the Job controller's finalizer still holds it until it counted it).
 """
 
 from __future__ import annotations
 
 EXIT_CODE = "pwdeploy.test/exit-code"
 EXIT_CONTAINER = "pwdeploy.test/exit-container"
+ON_SIGTERM = "pwdeploy.test/on-sigterm"  # the pod's program handles SIGTERM and exits with this code
 
 _NODE_READY = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -236,11 +247,72 @@ spec:
       phase: {{ if $failed }}Failed{{ else }}Succeeded{{ end }}
 """.replace("EXIT_CODE", EXIT_CODE).replace("EXIT_CONTAINER", EXIT_CONTAINER)
 
-_POD_STOPPED = """\
+# Whether SIGTERM ends the pod's processes (jq: a bool the selector compares as "true"): they are not PID 1 of their
+# containers (the pod shares its process namespace), or the program handles SIGTERM.
+_SIGTERM_ENDS = '(.spec.shareProcessNamespace == true) or (.metadata.annotations["ON_SIGTERM"] != null)'
+
+# A container that ended: its status in a stopped pod (name and image from the spec, the code from the caller).
+_ENDED = """\
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        imageID: ""
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: {{ $code }}
+            reason: Error
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+"""
+
+_STOPPED_STATUS = """\
+      {{ $now := Now }}
+      {{ $code := CODE }}
+      conditions:
+      - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      containerStatuses:
+      {{ range .spec.containers }}
+ENDED      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      {{ if eq .restartPolicy "Always" }}
+ENDED      {{ else }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        imageID: ""
+        ready: true
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+      {{ end }}
+      {{ end }}
+      phase: Failed
+""".replace("ENDED", _ENDED)
+
+
+def _stopped(name: str, phase: str, operator: str | None, delay: str, code: str) -> str:
+    """A Stage ending a deleted pod of ``phase`` (``operator``: In or NotIn whether SIGTERM ends its processes)."""
+    sigterm = (
+        f"""
+    - key: '{_SIGTERM_ENDS}'
+      operator: {operator}
+      values: ['true']"""
+        if operator
+        else ""
+    )
+    status = _STOPPED_STATUS.replace("CODE", code)
+    return f"""\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
-  name: pod-stopped
+  name: {name}
 spec:
   resourceRef:
     apiGroup: v1
@@ -251,32 +323,25 @@ spec:
       operator: Exists
     - key: .status.phase
       operator: In
-      values: [Running, Pending]
+      values: [{phase}]{sigterm}
   delay:
-    durationMilliseconds: 1000
+{delay}
   next:
     statusTemplate: |
-      {{ $now := Now }}
-      conditions:
-      - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-      - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - name: {{ .name | Quote }}
-        image: {{ .image | Quote }}
-        imageID: ""
-        ready: false
-        started: false
-        restartCount: 0
-        state:
-          terminated:
-            exitCode: 143
-            reason: Error
-            startedAt: {{ $now | Quote }}
-            finishedAt: {{ $now | Quote }}
-      {{ end }}
-      phase: Failed
-"""
+{status}""".replace("ON_SIGTERM", ON_SIGTERM)
+
+
+_SECOND = "    durationMilliseconds: 1000"
+# The kubelet's SIGKILL: at the pod's deletionTimestamp (the delete's time plus its grace period).
+_AT_DELETION = "    durationMilliseconds: 0\n    durationFrom:\n      expressionFrom: .metadata.deletionTimestamp"
+# The program's own code when it handles SIGTERM, else 143 (a pod may have no annotations at all: index would fail).
+_HANDLED = (
+    f'"143" }}}}{{{{ with .metadata.annotations }}}}{{{{ with index . "{ON_SIGTERM}" }}}}{{{{ $code = . }}}}'
+    "{{ end }}{{ end"
+)
+_POD_STOPPED_BY_SIGTERM = _stopped("pod-stopped-by-sigterm", "Running", "In", _SECOND, _HANDLED)
+_POD_KILLED_AFTER_GRACE = _stopped("pod-killed-after-grace", "Running", "NotIn", _AT_DELETION, '"137"')
+_POD_STOPPED_PENDING = _stopped("pod-stopped-pending", "Pending", None, _SECOND, '"143"')
 
 _POD_GONE = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -298,7 +363,16 @@ spec:
     delete: true
 """
 
-STAGES = (_NODE_READY, _NODE_HEARTBEAT, _POD_RUNNING, _POD_EXIT, _POD_STOPPED, _POD_GONE)
+STAGES = (
+    _NODE_READY,
+    _NODE_HEARTBEAT,
+    _POD_RUNNING,
+    _POD_EXIT,
+    _POD_STOPPED_BY_SIGTERM,
+    _POD_KILLED_AFTER_GRACE,
+    _POD_STOPPED_PENDING,
+    _POD_GONE,
+)
 
 
 def config() -> str:
