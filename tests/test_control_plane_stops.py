@@ -132,11 +132,12 @@ def apply_held(plane: ControlPlane, name: str, *flags: str) -> None:
 
 
 def running(plane: ControlPlane, name: str) -> dict[str, Any]:
-    return wait_for(
+    found: dict[str, Any] = wait_for(
         lambda: status(plane, name, NS, user=False),
         lambda s: bool(s["groups"]) and all(g["running"] == g["expected"] for g in s["groups"]),
         timeout=120,
     )
+    return found
 
 
 def evicted_head(plane: ControlPlane, name: str) -> tuple[str, int]:

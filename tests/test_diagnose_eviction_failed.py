@@ -111,7 +111,7 @@ def stopped(
     snap = Snapshot(NAME, "default", jobset, pods or [], [], datetime(2026, 12, 5, tzinfo=UTC), [head_job(code)])
     if evicted:
         snap.workload = {"metadata": {"name": "jobset-pr-b0eab0-89235"}, "status": {"conditions": [EVICTED]}}
-    return [f.as_json() for f in from_snapshot(snap).findings]
+    return [as_json(f) for f in from_snapshot(snap).findings]
 
 
 def head_pod(reason: str, deleted: bool = True) -> dict[str, Any]:
@@ -189,4 +189,4 @@ def test_a_sidecar_the_kubelet_killed_after_main_ended_is_not_called_a_crash() -
     }
     jobset = {"metadata": {"name": NAME}, "spec": {"replicatedJobs": []}, "status": {}}
     snap = Snapshot(NAME, "default", jobset, [pod], [], datetime(2026, 12, 5, tzinfo=UTC), [])
-    assert [f.cause for f in from_snapshot(snap).findings if f.cause == "crash"] == []
+    assert [f.id for f in from_snapshot(snap).findings if f.id == "crash"] == []

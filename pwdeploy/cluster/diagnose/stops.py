@@ -34,6 +34,10 @@ SIGTERM_IGNORED = Cause(
     "the head Job failed on main's exit 137 after a stop from outside (a Kueue eviction, a suspend, a deleted pod): "
     "main ignored SIGTERM as PID 1 of its container, or did not end within the grace period",
     severity="error",
+    source=(
+        "kubernetes/kubernetes: pkg/controller/job/pod_failure_policy.go (FailJob), "
+        "pkg/kubelet/kuberuntime/kuberuntime_container.go (killContainer); pid_namespaces(7)"
+    ),
 )
 
 
