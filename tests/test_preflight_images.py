@@ -90,7 +90,7 @@ def test_pushed_image_is_ok_with_its_digest(pushed: dict[str, str], lookup: Any)
     image, digest = next(iter(pushed.items()))
     row = check_image(image, ("images.server",), lookup)
     assert (row.where, row.fields, row.id, row.status) == (image, ("images.server",), "image", Status.OK)
-    assert row.message == f"exists, digest {digest} (asked anonymously)" and row.fix is None
+    assert row.message == f"exists, digest {digest} (asked anonymously)" and row.fix == ""
     by_digest = image.rsplit(":", 1)[0] + f"@{digest}"
     assert check_image(by_digest, ("main.image",), lookup).status is Status.OK
 
