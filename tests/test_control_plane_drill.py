@@ -191,6 +191,43 @@ def test_an_evicted_head_is_replaced_without_a_restart_as_predicted(control_plan
     assert not [f for f in got["findings"] if f.startswith("local run predicts")], got["findings"]
 
 
+def test_a_deleted_head_restarts_the_jobset_as_predicted(control_plane: ControlPlane, pools: None) -> None:
+    """--delete-head: a plain DELETE, no DisruptionTarget. The head pod shares its process namespace, so the
+    kubelet's SIGTERM ends main (KWOK plays it: 143); the head Job counts the failure, fails on its backoffLimit of
+    0, and the JobSet restarts (retry_exit_code), as local run --evict-by delete predicts."""
+    plane = control_plane
+    name = f"dd-{secrets.token_hex(3)}"
+    head = started(plane, name)
+    run = drill(plane, name, "--delete-head")
+    new_head = wait_for(lambda: running_head(plane, name, 1), bool, timeout=120)
+    plane.write_pod_log(NS, new_head, ["step 1", "step 2"], container=ids.MAIN_CONTAINER)
+    got = report(run)
+    assert got["predicted"]["outcome"] == "jobset_restart" and "retry_exit_code" in got["predicted"]["why"], got
+    assert "main killed by SIGTERM (exit code 143)" in got["predicted"]["why"], got
+    assert got["rule_fired"] == "jobset_restart" and got["restarts_consumed"] == 1, got
+    assert head in got["fault"]["pods"] and got["stopped"] == "recovered", got
+    assert not [f for f in got["findings"] if f.startswith("local run predicts")], got["findings"]
+
+
+def test_deleting_a_head_whose_main_is_pid_1_is_predicted_fatal_and_refused(
+    control_plane: ControlPlane, pools: None
+) -> None:
+    """A JobSet rendered without the shared process namespace: main, PID 1 without a SIGTERM handler, would run
+    until the SIGKILL (137), which its FailJob rule fails the JobSet on; the drill says so and injects nothing
+    without --allow-fatal."""
+    plane = control_plane
+    name = f"dp-{secrets.token_hex(3)}"
+    answer = pwdeploy(plane, "submit", *job_flags(name, NS, "--no-share-process-namespace"), "--skip-preflight",
+                      user=False)  # fmt: skip
+    assert answer.returncode == 0, answer.stderr
+    wait_for(lambda: status(plane, name, NS, user=False), is_running)
+    head = running_head(plane, name, 0)
+    out, err = drill(plane, name, "--delete-head").communicate(timeout=120)
+    assert "would end job" in err and "main killed by SIGKILL (exit code 137)" in err, err
+    assert "user_program_failed" in err and "--allow-fatal" in err, err
+    assert out == "" and running_head(plane, name, 0) == head  # nothing was injected
+
+
 def test_a_disruption_budget_on_the_head_is_named_and_the_head_stays(control_plane: ControlPlane, pools: None) -> None:
     """The real eviction registry answers 429 with a DisruptionBudget cause while a budget allows no disruption;
     kubectl drain retries such a refusal, the drill says it is the budget and injects nothing (it once got 4 tries

@@ -306,6 +306,33 @@ def test_prediction_uses_the_same_evaluator_as_local_run() -> None:
     assert kill.outcome == "pod_replaced" and "restart 1 of backoffLimit 8, restarted in its pod" in kill.why
 
 
+def test_a_deleted_head_is_predicted_from_how_the_live_head_pod_stops_main() -> None:
+    """--delete-head: no DisruptionTarget. Under the shared process namespace pwdeploy renders, SIGTERM ends a
+    handler-less main (143): counted, the JobSet restarts; as PID 1 of its container (a JobSet rendered before),
+    main ends in the SIGKILL (137), which the FailJob rule fails the JobSet on: fatal."""
+    jobset = rendered_jobset(NAME, NS, tpu_type="v5p-16", slices=2)
+    jobset["status"] = {"restarts": 0}
+    jobset["spec"]["failurePolicy"]["maxRestarts"] = 2
+    shared = dr.predict(dr.Fault("delete_head"), jobset)
+    assert shared.outcome == "jobset_restart" and not shared.fatal
+    assert "main killed by SIGTERM (exit code 143)" in shared.why and "retry_exit_code" in shared.why
+    head = next(rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == ids.HEAD_JOB)
+    del head["template"]["spec"]["template"]["spec"]["shareProcessNamespace"]
+    pid_1 = dr.predict(dr.Fault("delete_head"), jobset)
+    assert pid_1.outcome == "job_ends" and pid_1.fatal
+    assert "main killed by SIGKILL (exit code 137)" in pid_1.why and "user_program_failed" in pid_1.why
+
+
+def test_delete_head_deletes_the_head_pod_and_names_its_rbac(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
+    World(drill_stub)
+    result = run(["drill", NAME, "--delete-head", "--dry-run"], FakeClock())
+    assert result.exit_code == 0, result.output
+    assert "delete the head pod (no DisruptionTarget" in result.stderr
+    from pwdeploy.drill.inject import rbac_rules
+
+    assert 'apiGroups: [""], resources: [pods], verbs: [delete]' in rbac_rules(dr.Fault("delete_head"))
+
+
 def test_step_lines_and_timestamps() -> None:
     assert step_of("step 12: loss 0.1") == 12 and step_of("stepping 12") is None and step_of("x step 1") is None
     at = parse_time("2026-01-01T00:05:01.250000000Z")

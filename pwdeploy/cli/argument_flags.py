@@ -43,6 +43,7 @@ FLAG_OF_ARGUMENT: dict[str, str | None] = {
     "kill_worker": "--kill-worker",
     "exit_code": "--exit-code",
     "evict_head": "--evict-head",
+    "delete_head": "--delete-head",
     "after_step": "--after-step",
     "after": "--after",
     "allow_fatal": "--allow-fatal",

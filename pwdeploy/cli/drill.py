@@ -54,6 +54,12 @@ def parse_after(value: str | None) -> float | None:
 )
 @click.option("--evict-head", is_flag=True, help="Evict the head pod (node maintenance of the CPU pool).")
 @click.option(
+    "--delete-head",
+    is_flag=True,
+    help="Delete the head pod without DisruptionTarget, as a person (or Kueue's eviction) does: the kubelet stops "
+    "main with SIGTERM, then SIGKILL after the grace period.",
+)
+@click.option(
     "--after-step", type=click.IntRange(min=1), default=None, metavar="N", help="Inject once main reported step N."
 )
 @click.option("--after", "after", default=None, metavar="DURATION", help="Inject after DURATION (90s, 5m).")
@@ -84,6 +90,7 @@ def drill(
     kill_worker: str | None,
     exit_code: int | None,
     evict_head: bool,
+    delete_head: bool,
     after_step: int | None,
     after: str | None,
     dry_run: bool,
@@ -100,8 +107,9 @@ def drill(
     from pwdeploy.drill.verdict import report_lines
 
     options = api.DrillOptions(
-        lose_slice, kill_worker, exit_code, evict_head, after_step, parse_after(after), dry_run, allow_fatal, timeout
-    )
+        lose_slice, kill_worker, exit_code, evict_head, after_step, parse_after(after), dry_run, allow_fatal, timeout,
+        delete_head=delete_head,
+    )  # fmt: skip
     announce(cluster.kube)
     asked = None if yes else lambda question: confirm(question, terminal_only=True)  # never piped input: a person
     drilled = api.drill(cluster, name, options, confirm=asked, progress=sys.stderr)

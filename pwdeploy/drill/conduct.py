@@ -37,6 +37,7 @@ class DrillOptions(NamedTuple):
     dry_run: bool = False  # say what would be done and which rule would fire; do nothing
     allow_fatal: bool = False  # inject a fault the job's policy or capacity makes fatal
     timeout: float = 1800.0  # stop following after these seconds (the fault stays)
+    delete_head: bool = False  # delete the head pod (no DisruptionTarget: the kubelet stops main)
 
 
 class Drilled(NamedTuple):
@@ -60,7 +61,9 @@ def run_drill(
     """Plan the fault, ask, wait for its moment, inject it and follow the job to its recovery. Raises
     ``ArgumentError`` (a fault the job cannot take, a fatal one without ``allow_fatal``), ``ClusterError`` (a job
     that does not run, a refused injection) and ``PwdeployError`` (``confirm`` said no)."""
-    fault = parse_fault(options.lose_slice, options.kill_worker, options.exit_code, options.evict_head)
+    fault = parse_fault(
+        options.lose_slice, options.kill_worker, options.exit_code, options.evict_head, options.delete_head
+    )
     if options.after_step is not None and options.after is not None:
         raise ArgumentError("after", "give `after_step` or `after`, not both")
     if options.after is not None and not 0 <= options.after <= MAX_AFTER_S:

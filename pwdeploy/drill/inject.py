@@ -1,5 +1,5 @@
-"""The requests that inject a drill's fault (the Eviction API, a signal through the exec subresource), the RBAC
-they need, and what the API server confirmed of it (``Injected``); what each emulates and why:
+"""The requests that inject a drill's fault (the Eviction API, a plain delete, a signal through the exec
+subresource), the RBAC they need, and what the API server confirmed of it (``Injected``); what each emulates and why:
 ``pwdeploy.drill.plan`` and docs/drill.md."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ RBAC_COMMON: tuple[tuple[str, Resource], ...] = (("get", JOBSETS), ("list", PODS
 RBAC_FAULT: dict[FaultKind, tuple[str, Resource]] = {
     "lose_slice": ("create", POD_EVICTION),
     "evict_head": ("create", POD_EVICTION),
+    "delete_head": ("delete", PODS),
     "kill_worker": ("create", POD_EXEC),
 }
 
@@ -81,6 +82,18 @@ def evict(kube: Kube, namespace: str, pod: str) -> bool:
     action = Action("create", POD_EVICTION, namespace, pod)
     try:
         kube.request(action, "POST", POD_EVICTION.path(namespace, pod), body=body)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return False
+    return True
+
+
+def delete(kube: Kube, namespace: str, pod: str) -> bool:
+    """DELETE the pod with its own grace period and no condition, as ``kubectl delete pod`` does; False when it was
+    gone already."""
+    try:
+        kube.request(Action("delete", PODS, namespace, pod), "DELETE", PODS.path(namespace, pod))
     except ApiError as exc:
         if exc.status != 404:
             raise
@@ -191,11 +204,12 @@ def _kill(kube: Kube, namespace: str, fault: Fault, target: Target, say: Callabl
 def _evict_all(kube: Kube, namespace: str, fault: Fault, target: Target, say: Callable[[str], None]) -> Injected:
     hit: list[str] = []
     missed: list[tuple[str, str]] = []
+    remove, done = (delete, "deleted") if fault.kind == "delete_head" else (evict, "evicted")
     for index, pod in enumerate(target.pods):
         try:
-            if evict(kube, namespace, pod):
+            if remove(kube, namespace, pod):
                 hit.append(pod)
-                say(f"evicted pod {pod}")
+                say(f"{done} pod {pod}")
             else:
                 missed.append((pod, "gone before its eviction"))
         except (ApiError, KeyboardInterrupt) as exc:

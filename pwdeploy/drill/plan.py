@@ -16,6 +16,11 @@ The faults (docs/drill.md says what each emulates on GKE and what it does not):
   container). No Kubernetes API sets a container's exit code; a container killed by signal N exits with 128 + N,
   so ``--exit-code`` must be such a code.
 - ``evict_head``: the head pod is evicted as above (node maintenance of the CPU node pool).
+- ``delete_head``: the head pod is deleted with a plain DELETE, no DisruptionTarget, as a person deleting it does
+  (and as the Job controller deletes a suspended Job's pods when Kueue evicts the job). The kubelet stops main with
+  SIGTERM, then SIGKILL after the grace period; what main exits with is read from the live head pod's template
+  (``manifests.head_stop``, as `local run --evict-by delete` reads the rendered one): 143 when the pod shares its
+  process namespace, 137 when main is PID 1 of its container (for a program without a SIGTERM handler).
 
 The prediction is the one `local run` makes for the same fault, by the same evaluator
 (``pwdeploy.manifests.failure_policy``): a lost slice is the slice's worker Job failing once its pods used up its
@@ -36,9 +41,10 @@ from pwdeploy.cluster.jobsets import Object
 from pwdeploy.errors import ArgumentError, ClusterError
 from pwdeploy.kube.seam import Kube
 from pwdeploy.manifests import failure_policy as fp
+from pwdeploy.manifests import head_stop
 from pwdeploy.manifests.lost_slice import slice_lost
 
-FaultKind = Literal["lose_slice", "kill_worker", "evict_head"]
+FaultKind = Literal["lose_slice", "kill_worker", "evict_head", "delete_head"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class Fault:
         if self.kind == "kill_worker":
             sig = self.signal.name if self.signal else "?"
             return f"kill worker {self.slice_index}/{self.host} ({sig} to its container: exit code {self.exit_code})"
+        if self.kind == "delete_head":
+            return "delete the head pod (no DisruptionTarget, as a person deleting it does: the kubelet stops main)"
         return "evict the head pod (as node maintenance does)"
 
     def flags(self) -> str:
@@ -67,22 +75,25 @@ class Fault:
             return f"--lose-slice {self.slice_index}"
         if self.kind == "kill_worker":
             return f"--kill-worker {self.slice_index}/{self.host} --exit-code {self.exit_code}"
-        return "--evict-head"
+        return "--delete-head" if self.kind == "delete_head" else "--evict-head"
 
 
-def parse_fault(lose_slice: int | None, kill_worker: str | None, exit_code: int | None, evict_head: bool) -> Fault:
+def parse_fault(
+    lose_slice: int | None, kill_worker: str | None, exit_code: int | None, evict_head: bool, delete_head: bool = False
+) -> Fault:
     """The one fault the arguments ask for; an ArgumentError naming the argument for anything else."""
     chosen = [f"`{f}`" for f, v in (("lose_slice", lose_slice), ("kill_worker", kill_worker)) if v is not None]
-    chosen += ["`evict_head`"] if evict_head else []
+    chosen += [f"`{f}`" for f, v in (("evict_head", evict_head), ("delete_head", delete_head)) if v]
     if len(chosen) != 1:
         what = "none was given" if not chosen else f"got {', '.join(chosen)}"
-        raise ArgumentError(None, f"give exactly one fault: `lose_slice`, `kill_worker` or `evict_head` ({what})")
+        faults = "`lose_slice`, `kill_worker`, `evict_head` or `delete_head`"
+        raise ArgumentError(None, f"give exactly one fault: {faults} ({what})")
     if exit_code is not None and kill_worker is None:
         raise ArgumentError("exit_code", "applies only to `kill_worker`")
     if lose_slice is not None:
         return Fault("lose_slice", slice_index=lose_slice)
-    if evict_head:
-        return Fault("evict_head")
+    if evict_head or delete_head:
+        return Fault("evict_head" if evict_head else "delete_head")
     assert kill_worker is not None
     m = re.fullmatch(r"(\d{1,6})/(\d{1,6})", kill_worker.strip())
     if m is None:
@@ -178,7 +189,7 @@ def check_fault_fits(fault: Fault, jobset: Object) -> None:
 
 def find_target(kube: Kube, namespace: str, name: str, fault: Fault) -> Target:
     """The live pods the fault hits (newest of each slot); a ClusterError when they are not there."""
-    if fault.kind == "evict_head":
+    if fault.kind in ("evict_head", "delete_head"):
         pods = js.list_pods(kube, namespace, name, **{ids.REPLICATED_JOB_LABEL: ids.HEAD_JOB})
     else:
         labels = {ids.REPLICATED_JOB_LABEL: ids.WORKER_JOB, ids.JOB_INDEX_LABEL: str(fault.slice_index)}
@@ -273,6 +284,8 @@ def pod_failure(fault: Fault, jobset: Object) -> fp.PodFailure:
         return fp.PodFailure(
             ids.WORKER_JOB, exit_code=fault.exit_code, container=ids.WORKER_CONTAINER, job_index=fault.slice_index or 0
         )
+    if fault.kind == "delete_head":  # what main without a SIGTERM handler exits with, as the live pod makes it
+        return head_stop.stopped_main(jobset)
     return fp.PodFailure(ids.HEAD_JOB, conditions=("DisruptionTarget",), container=ids.MAIN_CONTAINER)
 
 

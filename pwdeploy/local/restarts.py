@@ -35,6 +35,8 @@ from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS
 from pwdeploy.local.unshare import Private
 from pwdeploy.manifests import Manifest
 from pwdeploy.manifests.failure_policy import Action, Decision, PodFailure, decide
+from pwdeploy.manifests.head_stop import grace_seconds as grace_seconds  # re-exported: launch reads it here
+from pwdeploy.manifests.head_stop import main_is_pid_1
 from pwdeploy.manifests.jobset import jobset
 from pwdeploy.manifests.lost_slice import slice_lost
 
@@ -65,26 +67,6 @@ class Faults:
         ]
         said = " ".join(f"{flag} {value:g}" for flag, value in named if value is not None)
         return said + (f" --evict-by {self.evict_by}" if self.evicts else "")
-
-
-def head_pod(manifest: Manifest) -> Manifest:
-    """The rendered head pod's spec (empty for a JobSet without one)."""
-    for rj in manifest.get("spec", {}).get("replicatedJobs") or []:
-        if rj.get("name") == ids.HEAD_JOB:
-            pod: Manifest = rj["template"]["spec"]["template"]["spec"]
-            return pod
-    return {}
-
-
-def main_is_pid_1(manifest: Manifest) -> bool:
-    """Whether the rendered head pod makes main PID 1 of its container: it does not share its process namespace."""
-    return head_pod(manifest).get("shareProcessNamespace") is not True
-
-
-def grace_seconds(manifest: Manifest) -> float:
-    """The rendered head pod's terminationGracePeriodSeconds, else Kubernetes' default."""
-    seconds = head_pod(manifest).get("terminationGracePeriodSeconds")
-    return float(seconds) if isinstance(seconds, int) else STOP_GRACE_SECONDS
 
 
 def attempt_env(
