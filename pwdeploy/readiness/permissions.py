@@ -52,7 +52,7 @@ PERMISSIONS: tuple[Need, ...] = (
     Need("list", JOBSETS, "list, and where a wait or follow starts"),
     Need("watch", JOBSETS, "submit --wait, delete --wait, logs --all -f, drill (a watch instead of polls)"),
     Need("delete", JOBSETS, "delete, submit --replace"),
-    Need("list", JOBS, "diagnose"),
+    Need("list", JOBS, "status, diagnose, logs --all (the job's objects, whose events are the job's)"),
     Need("list", PODS, "status, logs, diagnose, delete --wait, connect, profile, drill"),
     Need("watch", PODS, "submit --wait, delete --wait, logs --all -f, drill (a watch instead of polls)"),
     Need("delete", PODS, "drill"),
