@@ -6,14 +6,18 @@ its namespace, then SIGKILL once the grace period is over (kubernetes pkg/kubele
 With ``shareProcessNamespace: true`` (what pwdeploy renders) main joins the pod's namespace, whose PID 1 is the pause
 container: SIGTERM ends it (143). Without it (head.share_process_namespace off, or a JobSet rendered before) main is
 PID 1 of its own namespace and the kernel drops the SIGTERM (pid_namespaces(7)): it keeps running until the SIGKILL
-(137), which the head's FailJob rule fails the JobSet on."""
+(137), which the head's FailJob rule fails the JobSet on. Beside them, the other ways a container stops that
+pwdeploy's grounds encode: no preStop hook is rendered, and a memory limit ends in SIGKILL (137) counted as an OOM
+kill."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -139,3 +143,45 @@ def test_no_rendered_container_has_a_prestop_hook_so_the_grace_period_is_all_the
                     if (c.get("lifecycle") or {}).get("preStop"):
                         hooks.append(f"{path.name}: {c['name']}")
     assert sorted(golden.glob("*.yaml")) and hooks == []
+
+
+def _memory_cgroup() -> Path | None:
+    """A new memory cgroup (v2's unified tree, else v1's memory controller) this test may write, or None."""
+    import uuid
+
+    for root, limit in ((Path("/sys/fs/cgroup"), "memory.max"), (Path("/sys/fs/cgroup/unified"), "memory.max"),
+                        (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes")):  # fmt: skip
+        if not (root / "cgroup.procs").exists():
+            continue
+        group = root / f"pwdeploy-oom-test-{uuid.uuid4().hex[:8]}"
+        try:
+            group.mkdir()
+        except OSError:
+            continue
+        if (group / limit).exists():
+            return group
+        group.rmdir()
+    return None
+
+
+def test_a_process_over_its_containers_memory_limit_is_sigkilled_137_and_counted_as_an_oom_kill() -> None:
+    """What a container's memory limit does, on a real memory cgroup: the kernel's OOM killer SIGKILLs the process
+    (exit code 137) and counts an oom_kill in the cgroup, which the container runtime reads to report reason
+    OOMKilled (containerd's CRI oomExitReason); the head's FailJob rule then fails the JobSet on 137."""
+    group = _memory_cgroup()
+    if group is None:
+        pytest.skip("no memory cgroup can be made here (needs root and a memory controller)")
+    limit = 64 << 20
+    try:
+        (group / ("memory.max" if (group / "memory.max").exists() else "memory.limit_in_bytes")).write_text(str(limit))
+        program = f"import os\nbytearray({4 * limit})\nprint('survived')\n"
+        joined = f"open({str(group / 'cgroup.procs')!r}, 'w').write(str(os.getpid()))\n"
+        done = subprocess.run([sys.executable, "-c", "import os\n" + joined + program], capture_output=True, timeout=60)
+        counters = (
+            group / ("memory.events" if (group / "memory.events").exists() else "memory.oom_control")
+        ).read_text()
+    finally:
+        group.rmdir()
+    assert done.returncode == -signal.SIGKILL and b"survived" not in done.stdout
+    oom_kills = dict(line.split() for line in counters.splitlines()).get("oom_kill")
+    assert oom_kills is not None and int(oom_kills) >= 1, counters

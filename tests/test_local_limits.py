@@ -53,7 +53,12 @@ def test_limits_name_the_field_to_raise() -> None:
     shm, memory = exceeded(Usage(memory_bytes=300 * MiB, shm_bytes=64 * MiB), config)
     assert shm.startswith("main.shm_size: the job used 64 MiB of /dev/shm, more than 32Mi") and "SIGBUS" in shm
     assert memory.startswith("main.memory: the job held 300 MiB (its processes and /dev/shm), more than 256Mi")
-    assert "OOM" in memory
+    # what the kubelet would report, and what the JobSet render prints would do about it (the failure evaluator)
+    assert "the kernel's OOM killer would end main (exit code 137, reason OOMKilled)" in memory
+    assert (
+        "and rule user_program_failed (FailJobSet): Job " in memory
+        and "main killed by SIGKILL (exit code 137)" in memory
+    )
 
 
 def test_summary_line() -> None:

@@ -246,10 +246,22 @@ def exceeded(usage: Usage, job: JobConfig) -> list[str]:
     if usage.memory_bytes > memory_limit:
         problems.append(
             f"main.memory: the job held {human(usage.memory_bytes)} (its processes and /dev/shm), more than "
-            f"{job.main.memory}; "
-            "on the cluster it would be OOM-killed: raise main.memory (--main-memory)"
+            f"{job.main.memory}; on the cluster the kernel's OOM killer would end main (exit code 137, reason "
+            f"OOMKilled) and {_after_oom_kill(job)}: raise main.memory (--main-memory)"
         )
     return problems
+
+
+def _after_oom_kill(job: JobConfig) -> str:
+    """What the JobSet `render` prints for the job does when main is OOM-killed, by the failure evaluator."""
+    import signal
+
+    from pwdeploy import identifiers as ids
+    from pwdeploy.local.restarts import rendered_jobset
+    from pwdeploy.manifests.failure_policy import PodFailure, decide
+
+    killed = PodFailure(ids.HEAD_JOB, signal=signal.SIGKILL, container=ids.MAIN_CONTAINER)
+    return decide(rendered_jobset(job), [killed]).why
 
 
 def filled(size: int) -> int:
