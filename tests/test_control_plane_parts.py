@@ -31,7 +31,9 @@ def test_kwok_stages_parse_and_the_exit_stage_reads_the_annotation() -> None:
         "node-heartbeat",
         "pod-running",
         "pod-exit",
-        "pod-stopped",
+        "pod-stopped-by-sigterm",
+        "pod-killed-after-grace",
+        "pod-stopped-pending",
         "pod-gone",
     ]
     assert all(s["kind"] == "Stage" and s["apiVersion"] == "kwok.x-k8s.io/v1alpha1" for s in stages)
@@ -40,6 +42,16 @@ def test_kwok_stages_parse_and_the_exit_stage_reads_the_annotation() -> None:
     assert f'.metadata.annotations["{kwok.EXIT_CODE}"]' in keys
     assert kwok.EXIT_CODE in exit_stage["spec"]["next"]["statusTemplate"]
     assert stages[-1]["spec"]["next"] == {"delete": True}
+    # A deleted running pod: SIGTERM ends its processes a second later (143) where they are not PID 1 of their
+    # containers or handle it, else the SIGKILL comes at the deletion's deadline (137).
+    by_sigterm, after_grace = stages[4], stages[5]
+    assert by_sigterm["spec"]["delay"] == {"durationMilliseconds": 1000}
+    assert after_grace["spec"]["delay"]["durationFrom"] == {"expressionFrom": ".metadata.deletionTimestamp"}
+    which = [e for e in by_sigterm["spec"]["selector"]["matchExpressions"] if "shareProcessNamespace" in e["key"]]
+    assert [e["operator"] for e in which] == ["In"] and kwok.ON_SIGTERM in which[0]["key"]
+    assert '"143"' in by_sigterm["spec"]["next"]["statusTemplate"]
+    assert "exitCode: {{ $code }}" in after_grace["spec"]["next"]["statusTemplate"]
+    assert '{{ $code := "137" }}' in after_grace["spec"]["next"]["statusTemplate"]
 
 
 def test_a_tpu_pool_is_labelled_and_tainted_as_gke_does() -> None:
