@@ -15,7 +15,7 @@ no leave to read Deployments) is said, not guessed.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.jobsets import Object
@@ -157,37 +157,10 @@ def _deployed_version(kube: Kube, namespace: str, name: str) -> tuple[Version | 
 
 def _pods_ready(kube: Kube, target: Target, version: Version) -> tuple[str, str | None]:
     """(what Kueue's WaitForPodsReady does to this job, a fix when it likely evicts it before it starts)."""
-    import yaml
-
-    namespace, name, key = KUEUE_CONFIG
-    try:
-        config_map: Object = kube.request(
-            Action("get", CONFIGMAPS, namespace, name), "GET", CONFIGMAPS.path(namespace, name)
-        )
-        config = yaml.safe_load(str((config_map.get("data") or {}).get(key) or "")) or {}
-    except ApiError as exc:
-        if exc.status not in (403, 404):
-            raise
-        config = None
-    except yaml.YAMLError:
-        config = None
-    on_by_default = version >= PODS_READY_DEFAULT_SINCE
-    settings = config.get("waitForPodsReady") if isinstance(config, dict) else None
-    if config is None:
-        if not on_by_default:
-            return "Kueue's WaitForPodsReady not read (its ConfigMap is not readable)", None
-        timeout_s = recovery_s = PODS_READY_DEFAULT_S
-        said = "WaitForPodsReady is on by default since Kueue v0.19.0 (its ConfigMap is not readable)"
-    elif not isinstance(settings, dict) or settings.get("enable") is False:
-        if not on_by_default or (isinstance(settings, dict) and settings.get("enable") is False):
-            return "Kueue's WaitForPodsReady is off", None
-        timeout_s = recovery_s = PODS_READY_DEFAULT_S
-        said = "WaitForPodsReady is on by default since Kueue v0.19.0"
-    else:
-        default = PODS_READY_DEFAULT_S if on_by_default else PODS_READY_OLD_DEFAULT_S
-        timeout_s = duration_s(settings.get("timeout")) or default
-        recovery_s = duration_s(settings.get("recoveryTimeout")) or timeout_s
-        said = "WaitForPodsReady is configured"
+    waits = _pods_ready_waits(_kueue_config(kube), version)
+    if isinstance(waits, str):
+        return waits, None
+    timeout_s, recovery_s, said = waits
     likely = LIKELY_START_SCALING_S if _scales_after_admission(target) else LIKELY_START_S
     text = f"Kueue {said}: timeout {_minutes(timeout_s)}, recoveryTimeout {_minutes(recovery_s)}"
     if min(timeout_s, recovery_s) >= likely:
@@ -200,6 +173,46 @@ def _pods_ready(kube: Kube, target: Target, version: Version) -> tuple[str, str 
         "raise waitForPodsReady.timeout and recoveryTimeout in Kueue's Configuration (ConfigMap kueue-manager-config "
         "in kueue-system), or use capacity that is there before admission (a reservation, queued provisioning)",
     )
+
+
+def _kueue_config(kube: Kube) -> dict[str, Any] | None:
+    """Kueue's Configuration from its ConfigMap; None when it cannot be read (forbidden, missing, not YAML)."""
+    import yaml
+
+    namespace, name, key = KUEUE_CONFIG
+    try:
+        config_map: Object = kube.request(
+            Action("get", CONFIGMAPS, namespace, name), "GET", CONFIGMAPS.path(namespace, name)
+        )
+        config = yaml.safe_load(str((config_map.get("data") or {}).get(key) or "")) or {}
+    except ApiError as exc:
+        if exc.status not in (403, 404):
+            raise
+        return None
+    except yaml.YAMLError:
+        return None
+    return config if isinstance(config, dict) else {}
+
+
+def _pods_ready_waits(config: dict[str, Any] | None, version: Version) -> tuple[int, int, str] | str:
+    """(timeout, recoveryTimeout in seconds, how they are known) of WaitForPodsReady, or why there is none."""
+    on_by_default = version >= PODS_READY_DEFAULT_SINCE
+    settings = config.get("waitForPodsReady") if config is not None else None
+    if config is None:
+        if not on_by_default:
+            return "Kueue's WaitForPodsReady not read (its ConfigMap is not readable)"
+        return (
+            PODS_READY_DEFAULT_S,
+            PODS_READY_DEFAULT_S,
+            ("WaitForPodsReady is on by default since Kueue v0.19.0 (its ConfigMap is not readable)"),
+        )
+    if not isinstance(settings, dict) or settings.get("enable") is False:
+        if not on_by_default or (isinstance(settings, dict) and settings.get("enable") is False):
+            return "Kueue's WaitForPodsReady is off"
+        return PODS_READY_DEFAULT_S, PODS_READY_DEFAULT_S, "WaitForPodsReady is on by default since Kueue v0.19.0"
+    default = PODS_READY_DEFAULT_S if on_by_default else PODS_READY_OLD_DEFAULT_S
+    timeout_s = duration_s(settings.get("timeout")) or default
+    return timeout_s, duration_s(settings.get("recoveryTimeout")) or timeout_s, "WaitForPodsReady is configured"
 
 
 def _scales_after_admission(target: Target) -> bool:

@@ -107,6 +107,11 @@ def _run(target: Target, row: Row) -> PreflightRow:
         if exc.status != 403:
             raise
         return row(Status.NOT_VERIFIED, f"{detail}; Kueue's objects are not readable: {exc.message}", exc.hint, FIELDS)
+    return _judged(target, row, detail, topologies, controllers)
+
+
+def _judged(target: Target, row: Row, detail: str, topologies: list[Object], controllers: list[str]) -> PreflightRow:
+    """Kueue read: a Topology, the slice admission check, the level the workers require."""
     if not topologies:
         return row(
             Status.FAILED,

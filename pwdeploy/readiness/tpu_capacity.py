@@ -86,22 +86,31 @@ def _run(target: Target, row: Row) -> PreflightRow:
     ports = host_ports(ask.spec)
     free_nodes = [n for n in usable if free(n, TPU_RESOURCE, held) >= ask.chips and not port_conflicts(n, ports, held)]
     busy = len(usable) - len(free_nodes)
-    sizes = pool_sizes(free_nodes)
     labelled = f" labelled {ask.capacity_labels}" if ask.capacity_labels else ""
     tainted = len(ready) - len(usable)
     untolerated = f"; {tainted} more with taints the workers do not tolerate" if tainted else ""
     taken = f"; {busy} more held by other pods (their TPU chips or the workers' host ports)" if busy else ""
+    sizes = pool_sizes(free_nodes)
     if not ask.pool_per_slice:
         return _shared_pools(row, ask, sizes, len(free_nodes), f"{labelled}{untolerated}{taken}{unread}")
-    holding = sum(size >= ask.vms for size in sizes.values())
     what = (
         f"{_pools(sizes, ask.shape)}{labelled} (Ready, schedulable, {ask.chips} {TPU_RESOURCE} free each"
         f"{untolerated}{taken}{unread}); the job needs {count(ask.slices, 'pool')} (one per slice) of "
         f"{count(ask.vms, 'node')}"
     )
+    held_now = busy > 0 and sum(size >= ask.vms for size in pool_sizes(usable).values()) >= ask.slices
+    return _pool_per_slice(target, row, ask, sizes, what, held_now)
+
+
+def _pool_per_slice(
+    target: Target, row: Row, ask: WorkerAsk, sizes: dict[str, int], what: str, held_now: bool
+) -> PreflightRow:
+    """Each slice needs a node pool of its own (the exclusive topology): enough pools, pools other pods hold
+    now (``held_now``), pools that scale from zero, or too few."""
+    holding = sum(size >= ask.vms for size in sizes.values())
     if holding >= ask.slices:
         return row(Status.OK, what, fields=FIELDS)
-    if busy and sum(size >= ask.vms for size in pool_sizes(usable).values()) >= ask.slices:
+    if held_now:
         return row(
             Status.WARN,
             f"{what}: other pods hold the TPU nodes now, so the workers wait until they end",
