@@ -201,60 +201,54 @@ class Checker:
         if key == "type":
             return _type_check(value, fail)
         if key == "properties":
-            # Compiled when a property first appears: a pod spec's schema names hundreds of fields, a rendered pod
-            # uses a few dozen (render compiles only those).
-            compiled: dict[str, list[Validator]] = {}
-
-            def properties(instance: object, path: Path, errors: Errors) -> None:
-                if isinstance(instance, dict):
-                    for name, sub in value.items():
-                        if name in instance:
-                            checks = compiled.get(name)
-                            if checks is None:
-                                checks = compiled[name] = self._compile(sub)
-                            _run(checks, instance[name], (*path, name), errors)
-
-            return properties
+            return self._properties(value)
         if key == "additionalProperties":
             return self._additional(value, schema, fail)
         if key == "required":
-
-            def required(instance: object, path: Path, errors: Errors) -> None:
-                if isinstance(instance, dict):
-                    for name in value:
-                        if name not in instance:
-                            fail(instance, path, errors)
-
-            return required
+            return _required(value, fail)
         if key == "items":
-            item_checks: list[list[Validator]] = []  # compiled at the first item
-
-            def items(instance: object, path: Path, errors: Errors) -> None:
-                if isinstance(instance, list) and instance:
-                    if not item_checks:
-                        item_checks.append(self._compile(value))
-                    for index, item in enumerate(instance):
-                        _run(item_checks[0], item, (*path, index), errors)
-
-            return items
+            return self._items(value)
         if key in ("enum", "const"):
-            options = value if key == "enum" else [value]
-
-            def one_of_values(instance: object, path: Path, errors: Errors) -> None:
-                if not any(equal(option, instance) for option in options):
-                    fail(instance, path, errors)
-
-            return one_of_values
+            return _one_of_values(value if key == "enum" else [value], fail)
         if key == "$ref":
-            name = local_ref(value)
-
-            def reference(instance: object, path: Path, errors: Errors) -> None:
-                _run(self._reference(name), instance, path, errors)
-
-            return reference
+            return self._ref_check(local_ref(value))
         if key in ("oneOf", "anyOf", "allOf"):
             return _combination(key, [self._compile(sub) for sub in value], fail)
         return _bound_check(key, value, fail)
+
+    def _properties(self, value: Mapping[str, Any]) -> Validator:
+        # Compiled when a property first appears: a pod spec's schema names hundreds of fields, a rendered pod
+        # uses a few dozen (render compiles only those).
+        compiled: dict[str, list[Validator]] = {}
+
+        def properties(instance: object, path: Path, errors: Errors) -> None:
+            if isinstance(instance, dict):
+                for name, sub in value.items():
+                    if name in instance:
+                        checks = compiled.get(name)
+                        if checks is None:
+                            checks = compiled[name] = self._compile(sub)
+                        _run(checks, instance[name], (*path, name), errors)
+
+        return properties
+
+    def _items(self, value: Mapping[str, Any]) -> Validator:
+        item_checks: list[list[Validator]] = []  # compiled at the first item
+
+        def items(instance: object, path: Path, errors: Errors) -> None:
+            if isinstance(instance, list) and instance:
+                if not item_checks:
+                    item_checks.append(self._compile(value))
+                for index, item in enumerate(instance):
+                    _run(item_checks[0], item, (*path, index), errors)
+
+        return items
+
+    def _ref_check(self, name: str) -> Validator:
+        def reference(instance: object, path: Path, errors: Errors) -> None:
+            _run(self._reference(name), instance, path, errors)
+
+        return reference
 
     def _additional(self, value: Any, schema: Mapping[str, Any], fail: Validator) -> Validator:
         known = schema.get("properties", {})
@@ -349,3 +343,21 @@ def equal(one: object, two: object) -> bool:
     if isinstance(one, bool) or isinstance(two, bool):
         return isinstance(one, bool) and isinstance(two, bool) and one == two
     return one == two
+
+
+def _required(names: list[str], fail: Validator) -> Validator:
+    def required(instance: object, path: Path, errors: Errors) -> None:
+        if isinstance(instance, dict):
+            for name in names:
+                if name not in instance:
+                    fail(instance, path, errors)
+
+    return required
+
+
+def _one_of_values(options: list[Any], fail: Validator) -> Validator:
+    def one_of_values(instance: object, path: Path, errors: Errors) -> None:
+        if not any(equal(option, instance) for option in options):
+            fail(instance, path, errors)
+
+    return one_of_values

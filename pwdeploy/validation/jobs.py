@@ -12,6 +12,26 @@ from pwdeploy.validation.problems import Problem, integer, items, mapping
 MAX_INDEXED_COMPLETIONS = 100_000
 
 
+def _indexed_problems(path: str, completions: int | None, parallelism: int | None, *, in_jobset: bool) -> list[Problem]:
+    """An Indexed Job's completions (required, bounded), and in a JobSet every pod running at once."""
+    problems = []
+    if completions is None:
+        problems.append(Problem(f"{path}.completions", "required when completionMode is Indexed"))
+    elif completions > MAX_INDEXED_COMPLETIONS:
+        problems.append(
+            Problem(f"{path}.completions", f"{completions} exceeds {MAX_INDEXED_COMPLETIONS} for an Indexed Job")
+        )
+    if in_jobset and completions is not None and completions != (1 if parallelism is None else parallelism):
+        problems.append(
+            Problem(
+                f"{path}.parallelism",
+                f"{parallelism} must equal completions ({completions}): every pod of an Indexed Job in a JobSet "
+                "runs at once",
+            )
+        )
+    return problems
+
+
 def job_spec_problems(spec: Mapping[str, Any], path: str, *, in_jobset: bool) -> list[Problem]:
     """``in_jobset``: the JobSet webhook defaults completionMode to Indexed and restartPolicy to OnFailure."""
     problems: list[Problem] = []
@@ -25,20 +45,7 @@ def job_spec_problems(spec: Mapping[str, Any], path: str, *, in_jobset: bool) ->
         if value is not None and value < 0:
             problems.append(Problem(f"{path}.{field}", f"{value} must not be negative"))
     if mode == "Indexed":
-        if completions is None:
-            problems.append(Problem(f"{path}.completions", "required when completionMode is Indexed"))
-        elif completions > MAX_INDEXED_COMPLETIONS:
-            problems.append(
-                Problem(f"{path}.completions", f"{completions} exceeds {MAX_INDEXED_COMPLETIONS} for an Indexed Job")
-            )
-        if in_jobset and completions is not None and completions != (1 if parallelism is None else parallelism):
-            problems.append(
-                Problem(
-                    f"{path}.parallelism",
-                    f"{parallelism} must equal completions ({completions}): every pod of an Indexed Job in a JobSet "
-                    "runs at once",
-                )
-            )
+        problems += _indexed_problems(path, completions, parallelism, in_jobset=in_jobset)
     elif spec.get("backoffLimitPerIndex") is not None:
         problems.append(Problem(f"{path}.backoffLimitPerIndex", "requires completionMode Indexed"))
     pod_path = f"{path}.template.spec"

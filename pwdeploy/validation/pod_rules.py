@@ -89,29 +89,15 @@ def _container_problems(container: Mapping[str, Any], path: str) -> list[Problem
 
 def _port_problems(containers: list[Container], host_network: bool) -> list[Problem]:
     problems: list[Problem] = []
-    seen_host: dict[tuple[int, str], str] = {}
+    seen_host: dict[tuple[int, str], str] = {}  # (port on the host, protocol) -> the container that takes it
     seen_names: dict[str, str] = {}
     for container_path, container in containers:
         seen_here: set[tuple[int, str]] = set()
         for k, port in items(container.get("ports")):
             at = f"{container_path}.ports[{k}]"
-            number = integer(port.get("containerPort"))
-            host = integer(port.get("hostPort"))
-            protocol = str(port.get("protocol") or "TCP")
-            for key, value in (("containerPort", number), ("hostPort", host)):
-                if value is not None and not 1 <= value <= 65535:
-                    problems.append(Problem(f"{at}.{key}", f"{value} is not a port number: use 1..65535"))
-            if protocol not in _PROTOCOLS:
-                problems.append(Problem(f"{at}.protocol", f"{protocol!r} is not one of {', '.join(_PROTOCOLS)}"))
-            if host_network and host is not None and host != number:
-                problems.append(Problem(f"{at}.hostPort", f"{host} must equal containerPort {number} with hostNetwork"))
-            name = port.get("name")
-            if isinstance(name, str):
-                if reason := port_name(name):
-                    problems.append(Problem(f"{at}.name", reason))
-                elif name in seen_names:
-                    problems.append(Problem(f"{at}.name", f"{name!r} is already used by {seen_names[name]}"))
-                seen_names.setdefault(name, at)
+            problems += _port_fields(port, at, host_network)
+            problems += _port_name(port, at, seen_names)
+            number, protocol = integer(port.get("containerPort")), str(port.get("protocol") or "TCP")
             if number is None:
                 continue
             if (number, protocol) in seen_here:
@@ -119,21 +105,46 @@ def _port_problems(containers: list[Container], host_network: bool) -> list[Prob
                     Problem(f"{at}.containerPort", f"{number}/{protocol} is listed twice in this container")
                 )
             seen_here.add((number, protocol))
-            on_host = number if host_network else host
-            if (
-                on_host is not None
-                and (on_host, protocol) in seen_host
-                and seen_host[(on_host, protocol)] != container_path
-            ):
+            on_host = number if host_network else integer(port.get("hostPort"))
+            if on_host is None:
+                continue
+            taker = seen_host.setdefault((on_host, protocol), container_path)
+            if taker != container_path:
                 problems.append(
-                    Problem(
-                        f"{at}.containerPort",
-                        f"host port {on_host}/{protocol} is also used by {seen_host[(on_host, protocol)]}",
-                    )
+                    Problem(f"{at}.containerPort", f"host port {on_host}/{protocol} is also used by {taker}")
                 )
-            if on_host is not None:
-                seen_host.setdefault((on_host, protocol), container_path)
     return problems
+
+
+def _port_fields(port: Mapping[str, Any], at: str, host_network: bool) -> list[Problem]:
+    """One port's numbers and protocol."""
+    number, host = integer(port.get("containerPort")), integer(port.get("hostPort"))
+    protocol = str(port.get("protocol") or "TCP")
+    problems = [
+        Problem(f"{at}.{key}", f"{value} is not a port number: use 1..65535")
+        for key, value in (("containerPort", number), ("hostPort", host))
+        if value is not None and not 1 <= value <= 65535
+    ]
+    if protocol not in _PROTOCOLS:
+        problems.append(Problem(f"{at}.protocol", f"{protocol!r} is not one of {', '.join(_PROTOCOLS)}"))
+    if host_network and host is not None and host != number:
+        problems.append(Problem(f"{at}.hostPort", f"{host} must equal containerPort {number} with hostNetwork"))
+    return problems
+
+
+def _port_name(port: Mapping[str, Any], at: str, seen_names: dict[str, str]) -> list[Problem]:
+    """A port's name: valid, and unique in the pod (``seen_names``: the first port of each name)."""
+    name = port.get("name")
+    if not isinstance(name, str):
+        return []
+    if reason := port_name(name):
+        problem = Problem(f"{at}.name", reason)
+    elif name in seen_names:
+        problem = Problem(f"{at}.name", f"{name!r} is already used by {seen_names[name]}")
+    else:
+        problem = None
+    seen_names.setdefault(name, at)
+    return [problem] if problem else []
 
 
 def _volume_problems(pod: Mapping[str, Any], path: str, containers: list[Container]) -> list[Problem]:
