@@ -110,33 +110,7 @@ def parse_command(value: Any, path: str) -> tuple[str, ...]:
     shell, in the pod as in `local run` (docs/config.md#the-command-runs-without-a-shell): shell syntax in it is
     refused rather than passed on as words. A list is the argv exactly."""
     if isinstance(value, str):
-        if len(value) > MAX_ARG_BYTES:  # shlex builds each word a character at a time: quadratic in its length
-            raise ConfigError(
-                path,
-                f"is {len(value)} characters as one string, more than {MAX_ARG_BYTES}, the longest word the kernel "
-                "passes to a program (MAX_ARG_STRLEN)",
-                hint="give the command as a list of words, or run it from a script (command: bash run.sh)",
-            )
-        text = value.replace("\\\n", " ").strip()  # a shell's line continuation is a space between words
-        if "\n" in text:
-            raise ConfigError(
-                path,
-                f"is {text.count(chr(10)) + 1} lines, but a command is one line (a `command: |` block would run as "
-                "one command whose words are all the lines)",
-                hint='run several commands from a script (command: bash run.sh) or a shell: command: [bash, -c, "..."]',
-            )
-        syntax = shell_syntax(text)
-        if syntax is not None:
-            raise ConfigError(
-                path,
-                f"{value!r} uses shell syntax ({syntax}), but the command runs without a shell: that would be "
-                "passed to the program as words",
-                hint=f"run it through a shell explicitly: command: [bash, -c, {text!r}]",
-            )
-        try:
-            words = shlex.split(text)
-        except ValueError as exc:
-            raise ConfigError(path, f"cannot split {value!r} like a shell: {exc}") from None
+        words = _split_command(value, path)
     elif isinstance(value, list) and all(isinstance(w, (str, int, float)) for w in value):
         words = [str(w) for w in value]
     else:
@@ -146,6 +120,37 @@ def parse_command(value: Any, path: str) -> tuple[str, ...]:
     for index, word in enumerate(words):
         check_exec_string(word, path, f"word {index + 1}")
     return tuple(words)
+
+
+def _split_command(value: str, path: str) -> list[str]:
+    """A command given as one string, split as a shell splits words; shell syntax and several lines refused."""
+    if len(value) > MAX_ARG_BYTES:  # shlex builds each word a character at a time: quadratic in its length
+        raise ConfigError(
+            path,
+            f"is {len(value)} characters as one string, more than {MAX_ARG_BYTES}, the longest word the kernel "
+            "passes to a program (MAX_ARG_STRLEN)",
+            hint="give the command as a list of words, or run it from a script (command: bash run.sh)",
+        )
+    text = value.replace("\\\n", " ").strip()  # a shell's line continuation is a space between words
+    if "\n" in text:
+        raise ConfigError(
+            path,
+            f"is {text.count(chr(10)) + 1} lines, but a command is one line (a `command: |` block would run as "
+            "one command whose words are all the lines)",
+            hint='run several commands from a script (command: bash run.sh) or a shell: command: [bash, -c, "..."]',
+        )
+    syntax = shell_syntax(text)
+    if syntax is not None:
+        raise ConfigError(
+            path,
+            f"{value!r} uses shell syntax ({syntax}), but the command runs without a shell: that would be "
+            "passed to the program as words",
+            hint=f"run it through a shell explicitly: command: [bash, -c, {text!r}]",
+        )
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(path, f"cannot split {value!r} like a shell: {exc}") from None
 
 
 _OPERATORS = "|&;<>()"
