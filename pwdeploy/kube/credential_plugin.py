@@ -178,11 +178,38 @@ def _output(
     """The plugin's stdout and stderr, read until both end, within ``timeout`` seconds (one notice after
     ``notice_after``). Once the plugin itself has exited the pipes are read for ``EXIT_GRACE`` seconds more at
     most: a process it left behind holding them (a daemon) is not waited for."""
+    import subprocess
+    import time
+
+    start = time.monotonic()
+    output = _Output(process, plugin)
+    _read_until_closed(process, plugin, output, start, timeout, notice_after, on_notice)
+    try:  # a plugin that closed its pipes and goes on running is given what is left of the timeout
+        process.wait(timeout=max(0.0, timeout - (time.monotonic() - start)))
+    except subprocess.TimeoutExpired:
+        raise ClusterError(
+            f"the credential plugin {plugin.name} of {plugin.whose} did not exit within {timeout:g} s; "
+            "no request was sent",
+            hint=plugin.hint(),
+        ) from None
+    return output.out(), output.err()
+
+
+def _read_until_closed(
+    process: subprocess.Popen[bytes],
+    plugin: Plugin,
+    output: _Output,
+    start: float,
+    timeout: float,
+    notice_after: float,
+    on_notice: Callable[[str], None] | None,
+) -> None:
+    """Read the plugin's pipes until both close, or ``EXIT_GRACE`` seconds after the plugin exited; a
+    ClusterError past ``timeout``."""
     import selectors
     import time
 
-    start, ended_at = time.monotonic(), None
-    output = _Output(process, plugin)
+    ended_at = None
     notice = None if on_notice is None or notice_after >= timeout else start + notice_after
     with selectors.DefaultSelector() as selector:
         for fd in output.streams:
@@ -205,17 +232,6 @@ def _output(
             for key, _ in selector.select(timeout=POLL_S):
                 if not output.read(key.fd):
                     selector.unregister(key.fd)
-    import subprocess
-
-    try:  # a plugin that closed its pipes and goes on running is given what is left of the timeout
-        process.wait(timeout=max(0.0, timeout - (time.monotonic() - start)))
-    except subprocess.TimeoutExpired:
-        raise ClusterError(
-            f"the credential plugin {plugin.name} of {plugin.whose} did not exit within {timeout:g} s; "
-            "no request was sent",
-            hint=plugin.hint(),
-        ) from None
-    return output.out(), output.err()
 
 
 class _Output:

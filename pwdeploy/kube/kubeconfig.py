@@ -82,29 +82,10 @@ def load_kube(
     whole: ``on_notice`` hears what the user should know on the way (a slow credential plugin, credentials not
     sent), ``on_wait`` that a request is slow; ``request_limits`` bound each request (default: the seam's);
     ``rate``: the client-side rate limit (pwdeploy.kube.throttle; None: the environment's, else the default)."""
-    location = kubeconfig_location(kubeconfig)
     configuration = Configuration()
     clock = clock or SystemClock()
-    impersonate: tuple[tuple[str, str], ...] = ()
-    if location is not None:
-        origin = _origin(location, flag_given=kubeconfig is not None)
-        paths = [Path(location).expanduser()] if kubeconfig is not None else kubeconfig_files(location)
-        resolved = resolve(merge(paths, origin), context, origin)
-        whose = f"{origin.location}: user {resolved.user_name!r}"
-        impersonate = impersonation_headers(resolved.user, whose)  # checked before a credential plugin runs
-        _configure(resolved, origin, configuration, clock, on_notice, plugin_limits or PluginLimits())
-        context, namespace = resolved.context, resolved.namespace
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        if context is not None:
-            raise ArgumentError("context", f"{context!r} needs a kubeconfig, and none was found")
-        namespace = _load_in_cluster(configuration)
-    else:
-        raise ConfigError(
-            None,
-            f"no kubeconfig found: $KUBECONFIG is unset, {Path('~/.kube/config').expanduser()} does not exist, and "
-            "this is not a pod with a service account",
-            hint=f"fetch credentials ({GET_CREDENTIALS}) or pass --kubeconfig PATH",
-        )
+    found = _identity(kubeconfig, context, configuration, clock, on_notice, plugin_limits or PluginLimits())
+    context, namespace, impersonate = found
     # Readiness checks send up to 16 requests at once: the pool keeps 16 connections (Kube.request owns retries).
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, 16)
     limits = request_limits or RequestLimits()
@@ -120,6 +101,37 @@ def load_kube(
         on_wait=on_wait,
         impersonate=impersonate,
         throttle=Throttle(rate or limit_from(), clock),
+    )
+
+
+def _identity(
+    kubeconfig: Path | None,
+    context: str | None,
+    configuration: Configuration,
+    clock: Clock,
+    on_notice: Callable[[str], None] | None,
+    plugin_limits: PluginLimits,
+) -> tuple[str | None, str, tuple[tuple[str, str], ...]]:
+    """(context, namespace, Impersonate-* headers) of the kubeconfig's chosen context, or of the pod's service
+    account when there is no kubeconfig, with ``configuration`` set up for it."""
+    location = kubeconfig_location(kubeconfig)
+    if location is not None:
+        origin = _origin(location, flag_given=kubeconfig is not None)
+        paths = [Path(location).expanduser()] if kubeconfig is not None else kubeconfig_files(location)
+        resolved = resolve(merge(paths, origin), context, origin)
+        whose = f"{origin.location}: user {resolved.user_name!r}"
+        impersonate = impersonation_headers(resolved.user, whose)  # checked before a credential plugin runs
+        _configure(resolved, origin, configuration, clock, on_notice, plugin_limits)
+        return resolved.context, resolved.namespace, impersonate
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if context is not None:
+            raise ArgumentError("context", f"{context!r} needs a kubeconfig, and none was found")
+        return context, _load_in_cluster(configuration), ()
+    raise ConfigError(
+        None,
+        f"no kubeconfig found: $KUBECONFIG is unset, {Path('~/.kube/config').expanduser()} does not exist, and "
+        "this is not a pod with a service account",
+        hint=f"fetch credentials ({GET_CREDENTIALS}) or pass --kubeconfig PATH",
     )
 
 
