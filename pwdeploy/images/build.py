@@ -69,25 +69,12 @@ def build_image(
     warnings = inputs.warnings
     if built:
         warnings += destination.base_check(engine) if destination.base_check is not None else ()
-        with tempfile.TemporaryDirectory(prefix="pwdeploy-image-") as scratch:
-            context = Path(scratch, "context.tar")
-            with context.open("wb") as out:
-                write_context(inputs, out)
-            engine.build(context, tag, progress, inputs.platform)
-        verified = verify_jax(engine, tag, inputs.jax_version, destination)
+        verified = _build(destination, inputs, engine, progress, tag)
     platform = inputs.platform if built else None
     if not push:
         return BuildResult(tag, built=built, verified=verified, platform=platform, warnings=warnings)
-    digest = engine.push(tag, progress)
-    entry = inputs.lock_entry(destination.repository, digest)
-    try:
-        lock.record(destination.lock_path, destination.job_name, entry)
-    except OSError as exc:
-        raise BuildError(
-            f"pushed {tag} as {entry.image}, but cannot record it in {destination.lock_path}: {exc.strerror or exc}",
-            hint=f"make {destination.lock_path.parent} writable and run the build again (it will not rebuild), "
-            f"or set {destination.pin_field}: {entry.image}",
-        ) from None
+    entry = inputs.lock_entry(destination.repository, engine.push(tag, progress))
+    _record(destination, entry, tag)
     return BuildResult(
         tag,
         built=built,
@@ -98,6 +85,28 @@ def build_image(
         platform=platform,
         warnings=warnings,
     )
+
+
+def _build(destination: ImageDestination, inputs: ImageInputs, engine: Engine, progress: Progress, tag: str) -> str:
+    """Build ``tag`` from the context written for ``inputs``; the JAX version the image holds."""
+    with tempfile.TemporaryDirectory(prefix="pwdeploy-image-") as scratch:
+        context = Path(scratch, "context.tar")
+        with context.open("wb") as out:
+            write_context(inputs, out)
+        engine.build(context, tag, progress, inputs.platform)
+    return verify_jax(engine, tag, inputs.jax_version, destination)
+
+
+def _record(destination: ImageDestination, entry: lock.LockEntry, tag: str) -> None:
+    """The pushed image in the lock; a lock that cannot be written is an error saying what was pushed."""
+    try:
+        lock.record(destination.lock_path, destination.job_name, entry)
+    except OSError as exc:
+        raise BuildError(
+            f"pushed {tag} as {entry.image}, but cannot record it in {destination.lock_path}: {exc.strerror or exc}",
+            hint=f"make {destination.lock_path.parent} writable and run the build again (it will not rebuild), "
+            f"or set {destination.pin_field}: {entry.image}",
+        ) from None
 
 
 def verify_jax(engine: Engine, tag: str, expected: str, destination: ImageDestination) -> str:

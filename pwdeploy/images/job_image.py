@@ -172,23 +172,8 @@ def _gather(
     if job.image.requirements is not None:
         before = (inputs.requirements_file(job.image.requirements, "image.requirements"),)
     needs_pwdeploy = code.imports_pwdeploy()  # .py files only: digests.IMPORTS_PWDEPLOY
-    if built_with is not None and built_with.pathwaysutils:  # all a check needs: this machine is not asked
-        python, version, pathwaysutils = built_with.python, built_with.pwdeploy, built_with.pathwaysutils
-    else:
-        here = machine or built_with_here()
-        python = built_with.python if built_with else here.python
-        version = built_with.pwdeploy if built_with else here.pwdeploy
-        pathwaysutils = _pathwaysutils_pin(here.pathwaysutils)
-    wheel_digest = None
-    after: tuple[inputs.ContextFile, ...] = ()
-    if needs_pwdeploy:
-        wheel_digest = built_with.pwdeploy_wheel if built_with else None
-        if wheel_digest is None:
-            data = (build_wheel or _build_wheel)(version)
-            wheel_digest = sha256(data).hexdigest()
-            after = (inputs.ContextFile(wheel_name(version), data),)
-        else:  # the recorded wheel: its digest is all the hash needs
-            after = (inputs.ContextFile(wheel_name(version), b"", digest=wheel_digest),)
+    python, version, pathwaysutils = _built_with(built_with, machine)
+    wheel_digest, after = _wheel(version, built_with, build_wheel) if needs_pwdeploy else (None, ())
     values = {
         "workdir": workdir(job),
         "pwdeploy_version": version,
@@ -210,6 +195,27 @@ def _gather(
         official or client_python(job, python),
         lock.BuiltWith(python, version, pathwaysutils, wheel_digest),
     )
+
+
+def _built_with(built_with: lock.BuiltWith | None, machine: lock.BuiltWith | None) -> tuple[str, str, str]:
+    """(Python, pwdeploy, pathwaysutils) the image is built with: the recorded ones, else this machine's."""
+    if built_with is not None and built_with.pathwaysutils:  # all a check needs: this machine is not asked
+        return built_with.python, built_with.pwdeploy, built_with.pathwaysutils
+    here = machine or built_with_here()
+    python = built_with.python if built_with else here.python
+    version = built_with.pwdeploy if built_with else here.pwdeploy
+    return python, version, _pathwaysutils_pin(here.pathwaysutils)
+
+
+def _wheel(
+    version: str, built_with: lock.BuiltWith | None, build_wheel: Callable[[str], bytes] | None
+) -> tuple[str, tuple[inputs.ContextFile, ...]]:
+    """(the pwdeploy wheel's digest, the context file): the recorded wheel's digest is all the hash needs."""
+    wheel_digest = built_with.pwdeploy_wheel if built_with else None
+    if wheel_digest is not None:
+        return wheel_digest, (inputs.ContextFile(wheel_name(version), b"", digest=wheel_digest),)
+    data = (build_wheel or _build_wheel)(version)
+    return sha256(data).hexdigest(), (inputs.ContextFile(wheel_name(version), data),)
 
 
 def _build_wheel(version: str) -> bytes:

@@ -32,17 +32,7 @@ def pin_pushed(
     """
     warnings: list[str] = []
     if job.sidecar.repository is not None and job.sidecar.image is None:
-        from pwdeploy.images import sidecar_image  # here: a job without a sidecar to pin does not import it
-
-        image = _pushed(
-            job,
-            sidecar_image.lock_path(job),
-            job.sidecar.repository,
-            lambda built_with: sidecar_image.inputs_hash(job, built_with, machine=machine),
-            lambda: machine or sidecar_image.built_with_here(),
-            ("sidecar", "sidecar", "sidecar.image"),
-            warnings,
-        )
+        image = _pushed_sidecar(job, machine, warnings)
         if image is not None:
             job = job._replace(sidecar=job.sidecar._replace(image=image))
     if not job.headless and job.image.repository is not None and job.main.image is None:
@@ -60,6 +50,21 @@ def pin_pushed(
         if image is not None:
             job = job._replace(main=job.main._replace(image=image))
     return job, warnings
+
+
+def _pushed_sidecar(job: JobConfig, machine: lock.BuiltWith | None, warnings: list[str]) -> str | None:
+    from pwdeploy.images import sidecar_image  # here: a job without a sidecar to pin does not import it
+
+    assert job.sidecar.repository is not None
+    return _pushed(
+        job,
+        sidecar_image.lock_path(job),
+        job.sidecar.repository,
+        lambda built_with: sidecar_image.inputs_hash(job, built_with, machine=machine),
+        lambda: machine or sidecar_image.built_with_here(),
+        ("sidecar", "sidecar", "sidecar.image"),
+        warnings,
+    )
 
 
 def _pushed(
