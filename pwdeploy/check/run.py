@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from pwdeploy.check.locate import locate
+from pwdeploy.check.locate import Entry, locate
 from pwdeploy.check.program import Module
 from pwdeploy.check.results import Report, at
 from pwdeploy.check.rule import Context, Hit, Known, Rule
@@ -187,28 +187,8 @@ def _check(job: JobConfig | None, paths: Sequence[Path], *, cwd: Path | None, co
         cwd, entry=(entry is not None and entry.script is not None) or first_file, grammar=_grammar(job, paths)
     )
     if entry is not None:
-        if entry.script is None and not entry.not_python:
-            raise ConfigError(
-                "main.command",
-                entry.missing,
-                hint="set PYTHONPATH in main.env as the job's image has it (e.g. src for a src/ layout), or fix "
-                "main.command",
-            )
-        if entry.script is None:
-            reader.notes.append(f"{entry.missing}: name the program's sources as PATHs")
-        else:
-            imports = reader.add(entry.script, entry.name, entry=True)
-            if imports is not None:
-                reader.follow(imports, entry.roots)
-    for item in python_files(paths):
-        if isinstance(item, Skipped):
-            reader.skipped(item)
-            continue
-        file, root = item
-        is_entry = first_file and reader.entry is None
-        imports = reader.add(file, module_name(file, root), entry=is_entry)
-        if is_entry and imports is not None:
-            reader.follow(imports, [file.parent])  # without -f, the first file named is the entry module
+        _read_entry(reader, entry)
+    _read_paths(reader, paths, first_file=first_file)
     if not reader.files:
         why = "; ".join(reader.notes) or "no .py file in " + ", ".join(str(p) for p in paths)
         raise ConfigError(
@@ -222,6 +202,37 @@ def _check(job: JobConfig | None, paths: Sequence[Path], *, cwd: Path | None, co
     return Report(
         findings=reader.findings, files=reader.files, ignored=reader.ignored, notes=reader.notes, skipped=reader.skips
     )
+
+
+def _read_entry(reader: Reader, entry: Entry) -> None:
+    """The job's entry module and what it imports from the job's folders; a Python command whose module cannot
+    be found is an error, a command that runs no Python a note."""
+    if entry.script is None and not entry.not_python:
+        raise ConfigError(
+            "main.command",
+            entry.missing,
+            hint="set PYTHONPATH in main.env as the job's image has it (e.g. src for a src/ layout), or fix "
+            "main.command",
+        )
+    if entry.script is None:
+        reader.notes.append(f"{entry.missing}: name the program's sources as PATHs")
+        return
+    imports = reader.add(entry.script, entry.name, entry=True)
+    if imports is not None:
+        reader.follow(imports, entry.roots)
+
+
+def _read_paths(reader: Reader, paths: Sequence[Path], *, first_file: bool) -> None:
+    """The files PATHs name; without -f, the first file named is the entry module, whose imports are followed."""
+    for item in python_files(paths):
+        if isinstance(item, Skipped):
+            reader.skipped(item)
+            continue
+        file, root = item
+        is_entry = first_file and reader.entry is None
+        imports = reader.add(file, module_name(file, root), entry=is_entry)
+        if is_entry and imports is not None:
+            reader.follow(imports, [file.parent])
 
 
 def _grammar(job: JobConfig | None, paths: Sequence[Path]) -> JobPython | None:
