@@ -265,18 +265,12 @@ def _look(
     """One look at the job; True when following is done."""
     jobset = look.jobset
     elapsed = kube.clock.now() - was.at
-    if jobset is None:
-        _detect(seen, "job_ended", "the JobSet was deleted", elapsed, kube, say)
-        seen.stopped = "job_ended"
+    if jobset is not None:
+        seen.restarts = js.restarts(jobset)
+        seen.counted = int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0)
+    if _ended(jobset, seen, elapsed, kube, say):
         return True
-    seen.restarts = js.restarts(jobset)
-    seen.counted = int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0)
-    state = job_state(jobset)
-    if state.phase in TERMINAL:
-        seen.first_failed_job = seen.first_failed_job or first_failed_job(state.message)
-        _detect(seen, "job_ended", f"the JobSet is {state.phase} ({state.reason})", elapsed, kube, say)
-        seen.stopped = "job_ended"
-        return True
+    assert jobset is not None
     if seen.restarts > was.restarts:
         if seen.first_failed_job is None:
             seen.first_failed_job = restart_event_job(kube, namespace, name)
@@ -296,6 +290,20 @@ def _look(
             seen.notes.append("main reported no step before the fault: steps after it are not awaited")
         return True
     return False
+
+
+def _ended(jobset: Object | None, seen: Observed, elapsed: float, kube: Kube, say: Callable[[str], None]) -> bool:
+    """Whether the job ended: its JobSet deleted, or Completed or Failed."""
+    if jobset is None:
+        _detect(seen, "job_ended", "the JobSet was deleted", elapsed, kube, say)
+    else:
+        state = job_state(jobset)
+        if state.phase not in TERMINAL:
+            return False
+        seen.first_failed_job = seen.first_failed_job or first_failed_job(state.message)
+        _detect(seen, "job_ended", f"the JobSet is {state.phase} ({state.reason})", elapsed, kube, say)
+    seen.stopped = "job_ended"
+    return True
 
 
 def _pod_reactions(

@@ -41,20 +41,8 @@ class SessionOptions(NamedTuple):
 def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions, around: Surroundings) -> int:
     """The session: checks, wait, forward, command or hold; its exit status (the command's; 130 for a Ctrl-C
     while waiting; 0 for one while holding the forward)."""
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.session.headless import client_env, proxy_port
-
     _check_flags(options, around)
-    listener = None if options.print_env else bind_local(options.local_port)
-    try:
-        jobset = js.require_jobset(kube, namespace, name)
-        port = proxy_port(jobset)  # a job that is not headless stops here, before anything is started or deleted
-        _check_version(jobset, options.strict_version, around)
-        wanted = client_env(jobset)
-    except BaseException:
-        if listener is not None:
-            listener.close()
-        raise
+    listener, port, wanted = _first_look(kube, namespace, name, options, around)
     say = _printable(around.say)
     forwarder: Forwarder | None = None
     holding = False
@@ -82,6 +70,26 @@ def run_session(kube: Kube, namespace: str, name: str, options: SessionOptions, 
         elif listener is not None:
             listener.close()
         _end(kube, namespace, name, say, delete=options.delete_on_exit)
+
+
+def _first_look(
+    kube: Kube, namespace: str, name: str, options: SessionOptions, around: Surroundings
+) -> tuple[socket.socket | None, int, dict[str, str]]:
+    """(the local port's listener, bound first so that a busy port stops the session at once; the proxy's port;
+    the client's environment) of a headless job: one that is not stops here, before anything is started."""
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.session.headless import client_env, proxy_port
+
+    listener = None if options.print_env else bind_local(options.local_port)
+    try:
+        jobset = js.require_jobset(kube, namespace, name)
+        port = proxy_port(jobset)
+        _check_version(jobset, options.strict_version, around)
+        return listener, port, client_env(jobset)
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
 
 
 def _check_flags(options: SessionOptions, around: Surroundings) -> None:
