@@ -18,7 +18,9 @@ Texts matched:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
+from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
 from pwdeploy.cluster.diagnose import pathways
@@ -204,45 +206,95 @@ def crash_looping(c: p.Container) -> bool:
     return ((c.status.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
 
 
+class Termination(NamedTuple):
+    """A container that ended (now, or last time while it crash-loops), as the rules below read it."""
+
+    c: p.Container
+    log: LogTail | None  # its last lines, when read
+    job: str
+    code: int  # its exit code
+    reason: str  # the kubelet's (OOMKilled, Error, ...)
+    now: bool  # ended now, not last time
+    looping: bool  # in CrashLoopBackOff
+    ran: str  # what it did, as the evidence starts
+
+    @property
+    def container(self) -> str:
+        return str(self.c.spec.get("name"))
+
+    def observe(self, cause: Cause, key: str, evidence: str, fix: str) -> list[Observation]:
+        """The one observation of ``cause``: an error while the container is down or crash-looping, a warning
+        once it runs again (or the Job replaced its pod)."""
+        severity: Severity = "error" if self.now or self.looping else "warning"
+        return [cause.observe(p.role(self.c.pod), p.name(self.c.pod), key, evidence, severity=severity, fix=fix)]
+
+
 def _terminated(c: p.Container, log: LogTail | None, job: str) -> list[Observation]:
+    """What a container that ended says: the first rule of TERMINATIONS that names it."""
+    ended = _termination(c, log, job)
+    if ended is None:
+        return []
+    return next(found for rule in TERMINATIONS if (found := rule(ended)) is not None)
+
+
+def _termination(c: p.Container, log: LogTail | None, job: str) -> Termination | None:
     looping = crash_looping(c)
     last = (c.status.get("lastState") or {}).get("terminated")
     ended = _ended(c) or ((last, False) if looping and isinstance(last, dict) else None)  # exit 0, again and again
     if ended is None or p.disrupted(c.pod):
-        return []
+        return None
     term, now = ended
     code, reason = int(str(term.get("exitCode") or 0)), str(term.get("reason") or "")
-    container, role, pod = str(c.spec.get("name")), p.role(c.pod), p.name(c.pod)
-    severity: Severity = "error" if now or looping else "warning"
     restarts = int(c.status.get("restartCount") or 0)
     signal = " = SIGBUS" if code == SIGBUS_EXIT else ""
-    ran = f"container {container} terminated: {reason or 'Error'} (exit {code}{signal})" + (
-        f", restarted {restarts} times" if restarts else ""
-    )
+    ran = f"container {c.spec.get('name')} terminated: {reason or 'Error'} (exit {code}{signal})"
+    ran += f", restarted {restarts} times" if restarts else ""
     ran += ", now in CrashLoopBackOff (the kubelet keeps restarting it)" if looping else ""
-    if reason == "OOMKilled":
-        limit, field = p.memory_limit(c), p.MEMORY_FIELD.get(container, "the container's memory limit")
-        fix = (
-            f"raise {field} (now {limit})" if limit else f"the node ran out of memory: set {field} or use a larger host"
-        )
-        evidence = f"{ran}; memory limit {limit or 'none'}"
-        return [OOM_KILLED.observe(role, pod, container, evidence, severity=severity, fix=fix)]
-    if code == SIGBUS_EXIT:
-        shm = p.shm_volume(c)
-        size = f"/dev/shm sizeLimit {shm[1]}" if shm else "no memory-backed /dev/shm"
-        field = p.shm_field(c, shm[0]) if shm else "main.shm_size / tpu.shm_size"
-        fix = f"/dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
-        return [SHM_EXHAUSTED.observe(role, pod, container, f"{ran}; {size}", severity=severity, fix=fix)]
-    if _stopped_by_kubelet(c, code) and not looping:
-        return []  # a sidecar stopped with its pod
-    if log is not None and pathways.classify(log.lines) is not None:
-        return []  # the Pathways rules name this one from its log
-    tail = [line for line in (log.lines if log else []) if line.strip()][-LAST_LINES:]
-    evidence = ran + (f"; last log lines: {' | '.join(quote(line, 200) for line in tail)}" if tail else "")
-    fix = f"read the whole log: pwdeploy logs {job} --component {_component(container)}{_where(c.pod)}" + (
-        " --previous" if not now else ""
-    )
-    return [CRASH.observe(role, pod, f"{container}/{code}", evidence, severity=severity, fix=fix)]
+    return Termination(c, log, job, code, reason, now, looping, ran)
+
+
+def _oom_killed(t: Termination) -> list[Observation] | None:
+    if t.reason != "OOMKilled":
+        return None
+    limit, field = p.memory_limit(t.c), p.MEMORY_FIELD.get(t.container, "the container's memory limit")
+    fix = f"raise {field} (now {limit})" if limit else f"the node ran out of memory: set {field} or use a larger host"
+    return t.observe(OOM_KILLED, t.container, f"{t.ran}; memory limit {limit or 'none'}", fix)
+
+
+def _sigbus(t: Termination) -> list[Observation] | None:
+    if t.code != SIGBUS_EXIT:
+        return None
+    shm = p.shm_volume(t.c)
+    size = f"/dev/shm sizeLimit {shm[1]}" if shm else "no memory-backed /dev/shm"
+    field = p.shm_field(t.c, shm[0]) if shm else "main.shm_size / tpu.shm_size"
+    fix = f"/dev/shm filled up: raise {field}" + (f" (now {shm[1]})" if shm and shm[1] else "")
+    return t.observe(SHM_EXHAUSTED, t.container, f"{t.ran}; {size}", fix)
+
+
+def _sidecar_stopped(t: Termination) -> list[Observation] | None:
+    return [] if _stopped_by_kubelet(t.c, t.code) and not t.looping else None  # a sidecar stopped with its pod
+
+
+def _named_by_pathways(t: Termination) -> list[Observation] | None:
+    return [] if t.log is not None and pathways.classify(t.log.lines) is not None else None  # its log's rules
+
+
+def _crash(t: Termination) -> list[Observation]:
+    tail = [line for line in (t.log.lines if t.log else []) if line.strip()][-LAST_LINES:]
+    evidence = t.ran + (f"; last log lines: {' | '.join(quote(line, 200) for line in tail)}" if tail else "")
+    fix = f"read the whole log: pwdeploy logs {t.job} --component {_component(t.container)}{_where(t.c.pod)}"
+    return t.observe(CRASH, f"{t.container}/{t.code}", evidence, fix + (" --previous" if not t.now else ""))
+
+
+# What an ended container is, in order: the first rule that names it decides (None: not this one; []: nothing
+# to say of it).
+TERMINATIONS: tuple[Callable[[Termination], list[Observation] | None], ...] = (
+    _oom_killed,
+    _sigbus,
+    _sidecar_stopped,
+    _named_by_pathways,
+    _crash,
+)
 
 
 def _where(pod: p.Object) -> str:
