@@ -97,6 +97,15 @@ def backoff(job: JobConfig) -> Manifest:
     }
 
 
+# A worker pod is replaced once it has stopped (phase Failed), not as soon as it is terminating, Kubernetes'
+# default: the pod it replaces still holds its host's TPU chips and host-network ports until it stops, so an early
+# replacement waits Pending meanwhile, where the cluster autoscaler may scale up a node pool for it and Kueue does
+# not count the terminating pod against the quota; JAX expects one pod per index at a time (Kubernetes blog
+# "v1.34: Pod Replacement Policy for Jobs Goes GA", KEP-3939). Cluster Toolkit renders it on its Pathways workers
+# (v1.98.0, pkg/orchestrator/gke/templates/pathways_jobset.tmpl). GA in Kubernetes 1.34, on by default from 1.29.
+REPLACE_ONCE_FAILED = "Failed"
+
+
 def worker_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
     """One Job per slice; each on a node pool of its own, except a dynamic slice, which spans the sub-blocks' pools
     (Cluster Toolkit drops the exclusive topology there too)."""
@@ -110,6 +119,7 @@ def worker_replicated_job(job: JobConfig, pod: Manifest) -> Manifest:
             metadata=c.drop_none(annotations=exclusive),
             spec={
                 **backoff(job),
+                "podReplacementPolicy": REPLACE_ONCE_FAILED,
                 "completionMode": "Indexed",
                 "completions": vms,
                 "parallelism": vms,
