@@ -74,6 +74,12 @@ def instructions(text: str) -> list[tuple[str, str]]:
 
 # ------------------------------------------------------------------------------------------ Dockerfile
 
+# The import test's steps, last: a job with sidecar.source_dir src holding the package mypkg.
+IMPORT_TEST = [
+    ("COPY", "pwdeploy_sidecar_imports.py /opt/pwdeploy/sidecar_imports.py"),
+    ("RUN", "/opt/venv/bin/python /opt/pwdeploy/sidecar_imports.py mypkg"),
+]
+
 
 @pytest.mark.parametrize("name", ["Dockerfile.sidecar", "Dockerfile.job"])
 def test_packaged_templates_are_the_reviewed_docker_dockerfiles(name: str) -> None:
@@ -108,6 +114,7 @@ def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
         ),
         ("COPY", "code/ /app/"),
         ("ENV", "PYTHONPATH=/app${PYTHONPATH:+:$PYTHONPATH}"),
+        *IMPORT_TEST,
     ]
     assert not any(word in ("ENTRYPOINT", "CMD") for word, _ in steps), "the base entrypoint must be kept"
 
@@ -115,9 +122,9 @@ def test_dockerfile_with_code_requirements_and_pip_args(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("sidecar", "expected"),
     [
-        ({"source_dir": "src"}, ["FROM", "LABEL", "COPY", "ENV"]),
-        ({"requirements": "requirements.txt"}, ["FROM", "LABEL", "COPY", "RUN"]),
-        ({}, ["FROM", "LABEL"]),
+        ({"source_dir": "src"}, ["FROM", "LABEL", "COPY", "ENV", "COPY", "RUN"]),
+        ({"requirements": "requirements.txt"}, ["FROM", "LABEL", "COPY", "RUN", "COPY", "RUN"]),
+        ({}, ["FROM", "LABEL", "COPY", "RUN"]),
     ],
 )
 def test_dockerfile_keeps_only_configured_steps(tmp_path: Path, sidecar: dict[str, Any], expected: list[str]) -> None:
@@ -261,7 +268,13 @@ def test_build_context_tar_holds_exactly_the_inputs(tmp_path: Path) -> None:
     assert blobs[0] == blobs[1], "same inputs, same context bytes"
     with tarfile.open(fileobj=io.BytesIO(blobs[0])) as tar:
         members = {m.name: m for m in tar.getmembers()}
-        assert sorted(members) == ["Dockerfile", "code/mypkg/__init__.py", "code/run.sh", "requirements.txt"]
+        assert sorted(members) == [
+            "Dockerfile",
+            "code/mypkg/__init__.py",
+            "code/run.sh",
+            "pwdeploy_sidecar_imports.py",
+            "requirements.txt",
+        ]
         assert members["code/run.sh"].mode == 0o755 and members["requirements.txt"].mode == 0o644
         assert {m.mtime for m in members.values()} == {0}
         assert tar.extractfile("Dockerfile").read().decode() == found.dockerfile  # type: ignore[union-attr]
@@ -500,7 +513,12 @@ def test_example_sidecar_dockerfile(runner: CliRunner) -> None:
     found = spec.collect(
         load_job(EXAMPLE / "job.yaml", {"sidecar.python_version": "3.11"}, installed_jax=lambda: "0.10.2")
     )
-    assert [f.name for f in found.files] == ["requirements.txt", "code/dp_data/__init__.py"]
+    assert [f.name for f in found.files] == [
+        "pwdeploy_sidecar_imports.py",
+        "requirements.txt",
+        "code/dp_data/__init__.py",
+    ]
+    assert steps[-1] == ("RUN", "/opt/venv/bin/python /opt/pwdeploy/sidecar_imports.py dp_data")
 
 
 def test_example_sidecar_code_is_deterministic_host_data() -> None:

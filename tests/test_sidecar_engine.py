@@ -56,6 +56,17 @@ while [ $# -gt 0 ]; do
 done
 """
 ENTRYPOINT = '#!/bin/sh\necho "stand-in colocated-python server: $*"\n'
+FAKE_PYTHON = """#!/bin/sh
+# Stand-in for the base's Python, for the import test only: records its arguments, and fails on a module named
+# fail_import as the real script fails on a module that does not import.
+echo "python $*" >> /opt/venv/python-calls.log
+for arg in "$@"; do
+  if [ "$arg" = "fail_import" ]; then
+    echo "pwdeploy sidecar import test failed: fail_import does not import (ImportError: stand-in)" >&2
+    exit 1
+  fi
+done
+"""
 
 
 def _docker(env: dict[str, str], *args: str, stdin: bytes | None = None) -> str:
@@ -136,6 +147,7 @@ def base_image(docker_env: dict[str, str]) -> str:
             link.type, link.linkname = tarfile.SYMTYPE, "busybox"
             tar.addfile(link)
         add("opt/venv/bin/pip", FAKE_PIP.encode(), 0o755)
+        add("opt/venv/bin/python", FAKE_PYTHON.encode(), 0o755)
         add("opt/venv/server_constraints.txt", b"jax==0.10.2\njaxlib==0.10.2\n")
         add("opt/entrypoint.sh", ENTRYPOINT.encode(), 0o755)
     _docker(
@@ -173,7 +185,7 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
     image = result.stdout.strip()
     repository = image.split("@")[0]
     assert image.startswith(f"{REGISTRY}/pwdeploy-test/sidecar-") and "@sha256:" in image
-    assert "[4/6] RUN /opt/venv/bin/pip install" in result.stderr and f"as {image}" in result.stderr
+    assert "[4/8] RUN /opt/venv/bin/pip install" in result.stderr and f"as {image}" in result.stderr
     assert "for linux/amd64; jax checked by the base image's tag (jax_V), before the build" in result.stderr
     # The lock names this digest, and the job now resolves its sidecar to it.
     job = load_job(project / "job.yaml")
@@ -194,7 +206,10 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
     }
     served = _docker(docker_env, "run", "--rm", "--network", "none", image)
     assert served.strip() == "stand-in colocated-python server: --serve", "the base entrypoint and cmd are kept"
-    script = "cat /app/mypkg/__init__.py; cat /opt/venv/pip-calls.log; echo PYTHONPATH=$PYTHONPATH"
+    script = (
+        "cat /app/mypkg/__init__.py; cat /opt/venv/pip-calls.log; echo PYTHONPATH=$PYTHONPATH; "
+        "cat /opt/venv/python-calls.log"
+    )
     inside = _docker(docker_env, "run", "--rm", "--network", "none", "--entrypoint", "/bin/sh", image, "-c", script)
     marker = (project / "src" / "mypkg" / "__init__.py").read_text()
     assert inside.splitlines() == [
@@ -202,7 +217,19 @@ def test_build_push_pull_by_digest_and_run(runner: CliRunner, docker_env: dict[s
         "pip install --no-cache-dir -c /opt/venv/server_constraints.txt --no-index -r /opt/pwdeploy/requirements.txt",
         "grain==0.2.10",
         "PYTHONPATH=/app",
+        "python /opt/pwdeploy/sidecar_imports.py mypkg",  # the import test ran in the build
     ]
+
+
+def test_a_module_that_does_not_import_fails_the_build_naming_it(
+    runner: CliRunner, docker_env: dict[str, str], project: Path
+) -> None:
+    (project / "src" / "fail_import.py").write_text("raise ImportError\n")
+    result = _sidecar(runner, docker_env, project)
+    assert result.exit_code != 0
+    assert "failed at step 8/8: RUN /opt/venv/bin/python /opt/pwdeploy/sidecar_imports.py fail_import" in result.stderr
+    assert "pwdeploy sidecar import test failed: fail_import does not import" in result.stderr
+    assert not (project / "pwdeploy-sidecar.lock").exists()
 
 
 def test_unchanged_inputs_are_up_to_date_and_changes_rebuild(
@@ -231,7 +258,7 @@ def test_failed_build_names_the_step_and_writes_no_lock(
     message = result.stderr.split("error: ", 1)[1]
     assert (
         message.startswith("docker build of 127.0.0.1:5000/pwdeploy-test/sidecar-")
-        and "failed at step 4/6: RUN /opt/venv/bin/pip install" in message
+        and "failed at step 4/8: RUN /opt/venv/bin/pip install" in message
     )
     assert "ERROR: Could not find a version that satisfies the requirement FAIL-INSTALL" in message
     assert "Traceback" not in result.stderr and result.stdout == ""

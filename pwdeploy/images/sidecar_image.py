@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pwdeploy import __version__
+from pwdeploy import __version__, sidecar_imports
 from pwdeploy.config import JobConfig, check_image_pinned
 from pwdeploy.errors import ConfigError
 from pwdeploy.images import inputs, lock, source_folder
@@ -115,7 +115,10 @@ def collect(
         base_image=base_image(job, machine.python),
         python_version=client_python(job, machine.python),
         jax_version=job.pathways_version,
-        warnings=code.credential_warnings("sidecar.source_dir") if code is not None else (),
+        warnings=(
+            *(code.credential_warnings("sidecar.source_dir") if code is not None else ()),
+            *filter(None, [sidecar_imports.orbax_mismatch(job)]),
+        ),
         built_with=lock.BuiltWith(python=machine.python, pwdeploy=machine.pwdeploy),
     )
 
@@ -138,8 +141,9 @@ def inputs_hash(
 
 
 def _parts(job: JobConfig) -> tuple[list[inputs.ContextFile], inputs.Folder | None]:
-    """The requirements file (when set) and the scanned sidecar.source_dir (when set), in the context's order."""
-    files = []
+    """The import test's script, the requirements file (when set) and the scanned sidecar.source_dir (when set),
+    in the context's order."""
+    files = [inputs.ContextFile(sidecar_imports.SCRIPT_NAME, sidecar_imports.SCRIPT.encode())]
     if job.sidecar.requirements is not None:
         files.append(inputs.requirements_file(job.sidecar.requirements, "sidecar.requirements"))
     code = None
@@ -152,6 +156,7 @@ def _template_inputs(job: JobConfig, machine: lock.BuiltWith) -> tuple[dict[str,
     values = {
         "pwdeploy_version": machine.pwdeploy,
         "pip_args": "".join(" " + shlex.quote(arg) for arg in job.sidecar.pip_args),
+        "import_args": "".join(" " + shlex.quote(arg) for arg in sidecar_imports.arguments(job)),
     }
     return values, {"requirements": job.sidecar.requirements is not None, "source": job.sidecar.source_dir is not None}
 

@@ -78,6 +78,7 @@ def run_local(
     from pwdeploy.local.mtc_stand_in import standing_in
     from pwdeploy.local.restarts import rendered_jobset
     from pwdeploy.local.runner import check_startable
+    from pwdeploy.local.sidecar_probe import sidecar_import_warnings
     from pwdeploy.local.transfers import probed
 
     say = around.say
@@ -98,6 +99,7 @@ def run_local(
         if check_program is not None:
             _check_program(check_program, local_plan, say)
         check_startable(local_plan.command, cwd=local_plan.cwd, env={**around.environ, **local_plan.env})
+        sidecar_import_warnings(job, local_plan.command, {**around.environ, **local_plan.env}, local_plan.cwd, say)
         local_plan = _usable_gcs_cache(local_plan, say)
         child_env = {**around.environ, **local_plan.env}
         if options.resume:
