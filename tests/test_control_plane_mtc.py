@@ -100,8 +100,8 @@ def _established(crd: dict[str, Any]) -> bool:
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
-def mtc_rows(plane: ControlPlane, *, user: bool = False) -> dict[str, dict[str, Any]]:
-    flags = [*job_flags("mtc-a", "default" if not user else plane.user_namespace), "--mtc"]
+def mtc_rows(plane: ControlPlane, *extra: str, user: bool = False) -> dict[str, dict[str, Any]]:
+    flags = [*job_flags("mtc-a", "default" if not user else plane.user_namespace), "--mtc", *extra]
     flags += ["--sidecar-image", "us-docker.pkg.dev/p/r/sidecar:1"]
     answer = pwdeploy(plane, "preflight", *flags, "--cluster", "--no-gcs", "--no-check", "-o", "json", user=user)
     assert answer.stdout, answer.stderr
@@ -125,6 +125,11 @@ def test_the_mtc_rows_read_what_the_add_ons_made(mtc_cluster: ControlPlane) -> N
         right = mtc_rows(mtc_cluster)["mtc-configuration"]
         assert right["status"] == "ok", right
         assert "bucket 'mtc-backups'" in right["detail"] and "nodes@p.iam.gserviceaccount.com" in right["detail"]
+        named = mtc_rows(mtc_cluster, "--mtc-backup-bucket", "gs://mtc-backups")["mtc-configuration"]
+        assert named["status"] == "ok", named
+        other = mtc_rows(mtc_cluster, "--mtc-backup-bucket", "gs://other-bucket")["mtc-configuration"]
+        assert other["status"] == "warn" and "not mtc.backup_bucket (gs://other-bucket)" in other["detail"], other
+        assert other["fix"].startswith("set mtc.backup_bucket: gs://mtc-backups")
     finally:
         api.delete(configuration(MACHINE))
 

@@ -109,6 +109,7 @@ def constraints(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[s
         (mtc_constraints.NEEDS_SIDECAR_FIELDS, mtc_constraints.needs_sidecar),
         (mtc_constraints.RAMDISK_FIELDS, mtc_constraints.ramdisk_dir),
         (mtc_constraints.INTERVAL_FIELDS, mtc_constraints.backup_interval),
+        (mtc_constraints.BUCKET_FIELDS, mtc_constraints.backup_bucket),
         (storage_volumes.CHECK_FIELDS, storage_volumes.check_volumes),
         (storage_constraints.PLACEMENT_FIELDS, storage_constraints.checkpoints_apart),
         (("proxy_env", "rm_env", "rm_flags"), _components),

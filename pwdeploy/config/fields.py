@@ -262,6 +262,10 @@ FIELDS: tuple[Field, ...] = (
       "--mtc-backup-minutes", minimum=1),
     _("mtc.backup_interval_steps", Kind.INT, None,
       "Steps between the MTC driver's backups to GCS, instead of minutes", "--mtc-backup-steps", minimum=1),
+    _("mtc.backup_bucket", Kind.GCS, None,
+      "The bucket the cluster's CheckpointConfiguration backs up to (gs://BUCKET), when you want it checked: "
+      "preflight asks GCS whether it has hierarchical namespace (MTC's backups need it) and checks that the "
+      "CheckpointConfiguration selecting the slices' nodes names it", "--mtc-backup-bucket"),
     _("image.repository", Kind.STR, None,
       "Where `pwdeploy image build` tags and pushes the job image (registry/repo); render pins main.image to it",
       "--image-repository"),

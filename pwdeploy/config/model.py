@@ -158,6 +158,7 @@ class MtcConfig(NamedTuple):
     ramdisk_dir: str = "/tmp/mtc_checkpoints"
     backup_interval_minutes: int | None = None  # exactly one of the two is set once the config loaded
     backup_interval_steps: int | None = None
+    backup_bucket: GcsPath | None = None  # the CheckpointConfiguration's bucket, for preflight to check
 
 
 class ImagesConfig(NamedTuple):

@@ -22,6 +22,7 @@ from pwdeploy.errors import ConfigError
 NEEDS_SIDECAR_FIELDS = ("mtc.enabled", "sidecar.image", "sidecar.repository")
 RAMDISK_FIELDS = ("mtc.enabled", "mtc.ramdisk_dir")
 INTERVAL_FIELDS = ("mtc.enabled", "mtc.backup_interval_minutes", "mtc.backup_interval_steps")
+BUCKET_FIELDS = ("mtc.enabled", "mtc.backup_bucket")
 DEFAULT_BACKUP_MINUTES = 30  # Orbax's, when neither interval is given
 RESERVED = ("/dev", "/proc", "/sys", "/etc", "/bin", "/sbin", "/usr", "/lib", "/lib64")  # Cluster Toolkit's list
 # What else the worker pod mounts, by where (pwdeploy.manifests.worker and .variants).
@@ -80,3 +81,18 @@ def backup_interval(parsed: Mapping[str, Any]) -> dict[str, Any] | None:
     if minutes is None and steps is None:
         return {"mtc.backup_interval_minutes": DEFAULT_BACKUP_MINUTES}
     return None
+
+
+def backup_bucket(parsed: Mapping[str, Any]) -> None:
+    """A bucket, as the CheckpointConfiguration names one (cloudStorageBucketName), for a job with MTC."""
+    bucket = parsed["mtc.backup_bucket"]
+    if bucket is None:
+        return
+    if not parsed["mtc.enabled"]:
+        raise ConfigError("mtc.backup_bucket", "is checked only for a job with mtc.enabled (--mtc); remove it")
+    if bucket.prefix:
+        raise ConfigError(
+            "mtc.backup_bucket",
+            f"{bucket.uri!r} names a folder; the CheckpointConfiguration names a bucket",
+            hint=f"gs://{bucket.bucket}",
+        )

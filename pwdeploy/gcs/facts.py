@@ -23,6 +23,7 @@ class BucketMeta:
     location_type: str | None  # region, dual-region, multi-region
     lifecycle_rules: int
     rules: Rules = field(default_factory=Rules)  # the Delete rules among them that can reach live objects
+    hierarchical_namespace: bool | None = None  # hierarchicalNamespace.enabled; None: GCS did not say
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,14 @@ def read_meta(bucket: Any) -> BucketMeta:
         rules = list(bucket.lifecycle_rules or [])
     except (KeyError, TypeError, AttributeError) as exc:  # the client library reads each rule's action type
         raise GcsFailure("error", f"the bucket's lifecycle rules are not in the expected form ({exc!r})") from None
-    return BucketMeta(str(bucket.location or "unknown"), bucket.location_type, len(rules), read_rules(rules))
+    hns = getattr(bucket, "hierarchical_namespace_enabled", None)  # a stand-in bucket may not have the property
+    return BucketMeta(
+        str(bucket.location or "unknown"),
+        bucket.location_type,
+        len(rules),
+        read_rules(rules),
+        hns if isinstance(hns, bool) else None,
+    )
 
 
 def test_permissions(bucket: Any, permissions: list[str]) -> IamAnswer:

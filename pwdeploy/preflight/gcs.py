@@ -19,6 +19,7 @@ from pwdeploy.gcs import iam as perms
 from pwdeploy.gcs import storage_client as gcs_client
 from pwdeploy.gcs.facts import gather
 from pwdeploy.preflight.gcs_evaluate import Context, evaluate, gcs_row, placement_row
+from pwdeploy.preflight.mtc_bucket import mtc_backup_row
 from pwdeploy.report import PreflightReport, PreflightRow, Status
 
 REGION = re.compile(r"[a-z]+-[a-z]+[0-9]+")
@@ -55,7 +56,8 @@ def check_gcs(job: JobConfig, *, client_factory: Callable[[], Any], region: str 
         results.extend(evaluate(facts, uses, ctx))
         if facts.meta_error is not None and facts.meta_error.kind in ("unreachable", "credentials"):
             unreachable = f"gs://{bucket}"
-    return PreflightReport((*results, *placement), principal=principal, notes=(WORKLOAD_NOTE,))
+    backup = [r for r in (mtc_backup_row(job, client, region),) if r is not None] if unreachable is None else []
+    return PreflightReport((*results, *placement, *backup), principal=principal, notes=(WORKLOAD_NOTE,))
 
 
 def by_bucket(locations: dict[str, GcsPath]) -> dict[str, dict[str, GcsPath]]:

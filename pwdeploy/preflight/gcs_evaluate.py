@@ -25,6 +25,8 @@ SOURCES = {
     "region": GCS_DOCS + "locations",
     "probe": GCS_DOCS + "json_api/v1/objects",
     "placement": GCS_DOCS + "lifecycle",
+    # mtc.backup_bucket has hierarchical namespace, as GKE's MTC page requires (pwdeploy.preflight.mtc_bucket)
+    "mtc-backup": "https://cloud.google.com/kubernetes-engine/docs/how-to/machine-learning/training/multi-tier-checkpointing",
 }
 OLM_ESCAPE = (
     "or set storage.enable_olm: false (--no-gcs-olm; Pathways --enable_gcs_olm=false) so the cache sets no rule"

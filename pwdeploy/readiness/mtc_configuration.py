@@ -57,10 +57,14 @@ def _configuration(target: Target, row: Row) -> PreflightRow:
         fix = f"create one with spec.nodeSelector {{{INSTANCE_TYPE}: {types}}}; {SETUP}"
         return row(Status.FAILED, detail + identity, fix, FIELDS)
     spec = matching[0].get("spec") or {}
-    detail = (
-        f"{_name(matching[0])} selects the slices' nodes ({types}): bucket {spec.get('cloudStorageBucketName')!r}, "
-        f"ramdisk {spec.get('inMemoryVolumeSize')!r} per node"
-    )
+    bucket = spec.get("cloudStorageBucketName")
+    detail = f"{_name(matching[0])} selects the slices' nodes ({types}): bucket {bucket!r}, "
+    detail += f"ramdisk {spec.get('inMemoryVolumeSize')!r} per node"
+    named = target.job.mtc.backup_bucket
+    if named is not None and named.bucket != bucket:
+        detail += f"; not mtc.backup_bucket ({named.uri}), the bucket preflight checked"
+        fix = f"set mtc.backup_bucket: gs://{bucket} (or point the CheckpointConfiguration at {named.uri})"
+        return row(Status.WARN, detail + identity, fix, (*FIELDS, "mtc.backup_bucket"))
     status = Status.WARN if identity.startswith("; no Workload") else Status.OK
     return row(status, detail + identity, None if status is Status.OK else _BINDING_FIX, FIELDS)
 
