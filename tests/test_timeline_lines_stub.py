@@ -183,3 +183,54 @@ def test_the_first_lines_come_out_while_most_pods_are_still_being_read(drill_stu
     assert unread_at_first and unread_at_first[0] > 16, unread_at_first  # most of the 33 pods not read yet
     assert any(p.endswith("of 33 pods still being read") for p in progress), progress
     assert progress[-1] == "read the logs of 33 pods"
+
+
+def test_the_api_timeline_is_an_iterator_of_the_same_entries_against_the_stub(
+    drill_stub: DrillStub, kubeconfig: Path
+) -> None:
+    """api.timeline gives, one by one, what the timeline's emit is given, and says how it ended; a selection the
+    job does not have is the caller's ArgumentError, found before anything is read."""
+    from pwdeploy import api
+    from pwdeploy.errors import ArgumentError
+
+    world = World(drill_stub)
+    worker_lines(world, 0, 0, [f"step {i}" for i in range(5)], at=-20.0, apart=0.1)
+    emitted: list[Entry] = []
+    Timeline(connect(kubeconfig, FakeClock()), NS, NAME, emitted.append, selection=WORKER, follow=False).run()
+    cluster = api.Cluster(connect(kubeconfig, FakeClock()), NS)
+    read = api.timeline(cluster, NAME, component="worker", slice_index=0, host=0)
+    entries = list(read)
+    assert [e.text for e in entries if e.kind == "log"] == [f"step {i}" for i in range(5)]
+    assert [(e.kind, e.text) for e in entries] == [(e.kind, e.text) for e in emitted] and read.end == "now"
+    with pytest.raises(ArgumentError) as caught:
+        api.timeline(cluster, NAME, component="worker", slice_index=7)
+    assert caught.value.field == "slice_index" and "has no slice 7" in caught.value.message
+
+
+def test_a_timeline_stopped_by_ctrl_c_stops_its_reads_and_hands_out_what_it_held_against_the_stub(
+    drill_stub: DrillStub, kubeconfig: Path
+) -> None:
+    """Ctrl-C while a consumer iterates: it reaches the consumer, every read of pwdeploy's stops (the stub's own
+    threads still serving the closed streams aside), nothing has an end yet, and what the window held is held()
+    (the CLI prints it before "Stopped following"), none of it given twice."""
+    import threading
+    import time
+
+    def interrupt(sleeps: int) -> None:
+        if sleeps > 2 and threading.current_thread() is threading.main_thread():  # Ctrl-C reaches it only
+            raise KeyboardInterrupt
+
+    world = World(drill_stub)
+    worker_lines(world, 0, 0, [f"step {i}" for i in range(5)], at=-20.0, apart=0.1)
+    before = set(threading.enumerate())
+    timeline = Timeline(connect(kubeconfig, FakeClock(interrupt)), NS, NAME, selection=WORKER, window=60)
+    got: list[Entry] = []
+    with pytest.raises(KeyboardInterrupt):
+        got.extend(timeline)
+    given = [*got, *timeline.held()]
+    assert timeline.end is None and timeline.held() == []
+    assert len({(e.origin, e.time, e.text) for e in given}) == len(given)
+    ours = [t for t in threading.enumerate() if t not in before and "process_request" not in t.name]  # the stub's
+    while ours:  # the reads end once told to stop (pytest-timeout bounds the wait)
+        time.sleep(0.05)
+        ours = [t for t in ours if t.is_alive()]

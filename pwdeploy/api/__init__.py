@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         list_jobs,
         logs,
         status,
+        timeline,
         wait,
     )
     from pwdeploy.api.drill_api import drill
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.status import JobStatus, JobSummary
     from pwdeploy.cluster.submit import Outcome
     from pwdeploy.cluster.surroundings import Surroundings
+    from pwdeploy.cluster.timeline import Entry as TimelineEntry
+    from pwdeploy.cluster.timeline import Timeline
     from pwdeploy.config.model import JobConfig
     from pwdeploy.drill.conduct import Drilled, DrillOptions
     from pwdeploy.errors import (
@@ -107,7 +110,7 @@ _PLACES: dict[str, str] = {
     **dict.fromkeys(["image_inputs", "build_image", "sidecar_inputs", "build_sidecar"], "pwdeploy.api.images_api"),
     **dict.fromkeys(["LocalRunOptions", "plan_local", "run_local"], "pwdeploy.api.local_api"),
     **dict.fromkeys(
-        ["Cluster", "ClientSettings", "cluster", "from_kubernetes", "connect", "list_jobs", "status", "wait", "logs"],
+        ["Cluster", "ClientSettings", "cluster", "from_kubernetes", "connect", "list_jobs", "status", "wait"],
         "pwdeploy.api.cluster_api",
     ),
     **dict.fromkeys(["submit", "SubmitOptions"], "pwdeploy.api.submit_api"),
@@ -115,7 +118,7 @@ _PLACES: dict[str, str] = {
     "preflight": "pwdeploy.api.preflight_api",
     "drill": "pwdeploy.api.drill_api",
     **dict.fromkeys(["DrillOptions", "Drilled"], "pwdeploy.drill.conduct"),
-    **dict.fromkeys(["diagnose", "delete"], "pwdeploy.api.cluster_api"),
+    **dict.fromkeys(["logs", "timeline", "diagnose", "delete"], "pwdeploy.api.cluster_api"),
     "JobConfig": "pwdeploy.config.model",
     "ImageInputs": "pwdeploy.images.inputs",
     "BuildResult": "pwdeploy.images.build",
@@ -128,6 +131,8 @@ _PLACES: dict[str, str] = {
     "Surroundings": "pwdeploy.cluster.surroundings",
     "SessionOptions": "pwdeploy.session.attach",
     "Capture": "pwdeploy.session.profiling",
+    "Timeline": "pwdeploy.cluster.timeline",
+    "TimelineEntry": "pwdeploy.cluster.timeline:Entry",
     "PreflightReport": "pwdeploy.report",
     "PreflightRow": "pwdeploy.report",
     "JobStatus": "pwdeploy.cluster.status",
@@ -188,6 +193,8 @@ __all__ = [  # noqa: RUF022 - in the order of docs/api.md: the job, images, the 
     "status",
     "wait",
     "logs",
+    "timeline",
+    "TimelineEntry",
     "diagnose",
     "delete",
     "connect_session",
@@ -209,6 +216,7 @@ __all__ = [  # noqa: RUF022 - in the order of docs/api.md: the job, images, the 
     "Outcome",
     "Submitted",
     "Capture",
+    "Timeline",
     "JobStatus",
     "JobSummary",
     "JobState",
@@ -236,8 +244,9 @@ def __getattr__(name: str) -> Any:
     place = _PLACES.get(name)
     if place is None:
         raise AttributeError(f"module 'pwdeploy.api' has no attribute {name!r}")
+    module, _, attribute = place.partition(":")  # "module:attribute" where the room names it otherwise
     # __import__, not importlib.import_module: the import is timed (python -X importtime) as a statement's is.
-    value = getattr(__import__(place, fromlist=[name]), name)
+    value = getattr(__import__(module, fromlist=[name]), attribute or name)
     globals()[name] = value
     return value
 

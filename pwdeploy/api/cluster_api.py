@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.diagnose.findings import Diagnosis
     from pwdeploy.cluster.progress import JobState
     from pwdeploy.cluster.status import JobStatus, JobSummary
+    from pwdeploy.cluster.timeline import Timeline
     from pwdeploy.kube.kubeconfig import PluginLimits
     from pwdeploy.kube.seam import Clock, Kube, RequestLimits
     from pwdeploy.kube.throttle import Limit
@@ -203,6 +204,50 @@ def logs(
         pod = find_pod(kube, namespace, name, component, slice_index, host)
     container = COMPONENTS[component][1]
     return log_bytes(kube, namespace, pod, container, follow=follow, tail=tail, previous=previous)
+
+
+def timeline(
+    cluster: Cluster,
+    name: str,
+    *,
+    component: Component | None = None,
+    slice_index: int | None = None,
+    host: int | None = None,
+    follow: bool = False,
+    max_streams: int = 16,
+    on_progress: Callable[[str], None] | None = None,
+) -> Timeline:
+    """The job's timeline (``pwdeploy logs NAME --all``): iterate it for each ``TimelineEntry`` (``kind``: log,
+    event or milestone; ``time``, ``origin``, ``text``; ``document()``: its JSON object) of every container of the
+    job's pods (or those ``component``, ``slice_index`` and ``host`` select), interleaved with its events and
+    milestones, as they come; with ``follow``, until the job ends. Once the iteration ends, ``end`` says how
+    (Completed, Failed, deleted; without ``follow``: "now"); stopped early (Ctrl-C, a ``break``), ``held()`` gives
+    what the reads had given and was not yet handed out. The job and the worker selected are checked now (a
+    ``ClusterError``, an ``ArgumentError``); ``max_streams`` log streams are open at once (the rest are polled);
+    ``on_progress`` hears how many pods are still being read."""
+    from pwdeploy import arguments
+    from pwdeploy.cluster import jobsets as js
+    from pwdeploy.cluster.logs import COMPONENTS, check_worker_exists
+    from pwdeploy.cluster.timeline import Selection, Timeline
+    from pwdeploy.errors import ArgumentError
+    from pwdeploy.kube.seam import reading_answers
+
+    check_name(name)
+    if component is not None and component not in COMPONENTS:
+        raise ArgumentError("component", f"{component!r} is not a component; valid: {', '.join(COMPONENTS)}")
+    slice_index = arguments.optional_whole(slice_index, "slice_index", 0)
+    host = arguments.optional_whole(host, "host", 0)
+    kube, namespace = given_cluster(cluster)
+    with reading_answers(kube):
+        jobset = js.require_jobset(kube, namespace, name)
+        if slice_index is not None or host is not None:
+            check_worker_exists(jobset, slice_index or 0, host or 0)
+    selection = Selection(component, slice_index, host)
+    streams = arguments.whole(max_streams, "max_streams", 1)
+    return Timeline(
+        kube, namespace, name, selection=selection, follow=follow, max_streams=streams, on_progress=on_progress,
+        jobset=jobset,
+    )  # fmt: skip
 
 
 def diagnose(cluster: Cluster, name: str) -> Diagnosis:

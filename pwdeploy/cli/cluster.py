@@ -151,24 +151,18 @@ def _timeline(
     max_streams: int,
     output: str,
 ) -> None:
-    """`logs --all`: the job's timeline (pwdeploy.cluster.timeline)."""
+    """`logs --all`: the job's timeline (``api.timeline``)."""
     import json
 
-    from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.logs import check_worker_exists
-    from pwdeploy.cluster.timeline import Entry, Selection, Timeline, format_entry
+    from pwdeploy.cluster.timeline import Entry, format_entry
 
     for flag, given in (("--tail", tail is not None), ("--previous", previous)):
         if given:
             raise ConfigError(
                 None, "does not apply to --all (the timeline reads every line the API server has)", source=flag
             )
-    kube, ns = cluster
-    jobset = js.require_jobset(kube, ns, name)
-    if slice_index is not None or host is not None:
-        check_worker_exists(jobset, slice_index or 0, host or 0)
 
-    def emit_entry(entry: Entry) -> None:
+    def show(entry: Entry) -> None:
         if output == "json":
             click.echo(json.dumps(entry.document()))
         else:
@@ -177,24 +171,20 @@ def _timeline(
     def progress(line: str) -> None:  # how many pods are still being read, on stderr beside the timeline
         click.echo(f"pwdeploy: {line}", err=True)
 
-    timeline = Timeline(
-        kube,
-        ns,
-        name,
-        emit_entry,
-        selection=Selection(component, slice_index, host),
-        follow=follow,
-        max_streams=max_streams,
-        on_progress=progress,
-        jobset=jobset,
-    )
+    read = api.timeline(
+        cluster, name, component=component, slice_index=slice_index, host=host, follow=follow,  # type: ignore[arg-type]
+        max_streams=max_streams, on_progress=progress,
+    )  # fmt: skip
     try:
-        end = timeline.run()
+        for entry in read:
+            show(entry)
     except KeyboardInterrupt:
+        for entry in read.held():  # what the reads gave before the stop
+            show(entry)
         click.echo(f"\nStopped following; job {name} keeps running.", err=True)
         raise click.exceptions.Exit(130) from None
     if follow:
-        click.echo(f"job {name}: {end}", err=True)
+        click.echo(f"job {name}: {read.end}", err=True)
 
 
 @click.command()

@@ -77,23 +77,19 @@ def log_bytes(
 
 
 def check_worker_exists(jobset: js.Object, slice_index: int, host: int) -> None:
-    """A slice or host the job does not have is a ConfigError that says how many there are (not "scheduling")."""
-    from pwdeploy.errors import ConfigError
+    """A slice or host the job does not have is an ArgumentError that says how many there are (not "scheduling")."""
+    from pwdeploy.errors import ArgumentError
 
     workers = next((rj for rj in js.replicated_jobs(jobset) if rj.name == ids.WORKER_JOB), None)
     slices, hosts = (workers.replicas, workers.pods_per_job) if workers is not None else (0, 0)
     name = js.name_of(jobset)
     if slice_index >= slices:
-        raise ConfigError(
-            None,
-            f"job {name} has no slice {slice_index}: it has {slices} (slices 0 to {slices - 1})",
-            source="--slice",
+        raise ArgumentError(
+            "slice_index", f"job {name} has no slice {slice_index}: it has {slices} (slices 0 to {slices - 1})"
         )
     if host >= hosts:
-        raise ConfigError(
-            None,
-            f"slice {slice_index} of job {name} has no host {host}: it has {hosts} (hosts 0 to {hosts - 1})",
-            source="--host",
+        raise ArgumentError(
+            "host", f"slice {slice_index} of job {name} has no host {host}: it has {hosts} (hosts 0 to {hosts - 1})"
         )
 
 

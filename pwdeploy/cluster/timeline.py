@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,7 +33,7 @@ from pwdeploy.cluster.logs import COMPONENTS
 from pwdeploy.cluster.milestones import Milestones
 from pwdeploy.cluster.progress import TERMINAL, job_state
 from pwdeploy.cluster.timeline_reads import Readers, Source
-from pwdeploy.kube.seam import EVENTS, JOBS, PODS, ApiError, Kube
+from pwdeploy.kube.seam import EVENTS, JOBS, PODS, ApiError, Kube, reading_answers
 from pwdeploy.kube.watch import Listing, Mirrors, list_at
 
 MAX_STREAMS = 16
@@ -105,15 +106,15 @@ def _number(value: object) -> int:
 
 
 class Timeline:
-    """Follows one job; ``run`` calls ``emit`` with each Entry until the job ends (or, without ``follow``, once
-    every container was read)."""
+    """Follows one job: ``entries`` gives each Entry as it goes out, until the job ends (or, without ``follow``,
+    once every container was read), and ``end`` then says how; ``run`` calls ``emit`` with each."""
 
     def __init__(
         self,
         kube: Kube,
         namespace: str,
         name: str,
-        emit: Callable[[Entry], None],
+        emit: Callable[[Entry], None] | None = None,
         *,
         selection: Selection = Selection(),
         follow: bool = True,
@@ -125,7 +126,10 @@ class Timeline:
     ) -> None:
         self.kube, self.namespace, self.name, self.selection = kube, namespace, name, selection
         self.following, self.on_progress = follow, on_progress
-        self.out: Interleave[Entry] = Interleave(emit, window=window)
+        self.emit = emit
+        self.given: deque[Entry] = deque()  # released by the reordering window, not yet handed out
+        self.out: Interleave[Entry] = Interleave(self.given.append, window=window)
+        self.end: str | None = None  # how the job ended, once ``entries`` is exhausted
         self.readers = Readers(kube, self._line, self._job_line, follow=follow, max_streams=max_streams, poll=poll)
         self.milestones = Milestones(name, self._milestone)
         self.sources: dict[tuple[str, str], Source] = {}  # (pod uid, container) -> source
@@ -136,32 +140,72 @@ class Timeline:
         self._discovered = False  # every pod listed: the count of those still being read is worth saying
 
     def run(self) -> str:
-        """Follow until the job ends: its end (Completed, Failed, deleted); without ``follow``, one pass: "now"."""
+        """Call ``emit`` with each entry until the job ends: its end (Completed, Failed, deleted); without
+        ``follow``, one pass: "now". Entries held when an exception stops it (Ctrl-C) are given to ``emit`` too."""
+        assert self.emit is not None, "run needs emit; entries gives them"
+        try:
+            for entry in self.entries():
+                self.emit(entry)
+        finally:
+            for entry in self.held():
+                self.emit(entry)
+        assert self.end is not None
+        return self.end
+
+    def entries(self) -> Iterator[Entry]:
+        """Each entry as the reordering window gives it out, until the job ends (then ``end`` is set: Completed,
+        Failed, deleted; without ``follow``, "now"). Stopped early (Ctrl-C, a closed iterator), the reads stop
+        and what the window still held is ``held()``."""
         try:
             self.readers.start()
             jobset = self.jobset or js.get_jobset(self.kube, self.namespace, self.name)
             if jobset is None:
-                return self._ended("deleted", "the JobSet is gone")
+                self.end = self._ended("deleted", "the JobSet is gone")
+                yield from self._given()
+                return
             self.milestones.jobset(jobset)
             self.jobset = jobset
-            pods = self._discover()
+            pods = yield from self._discover()
             jobs = self._jobs_now()
             events = self._events_now()
             if not self.following:
                 self.readers.complete()
                 while not self.readers.idle():
                     time.sleep(TICK_S)
-                    self._tick()
-                return self._ended("now", "")
-            return self._follow(pods, jobs, events)
+                    yield from self._ticked()
+                self.end = self._ended("now", "")
+            else:
+                self.end = yield from self._follow(pods, jobs, events)
+            yield from self._given()
         finally:
             self.readers.stop()
             self.out.release(everything=True)
 
+    def __iter__(self) -> Iterator[Entry]:
+        """``entries``, where an answer of the wrong shape is the API server's ``ApiError`` (``reading_answers``)."""
+        with reading_answers(self.kube):
+            yield from self.entries()
+
+    def held(self) -> list[Entry]:
+        """What was released but not handed out when ``entries`` stopped early (the reads stopped, the window
+        emptied), in order."""
+        found = list(self.given)
+        self.given.clear()
+        return found
+
+    def _given(self) -> Iterator[Entry]:
+        while self.given:
+            yield self.given.popleft()
+
+    def _ticked(self) -> Iterator[Entry]:
+        self._tick()
+        yield from self._given()
+
     # ---------------------------------------------------------------------------------------------- discovery
 
-    def _discover(self) -> tuple[list[Object], str]:
-        """The job's pods, page by page, each page's containers handed to the readers at once."""
+    def _discover(self) -> Generator[Entry, None, tuple[list[Object], str]]:
+        """The job's pods, page by page, each page's containers handed to the readers at once (and the lines
+        their reads gave meanwhile handed out)."""
         listing = js.pods_listing(self.namespace, self.name)
         versions: list[str] = []
         pods = []
@@ -171,6 +215,7 @@ class Timeline:
             pods.append(pod)
             self._pod(pod)
             self.out.release()
+            yield from self._given()
         self._discovered = True
         return pods, versions[-1] if versions else ""
 
@@ -231,7 +276,7 @@ class Timeline:
 
     def _follow(
         self, pods: tuple[list[Object], str], jobs: tuple[list[Object], str], events: tuple[list[Object], str] | None
-    ) -> str:
+    ) -> Generator[Entry, None, str]:
         listings = [
             js.jobset_listing(self.namespace, self.name),
             js.pods_listing(self.namespace, self.name),
@@ -245,11 +290,11 @@ class Timeline:
             while True:
                 changed = seen.wait(TICK_S)
                 end = self._look(seen) if changed else None
-                self._tick()
+                yield from self._ticked()
                 if end is not None:
                     break
         self.readers.last_reads(FINISH_WAIT_S)
-        self._tick()
+        yield from self._ticked()
         return self._ended(end, self.end_line)
 
     def _look(self, seen: Mirrors) -> str | None:
