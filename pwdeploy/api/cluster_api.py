@@ -96,7 +96,9 @@ def from_kubernetes(
 
     check_namespace(namespace)
     given = settings or ClientSettings()
-    kube = kube_from_official(client, namespace, clock=given.clock, request_limits=given.requests, on_notice=on_notice)
+    kube = kube_from_official(
+        client, namespace, clock=given.clock, request_limits=given.requests, on_notice=on_notice, rate=given.rate
+    )
     return Cluster(kube, namespace)
 
 

@@ -21,6 +21,7 @@ from pwdeploy.kube.answers import without_userinfo
 from pwdeploy.kube.http_client import ApiClient, Configuration
 from pwdeploy.kube.reach import plain_http
 from pwdeploy.kube.seam import Clock, Kube, RequestLimits, RetryPolicy, SystemClock
+from pwdeploy.kube.throttle import Limit, Throttle, limit_from
 
 WHOSE = "the kubernetes client's configuration"
 
@@ -32,9 +33,11 @@ def kube_from_official(
     clock: Clock | None = None,
     request_limits: RequestLimits | None = None,
     on_notice: Callable[[str], None] | None = None,
+    rate: Limit | None = None,
 ) -> Kube:
     """A ``Kube`` for the server and credentials of ``client`` (a ``kubernetes.client.ApiClient``, or its
-    ``Configuration``), working in ``namespace``; anything else is an ``ArgumentError`` naming ``client``."""
+    ``Configuration``), working in ``namespace``, bounded and rate-limited as ``load_kube``'s (``rate``: None, the
+    environment's, else the default); anything else is an ``ArgumentError`` naming ``client``."""
     from pwdeploy.kube.kubeconfig import clean_credentials
 
     official = getattr(client, "configuration", client)
@@ -46,17 +49,18 @@ def kube_from_official(
         )
     configuration = configuration_of(official, on_notice)
     clean_credentials(configuration, WHOSE)
-    limits = request_limits or RequestLimits()
+    limits, clock = request_limits or RequestLimits(), clock or SystemClock()
     return Kube(
         ApiClient(configuration),
         context=None,
         namespace=namespace,
-        clock=clock or SystemClock(),
+        clock=clock,
         retry=RetryPolicy(),
         timeout=limits.timeout,
         deadline=limits.deadline,
         slow_after=limits.slow_after,
         on_wait=on_notice,
+        throttle=Throttle(rate or limit_from(), clock),
     )
 
 
