@@ -151,18 +151,34 @@ def run_child(
         return _run_private(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=stops, kill_after=kill_after,
                             stop_grace=stop_grace, leftover_grace=leftover_grace, private=private,
                             eviction=eviction)  # fmt: skip
+    return _run_here(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=stops, kill_after=kill_after,
+                     stop_grace=stop_grace, leftover_grace=leftover_grace, shm_dir=shm_dir,
+                     eviction=eviction)  # fmt: skip
+
+
+def _run_here(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    spawn: Spawn,
+    watch: Watch | None,
+    stops: Stops,
+    kill_after: float | None,
+    stop_grace: float,
+    leftover_grace: float,
+    shm_dir: Path,
+    eviction: Eviction | None,
+) -> Ended:
+    """``run_child`` among the machine's processes: its session ended at the end, and what it left in the
+    machine's /dev/shm removed (the files its processes were seen holding)."""
     before = shm.snapshot(shm_dir)
     seen: set[int] | None = None  # inodes of /dev/shm files the job's processes were seen holding
     ok = False
     try:
         with subreaper(), watchdog() as guard:  # the watchdog first: JobTree counts it as pwdeploy's own
             tree = JobTree()
-            try:
-                child = spawn(list(command), cwd=cwd, env=dict(env), start_new_session=True)
-            except OSError as exc:  # the checks above passed, yet exec failed (a bad interpreter line, a race)
-                raise LocalRunError(
-                    f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_start_hint(exc.strerror or "")
-                ) from None
+            child = _spawn(spawn, list(command), command, cwd=cwd, env=env)
             tree.started(child.pid)
             guard(child.pid, before.values())  # its session: ended even if pwdeploy is killed with SIGKILL
             stops.started(child)
@@ -206,12 +222,8 @@ def _run_private(
         with subreaper(), watchdog() as guard:
             tree = JobTree()
             try:
-                child = spawn(private.argv(command, grace=leftover_grace, fd=write), cwd=cwd, env=dict(env),
-                              start_new_session=True, pass_fds=(write,))  # fmt: skip
-            except OSError as exc:
-                raise LocalRunError(
-                    f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_start_hint(exc.strerror or "")
-                ) from None
+                argv = private.argv(command, grace=leftover_grace, fd=write)
+                child = _spawn(spawn, argv, command, cwd=cwd, env=env, pass_fds=(write,))
             finally:
                 os.close(write)
             tree.started(child.pid)
@@ -219,13 +231,7 @@ def _run_private(
             stops.started(child)
             try:
                 reports.first()
-                if reports.init is not None:
-                    with suppress(OSError):
-                        pinned = os.open(f"/proc/{child.pid}/root/dev/shm", os.O_RDONLY | os.O_DIRECTORY)
-                # As PID 1 the main process is the namespace's init: the sampler counts it with its tree.
-                running = Running(reports.init or child.pid, Path(f"/proc/self/fd/{pinned}"), init=not private.pid1)
-                main_pid = reports.init if private.pid1 else None
-                waited = _Waited(eviction, main_pid, emulate_pid_1=False)
+                pinned, running, waited = _private_running(child.pid, reports, private, eviction)
                 with watch(running) if watch is not None and pinned >= 0 else nullcontext():
                     returncode, killed_after = _wait(child, tree, stops, waited, kill_after, stop_grace)
             finally:
@@ -252,6 +258,34 @@ def _pids(child: subprocess.Popen[bytes], tree: JobTree) -> list[int]:
     """The job's processes now: the main one while it runs (its pid is not reused before it is reaped)."""
     main = [child.pid] if child.returncode is None else []
     return main + [p.pid for p in tree.processes()]
+
+
+def _spawn(
+    spawn: Spawn, argv: list[str], command: Sequence[str], *, cwd: Path, env: Mapping[str, str], **more: Any
+) -> subprocess.Popen[bytes]:
+    """The job's process in a session of its own; exec failing though the checks passed (a bad interpreter line,
+    a race) is a LocalRunError naming the command."""
+    try:
+        return spawn(argv, cwd=cwd, env=dict(env), start_new_session=True, **more)
+    except OSError as exc:
+        raise LocalRunError(
+            f"cannot start the job: {command[0]!r}: {exc.strerror}", hint=_start_hint(exc.strerror or "")
+        ) from None
+
+
+def _private_running(
+    child: int, reports: Reports, private: Private, eviction: Eviction | None
+) -> tuple[int, Running, _Waited]:
+    """(the private /dev/shm held open, -1 when it could not be; what the sampler watches; what the wait acts on)
+    of a job in namespaces of its own."""
+    pinned = -1
+    if reports.init is not None:
+        with suppress(OSError):
+            pinned = os.open(f"/proc/{child}/root/dev/shm", os.O_RDONLY | os.O_DIRECTORY)
+    # As PID 1 the main process is the namespace's init: the sampler counts it with its tree.
+    running = Running(reports.init or child, Path(f"/proc/self/fd/{pinned}"), init=not private.pid1)
+    main_pid = reports.init if private.pid1 else None
+    return pinned, running, _Waited(eviction, main_pid, emulate_pid_1=False)
 
 
 def _end(
