@@ -162,21 +162,31 @@ def local_env(
     if devices % job.tpu.slices == 0:  # the slice each emulated device stands for: its slice_index in the job
         env[ids.LOCAL_SLICE_LAYOUT_ENV] = format_layout(job.tpu.slices, devices)
     if job.sidecar.source_dir is not None:  # the sidecar image has it at /app, on PYTHONPATH
-        own = dict(job.main.env).get("PYTHONPATH")  # main.env's (src for a src layout) stays, after it
-        inherited_path = own if own is not None else (environ or {}).get("PYTHONPATH")
-        env["PYTHONPATH"] = os.pathsep.join([str(job.sidecar.source_dir.resolve()), *filter(None, [inherited_path])])
+        env["PYTHONPATH"] = _sidecar_path(job, environ or {})
     if compile_cache is not None:
-        env.update(
-            {
-                "JAX_COMPILATION_CACHE_DIR": compile_cache,
-                # Cache every compiled step, however small or fast to compile: local jobs are small.
-                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-            }
-        )
-        inherited = environ or {}
-        if compile_cache.startswith("gs://") and inherited.get(EMULATOR_ENV):
-            env.update({name: value for name, value in GCSFS_EMULATOR_ENV.items() if name not in inherited})
+        env.update(_compile_cache_env(compile_cache, environ or {}))
+    return env
+
+
+def _sidecar_path(job: JobConfig, environ: Mapping[str, str]) -> str:
+    """PYTHONPATH with the sidecar's source folder first; main.env's (src for a src layout), else the caller's,
+    after it."""
+    assert job.sidecar.source_dir is not None
+    own = dict(job.main.env).get("PYTHONPATH")
+    inherited = own if own is not None else environ.get("PYTHONPATH")
+    return os.pathsep.join([str(job.sidecar.source_dir.resolve()), *filter(None, [inherited])])
+
+
+def _compile_cache_env(compile_cache: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """JAX's persistent cache at ``compile_cache``; a gs:// one goes to the GCS emulator when the caller uses one."""
+    env = {
+        "JAX_COMPILATION_CACHE_DIR": compile_cache,
+        # Cache every compiled step, however small or fast to compile: local jobs are small.
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+    if compile_cache.startswith("gs://") and environ.get(EMULATOR_ENV):
+        env.update({name: value for name, value in GCSFS_EMULATOR_ENV.items() if name not in environ})
     return env
 
 
@@ -222,6 +232,26 @@ def gcs_cache_supported() -> bool:
     return find_spec("gcsfs") is not None and find_spec("etils") is not None
 
 
+def _plan_notes(job: JobConfig, dropped: list[str]) -> list[str]:
+    """What a local run leaves out or plays otherwise than the cluster: TPU-only XLA flags, the MTC driver, the
+    volumes of main."""
+    notes = []
+    if dropped:
+        notes.append(
+            "TPU-only XLA flags are left out of local runs (the CPU backend does not know them): " + " ".join(dropped)
+        )
+    if job.mtc.enabled:
+        notes.append(
+            "mtc.enabled: `local run` gives the job a tmpfs folder as its MTC ramdisk (PWDEPLOY_MTC_DIR) and runs a "
+            "stand-in of the MTC driver beside it; `local env` sets neither (docs/local.md)"
+        )
+    return notes + [
+        f"volume {v.text} is not mounted in a local run: the program finds {v.path} only if this machine has it"
+        for v in job.volumes
+        if "main" in v.where
+    ]
+
+
 def plan(
     job: JobConfig,
     override: tuple[str, ...] = (),
@@ -235,26 +265,12 @@ def plan(
     hlo_dir = local_hlo_dir(job)
     cache = compile_cache_location(job)
     _, dropped = xla_flags(job, devices, hlo_dir)
-    notes = []
-    if dropped:
-        notes.append(
-            "TPU-only XLA flags are left out of local runs (the CPU backend does not know them): " + " ".join(dropped)
-        )
     if cache is not None and cache.startswith("gs://") and not gcs_supported():
         warnings.append(
             f"local.compile_cache {cache} needs gcsfs (pip install gcsfs); without it JAX runs with no persistent cache"
         )
-    if job.mtc.enabled:
-        notes.append(
-            "mtc.enabled: `local run` gives the job a tmpfs folder as its MTC ramdisk (PWDEPLOY_MTC_DIR) and runs a "
-            "stand-in of the MTC driver beside it; `local env` sets neither (docs/local.md)"
-        )
     command, where = job_command(job, override, cwd)
-    notes += [
-        f"volume {v.text} is not mounted in a local run: the program finds {v.path} only if this machine has it"
-        for v in job.volumes
-        if "main" in v.where
-    ]
+    notes = _plan_notes(job, dropped)
     outputs = local_outputs(job)
     named = tuple(named_locations(job, command, where))
     return LocalPlan(

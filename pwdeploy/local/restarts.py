@@ -20,6 +20,7 @@ the cluster.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import signal
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,7 +31,7 @@ from pathlib import Path
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.local.eviction import CAUSES, Eviction, step_env
-from pwdeploy.local.runner import STOP_GRACE_SECONDS, Ended, Watch, run_child, stop_signals
+from pwdeploy.local.runner import STOP_GRACE_SECONDS, Ended, Stops, Watch, run_child, stop_signals
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS
 from pwdeploy.local.unshare import Private
 from pwdeploy.manifests import Manifest
@@ -160,32 +161,45 @@ def run_attempts(
     runs in namespaces of its own with a fresh /dev/shm (``pwdeploy.local.unshare``), its main process PID 1 there
     when the rendered head pod makes it so.
     """
-    attempts: list[Ended] = []
-    restarts = counted = 0  # the JobSet's status.restarts and status.restartsCountTowardsMax
     if private is not None:
         private = dataclasses.replace(private, pid1=main_is_pid_1(manifest))
+    run = functools.partial(run_child, command, cwd=cwd, watch=watch, stop_grace=stop_grace,
+                            leftover_grace=leftover_grace, private=private)  # fmt: skip
     with stop_signals(stop_grace) as stops, _evict_flag(faults) as flag:
-        while True:
-            attempt = len(attempts)
-            if attempt > 0 and stops.received:  # a stop between two attempts ends the run: no restart after Ctrl-C
-                attempts[-1] = dataclasses.replace(attempts[-1], stopped_by=stops.received[0])
-                break
-            kill_after = faults.kill_after if attempt == 0 else None
-            eviction = _eviction(manifest, faults, flag) if attempt == 0 else None
-            ended = run_child(command, cwd=cwd, env=attempt_env(env, attempt, faults, restarts=restarts, flag=flag),
-                              watch=watch, stops=stops, kill_after=kill_after, stop_grace=stop_grace,
-                              leftover_grace=leftover_grace, private=private, eviction=eviction)  # fmt: skip
-            attempts.append(ended)
-            if not ended.failed:
-                break
-            decision = decide(manifest, [cluster_failure(manifest, ended, attempt, faults)], restarts=counted)
-            say(attempt_line(ended, attempt, decision, faults, restarts=restarts))
-            if not decision.runs_again:
-                break
-            attempts[-1] = dataclasses.replace(ended, next_run=_NEXT_RUN.get(decision.action, "restart"))
-            restarts += decision.restarts
-            counted += decision.action is Action.RESTART
-    return attempts
+        return _attempts(run, env, manifest, faults, stops, flag, say)
+
+
+def _attempts(
+    run: Callable[..., Ended],
+    env: Mapping[str, str],
+    manifest: Manifest,
+    faults: Faults,
+    stops: Stops,
+    flag: Path | None,
+    say: Callable[[str], None],
+) -> list[Ended]:
+    """The attempts, each after a death the manifest runs the job again after, until one ends otherwise."""
+    attempts: list[Ended] = []
+    restarts = counted = 0  # the JobSet's status.restarts and status.restartsCountTowardsMax
+    while True:
+        attempt = len(attempts)
+        if attempt > 0 and stops.received:  # a stop between two attempts ends the run: no restart after Ctrl-C
+            attempts[-1] = dataclasses.replace(attempts[-1], stopped_by=stops.received[0])
+            return attempts
+        first = attempt == 0
+        ended = run(env=attempt_env(env, attempt, faults, restarts=restarts, flag=flag), stops=stops,
+                    kill_after=faults.kill_after if first else None,
+                    eviction=_eviction(manifest, faults, flag) if first else None)  # fmt: skip
+        attempts.append(ended)
+        if not ended.failed:
+            return attempts
+        decision = decide(manifest, [cluster_failure(manifest, ended, attempt, faults)], restarts=counted)
+        say(attempt_line(ended, attempt, decision, faults, restarts=restarts))
+        if not decision.runs_again:
+            return attempts
+        attempts[-1] = dataclasses.replace(ended, next_run=_NEXT_RUN.get(decision.action, "restart"))
+        restarts += decision.restarts
+        counted += decision.action is Action.RESTART
 
 
 _NEXT_RUN = {Action.REQUEUE: "requeue", Action.NOTHING: "replace"}
