@@ -194,47 +194,52 @@ def _wrap_epath(backend: ModuleType) -> None:
 
     if os.environ.get(GCS_ENV) != "1" or importlib.util.find_spec("tensorflow") is None:
         return
-    made: set[str] = set()
+    made = _MadeFolders()
     fsspec_backend: Any = backend._FileSystemSpecBackend
-    makedirs, mkdir, exists, isdir, listdir = (
-        fsspec_backend.makedirs,
-        fsspec_backend.mkdir,
-        fsspec_backend.exists,
-        fsspec_backend.isdir,
-        fsspec_backend.listdir,
-    )
+    fsspec_backend.makedirs = made.making(fsspec_backend.makedirs)
+    fsspec_backend.mkdir = made.making(fsspec_backend.mkdir)
+    fsspec_backend.exists = made.seeing(fsspec_backend.exists)
+    fsspec_backend.isdir = made.seeing(fsspec_backend.isdir)
+    fsspec_backend.listdir = made.listing(fsspec_backend.listdir)
 
-    def note(path: Any) -> None:
+
+class _MadeFolders:
+    """The gs:// folders epath made in this process (and their parents), which then exist, are folders and list
+    as empty until files are written in them."""
+
+    def __init__(self) -> None:
+        self.made: set[str] = set()
+
+    def note(self, path: Any) -> None:
         text = os.fspath(path).rstrip("/")
         while text.startswith("gs://") and text.count("/") > 2:
-            made.add(text)
+            self.made.add(text)
             text = text.rsplit("/", 1)[0]
 
-    def making(original: Any) -> Any:
-        def wrapped(self: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(self, path, *args, **kwargs)
-            note(path)
+    def making(self, original: Any) -> Any:
+        def wrapped(backend: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(backend, path, *args, **kwargs)
+            self.note(path)
             return result
 
         return wrapped
 
-    def seeing(original: Any) -> Any:
-        def wrapped(self: Any, path: Any) -> bool:
-            return bool(original(self, path)) or os.fspath(path).rstrip("/") in made
+    def seeing(self, original: Any) -> Any:
+        def wrapped(backend: Any, path: Any) -> bool:
+            return bool(original(backend, path)) or os.fspath(path).rstrip("/") in self.made
 
         return wrapped
 
-    def listing(self: Any, path: Any) -> Any:
-        try:
-            return listdir(self, path)
-        except FileNotFoundError:
-            if os.fspath(path).rstrip("/") in made:
-                return []
-            raise
+    def listing(self, original: Any) -> Any:
+        def wrapped(backend: Any, path: Any) -> Any:
+            try:
+                return original(backend, path)
+            except FileNotFoundError:
+                if os.fspath(path).rstrip("/") in self.made:
+                    return []
+                raise
 
-    fsspec_backend.makedirs, fsspec_backend.mkdir = making(makedirs), making(mkdir)
-    fsspec_backend.exists, fsspec_backend.isdir = seeing(exists), seeing(isdir)
-    fsspec_backend.listdir = listing
+        return wrapped
 
 
 _AFTER_IMPORT = {"jax": _wrap_jax, "pwdeploy.runtime": _wrap_step_done, "etils.epath.backend": _wrap_epath}
