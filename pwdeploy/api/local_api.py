@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from pwdeploy.config.model import JobConfig
     from pwdeploy.local.env import LocalPlan
-    from pwdeploy.local.launch import RunOptions
+    from pwdeploy.local.launch import RunOptions, Surroundings
     from pwdeploy.local.outcome import LocalRun
 
 
@@ -87,23 +87,30 @@ def run_local(
     main.memory or main.shm_size: the cluster would have killed it).
     """
     from pwdeploy import arguments
-    from pwdeploy.local.launch import Surroundings
     from pwdeploy.local.launch import run_local as launch
 
     job = given_job(job)
     command = arguments.strings(command, "command", "['python3', 'train.py']")
     chosen = _options(options, flags)
+    around = _surroundings(cwd, cores, environ, say_to(progress))
+    given = arguments.optional_path(config_file, "config_file")
+    checker = _program_check(job, bool(command), given, around.say) if chosen.check_program else None
+    return launch(job, command, around, _run_options(chosen), check_program=checker)
 
-    say = say_to(progress)
-    around = Surroundings(
+
+def _surroundings(
+    cwd: PathLike | None, cores: int | None, environ: Mapping[str, str] | None, say: Callable[[str], None]
+) -> Surroundings:
+    """Where the run happens and where its lines go, from a caller's arguments (each checked)."""
+    from pwdeploy import arguments
+    from pwdeploy.local.launch import Surroundings
+
+    return Surroundings(
         cwd=arguments.optional_path(cwd, "cwd") or Path.cwd(),
         cores=_cores(cores),
         environ=_environ(environ),
         say=say,
     )
-    given = arguments.optional_path(config_file, "config_file")
-    checker = _program_check(job, bool(command), given, say) if chosen.check_program else None
-    return launch(job, command, around, _run_options(chosen), check_program=checker)
 
 
 def _program_check(
