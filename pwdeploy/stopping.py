@@ -35,6 +35,8 @@ DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default terminationGracePeriodSecond
 # The timer exits this long before the kubelet's SIGKILL, by default: a tenth of the grace period, at most 3 s.
 MARGIN_SECONDS = 3.0
 MARGIN_SHARE = 0.1
+EVICT_WAIT_SECONDS = 10.0  # how long a step waits for local run's eviction (it polls its flag every 50 ms)
+SENT = ".sent"  # local run marks the eviction's SIGTERM sent: <flag>.sent
 KILLED_EXIT_CODE = 128 + signal.SIGKILL  # what the SIGKILL at the end of the grace period makes of the program
 
 
@@ -152,9 +154,11 @@ def step_faults(step: int, env: Mapping[str, str], *, first_attempt: bool) -> No
         try:
             with open(flag, "x", encoding="ascii") as made:  # once: only the first step past N makes it
                 made.write(f"{step}\n")
-            _said(f"pwdeploy.runtime: step {step} reached {ids.EVICT_AT_STEP_ENV}={evict_at}: local run evicts the job")
         except FileExistsError:
             pass
+        else:
+            _said(f"pwdeploy.runtime: step {step} reached {ids.EVICT_AT_STEP_ENV}={evict_at}: local run evicts the job")
+            _until_sent(flag)
     fail_at = _whole(env, ids.FAIL_AT_STEP_ENV)
     if fail_at is None or not first_attempt or step < fail_at:
         return
@@ -164,6 +168,15 @@ def step_faults(step: int, env: Mapping[str, str], *, first_attempt: bool) -> No
     # Still here: this process is PID 1 of its namespace (a head pod that does not share it), which the kernel
     # shields from a SIGKILL sent from inside (pid_namespaces(7)). Its children are gone; end it as 137.
     os._exit(KILLED_EXIT_CODE)
+
+
+def _until_sent(flag: str) -> None:
+    """Wait at the step until local run says it sent the SIGTERM (``<flag>.sent``; at most EVICT_WAIT_SECONDS): the
+    eviction comes at the step asked for, not a few steps on, however fast the steps are. A handler has run by then;
+    a program without one is gone, unless it is PID 1 of its namespace, which the kernel shields."""
+    deadline = time.monotonic() + EVICT_WAIT_SECONDS
+    while not os.path.exists(flag + SENT) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _whole(env: Mapping[str, str], name: str) -> int | None:

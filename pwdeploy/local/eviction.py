@@ -20,6 +20,7 @@ pkg/registry/core/pod/storage/eviction.go ``addConditionAndDeletePod``).
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
+from pwdeploy.stopping import SENT
 
 
 class EvictionCause(NamedTuple):
@@ -112,6 +114,9 @@ def begin(
             f"has no SIGTERM handler: the kernel drops the SIGTERM, and main runs on until the SIGKILL in "
             f"{eviction.grace:g} s (exit 137)"
         )
+    if eviction.flag is not None:  # runtime.step_done waits at the step for this
+        with contextlib.suppress(OSError):
+            Path(f"{eviction.flag}{SENT}").touch()
     return Evicted(now, seen)
 
 
