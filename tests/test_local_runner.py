@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from pwdeploy.errors import LocalRunError
-from pwdeploy.local.runner import Running, Stops, check_startable, exit_status, run_child
+from pwdeploy.local.runner import Running, check_startable, exit_status, run_child
+from pwdeploy.local.stop_signals import Stops
 from tests.conftest import REPO
 
 ENV = dict(os.environ)

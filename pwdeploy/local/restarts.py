@@ -31,7 +31,8 @@ from pathlib import Path
 from pwdeploy import identifiers as ids
 from pwdeploy.config import JobConfig
 from pwdeploy.local.eviction import CAUSES, Eviction, step_env
-from pwdeploy.local.runner import STOP_GRACE_SECONDS, Ended, Stops, Watch, run_child, stop_signals
+from pwdeploy.local.runner import Ended, Watch, run_child
+from pwdeploy.local.stop_signals import STOP_GRACE_SECONDS, Stops, stop_signals
 from pwdeploy.local.tree import LEFTOVER_GRACE_SECONDS
 from pwdeploy.local.unshare import Private
 from pwdeploy.manifests import Manifest
