@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pwdeploy.errors import LocalRunError
 from pwdeploy.local import shm
@@ -144,29 +144,25 @@ def run_child(
             return run_child(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=own,
                              kill_after=kill_after, stop_grace=stop_grace, leftover_grace=leftover_grace,
                              shm_dir=shm_dir, private=private, eviction=eviction)  # fmt: skip
+    how = _How(spawn, watch, stops, kill_after, stop_grace, leftover_grace, eviction)
     if private is not None:
-        return _run_private(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=stops, kill_after=kill_after,
-                            stop_grace=stop_grace, leftover_grace=leftover_grace, private=private,
-                            eviction=eviction)  # fmt: skip
-    return _run_here(command, cwd=cwd, env=env, spawn=spawn, watch=watch, stops=stops, kill_after=kill_after,
-                     stop_grace=stop_grace, leftover_grace=leftover_grace, shm_dir=shm_dir,
-                     eviction=eviction)  # fmt: skip
+        return _run_private(command, cwd, env, how, private)
+    return _run_here(command, cwd, env, how, shm_dir)
 
 
-def _run_here(
-    command: Sequence[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    spawn: Spawn,
-    watch: Watch | None,
-    stops: Stops,
-    kill_after: float | None,
-    stop_grace: float,
-    leftover_grace: float,
-    shm_dir: Path,
-    eviction: Eviction | None,
-) -> Ended:
+class _How(NamedTuple):
+    """How ``run_child`` runs the job (its arguments, but where it runs)."""
+
+    spawn: Spawn
+    watch: Watch | None
+    stops: Stops
+    kill_after: float | None
+    stop_grace: float
+    leftover_grace: float
+    eviction: Eviction | None
+
+
+def _run_here(command: Sequence[str], cwd: Path, env: Mapping[str, str], how: _How, shm_dir: Path) -> Ended:
     """``run_child`` among the machine's processes: its session ended at the end, and what it left in the
     machine's /dev/shm removed (the files its processes were seen holding)."""
     before = shm.snapshot(shm_dir)
@@ -175,41 +171,28 @@ def _run_here(
     try:
         with subreaper(), watchdog() as guard:  # the watchdog first: JobTree counts it as pwdeploy's own
             tree = JobTree()
-            child = _spawn(spawn, list(command), command, cwd=cwd, env=env)
+            child = _spawn(how.spawn, list(command), command, cwd=cwd, env=env)
             tree.started(child.pid)
             guard(child.pid, before.values())  # its session: ended even if pwdeploy is killed with SIGKILL
-            stops.started(child)
+            how.stops.started(child)
             with shm.observed(lambda: _pids(child, tree), shm_dir) as seen:
                 try:
-                    with watch(Running(child.pid, shm_dir)) if watch is not None else nullcontext():
-                        waited = _Waited(eviction, child.pid, emulate_pid_1=True)
-                        returncode, killed_after = _wait(child, tree, stops, waited, kill_after, stop_grace)
+                    with how.watch(Running(child.pid, shm_dir)) if how.watch is not None else nullcontext():
+                        waited = _Waited(how.eviction, child.pid, emulate_pid_1=True)
+                        returncode, killed_after = _wait(child, tree, how, waited)
                 finally:  # also when pwdeploy fails meanwhile: the job never outlives it
-                    leftovers = _end(child, tree, stops, seen, leftover_grace, shm_dir)
+                    leftovers = _end(child, tree, how.stops, seen, how.leftover_grace, shm_dir)
         ok = True
     finally:
         if not ok and seen is not None:  # pwdeploy failed meanwhile: what the job left in /dev/shm goes all the same
             shm.remove_left_behind(before, seen, shm_dir)
     cleanup = shm.remove_left_behind(before, seen, shm_dir)
-    stopped_by = stops.received[0] if stops.received else None
+    stopped_by = how.stops.received[0] if how.stops.received else None
     return Ended(returncode, stopped_by, killed_after, leftovers, cleanup.removed, cleanup.left_alone,
                  evicted=waited.evicted)  # fmt: skip
 
 
-def _run_private(
-    command: Sequence[str],
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    spawn: Spawn,
-    watch: Watch | None,
-    stops: Stops,
-    kill_after: float | None,
-    stop_grace: float,
-    leftover_grace: float,
-    private: Private,
-    eviction: Eviction | None,
-) -> Ended:
+def _run_private(command: Sequence[str], cwd: Path, env: Mapping[str, str], how: _How, private: Private) -> Ended:
     """``run_child`` in namespaces of the job's own: its init ends what the job left when the main process ended,
     and the kernel kills the rest with init; the private /dev/shm goes with them."""
     read, write = os.pipe()
@@ -219,25 +202,20 @@ def _run_private(
         with subreaper(), watchdog() as guard:
             tree = JobTree()
             try:
-                argv = private.argv(command, grace=leftover_grace, fd=write)
-                child = _spawn(spawn, argv, command, cwd=cwd, env=env, pass_fds=(write,))
+                argv = private.argv(command, grace=how.leftover_grace, fd=write)
+                child = _spawn(how.spawn, argv, command, cwd=cwd, env=env, pass_fds=(write,))
             finally:
                 os.close(write)
             tree.started(child.pid)
             guard(child.pid, ())
-            stops.started(child)
+            how.stops.started(child)
             try:
                 reports.first()
-                pinned, running, waited = _private_running(child.pid, reports, private, eviction)
-                with watch(running) if watch is not None and pinned >= 0 else nullcontext():
-                    returncode, killed_after = _wait(child, tree, stops, waited, kill_after, stop_grace)
+                pinned, running, waited = _private_running(child.pid, reports, private, how.eviction)
+                with how.watch(running) if how.watch is not None and pinned >= 0 else nullcontext():
+                    returncode, killed_after = _wait(child, tree, how, waited)
             finally:
-                if child.poll() is None:  # pwdeploy failed meanwhile: the job never outlives it
-                    tree.kill()
-                    child.wait()
-                tree.leader_reaped()
-                stops.ended()
-                tree.end(leftover_grace)  # the namespace's processes died with its init: only a straggler's reaping
+                _end_private(child, tree, how)
         reports.rest()
     finally:
         os.close(read)
@@ -247,8 +225,19 @@ def _run_private(
         raise LocalRunError(f"cannot start the job: {reports.error}", hint=_start_hint(reports.error))
     if reports.main is not None and returncode == 0:  # the launcher exits 0 when init did (else as init died)
         returncode = reports.main
-    stopped_by = stops.received[0] if stops.received else None
+    stopped_by = how.stops.received[0] if how.stops.received else None
     return Ended(returncode, stopped_by, killed_after, reports.leftovers, private_shm=True, evicted=waited.evicted)
+
+
+def _end_private(child: subprocess.Popen[bytes], tree: JobTree, how: _How) -> None:
+    """The namespace's processes died with its init: only a straggler's reaping (and the launcher, if pwdeploy
+    failed meanwhile: the job never outlives it)."""
+    if child.poll() is None:
+        tree.kill()
+        child.wait()
+    tree.leader_reaped()
+    how.stops.ended()
+    tree.end(how.leftover_grace)
 
 
 def _pids(child: subprocess.Popen[bytes], tree: JobTree) -> list[int]:
@@ -323,16 +312,9 @@ class _Waited:
         return False
 
 
-def _wait(
-    child: subprocess.Popen[bytes],
-    tree: JobTree,
-    stops: Stops,
-    waited: _Waited,
-    kill_after: float | None,
-    stop_grace: float,
-) -> tuple[int, float | None]:
-    """Wait for the main process; kill the tree after ``kill_after`` s, when a stop is not heeded in time, or when
-    an eviction's grace period is over."""
+def _wait(child: subprocess.Popen[bytes], tree: JobTree, how: _How, waited: _Waited) -> tuple[int, float | None]:
+    """Wait for the main process; kill the tree after ``how.kill_after`` s, when a stop is not heeded in time, or
+    when an eviction's grace period is over."""
     started = time.monotonic()
     killed_after: float | None = None
     killed = False
@@ -343,8 +325,8 @@ def _wait(
         if killed:
             continue
         now = time.monotonic()
-        if kill_after is not None and now - started >= kill_after:
-            killed_after = kill_after
-        if waited.step(child, now - started, now) or killed_after is not None or stops.overdue(stop_grace):
+        if how.kill_after is not None and now - started >= how.kill_after:
+            killed_after = how.kill_after
+        if waited.step(child, now - started, now) or killed_after is not None or how.stops.overdue(how.stop_grace):
             tree.kill()
             killed = True
