@@ -133,10 +133,10 @@ def test_the_one_masker_keeps_what_is_not_a_secret(said: str) -> None:
 
 
 def test_credential_plugins_quote_through_the_one_masker() -> None:
-    from pwdeploy.kube import credential_plugin
+    from pwdeploy.kube import credential_plugin, plugin_run
 
-    assert vars(credential_plugin)["masked"] is text.masked
-    assert not hasattr(credential_plugin, "mask_secrets")
+    assert vars(plugin_run)["masked"] is text.masked  # the plugin's stderr is quoted there
+    assert not hasattr(credential_plugin, "mask_secrets") and not hasattr(plugin_run, "mask_secrets")
 
 
 def test_render_warnings_and_quoted_evidence_share_one_credential_rule() -> None:

@@ -18,15 +18,7 @@ from typing import Any, NamedTuple
 
 from pwdeploy.errors import ArgumentError, ClusterError, ConfigError
 from pwdeploy.kube.answers import without_userinfo
-from pwdeploy.kube.credential_plugin import (
-    NOTICE_AFTER,
-    PLUGIN_TIMEOUT,
-    Credential,
-    PluginToken,
-    client_certificate,
-    plugin_of,
-    run_plugin,
-)
+from pwdeploy.kube.credential_plugin import Credential, PluginToken, client_certificate, plugin_of
 from pwdeploy.kube.http_client import (
     ApiClient,
     Configuration,
@@ -37,6 +29,7 @@ from pwdeploy.kube.http_client import (
 )
 from pwdeploy.kube.impersonation import impersonation_headers
 from pwdeploy.kube.kubeconfig_files import Origin, Resolved, kubeconfig_files, merge, resolve
+from pwdeploy.kube.plugin_run import NOTICE_AFTER, PLUGIN_TIMEOUT, run_plugin
 from pwdeploy.kube.reach import check_tls, credentials_of, kubectl_proxy, plain_http, usable_ca
 from pwdeploy.kube.seam import GET_CREDENTIALS, Clock, Kube, RequestLimits, RetryPolicy, SystemClock
 from pwdeploy.kube.throttle import Limit, Throttle, limit_from
