@@ -13,18 +13,21 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pwdeploy import catalog, names, releases
-from pwdeploy.config import mtc_constraints, sidecar_constraints, storage_constraints, storage_volumes
+from pwdeploy import catalog, names
+from pwdeploy.config import (
+    image_constraints,
+    mtc_constraints,
+    sidecar_constraints,
+    storage_constraints,
+    storage_volumes,
+)
 from pwdeploy.config.capacity import DYNAMIC_SLICING_FIELDS, check_capacity, check_dynamic_slicing
 from pwdeploy.config.fields import BY_PATH
-from pwdeploy.config.values import check_image_pinned, check_name, parse_gcs
+from pwdeploy.config.values import check_name, parse_gcs
 from pwdeploy.errors import ConfigError, raise_all
 from pwdeploy.identifiers import COORDINATOR_LABEL, HEAD_JOB, RM_PORT, WORKER_JOB
-from pwdeploy.imageref import BadReference, parse_reference, repository_problem
 from pwdeploy.quantity import amount
 
-VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
-_TAG_JAX = re.compile(r":(?:.*[-_])?jax[-_]([0-9]+\.[0-9]+\.[0-9]+)$")  # server:jax-0.10.2, :20260730-jax_0.10.2
 # GKE's node pool names: a lower-case letter, then lower-case letters, digits and hyphens, not ending in a hyphen,
 # 40 characters at most (the rule GKE applies to cluster names as well; the 40 is noted where Terraform configs
 # shorten pool names, e.g. https://gitlab.com/thorchain/devops/cluster-launcher/-/merge_requests/67).
@@ -78,24 +81,21 @@ def constraints(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[s
     return [
         (("name",), _name),
         (("namespace",), lambda p: _optional_name(p, "namespace", names.dns1123_label)),
-        (("image_registry",), _image_registry),
+        (image_constraints.REGISTRY_FIELDS, image_constraints.image_registry),
         (("head.node_pool",), _node_pool),
         (("tpu.slices",), _slices),
-        (("pathways_version", "allow_version_mismatch"), lambda p: _pathways_version(p, installed_jax)),
+        (image_constraints.VERSION_FIELDS, lambda p: image_constraints.pathways_version(p, installed_jax)),
         (("xla_flags",), _xla_flags),
-        (("images.server", "images.proxy_server", "images.worker", *_OTHER_PINNED), _pinned_images),
-        (
-            ("images.server", "images.proxy_server", "images.worker", "pathways_version", "allow_version_mismatch"),
-            _pathways_tags,
-        ),
-        (("image.repository", "sidecar.repository"), _repositories),
+        (image_constraints.PINNED_FIELDS, image_constraints.pinned_images),
+        (image_constraints.TAG_FIELDS, image_constraints.pathways_tags),
+        (image_constraints.REPOSITORY_FIELDS, image_constraints.repositories),
         (("tpu.type", "tpu.family", "tpu.topology"), _resolve_slice),
         (("main.cpu", "main.data_workers"), _data_workers),
         (("scheduling.max_restarts", "storage.checkpoints", "mtc.enabled"), _max_restarts),
         (("storage.scratch",), _scratch),
         (("scheduling.queue", "scheduling.priority_class", "scheduling.service_account"), _scheduling),
         (("local.compile_cache",), lambda p: _compile_cache(p, base_dir)),
-        (("headless", "main.image", "image.repository"), _main_image),
+        (image_constraints.MAIN_IMAGE_FIELDS, image_constraints.main_image),
         (("headless", "main.command"), _main_command),
         (("headless", "main.shm_size", "main.memory"), _main_shm),
         (("tpu.shm_size", "tpu.worker_memory"), _worker_shm),
@@ -114,9 +114,6 @@ def constraints(installed_jax: str | None, base_dir: Path) -> list[tuple[tuple[s
         (storage_constraints.PLACEMENT_FIELDS, storage_constraints.checkpoints_apart),
         (("proxy_env", "rm_env", "rm_flags"), _components),
     ]
-
-
-_OTHER_PINNED = ("sidecar.image", "storage.hlo_uploader_image")
 
 
 _CAPACITY_INPUTS = (
@@ -145,24 +142,6 @@ def _name(parsed: Mapping[str, Any]) -> None:
 def _optional_name(parsed: Mapping[str, Any], path: str, rule: Callable[[str], str | None]) -> None:
     if parsed[path] is not None:
         check_name(parsed[path], path, rule)
-
-
-def _image_registry(parsed: Mapping[str, Any]) -> None:
-    """The prefix of the derived Pathways images (<image_registry>/server:jax-<V>): a registry path, checked as
-    the images it makes."""
-    registry = parsed["image_registry"]
-    problem = None
-    if "://" in registry:
-        problem = "has a scheme; give host/path without it, e.g. us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
-    elif registry.endswith("/"):
-        problem = "ends in '/'; drop it (the image names are appended after a '/')"
-    else:
-        try:
-            parse_reference(f"{registry}/server:jax-0.0.0")
-        except BadReference as exc:
-            problem = f"is not a registry path such as us-docker.pkg.dev/cloud-tpu-v2-images/pathways ({exc})"
-    if problem is not None:
-        raise ConfigError("image_registry", f"{registry!r} {problem}")
 
 
 def _node_pool(parsed: Mapping[str, Any]) -> None:
@@ -197,25 +176,6 @@ def _resolve_slice(parsed: Mapping[str, Any]) -> dict[str, Any]:
         missing = "tpu.topology" if family else "tpu.family"
         raise ConfigError(missing, "is required together with " + ("tpu.family" if family else "tpu.topology"))
     raise ConfigError("tpu.type", "is required; e.g. --tpu-type v5p-8 (or tpu.family with tpu.topology)")
-
-
-def _pathways_version(parsed: Mapping[str, Any], installed: str | None) -> dict[str, Any]:
-    version = parsed["pathways_version"]
-    if version is None:  # the installed jax; without one, the newest JAX with a Pathways release seen
-        version = installed if installed is not None else releases.NEWEST
-    if not VERSION.fullmatch(version):
-        hint = None
-        if re.fullmatch(r"[0-9]+\.[0-9]+", version):  # what YAML makes of an unquoted 0.10: the number 0.1
-            hint = 'quote it in YAML (pathways_version: "0.10.2"); unquoted, 0.10 reads as the number 0.1'
-        raise ConfigError("pathways_version", f"{version!r} is not a JAX version such as 0.10.2", hint=hint)
-    if installed is not None and version != installed and not parsed["allow_version_mismatch"]:
-        raise ConfigError(
-            "pathways_version",
-            f"{version} does not match the installed jax {installed}; the client's jax, the proxy and the "
-            "server must agree",
-            hint=f"install jax=={version}, drop --pathways-version, or pass --allow-version-mismatch",
-        )
-    return {"pathways_version": str(version)}
 
 
 def _data_workers(parsed: Mapping[str, Any]) -> dict[str, Any]:
@@ -291,37 +251,6 @@ def dump_without_destination(xla_flags: tuple[str, ...], hlo_dump: object) -> st
     )
 
 
-def _pinned_images(parsed: Mapping[str, Any]) -> None:
-    for path in ("images.server", "images.proxy_server", "images.worker", *_OTHER_PINNED):
-        if parsed[path] is not None:
-            check_image_pinned(parsed[path], path)
-
-
-def _pathways_tags(parsed: Mapping[str, Any]) -> None:
-    """A pinned server or proxy whose tag names another JAX version than the job's: the classic failed start."""
-    if parsed["allow_version_mismatch"] or parsed["pathways_version"] is None:
-        return
-    for path in ("images.server", "images.proxy_server", "images.worker"):
-        image = parsed[path]
-        found = _TAG_JAX.search(image.split("@")[0].rsplit("/", 1)[-1]) if image else None
-        if found and found.group(1) != parsed["pathways_version"]:
-            raise ConfigError(
-                path,
-                f"{image} is a Pathways release for jax {found.group(1)}, but pathways_version is "
-                f"{parsed['pathways_version']}; the client's jax, the proxy and the server must agree",
-                hint=f"pin the release of jax {parsed['pathways_version']} (tags *-jax_{parsed['pathways_version']}), "
-                "or pass --allow-version-mismatch",
-            )
-
-
-def _repositories(parsed: Mapping[str, Any]) -> None:
-    """Where `pwdeploy image build` and `sidecar build` push: a bare repository, checked before any build."""
-    for path in ("image.repository", "sidecar.repository"):
-        problem = repository_problem(parsed[path]) if parsed[path] is not None else None
-        if problem is not None:
-            raise ConfigError(path, problem)
-
-
 def _scheduling(parsed: Mapping[str, Any]) -> None:
     for path in ("scheduling.queue", "scheduling.priority_class", "scheduling.service_account"):
         _optional_name(parsed, path, names.dns1123_subdomain)
@@ -350,18 +279,6 @@ def _compile_cache(parsed: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
         )
     path = Path(cache).expanduser()
     return {"local.compile_cache": str(path if path.is_absolute() else base_dir / path)}
-
-
-def _main_image(parsed: Mapping[str, Any]) -> None:
-    if parsed["headless"]:
-        return
-    if parsed["main.image"] is None:
-        if parsed["image.repository"] is not None:  # the image lock supplies it (pwdeploy image build --push)
-            return
-        raise ConfigError(
-            "main.image", "is required (unless headless or image.repository is set); set it or pass --image"
-        )
-    check_image_pinned(parsed["main.image"], "main.image")
 
 
 def _main_command(parsed: Mapping[str, Any]) -> None:
