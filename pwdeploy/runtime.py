@@ -135,7 +135,8 @@ def mtc_options(environ: Mapping[str, str] | None = None) -> dict[str, Any] | No
     With ``mtc.enabled``: the local directory (``PWDEPLOY_MTC_DIR``: the workers' MTC ramdisk on the cluster, a
     tmpfs folder beside a stand-in of the MTC driver in `local run`), the job's one backup interval, colocated
     Python (the Pathways path), and the run's name: ``JOBSET_NAME``, Orbax's own default, else the job's name (the
-    JobSet's), the name the MTC driver keeps the job's checkpoints under across restarts::
+    JobSet's), the name the MTC driver keeps the job's checkpoints under across restarts; in `local run`, one node
+    (``num_slices=1`` and one device: ``_one_local_node``)::
 
         initialization.initialize_multi_tier_checkpointing(**runtime.mtc_options())
     """
@@ -154,7 +155,22 @@ def mtc_options(environ: Mapping[str, str] | None = None) -> dict[str, Any] | No
         value = env.get(name, "").strip()
         if value:
             options[key] = int(value)
+    if env.get(ids.LOCAL_DEVICES_ENV) and not on_pathways(env):
+        options.update(_one_local_node())
     return options
+
+
+def _one_local_node() -> dict[str, Any]:
+    """In `local run`, Orbax's MTC set-up for one node. JAX's CPU backend runs a colocated-Python function once, in
+    the job's process, over every emulated device (jax ``colocated_python/func.py`` ``fallback_call``), where
+    Pathways runs it on each worker's sidecar with that worker's shard; Orbax 0.12.8 groups the devices into workers
+    by their ``slice_index`` (which the emulated devices report) and expects one shard of its worker-rank array per
+    call (``pathways_topology.worker_rank_from_array``: "Expected exactly one addressable logical worker rank
+    shard"). One device and one slice make the one call one worker's, and its ``replicator.yaml`` one node's, that of
+    the one tmpfs the stand-in of the MTC driver serves (the replication to peers is not emulated: docs/local.md)."""
+    import jax
+
+    return {"num_slices": 1, "devices": jax.devices()[:1]}
 
 
 def _location(name: str, environ: Mapping[str, str] | None) -> str | None:

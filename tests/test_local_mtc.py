@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pwdeploy import identifiers as ids
 from pwdeploy.local import mtc_stand_in as mtc
 from tests.conftest import REPO
 
@@ -68,6 +69,7 @@ def test_the_stand_in_keeps_the_newest_steps(tmp_path: Path) -> None:
 
 ORBAX_AGAINST_STAND_IN = """
 import os, pathlib, sys, threading
+from pwdeploy import identifiers as ids
 from pwdeploy.local import mtc_stand_in as mtc
 from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization
 
@@ -104,6 +106,48 @@ def test_orbax_sets_up_multi_tier_checkpointing_against_the_stand_in(tmp_path: P
     result = next(line for line in lines if line.startswith("RESULT"))
     assert result == f"RESULT {sorted([mtc.RETAINED, '7'])!r} seven"  # Orbax renamed the marker to the step
     assert "FAILED Replicator fatal errors: no bucket" in lines
+
+
+ORBAX_ON_EMULATED_SLICES = """
+import pathlib, sys
+import jax
+from pwdeploy import runtime
+from pwdeploy import identifiers as ids
+from pwdeploy.local import mtc_stand_in as mtc
+from orbax.checkpoint.experimental.emergency.multi_tier_checkpointing import initialization
+
+print("SLICES", sorted({device.slice_index for device in jax.devices()}))
+with mtc.serving(pathlib.Path(sys.argv[1]), print):
+    initialization.initialize_multi_tier_checkpointing(**runtime.mtc_options())
+print("SET UP")
+"""
+
+
+@pytest.mark.slow  # Orbax polls once a second
+def test_orbax_sets_up_mtc_on_devices_that_report_two_slices(tmp_path: Path) -> None:
+    """The emulated devices of 2 slices report their slice_index (local run's probe), so Orbax counts two workers,
+    while JAX's CPU backend runs its colocated set-up once over both: runtime.mtc_options() makes it one node's."""
+    probe = Path(mtc.__file__).parent / "transfer_probe"
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        "PYTHONPATH": os.pathsep.join([str(probe), str(REPO)]),
+        ids.LOCAL_SLICE_LAYOUT_ENV: "0-1 2-3",
+        ids.LOCAL_DEVICES_ENV: "4",
+        ids.MTC_DIR_ENV: str(tmp_path),
+        ids.MTC_BACKUP_MINUTES_ENV: "5",
+        "JOBSET_NAME": "demo",
+        "PWDEPLOY_TRANSFER_REPORT": str(tmp_path / "transfers"),  # the probe's switch
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", ORBAX_ON_EMULATED_SLICES, str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=100, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "SLICES [0, 1]" and lines[-1] == "SET UP"
+    assert "pwdeploy local: MTC stand-in: found no checkpoint to hand back" in lines
 
 
 @pytest.mark.slow
