@@ -264,6 +264,17 @@ CASES: dict[str, Case] = {
         (),
         check=lambda folder, done: None if "multi" not in done.stderr else pytest.fail(done.stderr),
     ),
+    "MTC settings without mtc.enabled": Case(
+        ("render", "-f", "{job}", "--mtc-backup-steps", "100", "--mtc-ramdisk-dir", "/ramdisk"),
+        0,
+        ("warning: mtc.ramdisk_dir, mtc.backup_interval_steps are set but mtc.enabled is false", "--mtc"),
+    ),
+    "MTC enabled says nothing of its settings": Case(
+        ("render", "-f", "{job}", "--mtc", "--mtc-backup-steps", "100", "--sidecar-image", "r.example/side:1"),
+        0,
+        (),
+        check=lambda folder, done: None if "mtc.enabled is false" not in done.stderr else pytest.fail(done.stderr),
+    ),
     "sidecar source folder holding the config": Case(
         ("render", "-f", "{job}", "--no-validate"),
         0,

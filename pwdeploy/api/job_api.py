@@ -85,13 +85,15 @@ def _read(
 
 def _load_warnings(job: JobConfig, file: Path | None) -> list[str]:
     """What a valid config may mean otherwise: an HLO dump flag without storage.hlo_dump, flex-start on several
-    hosts, a config file inside the sidecar's source folder."""
+    hosts, MTC settings without mtc.enabled, a config file inside the sidecar's source folder."""
     from pwdeploy.config.capacity import flex_start_multi_host
     from pwdeploy.config.constraints import dump_without_destination
+    from pwdeploy.config.mtc_constraints import unused_without_mtc
 
     found = [
         dump_without_destination(job.xla_flags, job.storage.hlo_dump),
         flex_start_multi_host(job.tpu.capacity, job.tpu.slice),
+        unused_without_mtc(job.mtc),
     ]
     if job.sidecar.source_dir is not None and file is not None:
         from pwdeploy.images.source_folder import (

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pwdeploy import identifiers as ids
+from pwdeploy.config.model import MtcConfig
 from pwdeploy.errors import ConfigError
 
 NEEDS_SIDECAR_FIELDS = ("mtc.enabled", "sidecar.image", "sidecar.repository")
@@ -96,3 +97,27 @@ def backup_bucket(parsed: Mapping[str, Any]) -> None:
             f"{bucket.uri!r} names a folder; the CheckpointConfiguration names a bucket",
             hint=f"gs://{bucket.bucket}",
         )
+
+
+def unused_without_mtc(mtc: MtcConfig) -> str | None:
+    """A warning for MTC settings of a job without ``mtc.enabled``: they render nothing (no MTC volume, no
+    ``PWDEPLOY_MTC_DIR``), so a config that forgot ``enabled: true`` would run without multi-tier checkpointing and
+    say nothing; ``mtc.enabled: false`` keeps them for later, so they are not an error."""
+    if mtc.enabled:
+        return None
+    set_fields = [
+        f"mtc.{name}"
+        for name, value in (
+            ("ramdisk_dir", None if mtc.ramdisk_dir == MtcConfig().ramdisk_dir else mtc.ramdisk_dir),
+            ("backup_interval_minutes", mtc.backup_interval_minutes),
+            ("backup_interval_steps", mtc.backup_interval_steps),
+        )
+        if value is not None
+    ]
+    if not set_fields:
+        return None
+    return (
+        f"{', '.join(set_fields)} {'is' if len(set_fields) == 1 else 'are'} set but mtc.enabled is false: the job has "
+        "no multi-tier checkpointing (no MTC volume on the workers, no PWDEPLOY_MTC_DIR); set mtc.enabled (--mtc) to "
+        "use it"
+    )
