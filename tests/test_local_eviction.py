@@ -238,3 +238,21 @@ def test_the_flags_name_the_causes_and_allow_one_eviction() -> None:
     assert sorted(CAUSES) == sorted(EVICTED_BY)
     result = CliRunner().invoke(cli, ["local", "run", "--evict-at-step", "3", "--evict-after", "1", "--", "true"])
     assert result.exit_code == 2 and "give one of --evict-at-step and --evict-after" in result.output
+
+
+def test_evict_by_without_an_eviction_is_refused_before_the_job_runs(job_dir: Path) -> None:
+    """--evict-by alone asks for no eviction: refused by name, rather than a run that evicts nothing and says so."""
+    done = local_run(job_dir, "--evict-by", "delete")
+    assert done.returncode == 2, done.stderr
+    assert "--evict-by: 'delete' says what deletes the head pod" in done.stderr
+    assert "hint: give --evict-at-step or --evict-after too" in done.stderr
+    assert "Traceback" not in done.stderr and not (job_dir / "runs.jsonl").exists()
+
+
+def test_the_api_refuses_evict_by_without_an_eviction(job_dir: Path) -> None:
+    from pwdeploy import api
+
+    job = api.load(job_dir / "job.yaml")
+    with pytest.raises(api.ArgumentError, match="no eviction is asked for") as raised:
+        api.run_local(job, options=api.LocalRunOptions(evict_by="disruption", check_program=False), cwd=job_dir)
+    assert raised.value.field == "evict_by" and not (job_dir / "runs.jsonl").exists()

@@ -30,7 +30,7 @@ class LocalRunOptions(NamedTuple):
     kill_after: float | None = None  # attempt 0 is killed after these seconds
     evict_at_step: int | None = None  # attempt 0's head pod is deleted once this step is done (runtime.step_done)
     evict_after: float | None = None  # ... or after these seconds
-    evict_by: str = "kueue"  # what deletes it: "kueue", "delete" or "disruption" (pwdeploy.local.eviction.CAUSES)
+    evict_by: str | None = None  # what deletes it: "kueue" (None), "delete" or "disruption" (local.eviction.CAUSES)
     lose_slices: Sequence[str] = ()  # "SLICE@STEP": an elastic job loses the slice once the step is done
     restore_slices: Sequence[str] = ()  # "SLICE@STEP": the slice is back
     summary_json: PathLike | None = None  # also write the run's summary there
@@ -171,16 +171,25 @@ def _run_options(options: LocalRunOptions) -> RunOptions:
 
 
 def _evicted_by(options: LocalRunOptions) -> str:
-    """``evict_by`` checked: a row of ``pwdeploy.local.eviction.CAUSES``, with one eviction (not two) asked for."""
+    """``evict_by`` checked: a row of ``pwdeploy.local.eviction.CAUSES`` (None: a Kueue eviction), for the one
+    eviction (not two, nor none) asked for."""
     from pwdeploy import arguments
     from pwdeploy.errors import ArgumentError
     from pwdeploy.local.eviction import CAUSES
 
+    if options.evict_at_step is not None and options.evict_after is not None:
+        raise ArgumentError("evict_after", "give one of evict_at_step and evict_after: one eviction a run")
+    if options.evict_by is None:
+        return "kueue"
     cause = arguments.text(options.evict_by, "evict_by")
     if cause not in CAUSES:
         raise ArgumentError("evict_by", f"{cause!r} is not a cause of eviction; valid: {', '.join(CAUSES)}")
-    if options.evict_at_step is not None and options.evict_after is not None:
-        raise ArgumentError("evict_after", "give one of evict_at_step and evict_after: one eviction a run")
+    if options.evict_at_step is None and options.evict_after is None:
+        raise ArgumentError(
+            "evict_by",
+            f"{cause!r} says what deletes the head pod in an eviction, and no eviction is asked for",
+            hint="give `evict_at_step` or `evict_after` too",
+        )
     return cause
 
 

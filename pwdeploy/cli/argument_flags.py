@@ -47,6 +47,9 @@ FLAG_OF_ARGUMENT: dict[str, str | None] = {
     "after_step": "--after-step",
     "after": "--after",
     "allow_fatal": "--allow-fatal",
+    "evict_at_step": "--evict-at-step",
+    "evict_after": "--evict-after",
+    "evict_by": "--evict-by",
 }
 # `argument` or `argument=value` in an error's text: how the API names what the caller can change.
 _NAMED = re.compile(r"`([a-z_]+)(?:=([^`]*))?`")

@@ -149,7 +149,7 @@ def run(
         kill_after=kill_after,
         evict_at_step=evict_at_step,
         evict_after=evict_after,
-        evict_by=evict_by,
+        evict_by=_given("evict_by", evict_by),  # alone, it asks for no eviction: the API refuses it
         lose_slices=lose_slice,
         restore_slices=restore_slice,
         summary_json=summary_json,
@@ -182,6 +182,12 @@ def env(command: tuple[str, ...], output: str, **params: Any) -> None:
     for key, value in local_plan.env.items():
         click.echo(f"export {key}={shell_word(value)}")
     click.echo(f"# cd {shell_word(str(local_plan.cwd))} && {shell_join(local_plan.command)}")
+
+
+def _given(param: str, value: str) -> str | None:
+    """``value``, or None where the flag was not given (its default stands)."""
+    source = click.get_current_context().get_parameter_source(param)
+    return None if source is click.core.ParameterSource.DEFAULT else value
 
 
 def _say(line: str) -> None:
