@@ -31,14 +31,20 @@ HEADINGS = {
     "storage": "Storage (GCS)",
     "scheduling": "Scheduling",
     "sidecar": "Colocated-Python sidecar",
+    "mtc": "Multi-tier checkpointing",
     "image": "Job image",
     "local": "Local runs",
 }
-HEADING_OF_PATH = {"worker_flags": "TPU", "worker_env": "TPU"}
+# head.share_process_namespace: how main stops (with the grace period), which local run plays too.
+HEADING_OF_PATH = {"worker_flags": "TPU", "worker_env": "TPU", "head.share_process_namespace": "Scheduling"}
 JOB_HEADING_NOTE = " (flags beat PWDEPLOY_<FLAG> variables, which beat the -f file)"
-# local run reads scheduling.max_restarts and termination_grace_seconds (restarts, the stop grace)
-_LOCAL = ("Job", "TPU", "Main container", "Storage (GCS)", "Scheduling", "Colocated-Python sidecar", "Local runs")
-_SIDECAR = ("Job", "Colocated-Python sidecar")
+# local run reads scheduling.max_restarts and termination_grace_seconds (restarts, the stop grace), whether the head
+# pod shares its process namespace (main's PID) and mtc.* (the stand-in of the MTC driver)
+_LOCAL = (
+    "Job", "TPU", "Main container", "Storage (GCS)", "Scheduling", "Colocated-Python sidecar",
+    "Multi-tier checkpointing", "Local runs",
+)  # fmt: skip
+_SIDECAR = ("Job", "Colocated-Python sidecar", "Multi-tier checkpointing")  # mtc.enabled: the import test's orbax
 _IMAGE = ("Job", "Job image", "Colocated-Python sidecar")  # the sidecar's Python decides the job image's
 # The job flag headings a command's help shows; a command not listed (render, preflight, submit) shows all but
 # "Local runs". What each command reads of the job: local/env.py and local/limits.py, images/sidecar_image.py,
@@ -110,7 +116,7 @@ class SectionedHelp(click.Command):
         from pwdeploy.cli.options import FIELD_OF_PARAM, FILE_PARAM
 
         own: list[tuple[str, str]] = []
-        job: dict[str, list[tuple[str, str]]] = {heading(f): [] for f in FIELD_OF_PARAM.values()}
+        job: dict[str, list[tuple[str, str]]] = {name: [] for name in _ordered(FIELD_OF_PARAM.values())}
         show_default, ctx.show_default = ctx.show_default, True
         try:
             for param in self.get_params(ctx):
@@ -138,6 +144,13 @@ class SectionedHelp(click.Command):
                 width = max((formatter.width or 80) - formatter.current_indent, 20)
                 for line in wrap_keeping_values(", ".join(hidden), width):  # never inside a flag's name
                     formatter.write(f"{'':>{formatter.current_indent}}{line}\n")
+
+
+def _ordered(fields: Iterable[Field]) -> list[str]:
+    """The fields' headings in the order of HEADINGS (a field HEADING_OF_PATH moves does not move its heading)."""
+    found = {heading(field) for field in fields}
+    order = [name + (JOB_HEADING_NOTE if name == "Job" else "") for name in dict.fromkeys(HEADINGS.values())]
+    return [name for name in order if name in found] + sorted(found - set(order))
 
 
 def _shown(
