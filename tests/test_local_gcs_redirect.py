@@ -142,3 +142,14 @@ def test_a_folder_epath_made_exists_as_tensorflow_s_client_has_it(tmp_path: Path
     done = local_run(write_job(tmp_path, "folders", main=env, local={"devices": 1}))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True True []"
+
+
+@pytest.mark.parametrize("word", ["--config=configs/run.yaml", "config=configs/run.yaml", "configs/run.yaml"])
+def test_a_config_file_given_as_a_flag_s_value_is_read(tmp_path: Path, word: str) -> None:
+    """absl and argparse take --config=FILE: its gs:// goes to the emulator as a positional file's does."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "run.yaml").write_text("workdir: gs://prod-bucket/run-7\n")
+    main = {"image": "r.example/m:1", "command": f"python3 train.py {word}"}
+    job = load_job(write_job(tmp_path, "flagged", main=main), {}, installed_jax=lambda: "0.10.2")
+    found = plan(job, cwd=tmp_path, cores=2).gcs
+    assert [(n.uri, n.where) for n in found] == [("gs://prod-bucket/run-7", "configs/run.yaml")]

@@ -71,10 +71,11 @@ def named_locations(job: JobConfig, command: Sequence[str], cwd: Path) -> list[N
     for name, value in job.main.env:
         found += _in_text(value, f"main.env.{name}")
     for word in command[1:]:
-        path = cwd / word
-        if word.lower().endswith(CONFIG_SUFFIXES) and path.is_file() and path.stat().st_size <= MAX_CONFIG_BYTES:
+        name = word.partition("=")[2] if "=" in word else word  # --config=base.yml, as absl and argparse take it
+        path = cwd / name
+        if name.lower().endswith(CONFIG_SUFFIXES) and path.is_file() and path.stat().st_size <= MAX_CONFIG_BYTES:
             text = path.read_text(encoding="utf-8", errors="replace")
-            found += _in_text(text if word.lower().endswith(".json") else without_comments(text), word)
+            found += _in_text(text if name.lower().endswith(".json") else without_comments(text), name)
     return list(dict.fromkeys(found))
 
 
