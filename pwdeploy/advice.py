@@ -162,10 +162,11 @@ def _unreleased_jax(job: JobConfig) -> list[str]:
     ]
     if releases.known(version) or not unpinned:
         return []
-    near = ", ".join(f"{v} ({releases.default_tag(v)})" for v in releases.nearest(version))
+    nearest = releases.nearest(version)
+    near = ", ".join(f"{v} ({releases.default_tag(v)})" for v in nearest)
     return [
         f"pathways_version {version}: no Pathways release for jax {version} is known (docs/images.md), so "
         f"{' and '.join(unpinned)} default to a guess (jax-{version}); releases seen for the nearest JAX: {near}; "
-        f"install that jax (pip install jax=={releases.NEWEST} jaxlib=={releases.NEWEST}), or pin "
+        f"install that jax (pip install jax=={nearest[0]} jaxlib=={nearest[0]}), or pin "
         "--server-image and --proxy-server-image; check: pwdeploy preflight -f job.yaml"
     ]

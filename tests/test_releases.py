@@ -36,6 +36,14 @@ def test_a_jax_without_a_release_renders_the_guess_and_says_so() -> None:
     assert not [w for w in job_warnings(pinned) if "no Pathways release" in w]
 
 
+def test_the_jax_the_warning_says_to_install_is_the_nearest_with_a_release() -> None:
+    """An older JAX without a release is told to install the nearest that has one, not the newest."""
+    job = small_job({"pathways_version": "0.9.0", "allow_version_mismatch": True})
+    (warning,) = [w for w in job_warnings(job) if "no Pathways release" in w]
+    nearest = releases.nearest("0.9.0")[0]
+    assert nearest != releases.NEWEST and f"pip install jax=={nearest} jaxlib=={nearest}" in warning
+
+
 def test_without_jax_installed_the_newest_release_is_the_default() -> None:
     job = load_job(
         None,
