@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pwdeploy.config import JobConfig
-from pwdeploy.errors import ConfigError, LocalLimitsError, LocalRunError
+from pwdeploy.errors import ConfigError
 from pwdeploy.identifiers import CHECKPOINT_DIR_ENV
 from pwdeploy.local.env import LOCAL_OUTPUTS, LOCAL_STATE, LocalPlan, gcs_cache_supported, plan, without_compile_cache
-from pwdeploy.local.outcome import LocalRun, Say, how_it_ended, report_transfers, summary_line, write_summary
+from pwdeploy.local.outcome import LocalRun, Say
 from pwdeploy.local.restarts import Faults
+from pwdeploy.local.run_end import Finishing, finish
 
 if TYPE_CHECKING:
     from pwdeploy.local.elastic import SliceEvents
@@ -77,36 +78,18 @@ def run_local(
     from pwdeploy.local.elastic import slice_events
     from pwdeploy.local.mtc_stand_in import standing_in
     from pwdeploy.local.restarts import rendered_jobset
-    from pwdeploy.local.runner import check_startable
-    from pwdeploy.local.sidecar_probe import sidecar_import_warnings
     from pwdeploy.local.transfers import probed
 
     say = around.say
     local_plan = plan(job, tuple(command), cwd=around.cwd, cores=around.cores, environ=around.environ)
-    if job.headless:
-        raise ConfigError(
-            "headless",
-            "a headless job has no program to run (the proxy and resource manager alone, for a notebook), so "
-            "`local run` has nothing to run",
-            hint="drop --headless (or headless: true in the config) to run main.command locally; a headless job "
-            "runs on the cluster: pwdeploy submit, then pwdeploy connect",
-        )
+    _refuse_headless(job)
     manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
     events = slice_events(job, local_plan.devices, options.lose_slice, options.restore_slice)
     for line in plan_messages(local_plan):
         say(line)
     with _shm_probe(job) as probe:  # it runs while the program and the folders are checked
-        if check_program is not None:
-            _check_program(check_program, local_plan, say)
-        check_startable(local_plan.command, cwd=local_plan.cwd, env={**around.environ, **local_plan.env})
-        sidecar_import_warnings(job, local_plan.command, {**around.environ, **local_plan.env}, local_plan.cwd, say)
-        local_plan = _usable_gcs_cache(local_plan, say)
+        local_plan = _before_the_run(job, local_plan, around, options, check_program)
         child_env = {**around.environ, **local_plan.env}
-        if options.resume:
-            from pwdeploy.local.notices import nothing_to_resume
-
-            for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
-                say(f"warning: {line}")
         with _checkpoints_held(local_plan, fresh=not options.resume), ExitStack() as held:
             _prepare_dirs(local_plan, say, fresh_checkpoints=not options.resume)
             child_env.update(held.enter_context(_gcs_redirected(job, local_plan, say, fresh=not options.resume)))
@@ -119,7 +102,41 @@ def run_local(
                 probed(child_env) as (probed_env, reports),
             ):
                 attempts, usage = _run_attempts(local_plan, probed_env, job, manifest, options, say, private=private)
-                return _ended(job, local_plan, attempts, usage, options, around, reports, elastic, private=private)
+                how = Finishing(say, around.cores, options.faults, options.summary_json, private)
+                return finish(job, local_plan, attempts, usage, how, reports, elastic)
+
+
+def _refuse_headless(job: JobConfig) -> None:
+    if job.headless:
+        raise ConfigError(
+            "headless",
+            "a headless job has no program to run (the proxy and resource manager alone, for a notebook), so "
+            "`local run` has nothing to run",
+            hint="drop --headless (or headless: true in the config) to run main.command locally; a headless job "
+            "runs on the cluster: pwdeploy submit, then pwdeploy connect",
+        )
+
+
+def _before_the_run(
+    job: JobConfig, local_plan: LocalPlan, around: Surroundings, options: RunOptions, check: ProgramCheck | None
+) -> LocalPlan:
+    """The program checked, the command startable, what the sidecar's folder shadows and whether a gs:// compile
+    cache works here said, and a --resume with nothing to resume told; the plan as it will run."""
+    from pwdeploy.local.runner import check_startable
+    from pwdeploy.local.sidecar_probe import sidecar_import_warnings
+
+    say = around.say
+    if check is not None:
+        _check_program(check, local_plan, say)
+    check_startable(local_plan.command, cwd=local_plan.cwd, env={**around.environ, **local_plan.env})
+    sidecar_import_warnings(job, local_plan.command, {**around.environ, **local_plan.env}, local_plan.cwd, say)
+    local_plan = _usable_gcs_cache(local_plan, say)
+    if options.resume:
+        from pwdeploy.local.notices import nothing_to_resume
+
+        for line in filter(None, [nothing_to_resume(local_plan.outputs.get(CHECKPOINT_DIR_ENV))]):
+            say(f"warning: {line}")
+    return local_plan
 
 
 def _check_program(check_program: ProgramCheck, local_plan: LocalPlan, say: Say) -> None:
@@ -171,79 +188,6 @@ def _run_attempts(
     return attempts, merged(usages) if options.check_limits else None
 
 
-def _ended(
-    job: JobConfig,
-    local_plan: LocalPlan,
-    attempts: list[Ended],
-    usage: Usage | None,
-    options: RunOptions,
-    around: Surroundings,
-    reports: Path,
-    elastic: tuple[Callable[[], list[dict[str, Any]]], int],
-    *,
-    private: Private | None,
-) -> LocalRun:
-    """The summary line, the transfers, the JSON summary and how it ended; LimitsExceeded if a run that succeeded
-    went over a limit, LocalRunError if one never lost the slices it was asked to."""
-    from pwdeploy.local.limits import exceeded, filled
-    from pwdeploy.local.notices import probe_notices, unfired_faults
-    from pwdeploy.local.restarts import ending_hint
-    from pwdeploy.local.transfers import measured, seen
-
-    say = around.say
-    say(summary_line(usage, attempts, job, cores=around.cores))
-    read_events, asked = elastic
-    found_events = read_events()
-    found = measured(reports)
-    report_transfers(found, say)
-    for line in probe_notices(found, seen(reports), local_plan.compile_cache):
-        say(f"pwdeploy local: {line}")
-    last = attempts[-1]
-    ending = how_it_ended(last, ending_hint(attempts, job.scheduling.max_restarts, options.faults))
-    problems = exceeded(usage, job) if usage is not None else []
-    result = LocalRun(
-        exit_status=last.status,
-        attempts=len(attempts),
-        restarts=sum(ended.next_run == "restart" for ended in attempts),
-        command=local_plan.command,
-        cwd=local_plan.cwd,
-        devices=local_plan.devices,
-        outputs={LOCAL_OUTPUTS[name]: path for name, path in local_plan.outputs.items()},
-        hlo_dir=local_plan.hlo_dir,
-        compile_cache=local_plan.compile_cache,
-        stopped_by=last.stopped_by,
-        ending=ending,
-        peaks=usage,
-        limits_exceeded=tuple(problems),
-        transfers=found,
-        elastic_events=tuple(found_events),
-        requeues=sum(ended.next_run == "requeue" for ended in attempts),
-        replaced=sum(ended.next_run == "replace" for ended in attempts),
-    )
-    if options.summary_json is not None:
-        write_summary(options.summary_json, result, say)
-    unfired = _unfired_slice_events(asked, found_events, reports)
-    for line in unfired_faults(attempts, options.faults):  # before how it ended: that stays the last line
-        say(f"warning: {line}")
-    if ending is not None:
-        say(f"pwdeploy local: {ending}")
-    if private is not None and usage is not None and last.failed and usage.shm_bytes >= filled(private.size):
-        say(
-            f"pwdeploy local: the job filled its /dev/shm (main.shm_size {job.main.shm_size}) before it failed: "
-            "on the cluster it fails alike (ENOSPC on a write, SIGBUS on a mapped page); raise main.shm_size "
-            "(--shm-size) or lower main.data_workers"
-        )
-    if unfired is not None and last.status == 0 and last.stopped_by is None:
-        raise LocalRunError(unfired, hint="pass a STEP the job reaches, in a program with an elastic loop")
-    if unfired is not None and last.stopped_by is None:
-        say(f"pwdeploy local: {unfired}")
-    if problems and last.status == 0:
-        raise LocalLimitsError("; ".join(problems))
-    for line in problems:
-        say(f"pwdeploy local: {line}")
-    return result
-
-
 @contextmanager
 def _elastic_events(
     events: SliceEvents, child_env: dict[str, str]
@@ -263,24 +207,6 @@ def _elastic_events(
             return read_events(reported)
 
         yield reported_events, len(events.losses) + len(events.returns)
-
-
-def _unfired_slice_events(asked: int, found: list[dict[str, Any]], transfers: Path) -> str | None:
-    """Why slice losses or returns asked for (--lose-slice, --restore-slice) never happened, or None."""
-    from pwdeploy.local.transfers import measured
-
-    missing = asked - len(found)
-    if missing <= 0:
-        return None
-    if measured(transfers) is None:
-        why = "the program never called pwdeploy.runtime.step_done(step) after a step, where a loss is emulated"
-    else:
-        why = (
-            "the job ended before the step given, or the program never built runtime.elastic_manager() (a "
-            "program that is not elastic: docs/elastic.md)"
-        )
-    asked_for = "slice losses and returns asked for (--lose-slice, --restore-slice)"
-    return f"{missing} of the {asked} {asked_for} never happened: {why}"
 
 
 @contextmanager
