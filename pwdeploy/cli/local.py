@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +13,9 @@ from pwdeploy.cli.check import NO_CHECK
 from pwdeploy.cli.options import FILE_PARAM, JobCommand, job_from_params, job_options, pop_job_params
 from pwdeploy.cli.output import emit, output_option, shell_join, shell_word
 from pwdeploy.cli.seams import seams
+
+if TYPE_CHECKING:
+    from pwdeploy.api import LocalRunOptions
 
 # --evict-by's values: the rows of pwdeploy.local.eviction.CAUSES (not imported here: the CLI starts without it).
 EVICTED_BY = ("kueue", "delete", "disruption")
@@ -101,21 +104,7 @@ def local() -> None:
 )
 @NO_CHECK
 @_COMMAND
-def run(
-    command: tuple[str, ...],
-    summary_json: Path | None,
-    no_check: bool,
-    no_limits_check: bool,
-    fail_at_step: int | None,
-    kill_after: float | None,
-    evict_at_step: int | None,
-    evict_after: float | None,
-    evict_by: str,
-    resume: bool,
-    lose_slice: tuple[str, ...],
-    restore_slice: tuple[str, ...],
-    **params: Any,
-) -> int:
+def run(command: tuple[str, ...], **params: Any) -> int:
     """Run the job's command with JAX on CPU, emulating the target's devices.
 
     The config's main.command runs in the config file's directory; a COMMAND after -- runs in the current
@@ -137,28 +126,34 @@ def run(
     """
     from pwdeploy import api
 
-    if evict_at_step is not None and evict_after is not None:
-        raise click.UsageError("give one of --evict-at-step and --evict-after: one eviction a run")
+    options = _run_options(params)
     config_file = params.get(FILE_PARAM)
     job = job_from_params(pop_job_params(params), pin_images=False)  # a local run uses no image
-    options = api.LocalRunOptions(
-        check_program=not no_check,
-        check_limits=not no_limits_check,
-        resume=resume,
-        fail_at_step=fail_at_step,
-        kill_after=kill_after,
-        evict_at_step=evict_at_step,
-        evict_after=evict_after,
-        evict_by=_given("evict_by", evict_by),  # alone, it asks for no eviction: the API refuses it
-        lose_slices=lose_slice,
-        restore_slices=restore_slice,
-        summary_json=summary_json,
-    )
     run = api.run_local(
         job, command, options, cwd=Path.cwd(), config_file=config_file, cores=cores(), environ=os.environ,
         progress=sys.stderr,
     )  # fmt: skip
     return run.exit_status
+
+
+# `local run`'s flags that are LocalRunOptions' fields of the same name.
+_RUN_OPTIONS = ("summary_json", "fail_at_step", "kill_after", "evict_at_step", "evict_after", "resume")
+
+
+def _run_options(params: dict[str, Any]) -> LocalRunOptions:
+    """`local run`'s own flags (taken out of ``params``) as the API's options."""
+    from pwdeploy import api
+
+    if params["evict_at_step"] is not None and params["evict_after"] is not None:
+        raise click.UsageError("give one of --evict-at-step and --evict-after: one eviction a run")
+    return api.LocalRunOptions(
+        check_program=not params.pop("no_check"),
+        check_limits=not params.pop("no_limits_check"),
+        lose_slices=params.pop("lose_slice"),
+        restore_slices=params.pop("restore_slice"),
+        evict_by=_given("evict_by", params.pop("evict_by")),  # alone, it asks for no eviction: the API refuses it
+        **{name: params.pop(name) for name in _RUN_OPTIONS},
+    )
 
 
 @local.command("env", cls=JobCommand, context_settings=_NO_INTERSPERSED)
