@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 import importlib
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -77,27 +77,12 @@ class PwdeployGroup(LazyGroup):
             click.echo("Aborted.", err=True)
             sys.exit(130)
         except click.NoSuchOption as exc:
-            if exc.option_name != "--debug":
-                exc.show()
-                sys.exit(exc.exit_code)
-            click.echo(
-                f"error: --debug is pwdeploy's own option and goes before the command: {_debug_first(argv)}", err=True
-            )
-            sys.exit(exc.exit_code)
+            _no_such_option(exc, argv)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
         except PwdeployError as exc:
-            if self.debug:
-                import traceback  # only with --debug: 2 ms of every command's start-up otherwise
-
-                traceback.print_exc()
-            from pwdeploy.cli.argument_flags import as_said  # an API argument's error names its flag
-            from pwdeploy.text import printable  # an error may quote a server's or a stream's text
-
-            for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
-                click.echo(printable(f"error: {as_said(error)}"), err=True)
-            sys.exit(exc.exit_code)
+            _pwdeploy_error(exc, debug=self.debug)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
@@ -110,6 +95,29 @@ class PwdeployGroup(LazyGroup):
             click.echo(f"{said}\n  rerun with --debug for the traceback", err=True)
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def _no_such_option(exc: click.NoSuchOption, argv: list[str]) -> NoReturn:
+    if exc.option_name != "--debug":
+        exc.show()
+        sys.exit(exc.exit_code)
+    click.echo(f"error: --debug is pwdeploy's own option and goes before the command: {_debug_first(argv)}", err=True)
+    sys.exit(exc.exit_code)
+
+
+def _pwdeploy_error(exc: PwdeployError, *, debug: bool) -> NoReturn:
+    """Each error on a line of its own (an API argument's named by its flag), printable; the traceback too with
+    --debug."""
+    if debug:
+        import traceback  # only with --debug: 2 ms of every command's start-up otherwise
+
+        traceback.print_exc()
+    from pwdeploy.cli.argument_flags import as_said  # an API argument's error names its flag
+    from pwdeploy.text import printable  # an error may quote a server's or a stream's text
+
+    for error in exc.errors if isinstance(exc, ConfigErrors) else [exc]:
+        click.echo(printable(f"error: {as_said(error)}"), err=True)
+    sys.exit(exc.exit_code)
 
 
 def _debug_first(argv: list[str]) -> str:
