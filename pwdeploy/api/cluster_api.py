@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pwdeploy.cluster.diagnose.findings import Diagnosis
     from pwdeploy.cluster.progress import JobState
     from pwdeploy.cluster.status import JobStatus, JobSummary
-    from pwdeploy.cluster.timeline import Timeline
+    from pwdeploy.cluster.timeline import Selection, Timeline
     from pwdeploy.kube.kubeconfig import PluginLimits
     from pwdeploy.kube.seam import Clock, Kube, RequestLimits
     from pwdeploy.kube.throttle import Limit
@@ -229,27 +229,38 @@ def timeline(
     ``on_progress`` hears how many pods are still being read."""
     from pwdeploy import arguments
     from pwdeploy.cluster import jobsets as js
-    from pwdeploy.cluster.logs import COMPONENTS, check_worker_exists
-    from pwdeploy.cluster.timeline import Selection, Timeline
-    from pwdeploy.errors import ArgumentError
+    from pwdeploy.cluster.logs import check_worker_exists
+    from pwdeploy.cluster.timeline import Timeline
     from pwdeploy.kube.seam import reading_answers
 
     check_name(name)
-    if component is not None and component not in COMPONENTS:
-        raise ArgumentError("component", f"{component!r} is not a component; valid: {', '.join(COMPONENTS)}")
-    slice_index = arguments.optional_whole(slice_index, "slice_index", 0)
-    host = arguments.optional_whole(host, "host", 0)
+    selection = _selection(component, slice_index, host)
     kube, namespace = given_cluster(cluster)
     with reading_answers(kube):
         jobset = js.require_jobset(kube, namespace, name)
-        if slice_index is not None or host is not None:
-            check_worker_exists(jobset, slice_index or 0, host or 0)
-    selection = Selection(component, slice_index, host)
+        if selection.slice_index is not None or selection.host is not None:
+            check_worker_exists(jobset, selection.slice_index or 0, selection.host or 0)
     streams = arguments.whole(max_streams, "max_streams", 1)
     return Timeline(
         kube, namespace, name, selection=selection, follow=follow, max_streams=streams, on_progress=on_progress,
         jobset=jobset,
     )  # fmt: skip
+
+
+def _selection(component: object, slice_index: object, host: object) -> Selection:
+    """The pods a timeline reads, from a caller's arguments (each checked)."""
+    from pwdeploy import arguments
+    from pwdeploy.cluster.logs import COMPONENTS
+    from pwdeploy.cluster.timeline import Selection
+    from pwdeploy.errors import ArgumentError
+
+    if component is not None and component not in COMPONENTS:
+        raise ArgumentError("component", f"{component!r} is not a component; valid: {', '.join(COMPONENTS)}")
+    return Selection(
+        component,
+        arguments.optional_whole(slice_index, "slice_index", 0),
+        arguments.optional_whole(host, "host", 0),
+    )
 
 
 def diagnose(cluster: Cluster, name: str) -> Diagnosis:

@@ -14,7 +14,10 @@ from pwdeploy.errors import ConfigError
 from pwdeploy.text import printable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pwdeploy.api import Cluster
+    from pwdeploy.cluster.timeline import Entry, Timeline
 
 # ---------------------------------------------------------------------------------------------- inspect
 
@@ -154,13 +157,9 @@ def _timeline(
     """`logs --all`: the job's timeline (``api.timeline``)."""
     import json
 
-    from pwdeploy.cluster.timeline import Entry, format_entry
+    from pwdeploy.cluster.timeline import format_entry
 
-    for flag, given in (("--tail", tail is not None), ("--previous", previous)):
-        if given:
-            raise ConfigError(
-                None, "does not apply to --all (the timeline reads every line the API server has)", source=flag
-            )
+    _refuse_for_timeline(tail, previous)
 
     def show(entry: Entry) -> None:
         if output == "json":
@@ -175,6 +174,19 @@ def _timeline(
         cluster, name, component=component, slice_index=slice_index, host=host, follow=follow,  # type: ignore[arg-type]
         max_streams=max_streams, on_progress=progress,
     )  # fmt: skip
+    _show_timeline(read, show, name, follow=follow)
+
+
+def _refuse_for_timeline(tail: int | None, previous: bool) -> None:
+    for flag, given in (("--tail", tail is not None), ("--previous", previous)):
+        if given:
+            raise ConfigError(
+                None, "does not apply to --all (the timeline reads every line the API server has)", source=flag
+            )
+
+
+def _show_timeline(read: Timeline, show: Callable[[Entry], None], name: str, *, follow: bool) -> None:
+    """Each entry as it comes; a Ctrl-C shows what the reads had given, then exits 130 (the job runs on)."""
     try:
         for entry in read:
             show(entry)
