@@ -21,7 +21,7 @@ from pwdeploy.cli.output import confirm
 from pwdeploy.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pwdeploy.api import Cluster, SessionOptions
+    from pwdeploy.api import Cluster, SessionOptions, SubmitOptions
 
 
 @click.command(cls=JobCommand)
@@ -63,21 +63,7 @@ if TYPE_CHECKING:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before replacing.")
 @click.option("--skip-preflight", is_flag=True, help="Skip the preflight checks (cluster readiness, GCS, images).")
 @region_option
-def submit(
-    namespace_alias: str | None,
-    kubeconfig: Path | None,
-    context: str | None,
-    dry_run: str,
-    wait: str | None,
-    timeout: float | None,
-    connect_after: bool,
-    local_port: int | None,
-    replace: bool,
-    yes: bool,
-    skip_preflight: bool,
-    region: str | None,
-    **params: Any,
-) -> int:
+def submit(namespace_alias: str | None, kubeconfig: Path | None, context: str | None, yes: bool, **params: Any) -> int:
     """Render, check and submit a job as a JobSet (server-side apply, field manager pwdeploy).
 
     Submitting the same config again changes nothing; a different config under the same name needs --replace.
@@ -85,16 +71,7 @@ def submit(
     from pwdeploy import api
 
     job = job_from_params(_namespaced(pop_job_params(params), namespace_alias))
-    session = _session(connect_after, local_port)
-    options = api.SubmitOptions(
-        dry_run=dry_run,  # type: ignore[arg-type]  # click's Choice: one of the modes
-        replace=replace,
-        wait=wait,  # type: ignore[arg-type]  # click's Choice: running or done
-        timeout=timeout,
-        connect=session,
-        preflight=not skip_preflight,
-        region=region,
-    )
+    options = _submit_options(params)
 
     def found() -> Cluster:  # once the job is valid: the cluster it goes to, said first
         cluster = flagged(open_cluster, kubeconfig, context)
@@ -105,6 +82,21 @@ def submit(
     for line in submitted.next_steps:
         click.echo(line)
     return submitted.status
+
+
+def _submit_options(params: dict[str, Any]) -> SubmitOptions:
+    """submit's own flags (taken out of ``params``) as the API's options."""
+    from pwdeploy import api
+
+    return api.SubmitOptions(
+        dry_run=params.pop("dry_run"),
+        replace=params.pop("replace"),
+        wait=params.pop("wait"),
+        timeout=params.pop("timeout"),
+        connect=_session(params.pop("connect_after"), params.pop("local_port")),
+        preflight=not params.pop("skip_preflight"),
+        region=params.pop("region"),
+    )
 
 
 def _namespaced(job_params: dict[str, Any], alias: str | None) -> dict[str, Any]:
