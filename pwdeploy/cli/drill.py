@@ -104,7 +104,6 @@ def drill(
     The fault is never undone: Ctrl-C stops following only.
     """
     from pwdeploy import api
-    from pwdeploy.drill.verdict import report_lines
 
     options = api.DrillOptions(
         lose_slice, kill_worker, exit_code, evict_head, after_step, parse_after(after), dry_run, allow_fatal, timeout,
@@ -116,6 +115,14 @@ def drill(
     if dry_run:
         _dry_run_end(drilled.plan.fatal, allow_fatal)
         return
+    _report(drilled, after_step, timeout, output)
+    _end(drilled, name, cluster.namespace, timeout)
+
+
+def _report(drilled: Drilled, after_step: int | None, timeout: float, output: str) -> None:
+    """The drill's report (its JSON with -o json), or why the fault was not injected."""
+    from pwdeploy.drill.verdict import report_lines
+
     if drilled.report is None:
         _not_injected(drilled, after_step, timeout)
     elif output == "json":
@@ -123,7 +130,6 @@ def drill(
     else:
         for line in report_lines(drilled.report):
             click.echo(line)
-    _end(drilled, name, cluster.namespace, timeout)
 
 
 def _end(drilled: Drilled, name: str, ns: str, timeout: float) -> None:
