@@ -75,18 +75,12 @@ def run_local(
     as its JobSet would restart it. Raises ConfigError (a headless job, a bad slice event), LocalRunError (the
     command cannot start; slice events asked for never happened in a run that succeeded) and LocalLimitsError (a
     run that succeeded went over main.memory or main.shm_size)."""
-    from pwdeploy.local.elastic import slice_events
     from pwdeploy.local.mtc_stand_in import standing_in
-    from pwdeploy.local.restarts import rendered_jobset
     from pwdeploy.local.transfers import probed
 
     say = around.say
     local_plan = plan(job, tuple(command), cwd=around.cwd, cores=around.cores, environ=around.environ)
-    _refuse_headless(job)
-    manifest = rendered_jobset(job)  # its failure policy decides the restarts; rendered before anything is made
-    events = slice_events(job, local_plan.devices, options.lose_slice, options.restore_slice)
-    for line in plan_messages(local_plan):
-        say(line)
+    manifest, events = _first(job, local_plan, options, say)
     with _shm_probe(job) as probe:  # it runs while the program and the folders are checked
         local_plan = _before_the_run(job, local_plan, around, options, check_program)
         child_env = {**around.environ, **local_plan.env}
@@ -104,6 +98,20 @@ def run_local(
                 attempts, usage = _run_attempts(local_plan, probed_env, job, manifest, options, say, private=private)
                 how = Finishing(say, around.cores, options.faults, options.summary_json, private)
                 return finish(job, local_plan, attempts, usage, how, reports, elastic)
+
+
+def _first(job: JobConfig, local_plan: LocalPlan, options: RunOptions, say: Say) -> tuple[Manifest, SliceEvents]:
+    """Before anything is made: a headless job refused, the rendered JobSet (its failure policy decides the
+    restarts), the slice events asked for; then the plan told."""
+    from pwdeploy.local.elastic import slice_events
+    from pwdeploy.local.restarts import rendered_jobset
+
+    _refuse_headless(job)
+    manifest = rendered_jobset(job)
+    events = slice_events(job, local_plan.devices, options.lose_slice, options.restore_slice)
+    for line in plan_messages(local_plan):
+        say(line)
+    return manifest, events
 
 
 def _refuse_headless(job: JobConfig) -> None:

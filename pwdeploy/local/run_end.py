@@ -62,7 +62,13 @@ def finish(
         write_summary(how.summary_json, result, say)
     unfired = _unfired_slice_events(asked, found_events, reports)
     _tell_the_end(job, attempts, usage, how, ending)
-    last = attempts[-1]
+    _fail_or_tell(attempts[-1], unfired, problems, say)
+    return result
+
+
+def _fail_or_tell(last: Ended, unfired: str | None, problems: list[str], say: Say) -> None:
+    """A run that succeeded fails when slice events asked for never happened, or it went over a limit; a run that
+    failed anyway tells them."""
     if unfired is not None and last.status == 0 and last.stopped_by is None:
         raise LocalRunError(unfired, hint="pass a STEP the job reaches, in a program with an elastic loop")
     if unfired is not None and last.stopped_by is None:
@@ -71,7 +77,6 @@ def finish(
         raise LocalLimitsError("; ".join(problems))
     for line in problems:
         say(f"pwdeploy local: {line}")
-    return result
 
 
 def _result(
