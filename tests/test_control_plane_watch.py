@@ -20,7 +20,8 @@ import yaml
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.resources import EVENTS, PODS
 from pwdeploy.kube.seam import Kube
-from pwdeploy.kube.watch import Expired, Listing, Mirror, events, list_at, open_watch
+from pwdeploy.kube.watch import Mirror
+from pwdeploy.kube.watch_stream import Expired, Listing, events, list_at, open_watch
 from tests.control_plane import ControlPlane
 from tests.cut_wire import CutWire
 

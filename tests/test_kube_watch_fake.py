@@ -16,7 +16,8 @@ from pwdeploy.kube.api_errors import ApiError
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.resources import PODS, Action
 from pwdeploy.kube.seam import Kube, WatchBounds
-from pwdeploy.kube.watch import Listing, Mirror, parse_event
+from pwdeploy.kube.watch import Mirror
+from pwdeploy.kube.watch_stream import Listing, parse_event
 from tests.watch_fake import Script, WatchFake, bookmark, event, pod
 
 LISTING = Listing(PODS, "default", labels="app=x")

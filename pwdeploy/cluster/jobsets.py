@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 from pwdeploy import identifiers as ids
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.seam import JOBS, JOBSETS, NAMESPACES, PODS, Action, ApiError, Kube, Resource, localqueues
-from pwdeploy.kube.watch import Listing, Mirrors
+from pwdeploy.kube.watch import Mirrors
+from pwdeploy.kube.watch_stream import Listing
 from pwdeploy.text import printable
 
 FIELD_MANAGER = "pwdeploy"

@@ -200,6 +200,6 @@ def _give(raw: Any, position: Position, give: Callable[[str, str], None], limit:
 
 
 def _shut(raw: Any) -> None:
-    from pwdeploy.kube.watch import shut
+    from pwdeploy.kube.watch_stream import shut
 
     shut(raw)

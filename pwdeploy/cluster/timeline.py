@@ -34,7 +34,8 @@ from pwdeploy.cluster.milestones import Milestones
 from pwdeploy.cluster.progress import TERMINAL, job_state
 from pwdeploy.cluster.timeline_reads import Readers, Source
 from pwdeploy.kube.seam import EVENTS, JOBS, PODS, ApiError, Kube, reading_answers
-from pwdeploy.kube.watch import Listing, Mirrors, list_at
+from pwdeploy.kube.watch import Mirrors
+from pwdeploy.kube.watch_stream import Listing, list_at
 
 MAX_STREAMS = 16
 POLL_S = 2.0
