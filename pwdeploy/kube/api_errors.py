@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from pwdeploy.kube.answers import excerpt, printable, quoted_message
 from pwdeploy.kube.api_failures import (
     KUBELET_SUBRESOURCES,
+    RETRYABLE_STATUS,
     ApiError,
     Component,
     KubeletError,
@@ -71,7 +72,6 @@ __all__ = [
 ]
 
 GET_CREDENTIALS = "GKE: gcloud container clusters get-credentials CLUSTER --location LOCATION"
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 # What the API server's message says when the failure was not its own (see the module's docstring).

@@ -4,12 +4,15 @@ answer that did not come in time. pwdeploy.kube.api_errors decides which one a f
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal, Protocol
 
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.resources import Action
 
 KUBELET_SUBRESOURCES = frozenset({"log", "portforward", "exec", "attach"})  # served by the pod's node
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 class Located(Protocol):
@@ -93,3 +96,47 @@ def no_answer_in_time(action: Action, within: float, kube: Located, *, arrived: 
         component="api-server",
         hint="the control plane may be upgrading or overloaded; try again in a minute",
     )
+
+
+class ExpiredList(ApiError):
+    """A paged list whose continue token expired (410) after some of its pages were read."""
+
+
+def stream_retryable(error: ApiError) -> bool:
+    """Whether a stream that could not be opened may open on a later try: no answer, 429 or 5xx (a TLS failure is
+    no answer that lasts: ``ApiError.lasting``)."""
+    return not error.lasting and (error.status is None or error.status in RETRYABLE_STATUS)
+
+
+# ---------------------------------------------------------------------------------------------- answers
+
+
+def malformed(action: Action, kube: Located | None, what: str, status: int | None) -> ApiError:
+    """An answer of the wrong shape, as an ``ApiError`` naming the request and what was wrong with it."""
+    where = kube.where() if kube is not None else ""
+    return ApiError(
+        f"the API server{where} answered the request to {action.describe()} with {what}",
+        status=status,
+        hint="something between you and the API server (a proxy, a load balancer) may have answered instead; "
+        "check the kubeconfig's server URL and run the command again",
+    )
+
+
+# What reading a field of the wrong JSON type raises ('str' object has no attribute 'get', ...; int("lots")).
+SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError, ValueError)
+
+
+@contextmanager
+def reading_answers(kube: Located) -> Iterator[None]:
+    """Code that reads fields deep inside answers runs in here: a field of the wrong JSON type (a hostile or broken
+    server's ``status.conditions: "x"``) becomes an ``ApiError`` instead of an internal error. The request path
+    already checks the shapes every object shares (``object_shape``, ``list_items``)."""
+    try:
+        yield
+    except SHAPE_ERRORS as exc:
+        raise ApiError(
+            f"an answer of the API server{kube.where()} has a shape pwdeploy does not understand "
+            f"({type(exc).__name__}: {str(exc)[:200]})",
+            hint="is the server URL a Kubernetes API server? --debug shows where the answer was read; "
+            "if it is one, please report this",
+        ) from exc

@@ -12,8 +12,9 @@ within ``Kube.deadline`` seconds (wall time); when it takes longer than ``Kube.s
 told once which server and which request it is waiting for. ``Kube.read_once`` is for what is worth a glance, not
 a wait (the end of a log while a job starts): one GET, never retried, whole within a few seconds.
 
-The resources and actions (``pwdeploy.kube.resources``) and the error conversion (``pwdeploy.kube.api_errors``)
-live in modules of their own and are imported from here as one vocabulary.
+The resources and actions (``pwdeploy.kube.resources``), the bounds and the clock (``pwdeploy.kube.bounds``), the
+failures (``pwdeploy.kube.api_failures``) and the error conversion (``pwdeploy.kube.api_errors``) live in modules of
+their own and are imported from here as one vocabulary.
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from pwdeploy.errors import PwdeployError
 from pwdeploy.kube.answers import (
@@ -50,6 +49,21 @@ from pwdeploy.kube.api_errors import (
     retryable,
     unsendable,
 )
+from pwdeploy.kube.api_failures import ExpiredList, malformed, reading_answers, stream_retryable
+from pwdeploy.kube.bounds import (
+    DEFAULT_DEADLINE,
+    DEFAULT_TIMEOUT,
+    LIST_PAGE,
+    MAX_CONTINUE,
+    MAX_PAGES,
+    SLOW_AFTER,
+    STREAM_CHUNK,
+    Clock,
+    RequestLimits,
+    RetryPolicy,
+    SystemClock,
+    WatchBounds,
+)
 from pwdeploy.kube.http_client import HttpFailure
 from pwdeploy.kube.resources import (
     ACCESS_REVIEWS,
@@ -69,7 +83,7 @@ from pwdeploy.kube.resources import (
 )
 from pwdeploy.kube.throttle import TOLD_AFTER_S, Throttle
 
-# The seam's vocabulary, importable from here: resources, actions, errors.
+# The seam's vocabulary, importable from here: resources, actions, bounds, errors.
 __all__ = [
     "ACCESS_REVIEWS",
     "CRDS",
@@ -77,6 +91,7 @@ __all__ = [
     "GET_CREDENTIALS",
     "JOBS",
     "JOBSETS",
+    "LIST_PAGE",
     "NAMESPACES",
     "NODES",
     "PODS",
@@ -84,6 +99,7 @@ __all__ = [
     "POD_PORTFORWARD",
     "RETRYABLE_STATUS",
     "SECRETS",
+    "STREAM_CHUNK",
     "Action",
     "ApiError",
     "Clock",
@@ -93,72 +109,15 @@ __all__ = [
     "Resource",
     "RetryPolicy",
     "SystemClock",
+    "WatchBounds",
     "api_status",
     "cluster_error",
     "localqueues",
+    "malformed",
     "rbac_hint",
     "reading_answers",
     "stream_retryable",
 ]
-
-DEFAULT_TIMEOUT = (10.0, 20.0)  # (connect, read) seconds of one attempt
-DEFAULT_DEADLINE = 45.0  # seconds one request may take, retries included: a hung server ends the run in bounded time
-SLOW_AFTER = 5.0  # seconds after which the user is told what the command is waiting for
-LIST_PAGE = 500  # items asked of one list answer: kubectl's --chunk-size default
-MAX_PAGES = 10_000  # a server that never stops handing out continue tokens ends the list with an error
-MAX_CONTINUE = 16 << 10  # bytes of a continue token (an opaque resourceVersion and key, base64)
-STREAM_CHUNK = 65536  # bytes asked of a stream at once (a chunked answer, as a follow is, yields what arrives)
-
-
-class Clock(Protocol):
-    """Time as cluster code sees it: ``now``/``sleep`` for timeouts and polling, ``utc_now`` for ages."""
-
-    def now(self) -> float: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-    def utc_now(self) -> datetime: ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def utc_now(self) -> datetime:
-        return datetime.now(UTC)
-
-
-class RequestLimits(NamedTuple):
-    """The bounds of each request (``Kube``'s fields of these names): tests give shorter ones than the real."""
-
-    timeout: tuple[float, float] = DEFAULT_TIMEOUT  # (connect, read) seconds per attempt
-    deadline: float = DEFAULT_DEADLINE  # seconds for one request, retries included
-    slow_after: float = SLOW_AFTER  # seconds before a request is announced as slow
-
-
-class RetryPolicy(NamedTuple):
-    """Bounded exponential backoff: ``attempts`` tries in all, waits of base, 2 x base, ... capped."""
-
-    attempts: int = 4
-    base_delay: float = 0.5
-    max_delay: float = 8.0
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        backoff = min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30))  # no float overflow, ever
-        return min(self.max_delay, retry_after) if retry_after is not None else backoff
-
-
-class WatchBounds(NamedTuple):
-    """What one watch's answer may do (pwdeploy.kube.watch): fall silent for ``silence`` seconds (a bookmark comes
-    about once a minute: longer is a dead connection), take ``event_wait`` seconds to finish an event it began,
-    send an event of ``event_bytes`` (an object is at most 1.5 MiB in etcd: its event a few times that)."""
-
-    silence: float = 90.0
-    event_wait: float = 60.0
-    event_bytes: int = 8 * 2**20
 
 
 class Request(NamedTuple):
@@ -425,80 +384,8 @@ class Kube:
         """A connected WebSocket (websocket-client's ``WebSocket``) to a streaming subresource such as
         pods/portforward, authenticated as every request is. Sent once: the caller owns retries. A refused
         handshake is an ``ApiError`` from ``cluster_error``, like a refused request (``status`` None: no answer;
-        ``stream_retryable`` says whether trying again may help)."""
-        import websocket
-
-        from pwdeploy.kube.websockets import connect_websocket
+        ``stream_retryable`` says whether trying again may help): pwdeploy.kube.websockets.open_websocket."""
+        from pwdeploy.kube.websockets import open_websocket
 
         self._count_sent(action)
-        url, headers = self.api_client.url(path, query), self.api_client.headers({})
-        try:
-            return connect_websocket(
-                self.api_client.configuration,
-                url,
-                headers,
-                subprotocols,
-                connect_timeout=self.timeout[0],
-                impersonate=self.impersonate,
-            )
-        except websocket.WebSocketBadStatusException as exc:
-            body = exc.resp_body.decode("utf-8", "replace") if exc.resp_body else None
-            refused = HttpFailure(exc.status_code, exc.status_message or "", body, exc.resp_headers)
-            raise cluster_error(refused, action, kube=self) from None
-        except websocket.WebSocketException as exc:
-            if str(exc) == "Invalid WebSocket Header":  # websocket-client's words for a wrong Sec-WebSocket-Accept
-                raise ApiError(
-                    f"the API server{self.where()} answered the WebSocket upgrade to {action.describe()} with a "
-                    "Sec-WebSocket-Accept that does not match the key sent (RFC 6455 section 4.1)",
-                    status=101,
-                    hint="something between you and the API server (a proxy) rewrote the upgrade; kubectl "
-                    "port-forward refuses it too: check the kubeconfig's server URL and proxy-url",
-                    lasting=True,
-                ) from None
-            raise cluster_error(exc, action, kube=self) from None
-        except OSError as exc:
-            raise cluster_error(exc, action, kube=self) from None
-
-
-class ExpiredList(ApiError):
-    """A paged list whose continue token expired (410) after some of its pages were read."""
-
-
-def stream_retryable(error: ApiError) -> bool:
-    """Whether a stream that could not be opened may open on a later try: no answer, 429 or 5xx (a TLS failure is
-    no answer that lasts: ``ApiError.lasting``)."""
-    return not error.lasting and (error.status is None or error.status in RETRYABLE_STATUS)
-
-
-# ---------------------------------------------------------------------------------------------- answers
-
-
-def malformed(action: Action, kube: Kube | None, what: str, status: int | None) -> ApiError:
-    """An answer of the wrong shape, as an ``ApiError`` naming the request and what was wrong with it."""
-    where = kube.where() if kube is not None else ""
-    return ApiError(
-        f"the API server{where} answered the request to {action.describe()} with {what}",
-        status=status,
-        hint="something between you and the API server (a proxy, a load balancer) may have answered instead; "
-        "check the kubeconfig's server URL and run the command again",
-    )
-
-
-# What reading a field of the wrong JSON type raises ('str' object has no attribute 'get', ...; int("lots")).
-SHAPE_ERRORS = (AttributeError, KeyError, TypeError, IndexError, ValueError)
-
-
-@contextmanager
-def reading_answers(kube: Kube) -> Iterator[None]:
-    """Code that reads fields deep inside answers runs in here: a field of the wrong JSON type (a hostile or broken
-    server's ``status.conditions: "x"``) becomes an ``ApiError`` instead of an internal error. The request path
-    already checks the shapes every object shares (``object_shape``, ``list_items``)."""
-    try:
-        yield
-    except SHAPE_ERRORS as exc:
-        raise ApiError(
-            f"an answer of the API server{kube.where()} has a shape pwdeploy does not understand "
-            f"({type(exc).__name__}: {str(exc)[:200]})",
-            hint="is the server URL a Kubernetes API server? --debug shows where the answer was read; "
-            "if it is one, please report this",
-        ) from exc
+        return open_websocket(self, action, path, query, subprotocols)

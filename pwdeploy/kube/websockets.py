@@ -1,8 +1,8 @@
 """WebSockets to the API server (RFC 6455), for streaming subresources such as pods/portforward: opened over the
 connection ``pwdeploy.kube.transport`` makes from the client's ``Configuration`` (TLS, client certificates, proxy,
-as its REST requests), then read and written here frame by frame. Only ``Kube.open_websocket`` opens one: the
-errors of websocket-client's handshake are converted there; a subprotocol the server answers that was not offered
-is an ``ApiError`` raised here, never retried."""
+as its REST requests), then read and written here frame by frame. Only ``Kube.open_websocket`` opens one, with
+``open_websocket``, which converts the errors of websocket-client's handshake; a subprotocol the server answers
+that was not offered is an ``ApiError`` raised here, never retried."""
 
 from __future__ import annotations
 
@@ -12,10 +12,60 @@ import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pwdeploy.kube.answers import printable, without_userinfo
-from pwdeploy.kube.api_errors import ApiError
+from pwdeploy.kube.api_errors import ApiError, cluster_error
+from pwdeploy.kube.http_client import HttpFailure
+
+if TYPE_CHECKING:
+    from pwdeploy.kube.resources import Action
+
+
+class Client(Protocol):
+    """What opening a WebSocket needs of ``Kube``: its client, connect timeout, Impersonate-* headers and where."""
+
+    api_client: Any
+    timeout: tuple[float, float]
+    impersonate: tuple[tuple[str, str], ...]
+
+    def where(self) -> str: ...
+
+
+def open_websocket(
+    kube: Client, action: Action, path: str, query: Sequence[tuple[str, str]], subprotocols: Sequence[str]
+) -> Any:
+    """``Kube.open_websocket``'s handshake, sent once: websocket-client's refusals and failures as the ``ApiError``
+    ``cluster_error`` makes of a refused request; a rewritten Sec-WebSocket-Accept is one that lasts."""
+    import websocket
+
+    url, headers = kube.api_client.url(path, query), kube.api_client.headers({})
+    try:
+        return connect_websocket(
+            kube.api_client.configuration,
+            url,
+            headers,
+            subprotocols,
+            connect_timeout=kube.timeout[0],
+            impersonate=kube.impersonate,
+        )
+    except websocket.WebSocketBadStatusException as exc:
+        body = exc.resp_body.decode("utf-8", "replace") if exc.resp_body else None
+        refused = HttpFailure(exc.status_code, exc.status_message or "", body, exc.resp_headers)
+        raise cluster_error(refused, action, kube=kube) from None
+    except websocket.WebSocketException as exc:
+        if str(exc) == "Invalid WebSocket Header":  # websocket-client's words for a wrong Sec-WebSocket-Accept
+            raise ApiError(
+                f"the API server{kube.where()} answered the WebSocket upgrade to {action.describe()} with a "
+                "Sec-WebSocket-Accept that does not match the key sent (RFC 6455 section 4.1)",
+                status=101,
+                hint="something between you and the API server (a proxy) rewrote the upgrade; kubectl "
+                "port-forward refuses it too: check the kubeconfig's server URL and proxy-url",
+                lasting=True,
+            ) from None
+        raise cluster_error(exc, action, kube=kube) from None
+    except OSError as exc:
+        raise cluster_error(exc, action, kube=kube) from None
 
 
 def connect_websocket(
