@@ -161,6 +161,10 @@ def test_the_window_gives_lines_in_stamp_order_within_it_and_holds_each_no_longe
     for text, at in (("x", 3.0), ("y", 1.0), ("z", 2.0)):
         late.put(text, stamp(at))
     assert late.release() == 1 and out[-1] == "y"  # over the bound: the earliest stamp goes out at once
+    heavy = Interleave(out.append, window=10.0, max_bytes=100, clock=lambda: 0.0)
+    heavy.put("big", stamp(5.0), 80)
+    heavy.put("bigger", stamp(4.0), 80)  # 160 bytes held: over, the earliest stamp goes
+    assert heavy.release() == 1 and out[-1] == "bigger" and heavy.held() == 1
 
 
 def test_the_first_lines_come_out_while_most_pods_are_still_being_read(drill_stub: DrillStub, kubeconfig: Path) -> None:

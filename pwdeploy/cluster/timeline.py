@@ -334,7 +334,7 @@ class Timeline:
         self._put(Entry("milestone", "", "job", text))
 
     def _put(self, entry: Entry) -> None:
-        self.out.put(entry, entry.time)
+        self.out.put(entry, entry.time, len(entry.text))
 
     def _tick(self) -> None:
         self.out.release()
