@@ -40,6 +40,7 @@ from pwdeploy.kube.watch_stream import Listing, list_at
 MAX_STREAMS = 16
 POLL_S = 2.0
 TICK_S = 0.1  # how often held lines are looked at
+FIRST_PAGE = 32  # pods in the first answer of the pods' list (the head's come first: names sort so)
 PROGRESS_S = 2.0  # how often the count of pods still being read is said, while it changes
 FINISH_WAIT_S = 2.0  # the open streams' time to end by themselves once the job did
 MILESTONE_LINE = re.compile(r"\d+/\d+ Pathways Slices Now Ready|[Ee]lastic|slice .* (lost|back|restored)")
@@ -210,8 +211,12 @@ class Timeline:
         listing = js.pods_listing(self.namespace, self.name)
         versions: list[str] = []
         pods = []
-        for pod in self.kube.iter_items(
-            listing.action("list"), PODS.path(self.namespace), query=listing.query(), versions=versions
+        for pod in self.kube.iter_items(  # a small first page: the readers start on it while the rest comes
+            listing.action("list"),
+            PODS.path(self.namespace),
+            query=listing.query(),
+            versions=versions,
+            first_page=FIRST_PAGE,
         ):
             pods.append(pod)
             self._pod(pod)

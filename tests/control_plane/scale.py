@@ -39,6 +39,7 @@ def job_flags(name: str, namespace: str, slices: int) -> list[str]:
     return [
         "--name", name, "--namespace", namespace, "--tpu-type", "v5p-32", "--num-slices", str(slices),
         "--image", "python:3.11.9-slim", "--command", "python3 train.py", "--gcs-scratch", "gs://pwdeploy-e2e/scratch",
+        "--max-restarts", "3",  # a lost slice restarts the job (a drill's)
     ]  # fmt: skip
 
 
