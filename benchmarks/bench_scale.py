@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 from tests.control_plane import NodePool, TpuPool, binaries  # noqa: E402
 from tests.control_plane.cluster import ControlPlane, attach, start  # noqa: E402
 from tests.control_plane.commands import HEAD_POOL  # noqa: E402
-from tests.control_plane.scale import Run, job_flags, pools, run, serve_logs  # noqa: E402
+from tests.control_plane.scale import Run, job_flags, pools, run, serve_logs, stand_up, take_down  # noqa: E402
 
 LINES = [f"step {i}: loss 0.{i:04d}" for i in range(5)]  # what every container's log holds
 SELECTOR = "jobset.sigs.k8s.io/jobset-name"
@@ -75,10 +75,8 @@ def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> 
     ns = plane.user_namespace
     name, again = f"sc{slices}-{secrets.token_hex(2)}", f"sk{slices}-{secrets.token_hex(2)}"
     flags = job_flags(name, ns, slices)
-    began = time.monotonic()
-    for pool in pools(slices):
-        plane.add_node_pool(pool)
-    rows: list[list[str]] = [["(nodes: " + f"{4 * slices + 1} made in {time.monotonic() - began:.0f} s)"] + [""] * 6]
+    made = stand_up(plane, pools(slices))
+    rows: list[list[str]] = [[f"(nodes: {4 * slices + 1} made in {made:.0f} s)"] + [""] * 6]
     serve_logs(plane, ns, LINES)
     try:
         rows.append(row("pwdeploy render", run(plane, ["pwdeploy", "render", *flags])))
@@ -108,6 +106,7 @@ def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> 
                      timeout=3600)  # fmt: skip
         rows.append(row(f"pwdeploy logs --all -f (stopped {args.follow_s:g} s after its first line)", follow))
         if args.drill:
+            _until_running(plane, name, ns)  # the JobSet controller counts 256 Jobs ready some time after the pods
             drill = run(plane, ["pwdeploy", "drill", name, "-n", ns, "--lose-slice", "1", "--yes", "-o", "json",
                                 "--timeout", "1800"], timeout=3600)  # fmt: skip
             rows.append(row("pwdeploy drill --lose-slice 1", drill, _recovery(drill)))
@@ -121,9 +120,21 @@ def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> 
             timeout=3600)))  # fmt: skip
     finally:
         plane.clear_jobs(ns, timeout=1800)
-        for pool in pools(slices):
-            plane.remove_node_pool(pool.name)
+        take_down(plane, pools(slices))
     table(f"{slices} slices of v5p-32 ({4 * slices + 1} pods)", rows)
+
+
+def _until_running(plane: ControlPlane, name: str, ns: str, timeout: float = 1200) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = plane.api.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets/{name}")
+        ready = {
+            s.get("name"): s.get("ready", 0) for s in (found.get("status") or {}).get("replicatedJobsStatus") or []
+        }
+        wanted = {rj["name"]: rj.get("replicas", 1) for rj in found["spec"]["replicatedJobs"]}
+        if all(ready.get(k, 0) >= v for k, v in wanted.items()):
+            return
+        time.sleep(2.0)
 
 
 def _recovery(drill: Run) -> str:
@@ -141,8 +152,7 @@ def measure_users(plane: ControlPlane, users: int, follow_s: float) -> None:
     ns = plane.user_namespace
     tpu = [NodePool(f"tpu-u{i}", nodes=1, tpu=TpuPool("tpu-v5p-slice", "2x2x1", 4)) for i in range(users)]
     cpu = NodePool(HEAD_POOL.name, nodes=users, cpu=HEAD_POOL.cpu, memory=HEAD_POOL.memory)
-    for pool in (cpu, *tpu):
-        plane.add_node_pool(pool)
+    stand_up(plane, [cpu, *tpu])
     serve_logs(plane, ns, LINES)
     start_mark = len(plane.audit_lines())
     began = time.monotonic()
@@ -152,8 +162,7 @@ def measure_users(plane: ControlPlane, users: int, follow_s: float) -> None:
     finally:
         elapsed = time.monotonic() - began
         plane.clear_jobs(ns, timeout=600)
-        for node_pool in (cpu, *tpu):
-            plane.remove_node_pool(node_pool.name)
+        take_down(plane, [cpu, *tpu])
     per_second = _per_second(plane.audit_lines()[start_mark:])
     rows = []
     for step in ("submit --wait", "status", "logs --all -f", "delete --wait"):

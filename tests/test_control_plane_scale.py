@@ -13,7 +13,7 @@ import pytest
 from pwdeploy import identifiers as ids
 from tests.control_plane import ControlPlane
 from tests.control_plane.commands import JOB_TESTS
-from tests.control_plane.scale import HOSTS, job_flags, pools, run, serve_logs
+from tests.control_plane.scale import HOSTS, job_flags, pools, run, serve_logs, stand_up, take_down
 
 pytestmark = [*JOB_TESTS[:2], pytest.mark.timeout(900), JOB_TESTS[3]]
 SLICES = 32
@@ -24,7 +24,8 @@ CONTAINERS = 3 + HOSTS * SLICES  # the head's main, proxy and resource manager; 
 def test_a_32_slice_job_costs_watches_not_lists_and_diagnose_counts_right(control_plane: ControlPlane) -> None:
     plane, ns = control_plane, control_plane.user_namespace
     name = f"sc-{secrets.token_hex(3)}"
-    with plane.node_pools(*pools(SLICES)):
+    try:
+        stand_up(plane, pools(SLICES))
         serve_logs(plane, ns, [f"line {i} of every container" for i in range(5)])
         submitted = run(plane, ["pwdeploy", "submit", *job_flags(name, ns, SLICES), "--skip-preflight", "--wait"])
         assert submitted.returncode == 0, submitted.stderr
@@ -57,3 +58,5 @@ def test_a_32_slice_job_costs_watches_not_lists_and_diagnose_counts_right(contro
         assert deleted.returncode == 0, deleted.stderr
         # is it pwdeploy's, the delete, then a list and a watch each of the JobSet and its pods
         assert deleted.requests == {"get": 1, "delete": 1, "list": 2, "watch": 2}, deleted.requests
+    finally:
+        take_down(plane, pools(SLICES))

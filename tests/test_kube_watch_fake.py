@@ -16,8 +16,9 @@ from pwdeploy.kube.api_errors import ApiError
 from pwdeploy.kube.kubeconfig import load_kube
 from pwdeploy.kube.resources import PODS, Action
 from pwdeploy.kube.seam import Kube, WatchBounds
-from pwdeploy.kube.watch import Mirror
+from pwdeploy.kube.watch import Mirror, Mirrors
 from pwdeploy.kube.watch_stream import Listing, parse_event
+from tests.fake_clock import FakeClock
 from tests.watch_fake import Script, WatchFake, bookmark, event, pod
 
 LISTING = Listing(PODS, "default", labels="app=x")
@@ -182,3 +183,18 @@ def test_a_bookmark_needs_only_its_version_and_an_event_its_name() -> None:
                        PODS, action).version == "7"  # fmt: skip
     with pytest.raises(ApiError, match=r"`metadata\.name` is not a string"):
         parse_event(b'{"type": "ADDED", "object": {"metadata": {"resourceVersion": "7"}}}', PODS, action)
+
+
+def test_a_change_wakes_the_caller_at_once_but_a_burst_of_them_at_most_once_a_settle(kube: Kube) -> None:
+    """A thousand pods starting are a few looks at the job for a wait, not a thousand (each reads every pod)."""
+    kube.clock = clock = FakeClock()
+    seen = Mirrors(kube, [])
+    changed = seen._changed.set  # what a mirror calls on each event
+    changed()
+    assert seen.wait(5.0, settle=0.5) and clock.sleeps == []  # the first at once
+    changed()
+    assert seen.wait(5.0, settle=0.5) and clock.sleeps == [0.5]  # the next once the settle has passed
+    clock.sleep(2.0)
+    changed()
+    assert seen.wait(5.0, settle=0.5) and clock.sleeps == [0.5, 2.0]  # a change after a quiet time: at once
+    assert not seen.wait(0.01, settle=0.5)

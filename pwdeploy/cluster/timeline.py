@@ -40,6 +40,7 @@ from pwdeploy.kube.watch_stream import Listing, list_at
 MAX_STREAMS = 16
 POLL_S = 2.0
 TICK_S = 0.1  # how often held lines are looked at
+LOOK_S = 0.5  # how often, at most, what changed in the job is looked at
 FIRST_PAGE = 32  # pods in the first answer of the pods' list (the head's come first: names sort so)
 PROGRESS_S = 2.0  # how often the count of pods still being read is said, while it changes
 FINISH_WAIT_S = 2.0  # the open streams' time to end by themselves once the job did
@@ -293,9 +294,12 @@ class Timeline:
             listings.append(Listing(EVENTS, self.namespace))
             listed.append(events)
         with Mirrors(self.kube, listings, poll=self.poll, listed=listed, optional={3}) as seen:
+            changed, looked = False, 0.0
             while True:
-                changed = seen.wait(TICK_S)
-                end = self._look(seen) if changed else None
+                changed = seen.wait(TICK_S, settle=0) or changed
+                end = None
+                if changed and time.monotonic() - looked >= LOOK_S:  # a look reads every pod: at most so often
+                    end, changed, looked = self._look(seen), False, time.monotonic()
                 yield from self._ticked()
                 if end is not None:
                     break

@@ -29,6 +29,7 @@ from pwdeploy.kube.seam import Kube, stream_retryable
 from pwdeploy.kube.watch_stream import Dropped, Event, Expired, Listing, events, list_at, open_watch, shut
 
 POLL_S = 2.0  # the list's period where watching is forbidden
+SETTLE_S = 0.5  # the least time between two wakes for a change: a burst of changes is one look
 BACKOFF_S = (0.8, 30.0)  # reflector.go's backoff between failed attempts: 800 ms doubling to 30 s
 
 Object = dict[str, Any]
@@ -181,6 +182,7 @@ class Mirrors:
         self.mirrors = [Mirror(kube, listing, self._changed.set) for listing in listings]
         self._listed = list(listed) + [None] * (len(listings) - len(listed))  # what the caller already read
         self._polled_at = kube.clock.now()
+        self._woken_at = -float("inf")  # when a change last woke the caller
 
     def __enter__(self) -> Mirrors:
         try:
@@ -220,8 +222,10 @@ class Mirrors:
         for mirror in self.mirrors:
             mirror.stop()
 
-    def wait(self, timeout: float) -> bool:
-        """Whether something changed (False: ``timeout`` seconds passed first)."""
+    def wait(self, timeout: float, settle: float = SETTLE_S) -> bool:
+        """Whether something changed (False: ``timeout`` seconds passed first). A change wakes the caller at once,
+        but at most once every ``settle`` seconds (within ``timeout``): a burst of events (a thousand pods starting)
+        is a few looks at the objects for the caller, not one each."""
         polled = [m for m in self.mirrors if m.polling and m.failure is None]
         if polled:  # listed again every ``poll`` seconds on the connection's clock, whatever ``timeout`` is
             self.kube.clock.sleep(max(0.0, min(timeout, self._polled_at + self.poll - self.kube.clock.now())))
@@ -233,6 +237,12 @@ class Mirrors:
                 self._polled_at = self.kube.clock.now()
         else:
             changed = self._changed.wait(timeout)
+            if changed and settle > 0:
+                clock = self.kube.clock
+                rest = min(timeout, self._woken_at + settle - clock.now())
+                if rest > 0:
+                    clock.sleep(rest)
+                self._woken_at = clock.now()
         self._changed.clear()
         for index, mirror in enumerate(self.mirrors):
             if mirror.failure is not None and index not in self.optional:
