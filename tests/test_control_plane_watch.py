@@ -182,8 +182,12 @@ def test_the_server_sends_a_bookmark_when_its_version_moves_without_an_event_for
     raw = open_watch(kube, listing, version, timeout=4)  # the watch cache sends a bookmark 2 s before a timeout
     make_pod(control_plane, f"{label}-other", f"{label}-other")  # a change this watch does not select
     seen = [(e.type, e.obj) for e in events(raw, listing, kube)]
-    assert [kind for kind, _ in seen] == ["BOOKMARK"], seen
-    assert int(seen[0][1]["metadata"]["resourceVersion"]) > int(version)
+    # Nothing of the pod the watch does not select, and at least one bookmark past the list's version: how many is
+    # the server's discretion (the API's allowWatchBookmarks: "bookmarks are sent at the server's discretion";
+    # the watch cache sends one as the watch nears its timeout, and a busy one was seen to send two).
+    assert seen and {kind for kind, _ in seen} == {"BOOKMARK"}, seen
+    versions = [int(obj["metadata"]["resourceVersion"]) for _, obj in seen]
+    assert versions == sorted(versions) and versions[-1] > int(version), (versions, version)
 
 
 def test_the_api_server_sees_pwdeploys_user_agent(control_plane: ControlPlane) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import threading
@@ -20,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import IO
 
 from tests.control_plane.cluster import ControlPlane, NodePool, TpuPool
@@ -94,6 +96,22 @@ def serve_logs(plane: ControlPlane, namespace: str, lines: Sequence[str]) -> Non
     )
 
 
+@dataclass(frozen=True)
+class Request:
+    """One request as the API server's audit log has it."""
+
+    verb: str  # get, list, watch, create, patch, delete
+    resource: str  # pods, jobs, events, jobsets, ... (pods/log for a log)
+    uri: str
+
+    @property
+    def page(self) -> str:
+        """``first`` for a list's first answer, ``next`` for one that continues it (``continue=``), else ``""``."""
+        if self.verb != "list":
+            return ""
+        return "next" if "continue=" in self.uri else "first"
+
+
 @dataclass
 class Run:
     """One command as it ran: exit status, output, wall and CPU seconds, peak memory, first line, requests."""
@@ -106,15 +124,24 @@ class Run:
     cpu: float
     max_rss_mib: float
     first_line: float | None  # seconds from the start to the first line on stdout
-    requests: Counter[str]  # by verb (get, list, watch, create, patch, delete) as the API server saw them
+    calls: list[Request]  # each request, as the API server saw it
+
+    @property
+    def requests(self) -> Counter[str]:
+        """The requests by verb (get, list, watch, create, patch, delete)."""
+        return Counter(call.verb for call in self.calls)
+
+    def counted(self) -> Counter[tuple[str, str, str]]:
+        """The requests by verb, resource and, for a list, page (first, next)."""
+        return Counter((call.verb, call.resource, call.page) for call in self.calls)
 
     @property
     def sent(self) -> int:
-        return sum(self.requests.values())
+        return len(self.calls)
 
 
 class Audit:
-    """The audit log's requests of the namespace-scoped user, between two points of a test."""
+    """The audit log's requests of the namespace-scoped user while a command ran."""
 
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
@@ -122,14 +149,30 @@ class Audit:
     def mark(self) -> int:
         return len(self.plane.audit_lines())
 
-    def since(self, mark: int, agent: str) -> Counter[str]:
-        """Requests whose User-Agent starts with ``agent`` (``pwdeploy/``, ``kubectl/``) after ``mark``, by verb."""
-        verbs: dict[str, str] = {}
+    def settled(self, settle: float, timeout: float = 30.0) -> None:
+        """Until the log has had no new line for ``settle`` seconds: a request's line is written once it has been
+        answered, which on a busy machine may come after its client ended."""
+        deadline, lines = time.monotonic() + timeout, self.mark()
+        while time.monotonic() < deadline:
+            time.sleep(settle)
+            if (now := self.mark()) == lines:
+                return
+            lines = now
+
+    def since(self, mark: int, agent: str, received: float) -> list[Request]:
+        """Requests whose User-Agent starts with ``agent`` (``pwdeploy/``, ``kubectl/``) received at or after
+        ``received`` (seconds since the epoch), in the lines after ``mark``. A line of an earlier command's request
+        may come after ``mark`` (written when it ended: a watch cut by its client's exit, an answer late on a busy
+        machine), so the time the server received each is what tells whose it is."""
+        calls: dict[str, Request] = {}
         for line in self.plane.audit_lines()[mark:]:
             event = json.loads(line)
-            if str(event.get("userAgent", "")).startswith(agent):
-                verbs[str(event["auditID"])] = str(event.get("verb"))
-        return Counter(verbs.values())
+            at = datetime.fromisoformat(str(event["requestReceivedTimestamp"]).replace("Z", "+00:00")).timestamp()
+            if str(event.get("userAgent", "")).startswith(agent) and at >= received:
+                ref = event.get("objectRef") or {}
+                kind = "/".join(filter(None, (ref.get("resource"), ref.get("subresource"))))
+                calls[str(event["auditID"])] = Request(str(event.get("verb")), kind, str(event["requestURI"]))
+        return list(calls.values())
 
 
 def run(
@@ -143,44 +186,49 @@ def run(
     interrupt_after: float | None = None,
 ) -> Run:
     """``argv`` (``pwdeploy ...`` or ``kubectl ...``) as the namespace-scoped user (``user=False``: the admin, whose
-    requests the audit log does not record), measured; ``settle``: seconds for the audit log to be written;
-    ``interrupt_after``: Ctrl-C (SIGINT) that many seconds after the first line (a follow that would not end)."""
+    requests the audit log does not record), measured; ``settle``: the quiet time that says the audit log is
+    written; ``interrupt_after``: Ctrl-C (SIGINT) that many seconds after the first line (a follow that would not
+    end). A command that outlives ``timeout`` is killed, and its pipes closed, whatever stops the measurement."""
     audit = Audit(plane)
-    mark = audit.mark()
+    mark, received = audit.mark(), time.time()
     command = [str(PWDEPLOY) if argv[0] == "pwdeploy" else argv[0], *argv[1:]]
     started = time.monotonic()
-    process = subprocess.Popen(
+    with subprocess.Popen(
         command, env=plane.env(user=user), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    ) as process:
+        try:
+            out, err, first, usage = _measure(process, started, timeout, interrupt_after)
+        finally:
+            if process.returncode is None:  # the measurement failed: the command ends here, not after the test
+                process.kill()
+    wall = time.monotonic() - started
+    audit.settled(settle)
+    cpu = usage.ru_utime + usage.ru_stime
+    return Run(list(argv), process.returncode, out, err, wall, cpu, usage.ru_maxrss / 1024, first,
+               audit.since(mark, agent, received))  # fmt: skip
+
+
+def _measure(
+    process: subprocess.Popen[str], started: float, timeout: float, interrupt_after: float | None
+) -> tuple[str, str, float | None, resource.struct_rusage]:
+    """Its output, first line and resource use, once it has ended (waited for here, for its rusage)."""
     assert process.stdout is not None and process.stderr is not None
+    stderr = process.stderr
     errors: list[str] = []
-    reader = threading.Thread(target=lambda: errors.append(process.stderr.read()), daemon=True)  # type: ignore[union-attr]
+    reader = threading.Thread(target=lambda: errors.append(stderr.read()), daemon=True)
     reader.start()
     first: list[float] = []
     done = threading.Event()
     if interrupt_after is not None:
         threading.Thread(target=_interrupt, args=(process.pid, first, done, interrupt_after), daemon=True).start()
-    out = _read_lines(process.stdout, first, started, timeout)
-    reader.join(timeout)
-    err = "".join(errors)
-    _, status, usage = os.wait4(process.pid, 0)
-    done.set()
-    process.stdout.close()
-    process.stderr.close()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.monotonic() - started
-    time.sleep(settle)
-    return Run(
-        list(argv),
-        process.returncode,
-        out,
-        err,
-        wall,
-        usage.ru_utime + usage.ru_stime,
-        usage.ru_maxrss / 1024,
-        first[0] if first else None,
-        audit.since(mark, agent),
-    )
+    try:
+        out = _read_lines(process.stdout, first, started, timeout)
+        reader.join(timeout)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        done.set()
+    return out, "".join(errors), first[0] if first else None, usage
 
 
 def _interrupt(pid: int, first: list[float], done: threading.Event, after: float) -> None:
