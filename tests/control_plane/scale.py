@@ -151,9 +151,10 @@ class Audit:
 
     def settled(self, settle: float, timeout: float = 30.0) -> None:
         """Until the log has had no new line for ``settle`` seconds: a request's line is written once it has been
-        answered, which on a busy machine may come after its client ended."""
+        answered, which on a busy machine may come after its client ended. ``settle`` 0: not waited for (users at
+        once, whose requests never stop while one of them ends)."""
         deadline, lines = time.monotonic() + timeout, self.mark()
-        while time.monotonic() < deadline:
+        while settle > 0 and time.monotonic() < deadline:
             time.sleep(settle)
             if (now := self.mark()) == lines:
                 return
