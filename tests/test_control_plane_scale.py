@@ -28,7 +28,10 @@ def test_a_32_slice_job_costs_watches_not_lists_and_diagnose_counts_right(contro
     try:
         stand_up(plane, pools(SLICES))
         serve_logs(plane, ns, [f"line {i} of every container" for i in range(5)])
-        submitted = run(plane, ["pwdeploy", "submit", *job_flags(name, ns, SLICES), "--skip-preflight", "--wait"])
+        # A grace period of 5 s, not Kubernetes' 30: KWOK ends a deleted pod at the end of it (a program without a
+        # SIGTERM handler), and delete --wait's requests, held here, do not depend on how long it waits.
+        flags = [*job_flags(name, ns, SLICES), "--termination-grace-seconds", "5"]
+        submitted = run(plane, ["pwdeploy", "submit", *flags, "--skip-preflight", "--wait"])
         assert submitted.returncode == 0, submitted.stderr
         # A get (is it there?), the apply, then a list and a watch each of the JobSet and its pods, whatever the
         # number of pods and however long they take to run (each watch lasts 5 to 10 minutes).
