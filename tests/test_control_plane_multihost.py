@@ -159,10 +159,11 @@ def test_a_lost_multi_host_slice_is_replaced_without_the_backoff_and_restarts_wh
     control_plane: ControlPlane, pools: None
 ) -> None:
     """Item 3 on the real Job and JobSet controllers: a drill evicts every pod of a v5p-32 slice (four at once, as
-    a lost slice). The worker Job counts failures per host (backoffLimitPerIndex), so its replacements are created
-    10 s after the loss; counted per Job, as before, 4 failures waited 10 s x 2^3 = 80 s. Then main exits with the
-    retry code, as retry_on_slice_loss makes it, and the JobSet restarts: the outcome local run predicts. Main
-    "reports steps" through the log KWOK serves, so the drill follows until the new attempt's first step."""
+    a lost slice) right after `submit --wait` said Running, when the JobSet's status may not count every Job
+    ready yet. The worker Job counts failures per host (backoffLimitPerIndex), so its replacements are created 10 s
+    after the lost pods stopped; counted per Job, as before, 4 failures waited 10 s x 2^3 = 80 s. Then main exits
+    with the retry code, as retry_on_slice_loss makes it, and the JobSet restarts: the outcome local run predicts.
+    Main "reports steps" through the log KWOK serves, so the drill follows until the new attempt's first step."""
     plane = control_plane
     name = f"ml-{secrets.token_hex(3)}"
     flags = [*v5p_32(name, "default", 1), "--max-restarts", "2"]
@@ -181,8 +182,10 @@ def test_a_lost_multi_host_slice_is_replaced_without_the_backoff_and_restarts_wh
         new = wait_for(lambda: [p for p in workers(plane, name) if p["metadata"]["uid"] not in before],
                        lambda pods: len(pods) == V5P_32_VMS, timeout=150, every=1.0)  # fmt: skip
         waited = max(created(p) for p in new) - lost_at
-        # 10 s of backoff after the pods stopped (a second after the eviction), and the controllers' own pace;
-        # counted per Job the first replacement could not come before 80 s
+        # the evicted pods stop at the end of their 30 s grace period (a worker's PID 1 has no SIGTERM handler:
+        # tests/control_plane/kwok.py) and are replaced only once stopped (podReplacementPolicy Failed), after 10 s
+        # of backoff and the controllers' own pace: about 41 s. Counted per Job, the first replacement could not
+        # come before 30 + 80 = 110 s
         assert waited < 60, f"the replacements came {waited:.0f} s after the loss"
         assert {p["metadata"]["annotations"].get("batch.kubernetes.io/job-index-failure-count") for p in new} == {"1"}
         plane.exit_pod("default", head, ids.RETRY_EXIT_CODE, container=ids.MAIN_CONTAINER)

@@ -251,6 +251,24 @@ def test_refuses_a_job_that_is_not_running(drill_stub: DrillStub, run: Callable[
     assert result.exit_code == 4 and "is Failed, not running" in result.stderr
 
 
+def test_a_job_whose_every_pod_runs_is_drilled_while_the_jobsets_status_lags(
+    drill_stub: DrillStub, run: Callable[..., Any]
+) -> None:
+    """`submit --wait` says Running once every pod runs; the JobSet controller counts its Jobs ready a reconcile
+    later. A drill right after it takes the job as running, as the wait did; a pod not yet running is Starting."""
+    world = World(drill_stub)
+    world.jobset["status"]["replicatedJobsStatus"] = [{"name": ids.HEAD_JOB, "ready": 1}, {"name": ids.WORKER_JOB}]
+    result = run(["drill", NAME, "--lose-slice", "1", "-y", "-o", "json", "--timeout", "4"], FakeClock())
+    assert "not running" not in result.stderr and len(drill_stub.evicted) == world.hosts, result.output
+
+    late = World(drill_stub)
+    late.jobset["status"]["replicatedJobsStatus"] = [{"name": ids.HEAD_JOB, "ready": 1}, {"name": ids.WORKER_JOB}]
+    late.pods(ids.WORKER_JOB)[0]["status"]["phase"] = "Pending"
+    refused = run(["drill", NAME, "--lose-slice", "0", "-y"], FakeClock())
+    assert refused.exit_code == 4 and "is Starting, not running" in refused.stderr, refused.output
+    assert len(drill_stub.evicted) == world.hosts  # nothing more was evicted
+
+
 def test_flag_errors_exit_2_and_name_the_flag(drill_stub: DrillStub, run: Callable[..., Any]) -> None:
     World(drill_stub)
     cases = {

@@ -106,6 +106,17 @@ def all_running(groups: list[GroupProgress]) -> bool:
     return bool(groups) and all(g.done for g in groups)
 
 
+def running_state(jobset: Object, groups: list[GroupProgress]) -> JobState:
+    """The job's state as one waiting for it to run means it: Running once every pod it expects runs. The JobSet's
+    own phase follows later: the Job controller counts a pod ready in a batched sync, the JobSet controller its Job
+    ready at its next reconcile, seconds on a busy control plane. What `submit --wait` ends on is what `drill`
+    accepts as running."""
+    state = job_state(jobset)
+    if state.phase in ("Pending", "Starting") and all_running(groups):
+        return state._replace(phase="Running")
+    return state
+
+
 def progress_line(state: JobState, groups: list[GroupProgress], *, max_groups: int = 6) -> str:
     """``Starting: head 1/1 running; slice 0 2/2 running; slice 1 0/2 (1 scheduled)``; many slices are summed."""
     parts = [_group_text(g) for g in groups[:max_groups]] if len(groups) <= max_groups else _summed(groups)

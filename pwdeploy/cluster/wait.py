@@ -7,7 +7,7 @@ import shutil
 from typing import Literal, TextIO
 
 from pwdeploy.cluster import jobsets as js
-from pwdeploy.cluster.progress import JobState, all_running, job_state, progress, progress_line
+from pwdeploy.cluster.progress import JobState, all_running, job_state, progress, progress_line, running_state
 from pwdeploy.errors import ClusterError
 from pwdeploy.kube.seam import Kube, reading_answers
 from pwdeploy.kube.watch import Mirrors
@@ -83,12 +83,8 @@ def _follow(
             raise ClusterError(f"jobset {name} disappeared from namespace {namespace} while waiting (deleted?)")
         jobset = jobsets[0]
         with reading_answers(kube):
-            state = job_state(jobset)
             groups = progress(jobset, seen[1])
-        if until == "running" and all_running(groups) and state.phase in ("Pending", "Starting"):
-            # every pod runs: the job runs, though the JobSet controller counts its Jobs ready (its phase) only at
-            # a later reconcile
-            state = state._replace(phase="Running")
+            state = running_state(jobset, groups) if until == "running" else job_state(jobset)
         display.update(progress_line(state, groups))
         if state.phase == "Failed":
             raise ClusterError(

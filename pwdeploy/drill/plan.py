@@ -315,12 +315,12 @@ class Plan:
 def plan(kube: Kube, namespace: str, name: str, fault: Fault, *, needs_steps: bool = False) -> Plan:
     """Check the job can take the fault (it exists, runs, has the slice and host; ``needs_steps``: it runs a
     program that reports steps) and predict what follows. Errors say what to do; nothing is changed."""
-    from pwdeploy.cluster.progress import job_state
+    from pwdeploy.cluster.progress import progress, running_state
 
     jobset = js.require_jobset(kube, namespace, name)
     check_managed(jobset, namespace)
     check_fault_fits(fault, jobset)
-    state = job_state(jobset)
+    state = running_state(jobset, progress(jobset, js.list_pods(kube, namespace, name)))
     if state.phase != "Running":
         raise ClusterError(
             f"job {name} is {state.phase}, not running: a drill needs a running job",
