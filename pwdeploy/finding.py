@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pwdeploy.severity import Severity
+from pwdeploy.severity import SEVERITIES, Severity
 from pwdeploy.text import printable
 
 FIX_INDENT = "    "
@@ -96,3 +96,27 @@ class Finding:
     def line(self, width: int = 200) -> str:
         """The head line made printable, on one line and at most ``width`` characters (status's short list)."""
         return printable(self.head(), width, one_line=True)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one finding as every command's ``-o json`` prints it (``pwdeploy schema
+    --finding``): the one shape's keys, each required; the keys a command kept from before (docs/output.md) are
+    allowed beside them."""
+    text, or_null = {"type": "string"}, {"type": ["string", "null"]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "pwdeploy finding",
+        "description": "One finding of check, diagnose (and status), preflight or validate.",
+        "type": "object",
+        "required": list(Finding._FIELDS),
+        "properties": {
+            "id": text | {"minLength": 1, "description": "the rule, cause or row kind that found it (a contract)"},
+            "severity": {"enum": list(SEVERITIES), "description": "most severe first: error, warning, info"},
+            "where": text | {"description": "where it was seen, as shown"},
+            "message": text | {"description": "what was seen and why it matters"},
+            "fix": or_null | {"description": "what to do; null when there is nothing to do"},
+            "source": or_null | {"description": "the public page or code the verdict rests on"},
+            "count": {"type": "integer", "minimum": 1, "description": "the objects or lines it stands for"},
+        },
+        "additionalProperties": True,
+    }

@@ -197,6 +197,14 @@ def schema() -> dict[str, Any]:
     return job_schema()
 
 
+def finding_schema() -> dict[str, Any]:
+    """The JSON Schema of one finding, as check, diagnose, status, preflight and validate print it in ``-o json``
+    (``pwdeploy schema --finding``)."""
+    from pwdeploy.finding import json_schema
+
+    return json_schema()
+
+
 def config_reference() -> str:
     """The job config's fields as one Markdown table (``pwdeploy schema --markdown``)."""
     from pwdeploy.config.json_schema import config_reference_markdown

@@ -48,10 +48,18 @@ def render(fmt: str, output_dir: Path | None, no_validate: bool, **params: Any) 
 
 @click.command()
 @click.option("--markdown", is_flag=True, help="Print the config reference as a Markdown table instead.")
-def schema(markdown: bool) -> None:
+@click.option(
+    "--finding", is_flag=True, help="Print the JSON Schema of one finding (of check, diagnose, preflight, validate)."
+)
+def schema(markdown: bool, finding: bool) -> None:
     """Print the JSON Schema of the job config (for editors: yaml-language-server, VS Code)."""
     import json
 
     from pwdeploy import api
 
-    click.echo(api.config_reference() if markdown else json.dumps(api.schema(), indent=2), nl=not markdown)
+    if markdown and finding:
+        raise click.UsageError("--markdown and --finding: pass one (the config's table, or a finding's schema)")
+    if markdown:
+        click.echo(api.config_reference(), nl=False)
+        return
+    click.echo(json.dumps(api.finding_schema() if finding else api.schema(), indent=2))
