@@ -35,14 +35,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pwdeploy import identifiers as ids  # noqa: E402
 from tests.control_plane import NodePool, TpuPool, binaries  # noqa: E402
 from tests.control_plane.cluster import ControlPlane, attach, start  # noqa: E402
 from tests.control_plane.commands import HEAD_POOL  # noqa: E402
@@ -50,6 +52,7 @@ from tests.control_plane.scale import Run, job_flags, pools, run, serve_logs, st
 
 LINES = [f"step {i}: loss 0.{i:04d}" for i in range(5)]  # what every container's log holds
 SELECTOR = "jobset.sigs.k8s.io/jobset-name"
+T = TypeVar("T")
 
 
 def row(what: str, done: Run, extra: str = "") -> list[str]:
@@ -106,9 +109,7 @@ def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> 
                      timeout=3600)  # fmt: skip
         rows.append(row(f"pwdeploy logs --all -f (stopped {args.follow_s:g} s after its first line)", follow))
         if args.drill:
-            _until_running(plane, name, ns)  # the JobSet controller counts 256 Jobs ready some time after the pods
-            drill = run(plane, ["pwdeploy", "drill", name, "-n", ns, "--lose-slice", "1", "--yes", "-o", "json",
-                                "--timeout", "1800"], timeout=3600)  # fmt: skip
+            drill = _drill(plane, name, ns)
             rows.append(row("pwdeploy drill --lose-slice 1", drill, _recovery(drill)))
         rows.append(row("pwdeploy delete --wait", run(plane, ["pwdeploy", "delete", name, "-n", ns, "--yes",
                                                                 "--wait"], timeout=3600)))  # fmt: skip
@@ -137,14 +138,68 @@ def _until_running(plane: ControlPlane, name: str, ns: str, timeout: float = 120
         time.sleep(2.0)
 
 
+def _drill(plane: ControlPlane, name: str, ns: str) -> Run:
+    """``drill --lose-slice 1`` with the program's part played, as tests/test_control_plane_drill.py plays it (KWOK
+    runs no program): main has reported steps 1 to 5; once the slice's pods are replaced, main exits with the retry
+    code (as pwdeploy.runtime.retry_on_slice_loss makes it), and main of the restarted job reports steps 4 to 6 once
+    every pod of the restarted job runs (Pathways' main steps once its slices are back)."""
+    _until_running(plane, name, ns)  # the JobSet controller counts 256 Jobs ready some time after the pods
+    head = _until(lambda: _head(plane, name, ns, 0))
+    plane.write_pod_log(ns, head, [f"step {n}" for n in range(1, 6)], container=ids.MAIN_CONTAINER)
+    before = _slice_pods(plane, name, ns, 1)
+    pods = _running(plane, name, ns, 0)
+    argv = ["pwdeploy", "drill", name, "-n", ns, "--lose-slice", "1", "--yes", "-o", "json", "--timeout", "1800"]
+    with ThreadPoolExecutor(1) as pool:
+        drilled = pool.submit(run, plane, argv, timeout=3600)
+        _until(lambda: _slice_pods(plane, name, ns, 1) - before)  # the Job controller replaced the evicted pods
+        plane.exit_pod(ns, head, ids.RETRY_EXIT_CODE, container=ids.MAIN_CONTAINER)
+        new_head = _until(lambda: _head(plane, name, ns, 1))
+        _until(lambda: _running(plane, name, ns, 1) >= pods)  # every pod of the restarted job
+        plane.write_pod_log(ns, new_head, ["step 4", "step 5", "step 6"], container=ids.MAIN_CONTAINER)
+        return drilled.result()
+
+
+def _head(plane: ControlPlane, name: str, ns: str, attempt: int) -> str:
+    """The running head pod of restart attempt ``attempt`` ("" while there is none)."""
+    for pod in plane.pods(ns, f"{SELECTOR}%3D{name},{ids.REPLICATED_JOB_LABEL}%3D{ids.HEAD_JOB}"):
+        meta = pod["metadata"]
+        attempt_of = (meta.get("labels") or {}).get(ids.RESTART_ATTEMPT_LABEL)
+        if pod["status"].get("phase") == "Running" and not meta.get("deletionTimestamp") and attempt_of == str(attempt):
+            return str(meta["name"])
+    return ""
+
+
+def _running(plane: ControlPlane, name: str, ns: str, attempt: int) -> int:
+    """The job's running pods of restart attempt ``attempt``."""
+    return sum(
+        p["status"].get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+        and (p["metadata"].get("labels") or {}).get(ids.RESTART_ATTEMPT_LABEL) == str(attempt)
+        for p in plane.pods(ns, f"{SELECTOR}%3D{name}")
+    )
+
+
+def _slice_pods(plane: ControlPlane, name: str, ns: str, index: int) -> set[str]:
+    selector = f"{SELECTOR}%3D{name},{ids.REPLICATED_JOB_LABEL}%3D{ids.WORKER_JOB},{ids.JOB_INDEX_LABEL}%3D{index}"
+    return {str(p["metadata"]["uid"]) for p in plane.pods(ns, selector)}
+
+
+def _until(found: Callable[[], T], timeout: float = 1200) -> T:
+    deadline = time.monotonic() + timeout
+    while not (answer := found()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not so after {timeout:.0f} s")
+        time.sleep(1.0)
+    return answer
+
+
 def _recovery(drill: Run) -> str:
     try:
         found = json.loads(drill.stdout)
     except ValueError:
         return drill.stderr[-200:]
-    measured = found.get("measured") or found
-    keys = ("detected_s", "running_s", "first_step_s", "stopped")
-    return ", ".join(f"{k} {measured.get(k)}" for k in keys if k in measured)
+    keys = ("rule_fired", "stopped", "seconds_to_detection", "seconds_to_all_running", "seconds_to_first_step")
+    return ", ".join(f"{k} {found.get(k)}" for k in keys if k in found)
 
 
 def measure_users(plane: ControlPlane, users: int, follow_s: float) -> None:
