@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections import Counter
 
 import pytest
 
@@ -63,6 +64,26 @@ def test_a_32_slice_job_costs_watches_not_lists_and_diagnose_counts_right(contro
             ("list", "jobs", "first"): 1,
             ("list", "events", "first"): 1,
         }, logs.counted()
+
+        follow = run(plane, ["pwdeploy", "logs", name, "-n", ns, "--all", "-f"], interrupt_after=6)
+        assert follow.returncode == 130 and "instead" not in follow.stderr, follow.stderr  # no poll for want of watch
+        counted = follow.counted()
+        # one list of each (the discovery's, the JobSet's) and a watch each of the JobSet, its Jobs, its pods and
+        # the events, however long it follows; logs past the 16 streams are polled, at most 10 reads a second
+        assert Counter({k: n for k, n in counted.items() if k[0] != "get"}) == Counter(
+            {
+                ("list", "jobsets", "first"): 1,
+                ("list", "pods", "first"): 1,
+                ("list", "pods", "next"): 1,
+                ("list", "jobs", "first"): 1,
+                ("list", "events", "first"): 1,
+                ("list", "events", "next"): counted[("list", "events", "next")],  # the namespace's, as above
+                ("watch", "jobsets", ""): 1,
+                ("watch", "jobs", ""): 1,
+                ("watch", "pods", ""): 1,
+                ("watch", "events", ""): 1,
+            }
+        ), counted
 
         worker = plane.pods(ns, f"{ids.JOBSET_NAME_LABEL}%3D{name},{ids.REPLICATED_JOB_LABEL}%3D{ids.WORKER_JOB}")
         bad = sorted(p["metadata"]["name"] for p in worker)[77]

@@ -53,6 +53,7 @@ PERMISSIONS: tuple[Need, ...] = (
     Need("watch", JOBSETS, "submit --wait, delete --wait, logs --all -f, drill (a watch instead of polls)"),
     Need("delete", JOBSETS, "delete, submit --replace"),
     Need("list", JOBS, "status, diagnose, logs --all (the job's objects, whose events are the job's)"),
+    Need("watch", JOBS, "logs --all -f (a watch instead of polls)"),
     Need("list", PODS, "status, logs, diagnose, delete --wait, connect, profile, drill"),
     Need("watch", PODS, "submit --wait, delete --wait, logs --all -f, drill (a watch instead of polls)"),
     Need("delete", PODS, "drill"),
