@@ -101,8 +101,8 @@ def test_ready_cluster_every_check_ok_against_stub(stub: StubKubeApiServer, kube
         "memory free"
     )
     assert (
-        "create, patch, get, list, watch, delete jobsets.jobset.x-k8s.io; list, watch jobs.batch; list, watch, delete pods; "
-        in (by_name["permissions"].message)
+        "create, patch, get, list, watch, delete jobsets.jobset.x-k8s.io; list, watch jobs.batch; "
+        "list, watch, delete pods; " in (by_name["permissions"].message)
     )
 
 
