@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,13 @@ REPO = Path(__file__).resolve().parents[1]
 # for this process and every pwdeploy process the tests start.
 os.environ["XDG_CACHE_HOME"] = _CACHE = tempfile.mkdtemp(prefix="pwdeploy-test-cache-")
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+
+# A shell without job control starts a command put in the background (`cmd &`, as a CI script may) with SIGINT
+# ignored, and an ignored signal stays ignored across exec: every pwdeploy the tests start would ignore the Ctrl-C
+# the tests send it, as pwdeploy rightly keeps a disposition it was given (nohup's). The tests play a terminal's
+# foreground job, whose SIGINT is not ignored: a handler here is reset to the default in every child at exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
