@@ -137,6 +137,32 @@ def test_a_node_keeps_its_heartbeat_so_it_stays_ready(control_plane: ControlPlan
     wait_for(beat, lambda now: now != first, timeout=30, every=0.2)
 
 
+def test_a_pod_marked_not_ready_by_the_node_controller_is_ready_again_as_a_kubelet_puts_it_back(
+    control_plane: ControlPlane, pools: list[str]
+) -> None:
+    """Under load a node's heartbeat can come late and the node lifecycle controller then marks its pods not Ready
+    (only the Ready condition: MarkPodsNotReady). A kubelet puts its own status back at its next sync; KWOK's
+    pod-ready-again Stage plays that, so a 1,000-pod job's JobSet does not stay short of ready for good."""
+    name = f"ready-{secrets.token_hex(3)}"
+    control_plane.api.request("POST", "/api/v1/namespaces/default/pods", tpu_pod(name, 4))
+    path = f"/api/v1/namespaces/default/pods/{name}"
+
+    def ready(pod: dict[str, Any]) -> str:
+        return next(c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready")
+
+    pod = wait_for(lambda: control_plane.api.get(path), lambda p: p["status"].get("phase") == "Running", 30, 0.2)
+    assert ready(pod) == "True"
+    conditions = [{**c, "status": "False"} if c["type"] == "Ready" else c for c in pod["status"]["conditions"]]
+    patch = {"metadata": {"resourceVersion": pod["metadata"]["resourceVersion"]}, "status": {"conditions": conditions}}
+    marked = control_plane.api.request("PATCH", f"{path}/status", patch, content_type="application/merge-patch+json")
+    assert ready(marked) == "False"
+    again = wait_for(lambda: control_plane.api.get(path), lambda p: ready(p) == "True", 40, 0.5)
+    assert {c["type"]: c["status"] for c in again["status"]["conditions"]} == {
+        c["type"]: "True" for c in pod["status"]["conditions"]
+    }
+    control_plane.kubectl("delete", "pod", name, "-n", "default", "--wait=true")
+
+
 def test_etcd_answers_only_a_client_with_a_certificate_of_the_planes_ca(control_plane: ControlPlane) -> None:
     """On a plain http port of 127.0.0.1 etcd answered every local user, RBAC aside: the cluster's Secrets and its
     state, to read and to write. Now a request without the CA's client certificate gets nothing, over http or TLS,

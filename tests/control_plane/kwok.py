@@ -7,7 +7,9 @@ object, with KWOK's functions ``Now``, ``Quote``, ``NodeConditions``, ``NodeIP``
 
 - a Node Ready, with the capacity it was created with, its kubelet endpoint at KWOK's server, and kept Ready by a
   heartbeat every 10-15 s (without one the node lifecycle controller marks it NotReady after 50 s);
-- a scheduled pod Running (sidecars running, other init containers completed), on the node's IP for hostNetwork;
+- a scheduled pod Running (sidecars running, other init containers completed), on the node's IP for hostNetwork,
+  and Ready again 10 s after the node lifecycle controller marked it not Ready (a heartbeat came late), as a
+  kubelet's status manager puts its own status back;
 - a running pod end when it carries the annotation EXIT_CODE: every container terminated with that code (or only
   the container EXIT_CONTAINER names, the others with 0), phase Failed, or Succeeded for 0, as a kubelet reports
   a pod of restartPolicy Never whose containers ended;
@@ -197,6 +199,54 @@ spec:
       startTime: {{ $now | Quote }}
 """
 
+# A kubelet is the source of truth of its pods' status: when the API server holds another (the node lifecycle
+# controller marked the pods of a node whose heartbeat came late not Ready: MarkPodsNotReady,
+# pkg/controller/util/node/controller_utils.go), its status manager puts its own back at its next sync, every 10 s
+# (pkg/kubelet/status/status_manager.go: syncBatch, needsReconcile). KWOK applies each Stage once, so without this
+# a pod whose node was late once under load stays not Ready (and its Job, its JobSet not ready) for good; with it
+# the pod is Ready again 10 s later, as a kubelet's would be. Only a pod whose containers are all ready (the
+# ContainersReady condition) is Ready.
+_POD_READY_AGAIN = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: [Running]
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: In
+      values: ['False']
+    - key: '.status.conditions.[] | select( .type == "ContainersReady" ) | .status'
+      operator: In
+      values: ['True']
+  delay:
+    durationMilliseconds: 10000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      {{ range .status.conditions }}
+      {{ if eq .type "Ready" }}
+      - {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      {{ else }}
+      - type: {{ .type | Quote }}
+        status: {{ .status | Quote }}
+        {{ with .reason }}reason: {{ . | Quote }}{{ end }}
+        {{ with .message }}message: {{ . | Quote }}{{ end }}
+        lastTransitionTime: {{ .lastTransitionTime | Quote }}
+      {{ end }}
+      {{ end }}
+"""
+
 # The pod's containers end: the one EXIT_CONTAINER names (every one without it) with EXIT_CODE, the others with 0.
 _POD_EXIT = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -367,6 +417,7 @@ STAGES = (
     _NODE_READY,
     _NODE_HEARTBEAT,
     _POD_RUNNING,
+    _POD_READY_AGAIN,
     _POD_EXIT,
     _POD_STOPPED_BY_SIGTERM,
     _POD_KILLED_AFTER_GRACE,
