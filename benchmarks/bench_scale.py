@@ -21,8 +21,11 @@ delete --wait: every command's exit status, and the requests a second against th
 The machine is shared: each table says the load average it was measured under. ``--plane FOLDER`` uses a control
 plane ``scripts/control-plane.sh start`` keeps running (its folder); without it one is started for the run.
 
+``--steps`` measures only some of these (``wait,status,diagnose,logs,follow,delete``; render and submit always),
+``--repeat N`` runs render and status N times each, one after the other (their CPU side by side).
+
 Usage: python3 benchmarks/bench_scale.py [--slices 4,16,64,256] [--users 20] [--window 60] [--drill]
-       [--streams 4,16,64] [--plane DIR]
+       [--streams 4,16,64] [--plane DIR] [--steps wait,status,...] [--repeat N]
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from tests.control_plane.scale import Run, job_flags, pools, run, serve_logs, st
 
 LINES = [f"step {i}: loss 0.{i:04d}" for i in range(5)]  # what every container's log holds
 SELECTOR = "jobset.sigs.k8s.io/jobset-name"
+STEPS = ("wait", "status", "diagnose", "logs", "follow", "delete")  # --drill adds the drill before delete
 T = TypeVar("T")
 
 
@@ -76,7 +80,7 @@ def table(title: str, rows: list[list[str]]) -> None:
 
 def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> None:
     ns = plane.user_namespace
-    name, again = f"sc{slices}-{secrets.token_hex(2)}", f"sk{slices}-{secrets.token_hex(2)}"
+    name = f"sc{slices}-{secrets.token_hex(2)}"
     flags = job_flags(name, ns, slices)
     made = stand_up(plane, pools(slices))
     rows: list[list[str]] = [[f"(nodes: {4 * slices + 1} made in {made:.0f} s)"] + [""] * 6]
@@ -85,17 +89,52 @@ def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> 
         rows.append(row("pwdeploy render", run(plane, ["pwdeploy", "render", *flags])))
         rows.append(row("pwdeploy submit --wait", run(plane, ["pwdeploy", "submit", *flags, "--skip-preflight",
                                                                 "--wait"], timeout=3600)))  # fmt: skip
-        window = args.window
-        waited = run(plane, ["pwdeploy", "submit", *flags, "--skip-preflight", "--wait=done", "--timeout",
-                             str(window)], timeout=window + 120)  # fmt: skip
-        rows.append(row(f"pwdeploy submit --wait=done, {window} s on the running job", waited))
-        kwaited = run(plane, ["kubectl", "wait", "-n", ns, "--for=condition=Completed", f"jobset/{name}",
-                              f"--timeout={window}s"], agent="kubectl/", timeout=window + 120)  # fmt: skip
-        rows.append(row(f"kubectl wait --for=condition=Completed, {window} s", kwaited))
-        rows.append(row("pwdeploy status", run(plane, ["pwdeploy", "status", name, "-n", ns])))
+        for step in (_waits, _reads, _logs):
+            rows += step(plane, name, flags, args)
+        if args.drill:
+            drill = _drill(plane, name, ns)
+            rows.append(row("pwdeploy drill --lose-slice 1", drill, _recovery(drill)))
+        if "delete" in args.steps:
+            rows += _deletes(plane, name, slices)
+    finally:
+        plane.clear_jobs(ns, timeout=1800)
+        take_down(plane, pools(slices))
+    table(f"{slices} slices of v5p-32 ({4 * slices + 1} pods)", rows)
+
+
+def _waits(plane: ControlPlane, name: str, flags: list[str], args: argparse.Namespace) -> list[list[str]]:
+    """A wait on the running job for ``--window`` seconds, pwdeploy's and kubectl's."""
+    if "wait" not in args.steps:
+        return []
+    ns, window = plane.user_namespace, args.window
+    waited = run(plane, ["pwdeploy", "submit", *flags, "--skip-preflight", "--wait=done", "--timeout",
+                         str(window)], timeout=window + 120)  # fmt: skip
+    kwaited = run(plane, ["kubectl", "wait", "-n", ns, "--for=condition=Completed", f"jobset/{name}",
+                          f"--timeout={window}s"], agent="kubectl/", timeout=window + 120)  # fmt: skip
+    return [row(f"pwdeploy submit --wait=done, {window} s on the running job", waited),
+            row(f"kubectl wait --for=condition=Completed, {window} s", kwaited)]  # fmt: skip
+
+
+def _reads(plane: ControlPlane, name: str, flags: list[str], args: argparse.Namespace) -> list[list[str]]:
+    """status of the running job (``--repeat`` times, each after a render: their CPU side by side) beside kubectl's
+    get pods, and diagnose."""
+    ns, rows = plane.user_namespace, []
+    if "status" in args.steps:
+        _until_running(plane, name, ns)  # the JobSet controller counts its Jobs ready some time after the pods
+        for _ in range(args.repeat):
+            rows.append(row("pwdeploy render", run(plane, ["pwdeploy", "render", *flags])))
+            rows.append(row("pwdeploy status", run(plane, ["pwdeploy", "status", name, "-n", ns])))
         rows.append(row("kubectl get pods -l", run(plane, ["kubectl", "get", "pods", "-n", ns, "-l",
                                                            f"{SELECTOR}={name}"], agent="kubectl/")))  # fmt: skip
+    if "diagnose" in args.steps:
         rows.append(row("pwdeploy diagnose", run(plane, ["pwdeploy", "diagnose", name, "-n", ns])))
+    return rows
+
+
+def _logs(plane: ControlPlane, name: str, flags: list[str], args: argparse.Namespace) -> list[list[str]]:
+    """logs --all for each ``--streams``, kubectl's logs -l, and logs --all -f's first line."""
+    ns, rows = plane.user_namespace, []
+    if "logs" in args.steps:
         for streams in args.streams:
             logs = run(plane, ["pwdeploy", "logs", name, "-n", ns, "--all", "--max-streams", str(streams)],
                        timeout=3600)  # fmt: skip
@@ -105,24 +144,23 @@ def measure_size(plane: ControlPlane, slices: int, args: argparse.Namespace) -> 
                             "--max-log-requests", "16"], agent="kubectl/", timeout=3600)  # fmt: skip
         rows.append(row("kubectl logs -l --all-containers --prefix --max-log-requests 16", klogs,
                         f"{klogs.stdout.count(LINES[-1])} containers read"))  # fmt: skip
+    if "follow" in args.steps:
         follow = run(plane, ["pwdeploy", "logs", name, "-n", ns, "--all", "-f"], interrupt_after=args.follow_s,
                      timeout=3600)  # fmt: skip
         rows.append(row(f"pwdeploy logs --all -f (stopped {args.follow_s:g} s after its first line)", follow))
-        if args.drill:
-            drill = _drill(plane, name, ns)
-            rows.append(row("pwdeploy drill --lose-slice 1", drill, _recovery(drill)))
-        rows.append(row("pwdeploy delete --wait", run(plane, ["pwdeploy", "delete", name, "-n", ns, "--yes",
-                                                                "--wait"], timeout=3600)))  # fmt: skip
-        resubmitted = run(plane, ["pwdeploy", "submit", *job_flags(again, ns, slices), "--skip-preflight", "--wait"],
-                          timeout=3600)  # fmt: skip
-        assert resubmitted.returncode == 0, resubmitted.stderr
-        rows.append(row("kubectl delete --cascade=foreground --wait", run(plane, [
-            "kubectl", "delete", "-n", ns, "jobset", again, "--cascade=foreground", "--wait"], agent="kubectl/",
-            timeout=3600)))  # fmt: skip
-    finally:
-        plane.clear_jobs(ns, timeout=1800)
-        take_down(plane, pools(slices))
-    table(f"{slices} slices of v5p-32 ({4 * slices + 1} pods)", rows)
+    return rows
+
+
+def _deletes(plane: ControlPlane, name: str, slices: int) -> list[list[str]]:
+    """delete --wait of the job, and kubectl's delete --wait of the same job submitted again."""
+    ns, again = plane.user_namespace, f"sk{slices}-{secrets.token_hex(2)}"
+    deleted = run(plane, ["pwdeploy", "delete", name, "-n", ns, "--yes", "--wait"], timeout=3600)
+    resubmitted = run(plane, ["pwdeploy", "submit", *job_flags(again, ns, slices), "--skip-preflight", "--wait"],
+                      timeout=3600)  # fmt: skip
+    assert resubmitted.returncode == 0, resubmitted.stderr
+    kdeleted = run(plane, ["kubectl", "delete", "-n", ns, "jobset", again, "--cascade=foreground", "--wait"],
+                   agent="kubectl/", timeout=3600)  # fmt: skip
+    return [row("pwdeploy delete --wait", deleted), row("kubectl delete --cascade=foreground --wait", kdeleted)]
 
 
 def _until_running(plane: ControlPlane, name: str, ns: str, timeout: float = 1200) -> None:
@@ -275,8 +313,13 @@ def main() -> None:
     parser.add_argument("--drill", action="store_true", help="drill --lose-slice 1 on each size")
     parser.add_argument("--streams", default="16", help="logs --all --max-streams values, comma-separated")
     parser.add_argument("--plane", type=Path, help="a running control plane's folder (scripts/control-plane.sh)")
+    parser.add_argument("--steps", default=",".join(STEPS), help="what to measure after submit, comma-separated")
+    parser.add_argument("--repeat", type=int, default=1, help="render and status this many times, one after another")
     args = parser.parse_args()
     args.streams = [int(v) for v in args.streams.split(",") if v]
+    args.steps = {v for v in args.steps.split(",") if v}
+    if args.steps - set(STEPS):
+        parser.error(f"--steps: {', '.join(sorted(args.steps - set(STEPS)))} is not one of {', '.join(STEPS)}")
     # A user's install keeps compiled modules: a run that may not write them compiles every module of every
     # command anew (about 0.2 s of CPU each), which would be measured as the command's own.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

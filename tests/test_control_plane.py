@@ -148,7 +148,7 @@ def test_a_pod_marked_not_ready_by_the_node_controller_is_ready_again_as_a_kubel
     path = f"/api/v1/namespaces/default/pods/{name}"
 
     def ready(pod: dict[str, Any]) -> str:
-        return next(c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready")
+        return next(str(c["status"]) for c in pod["status"].get("conditions") or [] if c["type"] == "Ready")
 
     pod = wait_for(lambda: control_plane.api.get(path), lambda p: p["status"].get("phase") == "Running", 30, 0.2)
     assert ready(pod) == "True"

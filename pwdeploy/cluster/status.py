@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from pwdeploy.cluster import jobsets as js
 from pwdeploy.cluster.job_events import read_events
+from pwdeploy.cluster.pod_rows import read_pods
 from pwdeploy.cluster.progress import (
     age,
     job_state,
@@ -58,19 +59,21 @@ Explain = Callable[
 
 
 def read_status(kube: Kube, namespace: str, name: str, explain: Explain | None = None) -> JobStatus:
-    """The JobSet (a missing one is a ClusterError naming it), its pods and, unless it runs, its Jobs and the
+    """The JobSet (a missing one is a ClusterError naming it), its pods (a large running job's as the server
+    prints them where they are plainly healthy: pwdeploy.cluster.pod_rows) and, unless it runs, its Jobs and the
     events of its objects in trouble (pwdeploy.cluster.job_events: events that cannot be read are a note); with
-    ``explain``, the findings it finds in them."""
+    ``explain``, the findings it finds in them (in the pods read whole)."""
     obj = js.require_jobset(kube, namespace, name)
-    pods = js.list_pods(kube, namespace, name)
+    phase = job_state(obj).phase
+    pods, read = read_pods(kube, namespace, obj) if phase == "Running" else (js.list_pods(kube, namespace, name),) * 2
     jobs: list[dict[str, Any]] | None = None
     events: list[dict[str, Any]] = []
     notes: list[str] = []
-    if job_state(obj).phase not in ("Running", "Completed"):
+    if phase not in ("Running", "Completed"):
         jobs = js.list_jobs(kube, namespace, name)
         events, _, notes = read_events(kube, namespace, obj, jobs, pods)
     now = kube.clock.utc_now()
-    findings = () if explain is None else tuple(explain(name, namespace, obj, pods, events, now, jobs))
+    findings = () if explain is None else tuple(explain(name, namespace, obj, read, events, now, jobs))
     slices, unread = _slices(kube, namespace, obj, pods)
     warnings = [e for e in events if e.get("type") == "Warning"][-LATEST_EVENTS:]
     return JobStatus(name, namespace, obj, pods, warnings, now, findings, slices, (*notes, *unread))
