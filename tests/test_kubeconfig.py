@@ -289,8 +289,10 @@ def test_relative_paths_are_relative_to_the_file_that_names_them(
     assert Path(found.cluster["certificate-authority"]).read_bytes() == session_pki().ca_pem
     monkeypatch.setenv("KUBECONFIG", value)
     kube = load_kube()
-    assert Path(kube.api_client.configuration.ssl_ca_cert).read_bytes().strip() == session_pki().ca_pem.strip()
-    assert kube.api_client.configuration.api_key["BearerToken"] == "Bearer file-token"
+    conf = kube.api_client.configuration  # the CA's data as PEM text (ssl's cadata), else its file
+    ca = conf.ca_cert_data.encode() if conf.ca_cert_data else Path(str(conf.ssl_ca_cert)).read_bytes()
+    assert ca.strip() == session_pki().ca_pem.strip()
+    assert conf.api_key["BearerToken"] == "Bearer file-token"
 
 
 @needs_kubectl

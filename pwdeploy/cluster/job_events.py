@@ -20,7 +20,6 @@ note beside the rest of the answer, never its end.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from pwdeploy import identifiers as ids
@@ -195,6 +194,8 @@ def read_events(
 ) -> JobEvents:  # fmt: skip
     """The events of the objects ``targets`` picks, oldest first; the events of an object that cannot be read are
     a note (the first such error's, with how many lists it cost)."""
+    from concurrent.futures import ThreadPoolExecutor  # only here: status of a running job imports it not
+
     chosen, candidates = targets(jobset, jobs, pods, workload)
     with ThreadPoolExecutor(max_workers=max(1, min(READERS, len(chosen)))) as pool:
         answers = list(pool.map(lambda t: _events_of(kube, namespace, t), chosen))

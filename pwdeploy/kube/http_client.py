@@ -222,7 +222,9 @@ def configure(configuration: Configuration, cluster: Mapping[str, Any], user: Ma
         configuration.proxy = _text(cluster, "proxy-url", where)
     if not server.startswith("https"):
         return
-    configuration.ssl_ca_cert = _file(cluster, "certificate-authority", where, decode=True)
+    configuration.ca_cert_data = _pem(cluster, "certificate-authority", where)
+    if configuration.ca_cert_data is None:
+        configuration.ssl_ca_cert = _file(cluster, "certificate-authority", where, decode=True)
     if configuration.cert_file is None:  # a plugin's certificate comes first
         configuration.cert_file = _file(user, "client-certificate", where, decode=True)
         configuration.key_file = _file(user, "client-key", where, decode=True)
@@ -279,6 +281,18 @@ def file_token(user: Mapping[str, Any], configuration: Configuration, now: Calla
         return None
     first = configuration.api_key.get("BearerToken", "").removeprefix("Bearer ").strip()
     return FileToken(Path(user["tokenFile"]), first, now)
+
+
+def _pem(entry: Mapping[str, Any], key: str, where: str) -> str | None:
+    """``key-data`` (base64 in a kubeconfig) as PEM text, which ssl loads as it is (``cadata``): no file to write
+    for the CA every GKE kubeconfig carries. None without it, or when it is not PEM (a file is written then)."""
+    if not entry.get(f"{key}-data"):
+        return None
+    try:
+        data = base64.b64decode(_text(entry, f"{key}-data", where), validate=False)
+    except ValueError:
+        raise ConfigError(None, f"{where}: its {key}-data is not base64") from None
+    return data.decode("ascii") if data.isascii() and b"-----BEGIN CERTIFICATE-----" in data else None
 
 
 def _file(entry: Mapping[str, Any], key: str, where: str, *, decode: bool) -> str | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,6 +146,8 @@ class _Output:
 
 
 def _start(plugin: Plugin) -> subprocess.Popen[bytes]:
+    import shutil  # only a kubeconfig with a credential plugin needs it
+
     env = {**os.environ, **plugin.env}
     executable = plugin.command if "/" in plugin.command else shutil.which(plugin.command, path=env.get("PATH"))
     if executable is None or not Path(executable).is_file():

@@ -8,7 +8,6 @@ number of pods nor with the namespace's events."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -56,6 +55,8 @@ class Snapshot:
 
 def read_snapshot(kube: Kube, namespace: str, name: str) -> Snapshot:
     """Everything but the logs; a missing JobSet is a ClusterError (exit 4) naming it."""
+    from concurrent.futures import ThreadPoolExecutor  # here: status, which imports these rules, reads no logs
+
     jobset = js.require_jobset(kube, namespace, name)
     with ThreadPoolExecutor(max_workers=3) as pool:
         jobs = pool.submit(js.list_jobs, kube, namespace, name)
@@ -133,6 +134,8 @@ def read_logs(
     """The last lines of each (pod, container, previous) in ``wanted`` (at most MAX_LOGS), read concurrently; a
     container whose log cannot be read (gone, forbidden, a kubelet that refuses or does not answer in time) is
     left out, and said in ``notes``, naming the component at fault (``nodes``: pod name -> its node)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     wanted = wanted[:MAX_LOGS]
     if not wanted:
         return []
