@@ -116,14 +116,15 @@ def _waits(plane: ControlPlane, name: str, flags: list[str], args: argparse.Name
 
 
 def _reads(plane: ControlPlane, name: str, flags: list[str], args: argparse.Namespace) -> list[list[str]]:
-    """status of the running job (``--repeat`` times, each after a render: their CPU side by side) beside kubectl's
-    get pods, and diagnose."""
+    """status of the running job (``--repeat`` times, each after a render and before a status of a job that is not
+    there, what any cluster command costs: their CPU side by side) beside kubectl's get pods, and diagnose."""
     ns, rows = plane.user_namespace, []
     if "status" in args.steps:
         _until_running(plane, name, ns)  # the JobSet controller counts its Jobs ready some time after the pods
-        for _ in range(args.repeat):
+        for _ in range(args.repeat):  # the floor: status of a job that is not there (one get, exit 4)
             rows.append(row("pwdeploy render", run(plane, ["pwdeploy", "render", *flags])))
             rows.append(row("pwdeploy status", run(plane, ["pwdeploy", "status", name, "-n", ns])))
+            rows.append(row("pwdeploy status (no such job)", run(plane, ["pwdeploy", "status", "none", "-n", ns])))
         rows.append(row("kubectl get pods -l", run(plane, ["kubectl", "get", "pods", "-n", ns, "-l",
                                                            f"{SELECTOR}={name}"], agent="kubectl/")))  # fmt: skip
     if "diagnose" in args.steps:
