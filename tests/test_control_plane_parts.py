@@ -30,6 +30,7 @@ def test_kwok_stages_parse_and_the_exit_stage_reads_the_annotation() -> None:
         "node-ready",
         "node-heartbeat",
         "pod-running",
+        "pod-ready-again",
         "pod-exit",
         "pod-stopped-by-sigterm",
         "pod-killed-after-grace",
@@ -37,14 +38,14 @@ def test_kwok_stages_parse_and_the_exit_stage_reads_the_annotation() -> None:
         "pod-gone",
     ]
     assert all(s["kind"] == "Stage" and s["apiVersion"] == "kwok.x-k8s.io/v1alpha1" for s in stages)
-    exit_stage = stages[3]
+    exit_stage = stages[4]
     keys = [e["key"] for e in exit_stage["spec"]["selector"]["matchExpressions"]]
     assert f'.metadata.annotations["{kwok.EXIT_CODE}"]' in keys
     assert kwok.EXIT_CODE in exit_stage["spec"]["next"]["statusTemplate"]
     assert stages[-1]["spec"]["next"] == {"delete": True}
     # A deleted running pod: SIGTERM ends its processes a second later (143) where they are not PID 1 of their
     # containers or handle it, else the SIGKILL comes at the deletion's deadline (137).
-    by_sigterm, after_grace = stages[4], stages[5]
+    by_sigterm, after_grace = stages[5], stages[6]
     assert by_sigterm["spec"]["delay"] == {"durationMilliseconds": 1000}
     assert after_grace["spec"]["delay"]["durationFrom"] == {"expressionFrom": ".metadata.deletionTimestamp"}
     which = [e for e in by_sigterm["spec"]["selector"]["matchExpressions"] if "shareProcessNamespace" in e["key"]]
