@@ -224,10 +224,10 @@ def configure(configuration: Configuration, cluster: Mapping[str, Any], user: Ma
         return
     configuration.ca_cert_data = _pem(cluster, "certificate-authority", where)
     if configuration.ca_cert_data is None:
-        configuration.ssl_ca_cert = _file(cluster, "certificate-authority", where, decode=True)
+        configuration.ssl_ca_cert = _file(cluster, "certificate-authority", where)
     if configuration.cert_file is None:  # a plugin's certificate comes first
-        configuration.cert_file = _file(user, "client-certificate", where, decode=True)
-        configuration.key_file = _file(user, "client-key", where, decode=True)
+        configuration.cert_file = _file(user, "client-certificate", where)
+        configuration.key_file = _file(user, "client-key", where)
 
 
 def _token(user: Mapping[str, Any], where: str) -> str | None:
@@ -284,25 +284,16 @@ def file_token(user: Mapping[str, Any], configuration: Configuration, now: Calla
 
 
 def _pem(entry: Mapping[str, Any], key: str, where: str) -> str | None:
-    """``key-data`` (base64 in a kubeconfig) as PEM text, which ssl loads as it is (``cadata``): no file to write
-    for the CA every GKE kubeconfig carries. None without it, or when it is not PEM (a file is written then)."""
-    if not entry.get(f"{key}-data"):
-        return None
-    try:
-        data = base64.b64decode(_text(entry, f"{key}-data", where), validate=False)
-    except ValueError:
-        raise ConfigError(None, f"{where}: its {key}-data is not base64") from None
-    return data.decode("ascii") if data.isascii() and b"-----BEGIN CERTIFICATE-----" in data else None
+    """``key-data`` as PEM text, which ssl loads as it is (``cadata``): no file to write for the CA every GKE
+    kubeconfig carries. None without it, or when it is not PEM (a file is written then)."""
+    data = _data(entry, key, where)
+    return data.decode("ascii") if data and data.isascii() and b"-----BEGIN CERTIFICATE-----" in data else None
 
 
-def _file(entry: Mapping[str, Any], key: str, where: str, *, decode: bool) -> str | None:
-    """The path of ``key``'s file, or of a private file holding ``key-data`` (base64 in a kubeconfig)."""
-    if entry.get(f"{key}-data"):
-        text = _text(entry, f"{key}-data", where)
-        try:
-            data = base64.b64decode(text, validate=False) if decode else text.encode()
-        except ValueError:
-            raise ConfigError(None, f"{where}: its {key}-data is not base64") from None
+def _file(entry: Mapping[str, Any], key: str, where: str) -> str | None:
+    """The path of ``key``'s file, or of a private file holding ``key-data``."""
+    data = _data(entry, key, where)
+    if data is not None:
         return private_file(data)
     if entry.get(key):
         path = _text(entry, key, where)
@@ -310,6 +301,16 @@ def _file(entry: Mapping[str, Any], key: str, where: str, *, decode: bool) -> st
             raise ConfigError(None, f"{where}: its {key} {path} does not exist or is not a file")
         return path
     return None
+
+
+def _data(entry: Mapping[str, Any], key: str, where: str) -> bytes | None:
+    """``key-data`` (base64 in a kubeconfig), decoded; None without it."""
+    if not entry.get(f"{key}-data"):
+        return None
+    try:
+        return base64.b64decode(_text(entry, f"{key}-data", where), validate=False)
+    except ValueError:
+        raise ConfigError(None, f"{where}: its {key}-data is not base64") from None
 
 
 def _text(entry: Mapping[str, Any], key: str, where: str) -> str:
