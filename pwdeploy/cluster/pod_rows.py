@@ -10,8 +10,8 @@ and whole only where that is not plainly healthy:
 - the head pods are read whole (each a list selecting it by name; their containers say whether the resource
   manager runs; their log has its count of ready slices), and the first pod of every other replicated job: the
   pods of one replicated job come from one template, so diagnose's rules that look at a healthy pod (the images'
-  releases) see what each one would show.
-  Each such pod must show what its row said (component, state, ready, restarts), or the pods are read whole;
+  releases) see what each one would show. Each such pod must show what its row said (component, state, ready,
+  restarts), or the pods are read whole;
 - every other pod is the facts of its row in a pod's shape (``shown``), for the views that count and list pods.
 
 So `status` of a healthy 1,024-pod job decodes some 170 KB instead of some 13 MB."""
@@ -56,7 +56,7 @@ def read_pods(kube: Kube, namespace: str, jobset: Object) -> JobPods:
 
         query = [("labelSelector", f"{JOBSET_NAME_LABEL}={name}")]
         rows = list_rows(kube, Action("list", PODS, namespace), PODS.path(namespace), COLUMNS, query=query)
-        parsed = _healthy(rows or [], jobset) if rows else None
+        parsed = _healthy(rows, jobset) if rows else None
         found = _sampled(kube, namespace, parsed) if parsed else None
         if found is not None:
             return found

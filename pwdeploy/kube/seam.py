@@ -54,8 +54,6 @@ from pwdeploy.kube.bounds import (
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
     LIST_PAGE,
-    MAX_CONTINUE,
-    MAX_PAGES,
     SLOW_AFTER,
     STREAM_CHUNK,
     Clock,
@@ -65,6 +63,7 @@ from pwdeploy.kube.bounds import (
     WatchBounds,
 )
 from pwdeploy.kube.http_client import HttpFailure
+from pwdeploy.kube.paging import pages
 from pwdeploy.kube.resources import (
     ACCESS_REVIEWS,
     CRDS,
@@ -207,23 +206,14 @@ class Kube:
         versions: list[str] | None = None,
         first_page: int | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """The items of a list as its pages arrive: ``limit`` items an answer, then the answer's
-        ``metadata.continue`` token, as kubectl's ``--chunk-size`` (500) reads (client-go tools/pager). A token
-        that expired (410) is an ``ExpiredList`` (the items yielded so far are a part of an older list); a token
-        of the wrong shape, or more than ``MAX_PAGES`` pages, is an ``ApiError``. ``versions`` gets each page's
+        """The items of a list as its pages arrive (pwdeploy.kube.paging: ``limit`` items an answer, then the
+        answer's ``metadata.continue`` token). A token that expired (410) is an ``ExpiredList`` (the items yielded
+        so far are a part of an older list); a token of the wrong shape, or more than ``MAX_PAGES`` pages, is an
+        ``ApiError``. ``versions`` gets each page's
         ``metadata.resourceVersion`` (every page of one list has the first page's: where a watch starts);
         ``first_page``: fewer items in the first answer, which then comes sooner (a caller that acts on the first
         items at once)."""
-        token: str | None = None
-        for _ in range(MAX_PAGES):
-            size = first_page if first_page is not None and token is None else page
-            paged = [*query, ("limit", str(size))] + ([("continue", token)] if token else [])
-            try:
-                answer = self.request(action, "GET", path, query=paged)
-            except ApiError as exc:
-                if token is None or exc.status != 410:
-                    raise
-                raise ExpiredList(exc.message, status=410, hint="run the command again") from None
+        for answer in pages(self, action, path, query=query, size=page, first_page=first_page):
             try:
                 yield from items_of(answer)
             except BadAnswer as bad:
@@ -231,12 +221,6 @@ class Kube:
             meta = answer.get("metadata") or {}  # checked to be an object
             if versions is not None and isinstance(meta.get("resourceVersion"), str):
                 versions.append(meta["resourceVersion"])
-            previous, token = token, meta.get("continue")
-            if not token:
-                return
-            if not isinstance(token, str) or len(token) > MAX_CONTINUE or token == previous:
-                raise malformed(action, self, "a `metadata.continue` that is not a new, short string", None)
-        raise malformed(action, self, f"more than {MAX_PAGES} pages of {page} items", None)
 
     def _attempts(self, action: Action, request: Request, started: float) -> Any:
         attempt = 0
