@@ -5,18 +5,25 @@ server prints (pwdeploy.kube.tables) are read through it."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pwdeploy.kube.api_failures import ApiError, ExpiredList, malformed
 from pwdeploy.kube.bounds import LIST_PAGE, MAX_CONTINUE, MAX_PAGES
+from pwdeploy.kube.resources import Action
 
-if TYPE_CHECKING:
-    from pwdeploy.kube.resources import Action
-    from pwdeploy.kube.seam import Kube
+
+class Requester(Protocol):
+    """What the pager needs of ``pwdeploy.kube.seam.Kube`` (which imports the pager)."""
+
+    def request(
+        self, action: Action, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), accept: str = ...
+    ) -> Any: ...
+
+    def where(self) -> str: ...
 
 
 def pages(
-    kube: Kube,
+    kube: Requester,
     action: Action,
     path: str,
     *,
